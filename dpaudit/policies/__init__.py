@@ -1,0 +1,30 @@
+"""dpaudit.policies: batched bandit policies, registered by short name.
+
+Importing this package registers every built-in policy; see :mod:`dpaudit.policies.registry`.
+"""
+
+from dpaudit.policies.base import Policy, PolicyLike, check_actions, check_rewards
+from dpaudit.policies.finite import FinitePolicy, load_spec
+from dpaudit.policies.registry import (
+    get_policy_class,
+    load_policy_class,
+    make_policy,
+    parse_params,
+    register,
+    registered,
+)
+
+__all__ = [
+    "Policy",
+    "PolicyLike",
+    "FinitePolicy",
+    "check_actions",
+    "check_rewards",
+    "get_policy_class",
+    "load_policy_class",
+    "load_spec",
+    "make_policy",
+    "parse_params",
+    "register",
+    "registered",
+]

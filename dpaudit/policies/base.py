@@ -1,0 +1,123 @@
+"""The batched Policy contract (DESIGN.md, "Policy").
+
+A policy runs ``n_runs`` independent copies of a bandit algorithm as one numpy computation::
+
+    policy.reset(n_runs, rng)
+    for t in range(T):
+        actions = policy.act(t, arms)          # (n_runs,) ints in [0, K)
+        policy.observe(t, actions, rewards)    # rewards: (n_runs,) floats
+
+This is also the plug-in contract: any class with these members (constructor keyword arguments
+for its parameters, ``claim`` a Guarantee or None) can be audited. Subclassing :class:`Policy`
+is optional; it adds input checks and a ledger.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from dpaudit.accountants import Guarantee
+from dpaudit.accountants.errors import DPAuditError
+from dpaudit.mechanisms import Ledger
+
+__all__ = ["PolicyLike", "Policy", "check_actions", "check_rewards"]
+
+
+@runtime_checkable
+class PolicyLike(Protocol):
+    """Structural type of anything auditable as a policy."""
+
+    n_arms: int
+
+    def reset(self, n_runs: int, rng: np.random.Generator) -> None: ...
+
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray: ...
+
+    def observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None: ...
+
+
+class Policy:
+    """Base class for dpaudit's own policies.
+
+    Subclasses set ``n_arms``, ``claim`` and ``reward_range`` (the interval of rewards the
+    sensitivity analysis assumes; rewards outside it are refused, never clipped) and implement
+    ``_reset``, ``act`` and ``_observe``.
+    """
+
+    name: ClassVar[str] = ""
+    n_arms: int
+    claim: Guarantee | None = None
+    reward_range: tuple[float, float] = (-math.inf, math.inf)
+
+    def __init__(self) -> None:
+        self.n_runs = 0
+        self.ledger: Ledger | None = None
+        self.rng: np.random.Generator | None = None
+        self.record = True
+
+    def reset(self, n_runs: int, rng: np.random.Generator, *, record: bool = True) -> None:
+        """Fresh state for ``n_runs`` independent runs; ``record=False`` skips the ledger."""
+        if isinstance(n_runs, bool) or not isinstance(n_runs, (int, np.integer)) or n_runs < 1:
+            raise DPAuditError(f"n_runs must be an integer >= 1, got {n_runs!r}.")
+        if not isinstance(rng, np.random.Generator):
+            raise DPAuditError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
+        self.n_runs = int(n_runs)
+        self.rng = rng
+        self.record = record
+        self.ledger = Ledger(self.n_runs, enabled=record)
+        self._reset()
+
+    def _reset(self) -> None:
+        raise NotImplementedError
+
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
+        raise NotImplementedError
+
+    def observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        rewards = check_rewards(rewards, self.n_runs, self.reward_range, type(self).name or type(self).__name__, t)
+        self._observe(t, np.asarray(actions), rewards)
+
+    def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def params(self) -> dict[str, Any]:
+        """The constructor parameters this instance was built with (for reports)."""
+        return dict(getattr(self, "_params", {}))
+
+
+def check_actions(actions: Any, n_runs: int, n_arms: int, who: str, t: int) -> np.ndarray:
+    """Validate a policy's output: ``(n_runs,)`` integers in ``[0, n_arms)``."""
+    a = np.asarray(actions)
+    if a.shape != (n_runs,):
+        raise DPAuditError(f"policy {who} returned actions of shape {a.shape} at step {t}; expected ({n_runs},).")
+    if not np.issubdtype(a.dtype, np.integer):
+        if np.issubdtype(a.dtype, np.floating) and np.all(np.isfinite(a)) and np.all(a == np.round(a)):
+            a = a.astype(np.int64)
+        else:
+            raise DPAuditError(f"policy {who} returned non-integer actions at step {t} (dtype {a.dtype}).")
+    bad = (a < 0) | (a >= n_arms)
+    if np.any(bad):
+        raise DPAuditError(
+            f"policy {who} returned arm {int(a[bad][0])} at step {t}; allowed arms are 0..{n_arms - 1}."
+        )
+    return a
+
+
+def check_rewards(rewards: Any, n_runs: int, reward_range: tuple[float, float], who: str, t: int) -> np.ndarray:
+    """Validate rewards fed to a policy; refuse (never clip) values outside ``reward_range``."""
+    r = np.asarray(rewards, dtype=float)
+    if r.shape != (n_runs,):
+        raise DPAuditError(f"rewards at step {t} have shape {r.shape}; expected ({n_runs},).")
+    if not np.all(np.isfinite(r)):
+        raise DPAuditError(f"rewards at step {t} contain NaN or inf; rewards must be finite numbers.")
+    lo, hi = reward_range
+    if np.any((r < lo) | (r > hi)):
+        bad = r[(r < lo) | (r > hi)][0]
+        raise DPAuditError(
+            f"reward {bad:g} at step {t} is outside [{lo:g}, {hi:g}], the range {who}'s sensitivity "
+            "assumes; rescale the rewards or choose a policy calibrated for that range."
+        )
+    return r

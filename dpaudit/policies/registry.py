@@ -1,0 +1,206 @@
+"""Named policies, plug-in loading, and ``--param key=value`` parsing.
+
+``get_policy_class("adac-ucb")`` finds a registered policy; ``load_policy_class`` also accepts a
+plug-in given as ``path/to/file.py:ClassName`` or ``package.module:ClassName`` (DESIGN.md, "Policy"),
+and ``make_policy`` builds an instance from string parameters typed by the constructor's signature.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, get_type_hints
+
+from dpaudit.accountants.errors import DPAuditError
+
+__all__ = [
+    "PolicyEntry",
+    "register",
+    "registered",
+    "get_policy_class",
+    "load_policy_class",
+    "parse_params",
+    "coerce_params",
+    "make_policy",
+]
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    name: str
+    cls: type
+    family: str
+    summary: str
+    mutant: bool = False
+
+
+_REGISTRY: dict[str, PolicyEntry] = {}
+
+
+def register(name: str, *, family: str, mutant: bool = False) -> Callable[[type], type]:
+    """Class decorator: register a policy under a short name (``adac-ucb``)."""
+
+    def deco(cls: type) -> type:
+        if name in _REGISTRY and _REGISTRY[name].cls is not cls:
+            raise RuntimeError(f"policy name {name!r} is registered twice")
+        doc = (cls.__doc__ or "").strip().splitlines()
+        _REGISTRY[name] = PolicyEntry(name, cls, family, doc[0] if doc else "", mutant)
+        cls.name = name
+        return cls
+
+    return deco
+
+
+def _ensure_loaded() -> None:
+    # Importing the package registers every built-in policy.
+    importlib.import_module("dpaudit.policies")
+
+
+def registered(*, mutants: bool = False) -> list[PolicyEntry]:
+    """Registered policies (mutants only when asked), sorted by family then name."""
+    _ensure_loaded()
+    return sorted((e for e in _REGISTRY.values() if e.mutant == mutants), key=lambda e: (e.family, e.name))
+
+
+def get_policy_class(name: str) -> type:
+    _ensure_loaded()
+    if name in _REGISTRY:
+        return _REGISTRY[name].cls
+    close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise DPAuditError(
+        f"unknown policy {name!r}.{hint} Run `dpaudit list` for the registered names, or give a plug-in "
+        "as path/to/file.py:ClassName or package.module:ClassName."
+    )
+
+
+def load_policy_class(spec: str) -> type:
+    """Resolve a registered name, ``file.py:Class`` or ``package.module:Class`` to a class."""
+    if ":" not in spec:
+        return get_policy_class(spec)
+    target, _, attr = spec.rpartition(":")
+    if not attr.isidentifier():
+        raise DPAuditError(f"plug-in {spec!r} must end in ':ClassName' with a valid Python name, got {attr!r}.")
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        path = Path(target)
+        if not path.is_file():
+            raise DPAuditError(f"plug-in file {target!r} does not exist.")
+        mod_name = f"dpaudit_plugin_{abs(hash(str(path.resolve())))}"
+        spec_obj = importlib.util.spec_from_file_location(mod_name, path)
+        if spec_obj is None or spec_obj.loader is None:
+            raise DPAuditError(f"plug-in file {target!r} cannot be loaded as a Python module.")
+        module = importlib.util.module_from_spec(spec_obj)
+        sys.modules[mod_name] = module
+        try:
+            spec_obj.loader.exec_module(module)
+        except Exception as exc:  # the user's module failed while importing
+            raise DPAuditError(f"plug-in file {target!r} raised {type(exc).__name__} on import: {exc}.") from exc
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise DPAuditError(f"plug-in module {target!r} cannot be imported: {exc}.") from exc
+    cls = getattr(module, attr, None)
+    if cls is None:
+        names = [n for n, v in vars(module).items() if inspect.isclass(v) and not n.startswith("_")]
+        raise DPAuditError(f"plug-in {target!r} has no class {attr!r}; it defines {', '.join(names) or 'no classes'}.")
+    missing = [m for m in ("n_arms", "reset", "act", "observe") if not hasattr(cls, m) and m != "n_arms"]
+    if missing:
+        raise DPAuditError(f"plug-in class {attr!r} lacks {', '.join(missing)}; a policy needs reset, act and observe.")
+    return cls
+
+
+def parse_params(items: list[str] | None) -> dict[str, str]:
+    """``["rho=0.1", "arms=5"]`` -> ``{"rho": "0.1", "arms": "5"}``."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise DPAuditError(f"--param {item!r} must have the form key=value.")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _convert(key: str, raw: Any, kind: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    origin = getattr(kind, "__origin__", None)
+    if kind is bool:
+        low = raw.lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise DPAuditError(f"parameter {key}={raw!r} must be true or false.")
+    if kind is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise DPAuditError(f"parameter {key}={raw!r} must be an integer.") from None
+    if kind is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise DPAuditError(f"parameter {key}={raw!r} must be a number.") from None
+    if kind in (list, tuple) or origin in (list, tuple):
+        parts = [p for p in raw.replace(";", ",").split(",") if p.strip()]
+        try:
+            return [float(p) for p in parts]
+        except ValueError:
+            raise DPAuditError(f"parameter {key}={raw!r} must be a comma-separated list of numbers.") from None
+    if kind is str or kind is inspect.Parameter.empty:
+        for conv in (int, float):
+            try:
+                return conv(raw) if kind is not str else raw
+            except ValueError:
+                continue
+        return raw
+    return raw
+
+
+def coerce_params(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
+    """Type string parameters by ``cls.__init__``'s annotations (or defaults); refuse unknown keys."""
+    sig = inspect.signature(cls.__init__)
+    try:
+        hints = get_type_hints(cls.__init__)
+    except Exception:
+        hints = {}
+    params = {n: p for n, p in sig.parameters.items() if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    accepts_any = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in params and not accepts_any:
+            allowed = ", ".join(params) or "none"
+            raise DPAuditError(f"{cls.__name__} has no parameter {key!r}; its parameters are: {allowed}.")
+        p = params.get(key)
+        kind = hints.get(key, inspect.Parameter.empty)
+        if kind is inspect.Parameter.empty and p is not None and p.default is not inspect.Parameter.empty and p.default is not None:
+            kind = type(p.default)
+        # Optional[X] / X | None -> X
+        args = getattr(kind, "__args__", None)
+        if args and type(None) in args and len(args) == 2:
+            kind = next(a for a in args if a is not type(None))
+        out[key] = _convert(key, value, kind)
+    return out
+
+
+def make_policy(spec: str, params: dict[str, Any] | None = None) -> Any:
+    """Build a policy from a registered name or plug-in spec and (string) parameters."""
+    cls = load_policy_class(spec)
+    kwargs = coerce_params(cls, params or {})
+    try:
+        policy = cls(**kwargs)
+    except DPAuditError:
+        raise
+    except TypeError as exc:
+        raise DPAuditError(f"cannot build {spec!r} with parameters {kwargs}: {exc}.") from exc
+    try:
+        policy._params = dict(kwargs)
+    except AttributeError:
+        pass
+    return policy

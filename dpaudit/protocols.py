@@ -1,0 +1,222 @@
+"""Protocols: what the private input is, what the adversary sees, and what "neighbouring" means.
+
+Following seed 001 Sec. III (Defs. 3 and 4):
+
+=============== ============================ ======================== ================ ==============
+protocol        private input                policy observes at t     view             neighbours
+=============== ============================ ======================== ================ ==============
+``TableDP``     table d of rewards, T x K    d[t, a_t]                a_1..a_T         one row
+``ViewDP``      list r of rewards, length T  r[t]                     a_1..a_T         one entry
+``InteractiveDP`` table d and an adversary B d[t, q_t], q_t=B(o_1..o_t) o_1..o_T         one row
+=============== ============================ ======================== ================ ==============
+
+Each protocol turns (policy, input) into an interactive mechanism: :meth:`Protocol.run` samples
+views for a batch of runs. Adversaries are batched deterministic functions of the outputs so far
+(seed 001 App. B, Remark 6: deterministic adversaries suffice).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from dpaudit.accountants.errors import DPAuditError
+from dpaudit.policies.base import check_actions
+
+__all__ = [
+    "Adversary",
+    "IdentityAdversary",
+    "ConstantAdversary",
+    "TableAdversary",
+    "Protocol",
+    "TableDP",
+    "ViewDP",
+    "InteractiveDP",
+    "PROTOCOLS",
+    "get_protocol",
+]
+
+
+class Adversary:
+    """A deterministic adversary B = (B_1, ..., B_T): q_t = B_t(o_1, ..., o_t), batched over runs."""
+
+    def query(self, t: int, outputs: np.ndarray) -> np.ndarray:
+        """``outputs``: (n_runs, t + 1) actions o_1..o_{t+1} (0-based t); returns (n_runs,) queries."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+class IdentityAdversary(Adversary):
+    """q_t = o_t: the interaction of Algorithm 1 (Interactive DP reduces to Table DP)."""
+
+    def query(self, t: int, outputs: np.ndarray) -> np.ndarray:
+        return outputs[:, t]
+
+    def describe(self) -> str:
+        return "identity (q_t = o_t)"
+
+
+@dataclass(frozen=True)
+class ConstantAdversary(Adversary):
+    """q_t = a_t for a fixed sequence a, whatever the policy recommends (seed 001 App. B, Step 1)."""
+
+    sequence: tuple[int, ...]
+
+    def query(self, t: int, outputs: np.ndarray) -> np.ndarray:
+        return np.full(outputs.shape[0], self.sequence[t], dtype=np.int64)
+
+    def describe(self) -> str:
+        return f"constant queries {list(self.sequence)}"
+
+
+@dataclass(frozen=True)
+class TableAdversary(Adversary):
+    """A general deterministic adversary given by lookup tables.
+
+    ``tables[t]`` has ``K^(t+1)`` entries: the query after outputs (o_1..o_{t+1}), indexed by the
+    base-K number with digits o_1..o_{t+1} (most significant first).
+    """
+
+    tables: tuple[tuple[int, ...], ...]
+    n_arms: int
+
+    def query(self, t: int, outputs: np.ndarray) -> np.ndarray:
+        if t >= len(self.tables):
+            return outputs[:, t]  # the last query is never seen by the policy within the horizon
+        weights = self.n_arms ** np.arange(t, -1, -1)
+        idx = outputs[:, : t + 1] @ weights
+        return np.asarray(self.tables[t], dtype=np.int64)[idx]
+
+    def describe(self) -> str:
+        parts = []
+        for t, tab in enumerate(self.tables):
+            parts.append(f"B_{t + 1}: " + ", ".join(
+                f"{''.join(map(str, np.base_repr(i, self.n_arms).zfill(t + 1)))}->{q}" for i, q in enumerate(tab)))
+        return "; ".join(parts) if parts else "no queries that matter"
+
+
+class Protocol:
+    """Base class: the private input, the observation rule, the view and the neighbouring relation."""
+
+    name: str = ""
+    summary: str = ""
+
+    def check_input(self, data: np.ndarray, horizon: int, n_arms: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def reward(self, data: np.ndarray, t: int, actions: np.ndarray, queries: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def neighbours(self, data: np.ndarray, alphabet: Sequence[float]) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield (index changed, neighbouring input) over a finite reward alphabet."""
+        raise NotImplementedError
+
+    def run(
+        self,
+        policy,
+        data: np.ndarray,
+        n_runs: int,
+        rng: np.random.Generator,
+        adversary: Adversary | None = None,
+        *,
+        record: bool = True,
+    ) -> np.ndarray:
+        """Sample ``n_runs`` views of the interactive mechanism (policy, protocol, data): (n_runs, T)."""
+        n_arms = int(policy.n_arms)
+        horizon = data.shape[0]
+        data = self.check_input(data, horizon, n_arms)
+        try:
+            policy.reset(n_runs, rng, record=record)
+        except TypeError:  # plug-ins need not accept ``record``
+            policy.reset(n_runs, rng)
+        views = np.empty((n_runs, horizon), dtype=np.int64)
+        who = getattr(policy, "name", "") or type(policy).__name__
+        for t in range(horizon):
+            out = check_actions(policy.act(t, None), n_runs, n_arms, who, t)
+            views[:, t] = out
+            queries = out if adversary is None else adversary.query(t, views[:, : t + 1])
+            policy.observe(t, queries, self.reward(data, t, out, queries))
+        return views
+
+
+def _check_table(data: np.ndarray, n_arms: int) -> np.ndarray:
+    d = np.asarray(data, dtype=float)
+    if d.ndim != 2 or d.shape[1] != n_arms or d.shape[0] < 1:
+        raise DPAuditError(f"a reward table must have shape (T, K) = (T, {n_arms}) with T >= 1, got {d.shape}.")
+    if not np.all(np.isfinite(d)):
+        raise DPAuditError("the reward table contains NaN or inf; rewards must be finite numbers.")
+    return d
+
+
+class TableDP(Protocol):
+    """Table DP (seed 001 Def. 3): input a T x K table of potential rewards; neighbours differ in one row."""
+
+    name = "table"
+    summary = "input: T x K reward table; view: actions; neighbours: one row (user) changed"
+
+    def check_input(self, data, horizon, n_arms):
+        return _check_table(data, n_arms)
+
+    def reward(self, data, t, actions, queries):
+        return data[t, actions]
+
+    def neighbours(self, data, alphabet):
+        alphabet = np.asarray(alphabet, dtype=float)
+        T, K = data.shape
+        grids = np.stack(np.meshgrid(*[alphabet] * K, indexing="ij"), -1).reshape(-1, K)
+        for t in range(T):
+            for row in grids:
+                if not np.array_equal(row, data[t]):
+                    other = data.copy()
+                    other[t] = row
+                    yield t, other
+
+
+class ViewDP(Protocol):
+    """View DP (seed 001 Def. 3): input the list of observed rewards; neighbours differ in one entry."""
+
+    name = "view"
+    summary = "input: list of T rewards; view: actions; neighbours: one reward changed"
+
+    def check_input(self, data, horizon, n_arms):
+        r = np.asarray(data, dtype=float)
+        if r.ndim != 1 or r.size < 1:
+            raise DPAuditError(f"a reward list must be one-dimensional with T >= 1 entries, got shape {r.shape}.")
+        if not np.all(np.isfinite(r)):
+            raise DPAuditError("the reward list contains NaN or inf; rewards must be finite numbers.")
+        return r
+
+    def reward(self, data, t, actions, queries):
+        return np.full(actions.shape[0], data[t])
+
+    def neighbours(self, data, alphabet):
+        for t in range(data.shape[0]):
+            for v in alphabet:
+                if v != data[t]:
+                    other = data.copy()
+                    other[t] = v
+                    yield t, other
+
+
+class InteractiveDP(TableDP):
+    """Interactive DP (seed 001 Def. 4): the policy observes d[t, q_t] for the adversary's query q_t."""
+
+    name = "interactive"
+    summary = "input: T x K reward table and an adversary; view: actions; neighbours: one row changed"
+
+    def reward(self, data, t, actions, queries):
+        return data[t, queries]
+
+
+PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (TableDP, ViewDP, InteractiveDP)}
+
+
+def get_protocol(name: str) -> Protocol:
+    try:
+        return PROTOCOLS[name]()
+    except KeyError:
+        raise DPAuditError(f"unknown protocol {name!r}; choose one of: {', '.join(PROTOCOLS)}.") from None

@@ -1,0 +1,1 @@
+"""Finite-policy specs shipped with dpaudit (format ``dpaudit.finite-policy/1``)."""
