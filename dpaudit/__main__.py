@@ -1,0 +1,5 @@
+import sys
+
+from dpaudit.cli import main
+
+sys.exit(main())
