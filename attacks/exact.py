@@ -1,0 +1,450 @@
+"""Exact audits of finite policies by enumeration: privacy profiles and Rényi divergences, no sampling.
+
+For a :class:`~dpaudit.policies.finite.FinitePolicy` (decision-rule tables over K arms, horizon T and
+a reward alphabet of size R) every view distribution is a finite vector over the K^T action
+sequences, so the quantities of seed 001 Sec. III can be computed exactly:
+
+* the privacy profile ``delta(eps) = max over neighbours of sum_a (P(a) - e^eps Q(a))_+``,
+* the smallest ``eps >= 0`` with ``delta(eps) <= delta``,
+* Rényi divergences ``D_alpha(P || Q)`` (``inf`` allowed),
+
+under Table DP and View DP (Def. 3) and Interactive DP (Def. 4), where the maximum also runs over
+every deterministic adversary, which suffices (App. B, Remark 6). Each answer comes with a witness:
+the two inputs, the changed row, the adversary and the event.
+
+Two reductions keep the enumeration small and exact. The reward of the last round is never
+observed before the horizon ends, so inputs are enumerated over rounds ``1..T-1`` only (neighbours
+that differ in round T give identical views and contribute delta = 0). For a fixed pair, the
+smallest epsilon at level delta is ``max_S log((P(S) - delta) / Q(S))``, and the maximising event
+is a prefix of the atoms sorted by likelihood ratio (the Neyman-Pearson sets), so it is read off
+cumulative sums: no bisection, no per-sequence Python loop.
+
+Enumeration is exponential. :func:`estimate_work` counts the work first and :func:`exact_profile`
+refuses, naming the size and the limit, rather than hang.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from dpaudit.accountants.errors import DPAuditError, check_delta, check_nonnegative, check_order
+from dpaudit.policies.finite import FinitePolicy
+
+from .result import AuditResult
+
+__all__ = [
+    "DEFAULT_MAX_WORK",
+    "ExactProfile",
+    "estimate_work",
+    "exact_profile",
+    "exact_audit",
+    "view_distributions",
+    "hockey_stick",
+    "epsilon_for_delta",
+    "renyi_divergence",
+]
+
+#: Default ceiling on elementary operations of one enumeration (about a minute of numpy on one core).
+DEFAULT_MAX_WORK = 2e9
+PROTOCOL_NAMES = ("table", "view", "interactive")
+_CHUNK_ELEMENTS = 4_000_000
+
+
+# ---------------------------------------------------------------------------------------------
+# Divergences between pairs of discrete distributions (rows of P and Q), vectorised over pairs.
+# ---------------------------------------------------------------------------------------------
+def hockey_stick(P: np.ndarray, Q: np.ndarray, epsilon: float) -> np.ndarray:
+    """``sum_a (P(a) - e^eps Q(a))_+`` along the last axis."""
+    return np.maximum(P - math.exp(epsilon) * Q, 0.0).sum(axis=-1)
+
+
+def epsilon_for_delta(P: np.ndarray, Q: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest ``eps >= 0`` with ``hockey_stick(P, Q, eps) <= delta``, per row, and the event size.
+
+    Returns ``(eps, k)``: the witness event is the ``k`` atoms of highest ratio P/Q (``k = 0`` when
+    ``eps = 0`` is already enough).
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(Q > 0, np.log(P) - np.log(Q), np.where(P > 0, np.inf, -np.inf))
+    order = np.argsort(-ratio, axis=-1, kind="stable")
+    cp = np.cumsum(np.take_along_axis(P, order, -1), axis=-1)
+    cq = np.cumsum(np.take_along_axis(Q, order, -1), axis=-1)
+    excess = cp - delta
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cand = np.where(excess > 1e-15, np.log(np.maximum(excess, 1e-300)) - np.log(cq), -np.inf)
+    cand = np.where((excess > 1e-15) & (cq <= 0), np.inf, cand)
+    k = np.argmax(cand, axis=-1)
+    eps = np.take_along_axis(cand, k[..., None], -1)[..., 0]
+    return np.maximum(eps, 0.0), np.where(eps > 0, k + 1, 0)
+
+
+def renyi_divergence(P: np.ndarray, Q: np.ndarray, alpha: float) -> np.ndarray:
+    """``D_alpha(P || Q)`` along the last axis, computed in log space; ``inf`` where P is not << Q."""
+    support = P > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logp = np.where(support, np.log(P), -np.inf)
+        logq = np.where(Q > 0, np.log(Q), -np.inf)
+        bad = np.any(support & (Q <= 0), axis=-1)
+        if math.isinf(alpha):
+            val = np.max(np.where(support, logp - logq, -np.inf), axis=-1)
+        else:
+            terms = np.where(support, alpha * logp + (1 - alpha) * logq, -np.inf)
+            m = np.max(terms, axis=-1, keepdims=True)
+            lse = m[..., 0] + np.log(np.sum(np.exp(terms - m), axis=-1))
+            val = lse / (alpha - 1)
+    return np.where(bad, np.inf, np.maximum(val, 0.0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Enumeration of inputs, neighbours and adversaries.
+# ---------------------------------------------------------------------------------------------
+def _digits(n: int, base: int, width: int) -> np.ndarray:
+    """(n, width) digits of 0..n-1 in ``base``, most significant first."""
+    idx = np.arange(n, dtype=np.int64)
+    powers = base ** np.arange(width - 1, -1, -1, dtype=np.int64)
+    return (idx[:, None] // powers) % base
+
+
+@dataclass(frozen=True)
+class _Space:
+    """The finite inputs of one protocol and its neighbouring pairs."""
+
+    K: int
+    R: int
+    T: int
+    protocol: str
+
+    @property
+    def units(self) -> int:  # rounds whose data can influence the view
+        return self.T - 1
+
+    @property
+    def unit_radix(self) -> int:  # values one unit (row or entry) can take
+        return self.R**self.K if self.protocol != "view" else self.R
+
+    @property
+    def n_inputs(self) -> int:
+        return self.unit_radix**self.units
+
+    @property
+    def n_pairs(self) -> int:
+        return self.n_inputs * self.units * (self.unit_radix - 1)
+
+    @property
+    def n_views(self) -> int:
+        return self.K**self.T
+
+    @property
+    def adversary_entries(self) -> int:
+        return sum(self.K ** (s + 1) for s in range(self.units)) if self.protocol == "interactive" else 0
+
+    @property
+    def n_adversaries(self) -> int:
+        return self.K**self.adversary_entries if self.protocol == "interactive" else 1
+
+    def inputs(self) -> np.ndarray:
+        """Reward indices, (n_inputs, T-1, K) for tables or (n_inputs, T-1) for lists."""
+        if self.protocol == "view":
+            return _digits(self.n_inputs, self.R, self.units)
+        return _digits(self.n_inputs, self.R, self.units * self.K).reshape(self.n_inputs, self.units, self.K)
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Ordered neighbouring pairs ``(i, i2, unit)``: inputs i and i2 differ in unit ``unit`` only."""
+        M, U = self.unit_radix, self.units
+        unit_vals = _digits(self.n_inputs, M, U)  # (n_inputs, U)
+        i = np.repeat(np.arange(self.n_inputs), U * M)
+        j = np.tile(np.repeat(np.arange(U), M), self.n_inputs)
+        w = np.tile(np.arange(M), self.n_inputs * U)
+        v = unit_vals[i, j]
+        keep = w != v
+        i, j, w, v = i[keep], j[keep], w[keep], v[keep]
+        i2 = i + (w - v) * M ** (U - 1 - j)
+        return i, i2, j
+
+
+def estimate_work(policy: FinitePolicy, protocol: str) -> dict[str, Any]:
+    """Sizes and elementary-operation count of an exact enumeration, without doing it."""
+    sp = _Space(policy.n_arms, policy.n_rewards, policy.horizon, _check_protocol(protocol))
+    scen = sp.n_adversaries * sp.n_inputs
+    work = float(scen) * sp.n_views * max(sp.T, 1) + float(sp.n_adversaries) * sp.n_pairs * sp.n_views
+    return {
+        "protocol": protocol,
+        "inputs": sp.n_inputs,
+        "neighbouring_pairs": sp.n_pairs,
+        "views": sp.n_views,
+        "adversaries": sp.n_adversaries,
+        "work": work,
+    }
+
+
+def _check_protocol(protocol: str) -> str:
+    if protocol not in PROTOCOL_NAMES:
+        raise DPAuditError(f"protocol must be one of {', '.join(PROTOCOL_NAMES)}, got {protocol!r}.")
+    return protocol
+
+
+def _view_probs(rules: Sequence[np.ndarray], K: int, R: int, outputs: np.ndarray,
+                queries: np.ndarray, rewards: np.ndarray) -> np.ndarray:
+    """P(view = o) for every o: ``prod_t pi_t(o_t | q_1, r_1, ..., q_{t-1}, r_{t-1})``.
+
+    ``outputs`` (V, T); ``queries`` and ``rewards`` (..., V, T-1), broadcastable.
+    """
+    T = outputs.shape[1]
+    shape = np.broadcast_shapes(queries.shape, rewards.shape)[:-1]
+    hist = np.zeros(shape, dtype=np.int64)
+    prob = np.ones(shape)
+    for t in range(T):
+        prob = prob * rules[t][hist, outputs[:, t]]
+        if t < T - 1:
+            hist = hist * (K * R) + queries[..., t] * R + rewards[..., t]
+    return prob
+
+
+def view_distributions(policy: FinitePolicy, protocol: str = "table") -> tuple[np.ndarray, np.ndarray]:
+    """Every view distribution under Table or View DP: ``(P, inputs)``.
+
+    ``P[i]`` is the distribution over the K^T action sequences (base-K order, ``a_1`` most
+    significant) for input ``i``; ``inputs`` holds reward indices as enumerated by the space.
+    """
+    if protocol not in ("table", "view"):
+        raise DPAuditError(f"view_distributions covers the table and view protocols, got {protocol!r}.")
+    sp = _Space(policy.n_arms, policy.n_rewards, policy.horizon, protocol)
+    outputs = _digits(sp.n_views, sp.K, sp.T)
+    inputs = sp.inputs()
+    q = outputs[None, :, : sp.units]
+    if protocol == "view":
+        r = np.broadcast_to(inputs[:, None, :], (sp.n_inputs, sp.n_views, sp.units))
+    else:
+        s_idx = np.arange(sp.units)[None, None, :]
+        r = inputs[np.arange(sp.n_inputs)[:, None, None], s_idx, q]
+    return _view_probs(policy.rules, sp.K, sp.R, outputs, q, r), inputs
+
+
+# ---------------------------------------------------------------------------------------------
+# The profile.
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Witness:
+    """The neighbouring pair, the adversary and the event behind one exact number."""
+
+    value: float
+    input: list
+    neighbour: list
+    round: int  # 1-based round (user) whose data differs
+    adversary: str
+    event: list[list[int]]  # the action sequences of the distinguishing event
+    p_event: float
+    q_event: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "round": self.round,
+            "input": self.input,
+            "neighbour": self.neighbour,
+            "adversary": self.adversary,
+            "event": self.event,
+            "P(event)": self.p_event,
+            "Q(event)": self.q_event,
+        }
+
+
+@dataclass
+class ExactProfile:
+    """Exact privacy numbers of a finite policy under one protocol (maxima over all neighbours)."""
+
+    protocol: str
+    horizon: int
+    arms: int
+    epsilons: list[float] = field(default_factory=list)
+    delta_at: list[float] = field(default_factory=list)
+    deltas: list[float] = field(default_factory=list)
+    epsilon_at: list[float] = field(default_factory=list)
+    alphas: list[float] = field(default_factory=list)
+    renyi: list[float] = field(default_factory=list)
+    witnesses: dict[str, list[Witness]] = field(default_factory=dict)
+    sizes: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def delta(self, epsilon: float) -> float:
+        return self.delta_at[self.epsilons.index(epsilon)]
+
+    def epsilon(self, delta: float) -> float:
+        return self.epsilon_at[self.deltas.index(delta)]
+
+    def divergence(self, alpha: float) -> float:
+        return self.renyi[self.alphas.index(alpha)]
+
+
+def _adversary_queries(sp: _Space, start: int, stop: int, outputs: np.ndarray) -> np.ndarray:
+    """Queries (n_adv, V, T-1) of deterministic adversaries ``start..stop-1``."""
+    digits = (np.arange(start, stop, dtype=np.int64)[:, None]
+              // sp.K ** np.arange(sp.adversary_entries - 1, -1, -1, dtype=np.int64)) % sp.K
+    q = np.empty((stop - start, outputs.shape[0], sp.units), dtype=np.int64)
+    offset = 0
+    for s in range(sp.units):
+        prefix = outputs[:, : s + 1] @ (sp.K ** np.arange(s, -1, -1, dtype=np.int64))
+        q[:, :, s] = digits[:, offset + prefix]
+        offset += sp.K ** (s + 1)
+    return q
+
+
+def _describe_adversary(sp: _Space, index: int) -> str:
+    if sp.protocol != "interactive":
+        return "none (the policy observes the rewards of its own actions)"
+    digits = [(index // sp.K ** (sp.adversary_entries - 1 - p)) % sp.K for p in range(sp.adversary_entries)]
+    parts, offset, identity = [], 0, True
+    for s in range(sp.units):
+        n = sp.K ** (s + 1)
+        table = digits[offset : offset + n]
+        offset += n
+        identity &= all(q == i % sp.K for i, q in enumerate(table))
+        cells = ", ".join(f"{np.base_repr(i, sp.K).zfill(s + 1)}->{q}" for i, q in enumerate(table))
+        parts.append(f"B_{s + 1}({cells})")
+    return ("identity: " if identity else "") + "; ".join(parts)
+
+
+def exact_profile(
+    policy: FinitePolicy,
+    protocol: str = "table",
+    *,
+    epsilons: Sequence[float] = (),
+    deltas: Sequence[float] = (),
+    alphas: Sequence[float] = (),
+    max_work: float = DEFAULT_MAX_WORK,
+) -> ExactProfile:
+    """Enumerate every neighbouring pair (and adversary) once and return the requested maxima.
+
+    ``epsilons``: where to evaluate delta(eps); ``deltas``: where to find the smallest epsilon;
+    ``alphas``: Rényi orders (``inf`` allowed). Raises :class:`DPAuditError` if the enumeration
+    would exceed ``max_work`` elementary operations.
+    """
+    if not isinstance(policy, FinitePolicy):
+        raise DPAuditError(
+            f"exact enumeration needs a FinitePolicy (decision-rule tables), got {type(policy).__name__}; "
+            "use the likelihood or membership attack for other policies."
+        )
+    _check_protocol(protocol)
+    epsilons = [check_nonnegative("epsilon", e) for e in epsilons]
+    deltas = [check_delta(d, allow_zero=True) for d in deltas]
+    alphas = [check_order(a) for a in alphas]
+    sizes = estimate_work(policy, protocol)
+    if sizes["work"] > max_work:
+        what = f"{sizes['inputs']} inputs x {sizes['views']} views"
+        if protocol == "interactive":
+            what = f"{sizes['adversaries']:.3g} deterministic adversaries x " + what
+        raise DPAuditError(
+            f"exact {protocol} enumeration of this policy (T = {policy.horizon}, K = {policy.n_arms}, "
+            f"R = {policy.n_rewards}) needs about {sizes['work']:.2g} operations ({what}), above the limit "
+            f"{max_work:.2g}; use a sampling attack (dpaudit.attacks.likelihood or membership) or raise max_work."
+        )
+    t0 = time.perf_counter()
+    sp = _Space(policy.n_arms, policy.n_rewards, policy.horizon, protocol)
+    prof = ExactProfile(protocol, sp.T, sp.K, list(epsilons), [0.0] * len(epsilons), list(deltas),
+                        [0.0] * len(deltas), list(alphas), [0.0] * len(alphas), sizes=sizes)
+    # best[(kind, idx)] = (value, adversary, pair index, event size)
+    best: dict[tuple[str, int], tuple[float, int, int, int]] = {}
+    if sp.units == 0:  # T = 1: no observed reward can influence the view
+        prof.seconds = time.perf_counter() - t0
+        prof.witnesses = {"delta": [], "epsilon": [], "renyi": []}
+        return prof
+
+    outputs = _digits(sp.n_views, sp.K, sp.T)
+    inputs = sp.inputs()
+    pi, pj, punit = sp.pairs()
+    if protocol == "interactive":
+        per_adv = max(sp.n_pairs, sp.n_inputs) * sp.n_views
+        chunk = max(1, _CHUNK_ELEMENTS // per_adv)
+        starts = range(0, sp.n_adversaries, chunk)
+    else:
+        chunk, starts = 1, range(1)
+
+    def update(key: tuple[str, int], values: np.ndarray, extra: np.ndarray | None, a0: int) -> None:
+        flat = int(np.argmax(values))
+        v = float(values.flat[flat])
+        if key not in best or v > best[key][0]:
+            a, p = divmod(flat, values.shape[-1])
+            best[key] = (v, a0 + a, p, int(extra.flat[flat]) if extra is not None else 0)
+
+    for a0 in starts:
+        if protocol == "interactive":
+            a1 = min(a0 + chunk, sp.n_adversaries)
+            q = _adversary_queries(sp, a0, a1, outputs)[:, None]  # (A, 1, V, U)
+            s_idx = np.arange(sp.units)[None, None, None, :]
+            r = inputs[np.arange(sp.n_inputs)[None, :, None, None], s_idx, q]  # (A, I, V, U)
+            P = _view_probs(policy.rules, sp.K, sp.R, outputs, q, r)  # (A, I, V)
+        else:
+            P = view_distributions(policy, protocol)[0][None]  # (1, I, V)
+        Pa, Qa = P[:, pi], P[:, pj]  # (A, pairs, V)
+        for n, e in enumerate(epsilons):
+            update(("delta", n), hockey_stick(Pa, Qa, e), None, a0)
+        for n, d in enumerate(deltas):
+            eps, k = epsilon_for_delta(Pa, Qa, d)
+            update(("epsilon", n), eps, k, a0)
+        for n, al in enumerate(alphas):
+            update(("renyi", n), renyi_divergence(Pa, Qa, al), None, a0)
+
+    def witness(kind: str, n: int, param: float) -> Witness:
+        v, a, p, k = best[(kind, n)]
+        if protocol == "interactive":
+            q = _adversary_queries(sp, a, a + 1, outputs)[0]
+            s_idx = np.arange(sp.units)[None, :]
+            probs = [_view_probs(policy.rules, sp.K, sp.R, outputs, q, inputs[i][s_idx, q]) for i in (pi[p], pj[p])]
+        else:
+            P_all = view_distributions(policy, protocol)[0]
+            probs = [P_all[pi[p]], P_all[pj[p]]]
+        Pp, Qq = probs
+        if kind == "delta":
+            event = np.flatnonzero(Pp > math.exp(param) * Qq)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(Qq > 0, np.log(Pp) - np.log(Qq), np.where(Pp > 0, np.inf, -np.inf))
+            order = np.argsort(-ratio, kind="stable")
+            if kind == "epsilon":
+                event = order[:k]
+            else:  # Rényi: the atoms that make it infinite, else the atom of largest ratio
+                event = np.flatnonzero(np.isposinf(ratio)) if np.isposinf(v) else order[:1]
+        rv = policy.rewards
+        return Witness(
+            value=v,
+            input=rv[inputs[pi[p]]].tolist(),
+            neighbour=rv[inputs[pj[p]]].tolist(),
+            round=int(punit[p]) + 1,
+            adversary=_describe_adversary(sp, a),
+            event=outputs[np.sort(event)].tolist(),
+            p_event=float(Pp[event].sum()),
+            q_event=float(Qq[event].sum()),
+        )
+
+    prof.delta_at = [best[("delta", n)][0] for n in range(len(epsilons))]
+    prof.epsilon_at = [best[("epsilon", n)][0] for n in range(len(deltas))]
+    prof.renyi = [best[("renyi", n)][0] for n in range(len(alphas))]
+    prof.witnesses = {
+        "delta": [witness("delta", n, e) for n, e in enumerate(epsilons)],
+        "epsilon": [witness("epsilon", n, d) for n, d in enumerate(deltas)],
+        "renyi": [witness("renyi", n, a) for n, a in enumerate(alphas)],
+    }
+    prof.seconds = time.perf_counter() - t0
+    return prof
+
+
+def exact_audit(policy: FinitePolicy, protocol: str = "table", *, delta: float = 0.1,
+                max_work: float = DEFAULT_MAX_WORK) -> AuditResult:
+    """The exact epsilon at ``delta`` as an :class:`AuditResult` (confidence 1: no sampling)."""
+    prof = exact_profile(policy, protocol, deltas=[delta], max_work=max_work)
+    w = prof.witnesses["epsilon"][0].to_dict() if prof.witnesses["epsilon"] else {}
+    return AuditResult(
+        attack=f"exact-{protocol}",
+        epsilon_lower=prof.epsilon_at[0],
+        delta=delta,
+        confidence=1.0,
+        witness=w,
+        samples=0,
+        seconds=prof.seconds,
+        details={"sizes": prof.sizes},
+    )
