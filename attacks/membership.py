@@ -1,0 +1,341 @@
+"""Black-box membership attack: distinguish neighbouring inputs from the views alone.
+
+Trusts nothing the policy says about itself (no ledger, no claim): it runs the interactive
+mechanism (policy, protocol, input) through :mod:`dpaudit.protocols`, samples views under d and
+d', and turns a hypothesis test into an epsilon lower bound (:mod:`dpaudit.attacks.bounds`).
+
+Three disjoint sample sets per side, as in DP-Sniper (Bichsel et al. 2021) and Jagielski et al.
+(2020): a *training* split fits the scores, a *selection* split picks the statistic, threshold and
+direction, and *fresh* samples give the counts that the Clopper-Pearson bounds are computed on.
+Scores (choices of ours; the literature leaves the statistic open):
+
+* ``pulls_after[a]`` - how often arm a is played after the canary round j (rounds before and at j
+  cannot depend on round j's reward, so they carry no signal on their own);
+* ``histogram`` - the log-likelihood ratio of the whole action sequence, estimated by its
+  (add-1/2 smoothed) frequencies on the training split; unseen sequences score 0;
+* ``logistic`` - an L2-regularised logistic regression on arm frequencies in time blocks after the
+  canary and one-hot actions of the first rounds after it.
+
+The final bound is corrected (Bonferroni) for every test evaluated on fresh samples, over all the
+neighbouring pairs the caller evaluates (``n_tests``); the many tests tried on the selection split
+need no correction because the fresh samples are independent of the choice.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+from scipy.optimize import minimize
+
+from dpaudit.accountants.errors import DPAuditError, check_delta
+from dpaudit.protocols import Adversary, Protocol
+
+from .bounds import TestCounts, best_threshold_test, check_confidence, eps_lower_from_counts
+from .result import AuditResult
+
+__all__ = [
+    "Pair",
+    "sample_views",
+    "ViewScorer",
+    "MembershipCandidate",
+    "fit_select",
+    "evaluate",
+    "membership_attack",
+]
+
+#: cells (runs x rounds) per chunk of sampled views; fixed so results do not depend on n.
+CHUNK_CELLS = 2_000_000
+_HASH_SEED = 0x5EED_D9A0
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A neighbouring pair: inputs ``d0`` (null) and ``d1`` differing at round ``round``."""
+
+    d0: np.ndarray
+    d1: np.ndarray
+    round: int
+    adversary: Adversary | None = None
+    label: str = ""
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"label": self.label, "round": int(self.round)}
+        d0, d1 = np.asarray(self.d0), np.asarray(self.d1)
+        if d0.ndim == 2:
+            out["row_d"] = d0[self.round].tolist()
+            out["row_d_prime"] = d1[self.round].tolist()
+            bg = np.delete(d0, self.round, axis=0)
+            out["background"] = _summarise_table(bg)
+        else:
+            out["entry_d"] = float(d0[self.round])
+            out["entry_d_prime"] = float(d1[self.round])
+            out["background"] = _summarise_table(np.delete(d0, self.round))
+        out["horizon"] = int(d0.shape[0])
+        out["adversary"] = self.adversary.describe() if self.adversary is not None else "none (the policy's own actions)"
+        return out
+
+
+def _summarise_table(bg: np.ndarray) -> Any:
+    if bg.size == 0:
+        return "empty"
+    if bg.ndim == 2 and np.all(bg == bg[:1]):
+        return f"every other row = {bg[0].tolist()}"
+    if np.all(bg == bg.flat[0]):
+        return f"constant {float(bg.flat[0]):g}"
+    return bg.tolist() if bg.size <= 64 else f"table of shape {list(bg.shape)}"
+
+
+def sample_views(
+    policy: Any,
+    protocol: Protocol,
+    data: np.ndarray,
+    n: int,
+    seed: np.random.SeedSequence,
+    adversary: Adversary | None = None,
+    *,
+    record: bool = False,
+) -> Iterator[np.ndarray]:
+    """Yield chunks of views (runs x T) of (policy, protocol, data); chunk size depends on T only."""
+    horizon = int(np.asarray(data).shape[0])
+    chunk = max(1, CHUNK_CELLS // horizon)
+    n_chunks = max(1, math.ceil(n / chunk))
+    for i, ss in enumerate(seed.spawn(n_chunks)):
+        m = min(chunk, n - i * chunk)
+        if m <= 0:
+            break
+        yield protocol.run(policy, data, m, np.random.default_rng(ss), adversary, record=record)
+
+
+class ViewScorer:
+    """Turns views into the statistics above; ``fit`` learns the histogram and the classifier."""
+
+    def __init__(self, n_arms: int, horizon: int, round_: int, *, n_blocks: int = 8, n_after: int = 8) -> None:
+        self.K = int(n_arms)
+        self.T = int(horizon)
+        self.j = int(round_)
+        self.n_blocks = max(1, min(n_blocks, self.T - self.j - 1))
+        self.n_after = max(0, min(n_after, self.T - self.j - 1))
+        w = np.random.default_rng(_HASH_SEED).integers(1, 2**63, size=self.T, dtype=np.int64)
+        self._w = (w.astype(np.uint64) << np.uint64(1)) | np.uint64(1)
+        self._hist_keys = np.zeros(0, dtype=np.uint64)
+        self._hist_vals = np.zeros(0)
+        self._coef: np.ndarray | None = None
+        self._mu = self._sd = None
+
+    # ---- features -------------------------------------------------------------------------
+    def hashes(self, views: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return ((views.astype(np.uint64) + np.uint64(1)) * self._w).sum(axis=1, dtype=np.uint64)
+
+    def pulls_after(self, views: np.ndarray) -> np.ndarray:
+        after = views[:, self.j + 1 :]
+        return np.stack([(after == a).sum(axis=1) for a in range(self.K)], axis=1).astype(float)
+
+    def features(self, views: np.ndarray) -> np.ndarray:
+        after = views[:, self.j + 1 :]
+        cols = []
+        if after.shape[1] > 0:
+            edges = np.linspace(0, after.shape[1], self.n_blocks + 1).astype(int)
+            for b in range(self.n_blocks):
+                blk = after[:, edges[b] : edges[b + 1]]
+                if blk.shape[1] == 0:
+                    continue
+                for a in range(self.K):
+                    cols.append((blk == a).mean(axis=1))
+            for s in range(self.n_after):
+                for a in range(self.K):
+                    cols.append((after[:, s] == a).astype(float))
+        if not cols:
+            return np.zeros((views.shape[0], 1))
+        return np.stack(cols, axis=1)
+
+    # ---- fitting ------------------------------------------------------------------------
+    def fit(self, v0: np.ndarray, v1: np.ndarray, l2: float = 1e-3) -> None:
+        h0, h1 = self.hashes(v0), self.hashes(v1)
+        keys, inv = np.unique(np.concatenate([h0, h1]), return_inverse=True)
+        c0 = np.bincount(inv[: h0.size], minlength=keys.size)
+        c1 = np.bincount(inv[h0.size :], minlength=keys.size)
+        self._hist_keys = keys
+        self._hist_vals = np.log((c1 + 0.5) / (c0 + 0.5)) + math.log(h0.size / h1.size)
+
+        x = np.concatenate([self.features(v0), self.features(v1)])
+        y = np.concatenate([np.zeros(v0.shape[0]), np.ones(v1.shape[0])])
+        self._mu = x.mean(axis=0)
+        self._sd = x.std(axis=0) + 1e-9
+        z = np.hstack([(x - self._mu) / self._sd, np.ones((x.shape[0], 1))])
+
+        def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+            m = z @ w
+            # mean logistic loss, numerically stable
+            ll = np.mean(np.logaddexp(0.0, m) - y * m) + l2 * np.dot(w[:-1], w[:-1])
+            p = 1.0 / (1.0 + np.exp(-m))
+            g = z.T @ (p - y) / z.shape[0]
+            g[:-1] += 2 * l2 * w[:-1]
+            return float(ll), g
+
+        res = minimize(loss, np.zeros(z.shape[1]), jac=True, method="L-BFGS-B", options={"maxiter": 200})
+        self._coef = res.x
+
+    def scores(self, views: np.ndarray) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        pulls = self.pulls_after(views)
+        for a in range(self.K):
+            out[f"pulls_after[{a}]"] = pulls[:, a]
+        h = self.hashes(views)
+        if self._hist_keys.size:
+            pos = np.clip(np.searchsorted(self._hist_keys, h), 0, self._hist_keys.size - 1)
+            hit = self._hist_keys[pos] == h
+            out["histogram"] = np.where(hit, self._hist_vals[pos], 0.0)
+        if self._coef is not None:
+            z = (self.features(views) - self._mu) / self._sd
+            out["logistic"] = z @ self._coef[:-1] + self._coef[-1]
+        return out
+
+
+@dataclass
+class MembershipCandidate:
+    """A fitted scorer and the test chosen on the selection split for one pair."""
+
+    pair: Pair
+    scorer: ViewScorer
+    test: TestCounts
+    selection_bound: float
+    samples: int
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _collect(policy, protocol, data, n, seed, adversary) -> np.ndarray:
+    return np.concatenate(list(sample_views(policy, protocol, data, n, seed, adversary)), axis=0)
+
+
+def fit_select(
+    policy: Any,
+    protocol: Protocol,
+    pair: Pair,
+    seed: np.random.SeedSequence,
+    *,
+    delta: float,
+    confidence: float,
+    n_train: int = 4000,
+    n_select: int = 4000,
+    n_final: int = 1,
+) -> MembershipCandidate:
+    """Train the scores and choose the best (statistic, threshold, direction) for ``pair``."""
+    t0 = time.perf_counter()
+    s_tr0, s_tr1, s_se0, s_se1 = seed.spawn(4)
+    T = int(np.asarray(pair.d0).shape[0])
+    if not 0 <= pair.round < T - 1:
+        raise DPAuditError(f"the canary round must lie in 0..T-2 = 0..{T - 2} so that some action can depend on it, got {pair.round}.")
+    scorer = ViewScorer(int(policy.n_arms), T, pair.round)
+    v0 = _collect(policy, protocol, pair.d0, n_train, s_tr0, pair.adversary)
+    v1 = _collect(policy, protocol, pair.d1, n_train, s_tr1, pair.adversary)
+    scorer.fit(v0, v1)
+    w0 = scorer.scores(_collect(policy, protocol, pair.d0, n_select, s_se0, pair.adversary))
+    w1 = scorer.scores(_collect(policy, protocol, pair.d1, n_select, s_se1, pair.adversary))
+    best = best_threshold_test(w0, w1, delta, confidence, n_final=n_final)
+    bound, test = best[0]
+    return MembershipCandidate(pair, scorer, test, bound, 2 * (n_train + n_select), time.perf_counter() - t0)
+
+
+def evaluate(
+    policy: Any,
+    protocol: Protocol,
+    cand: MembershipCandidate,
+    seed: np.random.SeedSequence,
+    *,
+    n_test: int,
+    delta: float,
+    confidence: float,
+    n_tests: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> AuditResult:
+    """Count the chosen test on fresh samples and return the corrected lower bound."""
+    t0 = time.perf_counter()
+    pair, test = cand.pair, cand.test
+    counts = []
+    for side, (data, ss) in enumerate(zip((pair.d0, pair.d1), seed.spawn(2))):
+        rejected = 0
+        done = 0
+        for views in sample_views(policy, protocol, data, n_test, ss, pair.adversary):
+            rejected += int(np.count_nonzero(test.reject(cand.scorer.scores(views)[test.statistic])))
+            done += views.shape[0]
+            if progress is not None:
+                progress(f"membership: side {('d', 'd' + chr(39))[side]}: {done}/{n_test} fresh views")
+        counts.append(rejected)
+    fp, tp = counts
+    fn = n_test - tp
+    eps = float(eps_lower_from_counts(fp, n_test, fn, n_test, delta, confidence, n_tests))
+    seconds = time.perf_counter() - t0 + cand.seconds
+    return AuditResult(
+        attack="membership",
+        epsilon_lower=eps,
+        delta=delta,
+        confidence=confidence,
+        witness={
+            **pair.describe(),
+            "statistic": test.statistic,
+            "threshold": test.threshold,
+            "reject_when": ("score >= threshold" if test.include_ties else "score > threshold")
+            if test.direction > 0
+            else ("score <= threshold" if test.include_ties else "score < threshold"),
+        },
+        samples=cand.samples + 2 * n_test,
+        seconds=seconds,
+        details={
+            "false_positives": fp,
+            "false_negatives": fn,
+            "n_fresh_per_side": n_test,
+            "fpr": fp / n_test,
+            "fnr": fn / n_test,
+            "selection_bound": cand.selection_bound,
+            "tests_corrected_for": n_tests,
+            **cand.extra,
+        },
+    )
+
+
+def membership_attack(
+    policy: Any,
+    protocol: Protocol,
+    pair: Pair,
+    *,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    n_train: int = 4000,
+    n_select: int = 4000,
+    n_test: int = 20000,
+    seed: int | np.random.SeedSequence = 0,
+    n_tests: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> AuditResult:
+    """The black-box attack on one neighbouring pair (fit, select, then count on fresh views)."""
+    check_delta(delta, allow_zero=True)
+    check_confidence(confidence)
+    for name, v in (("n_train", n_train), ("n_select", n_select), ("n_test", n_test)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise DPAuditError(f"{name} must be an integer >= 1, got {v!r}.")
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    s_fit, s_eval = ss.spawn(2)
+    cand = fit_select(policy, protocol, pair, s_fit, delta=delta, confidence=confidence,
+                      n_train=n_train, n_select=n_select)
+    return evaluate(policy, protocol, cand, s_eval, n_test=n_test, delta=delta, confidence=confidence,
+                    n_tests=n_tests, progress=progress)
+
+
+def stderr_progress(prefix: str = "dpaudit") -> Callable[[str], None]:
+    """A throttled progress printer (at most one line per second) on stderr."""
+    last = [0.0]
+
+    def show(msg: str) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= 1.0:
+            last[0] = now
+            print(f"{prefix}: {msg}", file=sys.stderr, flush=True)
+
+    return show
