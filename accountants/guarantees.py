@@ -30,6 +30,24 @@ class Guarantee:
     def __str__(self) -> str:
         return self.describe()
 
+    def conversion(self, delta: float):
+        """The best (eps, delta) this guarantee implies, with the method and order used.
+
+        Default: CKS 2020 Prop. 12 over continuous orders of ``renyi`` (see
+        :mod:`dpaudit.accountants.conversions`); subclasses override with tighter closed forms.
+        """
+        from .conversions import rdp_curve_to_approx
+
+        return rdp_curve_to_approx(self.renyi, delta)
+
+    def epsilon_at(self, delta: float) -> float:
+        """The epsilon of :meth:`conversion` at ``delta``."""
+        return self.conversion(delta).epsilon
+
+    def to_approx(self, delta: float) -> "ApproxDP":
+        """This guarantee weakened to (eps, delta)-DP by the best known conversion."""
+        return ApproxDP(self.conversion(delta).epsilon, delta)
+
 
 @dataclass(frozen=True)
 class PureDP(Guarantee):
@@ -47,6 +65,16 @@ class PureDP(Guarantee):
 
     def describe(self) -> str:
         return f"{self.epsilon:g}-DP"
+
+    def conversion(self, delta: float):
+        """Tight: randomized response's profile (Kairouz, Oh & Viswanath 2015)."""
+        from .conversions import pure_to_approx
+
+        return pure_to_approx(self.epsilon, delta)
+
+    def to_zcdp(self) -> "ZCDP":
+        """eps-DP => (eps^2/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
+        return ZCDP(self.epsilon**2 / 2)
 
 
 @dataclass(frozen=True)
@@ -67,6 +95,12 @@ class ApproxDP(Guarantee):
     def describe(self) -> str:
         return f"({self.epsilon:g}, {self.delta:g})-DP"
 
+    def conversion(self, delta: float):
+        """Tight for delta >= self.delta (Kairouz et al. 2015's dominating mechanism); inf below it."""
+        from .conversions import approx_to_approx
+
+        return approx_to_approx(self.epsilon, self.delta, delta)
+
 
 @dataclass(frozen=True)
 class ZCDP(Guarantee):
@@ -84,6 +118,16 @@ class ZCDP(Guarantee):
 
     def describe(self) -> str:
         return f"{self.rho:g}-zCDP"
+
+    def conversion(self, delta: float):
+        """CKS 2020 Cor. 13 over continuous orders (and the KL/TV bound)."""
+        from .conversions import zcdp_to_approx
+
+        return zcdp_to_approx(self.rho, delta)
+
+    def to_rdp(self) -> "RDP":
+        """The exact Rényi curve alpha -> alpha rho."""
+        return RDP(_ZcdpCurve(self.rho))
 
 
 @dataclass(frozen=True)
@@ -130,9 +174,26 @@ class RDP(Guarantee):
     def orders(self) -> tuple[float, ...]:
         return tuple(a for a, _ in self._table)
 
+    def conversion(self, delta: float):
+        """CKS over the table's orders (plus 1/delta), or over continuous orders for a callable."""
+        from .conversions import rdp_curve_to_approx
+
+        return rdp_curve_to_approx(self.renyi, delta, self.orders or None)
+
     def describe(self) -> str:
         if self._table:
             pts = ", ".join(f"({a:g}, {e:g})" for a, e in self._table)
             return f"RDP at {pts}"
         name = getattr(self.curve, "__name__", "curve")
         return f"RDP({name})"
+
+
+class _ZcdpCurve:
+    """alpha -> alpha rho, named for RDP.describe()."""
+
+    def __init__(self, rho: float) -> None:
+        self.rho = rho
+        self.__name__ = f"alpha * {rho:g}"
+
+    def __call__(self, alpha: float) -> float:
+        return alpha * self.rho
