@@ -7,17 +7,42 @@ Every environment is batched over runs, like the policies::
     rewards = env.rewards(t, actions)  # (n_runs,) the rewards of the chosen arms
     means = env.means(t)               # (n_runs, K) expected rewards (for pseudo-regret), or None
 
-Audits use fixed, adversarially chosen inputs (``RewardTable``), regret experiments use the
-stochastic ones.
+Audits use fixed, adversarially chosen inputs (``RewardTable``, ``RewardList``), regret
+experiments use the stochastic ones (``BernoulliBandit``, ``GaussianBandit``).
+
+Episode-level fast path (used by :func:`dpaudit.simulate.simulate`): an environment with
+``supports_segments = True`` answers ``segment_sums(runs, arms, start, length)``, the sum of the
+rewards of arm ``arms[i, j]`` played ``length[i, j]`` times back to back from round
+``start[i, j]`` in run ``runs[i]``. Stochastic environments draw it in one go (a Binomial or a
+Normal variable: the same distribution as the per-step sum, not the same draws); fixed inputs
+answer with a prefix-sum difference (the same rewards as the per-step path).
+
+Environments are also registered by name (``make_environment("bernoulli", means=[...])``) so the
+command line can build them; other modules add theirs with :func:`register_environment`.
 """
 
 from __future__ import annotations
 
+from typing import Any, Callable, Sequence
+
 import numpy as np
 
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.accountants.errors import DPAuditError, check_positive
 
-__all__ = ["Environment", "RewardTable"]
+__all__ = [
+    "Environment",
+    "RewardTable",
+    "RewardList",
+    "BernoulliBandit",
+    "GaussianBandit",
+    "PAPER_MEANS",
+    "register_environment",
+    "make_environment",
+    "environment_names",
+]
+
+#: The 5-armed Bernoulli instance of seed 001 Sec. VII-A (from its reference [7]).
+PAPER_MEANS = (0.75, 0.625, 0.5, 0.375, 0.25)
 
 
 class Environment:
@@ -25,6 +50,9 @@ class Environment:
 
     n_arms: int
     dim: int | None = None  # feature dimension for linear environments, None for K-armed ones
+    horizon: int | None = None  # rounds available for fixed inputs, None when unlimited
+    supports_segments: bool = False  # True when segment_sums is available (episode fast path)
+    regret_kind: str | None = "pseudo"  # "pseudo" (means known), "hindsight" (fixed table) or None
 
     def reset(self, n_runs: int, rng: np.random.Generator) -> None:
         self.n_runs = int(n_runs)
@@ -39,9 +67,32 @@ class Environment:
     def means(self, t: int) -> np.ndarray | None:
         return None
 
+    def stationary_means(self) -> np.ndarray | None:
+        """The (K,) expected rewards when they are the same at every step and in every run, else None."""
+        return None
+
+    def segment_sums(self, runs: np.ndarray, arms: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+        """Reward sums of back-to-back plays (see the module docstring); shape of ``arms``."""
+        raise DPAuditError(f"{type(self).__name__} has no episode-level fast path; use the per-step path.")
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+def _check_runs(env: Environment) -> None:
+    if not hasattr(env, "n_runs"):
+        raise DPAuditError(f"{type(env).__name__}.reset(n_runs, rng) must be called before drawing rewards.")
+
 
 class RewardTable(Environment):
-    """A fixed T x K table of potential rewards, the same for every run (Table DP's input)."""
+    """A fixed T x K table of potential rewards, the same for every run (Table DP's input).
+
+    Its regret is measured in hindsight: the best fixed arm's column sum minus the rewards
+    collected (``regret_kind = "hindsight"``).
+    """
+
+    supports_segments = True
+    regret_kind = "hindsight"
 
     def __init__(self, table: np.ndarray) -> None:
         d = np.asarray(table, dtype=float)
@@ -51,11 +102,174 @@ class RewardTable(Environment):
             raise DPAuditError("the reward table contains NaN or inf; rewards must be finite numbers.")
         self.table = d
         self.horizon, self.n_arms = d.shape
+        self._prefix: np.ndarray | None = None
 
     def rewards(self, t: int, actions: np.ndarray) -> np.ndarray:
         if t >= self.horizon:
             raise DPAuditError(f"step {t} is beyond the reward table's {self.horizon} rows.")
-        return self.table[t, actions]
+        return self.table[t][actions]
 
     def means(self, t: int) -> np.ndarray:
         return np.broadcast_to(self.table[t], (self.n_runs, self.n_arms))
+
+    def prefix(self) -> np.ndarray:
+        """(T + 1, K) column prefix sums, computed once."""
+        if self._prefix is None:
+            p = np.zeros((self.horizon + 1, self.n_arms))
+            np.cumsum(self.table, axis=0, out=p[1:])
+            self._prefix = p
+        return self._prefix
+
+    def segment_sums(self, runs, arms, start, length):
+        p = self.prefix()
+        start = np.asarray(start, dtype=np.int64)
+        stop = start + np.asarray(length, dtype=np.int64)
+        if stop.size and int(stop.max()) > self.horizon:
+            raise DPAuditError(f"an episode reaches round {int(stop.max())}, beyond the table's {self.horizon} rows.")
+        return p[stop, arms] - p[start, arms]
+
+    def best_sums(self, stops: Sequence[int]) -> np.ndarray:
+        """The best fixed arm's reward sum over rounds [0, stop) for each stop."""
+        p = self.prefix()
+        return np.array([p[int(s)].max() for s in stops])
+
+    def describe(self) -> str:
+        return f"RewardTable(T={self.horizon}, K={self.n_arms})"
+
+
+class RewardList(Environment):
+    """A fixed list r of T rewards: the policy observes r[t] whatever it played (View DP's input)."""
+
+    supports_segments = True
+    regret_kind = None
+
+    def __init__(self, rewards: Sequence[float], n_arms: int = 2) -> None:
+        r = np.asarray(rewards, dtype=float)
+        if r.ndim != 1 or r.size < 1:
+            raise DPAuditError(f"a reward list must be one-dimensional with T >= 1 entries, got shape {r.shape}.")
+        if not np.all(np.isfinite(r)):
+            raise DPAuditError("the reward list contains NaN or inf; rewards must be finite numbers.")
+        if isinstance(n_arms, bool) or int(n_arms) != n_arms or n_arms < 2:
+            raise DPAuditError(f"n_arms must be an integer >= 2, got {n_arms!r}.")
+        self.values = r
+        self.horizon = r.size
+        self.n_arms = int(n_arms)
+        self._prefix = np.concatenate([[0.0], np.cumsum(r)])
+
+    def rewards(self, t: int, actions: np.ndarray) -> np.ndarray:
+        if t >= self.horizon:
+            raise DPAuditError(f"step {t} is beyond the reward list's {self.horizon} entries.")
+        return np.full(np.shape(actions), self.values[t])
+
+    def segment_sums(self, runs, arms, start, length):
+        start = np.asarray(start, dtype=np.int64)
+        stop = start + np.asarray(length, dtype=np.int64)
+        if stop.size and int(stop.max()) > self.horizon:
+            raise DPAuditError(f"an episode reaches round {int(stop.max())}, beyond the list's {self.horizon} entries.")
+        return self._prefix[stop] - self._prefix[start]
+
+    def describe(self) -> str:
+        return f"RewardList(T={self.horizon}, K={self.n_arms})"
+
+
+def _check_means(means: Sequence[float], lo: float | None, hi: float | None, what: str) -> np.ndarray:
+    try:
+        mu = np.asarray(means, dtype=float)
+    except (TypeError, ValueError):
+        raise DPAuditError(f"{what} means must be a list of numbers, got {means!r}.") from None
+    if mu.ndim != 1 or mu.size < 2:
+        raise DPAuditError(f"{what} bandit needs K >= 2 arm means, got {mu.size if mu.ndim == 1 else mu.shape}.")
+    if not np.all(np.isfinite(mu)):
+        raise DPAuditError(f"{what} means must be finite numbers, got {mu.tolist()}.")
+    if lo is not None and hi is not None and np.any((mu < lo) | (mu > hi)):
+        bad = mu[(mu < lo) | (mu > hi)][0]
+        raise DPAuditError(f"{what} mean {bad:g} is outside [{lo:g}, {hi:g}]; Bernoulli means must be probabilities.")
+    return mu
+
+
+class _StationaryBandit(Environment):
+    supports_segments = True
+    regret_kind = "pseudo"
+    mu: np.ndarray
+
+    def stationary_means(self) -> np.ndarray:
+        return self.mu
+
+    def means(self, t: int) -> np.ndarray:
+        _check_runs(self)
+        return np.broadcast_to(self.mu, (self.n_runs, self.n_arms))
+
+
+class BernoulliBandit(_StationaryBandit):
+    """K arms with Bernoulli(mu_a) rewards, i.i.d. over rounds and runs (seed 001 Sec. VII-A)."""
+
+    def __init__(self, means: Sequence[float] = PAPER_MEANS) -> None:
+        self.mu = _check_means(means, 0.0, 1.0, "a Bernoulli")
+        self.n_arms = self.mu.size
+
+    def rewards(self, t: int, actions: np.ndarray) -> np.ndarray:
+        _check_runs(self)
+        p = self.mu[actions]
+        return (self.rng.random(p.shape) < p).astype(float)
+
+    def segment_sums(self, runs, arms, start, length):
+        _check_runs(self)
+        return self.rng.binomial(np.asarray(length, dtype=np.int64), self.mu[arms]).astype(float)
+
+    def describe(self) -> str:
+        return "Bernoulli(" + ", ".join(f"{m:g}" for m in self.mu) + ")"
+
+
+class GaussianBandit(_StationaryBandit):
+    """K arms with N(mu_a, sigma^2) rewards (unbounded: policies calibrated for [0, 1] refuse them)."""
+
+    def __init__(self, means: Sequence[float], sigma: float = 1.0) -> None:
+        self.mu = _check_means(means, None, None, "a Gaussian")
+        self.sigma = check_positive("sigma", sigma)
+        self.n_arms = self.mu.size
+
+    def rewards(self, t: int, actions: np.ndarray) -> np.ndarray:
+        _check_runs(self)
+        mu = self.mu[actions]
+        return mu + self.sigma * self.rng.standard_normal(mu.shape)
+
+    def segment_sums(self, runs, arms, start, length):
+        _check_runs(self)
+        n = np.asarray(length, dtype=float)
+        mu = self.mu[arms]
+        return n * mu + self.sigma * np.sqrt(n) * self.rng.standard_normal(mu.shape)
+
+    def describe(self) -> str:
+        return "Gaussian(" + ", ".join(f"{m:g}" for m in self.mu) + f"; sigma={self.sigma:g})"
+
+
+# Named environments for the command line: name -> (factory(**params), one-line summary).
+_ENVIRONMENTS: dict[str, tuple[Callable[..., Environment], str]] = {}
+
+
+def register_environment(name: str, factory: Callable[..., Environment], summary: str = "") -> None:
+    """Make ``factory(**params)`` available as ``make_environment(name, **params)``."""
+    _ENVIRONMENTS[name] = (factory, summary)
+
+
+def environment_names() -> list[str]:
+    return sorted(_ENVIRONMENTS)
+
+
+def make_environment(name: str, **params: Any) -> Environment:
+    """Build a registered environment by name; unknown names and parameters are one-sentence errors."""
+    if name not in _ENVIRONMENTS:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(_ENVIRONMENTS), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise DPAuditError(f"unknown environment {name!r}.{hint} Choose one of: {', '.join(environment_names())}.")
+    factory = _ENVIRONMENTS[name][0]
+    try:
+        return factory(**params)
+    except TypeError as exc:
+        raise DPAuditError(f"cannot build environment {name!r} with parameters {params}: {exc}.") from exc
+
+
+register_environment("bernoulli", BernoulliBandit, "K Bernoulli arms (default: seed 001's 0.75/0.625/0.5/0.375/0.25)")
+register_environment("gaussian", GaussianBandit, "K Gaussian arms N(mu_a, sigma^2)")
