@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -317,11 +317,13 @@ def exact_profile(
     deltas: Sequence[float] = (),
     alphas: Sequence[float] = (),
     max_work: float = DEFAULT_MAX_WORK,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ExactProfile:
     """Enumerate every neighbouring pair (and adversary) once and return the requested maxima.
 
     ``epsilons``: where to evaluate delta(eps); ``deltas``: where to find the smallest epsilon;
-    ``alphas``: Rényi orders (``inf`` allowed). Raises :class:`DPAuditError` if the enumeration
+    ``alphas``: Rényi orders (``inf`` allowed). ``progress(done, total)`` is called after each chunk
+    of adversaries (Interactive DP). Raises :class:`DPAuditError` if the enumeration
     would exceed ``max_work`` elementary operations.
     """
     if not isinstance(policy, FinitePolicy):
@@ -388,6 +390,8 @@ def exact_profile(
             update(("epsilon", n), eps, k, a0)
         for n, al in enumerate(alphas):
             update(("renyi", n), renyi_divergence(Pa, Qa, al), None, a0)
+        if progress is not None:
+            progress(min(a0 + chunk, sp.n_adversaries), sp.n_adversaries)
 
     def witness(kind: str, n: int, param: float) -> Witness:
         v, a, p, k = best[(kind, n)]

@@ -61,6 +61,22 @@ def _check_named(args: argparse.Namespace) -> int:
     )
 
 
+def _progress_printer(unit: str):
+    """A progress callback that redraws one stderr line, only when stderr is a terminal."""
+    import sys
+    import time
+
+    start = time.perf_counter()
+
+    def show(done: int, total: int) -> None:
+        if not sys.stderr.isatty() or total <= 1 or time.perf_counter() - start < 1.0:
+            return
+        end = "\n" if done >= total else ""
+        print(f"\r  {done}/{total} {unit} ({100 * done / total:.0f}%)", end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
 def _fmt(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.6g}"
 
@@ -83,6 +99,7 @@ def check_finite(args: argparse.Namespace) -> int:
         deltas=[args.delta],
         alphas=[args.alpha],
         max_work=args.max_work if args.max_work is not None else DEFAULT_MAX_WORK,
+        progress=_progress_printer("adversaries") if args.protocol == "interactive" else None,
     )
     w_delta, w_eps, w_renyi = (prof.witnesses[k][0] if prof.witnesses[k] else None
                                for k in ("delta", "epsilon", "renyi"))
