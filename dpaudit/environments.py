@@ -273,3 +273,187 @@ def make_environment(name: str, **params: Any) -> Environment:
 
 register_environment("bernoulli", BernoulliBandit, "K Bernoulli arms (default: seed 001's 0.75/0.625/0.5/0.375/0.25)")
 register_environment("gaussian", GaussianBandit, "K Gaussian arms N(mu_a, sigma^2)")
+
+
+# ---- linear environments
+# (appended by the GOPE/OFUL helper; seed 001 Sec. VII-A settings for AdaC-GOPE and AdaC-OFUL)
+
+import math  # noqa: E402
+
+_LINEAR_NOISE = ("gaussian", "bernoulli")
+
+
+def _unit_sphere(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    x = rng.standard_normal(shape)
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def _check_linear_common(n_arms: Any, dim: Any, noise: str, noise_sd: float) -> tuple[int, int, str, float]:
+    from dpaudit.accountants.errors import check_int
+
+    k = check_int("n_arms (K)", n_arms, minimum=2)
+    d = check_int("dim (d)", dim, minimum=1)
+    if noise not in _LINEAR_NOISE:
+        raise DPAuditError(f"noise must be one of {', '.join(_LINEAR_NOISE)}, got {noise!r}.")
+    return k, d, noise, check_positive("noise_sd", noise_sd)
+
+
+def _linear_rewards(rng: np.random.Generator, mean: np.ndarray, noise: str, noise_sd: float) -> np.ndarray:
+    """``mean + N(0, sd^2)`` (gaussian) or a +-1 reward with that mean (bernoulli)."""
+    if noise == "gaussian":
+        return mean + noise_sd * rng.standard_normal(mean.shape)
+    return np.where(rng.random(mean.shape) < 0.5 * (1.0 + mean), 1.0, -1.0)
+
+
+class LinearBandit(Environment):
+    """Linear bandit with a fixed finite action set (seed 001 Sec. VII-A, the AdaC-GOPE setting).
+
+    K actions and theta* drawn uniformly on the unit sphere of R^d (defaults K = 10, d = 3) from
+    ``instance_seed``, the same instance in every run (so a policy and its non-private twin face
+    the same problem); or given as ``actions`` (K, d) and ``theta`` (d,). Rewards
+    ``<theta*, a> + eta``:
+
+    * ``noise="gaussian"``: eta ~ N(0, noise_sd^2), the paper's N(0, 1). These rewards are unbounded,
+      so they break seed 001 Assumption 1(2) (|r| <= 1) that the private policies' sensitivity
+      needs; the private GOPE/OFUL policies refuse them (the paper's experiment ignores this).
+    * ``noise="bernoulli"``: r in {-1, +1} with mean <theta*, a> (P(r = 1) = (1 + <theta*, a>)/2),
+      1-subgaussian and bounded as Assumption 1 requires.
+
+    Episode fast path: ``segment_sums`` is one Normal draw (gaussian) or ``2 Binomial - n``
+    (bernoulli), the exact distribution of the per-step sum.
+    """
+
+    supports_segments = True
+    regret_kind = "pseudo"
+
+    def __init__(
+        self,
+        n_arms: int = 10,
+        dim: int = 3,
+        noise: str = "gaussian",
+        noise_sd: float = 1.0,
+        actions: Sequence[Sequence[float]] | None = None,
+        theta: Sequence[float] | None = None,
+        instance_seed: int = 0,
+    ) -> None:
+        k, d, self.noise, self.noise_sd = _check_linear_common(n_arms, dim, noise, noise_sd)
+        inst = np.random.default_rng(np.random.SeedSequence(int(instance_seed)))
+        acts = _unit_sphere(inst, (k, d)) if actions is None else np.asarray(actions, dtype=float)
+        th = _unit_sphere(inst, (d,)) if theta is None else np.asarray(theta, dtype=float)
+        if acts.ndim != 2 or acts.shape[0] < 2:
+            raise DPAuditError(f"actions must be a (K, d) array with K >= 2, got shape {acts.shape}.")
+        if th.shape != (acts.shape[1],):
+            raise DPAuditError(f"theta has shape {th.shape}; it must have d = {acts.shape[1]} entries like the actions.")
+        if not (np.all(np.isfinite(acts)) and np.all(np.isfinite(th))):
+            raise DPAuditError("actions and theta must be finite numbers.")
+        self.actions, self.theta = acts, th
+        self.n_arms, self.dim = acts.shape
+        self.mu = acts @ th
+        if self.noise == "bernoulli" and np.any(np.abs(self.mu) > 1):
+            raise DPAuditError("bernoulli noise needs |<theta, a>| <= 1 for every action; rescale actions or theta.")
+
+    def arms(self, t: int) -> np.ndarray:
+        _check_runs(self)
+        return np.broadcast_to(self.actions, (self.n_runs, self.n_arms, self.dim))
+
+    def rewards(self, t: int, actions: np.ndarray) -> np.ndarray:
+        _check_runs(self)
+        return _linear_rewards(self.rng, self.mu[actions], self.noise, self.noise_sd)
+
+    def means(self, t: int) -> np.ndarray:
+        _check_runs(self)
+        return np.broadcast_to(self.mu, (self.n_runs, self.n_arms))
+
+    def stationary_means(self) -> np.ndarray:
+        return self.mu
+
+    def segment_sums(self, runs, arms, start, length):
+        _check_runs(self)
+        n = np.asarray(length, dtype=np.int64)
+        mu = self.mu[arms]
+        if self.noise == "gaussian":
+            return n * mu + self.noise_sd * np.sqrt(n) * self.rng.standard_normal(mu.shape)
+        return 2.0 * self.rng.binomial(n, 0.5 * (1.0 + mu)) - n
+
+    def describe(self) -> str:
+        return f"LinearBandit(K={self.n_arms}, d={self.dim}, noise={self.noise})"
+
+
+class ContextualLinearBandit(Environment):
+    """Contextual linear bandit with fresh action sets each step (seed 001 Sec. VII-A, AdaC-OFUL).
+
+    At every step and in every run, the K actions are drawn i.i.d. from
+    N((1/sqrt(d), ..., 1/sqrt(d)), (1/10) I_d) (defaults K = 10, d = 3); theta* is uniform on the
+    unit sphere (from ``instance_seed``, shared by all runs) or given. Rewards as in
+    :class:`LinearBandit` (``noise`` = gaussian or bernoulli).
+
+    These contexts often have norm above 1, breaking seed 001 Assumption 1(1) (||a|| <= 1) that
+    the private OFUL sensitivity needs; ``normalize=True`` divides each action by max(1, ||a||)
+    (an explicit change of the context distribution, off by default as in the paper), otherwise
+    the private policies refuse such actions unless their ``feature_bound`` is raised.
+    ``arms(t)`` must be called before ``rewards(t, ...)`` and ``means(t)``.
+    """
+
+    regret_kind = "pseudo"
+
+    def __init__(
+        self,
+        n_arms: int = 10,
+        dim: int = 3,
+        noise: str = "gaussian",
+        noise_sd: float = 1.0,
+        context_sd: float = math.sqrt(0.1),
+        normalize: bool = False,
+        theta: Sequence[float] | None = None,
+        instance_seed: int = 0,
+    ) -> None:
+        k, d, self.noise, self.noise_sd = _check_linear_common(n_arms, dim, noise, noise_sd)
+        self.context_sd = check_positive("context_sd", context_sd)
+        inst = np.random.default_rng(np.random.SeedSequence(int(instance_seed)))
+        th = _unit_sphere(inst, (d,)) if theta is None else np.asarray(theta, dtype=float)
+        if th.shape != (d,) or not np.all(np.isfinite(th)):
+            raise DPAuditError(f"theta must be {d} finite numbers (d = {d}), got shape {th.shape}.")
+        if noise == "bernoulli" and not normalize:
+            raise DPAuditError("bernoulli noise needs |<theta, a>| <= 1, so it requires normalize=True.")
+        if noise == "bernoulli" and np.linalg.norm(th) > 1:
+            raise DPAuditError("bernoulli noise needs ||theta|| <= 1.")
+        self.n_arms, self.dim, self.theta = k, d, th
+        self.normalize = bool(normalize)
+        self.centre = np.full(d, 1.0 / math.sqrt(d))
+        self._t: int | None = None
+
+    def reset(self, n_runs: int, rng: np.random.Generator) -> None:
+        super().reset(n_runs, rng)
+        self._t = None
+
+    def arms(self, t: int) -> np.ndarray:
+        _check_runs(self)
+        x = self.centre + self.context_sd * self.rng.standard_normal((self.n_runs, self.n_arms, self.dim))
+        if self.normalize:
+            x /= np.maximum(1.0, np.sqrt(np.einsum("nkd,nkd->nk", x, x)))[:, :, None]
+        self._x, self._t = x, t
+        self._mu = np.einsum("nkd,d->nk", x, self.theta)
+        return x
+
+    def _current(self, t: int) -> None:
+        if self._t != t:
+            raise DPAuditError(f"call arms({t}) before asking the rewards or means of step {t}.")
+
+    def rewards(self, t: int, actions: np.ndarray) -> np.ndarray:
+        self._current(t)
+        mu = self._mu[np.arange(self.n_runs), actions]
+        return _linear_rewards(self.rng, mu, self.noise, self.noise_sd)
+
+    def means(self, t: int) -> np.ndarray:
+        self._current(t)
+        return self._mu
+
+    def describe(self) -> str:
+        return f"ContextualLinearBandit(K={self.n_arms}, d={self.dim}, noise={self.noise})"
+
+
+__all__ += ["LinearBandit", "ContextualLinearBandit"]
+register_environment("linear", LinearBandit, "linear bandit, K fixed actions on the unit sphere (seed 001 GOPE setting)")
+register_environment(
+    "contextual-linear", ContextualLinearBandit, "contextual linear bandit, fresh Gaussian action sets (seed 001 OFUL setting)"
+)
