@@ -39,6 +39,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--max-work", type=float, default=None,
                    help="ceiling on elementary operations of an exact enumeration (default 2e9)")
     c.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_named_options(c)
     c.set_defaults(func=_run)
 
 
@@ -55,10 +56,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _check_named(args: argparse.Namespace) -> int:
-    raise DPAuditError(
-        f"{args.policy!r} is not a finite-policy spec; auditing registered policies and plug-ins needs the "
-        "sampling attacks, which this version does not have yet."
-    )
+    from dpaudit.check_named import check_named
+
+    return check_named(args)
+
+
+def _add_named_options(c: argparse.ArgumentParser) -> None:
+    from dpaudit.check_named import add_named_options
+
+    add_named_options(c)
 
 
 def _progress_printer(unit: str):

@@ -1,0 +1,318 @@
+"""The named-policy and plug-in path of ``dpaudit check policy``: claim, ledger, attacks, verdict.
+
+``audit_policy`` does the work and returns one JSON-ready dict; ``check_named`` is the CLI glue.
+
+Verdict rule (DESIGN.md, "Check and report"): ``violation`` when some attack's lower bound on
+epsilon, at the stated confidence, exceeds the claimed epsilon at the same delta (or, for the
+gray-box attack, when its lower bound on a Rényi divergence exceeds the claim's Rényi curve at an
+order); otherwise ``consistent``, with the gap. The error budget 1 - confidence is split equally
+between the attacks that run (Bonferroni), and each attack corrects internally for everything it
+evaluates on fresh samples, so a policy that keeps its claim is called a violation with probability
+at most 1 - confidence.
+
+The claimed epsilon at delta comes from the claim's own conversion (``Guarantee.conversion``, the
+accountants' tightest valid conversion); if a claim type has none, the loose but valid
+rho + 2 sqrt(rho log(1/delta)) bound for zCDP is used and the method says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import math
+import platform
+import shlex
+import sys
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from dpaudit.accountants import Guarantee
+from dpaudit.accountants.errors import DPAuditError, check_delta, check_int
+
+__all__ = ["add_named_options", "claimed_epsilon", "ledger_audit", "audit_policy", "check_named", "DEFAULTS"]
+
+#: default sample sizes: fresh views per side, likelihood runs, and the ranking sizes
+DEFAULTS = {"runs": 50000, "horizon": 48, "confidence": 0.95}
+
+
+def add_named_options(c: argparse.ArgumentParser) -> None:
+    """The options only the named-policy / plug-in path uses (added to the lead's parser)."""
+    c.add_argument("--param", action="append", default=[], metavar="K=V",
+                   help="a policy parameter, repeatable (named policies and plug-ins)")
+    c.add_argument("--confidence", type=float, default=DEFAULTS["confidence"],
+                   help="confidence of every lower bound (default 0.95)")
+    c.add_argument("--runs", type=int, default=DEFAULTS["runs"],
+                   help="fresh runs per side for the final attack evaluations (default 50000)")
+    c.add_argument("--horizon", type=int, default=DEFAULTS["horizon"],
+                   help="horizon T of the neighbouring inputs (default 48)")
+    c.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
+    c.add_argument("--report", default=None, metavar="PATH.md",
+                   help="also write a Markdown report (and a self-contained HTML page beside it)")
+
+
+def claimed_epsilon(claim: Guarantee, delta: float) -> tuple[float, str]:
+    """The claim as epsilon at ``delta`` and the conversion used."""
+    conv = getattr(claim, "conversion", None)
+    if conv is not None:
+        try:
+            c = conv(delta)
+            order = f" at order {c.order:.4g}" if getattr(c, "order", None) else ""
+            return float(c.epsilon), f"{claim.describe()} -> (eps, delta) by {c.method}{order}"
+        except NotImplementedError:
+            pass
+    rho = getattr(claim, "rho", None)
+    if rho is not None:
+        eps = rho + 2 * math.sqrt(rho * math.log(1 / delta))
+        return eps, f"{claim.describe()} -> rho + 2 sqrt(rho log(1/delta)) (valid but loose)"
+    raise DPAuditError(f"the claim {claim!r} cannot be converted to (epsilon, delta); give a Guarantee from dpaudit.accountants.")
+
+
+def ledger_audit(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
+                 n_runs: int = 200) -> dict[str, Any] | None:
+    """Per-round accounting of the ledger of ``n_runs`` runs on ``data`` (None without a ledger)."""
+    from dpaudit.accountants import per_round_account
+
+    if not hasattr(policy, "ledger"):
+        return None
+    protocol.run(policy, data, n_runs, np.random.default_rng(seed), None, record=True)
+    ledger = getattr(policy, "ledger", None)
+    if ledger is None or not hasattr(ledger, "releases"):
+        return None
+    T = int(np.asarray(data).shape[0])
+    run, rnd, kind, ratio = [], [], [], []
+    no_fed = 0
+    for rel in ledger.releases:
+        if rel.fed is None:
+            no_fed += 1
+            continue
+        runs = np.asarray(rel.runs)[rel.fed.pos]
+        scale = np.asarray(rel.noise.scale, dtype=float)
+        s = scale if scale.ndim == 0 else (scale[rel.fed.pos] if scale.ndim == 1 else scale[rel.fed.pos].max(axis=-1))
+        run.append(runs)
+        rnd.append(np.asarray(rel.fed.rounds))
+        kind.append(np.full(runs.size, rel.noise.kind == "gaussian"))
+        ratio.append(np.broadcast_to(rel.sensitivity / s, runs.shape).astype(float))
+    if not run:
+        return {"releases": len(ledger.releases), "releases_without_fed": no_fed, "implied": None,
+                "shared_rounds": 0}
+    acc = per_round_account(n_runs, T, np.concatenate(run), np.concatenate(rnd), np.concatenate(kind),
+                            np.concatenate(ratio))
+    implied = acc.guarantee()
+    shared = acc.shared_rounds()
+    return {
+        "runs": n_runs,
+        "releases": len(ledger.releases),
+        "releases_without_fed": no_fed,
+        "implied": implied.describe(),
+        "implied_guarantee": implied,
+        "shared_rounds": int(shared.shape[0]),
+        "max_releases_per_round": int(acc.usage.max(initial=0)),
+    }
+
+
+def _versions() -> dict[str, str]:
+    import scipy
+    import statsmodels
+
+    from dpaudit import __version__
+
+    return {"dpaudit": __version__, "python": platform.python_version(), "numpy": np.__version__,
+            "scipy": scipy.__version__, "statsmodels": statsmodels.__version__}
+
+
+def _build_policy(spec: str, params: dict[str, str], horizon: int) -> Any:
+    from dpaudit.policies.registry import load_policy_class, make_policy
+
+    cls = load_policy_class(spec)
+    try:
+        sig = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        sig = {}
+    params = dict(params)
+    if "horizon" in sig and "horizon" not in params:
+        params["horizon"] = str(horizon)
+    policy = make_policy(spec, params)
+    if not hasattr(policy, "n_arms"):
+        raise DPAuditError(f"policy {spec!r} has no n_arms attribute; a policy must say how many arms it has.")
+    return policy
+
+
+def audit_policy(
+    spec: str,
+    params: dict[str, str] | None = None,
+    *,
+    protocol: str = "table",
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    runs: int = 50000,
+    horizon: int = 48,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+    command: str = "",
+) -> dict[str, Any]:
+    """Run the claim, the ledger audit, the neighbouring search and both attacks; return the findings."""
+    from dpaudit.attacks.bounds import check_confidence
+    from dpaudit.attacks.neighbours import search
+    from dpaudit.protocols import get_protocol
+
+    t0 = time.perf_counter()
+    delta = check_delta(delta)
+    confidence = check_confidence(confidence)
+    runs = check_int("--runs", runs, minimum=100)
+    horizon = check_int("--horizon", horizon, minimum=2)
+    proto = get_protocol(protocol)
+    params = dict(params or {})
+    policy = _build_policy(spec, params, horizon)
+    claim = getattr(policy, "claim", None)
+    if not isinstance(claim, Guarantee):
+        raise DPAuditError(
+            f"policy {spec!r} declares no claim (its `claim` is {claim!r}); a policy must state a Guarantee from "
+            "dpaudit.accountants (e.g. ZCDP(0.1)) to be judged against."
+        )
+    eps_claim, claim_method = claimed_epsilon(claim, delta)
+    root = np.random.SeedSequence(seed)
+    s_ledger, s_search = root.spawn(2)
+
+    has_ledger = hasattr(policy, "ledger")
+    n_attacks = 2 if has_ledger else 1
+    conf_each = 1 - (1 - confidence) / n_attacks
+    K = int(policy.n_arms)
+    small = max(500, min(2000, runs // 10))
+
+    ledger = None
+    if has_ledger:
+        from dpaudit.attacks.neighbours import PairSpec, make_pair
+
+        rr = tuple(getattr(policy, "reward_range", (0.0, 1.0)))
+        rr = rr if all(math.isfinite(x) for x in rr) else (0.0, 1.0)
+        d = make_pair(PairSpec(0, "mid"), proto, K, horizon, rr).d0
+        ledger = ledger_audit(policy, proto, d, s_ledger)
+
+    res = search(policy, proto, horizon=horizon, delta=delta, confidence_membership=conf_each,
+                 confidence_likelihood=conf_each if has_ledger else None, seed=s_search,
+                 n_train=small, n_select=small, n_test=runs, n_screen=small, n_likelihood=runs,
+                 claim=claim, progress=progress)
+    attacks = [res.membership] + ([res.likelihood] if res.likelihood is not None else [])
+    best = max(attacks, key=lambda a: a.epsilon_lower)
+    renyi_violation = res.likelihood.details.get("renyi_violation", []) if res.likelihood is not None else []
+    violated = best.epsilon_lower > eps_claim or bool(renyi_violation)
+    verdict = "violation" if violated else "consistent"
+    if best.epsilon_lower > eps_claim:
+        why = (f"the {best.attack} attack's lower bound eps >= {best.epsilon_lower:.4g} exceeds the claimed "
+               f"eps = {eps_claim:.4g} at delta = {delta:g}")
+        witness_attack = best
+    elif renyi_violation:
+        v = max(renyi_violation, key=lambda r: r["D_alpha_lower"] - r["claimed"])
+        why = (f"the likelihood attack's lower bound D_{v['order']:g} >= {v['D_alpha_lower']:.4g} exceeds the "
+               f"claimed Rényi divergence {v['claimed']:.4g} at that order")
+        witness_attack = res.likelihood
+    else:
+        why = (f"no attack's lower bound exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g} "
+               f"(best: {best.attack}, eps >= {best.epsilon_lower:.4g}; gap {eps_claim - best.epsilon_lower:.4g})")
+        witness_attack = best
+    ledger_out = None
+    if ledger is not None:
+        ledger_out = {k: v for k, v in ledger.items() if k != "implied_guarantee"}
+        g = ledger.get("implied_guarantee")
+        if g is not None:
+            ledger_out["implied_epsilon"] = claimed_epsilon(g, delta)[0]
+    return {
+        "command": command,
+        "policy": spec,
+        "params": getattr(policy, "params", lambda: params)() if callable(getattr(policy, "params", None)) else params,
+        "protocol": protocol,
+        "horizon": horizon,
+        "n_arms": K,
+        "verdict": verdict,
+        "reason": why,
+        "claim": claim.describe(),
+        "claim_method": claim_method,
+        "epsilon_claimed": eps_claim,
+        "epsilon_lower": best.epsilon_lower,
+        "gap": eps_claim - best.epsilon_lower,
+        "delta": delta,
+        "confidence": confidence,
+        "confidence_per_attack": conf_each,
+        "seed": seed,
+        "witness": {"attack": witness_attack.attack, **witness_attack.witness},
+        "attacks": [a.to_dict() for a in attacks],
+        "renyi_violation": renyi_violation,
+        "ledger": ledger_out,
+        "search": res.ranking,
+        "versions": _versions(),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _progress() -> Callable[[str], None]:
+    start = time.perf_counter()
+    last = [start]
+
+    def show(msg: str) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= 2.0:
+            last[0] = now
+            print(f"dpaudit check: {msg} [{now - start:.0f} s]", file=sys.stderr, flush=True)
+
+    return show
+
+
+def _print_human(out: dict[str, Any]) -> None:
+    print(f"policy      {out['policy']}  {out['params'] or ''}  (K = {out['n_arms']}, T = {out['horizon']}, "
+          f"protocol {out['protocol']})")
+    print(f"claim       {out['claim_method']}: eps = {out['epsilon_claimed']:.4g} at delta = {out['delta']:g}")
+    led = out.get("ledger")
+    if led:
+        if led.get("implied"):
+            print(f"ledger      implied {led['implied']} (eps = {led.get('implied_epsilon', float('nan')):.4g}); "
+                  f"{led['shared_rounds']} (run, round) pairs fed more than one release")
+        if led.get("releases_without_fed"):
+            print(f"            {led['releases_without_fed']} releases do not say which rounds fed them")
+    else:
+        print("ledger      none (the policy does not use dpaudit's mechanisms; black-box attacks only)")
+    for a in out["attacks"]:
+        extra = ""
+        if a["attack"] == "membership":
+            d = a["details"]
+            extra = f"; statistic {a['witness']['statistic']}, FPR {d['fpr']:.4g}, FNR {d['fnr']:.4g}"
+        else:
+            r = a["details"]["renyi"]
+            extra = "; D_alpha lower: " + ", ".join(
+                f"{o:g}:{v if isinstance(v, str) else f'{v:.3g}'}" for o, v in zip(r["orders"], r["lower"]))
+        print(f"{a['attack']:<11} eps >= {a['epsilon_lower']:.4g} at {a['confidence']:.4g} confidence "
+              f"({a['samples']} samples, {a['seconds']:.1f} s{extra})")
+    w = out["witness"]
+    print(f"witness     {w.get('label', '')} ({w['attack']})")
+    print(f"verdict     {out['verdict'].upper()}: {out['reason']}.")
+
+
+def check_named(args: argparse.Namespace) -> int:
+    """CLI glue: exit 1 on violation, 0 when consistent (errors raise DPAuditError -> exit 2)."""
+    from dpaudit.policies.registry import parse_params
+
+    argv = getattr(args, "_argv", None) or sys.argv[1:]
+    command = "dpaudit " + " ".join(shlex.quote(a) for a in argv)
+    if args.report is not None and not str(args.report).endswith(".md"):
+        raise DPAuditError(f"--report must name a Markdown file ending in .md, got {args.report!r}.")
+    out = audit_policy(
+        args.policy, parse_params(args.param), protocol=args.protocol, delta=args.delta,
+        confidence=args.confidence, runs=args.runs, horizon=args.horizon, seed=args.seed,
+        progress=_progress(), command=command,
+    )
+    if args.report is not None:
+        from dpaudit.report import write_report
+
+        paths = write_report(out, args.report)
+        out["report"] = [str(p) for p in paths]
+    if args.json:
+        from dpaudit.attacks.result import jsonable
+
+        print(json.dumps(jsonable(out), indent=2))
+    else:
+        _print_human(out)
+        if args.report is not None:
+            print(f"report      {', '.join(out['report'])}")
+    return 1 if out["verdict"] == "violation" else 0
