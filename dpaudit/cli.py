@@ -18,6 +18,8 @@ from dpaudit.accountants.errors import DPAuditError
 COMMAND_MODULES = [
     "dpaudit.check",
     "dpaudit.reproduce",
+    "dpaudit.account",
+    "dpaudit.simulate",
 ]
 
 

@@ -13,6 +13,7 @@ from dpaudit.policies.registry import (
     register,
     registered,
 )
+from dpaudit.policies import ucb as _ucb  # noqa: F401  (registers the UCB family)
 
 __all__ = [
     "Policy",

@@ -1,0 +1,423 @@
+"""Run a policy on a reward source for many independent runs, and the ``dpaudit regret`` command.
+
+``simulate(policy, env, horizon, n_runs, seed)`` derives the environment's and the policy's
+generators from one seed (``SeedSequence(seed).spawn(2)``), runs every run to ``horizon`` as one
+batched computation, and returns the reward sums and (for stochastic environments) the
+pseudo-regret ``sum_t (mu* - mu_{a_t})`` of each run; regret at chosen ``checkpoints`` comes at no
+extra cost. Nothing of length T is stored per run unless ``trajectory=True``.
+
+Two paths:
+
+- ``step``: ``act``/``observe`` once per round (any policy, any environment).
+- ``episode``: for policies that run in blocks of back-to-back plays (``fast_path = True`` and
+  ``plan()``/``complete(runs, sums)``, e.g. the adaptive-episode UCB family) on environments with
+  ``segment_sums``. One iteration advances every run by one whole block: a stochastic
+  environment draws the block's reward sum at once (Binomial/Normal), a fixed table answers with a
+  prefix-sum difference. The cost is O(number of episodes), not O(T).
+
+  ``plan()`` returns ``(start (n,), arms (n, J), lengths (n, J))``: each run's current block, J
+  segments of ``lengths[i, j]`` plays of ``arms[i, j]`` from round ``start[i] + sum(lengths[i, :j])``.
+  ``complete(runs, sums)`` gives the policy the (m, J) segment reward sums of the blocks of
+  ``runs`` that finished before the horizon; a block cut by the horizon is not completed (the
+  per-step path never completes it either). On fixed inputs both paths give the same trajectory
+  for the same seed; on stochastic environments the same distribution.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from dpaudit.accountants.errors import DPAuditError, check_int
+from dpaudit.environments import Environment, RewardTable
+from dpaudit.policies.base import check_actions
+
+__all__ = ["SimResult", "simulate", "twin_of", "register_cli"]
+
+
+@dataclass
+class SimResult:
+    """What a batch of runs produced. Arrays are over runs; ``regret_at`` over runs x checkpoints."""
+
+    horizon: int
+    n_runs: int
+    seed: int
+    path: str
+    reward_sum: np.ndarray
+    regret: np.ndarray | None
+    regret_kind: str | None
+    checkpoints: np.ndarray
+    regret_at: np.ndarray | None
+    seconds: float
+    actions: np.ndarray | None = None  # (n_runs, T), per-step path with trajectory=True
+    rewards: np.ndarray | None = None  # (n_runs, T), per-step path with trajectory=True
+    episodes: dict[str, np.ndarray] | None = None  # episode path with trajectory=True
+    policy: Any = None
+    env: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self, level: float = 0.95) -> dict[str, float]:
+        """Mean final regret, its standard deviation and a normal-approximation confidence interval."""
+        if self.regret is None:
+            raise DPAuditError(f"regret is not defined for {getattr(self.env, 'describe', lambda: 'this input')()}.")
+        return _mean_ci(self.regret, level)
+
+    def trajectory_actions(self) -> np.ndarray:
+        """(n_runs, T) actions, from the per-step record or expanded from the episode record."""
+        if self.actions is not None:
+            return self.actions
+        if self.episodes is None:
+            raise DPAuditError("this result has no trajectory; simulate with trajectory=True.")
+        out = np.full((self.n_runs, self.horizon), -1, dtype=np.int64)
+        e = self.episodes
+        pos = np.repeat(np.arange(e["run"].size), e["length"])
+        offs = np.arange(pos.size) - np.repeat(np.cumsum(e["length"]) - e["length"], e["length"])
+        out[e["run"][pos], e["start"][pos] + offs] = e["arm"][pos]
+        return out
+
+
+def _mean_ci(x: np.ndarray, level: float = 0.95) -> dict[str, float]:
+    from scipy.stats import norm
+
+    x = np.asarray(x, dtype=float)
+    m = float(x.mean())
+    sd = float(x.std(ddof=1)) if x.size > 1 else 0.0
+    half = float(norm.ppf(0.5 + level / 2)) * sd / math.sqrt(x.size)
+    return {"mean": m, "sd": sd, "lo": m - half, "hi": m + half, "n": int(x.size)}
+
+
+def _check_actions_fast(a: Any, n_runs: int, n_arms: int, who: str, t: int) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.shape == (n_runs,) and arr.dtype.kind in "iu" and arr.min() >= 0 and arr.max() < n_arms:
+        return arr
+    return check_actions(arr, n_runs, n_arms, who, t)
+
+
+def _can_fast(policy: Any, env: Environment) -> bool:
+    return bool(getattr(policy, "fast_path", False)) and hasattr(policy, "plan") and hasattr(policy, "complete") \
+        and bool(getattr(env, "supports_segments", False)) and getattr(env, "dim", None) is None
+
+
+def simulate(
+    policy: Any,
+    env: Environment,
+    horizon: int,
+    n_runs: int,
+    seed: int = 0,
+    *,
+    path: str = "auto",
+    trajectory: bool = False,
+    checkpoints: Sequence[int] | None = None,
+    record: bool = False,
+) -> SimResult:
+    """Run ``n_runs`` independent runs of ``policy`` on ``env`` for ``horizon`` rounds from one seed.
+
+    ``path`` is ``"auto"`` (the episode path when both sides support it), ``"step"`` or
+    ``"episode"``. ``checkpoints`` (rounds in 1..horizon, default ``[horizon]``) get the regret of
+    every run after that many rounds (the horizon is always one). ``record=True`` keeps the policy's ledger (``result.policy.ledger``).
+    """
+    horizon = check_int("horizon T", horizon, minimum=1)
+    n_runs = check_int("n_runs", n_runs, minimum=1)
+    seed = check_int("seed", seed, minimum=0)
+    if path not in ("auto", "step", "episode"):
+        raise DPAuditError(f"path must be 'auto', 'step' or 'episode', got {path!r}.")
+    K = int(getattr(policy, "n_arms"))
+    if int(env.n_arms) != K:
+        raise DPAuditError(f"the policy has {K} arms but the environment has {env.n_arms}; they must match.")
+    if env.horizon is not None and horizon > env.horizon:
+        raise DPAuditError(f"horizon T = {horizon} exceeds the {env.horizon} rounds of {env.describe()}.")
+    cps = np.asarray([] if checkpoints is None else list(checkpoints), dtype=np.int64)
+    if cps.size and (cps.min() < 1 or cps.max() > horizon):
+        raise DPAuditError(f"checkpoints must be rounds in 1..{horizon}, got {cps.tolist()}.")
+    cps = np.unique(np.append(cps, horizon))
+    if path == "auto":
+        path = "episode" if _can_fast(policy, env) else "step"
+    elif path == "episode" and not _can_fast(policy, env):
+        raise DPAuditError(
+            f"the episode-level path needs a policy with plan()/complete() and an environment with segment sums; "
+            f"{getattr(policy, 'name', type(policy).__name__)} on {env.describe()} has no such path."
+        )
+    env_ss, pol_ss = np.random.SeedSequence(seed).spawn(2)
+    env.reset(n_runs, np.random.default_rng(env_ss))
+    prng = np.random.default_rng(pol_ss)
+    try:
+        policy.reset(n_runs, prng, record=record)
+    except TypeError:  # plug-ins need not accept ``record``
+        policy.reset(n_runs, prng)
+    t0 = time.perf_counter()
+    run = _run_episodes if path == "episode" else _run_steps
+    out = run(policy, env, horizon, n_runs, cps, trajectory)
+    seconds = time.perf_counter() - t0
+    reward_sum, regret_at, extra = out
+    kind = env.regret_kind
+    reward_at = extra.pop("reward_at")
+    if kind == "hindsight" and isinstance(env, RewardTable):
+        regret_at = env.best_sums(cps)[None, :] - reward_at
+    elif kind != "pseudo":
+        regret_at = None
+    regret = None if regret_at is None else regret_at[:, -1]
+    res = SimResult(horizon, n_runs, seed, path, reward_sum, regret, kind, cps, regret_at, seconds,
+                    policy=policy, env=env)
+    res.actions = extra.pop("actions", None)
+    res.rewards = extra.pop("rewards", None)
+    res.episodes = extra.pop("episodes", None)
+    res.extra = extra
+    return res
+
+
+def _run_steps(policy, env, horizon, n_runs, cps, trajectory):
+    who = getattr(policy, "name", "") or type(policy).__name__
+    K = int(policy.n_arms)
+    reward_sum = np.zeros(n_runs)
+    regret = np.zeros(n_runs)
+    regret_at = np.zeros((n_runs, cps.size))
+    reward_at = np.zeros((n_runs, cps.size))
+    mu = env.stationary_means() if env.regret_kind == "pseudo" else None
+    gap = None if mu is None else (np.max(mu) - np.asarray(mu))
+    pseudo = env.regret_kind == "pseudo"
+    rows = np.arange(n_runs)
+    acts = np.empty((n_runs, horizon), dtype=np.int64) if trajectory else None
+    rews = np.empty((n_runs, horizon)) if trajectory else None
+    j, next_cp = 0, int(cps[0])
+    for t in range(horizon):
+        arms = env.arms(t)
+        a = _check_actions_fast(policy.act(t, arms), n_runs, K, who, t)
+        r = env.rewards(t, a)
+        reward_sum += r
+        if pseudo:
+            if gap is not None:
+                regret += gap[a]
+            else:
+                m = np.asarray(env.means(t))
+                regret += m.max(axis=1) - m[rows, a]
+        if trajectory:
+            acts[:, t] = a
+            rews[:, t] = r
+        policy.observe(t, a, r)
+        if t + 1 == next_cp:
+            regret_at[:, j] = regret
+            reward_at[:, j] = reward_sum
+            j += 1
+            next_cp = int(cps[j]) if j < cps.size else -1
+    extra: dict[str, Any] = {"reward_at": reward_at}
+    if trajectory:
+        extra["actions"], extra["rewards"] = acts, rews
+    return reward_sum, regret_at, extra
+
+
+def _run_episodes(policy, env, horizon, n_runs, cps, trajectory):
+    reward_sum = np.zeros(n_runs)
+    regret_at = np.zeros((n_runs, cps.size))
+    reward_at = np.zeros((n_runs, cps.size))
+    pseudo = env.regret_kind == "pseudo"
+    mu = env.stationary_means()
+    gap = None if mu is None else (np.max(mu) - np.asarray(mu))
+    if pseudo and gap is None:
+        raise DPAuditError(f"the episode-level path needs stationary arm means; {env.describe()} has none.")
+    table = env.regret_kind == "hindsight"
+    active = np.ones(n_runs, dtype=bool)
+    log: list[tuple[np.ndarray, ...]] = []
+    iterations = 0
+    while True:
+        idx = np.flatnonzero(active)
+        if idx.size == 0:
+            break
+        iterations += 1
+        start, arms, lengths = policy.plan()
+        s = np.asarray(start, dtype=np.int64)[idx]
+        A = np.asarray(arms, dtype=np.int64)[idx]
+        L = np.asarray(lengths, dtype=np.int64)[idx]
+        seg_start = s[:, None] + np.cumsum(L, axis=1) - L
+        seg_len = np.clip(np.minimum(L, horizon - seg_start), 0, None)
+        sums = np.asarray(env.segment_sums(idx, A, seg_start, seg_len), dtype=float).reshape(A.shape)
+        reward_sum[idx] += sums.sum(axis=1)
+        for j, c in enumerate(cps):
+            upto = np.clip(np.minimum(seg_len, c - seg_start), 0, None)
+            if pseudo:
+                regret_at[idx, j] += (gap[A] * upto).sum(axis=1)
+            elif table:
+                part = sums if c >= horizon else env.segment_sums(idx, A, seg_start, upto)
+                reward_at[idx, j] += np.asarray(part).reshape(A.shape).sum(axis=1)
+        if trajectory:
+            keep = seg_len > 0
+            rr = np.broadcast_to(idx[:, None], A.shape)
+            log.append((rr[keep], seg_start[keep], A[keep], seg_len[keep]))
+        end = s + L.sum(axis=1)
+        full = end <= horizon
+        if full.any():
+            policy.complete(idx[full], sums[full])
+        active[idx[end >= horizon]] = False
+    extra: dict[str, Any] = {"reward_at": reward_at, "iterations": iterations}
+    if trajectory:
+        cat = [np.concatenate(c) if log else np.zeros(0, dtype=np.int64) for c in zip(*log)] if log else [np.zeros(0, dtype=np.int64)] * 4
+        extra["episodes"] = dict(zip(("run", "start", "arm", "length"), cat))
+    return reward_sum, (regret_at if pseudo else None), extra
+
+
+# ---- the non-private twin -------------------------------------------------------------------
+
+#: Fallback twins for policies that do not name one (``non_private_twin`` attribute).
+TWINS = {"adac-gope": "gope", "adar-gope": "gope", "adac-oful": "rs-oful", "adar-oful": "rs-oful"}
+
+
+def twin_of(policy: Any) -> tuple[str, dict[str, Any]] | None:
+    """(registered name, parameters) of a policy's non-private twin, or None if it has none."""
+    import inspect
+
+    from dpaudit.policies import get_policy_class
+
+    name = getattr(policy, "non_private_twin", None) or TWINS.get(getattr(policy, "name", ""))
+    if not name:
+        return None
+    try:
+        cls = get_policy_class(name)
+    except DPAuditError:
+        return None
+    if hasattr(policy, "twin_params"):
+        params = dict(policy.twin_params())
+    else:
+        accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+        params = {k: v for k, v in (policy.params() if hasattr(policy, "params") else {}).items() if k in accepted}
+    return name, params
+
+
+# ---- the ``dpaudit regret`` command ----------------------------------------------------------
+
+
+def register_cli(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "regret",
+        help="mean regret of a policy, with a confidence band, against its non-private twin",
+        description="Simulate a policy on a stochastic bandit and report its mean regret with a 95%% "
+        "confidence interval beside its non-private twin's (the same episodes without noise).",
+    )
+    p.add_argument("policy", metavar="POLICY", help="registered name (see `dpaudit list`) or plug-in file.py:Class")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="policy parameter (repeatable)")
+    p.add_argument("--env", default="bernoulli", help="environment name (default: bernoulli)")
+    p.add_argument("--env-param", action="append", metavar="KEY=VALUE",
+                   help="environment parameter, e.g. means=0.9,0.5 (default: seed 001's five Bernoulli arms)")
+    p.add_argument("--horizon", type=int, required=True, metavar="T")
+    p.add_argument("--runs", type=int, default=100, metavar="N")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--path", choices=["auto", "step", "episode"], default="auto", help="simulation path (default auto)")
+    p.add_argument("--no-twin", action="store_true", help="do not run the non-private twin")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--plot", metavar="FILE.png", help="write the mean regret curves with 95%% bands")
+    p.set_defaults(func=_cmd_regret)
+
+
+def _env_from_args(args: argparse.Namespace) -> Environment:
+    from dpaudit.environments import make_environment
+    from dpaudit.policies.registry import parse_params
+
+    raw = parse_params(args.env_param)
+    params: dict[str, Any] = {}
+    for k, v in raw.items():
+        parts = [x for x in v.replace(";", ",").split(",") if x.strip()]
+        try:
+            nums = [float(x) for x in parts]
+        except ValueError:
+            params[k] = v
+            continue
+        params[k] = nums if (len(nums) > 1 or k in ("means",)) else (int(nums[0]) if nums[0].is_integer() and "." not in v else nums[0])
+    return make_environment(args.env, **params)
+
+
+def _cmd_regret(args: argparse.Namespace) -> int:
+    import inspect
+
+    from dpaudit.policies import make_policy
+    from dpaudit.policies.registry import load_policy_class, parse_params
+
+    check_int("horizon T", args.horizon, minimum=1)
+    check_int("runs", args.runs, minimum=1)
+    env = _env_from_args(args)
+    params = parse_params(args.param)
+    cls = load_policy_class(args.policy)
+    if "n_arms" not in params and "n_arms" in inspect.signature(cls.__init__).parameters:
+        params["n_arms"] = str(env.n_arms)
+    policy = make_policy(args.policy, params)
+    n_cp = 40
+    cps = np.unique(np.geomspace(1, args.horizon, n_cp).round().astype(np.int64))
+    res = simulate(policy, env, args.horizon, args.runs, args.seed, path=args.path, checkpoints=cps)
+    if res.regret is None:
+        raise DPAuditError(f"regret is not defined on {env.describe()}; choose a stochastic environment.")
+    out: dict[str, Any] = {
+        "policy": getattr(policy, "name", args.policy),
+        "params": policy.params() if hasattr(policy, "params") else params,
+        "claim": str(getattr(policy, "claim", None)) if getattr(policy, "claim", None) is not None else None,
+        "environment": env.describe(),
+        "horizon": args.horizon,
+        "runs": args.runs,
+        "seed": args.seed,
+        "path": res.path,
+        "regret": res.summary(),
+        "seconds": res.seconds,
+        "checkpoints": res.checkpoints.tolist(),
+        "curve": res.regret_at.mean(axis=0).tolist(),
+    }
+    twin = None if args.no_twin else twin_of(policy)
+    tres = None
+    if twin is not None and twin[0] != out["policy"]:
+        from dpaudit.policies import get_policy_class  # noqa: F401
+
+        tpol = make_policy(twin[0], twin[1])
+        tres = simulate(tpol, env, args.horizon, args.runs, args.seed, path=args.path, checkpoints=cps)
+        diff = res.regret - tres.regret
+        out["twin"] = {"policy": twin[0], "params": twin[1], "regret": tres.summary(), "seconds": tres.seconds,
+                       "curve": tres.regret_at.mean(axis=0).tolist()}
+        out["difference"] = _mean_ci(diff)
+        out["difference"]["note"] = "same seed for both (common random numbers); CI of the mean paired difference"
+    if args.plot:
+        _plot_regret(args.plot, res, tres, out)
+        out["plot"] = args.plot
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    r = out["regret"]
+    print(f"{out['policy']} {out['params']}  claim: {out['claim'] or 'none (non-private)'}")
+    print(f"environment {out['environment']}, T = {args.horizon}, {args.runs} runs, seed {args.seed}, {res.path} path")
+    print(f"  mean regret            {r['mean']:12.2f}   95% CI [{r['lo']:.2f}, {r['hi']:.2f}]   ({res.seconds:.2f} s)")
+    if "twin" in out:
+        tr = out["twin"]["regret"]
+        d = out["difference"]
+        print(f"  non-private twin       {tr['mean']:12.2f}   95% CI [{tr['lo']:.2f}, {tr['hi']:.2f}]   ({out['twin']['policy']})")
+        print(f"  price of privacy       {d['mean']:12.2f}   95% CI [{d['lo']:.2f}, {d['hi']:.2f}]   "
+              f"(relative {d['mean'] / tr['mean'] if tr['mean'] else float('nan'):.3f})")
+    if args.plot:
+        print(f"  plot: {args.plot}")
+    return 0
+
+
+def _plot_regret(path: str, res: SimResult, tres: SimResult | None, out: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for r, label in ((res, out["policy"]), (tres, out.get("twin", {}).get("policy"))):
+        if r is None:
+            continue
+        m = r.regret_at.mean(axis=0)
+        se = r.regret_at.std(axis=0, ddof=1) / math.sqrt(r.n_runs) if r.n_runs > 1 else np.zeros_like(m)
+        ax.plot(r.checkpoints, m, label=label)
+        ax.fill_between(r.checkpoints, m - 1.96 * se, m + 1.96 * se, alpha=0.25)
+    ax.set_xscale("log")
+    ax.set_xlabel("step t")
+    ax.set_ylabel("mean pseudo-regret (95% band)")
+    ax.set_title(f"{out['environment']}, {res.n_runs} runs")
+    ax.legend()
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        raise DPAuditError(f"cannot write the plot to {path!r}: {exc}.") from exc
+    finally:
+        plt.close(fig)
