@@ -1,0 +1,314 @@
+"""Hypothesis strategies and assertion helpers for checking privacy from any pytest suite.
+
+Use them to assert Rényi-divergence bounds for your own policy or mechanism::
+
+    from hypothesis import given
+    from dpaudit.testing import neighbouring_tables, assert_ledger_within_claim
+
+    @given(neighbouring_tables(horizon=20, arms=3))
+    def test_my_policy(pair):
+        d, d2, row = pair
+        assert_ledger_within_claim(MyPolicy(rho=0.5), d)
+        assert_ledger_within_claim(MyPolicy(rho=0.5), d2)
+
+Strategies: neighbouring reward tables (Table DP: one row differs), reward lists (View DP: one
+entry differs) and context streams (Joint DP: round t's context and reward differ), privacy
+parameters, and small finite policies (:class:`~dpaudit.policies.finite.FinitePolicy`).
+
+Assertions (each raises ``AssertionError`` with the numbers):
+
+* :func:`assert_renyi_bound` — a measured D_alpha (or two distributions) within a bound/guarantee;
+* :func:`assert_mechanism_renyi` — a Gaussian or Laplace mechanism's D_alpha, computed by
+  numerical integration of the two output densities, equals the analytic value
+  (Gaussian alpha Delta^2/(2 sigma^2); Laplace by Mironov 2017, Prop. 6) and lies within
+  the mechanism's declared guarantee;
+* :func:`assert_ledger_within_claim` — run a policy on an input and check that the per-round
+  composition of its ledger stays within its claim at every order;
+* :func:`assert_finite_policy_renyi` — exact D_alpha of a finite policy (by enumeration,
+  :mod:`dpaudit.attacks.exact`) within a guarantee.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+from hypothesis import strategies as st
+
+from dpaudit.accountants import Guarantee
+from dpaudit.accountants.errors import check_order
+
+__all__ = [
+    "deltas",
+    "rhos",
+    "orders",
+    "sigmas",
+    "privacy_params",
+    "neighbouring_tables",
+    "neighbouring_lists",
+    "neighbouring_context_streams",
+    "finite_policies",
+    "renyi_divergence",
+    "renyi_divergence_1d",
+    "assert_renyi_bound",
+    "assert_mechanism_renyi",
+    "assert_ledger_within_claim",
+    "assert_finite_policy_renyi",
+    "run_on_table",
+]
+
+
+# ---- strategies: privacy parameters ---------------------------------------------------------------
+
+def _log_uniform(lo: float, hi: float) -> st.SearchStrategy[float]:
+    return st.floats(math.log(lo), math.log(hi), allow_nan=False, allow_infinity=False).map(math.exp)
+
+
+def deltas(lo: float = 1e-12, hi: float = 0.1) -> st.SearchStrategy[float]:
+    """delta, log-uniform in [lo, hi] (default [1e-12, 0.1])."""
+    return _log_uniform(lo, hi)
+
+
+def rhos(lo: float = 1e-4, hi: float = 1e3) -> st.SearchStrategy[float]:
+    """zCDP rho, log-uniform in [lo, hi] (default [1e-4, 1e3])."""
+    return _log_uniform(lo, hi)
+
+
+def orders(lo: float = 1.01, hi: float = 1e3) -> st.SearchStrategy[float]:
+    """Rényi orders alpha > 1, with alpha - 1 log-uniform."""
+    return _log_uniform(lo - 1, hi - 1).map(lambda x: 1 + x)
+
+
+def sigmas(lo: float = 0.05, hi: float = 100.0) -> st.SearchStrategy[float]:
+    """Gaussian noise standard deviations, log-uniform."""
+    return _log_uniform(lo, hi)
+
+
+@st.composite
+def privacy_params(draw: Any) -> dict[str, float]:
+    """A dict with ``rho``, ``delta``, ``alpha``, ``epsilon`` and ``sigma`` drawn independently."""
+    return {"rho": draw(rhos()), "delta": draw(deltas()), "alpha": draw(orders()),
+            "epsilon": draw(_log_uniform(1e-3, 50.0)), "sigma": draw(sigmas())}
+
+
+# ---- strategies: neighbouring inputs ---------------------------------------------------------------
+
+@st.composite
+def neighbouring_tables(draw: Any, horizon: int | tuple[int, int] = (1, 12), arms: int | tuple[int, int] = (2, 4),
+                        alphabet: Sequence[float] | None = (0.0, 1.0)) -> tuple[np.ndarray, np.ndarray, int]:
+    """(d, d', t): two T x K reward tables that differ exactly in row t (Table DP, seed 001 Def. 3).
+
+    Rewards come from ``alphabet`` or, with ``alphabet=None``, are floats in [0, 1].
+    """
+    T = horizon if isinstance(horizon, int) else draw(st.integers(*horizon))
+    K = arms if isinstance(arms, int) else draw(st.integers(*arms))
+    cell = st.sampled_from(list(alphabet)) if alphabet is not None else st.floats(0.0, 1.0)
+    d = np.array(draw(st.lists(st.lists(cell, min_size=K, max_size=K), min_size=T, max_size=T)), dtype=float)
+    t = draw(st.integers(0, T - 1))
+    row = draw(st.lists(cell, min_size=K, max_size=K).filter(lambda r: not np.array_equal(r, d[t])))
+    d2 = d.copy()
+    d2[t] = row
+    return d, d2, t
+
+
+@st.composite
+def neighbouring_lists(draw: Any, horizon: int | tuple[int, int] = (1, 12),
+                       alphabet: Sequence[float] | None = (0.0, 1.0)) -> tuple[np.ndarray, np.ndarray, int]:
+    """(r, r', t): two reward lists that differ exactly in entry t (View DP, seed 001 Def. 3)."""
+    T = horizon if isinstance(horizon, int) else draw(st.integers(*horizon))
+    cell = st.sampled_from(list(alphabet)) if alphabet is not None else st.floats(0.0, 1.0)
+    r = np.array(draw(st.lists(cell, min_size=T, max_size=T)), dtype=float)
+    t = draw(st.integers(0, T - 1))
+    v = draw(cell.filter(lambda x: x != r[t]))
+    r2 = r.copy()
+    r2[t] = v
+    return r, r2, t
+
+
+@st.composite
+def neighbouring_context_streams(draw: Any, horizon: int | tuple[int, int] = (1, 10), dim: int = 2,
+                                 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
+    """Two streams {contexts (T, d) in the unit ball, rewards (T,) in [0, 1]} differing in round t (JDP)."""
+    T = horizon if isinstance(horizon, int) else draw(st.integers(*horizon))
+    vec = st.lists(st.floats(-1.0, 1.0), min_size=dim, max_size=dim)
+
+    def unit(v: list[float]) -> np.ndarray:
+        a = np.array(v, dtype=float)
+        n = np.linalg.norm(a)
+        return a / n if n > 1 else a
+
+    x = np.array([unit(draw(vec)) for _ in range(T)]).reshape(T, dim)
+    r = np.array(draw(st.lists(st.floats(0.0, 1.0), min_size=T, max_size=T)), dtype=float)
+    t = draw(st.integers(0, T - 1))
+    x2, r2 = x.copy(), r.copy()
+    x2[t] = unit(draw(vec))
+    r2[t] = draw(st.floats(0.0, 1.0).filter(lambda v: v != r[t]))
+    return {"contexts": x, "rewards": r}, {"contexts": x2, "rewards": r2}, t
+
+
+@st.composite
+def finite_policies(draw: Any, horizon: int | tuple[int, int] = (1, 3), arms: int = 2,
+                    rewards: Sequence[float] = (0.0, 1.0), grain: int = 8) -> Any:
+    """A small FinitePolicy with random decision rules (probabilities on a grid of 1/grain).
+
+    Keep T * log(K R) small: the rules have (K R)^(t-1) rows at step t.
+    """
+    from dpaudit.policies.finite import FinitePolicy
+
+    T = horizon if isinstance(horizon, int) else draw(st.integers(*horizon))
+    K, R = arms, len(rewards)
+    rules = []
+    for t in range(T):
+        rows = []
+        for _ in range((K * R) ** t):
+            w = np.array(draw(st.lists(st.integers(0, grain), min_size=K, max_size=K)), dtype=float) + 1e-3
+            rows.append((w / w.sum()).tolist())
+        rules.append(rows)
+    return FinitePolicy(rules, list(rewards))
+
+
+# ---- divergences -------------------------------------------------------------------------------
+
+def renyi_divergence(p: np.ndarray, q: np.ndarray, alpha: float) -> float:
+    """D_alpha(P || Q) of two discrete distributions, in log space (inf when P is not << Q)."""
+    alpha = check_order(alpha)
+    p = np.asarray(p, dtype=float).ravel()
+    q = np.asarray(q, dtype=float).ravel()
+    if p.shape != q.shape:
+        raise AssertionError(f"distributions of different sizes {p.shape} and {q.shape}.")
+    support = p > 0
+    if np.any(q[support] == 0):
+        return math.inf
+    if math.isinf(alpha):
+        return float(np.max(np.log(p[support]) - np.log(q[support])))
+    lp, lq = np.log(p[support]), np.log(q[support])
+    m = np.max(alpha * lp + (1 - alpha) * lq)
+    return float((m + math.log(np.sum(np.exp(alpha * lp + (1 - alpha) * lq - m)))) / (alpha - 1))
+
+
+def renyi_divergence_1d(logpdf_p: Any, logpdf_q: Any, alpha: float, lo: float, hi: float,
+                        points: Sequence[float] = ()) -> float:
+    """D_alpha(P || Q) of two densities on [lo, hi] by adaptive quadrature (scipy.integrate.quad)."""
+    from scipy import integrate
+
+    alpha = check_order(alpha)
+    # scale by the value at a reference point to avoid under/overflow
+    ref = 0.5 * (lo + hi) if not points else float(np.mean(points))
+    c = alpha * logpdf_p(ref) + (1 - alpha) * logpdf_q(ref)
+    f = lambda x: math.exp(alpha * logpdf_p(x) + (1 - alpha) * logpdf_q(x) - c)  # noqa: E731
+    val, _ = integrate.quad(f, lo, hi, points=list(points) or None, limit=400, epsabs=0, epsrel=1e-11)
+    return (c + math.log(val)) / (alpha - 1)
+
+
+def _bound_of(bound: float | Guarantee, alpha: float) -> float:
+    return bound.renyi(alpha) if isinstance(bound, Guarantee) else float(bound)
+
+
+def assert_renyi_bound(measured: float | tuple[np.ndarray, np.ndarray], bound: float | Guarantee, alpha: float,
+                       *, rtol: float = 1e-9, atol: float = 1e-12, what: str = "D_alpha") -> float:
+    """Assert D_alpha <= bound; ``measured`` is a number or a pair (P, Q) of discrete distributions.
+
+    ``bound`` is a number or a Guarantee (its ``renyi(alpha)``). Returns the measured divergence.
+    """
+    alpha = check_order(alpha)
+    value = renyi_divergence(*measured, alpha) if isinstance(measured, tuple) else float(measured)
+    b = _bound_of(bound, alpha)
+    if not value <= b * (1 + rtol) + atol:
+        raise AssertionError(f"{what} at order {alpha:g} is {value:.10g}, above the bound {b:.10g}"
+                             + (f" of {bound.describe()}" if isinstance(bound, Guarantee) else "") + ".")
+    return value
+
+
+def assert_mechanism_renyi(mechanism: Any, alpha: float, *, centre: float = 0.0, rtol: float = 1e-6) -> float:
+    """Integrate D_alpha between a 1-d Gaussian or Laplace mechanism's outputs at neighbouring centres.
+
+    The centres are ``centre`` and ``centre + sensitivity`` (the worst neighbours of a 1-d statistic).
+    Asserts the numerical value equals the analytic one (Gaussian alpha D^2/(2 s^2), Laplace
+    Mironov 2017 Prop. 6) to ``rtol`` and lies within ``mechanism.guarantee()``. Returns it.
+    """
+    from dpaudit.mechanisms import gaussian_renyi, laplace_renyi
+
+    alpha = check_order(alpha)
+    kind = getattr(mechanism, "kind", None)
+    s = float(np.max(mechanism.scale))
+    D = float(mechanism.sensitivity)
+    a, b = centre, centre + D
+    if kind == "gaussian":
+        z = math.log(s * math.sqrt(2 * math.pi))
+        lp = lambda x: -0.5 * ((x - a) / s) ** 2 - z  # noqa: E731
+        lq = lambda x: -0.5 * ((x - b) / s) ** 2 - z  # noqa: E731
+        width = 40 * s + alpha * D
+        analytic = gaussian_renyi(alpha, s, D)
+        pts = [a, b, centre + alpha * D]
+    elif kind == "laplace":
+        z = math.log(2 * s)
+        lp = lambda x: -abs(x - a) / s - z  # noqa: E731
+        lq = lambda x: -abs(x - b) / s - z  # noqa: E731
+        width = 60 * s + D
+        analytic = laplace_renyi(alpha, s, D)
+        pts = [a, b]
+    else:
+        raise AssertionError(f"assert_mechanism_renyi handles Gaussian and Laplace mechanisms, got {kind!r}.")
+    lo, hi = min(a, b) - width, max(a, b) + width
+    pts = [p for p in pts if lo < p < hi]
+    numeric = renyi_divergence_1d(lp, lq, alpha, lo, hi, pts)
+    if not math.isclose(numeric, analytic, rel_tol=rtol, abs_tol=1e-12):
+        raise AssertionError(f"numerical D_{alpha:g} = {numeric:.12g} differs from the analytic {analytic:.12g}.")
+    assert_renyi_bound(numeric, mechanism.guarantee(), alpha, rtol=max(rtol, 1e-9), what=f"{kind} mechanism D_alpha")
+    return numeric
+
+
+# ---- policies -----------------------------------------------------------------------------------
+
+def run_on_table(policy: Any, table: np.ndarray, n_runs: int = 4, seed: int = 0, features: np.ndarray | None = None) -> Any:
+    """Run ``policy`` on a fixed T x K reward table (Table DP: it observes table[t, a_t]); return its ledger."""
+    d = np.asarray(table, dtype=float)
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    policy.reset(n_runs, rng)
+    for t in range(d.shape[0]):
+        actions = np.asarray(policy.act(t, features))
+        policy.observe(t, actions, d[t, actions])
+    return getattr(policy, "ledger", None)
+
+
+def assert_ledger_within_claim(policy: Any, table: np.ndarray, *, n_runs: int = 4, seed: int = 0,
+                               alphas: Sequence[float] = (1.5, 2.0, 5.0, 20.0, 100.0),
+                               features: np.ndarray | None = None, rtol: float = 1e-9) -> Any:
+    """Run ``policy`` on ``table`` and assert the ledger's worst round stays within ``policy.claim``.
+
+    The ledger-implied D_alpha of a round is the composition of the releases it fed (exact Rényi
+    curves of Gaussian and Laplace noise, sensitivity taken as the larger of the declared one and
+    what the release's coefficients imply over the policy's reward range). Returns the
+    :class:`~dpaudit.accountants.composition.RoundAccount`.
+    """
+    from dpaudit.account import ledger_entries
+    from dpaudit.accountants.composition import per_round_account
+
+    ledger = run_on_table(policy, table, n_runs, seed, features)
+    claim = getattr(policy, "claim", None)
+    if ledger is None or claim is None:
+        raise AssertionError(f"{type(policy).__name__} has no ledger or no claim to check.")
+    lo, hi = getattr(policy, "reward_range", (0.0, 1.0))
+    span = float(hi - lo) if math.isfinite(lo) and math.isfinite(hi) else None
+    T = int(np.asarray(table).shape[0])
+    e = ledger_entries(ledger, T, span)
+    acc = per_round_account(ledger.n_runs, T, e["run"], e["rnd"], e["kind"], e["ratio"])
+    if acc.usage.sum() == 0:
+        return acc
+    curves = acc.renyi(np.asarray(alphas, dtype=float))  # (runs, T, orders)
+    worst = curves.reshape(-1, len(alphas)).max(axis=0)
+    for a, v in zip(alphas, worst):
+        r, t = divmod(int(np.argmax(curves[..., list(alphas).index(a)])), T)
+        assert_renyi_bound(float(v), claim, a, rtol=rtol,
+                           what=f"ledger-implied D_alpha (run {r}, round {t}, {int(acc.usage[r, t])} releases)")
+    return acc
+
+
+def assert_finite_policy_renyi(policy: Any, bound: float | Guarantee, alpha: float, protocol: str = "table") -> float:
+    """Exact D_alpha of a finite policy (max over neighbours, by enumeration) within ``bound``."""
+    from dpaudit.attacks.exact import exact_profile
+
+    alpha = check_order(alpha)
+    prof = exact_profile(policy, protocol, alphas=[alpha])
+    return assert_renyi_bound(prof.divergence(alpha), bound, alpha, what=f"exact D_alpha under {protocol} DP")
