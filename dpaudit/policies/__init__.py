@@ -29,3 +29,5 @@ __all__ = [
     "register",
     "registered",
 ]
+from dpaudit.policies import gope as _gope  # noqa: E402,F401  registers adac-gope, adar-gope, gope
+from dpaudit.policies import oful as _oful  # noqa: E402,F401  registers adac-oful, adar-oful, rs-oful, oful

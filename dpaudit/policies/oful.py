@@ -1,0 +1,379 @@
+"""The OFUL family for linear contextual bandits: AdaC-OFUL, AdaR-OFUL, RS-OFUL and OFUL.
+
+All four follow one batched blueprint, the Rarely-Switching OFUL of Abbasi-Yadkori, Pál and
+Szepesvári (2011) as written in seed 001 (Alg. 3) and seed 004 (Alg. 4):
+
+* ``V_0 = lambda I``; after round s the design matrix is ``V_s = V_{s-1} + a_s a_s^T``.
+* At step t, if ``det V_{t-1} > (1 + C) det V_tau`` (Line 6) the estimate is refreshed:
+  ``theta_tau = V_{t-1}^{-1} (sum_s a_s r_s [+ sum_m Y_m])`` and ``tau <- t - 1``.
+* The action is ``argmax_a <theta_tau, a> + beta_tau ||a||_{V_tau^{-1}}`` (Line 11).
+
+``oful`` is the same loop with ``C = 0``: the determinant grows after every round with a non-zero
+action, so the estimate is refreshed at every step (OFUL itself).
+
+The private variants never touch the raw sum ``sum_s a_s r_s``: at each switch they release the sum
+over the *episode* just closed through a Gaussian mechanism (L2-sensitivity ``2 B L`` for rewards in
+``[-B, B]`` and features of norm ``<= L``; seed 001 App. D-C gives 2 for ``B = L = 1``) and add the
+release to a running noisy sum (post-processing; seed 001 App. D-C shows the cumulative sums are
+rho-zCDP). Each round's reward therefore feeds exactly one release (the one closing its episode).
+
+Indexing: rounds are ``t = 0 .. T-1`` (the papers count from 1). ``act(t)`` sees the design matrix
+after the rounds ``0 .. t-1`` (the paper's ``V_{t-1}`` with 1-based t). Episodes are the rounds
+``[tau, t)`` between two switches.
+
+Choices the papers leave open (each stated where it is made):
+
+* beta_t (seed 001 App. F, Thm 14 Step 4): ``beta_t = sqrt(2 log(1/delta) + log(det V_t / lambda^d))
+  + sqrt(lambda) S`` with ``S`` the bound on ``||theta*||`` (Assumption 1(3): ``S = 1``).
+* The privacy width ``gamma_t / sqrt(t)`` of App. F bounds ``||N_t||_{V_t^{-1}}`` through
+  ``lambda_min(V_t) >= lambda + lambda_min(G_t)`` and a lower bound on ``lambda_min(G_t)`` that needs
+  the unknown ``lambda_0`` of Assumption 2. We use the observed ``lambda_min(V_tau)`` instead (public:
+  it depends only on contexts and past actions), which is the bound before that last step, so
+  ``||N||_{V^{-1}} <= sigma sqrt(l f(d, delta_l) / lambda_min(V_tau))`` with ``f(d, delta) = d +
+  2 sqrt(d log(1/delta)) + 2 log(1/delta)`` (App. F, event E_3). ``N`` takes one value per episode,
+  so we union-bound over episodes with ``delta_l = delta / (l (l + 1))`` rather than ``delta / T``;
+  this needs no horizon (the papers' Algorithm inputs list T only for this).
+* Ties in the argmax go to the lowest arm index.
+"""
+
+from __future__ import annotations
+
+import math
+import numpy as np
+
+from dpaudit.accountants import RDP, ZCDP
+from dpaudit.accountants.errors import DPAuditError, check_delta, check_int, check_nonnegative, check_order, check_positive
+from dpaudit.mechanisms import Fed, GaussianMechanism
+from dpaudit.policies.base import Policy
+from dpaudit.policies.registry import register
+
+__all__ = ["AdaCOFUL", "AdaROFUL", "RSOFUL", "OFUL", "batched_det", "batched_inv"]
+
+_FEATURE_TOL = 1e-9
+
+
+def batched_det(V: np.ndarray) -> np.ndarray:
+    """Determinants of stacked ``(n, d, d)`` matrices; closed form for ``d <= 3`` (speed)."""
+    d = V.shape[-1]
+    if d == 1:
+        return V[:, 0, 0].copy()
+    if d == 2:
+        return V[:, 0, 0] * V[:, 1, 1] - V[:, 0, 1] * V[:, 1, 0]
+    if d == 3:
+        a, b, c = V[:, 0, 0], V[:, 0, 1], V[:, 0, 2]
+        e, f, g = V[:, 1, 0], V[:, 1, 1], V[:, 1, 2]
+        h, i, j = V[:, 2, 0], V[:, 2, 1], V[:, 2, 2]
+        return a * (f * j - g * i) - b * (e * j - g * h) + c * (e * i - f * h)
+    return np.linalg.det(V)
+
+
+def batched_inv(V: np.ndarray) -> np.ndarray:
+    """Inverses of stacked ``(n, d, d)`` matrices; adjugate formula for ``d <= 3`` (speed)."""
+    d = V.shape[-1]
+    if d > 3:
+        return np.linalg.inv(V)
+    det = batched_det(V)
+    out = np.empty_like(V)
+    if d == 1:
+        out[:, 0, 0] = 1.0 / det
+        return out
+    if d == 2:
+        out[:, 0, 0] = V[:, 1, 1]
+        out[:, 1, 1] = V[:, 0, 0]
+        out[:, 0, 1] = -V[:, 0, 1]
+        out[:, 1, 0] = -V[:, 1, 0]
+        return out / det[:, None, None]
+    a, b, c = V[:, 0, 0], V[:, 0, 1], V[:, 0, 2]
+    e, f, g = V[:, 1, 0], V[:, 1, 1], V[:, 1, 2]
+    h, i, j = V[:, 2, 0], V[:, 2, 1], V[:, 2, 2]
+    out[:, 0, 0] = f * j - g * i
+    out[:, 0, 1] = c * i - b * j
+    out[:, 0, 2] = b * g - c * f
+    out[:, 1, 0] = g * h - e * j
+    out[:, 1, 1] = a * j - c * h
+    out[:, 1, 2] = c * e - a * g
+    out[:, 2, 0] = e * i - f * h
+    out[:, 2, 1] = b * h - a * i
+    out[:, 2, 2] = a * f - b * e
+    return out / det[:, None, None]
+
+
+def chi2_radius(d: int, delta: np.ndarray | float) -> np.ndarray:
+    """``f(d, delta) = d + 2 sqrt(d log(1/delta)) + 2 log(1/delta)``: ``P(chi2_d >= f) <= delta``
+    (Laurent and Massart 2000; seed 001 App. F, event E_3)."""
+    lg = np.log(1.0 / np.asarray(delta, dtype=float))
+    return d + 2.0 * np.sqrt(d * lg) + 2.0 * lg
+
+
+class _OFULBase(Policy):
+    """Shared batched machinery of the rarely-switching OFUL blueprint (see the module docstring)."""
+
+    private = False
+
+    def __init__(
+        self,
+        n_arms: int = 10,
+        dim: int = 3,
+        lam: float = 0.1,
+        C: float = 1.0,
+        delta: float = 0.001,
+        theta_bound: float = 1.0,
+        reward_bound: float = 1.0,
+        feature_bound: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.n_arms = check_int("n_arms (K)", n_arms, minimum=2)
+        self.dim = check_int("dim (d)", dim, minimum=1)
+        self.lam = check_positive("lam (the regulariser lambda)", lam)
+        self.C = check_nonnegative("C (the switching constant)", C)
+        self.delta = check_delta(delta)
+        self.theta_bound = check_nonnegative("theta_bound", theta_bound)
+        self.reward_bound = check_positive("reward_bound", reward_bound)
+        self.feature_bound = check_positive("feature_bound", feature_bound)
+        self.log1p_C = math.log1p(self.C)
+        if self.private:
+            self.reward_range = (-self.reward_bound, self.reward_bound)
+
+    # -- noise: overridden by the private variants -------------------------------------------
+    def _mechanism(self) -> GaussianMechanism | None:
+        return None
+
+    @property
+    def sensitivity(self) -> float:
+        """L2-sensitivity of an episode's ``sum a_s r_s``: ``2 B L`` (seed 001 App. D-C: 2)."""
+        return 2.0 * self.reward_bound * self.feature_bound
+
+    # -- state --------------------------------------------------------------------------------
+    def _reset(self) -> None:
+        n, d = self.n_runs, self.dim
+        eye = np.eye(d)
+        self.V = np.broadcast_to(self.lam * eye, (n, d, d)).copy()
+        self.logdet = np.full(n, d * math.log(self.lam))
+        self.logdet_tau = self.logdet.copy()
+        self.W_tau = np.broadcast_to(eye / self.lam, (n, d, d)).copy()
+        self.theta = np.zeros((n, d))
+        self.M = np.concatenate([self.W_tau, self.theta[:, :, None]], axis=2)  # [V_tau^{-1} | theta]
+        self.beta = np.full(n, self._beta_np(self.logdet))
+        self.tau = np.zeros(n, dtype=np.int64)
+        self.n_switches = np.zeros(n, dtype=np.int64)
+        self.pending = np.zeros(n, dtype=bool)
+        self.sum_ar = np.zeros((n, d))  # raw sum over the current episode (private) or all rounds
+        self.noisy_sum = np.zeros((n, d))  # released sums + noise (private variants)
+        self._mech = self._mechanism()
+        self._arms: np.ndarray | None = None
+        self._actions: np.ndarray | None = None
+        self._hist: list[np.ndarray] = []  # played features per round, kept only while recording
+        self._hist_start = 0
+
+    def _beta_np(self, logdet: np.ndarray | float) -> np.ndarray:
+        """beta_t of seed 001 App. F (Thm 14, Step 4), from ``log det V_t``."""
+        inner = 2.0 * math.log(1.0 / self.delta) + np.asarray(logdet) - self.dim * math.log(self.lam)
+        return np.sqrt(np.maximum(inner, 0.0)) + math.sqrt(self.lam) * self.theta_bound
+
+    # -- the loop -----------------------------------------------------------------------------
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
+        arms = self._check_arms(t, arms)
+        if self.pending.any():
+            self._switch(t, np.flatnonzero(self.pending))
+        AM = np.matmul(arms, self.M)  # (n, K, d+1): [a^T V_tau^{-1} | <a, theta>]
+        quad = np.einsum("nkd,nkd->nk", AM[:, :, : self.dim], arms)
+        ucb = AM[:, :, self.dim] + self.beta[:, None] * np.sqrt(np.maximum(quad, 0.0))
+        actions = np.argmax(ucb, axis=1)
+        self._arms, self._actions = arms, actions
+        return actions
+
+    def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        if self._arms is None or self._actions is None or not np.array_equal(actions, self._actions):
+            raise DPAuditError(
+                f"observe at step {t} got actions that differ from the ones act returned; "
+                "call act(t) and feed back its actions."
+            )
+        a = self._arms[np.arange(self.n_runs), actions]  # (n, d) played features
+        self.sum_ar += a * rewards[:, None]
+        self.V += a[:, :, None] * a[:, None, :]
+        with np.errstate(divide="ignore"):
+            self.logdet = np.log(batched_det(self.V))
+        self.pending = self.logdet > self.logdet_tau + self.log1p_C
+        if self._mech is not None and self.record:
+            self._hist.append(a)
+
+    def _switch(self, t: int, runs: np.ndarray) -> None:
+        """Refresh the estimate of ``runs`` at step t (Alg. 3/4, Lines 6-9)."""
+        V = self.V[runs]
+        W = batched_inv(V)
+        if self._mech is None:
+            b = self.sum_ar[runs]
+            extra = 0.0
+        else:
+            self.n_switches[runs] += 1
+            released = self._release(t, runs)
+            self.noisy_sum[runs] += released
+            self.sum_ar[runs] = 0.0
+            b = self.noisy_sum[runs]
+            ell = self.n_switches[runs]
+            lam_min = np.linalg.eigvalsh(V)[:, 0]
+            sigma = float(self._mech.sigma)
+            radius = chi2_radius(self.dim, self.delta / (ell * (ell + 1.0)))
+            extra = sigma * np.sqrt(ell * radius / lam_min)
+        theta = np.einsum("nde,ne->nd", W, b)
+        self.W_tau[runs] = W
+        self.theta[runs] = theta
+        self.M[runs, :, : self.dim] = W
+        self.M[runs, :, self.dim] = theta
+        self.logdet_tau[runs] = self.logdet[runs]
+        self.beta[runs] = self._beta_np(self.logdet[runs]) + extra
+        self.tau[runs] = t
+        self.pending[runs] = False
+
+    def _release(self, t: int, runs: np.ndarray) -> np.ndarray:
+        """Release each run's episode sum ``sum_{s in [tau, t)} a_s r_s`` through the mechanism."""
+        assert self._mech is not None
+        fed = None
+        if self.record:
+            starts = self.tau[runs]
+            lengths = t - starts
+            pos = np.repeat(np.arange(runs.size), lengths)
+            offsets = np.arange(pos.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            rounds = starts[pos] + offsets
+            hist = np.stack(self._hist[int(starts.min()) - self._hist_start: t - self._hist_start])
+            coef = hist[rounds - int(starts.min()), runs[pos]]
+            fed = Fed(pos, rounds, coef)
+        value = self._mech.release(
+            self.sum_ar[runs], self.rng, ledger=self.ledger, label="episode sum of a_s r_s", step=t,
+            runs=runs, fed=fed,
+        )
+        if self.record:
+            new_tau = self.tau.copy()
+            new_tau[runs] = t
+            keep_from = int(new_tau.min())
+            if keep_from > self._hist_start:
+                del self._hist[: keep_from - self._hist_start]
+                self._hist_start = keep_from
+        return value
+
+    def _check_arms(self, t: int, arms: np.ndarray | None) -> np.ndarray:
+        who = type(self).name or type(self).__name__
+        if arms is None:
+            raise DPAuditError(f"{who} needs action features at step {t}: arms must be an (n_runs, K, d) array, got None.")
+        arms = np.asarray(arms, dtype=float)
+        want = (self.n_runs, self.n_arms, self.dim)
+        if arms.shape != want:
+            raise DPAuditError(f"{who} got arms of shape {arms.shape} at step {t}; expected (n_runs, K, d) = {want}.")
+        if self.private:
+            sq = np.einsum("nkd,nkd->nk", arms, arms)
+            bound = self.feature_bound * (1.0 + _FEATURE_TOL)
+            if not np.all(sq <= bound * bound):  # also catches NaN
+                worst = float(np.sqrt(np.nanmax(sq))) if np.any(np.isfinite(sq)) else float("nan")
+                raise DPAuditError(
+                    f"{who} got an action of norm {worst:g} at step {t}, above feature_bound={self.feature_bound:g} "
+                    "that its sensitivity assumes; rescale the features or raise feature_bound."
+                )
+        elif not np.all(np.isfinite(arms)):
+            raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
+        return arms
+
+
+@register("oful", family="oful")
+class OFUL(_OFULBase):
+    """OFUL (Abbasi-Yadkori et al. 2011): optimistic least squares refreshed every step; non-private.
+
+    Implemented as the rarely-switching loop with ``C = 0`` (see the module docstring); beta_t as in
+    seed 001 App. F. Parameters: K, d, lambda, delta, S = theta_bound.
+    """
+
+    def __init__(
+        self,
+        n_arms: int = 10,
+        dim: int = 3,
+        lam: float = 0.1,
+        delta: float = 0.001,
+        theta_bound: float = 1.0,
+    ) -> None:
+        super().__init__(n_arms, dim, lam, 0.0, delta, theta_bound)
+        self.claim = None
+
+
+@register("rs-oful", family="oful")
+class RSOFUL(_OFULBase):
+    """Rarely-Switching OFUL (Abbasi-Yadkori et al. 2011): refresh when det V grows by 1 + C; non-private.
+
+    Seed 001 Alg. 3 without the noise (Lines 7 and the Y sum removed): the non-private twin of
+    AdaC-OFUL used in seed 001 Sec. VII.
+    """
+
+    def __init__(
+        self,
+        n_arms: int = 10,
+        dim: int = 3,
+        lam: float = 0.1,
+        C: float = 1.0,
+        delta: float = 0.001,
+        theta_bound: float = 1.0,
+    ) -> None:
+        super().__init__(n_arms, dim, lam, C, delta, theta_bound)
+        self.claim = None
+
+
+@register("adac-oful", family="oful")
+class AdaCOFUL(_OFULBase):
+    """AdaC-OFUL (seed 001 Alg. 3): rarely-switching OFUL with Gaussian episode sums, rho-zCDP.
+
+    At each switch the episode sum ``sum a_s r_s`` is released with ``Y ~ N(0, (2/rho) I_d)``
+    (Line 7; ``sigma = 2 B L / sqrt(2 rho)`` for rewards in ``[-B, B]`` and features of norm
+    ``<= L``, which is ``sqrt(2/rho)`` at the paper's ``B = L = 1``), and
+    ``theta = V^{-1}(sum a_s r_s + sum_m Y_m)`` (Line 8). Rewards outside ``[-B, B]`` and features of
+    norm above ``L`` are refused (Assumption 1).
+    """
+
+    private = True
+
+    def __init__(
+        self,
+        rho: float = 1.0,
+        n_arms: int = 10,
+        dim: int = 3,
+        lam: float = 0.1,
+        C: float = 1.0,
+        delta: float = 0.001,
+        theta_bound: float = 1.0,
+        reward_bound: float = 1.0,
+        feature_bound: float = 1.0,
+    ) -> None:
+        self.rho = check_positive("rho", rho)
+        super().__init__(n_arms, dim, lam, C, delta, theta_bound, reward_bound, feature_bound)
+        self.claim = ZCDP(self.rho)
+
+    def _mechanism(self) -> GaussianMechanism:
+        return GaussianMechanism.for_zcdp(self.rho, self.sensitivity)
+
+
+@register("adar-oful", family="oful")
+class AdaROFUL(_OFULBase):
+    """AdaR-OFUL (seed 004 Alg. 4): rarely-switching OFUL with Gaussian episode sums, (alpha, eps)-RDP.
+
+    Identical to AdaC-OFUL except ``Y ~ N(0, (2 alpha / eps) I_d)`` (Line 7), i.e.
+    ``sigma = 2 B L sqrt(alpha / (2 eps))``, so each episode's release has D_alpha = eps exactly.
+    """
+
+    private = True
+
+    def __init__(
+        self,
+        alpha: float = 2.0,
+        epsilon: float = 1.0,
+        n_arms: int = 10,
+        dim: int = 3,
+        lam: float = 0.1,
+        C: float = 1.0,
+        delta: float = 0.001,
+        theta_bound: float = 1.0,
+        reward_bound: float = 1.0,
+        feature_bound: float = 1.0,
+    ) -> None:
+        self.alpha = check_order(alpha)
+        self.epsilon = check_positive("epsilon", epsilon)
+        super().__init__(n_arms, dim, lam, C, delta, theta_bound, reward_bound, feature_bound)
+        self.claim = RDP.point(self.alpha, self.epsilon)
+
+    def _mechanism(self) -> GaussianMechanism:
+        return GaussianMechanism.for_rdp(self.alpha, self.epsilon, self.sensitivity)
