@@ -193,9 +193,9 @@ def renyi_divergence_1d(logpdf_p: Any, logpdf_q: Any, alpha: float, lo: float, h
     from scipy import integrate
 
     alpha = check_order(alpha)
-    # scale by the value at a reference point to avoid under/overflow
-    ref = 0.5 * (lo + hi) if not points else float(np.mean(points))
-    c = alpha * logpdf_p(ref) + (1 - alpha) * logpdf_q(ref)
+    # scale by the integrand's largest value on a grid to avoid under/overflow
+    grid = np.concatenate([np.linspace(lo, hi, 4001), np.asarray(points, dtype=float)])
+    c = max(alpha * logpdf_p(float(x)) + (1 - alpha) * logpdf_q(float(x)) for x in grid)
     f = lambda x: math.exp(alpha * logpdf_p(x) + (1 - alpha) * logpdf_q(x) - c)  # noqa: E731
     val, _ = integrate.quad(f, lo, hi, points=list(points) or None, limit=400, epsabs=0, epsrel=1e-11)
     return (c + math.log(val)) / (alpha - 1)
@@ -238,9 +238,9 @@ def assert_mechanism_renyi(mechanism: Any, alpha: float, *, centre: float = 0.0,
         z = math.log(s * math.sqrt(2 * math.pi))
         lp = lambda x: -0.5 * ((x - a) / s) ** 2 - z  # noqa: E731
         lq = lambda x: -0.5 * ((x - b) / s) ** 2 - z  # noqa: E731
-        width = 40 * s + alpha * D
+        width = 40 * s + alpha * D * (1 + s * s)
         analytic = gaussian_renyi(alpha, s, D)
-        pts = [a, b, centre + alpha * D]
+        pts = [a, b, a - (alpha - 1) * D]  # the tilted density peaks at alpha a + (1 - alpha) b
     elif kind == "laplace":
         z = math.log(2 * s)
         lp = lambda x: -abs(x - a) / s - z  # noqa: E731

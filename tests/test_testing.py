@@ -1,0 +1,289 @@
+"""dpaudit.testing: strategies and Rényi assertions, used on mechanisms, finite policies and every policy.
+
+Also defines two small policies used here and by tests/test_account_cli.py (loaded as a plug-in):
+``ForgettingMeans`` releases each episode's reward sum once through dpaudit's GaussianMechanism
+(forgetting: a round feeds exactly one release, rho-zCDP by seed 001 Lemma 1), and
+``NoForgettingMeans`` re-releases the arm's cumulative sum at the end of every episode with the
+same calibration (the missing-forgetting bug: early rounds feed many releases).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dpaudit.accountants import ZCDP, PureDP
+from dpaudit.accountants.conversions import rdp_to_approx
+from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism, gaussian_renyi
+from dpaudit.policies.base import Policy
+from dpaudit.testing import (
+    assert_finite_policy_renyi,
+    assert_ledger_within_claim,
+    assert_mechanism_renyi,
+    assert_renyi_bound,
+    finite_policies,
+    neighbouring_context_streams,
+    neighbouring_lists,
+    neighbouring_tables,
+    privacy_params,
+    renyi_divergence,
+    run_on_table,
+)
+
+FAST = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+class ForgettingMeans(Policy):
+    """Round-robin episodes (length doubling per arm); each episode's reward sum released once (rho-zCDP)."""
+
+    name = "test-forgetting-means"
+    reward_range = (0.0, 1.0)
+    forget = True
+
+    def __init__(self, n_arms: int = 2, rho: float = 0.5) -> None:
+        super().__init__()
+        self.n_arms = int(n_arms)
+        self.rho = float(rho)
+        self.claim = ZCDP(self.rho)
+        self._mech = GaussianMechanism.for_zcdp(self.rho, sensitivity=1.0)
+
+    def _reset(self) -> None:
+        self.schedule: list[tuple[int, int, int]] = []  # (arm, start, stop), the same for every run
+        t, e = 0, 0
+        while t < 10**6:
+            arm, length = e % self.n_arms, 2 ** (e // self.n_arms)
+            self.schedule.append((arm, t, t + length))
+            t, e = t + length, e + 1
+        self.episode = 0
+        self.sums = np.zeros((self.n_runs, self.n_arms))
+        self.rounds: list[list[int]] = [[] for _ in range(self.n_arms)]
+        self.ep_sum = np.zeros(self.n_runs)
+        self.stat = np.zeros((self.n_runs, self.n_arms))
+
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
+        return np.full(self.n_runs, self.schedule[self.episode][0], dtype=np.int64)
+
+    def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        arm, start, stop = self.schedule[self.episode]
+        self.ep_sum += rewards
+        self.sums[:, arm] += rewards
+        self.rounds[arm].append(t)
+        if t + 1 == stop:
+            n = self.n_runs
+            if self.forget:
+                fed = Fed.interval(np.full(n, start), np.full(n, stop), 1.0)
+                stat = self.ep_sum
+            else:  # the bug: the arm's whole history, every time
+                rr = np.array(self.rounds[arm])
+                fed = Fed(np.repeat(np.arange(n), rr.size), np.tile(rr, n), np.ones((n * rr.size, 1)))
+                stat = self.sums[:, arm]
+            self.stat[:, arm] = self._mech.release(stat, self.rng, ledger=self.ledger, step=t, fed=fed,
+                                                   label="episode sum")
+            self.ep_sum = np.zeros(n)
+            self.episode += 1
+
+
+class NoForgettingMeans(ForgettingMeans):
+    """The same, without forgetting: the claim is violated (early rounds feed many releases)."""
+
+    name = "test-no-forgetting-means"
+    forget = False
+
+
+class UnderstatedSensitivity(ForgettingMeans):
+    """Declares sensitivity 1/2 for a sum whose true sensitivity is 1 (a calibration bug)."""
+
+    def __init__(self, n_arms: int = 2, rho: float = 0.5) -> None:
+        super().__init__(n_arms, rho)
+        self._mech = GaussianMechanism.for_zcdp(self.rho, sensitivity=0.5)
+
+
+# ---- strategies -----------------------------------------------------------------------------------
+
+@FAST
+@given(neighbouring_tables(horizon=(1, 8), arms=(2, 4)))
+def test_neighbouring_tables_differ_in_exactly_one_row(pair):
+    d, d2, t = pair
+    rows = np.flatnonzero(np.any(d != d2, axis=1))
+    assert rows.tolist() == [t]
+    assert set(np.unique(d)) <= {0.0, 1.0}
+
+
+@FAST
+@given(neighbouring_lists(horizon=(1, 10), alphabet=(0.0, 0.5, 1.0)))
+def test_neighbouring_lists_differ_in_exactly_one_entry(pair):
+    r, r2, t = pair
+    assert np.flatnonzero(r != r2).tolist() == [t]
+
+
+@FAST
+@given(neighbouring_context_streams(horizon=(1, 6), dim=3))
+def test_neighbouring_context_streams_differ_in_round_t_only(pair):
+    a, b, t = pair
+    assert np.all(np.linalg.norm(a["contexts"], axis=1) <= 1 + 1e-12)
+    diff = np.flatnonzero(np.any(a["contexts"] != b["contexts"], axis=1) | (a["rewards"] != b["rewards"]))
+    assert diff.tolist() == [t]
+    assert a["rewards"][t] != b["rewards"][t]
+
+
+@FAST
+@given(privacy_params())
+def test_privacy_params_ranges(p):
+    assert 1e-4 * (1 - 1e-9) <= p["rho"] <= 1e3 * (1 + 1e-9)
+    assert 0 < p["delta"] <= 0.1 * (1 + 1e-9)
+    assert p["alpha"] > 1 and p["sigma"] > 0
+
+
+# ---- divergences and mechanisms ------------------------------------------------------------------
+
+def test_renyi_divergence_discrete_known_values():
+    p, q = np.array([0.75, 0.25]), np.array([0.25, 0.75])
+    # D_2 = log sum p^2/q = log(0.5625/0.25 + 0.0625/0.75)
+    assert math.isclose(renyi_divergence(p, q, 2.0), math.log(2.25 + 1 / 12), rel_tol=1e-12)
+    assert math.isclose(renyi_divergence(p, q, math.inf), math.log(3), rel_tol=1e-12)
+    assert renyi_divergence(np.array([1.0, 0.0]), np.array([0.0, 1.0]), 2.0) == math.inf
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.floats(1.05, 40.0), st.floats(0.3, 5.0))
+def test_gaussian_mechanism_renyi_matches_analytic_and_claim(alpha, sigma):
+    mech = GaussianMechanism(1.0, sigma)
+    v = assert_mechanism_renyi(mech, alpha)
+    assert math.isclose(v, alpha / (2 * sigma**2), rel_tol=1e-6)
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.floats(1.05, 40.0), st.floats(0.2, 5.0))
+def test_laplace_mechanism_renyi_matches_analytic_and_claim(alpha, b):
+    mech = LaplaceMechanism(1.0, b)
+    v = assert_mechanism_renyi(mech, alpha)
+    assert v <= 1 / b + 1e-12  # D_alpha <= D_inf = eps
+
+
+def test_mechanism_with_understated_guarantee_is_caught():
+    class Bad(GaussianMechanism):
+        def guarantee(self):
+            return ZCDP(float(self.sensitivity**2 / (4 * self.scale**2)))  # half the true rho
+
+    with pytest.raises(AssertionError, match="above the bound"):
+        assert_mechanism_renyi(Bad(1.0, 1.0), 2.0)
+
+
+def test_assert_renyi_bound_with_distributions_and_guarantee():
+    p, q = np.array([0.6, 0.4]), np.array([0.4, 0.6])
+    eps = math.log(1.5)
+    assert_renyi_bound((p, q), PureDP(eps), 3.0)  # randomized response is eps-DP
+    with pytest.raises(AssertionError):
+        assert_renyi_bound((p, q), PureDP(eps / 2), 50.0)
+
+
+# ---- finite policies: exact D_alpha by enumeration ---------------------------------------------------
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(finite_policies(horizon=(2, 3)))
+def test_finite_policy_exact_renyi_monotone_and_conversion_only_weakens(policy):
+    from dpaudit.attacks.exact import exact_profile
+
+    alphas = [1.5, 2.0, 4.0, 16.0]
+    delta = 1e-3
+    prof = exact_profile(policy, "table", alphas=alphas, deltas=[delta])
+    d = [prof.divergence(a) for a in alphas]
+    assert all(x <= y + 1e-12 for x, y in zip(d, d[1:]))  # D_alpha non-decreasing in alpha
+    exact_eps = prof.epsilon(delta)
+    for a, v in zip(alphas, d):
+        if math.isfinite(v):
+            # the RDP -> (eps, delta) conversion of the exact D_alpha can only weaken the exact epsilon
+            assert exact_eps <= rdp_to_approx(a, v, delta).epsilon + 1e-9
+        assert_finite_policy_renyi(policy, v + 1e-12, a)
+
+
+def test_finite_policy_exact_renyi_matches_view_distributions():
+    """Independent check of the enumeration on T = 2 by writing the view distributions by hand."""
+    from dpaudit.policies.finite import FinitePolicy
+
+    # step 1: arm 0 w.p. 1/2; step 2: depends on (a1, r1) with rows a1*2 + r1
+    rules = [[[0.5, 0.5]], [[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.3, 0.7]]]
+    pol = FinitePolicy(rules, [0.0, 1.0])
+
+    def views(row0):  # row0 = rewards of round 1 for arms (0, 1)
+        P = np.zeros(4)
+        for a1 in range(2):
+            nxt = rules[1][a1 * 2 + int(row0[a1])]
+            for a2 in range(2):
+                P[a1 * 2 + a2] = 0.5 * nxt[a2]
+        return P
+
+    rows = [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for alpha in (2.0, 5.0):
+        expect = max(renyi_divergence(views(r), views(s), alpha) for r in rows for s in rows if r != s)
+        v = assert_finite_policy_renyi(pol, expect + 1e-12, alpha)
+        assert math.isclose(v, expect, rel_tol=1e-10)
+        with pytest.raises(AssertionError):
+            assert_finite_policy_renyi(pol, expect * 0.99, alpha)
+
+
+# ---- policies: the ledger-implied D_alpha within the claim -------------------------------------------
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(neighbouring_tables(horizon=40, arms=2))
+def test_forgetting_policy_ledger_within_claim_on_neighbours(pair):
+    d, d2, _ = pair
+    for table in (d, d2):
+        acc = assert_ledger_within_claim(ForgettingMeans(2, 0.5), table)
+        assert acc.usage.max() == 1
+        assert math.isclose(float(acc.mu2.max()) / 2, 0.5, rel_tol=1e-12)
+
+
+def test_missing_forgetting_is_caught():
+    table = np.ones((40, 2))
+    with pytest.raises(AssertionError, match="above the bound"):
+        assert_ledger_within_claim(NoForgettingMeans(2, 0.5), table)
+
+
+def test_understated_sensitivity_is_caught():
+    with pytest.raises(AssertionError, match="above the bound"):
+        assert_ledger_within_claim(UnderstatedSensitivity(2, 0.5), np.ones((20, 2)))
+
+
+def _registered_with_claims():
+    from dpaudit.policies.registry import registered
+
+    return [e for e in registered()]
+
+
+@pytest.mark.parametrize("entry", _registered_with_claims(), ids=lambda e: e.name)
+def test_every_registered_policy_ledger_within_claim(entry):
+    """Random neighbouring inputs (a seeded pair of tables differing in one row) for each policy."""
+    from dpaudit.policies.registry import make_policy
+
+    probe = make_policy(entry.name, {})
+    if getattr(probe, "claim", None) is None:
+        pytest.skip(f"{entry.name} declares no claim (non-private baseline)")
+    K = int(probe.n_arms)
+    dim = getattr(probe, "dim", None) or getattr(probe, "d", None)
+    T = 1500 if dim else 200
+    rng = np.random.default_rng(7)
+    lo, hi = probe.reward_range if all(map(math.isfinite, probe.reward_range)) else (0.0, 1.0)
+    d = np.where(rng.random((T, K)) < 0.5, hi, lo)
+    d2 = d.copy()
+    t = int(rng.integers(T // 4))
+    d2[t] = np.where(d[t] == hi, lo, hi)
+    feats = None
+    if dim:
+        f = rng.standard_normal((K, int(dim)))
+        feats = np.broadcast_to(f / np.linalg.norm(f, axis=1, keepdims=True), (2, K, int(dim)))
+    for table in (d, d2):
+        acc = assert_ledger_within_claim(make_policy(entry.name, {}), table, n_runs=2, features=feats)
+        assert acc.usage.sum() > 0, f"{entry.name} made no release in {T} rounds: nothing was checked"
+
+
+def test_run_on_table_is_reproducible():
+    a = run_on_table(ForgettingMeans(2, 0.5), np.ones((15, 2)), n_runs=3, seed=4)
+    b = run_on_table(ForgettingMeans(2, 0.5), np.ones((15, 2)), n_runs=3, seed=4)
+    assert len(a) == len(b) > 0
+    for x, y in zip(a.releases, b.releases):
+        np.testing.assert_array_equal(x.value, y.value)
