@@ -1,0 +1,182 @@
+"""Deliberately broken policies: positive controls for ``dpaudit check`` (``dpaudit list --mutants``).
+
+Each mutant is AdaC-UCB (seed 001 App. C, Alg. 4) or AdaP-UCB (Laplace; seed 001 Sec. II, ref. [8])
+from :mod:`dpaudit.policies.ucb` with exactly one real bug class, and keeps the *correct* policy's
+claim, so an auditor that trusts the claim is fooled and one that measures is not:
+
+=================================== ============================================================
+name                                bug
+=================================== ============================================================
+``mutant-shared-noise``             one noise draw per index computation, added to every arm:
+                                    it cancels in the argmax, so the choice is a deterministic
+                                    function of the data (no mechanism, no ledger entry)
+``mutant-sqrt2-noise``              Gaussian scale too small by sqrt(2) (sigma^2 = 1/(4 rho) on
+                                    the sum instead of 1/(2 rho)): actually (2 rho)-zCDP
+``mutant-no-forgetting``            the index uses all of an arm's rewards so far, each release
+                                    calibrated as if it were the only use: every reward feeds
+                                    every later release of its arm
+``mutant-mean-sensitivity``         the episode *sum* is released with noise calibrated for the
+                                    *mean*'s sensitivity 1/n: noise too small by n
+``mutant-laplace-eps-scale``        AdaP-UCB with Laplace scale eps instead of 1/eps: each
+                                    release is (1/eps)-DP, not eps-DP (the bug is invisible at
+                                    eps = 1, so the default is eps = 0.5)
+``mutant-first-unnoised``           the first episode's mean of every arm (its initial pull) is
+                                    released without noise (bypassing the mechanism)
+=================================== ============================================================
+
+The converse of ``mutant-mean-sensitivity`` (the sum's sensitivity used for the mean) adds *more*
+noise than needed; it costs utility, not privacy, so it is not a positive control for an auditor
+and is not shipped. Mutants default to rho = 0.1 (AdaC-UCB's own default is rho = 1), where the
+claim is eps ~ 1.9 at delta = 1e-5 and every bug is visible at the default sample sizes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism
+from dpaudit.policies.registry import register
+from dpaudit.policies.ucb import AdaCUCB, AdaPUCB, _Replay
+
+__all__ = [
+    "SharedNoiseUCB",
+    "Sqrt2NoiseUCB",
+    "NoForgettingUCB",
+    "MeanSensitivityUCB",
+    "LaplaceEpsScaleUCB",
+    "FirstUnnoisedUCB",
+]
+
+
+@register("mutant-shared-noise", family="ucb", mutant=True)
+class SharedNoiseUCB(AdaCUCB):
+    """AdaC-UCB whose noise is one draw shared by all arms at each index computation (cancels in the argmax).
+
+    The episode sums are kept exact (no mechanism is called, so the ledger is empty); when the index
+    is computed, the same N(0, 1/(2 rho n^2)) value (n the mean last-episode length of the run) is
+    added to every arm's index.
+    """
+
+    def __init__(self, n_arms: int = 2, rho: float = 0.1, beta: float = 4.0) -> None:
+        super().__init__(n_arms, rho, beta)
+
+    def _release(self, runs, arms, sums, start, stop):
+        return sums  # no per-arm noise at all
+
+    def _bonus(self, n, log_t):
+        z = self.rng.standard_normal((n.shape[0], 1))
+        shared = z * math.sqrt(self.variance) / n.mean(axis=1, keepdims=True)
+        return super()._bonus(n, log_t) + shared
+
+
+@register("mutant-sqrt2-noise", family="ucb", mutant=True)
+class Sqrt2NoiseUCB(AdaCUCB):
+    """AdaC-UCB with the Gaussian noise scale too small by sqrt(2): sigma = 1/(2 sqrt(rho)) on the episode sum."""
+
+    def __init__(self, n_arms: int = 2, rho: float = 0.1, beta: float = 4.0) -> None:
+        super().__init__(n_arms, rho, beta)
+        self._mech = GaussianMechanism(1.0, 1.0 / (2.0 * math.sqrt(self.rho)))
+
+
+@register("mutant-no-forgetting", family="ucb", mutant=True)
+class NoForgettingUCB(AdaCUCB):
+    """AdaC-UCB without forgetting: each release is the arm's cumulative reward sum, noised as if used once.
+
+    The index is the noisy cumulative mean (cumulative sum + N(0, 1/(2 rho))) / N_a; every round
+    therefore feeds every later release of its arm, which the ledger records.
+    """
+
+    def __init__(self, n_arms: int = 2, rho: float = 0.1, beta: float = 4.0) -> None:
+        super().__init__(n_arms, rho, beta)
+
+    def _reset(self) -> None:
+        super()._reset()
+        self._cum = np.zeros((self.n_runs, self.n_arms))
+        self._cumn = np.zeros((self.n_runs, self.n_arms), dtype=np.int64)
+        self._starts: list[np.ndarray] = []  # k-th episode of each (run, arm): start and stop
+        self._stops: list[np.ndarray] = []
+
+    def _release(self, runs, arms, sums, start, stop):
+        level = self.releases[runs, arms]
+        while len(self._starts) <= int(level.max(initial=0)):
+            self._starts.append(np.zeros((self.n_runs, self.n_arms), dtype=np.int64))
+            self._stops.append(np.zeros((self.n_runs, self.n_arms), dtype=np.int64))
+        for k in np.unique(level):
+            m = level == k
+            self._starts[k][runs[m], arms[m]] = start[m]
+            self._stops[k][runs[m], arms[m]] = stop[m]
+        self._cum[runs, arms] += sums
+        self._cumn[runs, arms] += stop - start
+        cum = self._cum[runs, arms]
+        z = self._draws(runs, arms)
+        label = f"{self.name}: cumulative reward sum"
+        if not (self.ledger is not None and self.ledger.enabled):
+            noisy = self._mech.release(cum, _Replay(z), ledger=None, label=label)
+        else:
+            noisy = np.empty(runs.size)
+            steps = stop - 1
+            order = np.argsort(steps, kind="stable")
+            for g in np.split(order, np.flatnonzero(np.diff(steps[order])) + 1):
+                pos, rounds = [], []
+                for k in range(int(level[g].max()) + 1):
+                    sel = np.flatnonzero(level[g] >= k)
+                    f = Fed.interval(self._starts[k][runs[g][sel], arms[g][sel]],
+                                     self._stops[k][runs[g][sel], arms[g][sel]], 1.0)
+                    pos.append(sel[f.pos])
+                    rounds.append(f.rounds)
+                pos_a = np.concatenate(pos)
+                fed = Fed(pos_a, np.concatenate(rounds), np.ones((pos_a.size, 1)))
+                noisy[g] = self._mech.release(cum[g], _Replay(z[g]), ledger=self.ledger, label=label,
+                                              step=int(steps[g[0]]), runs=runs[g], fed=fed, arm=arms[g])
+        # complete() divides by the episode length: hand it the noisy cumulative mean times that length
+        return noisy / self._cumn[runs, arms] * (stop - start)
+
+
+@register("mutant-mean-sensitivity", family="ucb", mutant=True)
+class MeanSensitivityUCB(AdaCUCB):
+    """AdaC-UCB that noises the episode *sum* with the *mean*'s calibration: sigma = 1/(n sqrt(2 rho)), too small by n."""
+
+    def __init__(self, n_arms: int = 2, rho: float = 0.1, beta: float = 4.0) -> None:
+        super().__init__(n_arms, rho, beta)
+
+    def _release(self, runs, arms, sums, start, stop):
+        z = self._draws(runs, arms)
+        n = (stop - start).astype(float)
+        label = f"{self.name}: episode reward sum"
+        scale = 1.0 / (n * math.sqrt(2.0 * self.rho))
+        if not (self.ledger is not None and self.ledger.enabled):
+            return sums + z * scale
+        out = np.empty(runs.size)
+        steps = stop - 1
+        order = np.argsort(steps, kind="stable")
+        for g in np.split(order, np.flatnonzero(np.diff(steps[order])) + 1):
+            mech = GaussianMechanism(1.0, scale[g])
+            out[g] = mech.release(sums[g], _Replay(z[g]), ledger=self.ledger, label=label, step=int(steps[g[0]]),
+                                  runs=runs[g], fed=Fed.interval(start[g], stop[g], 1.0), arm=arms[g])
+        return out
+
+
+@register("mutant-laplace-eps-scale", family="ucb", mutant=True)
+class LaplaceEpsScaleUCB(AdaPUCB):
+    """AdaP-UCB with Laplace scale eps instead of 1/eps on the episode sum: each release is (1/eps)-DP."""
+
+    def __init__(self, n_arms: int = 2, eps: float = 0.5, beta: float = 4.0) -> None:
+        super().__init__(n_arms, eps, beta)
+        self._mech = LaplaceMechanism(1.0, self.eps)
+
+
+@register("mutant-first-unnoised", family="ucb", mutant=True)
+class FirstUnnoisedUCB(AdaCUCB):
+    """AdaC-UCB that releases every arm's first episode mean (its initial pull) without noise."""
+
+    def __init__(self, n_arms: int = 2, rho: float = 0.1, beta: float = 4.0) -> None:
+        super().__init__(n_arms, rho, beta)
+
+    def _release(self, runs, arms, sums, start, stop):
+        first = self.releases[runs, arms] == 0
+        out = np.array(sums, dtype=float)
+        if np.any(~first):
+            out[~first] = super()._release(runs[~first], arms[~first], sums[~first], start[~first], stop[~first])
+        return out
