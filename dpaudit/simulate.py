@@ -100,8 +100,10 @@ def _check_actions_fast(a: Any, n_runs: int, n_arms: int, who: str, t: int) -> n
 
 
 def _can_fast(policy: Any, env: Environment) -> bool:
-    return bool(getattr(policy, "fast_path", False)) and hasattr(policy, "plan") and hasattr(policy, "complete") \
-        and bool(getattr(env, "supports_segments", False)) and getattr(env, "dim", None) is None
+    """Both sides support blocks; a linear environment also needs the policy to take its fixed arms."""
+    both = bool(getattr(policy, "fast_path", False)) and hasattr(policy, "plan") and hasattr(policy, "complete") \
+        and bool(getattr(env, "supports_segments", False))
+    return both and (getattr(env, "dim", None) is None or hasattr(policy, "set_arms"))
 
 
 def simulate(
@@ -185,9 +187,10 @@ def _run_steps(policy, env, horizon, n_runs, cps, trajectory):
     acts = np.empty((n_runs, horizon), dtype=np.int64) if trajectory else None
     rews = np.empty((n_runs, horizon)) if trajectory else None
     j, next_cp = 0, int(cps[0])
+    trusted = bool(getattr(policy, "valid_actions", False)) and type(policy).__module__.startswith("dpaudit.")
     for t in range(horizon):
         arms = env.arms(t)
-        a = _check_actions_fast(policy.act(t, arms), n_runs, K, who, t)
+        a = policy.act(t, arms) if trusted else _check_actions_fast(policy.act(t, arms), n_runs, K, who, t)
         r = env.rewards(t, a)
         reward_sum += r
         if pseudo:
@@ -221,6 +224,8 @@ def _run_episodes(policy, env, horizon, n_runs, cps, trajectory):
     if pseudo and gap is None:
         raise DPAuditError(f"the episode-level path needs stationary arm means; {env.describe()} has none.")
     table = env.regret_kind == "hindsight"
+    if getattr(env, "dim", None) is not None:  # a fixed action set, given once (the block path never calls act)
+        policy.set_arms(env.arms(0))
     active = np.ones(n_runs, dtype=bool)
     log: list[tuple[np.ndarray, ...]] = []
     iterations = 0

@@ -98,6 +98,7 @@ class EpisodeUCB(Policy):
 
     reward_range = (0.0, 1.0)
     fast_path = True  # offers plan()/complete() for dpaudit.simulate's episode-level path
+    valid_actions = True  # act() returns arms in [0, K) by construction (simulate skips its check)
     non_private_twin = "ucb-episodes"
     noise_kind: str | None = None  # "gaussian" / "laplace" for the private variants
     _mech: Any = None  # the mechanism applied to an episode's reward sum
@@ -130,31 +131,25 @@ class EpisodeUCB(Policy):
         self.ep_sum = np.zeros(n)
         self._t = 0
         self._next_end = 1
-        self._blocks: list[np.ndarray] = []
-
-    def _noise_blocks(self, level: np.ndarray) -> None:
-        need = int(level.max()) + 1 if level.size else 0
-        while len(self._blocks) < need:
-            shape = (self.n_runs, self.n_arms)
-            if self.noise_kind == "gaussian":
-                self._blocks.append(self.rng.standard_normal(shape))
-            else:
-                self._blocks.append(self.rng.laplace(0.0, 1.0, shape))
+        self._blocks: np.ndarray | None = None  # (levels, n_runs, K) standard draws
+        self._levels = 0
 
     def _draws(self, runs: np.ndarray, arms: np.ndarray) -> np.ndarray:
+        """Standard noise draws for the next release of (run, arm): entry (run, arm) of block k."""
         level = self.releases[runs, arms]
-        self._noise_blocks(level)
-        if level.size == 0:
-            return np.zeros(0)
-        lo, hi = int(level.min()), int(level.max())
-        if lo == hi:
-            return self._blocks[lo][runs, arms]
-        z = np.empty(runs.size)
-        for k in range(lo, hi + 1):
-            m = level == k
-            if m.any():
-                z[m] = self._blocks[k][runs[m], arms[m]]
-        return z
+        need = int(level.max()) + 1 if level.size else 0
+        if need > self._levels:
+            shape = (need - self._levels, self.n_runs, self.n_arms)
+            new = []
+            for _ in range(shape[0]):  # one (n, K) block per level, drawn in level order
+                if self.noise_kind == "gaussian":
+                    new.append(self.rng.standard_normal(shape[1:]))
+                else:
+                    new.append(self.rng.laplace(0.0, 1.0, shape[1:]))
+            blocks = np.stack(new)
+            self._blocks = blocks if self._blocks is None else np.concatenate([self._blocks, blocks])
+            self._levels = need
+        return self._blocks[level, runs, arms]
 
     def _release(self, runs: np.ndarray, arms: np.ndarray, sums: np.ndarray, start: np.ndarray,
                  stop: np.ndarray) -> np.ndarray:
@@ -202,6 +197,7 @@ class EpisodeUCB(Policy):
             index = self.stat[r] + self._bonus(self.last_len[r].astype(float), log_t)
             arm_next[later] = np.argmax(index, axis=1)
         length_next = np.where(later, self.counts[runs, arm_next], 1)
+        self.cur = self.cur.copy()  # copy on write: act() hands out self.cur without copying
         self.cur[runs] = arm_next
         self.ep_start[runs] = nxt
         self.ep_end[runs] = nxt + length_next
@@ -214,7 +210,7 @@ class EpisodeUCB(Policy):
     def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
         if t != self._t:
             raise DPAuditError(f"{self.name} expects steps 0, 1, 2, ... in order; got step {t} where {self._t} was next.")
-        return self.cur.copy()
+        return self.cur  # never modified in place (complete() replaces it)
 
     def observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
         lo, hi = self.reward_range
@@ -229,6 +225,13 @@ class EpisodeUCB(Policy):
             done = np.flatnonzero(self.ep_end == self._t)
             self.complete(done, self.ep_sum[done])
             self._next_end = int(self.ep_end.min())
+
+
+class _EpsAlias:
+    @property
+    def eps(self) -> float:
+        """Alias of ``epsilon``."""
+        return self.epsilon  # type: ignore[attr-defined]
 
 
 class _GaussianEpisodeUCB(EpisodeUCB):
@@ -261,50 +264,50 @@ class AdaCUCB(_GaussianEpisodeUCB):
 
 
 @register("adar-ucb", family="ucb")
-class AdaRUCB(_GaussianEpisodeUCB):
+class AdaRUCB(_EpsAlias, _GaussianEpisodeUCB):
     """AdaR-UCB: (alpha, eps)-RDP UCB with per-arm doubling, forgetting and Gaussian noise (seed 004 Alg. 2, Eq. 6).
 
     sigma_{a,l}^2 = alpha/(2 eps n^2); bonus sqrt((1/(2n) + alpha/(eps n^2)) beta log t_l).
     Claim: (alpha, eps)-RDP at the single order alpha (seed 004 Thm 4). alpha must be finite.
     """
 
-    def __init__(self, n_arms: int = 2, alpha: float = 2.0, eps: float = 1.0, beta: float = 4.0) -> None:
+    def __init__(self, n_arms: int = 2, alpha: float = 2.0, epsilon: float = 1.0, beta: float = 4.0) -> None:
         super().__init__(n_arms, beta)
         self.alpha = check_order(alpha)
         if math.isinf(self.alpha):
             raise DPAuditError("alpha must be a finite Rényi order > 1 for AdaR-UCB (its noise scale grows with alpha), got inf.")
-        self.eps = check_positive("eps", eps)
-        self._mech = GaussianMechanism.for_rdp(self.alpha, self.eps, sensitivity=1.0)
-        self.variance = self.alpha / (2.0 * self.eps)
-        self.claim = RDP.point(self.alpha, self.eps)
-        self._params.update(alpha=self.alpha, eps=self.eps)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self._mech = GaussianMechanism.for_rdp(self.alpha, self.epsilon, sensitivity=1.0)
+        self.variance = self.alpha / (2.0 * self.epsilon)
+        self.claim = RDP.point(self.alpha, self.epsilon)
+        self._params.update(alpha=self.alpha, epsilon=self.epsilon)
 
 
 @register("adaed-ucb", family="ucb")
-class AdaEDUCB(_GaussianEpisodeUCB):
+class AdaEDUCB(_EpsAlias, _GaussianEpisodeUCB):
     """(eps, delta)-DP AdaC-UCB: the classical Gaussian calibration (seed 001 App. C-E, Thm 18).
 
     sigma_{a,l}^2 = 2 log(1.25/delta)/(eps^2 n^2); bonus sqrt((1/(2n) + 4 log(1.25/delta)/(eps^2 n^2)) beta log t_l).
     The calibration is proven only for eps < 1 (Dwork & Roth 2014, Thm A.1), so eps >= 1 is refused.
     """
 
-    def __init__(self, n_arms: int = 2, eps: float = 0.5, delta: float = 1e-5, beta: float = 4.0) -> None:
+    def __init__(self, n_arms: int = 2, epsilon: float = 0.5, delta: float = 1e-5, beta: float = 4.0) -> None:
         super().__init__(n_arms, beta)
-        self.eps = check_positive("eps", eps)
-        if self.eps >= 1:
+        self.epsilon = check_positive("epsilon", epsilon)
+        if self.epsilon >= 1:
             raise DPAuditError(
-                f"eps must lie in (0, 1) for the classical Gaussian calibration of adaed-ucb, got {eps!r}; "
+                f"epsilon must lie in (0, 1) for the classical Gaussian calibration of adaed-ucb, got {epsilon!r}; "
                 "use adac-ucb (rho-zCDP) or adar-ucb for larger budgets."
             )
         self.delta = check_delta(delta)
-        self.variance = 2.0 * math.log(1.25 / self.delta) / self.eps**2
+        self.variance = 2.0 * math.log(1.25 / self.delta) / self.epsilon**2
         self._mech = GaussianMechanism(1.0, math.sqrt(self.variance))
-        self.claim = ApproxDP(self.eps, self.delta)
-        self._params.update(eps=self.eps, delta=self.delta)
+        self.claim = ApproxDP(self.epsilon, self.delta)
+        self._params.update(epsilon=self.epsilon, delta=self.delta)
 
 
 @register("adap-ucb", family="ucb")
-class AdaPUCB(EpisodeUCB):
+class AdaPUCB(_EpsAlias, EpisodeUCB):
     """AdaP-UCB: pure eps-DP UCB, the same blueprint with Laplace noise (seed 001 Sec. II, its ref. [8]).
 
     The last episode's mean gets Lap(1/(eps n)); bonus sqrt(beta log t_l/(2n)) + beta log t_l/(eps n).
@@ -313,19 +316,19 @@ class AdaPUCB(EpisodeUCB):
 
     noise_kind = "laplace"
 
-    def __init__(self, n_arms: int = 2, eps: float = 1.0, beta: float = 4.0) -> None:
+    def __init__(self, n_arms: int = 2, epsilon: float = 1.0, beta: float = 4.0) -> None:
         super().__init__(n_arms, beta)
-        self.eps = check_positive("eps", eps)
-        self._mech = LaplaceMechanism.for_pure(self.eps, sensitivity=1.0)
-        self.claim = PureDP(self.eps)
-        self._params["eps"] = self.eps
+        self.epsilon = check_positive("epsilon", epsilon)
+        self._mech = LaplaceMechanism.for_pure(self.epsilon, sensitivity=1.0)
+        self.claim = PureDP(self.epsilon)
+        self._params["epsilon"] = self.epsilon
 
     def _bonus(self, n, log_t):
-        return np.sqrt(self.beta * log_t / (2.0 * n)) + self.beta * log_t / (self.eps * n)
+        return np.sqrt(self.beta * log_t / (2.0 * n)) + self.beta * log_t / (self.epsilon * n)
 
     def noise_scale_of_mean(self, n: np.ndarray | int) -> np.ndarray:
         """Laplace scale b = 1/(eps n) on the last episode's mean."""
-        return 1.0 / (self.eps * np.asarray(n, dtype=float))
+        return 1.0 / (self.epsilon * np.asarray(n, dtype=float))
 
 
 @register("ucb1", family="ucb")
