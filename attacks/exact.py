@@ -147,6 +147,10 @@ class _Space:
     def n_adversaries(self) -> int:
         return self.K**self.adversary_entries if self.protocol == "interactive" else 1
 
+    @property
+    def fixed_entries(self) -> int:  # adversary entries enumerated by the tree method (all but the last query)
+        return sum(self.K ** (s + 1) for s in range(self.units - 1)) if self.protocol == "interactive" else 0
+
     def inputs(self) -> np.ndarray:
         """Reward indices, (n_inputs, T-1, K) for tables or (n_inputs, T-1) for lists."""
         if self.protocol == "view":
@@ -167,17 +171,28 @@ class _Space:
         return i, i2, j
 
 
-def estimate_work(policy: FinitePolicy, protocol: str) -> dict[str, Any]:
-    """Sizes and elementary-operation count of an exact enumeration, without doing it."""
+def estimate_work(policy: FinitePolicy, protocol: str, method: str = "tree") -> dict[str, Any]:
+    """Sizes and elementary-operation count of an exact enumeration, without doing it.
+
+    Under Interactive DP the ``tree`` method enumerates adversaries up to their last query and
+    optimises the last query per output prefix (a factor ``K^(K^(T-1))`` fewer adversaries);
+    ``brute`` enumerates every deterministic adversary.
+    """
     sp = _Space(policy.n_arms, policy.n_rewards, policy.horizon, _check_protocol(protocol))
-    scen = sp.n_adversaries * sp.n_inputs
-    work = float(scen) * sp.n_views * max(sp.T, 1) + float(sp.n_adversaries) * sp.n_pairs * sp.n_views
+    if protocol == "interactive" and method == "tree":
+        enumerated = float(sp.K) ** sp.fixed_entries
+        work = enumerated * (sp.n_inputs * sp.n_views * sp.K * sp.T + sp.n_pairs * sp.n_views * sp.K * 12)
+    else:
+        enumerated = float(sp.n_adversaries)
+        work = enumerated * sp.n_inputs * sp.n_views * max(sp.T, 1) + enumerated * sp.n_pairs * sp.n_views
     return {
         "protocol": protocol,
         "inputs": sp.n_inputs,
         "neighbouring_pairs": sp.n_pairs,
         "views": sp.n_views,
         "adversaries": sp.n_adversaries,
+        "adversaries_enumerated": enumerated,
+        "method": method if protocol == "interactive" else "enumeration",
         "work": work,
     }
 
@@ -294,10 +309,14 @@ def _adversary_queries(sp: _Space, start: int, stop: int, outputs: np.ndarray) -
     return q
 
 
-def _describe_adversary(sp: _Space, index: int) -> str:
+def _describe_adversary(sp: _Space, index: int | Sequence[int]) -> str:
+    """Human description of a deterministic adversary, given by index or by its lookup-table digits."""
     if sp.protocol != "interactive":
         return "none (the policy observes the rewards of its own actions)"
-    digits = [(index // sp.K ** (sp.adversary_entries - 1 - p)) % sp.K for p in range(sp.adversary_entries)]
+    if isinstance(index, (int, np.integer)):
+        digits = [(index // sp.K ** (sp.adversary_entries - 1 - p)) % sp.K for p in range(sp.adversary_entries)]
+    else:
+        digits = [int(d) for d in index]
     parts, offset, identity = [], 0, True
     for s in range(sp.units):
         n = sp.K ** (s + 1)
@@ -318,12 +337,14 @@ def exact_profile(
     alphas: Sequence[float] = (),
     max_work: float = DEFAULT_MAX_WORK,
     progress: Callable[[int, int], None] | None = None,
+    method: str = "tree",
 ) -> ExactProfile:
     """Enumerate every neighbouring pair (and adversary) once and return the requested maxima.
 
     ``epsilons``: where to evaluate delta(eps); ``deltas``: where to find the smallest epsilon;
     ``alphas``: Rényi orders (``inf`` allowed). ``progress(done, total)`` is called after each chunk
-    of adversaries (Interactive DP). Raises :class:`DPAuditError` if the enumeration
+    of adversaries (Interactive DP). ``method`` (Interactive DP only): ``tree`` optimises the last
+    query per output prefix, ``brute`` enumerates every adversary (slow; kept as a cross-check). Raises :class:`DPAuditError` if the enumeration
     would exceed ``max_work`` elementary operations.
     """
     if not isinstance(policy, FinitePolicy):
@@ -335,11 +356,13 @@ def exact_profile(
     epsilons = [check_nonnegative("epsilon", e) for e in epsilons]
     deltas = [check_delta(d, allow_zero=True) for d in deltas]
     alphas = [check_order(a) for a in alphas]
-    sizes = estimate_work(policy, protocol)
+    if method not in ("tree", "brute"):
+        raise DPAuditError(f"method must be 'tree' or 'brute', got {method!r}.")
+    sizes = estimate_work(policy, protocol, method)
     if sizes["work"] > max_work:
         what = f"{sizes['inputs']} inputs x {sizes['views']} views"
         if protocol == "interactive":
-            what = f"{sizes['adversaries']:.3g} deterministic adversaries x " + what
+            what = f"{sizes['adversaries_enumerated']:.3g} deterministic adversaries x " + what
         raise DPAuditError(
             f"exact {protocol} enumeration of this policy (T = {policy.horizon}, K = {policy.n_arms}, "
             f"R = {policy.n_rewards}) needs about {sizes['work']:.2g} operations ({what}), above the limit "
@@ -354,6 +377,11 @@ def exact_profile(
     if sp.units == 0:  # T = 1: no observed reward can influence the view
         prof.seconds = time.perf_counter() - t0
         prof.witnesses = {"delta": [], "epsilon": [], "renyi": []}
+        return prof
+
+    if protocol == "interactive" and method == "tree":
+        _interactive_tree(policy, sp, prof, progress)
+        prof.seconds = time.perf_counter() - t0
         return prof
 
     outputs = _digits(sp.n_views, sp.K, sp.T)
@@ -435,6 +463,191 @@ def exact_profile(
     }
     prof.seconds = time.perf_counter() - t0
     return prof
+
+
+# ---------------------------------------------------------------------------------------------
+# Interactive DP by enumeration of all but the last query.
+# ---------------------------------------------------------------------------------------------
+def _newton_epsilon(Pa: np.ndarray, Qa: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest ``c = e^eps >= 1`` with ``g(c) = sum_u max_q sum_o (P - c Q)_+ <= delta``, per row.
+
+    ``Pa, Qa``: (..., U, K, K) atoms indexed by prefix u, last query q and last action o. ``g`` is
+    convex, decreasing and piecewise linear in ``c``, so Newton's method started at ``c = 1`` (left
+    of the root) climbs monotonically onto it and stops after finitely many steps. Returns
+    ``(log c, stuck)``; ``log c = inf`` where mass with ``Q = 0`` alone exceeds delta.
+    """
+    lead = Pa.shape[:-3]
+    P2 = Pa.reshape((-1,) + Pa.shape[-3:])
+    Q2 = Qa.reshape(P2.shape)
+    c = np.ones(P2.shape[0])
+    active = np.arange(P2.shape[0])  # rows still climbing; finished rows drop out
+    for _ in range(200):
+        Pr, Qr, cr = P2[active], Q2[active], c[active][:, None, None, None]
+        gap = Pr - cr * Qr
+        pos = gap > 0
+        per_q = np.where(pos, gap, 0.0).sum(-1)  # (n, U, K)
+        q = np.argmax(per_q, axis=-1)[..., None]
+        g = np.take_along_axis(per_q, q, -1)[..., 0].sum(-1)
+        slope = np.take_along_axis(np.where(pos, Qr, 0.0).sum(-1), q, -1)[..., 0].sum(-1)
+        excess = g - delta
+        finished = excess <= 1e-14 * np.maximum(1.0, g)
+        stuck = ~finished & (slope <= 0)
+        c[active[stuck]] = np.inf
+        climbing = ~finished & ~stuck
+        c[active[climbing]] += excess[climbing] / slope[climbing]
+        active = active[climbing]
+        if active.size == 0:
+            break
+    done = np.ones(c.shape, dtype=bool)
+    done[active] = False
+    return np.log(c).reshape(lead), ~done.reshape(lead)
+
+
+def _prefix_and_history(rules, K, R, prefixes, queries, rewards):
+    """P(prefix) and the history index after it, for prefixes of length T-1."""
+    n = prefixes.shape[1]
+    shape = np.broadcast_shapes(queries.shape, rewards.shape)[:-1]
+    hist = np.zeros(shape, dtype=np.int64)
+    prob = np.ones(shape)
+    for t in range(n):
+        prob = prob * rules[t][hist, prefixes[:, t]]
+        hist = hist * (K * R) + queries[..., t] * R + rewards[..., t]
+    return prob, hist
+
+
+def _interactive_tree(policy: FinitePolicy, sp: _Space, prof: ExactProfile,
+                      progress: Callable[[int, int], None] | None) -> None:
+    """Fill ``prof`` for Interactive DP, optimising the adversary's last query per output prefix.
+
+    The last query q_{T-1} = B_{T-1}(o_1..o_{T-1}) only changes the factor pi_T(o_T | ...) of the
+    atoms below the prefix o_1..o_{T-1}. The hockey-stick divergence and sum P^a Q^(1-a) are sums
+    over atoms, so their maximum over B_{T-1} is the sum over prefixes of the maximum over that
+    prefix's query: exact, with K^(T-1) choices instead of K^(K^(T-1)) lookup tables.
+    """
+    K, R, U = sp.K, sp.R, sp.units
+    prefixes = _digits(K ** U, K, U)  # (V', U) outputs o_1..o_{T-1}
+    lasts = _digits(K, K, 1)[:, 0]
+    inputs = sp.inputs()
+    pi, pj, punit = sp.pairs()
+    n_fixed = sp.fixed_entries
+    n_adv = K**n_fixed
+    per_adv = sp.n_pairs * prefixes.shape[0] * K * K
+    chunk = max(1, _CHUNK_ELEMENTS // per_adv)
+    best: dict[tuple[str, int], tuple[float, int, int]] = {}
+    final = policy.rules[sp.T - 1]
+
+    def atoms(a0: int, a1: int):
+        if n_fixed:
+            digits = (np.arange(a0, a1, dtype=np.int64)[:, None]
+                      // K ** np.arange(n_fixed - 1, -1, -1, dtype=np.int64)) % K
+        else:
+            digits = np.zeros((a1 - a0, 0), dtype=np.int64)
+        q = np.empty((a1 - a0, prefixes.shape[0], U), dtype=np.int64)
+        offset = 0
+        for s in range(U - 1):
+            idx = prefixes[:, : s + 1] @ (K ** np.arange(s, -1, -1, dtype=np.int64))
+            q[:, :, s] = digits[:, offset + idx]
+            offset += K ** (s + 1)
+        probs, lasts_p = None, []
+        for ql in lasts:
+            q[:, :, U - 1] = ql
+            qb = q[:, None]  # (A, 1, V', U)
+            r = inputs[np.arange(sp.n_inputs)[None, :, None, None], np.arange(U)[None, None, None, :], qb]
+            pre, hist = _prefix_and_history(policy.rules, K, R, prefixes, qb, r)
+            probs = pre  # the prefix probability does not depend on the last query
+            lasts_p.append(final[hist])  # (A, I, V', K)
+        last = np.stack(lasts_p, axis=-2)  # (A, I, V', q, o_T)
+        atoms_all = probs[..., None, None] * last
+        return digits, atoms_all[:, pi], atoms_all[:, pj]
+
+    def update(key, values, a0):
+        flat = int(np.argmax(values))
+        v = float(values.flat[flat])
+        if key not in best or v > best[key][0]:
+            a, p = divmod(flat, values.shape[-1])
+            best[key] = (v, a0 + a, p)
+
+    for a0 in range(0, n_adv, chunk):
+        a1 = min(a0 + chunk, n_adv)
+        _, Pa, Qa = atoms(a0, a1)
+        for n, e in enumerate(prof.epsilons):
+            per_q = np.maximum(Pa - math.exp(e) * Qa, 0.0).sum(-1)
+            update(("delta", n), per_q.max(-1).sum(-1), a0)
+        for n, d in enumerate(prof.deltas):
+            eps, _ = _newton_epsilon(Pa, Qa, d)
+            update(("epsilon", n), eps, a0)
+        for n, al in enumerate(prof.alphas):
+            update(("renyi", n), _renyi_tree(Pa, Qa, al), a0)
+        if progress is not None:
+            progress(a1, n_adv)
+
+    def witness(kind: str, n: int) -> Witness:
+        v, a, p = best[(kind, n)]
+        digits, Pa, Qa = atoms(a, a + 1)
+        Pa, Qa = Pa[0, p], Qa[0, p]  # (V', q, o_T)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(Qa > 0, np.log(Pa) - np.log(Qa), np.where(Pa > 0, np.inf, -np.inf))
+        if kind == "renyi":
+            al = prof.alphas[n]
+            if math.isinf(v) or math.isinf(al):
+                q = np.argmax(ratio.max(-1), axis=-1)
+            else:
+                q = np.argmax(np.where(Pa > 0, np.exp(al * np.log(np.where(Pa > 0, Pa, 1))
+                                                       + (1 - al) * np.log(np.where(Qa > 0, Qa, 1))), 0).sum(-1), -1)
+        else:
+            c = math.exp(prof.epsilons[n]) if kind == "delta" else math.exp(min(v, 700.0))
+            q = np.argmax(np.maximum(Pa - c * Qa, 0.0).sum(-1), axis=-1)
+        Pq = np.take_along_axis(Pa, q[:, None, None], 1)[:, 0].reshape(-1)  # atoms in base-K order
+        Qq = np.take_along_axis(Qa, q[:, None, None], 1)[:, 0].reshape(-1)
+        rq = np.take_along_axis(ratio, q[:, None, None], 1)[:, 0].reshape(-1)
+        if kind == "delta":
+            event = np.flatnonzero(Pq > math.exp(prof.epsilons[n]) * Qq)
+        elif kind == "epsilon":
+            event = np.flatnonzero(rq > v - 1e-12) if math.isfinite(v) else np.flatnonzero(np.isposinf(rq))
+            if v == 0:
+                event = event[:0]
+        else:
+            event = np.flatnonzero(np.isposinf(rq)) if math.isinf(v) else np.argsort(-rq, kind="stable")[:1]
+        full_digits = list(digits[0]) + [int(x) for x in q]
+        outputs = _digits(sp.n_views, K, sp.T)
+        rv = policy.rewards
+        return Witness(
+            value=v,
+            input=rv[inputs[pi[p]]].tolist(),
+            neighbour=rv[inputs[pj[p]]].tolist(),
+            round=int(punit[p]) + 1,
+            adversary=_describe_adversary(sp, full_digits),
+            event=outputs[np.sort(event)].tolist(),
+            p_event=float(Pq[event].sum()),
+            q_event=float(Qq[event].sum()),
+        )
+
+    prof.delta_at = [best[("delta", n)][0] for n in range(len(prof.epsilons))]
+    prof.epsilon_at = [max(best[("epsilon", n)][0], 0.0) for n in range(len(prof.deltas))]
+    prof.renyi = [best[("renyi", n)][0] for n in range(len(prof.alphas))]
+    prof.witnesses = {
+        "delta": [witness("delta", n) for n in range(len(prof.epsilons))],
+        "epsilon": [witness("epsilon", n) for n in range(len(prof.deltas))],
+        "renyi": [witness("renyi", n) for n in range(len(prof.alphas))],
+    }
+
+
+def _renyi_tree(Pa: np.ndarray, Qa: np.ndarray, alpha: float) -> np.ndarray:
+    """max over last queries of D_alpha, from atoms (..., U, K, K)."""
+    support = Pa > 0
+    bad = support & (Qa <= 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if math.isinf(alpha):
+            ratio = np.where(support & ~bad, np.log(np.where(support, Pa, 1)) - np.log(np.where(Qa > 0, Qa, 1)), -np.inf)
+            val = ratio.max(axis=(-1, -2, -3))
+            return np.where(bad.any(axis=(-1, -2, -3)), np.inf, np.maximum(val, 0.0))
+        terms = np.where(support & ~bad, np.exp(alpha * np.log(np.where(support, Pa, 1))
+                                                 + (1 - alpha) * np.log(np.where(Qa > 0, Qa, 1))), 0.0)
+    per_q = terms.sum(-1)  # (..., U, K)
+    inf_q = bad.any(-1)  # a query that makes the divergence infinite
+    total = per_q.max(-1).sum(-1)
+    val = np.log(np.maximum(total, 1e-300)) / (alpha - 1)
+    return np.where(inf_q.any(axis=(-1, -2)), np.inf, np.maximum(val, 0.0))
 
 
 def exact_audit(policy: FinitePolicy, protocol: str = "table", *, delta: float = 0.1,

@@ -205,3 +205,15 @@ def test_sampled_views_match_exact_distribution(pol: FinitePolicy) -> None:
     if keep.sum() > 1:
         chi2 = ((counts[keep] - expected[keep]) ** 2 / expected[keep]).sum()
         assert stats.chi2.sf(chi2, keep.sum() - 1) > 1e-4
+
+
+@settings(max_examples=30, deadline=None)
+@given(finite_policies(max_T=3))
+def test_interactive_tree_method_equals_brute_force(pol: FinitePolicy) -> None:
+    kw = dict(epsilons=[0.0, 0.5, 2.0], deltas=[0.0, 0.05, 0.3], alphas=[2.0, 5.0, math.inf])
+    tree = exact_profile(pol, "interactive", method="tree", **kw)
+    brute = exact_profile(pol, "interactive", method="brute", **kw)
+    for a, b in zip(tree.delta_at + tree.epsilon_at + tree.renyi, brute.delta_at + brute.epsilon_at + brute.renyi):
+        assert (math.isinf(a) and math.isinf(b)) or a == pytest.approx(b, rel=1e-9, abs=1e-12)
+    for w in tree.witnesses["delta"]:  # the witness adversary and event attain the reported delta
+        assert w.p_event - math.exp(kw["epsilons"][tree.witnesses["delta"].index(w)]) * w.q_event == pytest.approx(w.value, abs=1e-12)
