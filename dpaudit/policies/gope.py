@@ -123,10 +123,34 @@ class PhasePlan:
     c: float  # c_l
 
 
+class _RowStreams:
+    """Noise source whose row i comes from its own stream ``default_rng([key, run_i, phase_i])``.
+
+    The private GOPE policies draw a release's noise from a stream fixed by (run, phase), so the
+    draws do not depend on which other runs release in the same call: the per-step path and the
+    episode-level path (which groups phase ends differently) give identical trajectories on fixed
+    inputs for the same seed. Only ``standard_normal`` is needed (Gaussian mechanisms).
+    """
+
+    def __init__(self, key: int, runs: np.ndarray, phases: np.ndarray) -> None:
+        self.seeds = [(key, int(r), int(p)) for r, p in zip(runs, phases)]
+
+    def standard_normal(self, shape: tuple[int, ...]) -> np.ndarray:
+        if shape[0] != len(self.seeds):
+            raise ValueError("row streams: one row per releasing run")
+        return np.stack([np.random.default_rng(list(s)).standard_normal(shape[1:]) for s in self.seeds])
+
+
 class _GOPEBase(Policy):
-    """Shared batched machinery of the phased-elimination blueprint (see the module docstring)."""
+    """Shared batched machinery of the phased-elimination blueprint (see the module docstring).
+
+    Two paths: per step (``act``/``observe``) and per phase (``plan``/``complete``, the protocol of
+    :mod:`dpaudit.simulate`'s episode path; call ``set_arms(env.arms(0))`` first, since that path
+    never calls ``act``). A phase is K back-to-back segments, arm a played ``T_l(a)`` times.
+    """
 
     private = False
+    fast_path = True
 
     def __init__(
         self,
@@ -174,7 +198,7 @@ class _GOPEBase(Policy):
             self._design_cache[key] = pi
         return pi
 
-    def plan(self, actions: np.ndarray, mask: np.ndarray, ell: int) -> PhasePlan:
+    def phase_plan(self, actions: np.ndarray, mask: np.ndarray, ell: int) -> PhasePlan:
         """Counts, design matrix and sensitivity of phase ``ell`` on active set ``mask`` (cached)."""
         key = (actions.tobytes(), np.packbits(mask).tobytes(), int(ell))
         plan = self._plan_cache.get(key)
@@ -190,6 +214,8 @@ class _GOPEBase(Policy):
             V_pinv_sqrt = (evecs * np.sqrt(inv)) @ evecs.T
             act = actions[mask]
             g = float(np.sqrt(np.max(np.einsum("id,de,ie->i", act, V_pinv, act))))
+            if not g > 0:
+                raise DPAuditError("every active action is the zero vector; GOPE needs actions that span some direction.")
             plan = PhasePlan(counts, V, V_pinv, V_pinv_sqrt, g, c)
             self._plan_cache[key] = plan
         return plan
@@ -212,9 +238,50 @@ class _GOPEBase(Policy):
         self.V_pinv = np.zeros((n, d, d))
         self.V_pinv_sqrt = np.zeros((n, d, d))
         self._mech = self._mechanism()
+        self._noise_key = int(self.rng.integers(2**63)) if self.rng is not None else 0
 
     def _mechanism(self) -> GaussianMechanism | None:
         return None
+
+    def _noise(self, runs: np.ndarray) -> _RowStreams:
+        """The noise source of a release by ``runs`` at their current phases (see _RowStreams)."""
+        return _RowStreams(self._noise_key, runs, self.ell[runs])
+
+    # -- episode-level path ---------------------------------------------------------------------
+    def set_arms(self, arms: np.ndarray) -> None:
+        """Give the fixed action set (n_runs, K, d) before using ``plan``/``complete``."""
+        arr = self._check_arms(0, arms)
+        if self._arms is None:
+            self._init_arms(0, arr)
+            self._arms = arms
+
+    def plan(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each run's current phase: start (n,), arms (n, K) = 0..K-1, lengths (n, K) = T_l(a)."""
+        if self._arms is None:
+            raise DPAuditError("the phase path needs the action set: call set_arms(env.arms(0)) before plan().")
+        arms = np.broadcast_to(np.arange(self.n_arms), (self.n_runs, self.n_arms))
+        return self.start.copy(), arms, self.counts.copy()
+
+    def complete(self, runs: np.ndarray, sums: np.ndarray) -> None:
+        """Finish the phases of ``runs`` given their per-arm reward sums (m, K), in order of end step."""
+        runs = np.asarray(runs, dtype=np.int64)
+        sums = np.asarray(sums, dtype=float)
+        if sums.shape != (runs.size, self.n_arms):
+            raise DPAuditError(f"complete() needs sums of shape ({runs.size}, {self.n_arms}), got {sums.shape}.")
+        if self.private:
+            lo, hi = self.reward_range
+            bound = np.maximum(abs(lo), abs(hi)) * self.counts[runs]
+            if np.any(np.abs(sums) > bound + 1e-9 * np.maximum(bound, 1)) or not np.all(np.isfinite(sums)):
+                raise DPAuditError(
+                    f"a phase reward sum exceeds count x {hi:g}; the rewards leave [{lo:g}, {hi:g}], the range the sensitivity assumes."
+                )
+        ends = self.start[runs] + self.length[runs] - 1
+        order = np.argsort(ends, kind="stable")
+        runs, sums, ends = runs[order], sums[order], ends[order]
+        for t_end in np.unique(ends):
+            sel = ends == t_end
+            self.sums[runs[sel]] = sums[sel]
+            self._end_phase(int(t_end), runs[sel])
 
     def _load_plans(self, runs: np.ndarray) -> None:
         """Fill the phase schedule of ``runs`` from the (cached) plans of their active sets."""
@@ -225,7 +292,7 @@ class _GOPEBase(Policy):
         for u in range(uniq.shape[0]):
             sel = runs[inverse == u]
             r0 = sel[0]
-            plan = self.plan(self._sets[self.set_id[r0]], self.active[r0], int(self.ell[r0]))
+            plan = self.phase_plan(self._sets[self.set_id[r0]], self.active[r0], int(self.ell[r0]))
             self.counts[sel] = plan.counts
             self.g[sel] = plan.g
             self.V_pinv[sel] = plan.V_pinv
@@ -381,7 +448,7 @@ class AdaCGOPE(_GOPEBase):
             coef = np.einsum("nde,nke->nkd", S, arms) / g[:, None, None]  # (n_r, K, d)
             fed = self._fed(runs, coef)
         value = self._mech.release(
-            centre, self.rng, ledger=self.ledger, label="whitened phase estimate V^-1/2 sum a_s r_s / g",
+            centre, self._noise(runs), ledger=self.ledger, label="whitened phase estimate V^-1/2 sum a_s r_s / g",
             step=t, runs=runs, fed=fed,
         )
         return g[:, None] * np.einsum("nde,ne->nd", S, value)
@@ -428,7 +495,7 @@ class AdaRGOPE(_GOPEBase):
             coef = np.broadcast_to(np.eye(self.n_arms), (runs.size, self.n_arms, self.n_arms))
             fed = self._fed(runs, coef)
         value = self._mech.release(
-            self.sums[runs], self.rng, ledger=self.ledger, label="per-arm phase reward sums", step=t,
+            self.sums[runs], self._noise(runs), ledger=self.ledger, label="per-arm phase reward sums", step=t,
             runs=runs, fed=fed,
         )
         value = np.where(self.counts[runs] > 0, value, 0.0)
