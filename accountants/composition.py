@@ -269,8 +269,18 @@ class RoundAccount:
             return ZCDP(float(np.max(self.mu2)) / 2 if self.mu2.size else 0.0)
         if not np.any(self.mu2 > 0):
             return PureDP(float(np.max(self.lap_eps)))
-        run, rnd = self.worst_round()
-        return self.round_account(run, rnd).guarantee()
+        return RDP(_MaxRoundCurve(self))
+
+
+class _MaxRoundCurve:
+    """alpha -> max over (run, round) of the round's exact D_alpha (parallel composition over rounds)."""
+
+    def __init__(self, account: RoundAccount) -> None:
+        self.account = account
+        self.__name__ = "worst round of the ledger"
+
+    def __call__(self, alpha: float) -> float:
+        return float(np.max(self.account.renyi(float(alpha))))
 
 
 def per_round_account(
