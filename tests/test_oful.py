@@ -1,0 +1,222 @@
+"""OFUL family: the rarely-switching determinant rule, the estimate and width, noise in the ledger
+(seed 001 Alg. 3, seed 004 Alg. 4), forgetting, regret, bad input, and the batched linear algebra."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from dpaudit.accountants import RDP, ZCDP
+from dpaudit.accountants.errors import DPAuditError
+from dpaudit.environments import ContextualLinearBandit
+from dpaudit.policies import make_policy
+from dpaudit.policies.oful import OFUL, RSOFUL, AdaCOFUL, AdaROFUL, batched_det, batched_inv
+
+
+def drive(policy, env, T, n, seed=0, record=True, watch=None):
+    """Per-step loop; ``watch(t, policy, arms, actions, rewards)`` sees every step after act."""
+    e_ss, p_ss = np.random.SeedSequence(seed).spawn(2)
+    env.reset(n, np.random.default_rng(e_ss))
+    policy.reset(n, np.random.default_rng(p_ss), record=record)
+    regret = np.zeros(n)
+    for t in range(T):
+        arms = env.arms(t)
+        a = policy.act(t, arms)
+        mu = env.means(t)
+        regret += mu.max(axis=1) - mu[np.arange(n), a]
+        r = env.rewards(t, a)
+        if watch is not None:
+            watch(t, policy, arms, a, r)
+        policy.observe(t, a, r)
+    return regret
+
+
+def bounded_env(seed=0):
+    return ContextualLinearBandit(noise="bernoulli", normalize=True, instance_seed=seed)
+
+
+# ---- the switching rule ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls,C", [(RSOFUL, 1.0), (RSOFUL, 0.3), (AdaCOFUL, 1.0)])
+def test_switch_exactly_when_det_grows_by_one_plus_c(cls, C):
+    lam, n = 0.1, 8
+    pol = cls(C=C, lam=lam) if cls is RSOFUL else cls(rho=1.0, C=C, lam=lam)
+    V = np.broadcast_to(lam * np.eye(3), (n, 3, 3)).copy()
+    V_tau = V.copy()
+    switches = []
+
+    def watch(t, p, arms, a, r):
+        expect = np.linalg.det(V) > (1 + C) * np.linalg.det(V_tau)  # Line 6 with V_{t-1}, recomputed here
+        assert np.array_equal(p.tau == t, expect | (t == 0))
+        V_tau[expect] = V[expect]
+        x = arms[np.arange(n), a]
+        V[:] += x[:, :, None] * x[:, None, :]
+        switches.append(expect.sum())
+
+    drive(pol, bounded_env(), 400, n, watch=watch)
+    total = int(np.sum(switches))
+    # det V_t <= (lambda + t/d)^d, so at most d log(1 + t/(lambda d)) / log(1 + C) switches per run (App. F, Step 5)
+    assert 0 < total <= n * (3 * math.log(1 + 400 / (lam * 3)) / math.log(1 + C) + 1)
+
+
+def test_oful_refreshes_every_step_and_matches_least_squares():
+    n, lam = 5, 0.1
+    pol = OFUL(lam=lam)
+    V = np.broadcast_to(lam * np.eye(3), (n, 3, 3)).copy()
+    b = np.zeros((n, 3))
+
+    def watch(t, p, arms, a, r):
+        assert np.all(p.tau == t)
+        np.testing.assert_allclose(p.theta, np.linalg.solve(V, b[:, :, None])[:, :, 0], rtol=1e-8, atol=1e-10)
+        beta = np.sqrt(2 * math.log(1 / 0.001) + np.linalg.slogdet(V)[1] - 3 * math.log(lam)) + math.sqrt(lam)
+        np.testing.assert_allclose(p.beta, beta, rtol=1e-10)  # seed 001 App. F, Thm 14 Step 4 (S = 1)
+        ucb = np.einsum("nkd,nd->nk", arms, p.theta) + beta[:, None] * np.sqrt(
+            np.einsum("nkd,nde,nke->nk", arms, np.linalg.inv(V), arms))
+        assert np.array_equal(a, ucb.argmax(axis=1))
+        x = arms[np.arange(n), a]
+        V[:] += x[:, :, None] * x[:, None, :]
+        b[:] += x * r[:, None]
+
+    drive(pol, ContextualLinearBandit(instance_seed=2), 150, n, watch=watch)
+
+
+# ---- private releases -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make,sigma", [
+    (lambda: AdaCOFUL(rho=0.2), math.sqrt(2 / 0.2)),  # Y ~ N(0, 2/rho I), seed 001 Alg. 3 Line 7
+    (lambda: AdaROFUL(alpha=3.0, epsilon=0.4), math.sqrt(2 * 3.0 / 0.4)),  # N(0, 2 alpha/eps I), seed 004 Alg. 4
+])
+def test_releases_are_episode_sums_with_the_papers_noise(make, sigma):
+    n, T = 6, 300
+    pol = make()
+    feats, rews = [], []
+
+    def watch(t, p, arms, a, r):
+        feats.append(arms[np.arange(n), a].copy())
+        rews.append(r.copy())
+
+    drive(pol, bounded_env(1), T, n, watch=watch)
+    F, R = np.stack(feats, 1), np.stack(rews, 1)  # (n, T, d), (n, T)
+    assert len(pol.ledger) > 0
+    prev = np.zeros(n, dtype=np.int64)
+    noisy = np.zeros((n, 3))
+    for rel in pol.ledger.releases:
+        np.testing.assert_allclose(rel.noise.scale, sigma)
+        assert rel.sensitivity == 2.0
+        for i, run in enumerate(rel.runs):
+            rounds = rel.fed.rounds[rel.fed.pos == i]
+            assert rounds.tolist() == list(range(prev[run], rel.step))  # the episode [tau, t)
+            np.testing.assert_allclose(rel.fed.coef[rel.fed.pos == i], F[run, rounds])  # coef of round s is a_s
+            np.testing.assert_allclose(rel.centre[i], (F[run, rounds] * R[run, rounds, None]).sum(0), atol=1e-12)
+            prev[run] = rel.step
+            noisy[run] += rel.value[i]
+    # theta_tau = V_tau^{-1} (sum a_s r_s + sum_m Y_m), Line 8
+    np.testing.assert_allclose(pol.theta, np.einsum("nde,ne->nd", pol.W_tau, noisy), rtol=1e-9, atol=1e-12)
+    z = np.concatenate([(r.value - r.centre).ravel() for r in pol.ledger.releases]) / sigma
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+
+
+def test_forgetting_each_round_feeds_exactly_one_release():
+    T, n = 500, 10
+    pol = AdaCOFUL(rho=1.0)
+    drive(pol, bounded_env(3), T, n)
+    usage = pol.ledger.round_usage(T)
+    assert usage.max() == 1
+    for i in range(n):
+        assert usage[i, : pol.tau[i]].min() == 1 and usage[i, pol.tau[i]:].max() == 0
+
+
+def test_width_adds_the_privacy_term():
+    pol = AdaCOFUL(rho=0.5)
+    drive(pol, bounded_env(4), 200, 4, record=False)
+    base = np.sqrt(2 * math.log(1000) + pol.logdet_tau - 3 * math.log(0.1)) + math.sqrt(0.1)
+    ell = pol.n_switches
+    f = 3 + 2 * np.sqrt(3 * np.log(ell * (ell + 1) / 0.001)) + 2 * np.log(ell * (ell + 1) / 0.001)
+    lam_min = np.linalg.eigvalsh(np.linalg.inv(pol.W_tau))[:, 0]
+    np.testing.assert_allclose(pol.beta, base + math.sqrt(2 / 0.5) * np.sqrt(ell * f / lam_min), rtol=1e-8)
+
+
+# ---- regret -----------------------------------------------------------------------------------
+
+
+def test_regret_sanity_private_vs_nonprivate():
+    T, n = 1500, 40
+    env = bounded_env(5)
+    reg = {name: drive(p, env, T, n, seed=9, record=False).mean() for name, p in {
+        "rs": RSOFUL(), "oful": OFUL(), "big": AdaCOFUL(rho=1e4), "small": AdaCOFUL(rho=1e-3),
+        "adar": AdaROFUL(alpha=2.0, epsilon=1e4)}.items()}
+    random_regret = drive(_Random(), env, T, n, seed=9).mean()
+    assert reg["rs"] < 0.5 * random_regret and reg["oful"] < 0.5 * random_regret
+    assert reg["big"] < 1.3 * reg["rs"] + 5 and reg["adar"] < 1.3 * reg["rs"] + 5
+    assert reg["small"] > 1.5 * reg["rs"]
+
+
+class _Random:
+    n_arms = 10
+
+    def reset(self, n_runs, rng, record=True):
+        self.n, self.rng = n_runs, rng
+
+    def act(self, t, arms):
+        return self.rng.integers(0, 10, self.n)
+
+    def observe(self, t, a, r):
+        pass
+
+
+# ---- bad input --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("build", [
+    lambda: AdaCOFUL(rho=0), lambda: AdaCOFUL(rho=-0.1), lambda: AdaROFUL(alpha=1.0),
+    lambda: AdaROFUL(epsilon=-1), lambda: RSOFUL(n_arms=1), lambda: RSOFUL(lam=0),
+    lambda: RSOFUL(C=-1), lambda: OFUL(delta=0), lambda: OFUL(dim=0),
+])
+def test_bad_parameters(build):
+    with pytest.raises(DPAuditError):
+        build()
+
+
+def test_bad_inputs_while_running():
+    pol = AdaCOFUL(rho=1.0)
+    pol.reset(2, np.random.default_rng(0))
+    with pytest.raises(DPAuditError, match="shape"):
+        pol.act(0, np.zeros((2, 10, 2)))
+    with pytest.raises(DPAuditError, match="None"):
+        pol.act(0, None)
+    with pytest.raises(DPAuditError, match="norm"):
+        pol.act(0, np.full((2, 10, 3), 1.0))  # norm sqrt(3) > feature_bound = 1
+    x = np.full((2, 10, 3), 0.5)
+    a = pol.act(0, x)
+    with pytest.raises(DPAuditError, match="outside"):
+        pol.observe(0, a, np.array([0.0, -1.2]))
+    with pytest.raises(DPAuditError, match="differ"):
+        pol.observe(0, (a + 1) % 10, np.array([0.0, 0.1]))
+    plain = RSOFUL()
+    plain.reset(1, np.random.default_rng(0))
+    plain.observe(0, plain.act(0, np.full((1, 10, 3), 2.0)), np.array([5.0]))  # non-private: no bound
+
+
+def test_registry_and_claims():
+    assert make_policy("adac-oful", {"rho": "0.5", "C": "2"}).claim == ZCDP(0.5)
+    assert make_policy("adar-oful", {"alpha": "2", "epsilon": "1"}).claim == RDP.point(2.0, 1.0)
+    assert make_policy("rs-oful").claim is None and make_policy("oful").claim is None
+
+
+# ---- batched linear algebra -------------------------------------------------------------------
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 5), st.integers(0, 10**6))
+def test_batched_det_and_inv_match_numpy(d, seed):
+    A = np.random.default_rng(seed).standard_normal((7, d, d))
+    V = A @ A.transpose(0, 2, 1) + 0.1 * np.eye(d)
+    np.testing.assert_allclose(batched_det(V), np.linalg.det(V), rtol=1e-9)
+    np.testing.assert_allclose(batched_inv(V), np.linalg.inv(V), rtol=1e-7, atol=1e-9)
