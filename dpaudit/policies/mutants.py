@@ -162,9 +162,9 @@ class MeanSensitivityUCB(AdaCUCB):
 class LaplaceEpsScaleUCB(AdaPUCB):
     """AdaP-UCB with Laplace scale eps instead of 1/eps on the episode sum: each release is (1/eps)-DP."""
 
-    def __init__(self, n_arms: int = 2, eps: float = 0.5, beta: float = 4.0) -> None:
-        super().__init__(n_arms, eps, beta)
-        self._mech = LaplaceMechanism(1.0, self.eps)
+    def __init__(self, n_arms: int = 2, epsilon: float = 0.5, beta: float = 4.0) -> None:
+        super().__init__(n_arms, epsilon, beta)
+        self._mech = LaplaceMechanism(1.0, self.epsilon)
 
 
 @register("mutant-first-unnoised", family="ucb", mutant=True)
