@@ -70,7 +70,10 @@ def test_reproduce_table_vs_view(capsys) -> None:
     assert rows["Interactive delta at eps = 0.95"] >= rows["Table delta at eps = 0.95"]
 
 
-def test_console_script_is_installed() -> None:
-    res = subprocess.run([sys.executable, "-c", "from dpaudit.cli import main; raise SystemExit(main(['reproduce', 'table-vs-view']))"],
-                         capture_output=True, text=True)
+def test_console_script_is_installed(tmp_path) -> None:
+    from pathlib import Path
+
+    script = Path(sys.executable).with_name("dpaudit")
+    assert script.exists(), "the console script `dpaudit` is not installed next to the interpreter"
+    res = subprocess.run([str(script), "reproduce", "table-vs-view"], capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode == 0 and "Reproduced" in res.stdout
