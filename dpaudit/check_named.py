@@ -293,7 +293,14 @@ def check_named(args: argparse.Namespace) -> int:
     """CLI glue: exit 1 on violation, 0 when consistent (errors raise DPAuditError -> exit 2)."""
     from dpaudit.policies.registry import parse_params
 
-    argv = getattr(args, "_argv", None) or sys.argv[1:]
+    # the canonical command line (every option spelled out, so the report reproduces exactly)
+    argv = ["check", "policy", args.policy, "--protocol", args.protocol]
+    for item in args.param:
+        argv += ["--param", item]
+    argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs),
+             "--horizon", str(args.horizon), "--seed", str(args.seed)]
+    if args.report is not None:
+        argv += ["--report", str(args.report)]
     command = "dpaudit " + " ".join(shlex.quote(a) for a in argv)
     if args.report is not None and not str(args.report).endswith(".md"):
         raise DPAuditError(f"--report must name a Markdown file ending in .md, got {args.report!r}.")

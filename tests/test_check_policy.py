@@ -1,0 +1,127 @@
+"""`dpaudit check policy NAME_OR_PLUGIN`: verdicts, exit statuses, JSON, reports and plug-ins."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from dpaudit.cli import main
+
+FAST = ["--horizon", "6", "--runs", "1500", "--param", "n_arms=2"]
+
+
+def _json(capsys, argv):
+    code = main(argv + ["--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def test_correct_policy_is_consistent(capsys):
+    code, out = _json(capsys, ["check", "policy", "adac-ucb", "--param", "rho=0.5", "--seed", "3"] + FAST)
+    assert code == 0 and out["verdict"] == "consistent"
+    for key in ("verdict", "epsilon_claimed", "epsilon_lower", "delta", "confidence", "seed", "witness", "attacks"):
+        assert key in out
+    assert out["seed"] == 3 and out["delta"] == 1e-5 and out["confidence"] == 0.95
+    assert {a["attack"] for a in out["attacks"]} == {"membership", "likelihood"}
+    for a in out["attacks"]:
+        assert a["samples"] > 0 and a["seconds"] >= 0 and a["epsilon_lower"] <= out["epsilon_claimed"]
+    assert out["gap"] == pytest.approx(out["epsilon_claimed"] - out["epsilon_lower"])
+    assert out["ledger"]["implied"] == "0.5-zCDP" and out["ledger"]["shared_rounds"] == 0
+
+
+def test_mutant_is_a_violation_with_witness(capsys):
+    code, out = _json(capsys, ["check", "policy", "mutant-shared-noise"] + FAST)
+    assert code == 1 and out["verdict"] == "violation"
+    assert out["epsilon_lower"] > out["epsilon_claimed"]
+    assert out["witness"]["attack"] == "membership" and "round" in out["witness"]
+
+
+def test_same_seed_same_answer(capsys):
+    a = _json(capsys, ["check", "policy", "adac-ucb", "--seed", "5"] + FAST)[1]
+    b = _json(capsys, ["check", "policy", "adac-ucb", "--seed", "5"] + FAST)[1]
+    assert a["epsilon_lower"] == b["epsilon_lower"] and a["witness"] == b["witness"]
+
+
+PLUGIN = '''
+import numpy as np
+from dpaudit.accountants import PureDP
+
+class Leaky:
+    """No ledger: plays the arm whose first reward was highest (leaks it completely)."""
+
+    def __init__(self, n_arms: int = 2, epsilon: float = 0.5):
+        self.n_arms = n_arms
+        self.claim = PureDP(epsilon)
+
+    def reset(self, n_runs, rng):
+        self.n, self.rng = n_runs, rng
+        self.first = np.zeros((n_runs, self.n_arms))
+
+    def act(self, t, arms=None):
+        if t < self.n_arms:
+            return np.full(self.n, t)
+        return np.argmax(self.first, axis=1)
+
+    def observe(self, t, actions, rewards):
+        if t < self.n_arms:
+            self.first[np.arange(self.n), actions] = rewards
+
+class Blind(Leaky):
+    """No ledger, ignores its data: can never violate its claim."""
+
+    def act(self, t, arms=None):
+        return self.rng.integers(0, self.n_arms, self.n)
+
+class NoClaim(Blind):
+    def __init__(self, n_arms: int = 2):
+        self.n_arms = n_arms
+'''
+
+
+@pytest.fixture()
+def plugin(tmp_path):
+    path = tmp_path / "myplug.py"
+    path.write_text(textwrap.dedent(PLUGIN))
+    return str(path)
+
+
+def test_plugin_without_ledger_is_judged_black_box(capsys, plugin):
+    code, out = _json(capsys, ["check", "policy", f"{plugin}:Leaky", "--horizon", "6", "--runs", "3000"])
+    assert code == 1 and out["ledger"] is None
+    assert [a["attack"] for a in out["attacks"]] == ["membership"]
+    assert out["confidence_per_attack"] == out["confidence"]  # one attack: the whole budget
+    code, out = _json(capsys, ["check", "policy", f"{plugin}:Blind", "--horizon", "6", "--runs", "3000"])
+    assert code == 0 and out["verdict"] == "consistent"
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "policy", "adac-ucb", "--delta", "1.5"],
+    ["check", "policy", "adac-ucb", "--confidence", "1"],
+    ["check", "policy", "adac-ucb", "--runs", "5"],
+    ["check", "policy", "adac-ucb", "--horizon", "1"],
+    ["check", "policy", "adac-ucbb"],
+    ["check", "policy", "adac-ucb", "--param", "rho=-1"],
+    ["check", "policy", "adac-ucb", "--report", "out.txt"],
+])
+def test_bad_input_exits_2(capsys, argv):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dpaudit: error:") and err.count("\n") == 1
+
+
+def test_plugin_without_claim_exits_2(capsys, plugin):
+    assert main(["check", "policy", f"{plugin}:NoClaim", "--horizon", "6", "--runs", "500"]) == 2
+    assert "declares no claim" in capsys.readouterr().err
+
+
+def test_report_is_written(tmp_path, capsys):
+    md = tmp_path / "r" / "audit.md"
+    code = main(["check", "policy", "mutant-first-unnoised", "--report", str(md)] + FAST)
+    assert code == 1
+    text = md.read_text()
+    assert "dpaudit check policy mutant-first-unnoised" in text and "**VIOLATION**" in text
+    assert "## The claim" in text and "## Witness" in text and "numpy" in text and "| seed | 0 |" in text
+    page = md.with_suffix(".html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "data:image/png;base64," in page
