@@ -304,7 +304,8 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("policy", metavar="POLICY", help="registered name (see `dpaudit list`) or plug-in file.py:Class")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="policy parameter (repeatable)")
-    p.add_argument("--env", default="bernoulli", help="environment name (default: bernoulli)")
+    p.add_argument("--env", default=None,
+                   help="environment name (default by family: bernoulli for ucb, linear for gope, contextual-linear for oful)")
     p.add_argument("--env-param", action="append", metavar="KEY=VALUE",
                    help="environment parameter, e.g. means=0.9,0.5 (default: seed 001's five Bernoulli arms)")
     p.add_argument("--horizon", type=int, required=True, metavar="T")
@@ -317,13 +318,27 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_regret)
 
 
-def _env_from_args(args: argparse.Namespace) -> Environment:
+#: Default environment per policy family: (name, parameters). The linear ones use bounded +-1
+#: rewards because the private GOPE/OFUL policies refuse the unbounded Gaussian ones.
+DEFAULT_ENVS = {
+    "gope": ("linear", {"noise": "bernoulli"}),
+    "oful": ("contextual-linear", {"noise": "bernoulli", "normalize": True}),
+}
+
+
+def _env_from_args(args: argparse.Namespace, family: str | None = None) -> Environment:
     from dpaudit.environments import make_environment
     from dpaudit.policies.registry import parse_params
 
+    name, params = args.env, {}
+    if name is None:
+        name, params = DEFAULT_ENVS.get(family or "", ("bernoulli", {}))
+        params = dict(params)
     raw = parse_params(args.env_param)
-    params: dict[str, Any] = {}
     for k, v in raw.items():
+        if v.lower() in ("true", "false"):
+            params[k] = v.lower() == "true"
+            continue
         parts = [x for x in v.replace(";", ",").split(",") if x.strip()]
         try:
             nums = [float(x) for x in parts]
@@ -331,7 +346,7 @@ def _env_from_args(args: argparse.Namespace) -> Environment:
             params[k] = v
             continue
         params[k] = nums if (len(nums) > 1 or k in ("means",)) else (int(nums[0]) if nums[0].is_integer() and "." not in v else nums[0])
-    return make_environment(args.env, **params)
+    return make_environment(name, **params)
 
 
 def _cmd_regret(args: argparse.Namespace) -> int:
@@ -340,13 +355,19 @@ def _cmd_regret(args: argparse.Namespace) -> int:
     from dpaudit.policies import make_policy
     from dpaudit.policies.registry import load_policy_class, parse_params
 
+    from dpaudit.policies.registry import _REGISTRY
+
     check_int("horizon T", args.horizon, minimum=1)
     check_int("runs", args.runs, minimum=1)
-    env = _env_from_args(args)
     params = parse_params(args.param)
     cls = load_policy_class(args.policy)
-    if "n_arms" not in params and "n_arms" in inspect.signature(cls.__init__).parameters:
+    entry = _REGISTRY.get(args.policy)
+    env = _env_from_args(args, entry.family if entry is not None else None)
+    accepted = inspect.signature(cls.__init__).parameters
+    if "n_arms" not in params and "n_arms" in accepted:
         params["n_arms"] = str(env.n_arms)
+    if "dim" not in params and "dim" in accepted and getattr(env, "dim", None) is not None:
+        params["dim"] = str(env.dim)
     policy = make_policy(args.policy, params)
     n_cp = 40
     cps = np.unique(np.geomspace(1, args.horizon, n_cp).round().astype(np.int64))
