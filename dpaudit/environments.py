@@ -23,6 +23,7 @@ command line can build them; other modules add theirs with :func:`register_envir
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -71,6 +72,14 @@ class Environment:
         """The (K,) expected rewards when they are the same at every step and in every run, else None."""
         return None
 
+    def reward_bounds(self, horizon: int | None = None) -> tuple[float, float] | None:
+        """(min, max) of the rewards this source can produce in its first ``horizon`` rounds, or None if unknown.
+
+        The episode fast path never shows single rewards to the policy, so the simulator checks
+        these bounds against the policy's ``reward_range`` instead.
+        """
+        return None
+
     def segment_sums(self, runs: np.ndarray, arms: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
         """Reward sums of back-to-back plays (see the module docstring); shape of ``arms``."""
         raise DPAuditError(f"{type(self).__name__} has no episode-level fast path; use the per-step path.")
@@ -107,7 +116,7 @@ class RewardTable(Environment):
     def rewards(self, t: int, actions: np.ndarray) -> np.ndarray:
         if t >= self.horizon:
             raise DPAuditError(f"step {t} is beyond the reward table's {self.horizon} rows.")
-        return self.table[t][actions]
+        return self.table[t].take(actions)
 
     def means(self, t: int) -> np.ndarray:
         return np.broadcast_to(self.table[t], (self.n_runs, self.n_arms))
@@ -127,6 +136,10 @@ class RewardTable(Environment):
         if stop.size and int(stop.max()) > self.horizon:
             raise DPAuditError(f"an episode reaches round {int(stop.max())}, beyond the table's {self.horizon} rows.")
         return p[stop, arms] - p[start, arms]
+
+    def reward_bounds(self, horizon: int | None = None) -> tuple[float, float]:
+        d = self.table[: self.horizon if horizon is None else horizon]
+        return float(d.min()), float(d.max())
 
     def best_sums(self, stops: Sequence[int]) -> np.ndarray:
         """The best fixed arm's reward sum over rounds [0, stop) for each stop."""
@@ -160,6 +173,10 @@ class RewardList(Environment):
         if t >= self.horizon:
             raise DPAuditError(f"step {t} is beyond the reward list's {self.horizon} entries.")
         return np.full(np.shape(actions), self.values[t])
+
+    def reward_bounds(self, horizon: int | None = None) -> tuple[float, float]:
+        v = self.values[: self.horizon if horizon is None else horizon]
+        return float(v.min()), float(v.max())
 
     def segment_sums(self, runs, arms, start, length):
         start = np.asarray(start, dtype=np.int64)
@@ -207,6 +224,9 @@ class BernoulliBandit(_StationaryBandit):
         self.mu = _check_means(means, 0.0, 1.0, "a Bernoulli")
         self.n_arms = self.mu.size
 
+    def reward_bounds(self, horizon: int | None = None) -> tuple[float, float]:
+        return 0.0, 1.0
+
     def rewards(self, t: int, actions: np.ndarray) -> np.ndarray:
         _check_runs(self)
         p = self.mu[actions]
@@ -227,6 +247,9 @@ class GaussianBandit(_StationaryBandit):
         self.mu = _check_means(means, None, None, "a Gaussian")
         self.sigma = check_positive("sigma", sigma)
         self.n_arms = self.mu.size
+
+    def reward_bounds(self, horizon: int | None = None) -> tuple[float, float]:
+        return -math.inf, math.inf
 
     def rewards(self, t: int, actions: np.ndarray) -> np.ndarray:
         _check_runs(self)

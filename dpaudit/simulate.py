@@ -224,6 +224,14 @@ def _run_episodes(policy, env, horizon, n_runs, cps, trajectory):
     if pseudo and gap is None:
         raise DPAuditError(f"the episode-level path needs stationary arm means; {env.describe()} has none.")
     table = env.regret_kind == "hindsight"
+    rr = getattr(policy, "reward_range", None)
+    bounds = env.reward_bounds(horizon) if hasattr(env, "reward_bounds") else None
+    if rr is not None and bounds is not None and (bounds[0] < rr[0] or bounds[1] > rr[1]):
+        who = getattr(policy, "name", "") or type(policy).__name__
+        raise DPAuditError(
+            f"{env.describe()} produces rewards in [{bounds[0]:g}, {bounds[1]:g}], outside [{rr[0]:g}, {rr[1]:g}], "
+            f"the range {who}'s sensitivity assumes; rescale the rewards or choose a policy calibrated for that range."
+        )
     if getattr(env, "dim", None) is not None:  # a fixed action set, given once (the block path never calls act)
         policy.set_arms(env.arms(0))
     active = np.ones(n_runs, dtype=bool)

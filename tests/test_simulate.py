@@ -124,6 +124,14 @@ def test_bad_input():
         simulate(pol, env, 10, 2, 0, path="fast")
     with pytest.raises(DPAuditError, match="outside"):  # Gaussian rewards are refused, not clipped
         simulate(make_policy("adac-ucb", {"n_arms": 2}), GaussianBandit([0.0, 5.0]), 50, 3, 0, path="step")
+    # the fast path never shows single rewards to the policy: the source's bounds are checked instead
+    with pytest.raises(DPAuditError, match="outside"):
+        simulate(make_policy("adac-ucb", {"n_arms": 2}), GaussianBandit([0.0, 0.5]), 50, 3, 0, path="episode")
+    bad = np.full((20, 2), 0.5)
+    bad[17, 1] = 1.5
+    with pytest.raises(DPAuditError, match="outside"):
+        simulate(make_policy("adac-ucb", {"n_arms": 2}), RewardTable(bad), 20, 3, 0, path="episode")
+    simulate(make_policy("adac-ucb", {"n_arms": 2}), RewardTable(bad), 17, 3, 0, path="episode")  # rows used are fine
     for means in ([0.5, 1.2], [-0.1, 0.5], [0.5], [0.5, float("nan")]):
         with pytest.raises(DPAuditError):
             BernoulliBandit(means)

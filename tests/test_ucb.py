@@ -116,6 +116,13 @@ def test_rewards_outside_unit_interval_are_refused(name):
         pol.observe(0, a, np.array([0.5, np.nan, 0.0]))
 
 
+def test_episode_sums_outside_range_refused():
+    pol = make_policy("adac-ucb", {"n_arms": 2})
+    pol.reset(2, np.random.default_rng(0))
+    with pytest.raises(DPAuditError, match="outside"):
+        pol.complete(np.array([0, 1]), np.array([0.5, 1.5]))  # both episodes have length 1
+
+
 def test_steps_out_of_order_refused():
     pol = make_policy("adac-ucb", {})
     pol.reset(2, np.random.default_rng(0))

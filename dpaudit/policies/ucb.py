@@ -182,6 +182,12 @@ class EpisodeUCB(Policy):
         start = self.ep_start[runs]
         stop = self.ep_end[runs]
         length = stop - start
+        lo, hi = self.reward_range
+        if not (np.all(sums >= lo * length) and np.all(sums <= hi * length)):  # NaN fails too
+            raise DPAuditError(
+                f"an episode's reward sum is outside [{lo:g}, {hi:g}] x its length: rewards leave [{lo:g}, {hi:g}], "
+                f"the range {self.name}'s sensitivity assumes."
+            )
         value = self._release(runs, arms, sums, start, stop)
         self.stat[runs, arms] = value / length
         self.last_len[runs, arms] = length
