@@ -140,6 +140,45 @@ def _build_policy(spec: str, params: dict[str, str], horizon: int) -> Any:
     return policy
 
 
+class _WithFeatures:
+    """Feeds a linear or contextual policy a fixed public action set (K unit vectors in R^d) every round.
+
+    The protocols call ``act(t, None)``; linear policies need the (n_runs, K, d) features. A fixed
+    set is one admissible choice of the (public, possibly adversarial) contexts; the search does not
+    yet vary them.
+    """
+
+    def __init__(self, inner: Any, features: np.ndarray) -> None:
+        self._inner = inner
+        self._features = features
+        self._arms = features[None]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def reset(self, n_runs: int, rng: np.random.Generator, **kw: Any) -> None:
+        try:
+            self._inner.reset(n_runs, rng, **kw)
+        except TypeError:
+            self._inner.reset(n_runs, rng)
+        self._arms = np.broadcast_to(self._features, (n_runs,) + self._features.shape)
+
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
+        return self._inner.act(t, self._arms if arms is None else arms)
+
+    def observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        self._inner.observe(t, actions, rewards)
+
+
+def _with_features(policy: Any, seed: int) -> Any:
+    dim = getattr(policy, "dim", None)
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim < 1:
+        return policy
+    x = np.random.default_rng([int(seed), 7]).standard_normal((int(policy.n_arms), int(dim)))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return _WithFeatures(policy, x)
+
+
 def audit_policy(
     spec: str,
     params: dict[str, str] | None = None,
@@ -165,7 +204,7 @@ def audit_policy(
     horizon = check_int("--horizon", horizon, minimum=2)
     proto = get_protocol(protocol)
     params = dict(params or {})
-    policy = _build_policy(spec, params, horizon)
+    policy = _with_features(_build_policy(spec, params, horizon), seed)
     claim = getattr(policy, "claim", None)
     if not isinstance(claim, Guarantee):
         raise DPAuditError(
