@@ -15,7 +15,7 @@ from dpaudit.accountants import RDP, ZCDP
 from dpaudit.accountants.errors import DPAuditError
 from dpaudit.environments import ContextualLinearBandit
 from dpaudit.policies import make_policy
-from dpaudit.policies.oful import OFUL, RSOFUL, AdaCOFUL, AdaROFUL, batched_det, batched_inv
+from dpaudit.policies.oful import OFUL, RSOFUL, AdaCOFUL, AdaROFUL, batched_det, batched_inv, smallest_eigenvalue
 
 
 def drive(policy, env, T, n, seed=0, record=True, watch=None):
@@ -220,3 +220,6 @@ def test_batched_det_and_inv_match_numpy(d, seed):
     V = A @ A.transpose(0, 2, 1) + 0.1 * np.eye(d)
     np.testing.assert_allclose(batched_det(V), np.linalg.det(V), rtol=1e-9)
     np.testing.assert_allclose(batched_inv(V), np.linalg.inv(V), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(smallest_eigenvalue(V), np.linalg.eigvalsh(V)[:, 0], rtol=1e-6, atol=1e-9)
+    # repeated eigenvalues (a multiple of the identity) take the closed form's special branch
+    np.testing.assert_allclose(smallest_eigenvalue(np.broadcast_to(2.5 * np.eye(d), (2, d, d))), 2.5)

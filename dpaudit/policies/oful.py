@@ -47,7 +47,7 @@ from dpaudit.mechanisms import Fed, GaussianMechanism
 from dpaudit.policies.base import Policy
 from dpaudit.policies.registry import register
 
-__all__ = ["AdaCOFUL", "AdaROFUL", "RSOFUL", "OFUL", "batched_det", "batched_inv"]
+__all__ = ["AdaCOFUL", "AdaROFUL", "RSOFUL", "OFUL", "batched_det", "batched_inv", "smallest_eigenvalue"]
 
 _FEATURE_TOL = 1e-9
 
@@ -96,6 +96,47 @@ def batched_inv(V: np.ndarray) -> np.ndarray:
     out[:, 2, 1] = b * h - a * i
     out[:, 2, 2] = a * f - b * e
     return out / det[:, None, None]
+
+
+def _packed_det(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Determinants from the packed upper triangles ``U`` (m, n) of symmetric matrices."""
+    if d == 1:
+        return U[0].copy()
+    if d == 2:
+        return U[0] * U[2] - U[1] * U[1]
+    if d == 3:
+        a, b, c, f, g, j = U  # V00, V01, V02, V11, V12, V22
+        return a * (f * j - g * g) - b * (b * j - g * c) + c * (b * g - f * c)
+    return np.linalg.det(_unpack(U, d, iu))
+
+
+def _unpack(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Full ``(n, d, d)`` symmetric matrices from packed upper triangles ``(m, n)``."""
+    V = np.empty((U.shape[1], d, d))
+    V[:, iu[0], iu[1]] = U.T
+    V[:, iu[1], iu[0]] = U.T
+    return V
+
+
+def smallest_eigenvalue(V: np.ndarray) -> np.ndarray:
+    """lambda_min of stacked symmetric ``(n, d, d)`` matrices; closed form (Smith 1961) for d <= 3."""
+    d = V.shape[-1]
+    if d == 1:
+        return V[:, 0, 0].copy()
+    if d == 2:
+        h = 0.5 * (V[:, 0, 0] + V[:, 1, 1])
+        return h - np.sqrt(np.maximum(h * h - batched_det(V), 0.0))
+    if d > 3:
+        return np.linalg.eigvalsh(V)[:, 0]
+    q = np.trace(V, axis1=1, axis2=2) / 3.0
+    p1 = V[:, 0, 1] ** 2 + V[:, 0, 2] ** 2 + V[:, 1, 2] ** 2
+    p2 = (V[:, 0, 0] - q) ** 2 + (V[:, 1, 1] - q) ** 2 + (V[:, 2, 2] - q) ** 2 + 2.0 * p1
+    p = np.sqrt(p2 / 6.0)
+    safe = np.where(p > 0, p, 1.0)
+    B = (V - q[:, None, None] * np.eye(3)) / safe[:, None, None]
+    r = np.clip(batched_det(B) / 2.0, -1.0, 1.0)
+    phi = np.arccos(r) / 3.0
+    return np.where(p > 0, q + 2.0 * p * np.cos(phi + 2.0 * math.pi / 3.0), q)
 
 
 def chi2_radius(d: int, delta: np.ndarray | float) -> np.ndarray:
@@ -147,7 +188,9 @@ class _OFULBase(Policy):
     def _reset(self) -> None:
         n, d = self.n_runs, self.dim
         eye = np.eye(d)
-        self.V = np.broadcast_to(self.lam * eye, (n, d, d)).copy()
+        self._iu = np.triu_indices(d)
+        # the design matrix V_t, packed: upper-triangle entries (m, n), coordinate-major (speed)
+        self.U = np.where((self._iu[0] == self._iu[1])[:, None], self.lam, 0.0) * np.ones((1, n))
         self.logdet = np.full(n, d * math.log(self.lam))
         self.logdet_tau = self.logdet.copy()
         self.W_tau = np.broadcast_to(eye / self.lam, (n, d, d)).copy()
@@ -160,10 +203,16 @@ class _OFULBase(Policy):
         self.sum_ar = np.zeros((n, d))  # raw sum over the current episode (private) or all rounds
         self.noisy_sum = np.zeros((n, d))  # released sums + noise (private variants)
         self._mech = self._mechanism()
-        self._arms: np.ndarray | None = None
+        self._played = np.zeros((n, d))
         self._actions: np.ndarray | None = None
         self._hist: list[np.ndarray] = []  # played features per round, kept only while recording
         self._hist_start = 0
+        self._row_base = np.arange(n) * self.n_arms
+
+    @property
+    def V(self) -> np.ndarray:
+        """The design matrices ``lambda I + sum_s a_s a_s^T`` of every run, ``(n_runs, d, d)``."""
+        return _unpack(self.U, self.dim, self._iu)
 
     def _beta_np(self, logdet: np.ndarray | float) -> np.ndarray:
         """beta_t of seed 001 App. F (Thm 14, Step 4), from ``log det V_t``."""
@@ -176,30 +225,49 @@ class _OFULBase(Policy):
         if self.pending.any():
             self._switch(t, np.flatnonzero(self.pending))
         AM = np.matmul(arms, self.M)  # (n, K, d+1): [a^T V_tau^{-1} | <a, theta>]
-        quad = np.einsum("nkd,nkd->nk", AM[:, :, : self.dim], arms)
-        ucb = AM[:, :, self.dim] + self.beta[:, None] * np.sqrt(np.maximum(quad, 0.0))
+        ucb = np.einsum("nkd,nkd->nk", AM[:, :, : self.dim], arms)  # ||a||^2_{V_tau^{-1}}
+        np.maximum(ucb, 0.0, out=ucb)
+        np.sqrt(ucb, out=ucb)
+        ucb *= self.beta[:, None]
+        ucb += AM[:, :, self.dim]
+        who = type(self).name or type(self).__name__
+        if not np.isfinite(ucb).all():
+            raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
         actions = np.argmax(ucb, axis=1)
-        self._arms, self._actions = arms, actions
+        played = np.take(arms.reshape(-1, self.dim), self._row_base + actions, axis=0)  # (n, d)
+        if self.private:
+            # the sensitivity 2 B L needs ||a_s|| <= L for every played action (Assumption 1(1))
+            sq = np.einsum("nd,nd->n", played, played)
+            bound = self.feature_bound * (1.0 + _FEATURE_TOL)
+            if not np.all(sq <= bound * bound):
+                raise DPAuditError(
+                    f"{who} would play an action of norm {math.sqrt(float(np.max(sq))):g} at step {t}, above "
+                    f"feature_bound={self.feature_bound:g} that its sensitivity assumes; rescale the features or "
+                    "raise feature_bound."
+                )
+        self._played, self._actions = played, actions
         return actions
 
     def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
-        if self._arms is None or self._actions is None or not np.array_equal(actions, self._actions):
+        if self._actions is None or not np.array_equal(actions, self._actions):
             raise DPAuditError(
                 f"observe at step {t} got actions that differ from the ones act returned; "
                 "call act(t) and feed back its actions."
             )
-        a = self._arms[np.arange(self.n_runs), actions]  # (n, d) played features
+        a = self._played
+        self._actions = None
         self.sum_ar += a * rewards[:, None]
-        self.V += a[:, :, None] * a[:, None, :]
+        aT = a.T
+        self.U += aT[self._iu[0]] * aT[self._iu[1]]
         with np.errstate(divide="ignore"):
-            self.logdet = np.log(batched_det(self.V))
+            self.logdet = np.log(_packed_det(self.U, self.dim, self._iu))
         self.pending = self.logdet > self.logdet_tau + self.log1p_C
         if self._mech is not None and self.record:
             self._hist.append(a)
 
     def _switch(self, t: int, runs: np.ndarray) -> None:
         """Refresh the estimate of ``runs`` at step t (Alg. 3/4, Lines 6-9)."""
-        V = self.V[runs]
+        V = _unpack(self.U[:, runs], self.dim, self._iu)
         W = batched_inv(V)
         if self._mech is None:
             b = self.sum_ar[runs]
@@ -211,7 +279,7 @@ class _OFULBase(Policy):
             self.sum_ar[runs] = 0.0
             b = self.noisy_sum[runs]
             ell = self.n_switches[runs]
-            lam_min = np.linalg.eigvalsh(V)[:, 0]
+            lam_min = smallest_eigenvalue(V)
             sigma = float(self._mech.sigma)
             radius = chi2_radius(self.dim, self.delta / (ell * (ell + 1.0)))
             extra = sigma * np.sqrt(ell * radius / lam_min)
@@ -259,17 +327,6 @@ class _OFULBase(Policy):
         want = (self.n_runs, self.n_arms, self.dim)
         if arms.shape != want:
             raise DPAuditError(f"{who} got arms of shape {arms.shape} at step {t}; expected (n_runs, K, d) = {want}.")
-        if self.private:
-            sq = np.einsum("nkd,nkd->nk", arms, arms)
-            bound = self.feature_bound * (1.0 + _FEATURE_TOL)
-            if not np.all(sq <= bound * bound):  # also catches NaN
-                worst = float(np.sqrt(np.nanmax(sq))) if np.any(np.isfinite(sq)) else float("nan")
-                raise DPAuditError(
-                    f"{who} got an action of norm {worst:g} at step {t}, above feature_bound={self.feature_bound:g} "
-                    "that its sensitivity assumes; rescale the features or raise feature_bound."
-                )
-        elif not np.all(np.isfinite(arms)):
-            raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
         return arms
 
 
