@@ -34,8 +34,11 @@ from dpaudit.accountants.errors import DPAuditError, check_delta, check_int
 
 __all__ = ["add_named_options", "claimed_epsilon", "ledger_audit", "audit_policy", "check_named", "DEFAULTS"]
 
-#: default sample sizes: fresh views per side, likelihood runs, and the ranking sizes
+#: default sample sizes: fresh views per side, likelihood runs, and the ranking sizes; the horizon is
+#: the starting point of :func:`audit_horizon` when ``--horizon`` is not given
 DEFAULTS = {"runs": 50000, "horizon": 48, "confidence": 0.95}
+#: the longest horizon :func:`audit_horizon` will choose on its own
+MAX_AUTO_HORIZON = 16384
 
 
 def add_named_options(c: argparse.ArgumentParser) -> None:
@@ -46,8 +49,9 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
                    help="confidence of every lower bound (default 0.95)")
     c.add_argument("--runs", type=int, default=DEFAULTS["runs"],
                    help="fresh runs per side for the final attack evaluations (default 50000)")
-    c.add_argument("--horizon", type=int, default=DEFAULTS["horizon"],
-                   help="horizon T of the neighbouring inputs (default 48)")
+    c.add_argument("--horizon", type=int, default=None,
+                   help="horizon T of the neighbouring inputs (default: 48, or for a policy with a ledger "
+                        "whose first release comes later, just past that release)")
     c.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
     c.add_argument("--report", default=None, metavar="PATH.md",
                    help="also write a Markdown report (and a self-contained HTML page beside it)")
@@ -111,6 +115,45 @@ def ledger_audit(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.S
         "shared_rounds": int(shared.shape[0]),
         "max_releases_per_round": int(acc.usage.max(initial=0)),
     }
+
+
+def first_release_step(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
+                       n_runs: int = 20) -> int | None:
+    """The earliest step at which any of ``n_runs`` runs on ``data`` releases (None: no release)."""
+    protocol.run(policy, data, n_runs, np.random.default_rng(seed), None, record=True)
+    ledger = getattr(policy, "ledger", None)
+    steps = [int(r.step) for r in getattr(ledger, "releases", [])]
+    return min(steps) if steps else None
+
+
+def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.random.SeedSequence,
+                  reward_range: tuple[float, float]) -> tuple[int, str]:
+    """Choose the audit horizon: 48, or for a policy that releases nothing by then (phase-based
+    policies such as GOPE, whose first phase can last thousands of rounds) the first release step
+    plus 48 rounds, so that the view shows what the release changed. A horizon without a release
+    audits nothing private, so an audit there would be vacuous. Returns (horizon, how it was chosen).
+    """
+    from dpaudit.attacks.neighbours import PairSpec, make_pair
+
+    T = DEFAULTS["horizon"]
+    tail = DEFAULTS["horizon"]
+    while True:
+        policy = policy_for(T)
+        if not hasattr(policy, "ledger"):
+            return T, "default (the policy keeps no ledger to show when it releases)"
+        d = make_pair(PairSpec(0, "mid"), protocol, int(policy.n_arms), T, reward_range).d0
+        step = first_release_step(policy, protocol, d, seed)
+        if step is not None:
+            if T == DEFAULTS["horizon"]:
+                return T, "default"
+            return min(step + 1 + tail, T), (f"first release at step {step}, so the audit runs {tail} rounds past "
+                                             f"it (the default {DEFAULTS['horizon']} sees no release)")
+        if T >= MAX_AUTO_HORIZON:
+            raise DPAuditError(
+                f"the policy releases nothing within {MAX_AUTO_HORIZON} rounds on the audit table, so there is no "
+                "private release to audit; give --horizon explicitly (larger) if its first release comes later."
+            )
+        T *= 2
 
 
 def _versions() -> dict[str, str]:
@@ -187,12 +230,15 @@ def audit_policy(
     delta: float = 1e-5,
     confidence: float = 0.95,
     runs: int = 50000,
-    horizon: int = 48,
+    horizon: int | None = None,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     command: str = "",
 ) -> dict[str, Any]:
-    """Run the claim, the ledger audit, the neighbouring search and both attacks; return the findings."""
+    """Run the claim, the ledger audit, the neighbouring search and both attacks; return the findings.
+
+    ``horizon=None`` lets :func:`audit_horizon` choose it (48 unless the policy's first release comes later).
+    """
     from dpaudit.attacks.bounds import check_confidence
     from dpaudit.attacks.neighbours import search
     from dpaudit.protocols import get_protocol
@@ -201,9 +247,20 @@ def audit_policy(
     delta = check_delta(delta)
     confidence = check_confidence(confidence)
     runs = check_int("--runs", runs, minimum=100)
-    horizon = check_int("--horizon", horizon, minimum=2)
     proto = get_protocol(protocol)
     params = dict(params or {})
+    root = np.random.SeedSequence(seed)
+    s_ledger, s_search, s_horizon = root.spawn(3)
+    notes: list[str] = []
+    if horizon is None:
+        probe = _with_features(_build_policy(spec, dict(params), DEFAULTS["horizon"]), seed)
+        rr_probe = tuple(getattr(probe, "reward_range", (0.0, 1.0)))
+        rr_probe = rr_probe if all(math.isfinite(x) for x in rr_probe) else (0.0, 1.0)
+        horizon, how = audit_horizon(lambda T: _with_features(_build_policy(spec, dict(params), T), seed),
+                                     proto, s_horizon, rr_probe)
+        if how != "default":
+            notes.append(f"horizon T = {horizon} chosen automatically: {how}.")
+    horizon = check_int("--horizon", horizon, minimum=2)
     policy = _with_features(_build_policy(spec, params, horizon), seed)
     claim = getattr(policy, "claim", None)
     if not isinstance(claim, Guarantee):
@@ -212,8 +269,6 @@ def audit_policy(
             "dpaudit.accountants (e.g. ZCDP(0.1)) to be judged against."
         )
     eps_claim, claim_method = claimed_epsilon(claim, delta)
-    root = np.random.SeedSequence(seed)
-    s_ledger, s_search = root.spawn(2)
 
     has_ledger = hasattr(policy, "ledger")
     n_attacks = 2 if has_ledger else 1
@@ -229,6 +284,10 @@ def audit_policy(
         rr = rr if all(math.isfinite(x) for x in rr) else (0.0, 1.0)
         d = make_pair(PairSpec(0, "mid"), proto, K, horizon, rr).d0
         ledger = ledger_audit(policy, proto, d, s_ledger)
+        if ledger is not None and ledger.get("releases") == 0:
+            notes.append(f"no release happened within T = {horizon} rounds, so the attacks saw nothing private "
+                         "and their bounds say nothing about the claim; rerun with a larger --horizon "
+                         "(or without it, to let dpaudit find the first release).")
 
     res = search(policy, proto, horizon=horizon, delta=delta, confidence_membership=conf_each,
                  confidence_likelihood=conf_each if has_ledger else None, seed=s_search,
@@ -281,6 +340,7 @@ def audit_policy(
         "renyi_violation": renyi_violation,
         "ledger": ledger_out,
         "search": res.ranking,
+        "notes": notes,
         "versions": _versions(),
         "seconds": time.perf_counter() - t0,
     }
@@ -325,6 +385,8 @@ def _print_human(out: dict[str, Any]) -> None:
               f"({a['samples']} samples, {a['seconds']:.1f} s{extra})")
     w = out["witness"]
     print(f"witness     {w.get('label', '')} ({w['attack']})")
+    for note in out.get("notes", []):
+        print(f"note        {note}")
     print(f"verdict     {out['verdict'].upper()}: {out['reason']}.")
 
 
@@ -336,18 +398,19 @@ def check_named(args: argparse.Namespace) -> int:
     argv = ["check", "policy", args.policy, "--protocol", args.protocol]
     for item in args.param:
         argv += ["--param", item]
-    argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs),
-             "--horizon", str(args.horizon), "--seed", str(args.seed)]
-    if args.report is not None:
-        argv += ["--report", str(args.report)]
-    command = "dpaudit " + " ".join(shlex.quote(a) for a in argv)
     if args.report is not None and not str(args.report).endswith(".md"):
         raise DPAuditError(f"--report must name a Markdown file ending in .md, got {args.report!r}.")
     out = audit_policy(
         args.policy, parse_params(args.param), protocol=args.protocol, delta=args.delta,
         confidence=args.confidence, runs=args.runs, horizon=args.horizon, seed=args.seed,
-        progress=_progress(), command=command,
+        progress=_progress(),
     )
+    # the horizon written is the one used, so the command reproduces the audit even when it was chosen
+    argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs),
+             "--horizon", str(out["horizon"]), "--seed", str(args.seed)]
+    if args.report is not None:
+        argv += ["--report", str(args.report)]
+    out["command"] = "dpaudit " + " ".join(shlex.quote(a) for a in argv)
     if args.report is not None:
         from dpaudit.report import write_report
 

@@ -37,6 +37,7 @@ def _verdict_sentence(out: dict[str, Any]) -> str:
 def markdown_report(out: dict[str, Any]) -> str:
     """The findings of :func:`dpaudit.check_named.audit_policy` as Markdown."""
     lines = [f"# dpaudit check: `{out['policy']}`", "", _verdict_sentence(out), ""]
+    lines += [f"> Note: {note}" for note in out.get("notes", [])] + ([""] if out.get("notes") else [])
     lines += ["## How to reproduce", "", "```", out.get("command") or "(called from Python)", "```", ""]
     v = out.get("versions", {})
     lines += ["| item | value |", "| --- | --- |"]

@@ -125,3 +125,34 @@ def test_report_is_written(tmp_path, capsys):
     assert "## The claim" in text and "## Witness" in text and "numpy" in text and "| seed | 0 |" in text
     page = md.with_suffix(".html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "data:image/png;base64," in page
+
+
+def test_horizon_is_raised_past_a_late_first_release():
+    """GOPE's first phase outlasts the default 48 rounds; without --horizon the audit must reach its release."""
+    import numpy as np
+
+    from dpaudit.check_named import _build_policy, _with_features, audit_horizon, first_release_step
+    from dpaudit.protocols import get_protocol
+
+    proto = get_protocol("table")
+    params = {"n_arms": "3", "dim": "2"}
+    build = lambda T: _with_features(_build_policy("adac-gope", dict(params), T), 0)  # noqa: E731
+    T, how = audit_horizon(build, proto, np.random.SeedSequence(1), (0.0, 1.0))
+    assert T > 48 and "first release at step" in how
+    step = int(how.split("first release at step ")[1].split(",")[0])
+    assert T == step + 1 + 48
+    # the release really is the first one: nothing before `step`, something at it
+    from dpaudit.attacks.neighbours import PairSpec, make_pair
+
+    d = make_pair(PairSpec(0, "mid"), proto, 3, T, (0.0, 1.0)).d0
+    assert first_release_step(build(T), proto, d, np.random.SeedSequence(1)) == step
+    # a policy that releases early keeps the default
+    ucb = lambda T: _build_policy("adac-ucb", {"n_arms": "2"}, T)  # noqa: E731
+    assert audit_horizon(ucb, proto, np.random.SeedSequence(1), (0.0, 1.0)) == (48, "default")
+
+
+def test_explicit_horizon_without_release_is_flagged(capsys):
+    code, out = _json(capsys, ["check", "policy", "adac-gope", "--param", "n_arms=3", "--param", "dim=2",
+                               "--horizon", "6", "--runs", "500"])
+    assert code == 0 and out["ledger"]["releases"] == 0
+    assert any("no release happened within T = 6" in n for n in out["notes"])
