@@ -307,7 +307,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "regret",
         help="mean regret of a policy, with a confidence band, against its non-private twin",
-        description="Simulate a policy on a stochastic bandit and report its mean regret with a 95%% "
+        description="Simulate a policy on a stochastic bandit and report its mean regret with a 95% "
         "confidence interval beside its non-private twin's (the same episodes without noise).",
     )
     p.add_argument("policy", metavar="POLICY", help="registered name (see `dpaudit list`) or plug-in file.py:Class")
