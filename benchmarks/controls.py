@@ -52,10 +52,12 @@ def _name(label: str) -> str:
     return label.split(" ")[0]
 
 
-def run(seeds: int) -> dict:
+def run(seeds: int, only: list[str] | None = None) -> dict:
     res: dict = {"settings": SETTINGS, "seeds": seeds, "correct": {}, "mutants": {}}
     for group, table in (("correct", CORRECT), ("mutants", MUTANTS)):
         for label, params in table.items():
+            if only and label not in only:
+                continue
             t0 = time.perf_counter()
             flags, lower, claimed, lik_over_exact = 0, [], None, 0
             for s in range(seeds):
@@ -109,11 +111,16 @@ def markdown(res: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=50)
+    ap.add_argument("--runs", type=int, default=SETTINGS["runs"], help="fresh runs per side (default 5000)")
+    ap.add_argument("--only", action="append", default=None, metavar="LABEL",
+                    help="audit only this policy or mutant (repeatable); results go to controls-<runs>.md")
     args = ap.parse_args()
-    res = run(args.seeds)
-    (HERE / "controls.json").write_text(json.dumps(res, indent=2))
+    SETTINGS["runs"] = args.runs
+    res = run(args.seeds, args.only)
+    stem = "controls" if not args.only else f"controls-runs{args.runs}"
+    (HERE / f"{stem}.json").write_text(json.dumps(res, indent=2))
     text = markdown(res)
-    (HERE / "controls.md").write_text(text)
+    (HERE / f"{stem}.md").write_text(text)
     print(text)
 
 
