@@ -50,8 +50,6 @@ from dpaudit.policies.registry import register
 __all__ = ["AdaCOFUL", "AdaROFUL", "RSOFUL", "OFUL", "batched_det", "batched_inv", "smallest_eigenvalue"]
 
 _FEATURE_TOL = 1e-9
-#: up to this dimension the index is computed coordinate by coordinate instead of by batched matmul
-_SMALL_DIM = 4
 
 
 def batched_det(V: np.ndarray) -> np.ndarray:
@@ -198,12 +196,6 @@ class _OFULBase(Policy):
         self.W_tau = np.broadcast_to(eye / self.lam, (n, d, d)).copy()
         self.theta = np.zeros((n, d))
         self.M = np.concatenate([self.W_tau, self.theta[:, :, None]], axis=2)  # [V_tau^{-1} | theta]
-        # coordinate-major copies for small d (numpy's batched matmul of 3x3 blocks is per-block slow):
-        # the packed upper triangle of V_tau^{-1} with off-diagonal entries doubled, and theta
-        off = np.where(self._iu[0] == self._iu[1], 1.0, 2.0)
-        self._w_scale = off[:, None]
-        self.Wp = self.W_tau[:, self._iu[0], self._iu[1]].T * self._w_scale  # (m, n)
-        self.thetaT = np.ascontiguousarray(self.theta.T)  # (d, n)
         self.beta = np.full(n, self._beta_np(self.logdet))
         self.tau = np.zeros(n, dtype=np.int64)
         self.n_switches = np.zeros(n, dtype=np.int64)
@@ -232,23 +224,12 @@ class _OFULBase(Policy):
         arms = self._check_arms(t, arms)
         if self.pending.any():
             self._switch(t, np.flatnonzero(self.pending))
-        if self.dim <= _SMALL_DIM:
-            X = np.ascontiguousarray(np.moveaxis(arms, 2, 0))  # (d, n, K)
-            quad = np.zeros(arms.shape[:2])  # ||a||^2_{V_tau^{-1}} = sum_{i <= j} (2 - [i = j]) W_ij a_i a_j
-            for k, (i, j) in enumerate(zip(*self._iu)):
-                quad += (X[i] * X[j]) * self.Wp[k][:, None]
-            mean = X[0] * self.thetaT[0][:, None]  # <a, theta>
-            for j in range(1, self.dim):
-                mean += X[j] * self.thetaT[j][:, None]
-            ucb = quad
-        else:
-            AM = np.matmul(arms, self.M)  # (n, K, d+1): [a^T V_tau^{-1} | <a, theta>]
-            ucb = np.einsum("nkd,nkd->nk", AM[:, :, : self.dim], arms)
-            mean = AM[:, :, self.dim]
+        AM = np.matmul(arms, self.M)  # (n, K, d+1): [a^T V_tau^{-1} | <a, theta>]
+        ucb = np.einsum("nkd,nkd->nk", AM[:, :, : self.dim], arms)  # ||a||^2_{V_tau^{-1}}
         np.maximum(ucb, 0.0, out=ucb)
         np.sqrt(ucb, out=ucb)
         ucb *= self.beta[:, None]
-        ucb += mean
+        ucb += AM[:, :, self.dim]
         who = type(self).name or type(self).__name__
         if not np.isfinite(ucb).all():
             raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
@@ -307,8 +288,6 @@ class _OFULBase(Policy):
         self.theta[runs] = theta
         self.M[runs, :, : self.dim] = W
         self.M[runs, :, self.dim] = theta
-        self.Wp[:, runs] = W[:, self._iu[0], self._iu[1]].T * self._w_scale
-        self.thetaT[:, runs] = theta.T
         self.logdet_tau[runs] = self.logdet[runs]
         self.beta[runs] = self._beta_np(self.logdet[runs]) + extra
         self.tau[runs] = t
