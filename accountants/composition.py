@@ -237,9 +237,11 @@ class RoundAccount:
         out = self.mu2[..., None] * a / 2
         if self.lap_eps_i.size:
             flat = self.lap_run * self.horizon + self.lap_round
-            contrib = laplace_renyi(a[None, :], self.lap_eps_i[:, None])  # (entries, orders)
-            add = np.zeros((self.n_runs * self.horizon, a.size))
-            np.add.at(add, flat, contrib)
+            # releases share few distinct eps_i: evaluate the Laplace curve once per distinct value
+            eps_u, inv = np.unique(self.lap_eps_i, return_inverse=True)
+            table = laplace_renyi(a[None, :], eps_u[:, None])  # (distinct eps, orders)
+            size = self.n_runs * self.horizon
+            add = np.stack([np.bincount(flat, weights=table[inv, j], minlength=size) for j in range(a.size)], axis=1)
             out = out + add.reshape(self.n_runs, self.horizon, a.size)
         return out[..., 0] if np.ndim(alpha) == 0 else out
 

@@ -317,6 +317,23 @@ def test_per_round_accounting_hand_example():
     assert g_only.guarantee() == ZCDP(2.5)
 
 
+def test_per_round_renyi_sums_laplace_releases_of_a_round():
+    # round 0 of run 0 fed Laplace releases with eps 0.5 and 0.2 and a Gaussian (ratio 1); round 1
+    # fed one eps-0.5 release; run 1 round 2 fed two eps-0.5 releases (the same value twice)
+    run = np.array([0, 0, 0, 0, 1, 1])
+    rnd = np.array([0, 0, 0, 1, 2, 2])
+    kind = np.array([False, False, True, False, False, False])
+    ratio = np.array([0.5, 0.2, 1.0, 0.5, 0.5, 0.5])
+    acc = per_round_account(2, 3, run, rnd, kind, ratio)
+    a = np.array([1.5, 2.0, 8.0])
+    got = acc.renyi(a)
+    np.testing.assert_allclose(got[0, 0], laplace_renyi(a, 0.5) + laplace_renyi(a, 0.2) + a / 2, rtol=1e-12)
+    np.testing.assert_allclose(got[0, 1], laplace_renyi(a, 0.5), rtol=1e-12)
+    np.testing.assert_allclose(got[1, 2], 2 * laplace_renyi(a, 0.5), rtol=1e-12)
+    np.testing.assert_allclose(got[0, 2], 0.0)
+    np.testing.assert_allclose(acc.renyi(2.0), got[..., 1])
+
+
 def test_per_round_accounting_rejects_bad_entries():
     with pytest.raises(DPAuditError, match="round 5"):
         per_round_account(1, 3, np.array([0]), np.array([5]), np.array([True]), np.array([1.0]))
