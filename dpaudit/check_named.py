@@ -249,6 +249,14 @@ def audit_policy(
     runs = check_int("--runs", runs, minimum=100)
     proto = get_protocol(protocol)
     params = dict(params or {})
+    if proto.name == "interactive":
+        probe = _build_policy(spec, dict(params), DEFAULTS["horizon"])
+        if not getattr(probe, "accepts_queries", True):
+            raise DPAuditError(
+                f"policy {spec!r} cannot be audited under Interactive DP: it only observes the arm it chose "
+                "(its schedule fixes the observed arm), so an adversary's query cannot be fed back; use "
+                "--protocol table or --protocol view."
+            )
     root = np.random.SeedSequence(seed)
     s_ledger, s_search, s_horizon = root.spawn(3)
     notes: list[str] = []

@@ -129,6 +129,11 @@ class Protocol:
         n_arms = int(policy.n_arms)
         horizon = data.shape[0]
         data = self.check_input(data, horizon, n_arms)
+        if adversary is not None and not getattr(policy, "accepts_queries", True):
+            raise DPAuditError(
+                f"{getattr(policy, 'name', '') or type(policy).__name__} only observes the arm it chose, so it "
+                "cannot be run against an Interactive-DP adversary; use the table or view protocol."
+            )
         try:
             policy.reset(n_runs, rng, record=record)
         except TypeError:  # plug-ins need not accept ``record``

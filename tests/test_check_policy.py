@@ -156,3 +156,18 @@ def test_explicit_horizon_without_release_is_flagged(capsys):
                                "--horizon", "6", "--runs", "500"])
     assert code == 0 and out["ledger"]["releases"] == 0
     assert any("no release happened within T = 6" in n for n in out["notes"])
+
+
+@pytest.mark.parametrize("name", ["adac-gope", "adac-oful"])
+def test_interactive_protocol_is_refused_for_fixed_schedule_policies(capsys, name):
+    import numpy as np
+
+    from dpaudit.policies import make_policy
+    from dpaudit.protocols import ConstantAdversary, get_protocol
+
+    assert main(["check", "policy", name, "--protocol", "interactive", "--runs", "500"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be audited under Interactive DP" in err and "--protocol table" in err
+    with pytest.raises(Exception, match="Interactive-DP adversary"):
+        get_protocol("interactive").run(make_policy(name), np.zeros((4, 10)), 2, np.random.default_rng(0),
+                                        ConstantAdversary((0, 1, 0, 1)))

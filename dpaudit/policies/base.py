@@ -51,6 +51,9 @@ class Policy:
     n_arms: int
     claim: Guarantee | None = None
     reward_range: tuple[float, float] = (-math.inf, math.inf)
+    #: whether ``observe`` accepts an arm other than the one ``act`` returned (Interactive DP feeds back
+    #: the adversary's query q_t); policies whose schedule fixes the observed arm set this to False
+    accepts_queries: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self.n_runs = 0

@@ -150,6 +150,7 @@ class _GOPEBase(Policy):
     """
 
     private = False
+    accepts_queries = False  # its phase schedule fixes the arm observed at every step
     fast_path = True
 
     def __init__(

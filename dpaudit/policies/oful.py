@@ -150,6 +150,7 @@ class _OFULBase(Policy):
     """Shared batched machinery of the rarely-switching OFUL blueprint (see the module docstring)."""
 
     private = False
+    accepts_queries = False  # its design matrix and episode sums are built from the features it played
 
     def __init__(
         self,
