@@ -101,6 +101,8 @@ def check_actions(actions: Any, n_runs: int, n_arms: int, who: str, t: int) -> n
             a = a.astype(np.int64)
         else:
             raise DPAuditError(f"policy {who} returned non-integer actions at step {t} (dtype {a.dtype}).")
+    if a.size and 0 <= a.min() and a.max() < n_arms:
+        return a
     bad = (a < 0) | (a >= n_arms)
     if np.any(bad):
         raise DPAuditError(
@@ -114,9 +116,12 @@ def check_rewards(rewards: Any, n_runs: int, reward_range: tuple[float, float], 
     r = np.asarray(rewards, dtype=float)
     if r.shape != (n_runs,):
         raise DPAuditError(f"rewards at step {t} have shape {r.shape}; expected ({n_runs},).")
+    lo, hi = reward_range
+    r_min, r_max = r.min(), r.max()  # NaN propagates, so this one test also rejects NaN and inf
+    if lo <= r_min and r_max <= hi and math.isfinite(r_min) and math.isfinite(r_max):
+        return r
     if not np.all(np.isfinite(r)):
         raise DPAuditError(f"rewards at step {t} contain NaN or inf; rewards must be finite numbers.")
-    lo, hi = reward_range
     if np.any((r < lo) | (r > hi)):
         bad = r[(r < lo) | (r > hi)][0]
         raise DPAuditError(

@@ -225,6 +225,8 @@ class _GOPEBase(Policy):
     def _reset(self) -> None:
         n, K, d = self.n_runs, self.n_arms, self.dim
         self._arms: np.ndarray | None = None
+        self._rows = np.arange(n)
+        self._acted: tuple[int, np.ndarray] | None = None  # (step, actions) of the last act, for observe
         self.set_id = np.zeros(n, dtype=np.int64)
         self._sets: list[np.ndarray] = []
         self.ell = np.ones(n, dtype=np.int64)
@@ -348,13 +350,15 @@ class _GOPEBase(Policy):
             self._init_arms(t, arr)
             self._arms = arms if arms is not None else arr
         pos = t - self.start
-        return np.sum(self.cum <= pos[:, None], axis=1)
+        self._acted = (t, np.sum(self.cum <= pos[:, None], axis=1))
+        return self._acted[1].copy()
 
     def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
-        n = self.n_runs
-        if np.any(actions != np.sum(self.cum <= (t - self.start)[:, None], axis=1)):
+        acted = self._acted
+        if acted is None or acted[0] != t or not np.array_equal(actions, acted[1]):
             raise DPAuditError(f"observe at step {t} got actions that differ from the phase schedule act returned.")
-        self.sums[np.arange(n), actions] += rewards
+        self._acted = None
+        self.sums[self._rows, actions] += rewards
         ended = np.flatnonzero(t + 1 - self.start == self.length)
         if ended.size:
             self._end_phase(t, ended)
