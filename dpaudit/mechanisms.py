@@ -29,6 +29,7 @@ __all__ = [
     "Ledger",
     "GaussianMechanism",
     "LaplaceMechanism",
+    "PreDrawn",
 ]
 
 NoiseKind = Literal["gaussian", "laplace"]
@@ -54,6 +55,32 @@ class Noise:
         else:
             lp = -np.abs(z) - np.log(2 * self.scale)
         return np.sum(lp, axis=-1) if np.ndim(lp) > 1 else lp
+
+
+class PreDrawn:
+    """Standard draws made in advance, handed to a mechanism in place of a generator.
+
+    Policies whose per-step and episode-level paths group releases differently draw each
+    release's standard noise from a fixed place (e.g. entry (run, arm) of the k-th block drawn
+    from the policy's generator), so both paths release identical values on fixed inputs. The
+    mechanism still applies its own scale, so the ledger records exactly what was added.
+    """
+
+    def __init__(self, z: np.ndarray) -> None:
+        self.z = np.asarray(z, dtype=float)
+
+    def _get(self, shape: tuple[int, ...]) -> np.ndarray:
+        if tuple(shape) != self.z.shape:
+            raise DPAuditError(f"pre-drawn noise has shape {self.z.shape}, but the mechanism asked for {tuple(shape)}.")
+        return self.z
+
+    def standard_normal(self, shape: tuple[int, ...]) -> np.ndarray:
+        return self._get(shape)
+
+    def laplace(self, loc: float, scale: float, shape: tuple[int, ...]) -> np.ndarray:
+        if loc != 0.0 or scale != 1.0:
+            raise DPAuditError("pre-drawn Laplace noise is standard (loc 0, scale 1).")
+        return self._get(shape)
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ import numpy as np
 
 from dpaudit.accountants import RDP, ZCDP
 from dpaudit.accountants.errors import DPAuditError, check_delta, check_int, check_order, check_positive
-from dpaudit.mechanisms import Fed, GaussianMechanism
+from dpaudit.mechanisms import Fed, GaussianMechanism, PreDrawn
 from dpaudit.policies.base import Policy
 from dpaudit.policies.registry import register
 
@@ -121,24 +121,6 @@ class PhasePlan:
     V_pinv_sqrt: np.ndarray  # (d, d) (V^+)^{1/2}
     g: float  # max_{b in A_l} ||b||_{V^+}
     c: float  # c_l
-
-
-class _RowStreams:
-    """Noise source whose row i comes from its own stream ``default_rng([key, run_i, phase_i])``.
-
-    The private GOPE policies draw a release's noise from a stream fixed by (run, phase), so the
-    draws do not depend on which other runs release in the same call: the per-step path and the
-    episode-level path (which groups phase ends differently) give identical trajectories on fixed
-    inputs for the same seed. Only ``standard_normal`` is needed (Gaussian mechanisms).
-    """
-
-    def __init__(self, key: int, runs: np.ndarray, phases: np.ndarray) -> None:
-        self.seeds = [(key, int(r), int(p)) for r, p in zip(runs, phases)]
-
-    def standard_normal(self, shape: tuple[int, ...]) -> np.ndarray:
-        if shape[0] != len(self.seeds):
-            raise ValueError("row streams: one row per releasing run")
-        return np.stack([np.random.default_rng(list(s)).standard_normal(shape[1:]) for s in self.seeds])
 
 
 class _GOPEBase(Policy):
@@ -241,14 +223,27 @@ class _GOPEBase(Policy):
         self.V_pinv = np.zeros((n, d, d))
         self.V_pinv_sqrt = np.zeros((n, d, d))
         self._mech = self._mechanism()
-        self._noise_key = int(self.rng.integers(2**63)) if self.rng is not None else 0
+        self._blocks = np.zeros((0, n, 0))  # (levels, n_runs, width) standard draws, see _noise
 
     def _mechanism(self) -> GaussianMechanism | None:
         return None
 
-    def _noise(self, runs: np.ndarray) -> _RowStreams:
-        """The noise source of a release by ``runs`` at their current phases (see _RowStreams)."""
-        return _RowStreams(self._noise_key, runs, self.ell[runs])
+    def _noise(self, runs: np.ndarray, width: int) -> PreDrawn:
+        """Standard draws for the releases of ``runs`` at their current phases.
+
+        Run i's phase-l release uses row i of the l-th (n_runs, width) block of standard normals,
+        blocks drawn from the policy's generator on first use, in phase order. The per-step path
+        and the phase path group phase ends differently (runs in different phases can end at the
+        same step), so the draws must not depend on the grouping: this way both paths release
+        identical values on fixed inputs for the same seed, with no per-run generator.
+        """
+        level = self.ell[runs] - 1
+        need = int(level.max(initial=-1)) + 1
+        if need > self._blocks.shape[0]:
+            new = np.stack([self.rng.standard_normal((self.n_runs, width))
+                            for _ in range(need - self._blocks.shape[0])])
+            self._blocks = new if self._blocks.shape[0] == 0 else np.concatenate([self._blocks, new])
+        return PreDrawn(self._blocks[level, runs])
 
     # -- episode-level path ---------------------------------------------------------------------
     def set_arms(self, arms: np.ndarray) -> None:
@@ -453,7 +448,7 @@ class AdaCGOPE(_GOPEBase):
             coef = np.einsum("nde,nke->nkd", S, arms) / g[:, None, None]  # (n_r, K, d)
             fed = self._fed(runs, coef)
         value = self._mech.release(
-            centre, self._noise(runs), ledger=self.ledger, label="whitened phase estimate V^-1/2 sum a_s r_s / g",
+            centre, self._noise(runs, self.dim), ledger=self.ledger, label="whitened phase estimate V^-1/2 sum a_s r_s / g",
             step=t, runs=runs, fed=fed,
         )
         return g[:, None] * np.einsum("nde,ne->nd", S, value)
@@ -480,7 +475,7 @@ class AdaRGOPE(_GOPEBase):
         feature_bound: float = 1.0,
         fw_tol: float = 1e-4,
     ) -> None:
-        self.alpha = check_order(alpha)
+        self.alpha = check_order(alpha, finite_for="AdaR-GOPE")
         self.epsilon = check_positive("epsilon", epsilon)
         super().__init__(n_arms, dim, delta, reward_bound, feature_bound, fw_tol)
         self.claim = RDP.point(self.alpha, self.epsilon)
@@ -500,7 +495,7 @@ class AdaRGOPE(_GOPEBase):
             coef = np.broadcast_to(np.eye(self.n_arms), (runs.size, self.n_arms, self.n_arms))
             fed = self._fed(runs, coef)
         value = self._mech.release(
-            self.sums[runs], self._noise(runs), ledger=self.ledger, label="per-arm phase reward sums", step=t,
+            self.sums[runs], self._noise(runs, self.n_arms), ledger=self.ledger, label="per-arm phase reward sums", step=t,
             runs=runs, fed=fed,
         )
         value = np.where(self.counts[runs] > 0, value, 0.0)

@@ -36,9 +36,9 @@ import math
 
 import numpy as np
 
-from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism
+from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism, PreDrawn
 from dpaudit.policies.registry import register
-from dpaudit.policies.ucb import AdaCUCB, AdaPUCB, _Replay
+from dpaudit.policies.ucb import AdaCUCB, AdaPUCB
 
 __all__ = [
     "SharedNoiseUCB",
@@ -113,7 +113,7 @@ class NoForgettingUCB(AdaCUCB):
         z = self._draws(runs, arms)
         label = f"{self.name}: cumulative reward sum"
         if not (self.ledger is not None and self.ledger.enabled):
-            noisy = self._mech.release(cum, _Replay(z), ledger=None, label=label)
+            noisy = self._mech.release(cum, PreDrawn(z), ledger=None, label=label)
         else:
             noisy = np.empty(runs.size)
             steps = stop - 1
@@ -128,7 +128,7 @@ class NoForgettingUCB(AdaCUCB):
                     rounds.append(f.rounds)
                 pos_a = np.concatenate(pos)
                 fed = Fed(pos_a, np.concatenate(rounds), np.ones((pos_a.size, 1)))
-                noisy[g] = self._mech.release(cum[g], _Replay(z[g]), ledger=self.ledger, label=label,
+                noisy[g] = self._mech.release(cum[g], PreDrawn(z[g]), ledger=self.ledger, label=label,
                                               step=int(steps[g[0]]), runs=runs[g], fed=fed, arm=arms[g])
         # complete() divides by the episode length: hand it the noisy cumulative mean times that length
         return noisy / self._cumn[runs, arms] * (stop - start)
@@ -153,7 +153,7 @@ class MeanSensitivityUCB(AdaCUCB):
         order = np.argsort(steps, kind="stable")
         for g in np.split(order, np.flatnonzero(np.diff(steps[order])) + 1):
             mech = GaussianMechanism(1.0, scale[g])
-            out[g] = mech.release(sums[g], _Replay(z[g]), ledger=self.ledger, label=label, step=int(steps[g[0]]),
+            out[g] = mech.release(sums[g], PreDrawn(z[g]), ledger=self.ledger, label=label, step=int(steps[g[0]]),
                                   runs=runs[g], fed=Fed.interval(start[g], stop[g], 1.0), arm=arms[g])
         return out
 

@@ -52,31 +52,11 @@ import numpy as np
 
 from dpaudit.accountants import RDP, ZCDP, ApproxDP, PureDP
 from dpaudit.accountants.errors import DPAuditError, check_delta, check_int, check_order, check_positive
-from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism
+from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism, PreDrawn
 from dpaudit.policies.base import Policy, check_rewards
 from dpaudit.policies.registry import register
 
 __all__ = ["EpisodeUCB", "AdaCUCB", "AdaRUCB", "AdaEDUCB", "AdaPUCB", "UCB1"]
-
-
-class _Replay:
-    """Hands a mechanism pre-drawn standard draws in place of a generator (same shape only)."""
-
-    def __init__(self, z: np.ndarray) -> None:
-        self.z = z
-
-    def _get(self, shape: tuple[int, ...]) -> np.ndarray:
-        if tuple(shape) != self.z.shape:
-            raise RuntimeError(f"pre-drawn noise has shape {self.z.shape}, the mechanism asked for {shape}")
-        return self.z
-
-    def standard_normal(self, shape):
-        return self._get(shape)
-
-    def laplace(self, loc, scale, shape):
-        if loc != 0.0 or scale != 1.0:
-            raise RuntimeError("pre-drawn Laplace noise is standard (loc 0, scale 1)")
-        return self._get(shape)
 
 
 def _fast_rewards(rewards: Any, n_runs: int, lo: float, hi: float, who: str, t: int) -> np.ndarray:
@@ -159,14 +139,14 @@ class EpisodeUCB(Policy):
         z = self._draws(runs, arms)
         label = f"{self.name}: episode reward sum"
         if not (self.ledger is not None and self.ledger.enabled):
-            return self._mech.release(sums, _Replay(z), ledger=None, label=label)
+            return self._mech.release(sums, PreDrawn(z), ledger=None, label=label)
         out = np.empty(runs.size)
         steps = stop - 1
         order = np.argsort(steps, kind="stable")
         bounds = np.flatnonzero(np.diff(steps[order])) + 1
         for g in np.split(order, bounds):  # one release per end step (the ledger's step is a scalar)
             out[g] = self._mech.release(
-                sums[g], _Replay(z[g]), ledger=self.ledger, label=label, step=int(steps[g[0]]),
+                sums[g], PreDrawn(z[g]), ledger=self.ledger, label=label, step=int(steps[g[0]]),
                 runs=runs[g], fed=Fed.interval(start[g], stop[g], 1.0), arm=arms[g],
             )
         return out
@@ -279,9 +259,7 @@ class AdaRUCB(_EpsAlias, _GaussianEpisodeUCB):
 
     def __init__(self, n_arms: int = 2, alpha: float = 2.0, epsilon: float = 1.0, beta: float = 4.0) -> None:
         super().__init__(n_arms, beta)
-        self.alpha = check_order(alpha)
-        if math.isinf(self.alpha):
-            raise DPAuditError("alpha must be a finite Rényi order > 1 for AdaR-UCB (its noise scale grows with alpha), got inf.")
+        self.alpha = check_order(alpha, finite_for="AdaR-UCB")
         self.epsilon = check_positive("epsilon", epsilon)
         self._mech = GaussianMechanism.for_rdp(self.alpha, self.epsilon, sensitivity=1.0)
         self.variance = self.alpha / (2.0 * self.epsilon)
