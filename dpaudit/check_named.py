@@ -199,6 +199,15 @@ class _WithFeatures:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
+    @property
+    def wrapped(self) -> Any:
+        """The policy inside (the protocols' block path checks where it comes from)."""
+        return self._inner
+
+    def prepare_blocks(self) -> None:
+        """Give a phase-based policy (GOPE) its fixed action set before the block path's plan()."""
+        self._inner.set_arms(self._arms)
+
     def reset(self, n_runs: int, rng: np.random.Generator, **kw: Any) -> None:
         try:
             self._inner.reset(n_runs, rng, **kw)

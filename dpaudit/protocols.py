@@ -13,6 +13,13 @@ protocol        private input                policy observes at t     view      
 Each protocol turns (policy, input) into an interactive mechanism: :meth:`Protocol.run` samples
 views for a batch of runs. Adversaries are batched deterministic functions of the outputs so far
 (seed 001 App. B, Remark 6: deterministic adversaries suffice).
+
+Without an adversary, dpaudit's own episode-based policies (the UCB and GOPE families and the
+mutants, which offer ``plan``/``complete``; see :mod:`dpaudit.simulate`) run block by block on
+Table and View DP inputs: a block's reward sums are prefix-sum differences of the input, so the
+cost is O(blocks), not O(T) Python steps, and the views, releases and ledger are those of the
+per-step path (tests check this for every such policy). Plug-ins always run step by step: an audit
+does not trust a policy's claim that its two paths agree.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ __all__ = [
     "InteractiveDP",
     "PROTOCOLS",
     "get_protocol",
+    "offers_blocks",
 ]
 
 
@@ -99,6 +107,16 @@ class TableAdversary(Adversary):
         return "; ".join(parts) if parts else "no queries that matter"
 
 
+def offers_blocks(policy) -> bool:
+    """Whether ``Protocol.run`` may advance ``policy`` block by block (see the module docstring)."""
+    if not (getattr(policy, "fast_path", False) and hasattr(policy, "plan") and hasattr(policy, "complete")):
+        return False
+    if getattr(policy, "dim", None) is not None and not hasattr(policy, "prepare_blocks"):
+        return False  # a linear policy needs its fixed action set before plan(); only a wrapper can give it
+    inner = getattr(policy, "wrapped", policy)
+    return type(inner).__module__.startswith("dpaudit.")
+
+
 class Protocol:
     """Base class: the private input, the observation rule, the view and the neighbouring relation."""
 
@@ -115,6 +133,14 @@ class Protocol:
         """Yield (index changed, neighbouring input) over a finite reward alphabet."""
         raise NotImplementedError
 
+    def prefix(self, data: np.ndarray) -> np.ndarray:
+        """Prefix sums of the input along the rounds, for :meth:`block_sums` (row 0 is zero)."""
+        return np.concatenate([np.zeros((1,) + data.shape[1:]), np.cumsum(data, axis=0)])
+
+    def block_sums(self, prefix: np.ndarray, arms: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+        """Reward sums of ``length`` plays of ``arms`` from round ``start`` (same shapes; length 0 gives 0)."""
+        raise NotImplementedError
+
     def run(
         self,
         policy,
@@ -124,8 +150,13 @@ class Protocol:
         adversary: Adversary | None = None,
         *,
         record: bool = True,
+        path: str = "auto",
     ) -> np.ndarray:
-        """Sample ``n_runs`` views of the interactive mechanism (policy, protocol, data): (n_runs, T)."""
+        """Sample ``n_runs`` views of the interactive mechanism (policy, protocol, data): (n_runs, T).
+
+        ``path``: ``"auto"`` (blocks where :func:`offers_blocks` allows, without an adversary),
+        ``"step"`` or ``"blocks"``; both give the same views and ledger for the same ``rng``.
+        """
         n_arms = int(policy.n_arms)
         horizon = data.shape[0]
         data = self.check_input(data, horizon, n_arms)
@@ -138,14 +169,66 @@ class Protocol:
             policy.reset(n_runs, rng, record=record)
         except TypeError:  # plug-ins need not accept ``record``
             policy.reset(n_runs, rng)
-        views = np.empty((n_runs, horizon), dtype=np.int64)
+        if path not in ("auto", "step", "blocks"):
+            raise DPAuditError(f"path must be 'auto', 'step' or 'blocks', got {path!r}.")
+        blocks_ok = adversary is None and offers_blocks(policy)
+        if path == "blocks" and not blocks_ok:
+            raise DPAuditError(
+                "the block path needs one of dpaudit's episode-based policies (plan()/complete()) and no adversary; "
+                f"{getattr(policy, 'name', '') or type(policy).__name__} runs step by step."
+            )
         who = getattr(policy, "name", "") or type(policy).__name__
+        if path != "step" and blocks_ok:
+            return self._run_blocks(policy, data, n_runs, n_arms, who)
+        views = np.empty((n_runs, horizon), dtype=np.int64)
         for t in range(horizon):
             out = check_actions(policy.act(t, None), n_runs, n_arms, who, t)
             views[:, t] = out
             queries = out if adversary is None else adversary.query(t, views[:, : t + 1])
             policy.observe(t, queries, self.reward(data, t, out, queries))
         return views
+
+    def _run_blocks(self, policy, data: np.ndarray, n_runs: int, n_arms: int, who: str) -> np.ndarray:
+        """The block path of :meth:`run`: one iteration advances every run by one whole block.
+
+        Each run's blocks tile rounds 0..T-1 back to back, so the views are the blocks' arms, each
+        repeated for its length, in (run, start) order: one ``np.repeat`` at the end.
+        """
+        horizon = data.shape[0]
+        if hasattr(policy, "prepare_blocks"):
+            policy.prepare_blocks()
+        prefix = self.prefix(data)
+        active = np.ones(n_runs, dtype=bool)
+        segments: list[tuple[np.ndarray, ...]] = []
+        while True:
+            idx = np.flatnonzero(active)
+            if idx.size == 0:
+                break
+            start, arms, lengths = policy.plan()
+            s = np.asarray(start, dtype=np.int64)[idx]
+            A = np.asarray(arms, dtype=np.int64)[idx]
+            L = np.asarray(lengths, dtype=np.int64)[idx]
+            total = L.sum(axis=1)
+            if A.min() < 0 or A.max() >= n_arms or L.min() < 0 or total.min() < 1:
+                raise DPAuditError(f"policy {who} planned a block with an arm outside 0..{n_arms - 1} or no plays.")
+            seg_start = s[:, None] + np.cumsum(L, axis=1) - L
+            seg_len = np.clip(np.minimum(L, horizon - seg_start), 0, None)
+            keep = seg_len > 0
+            segments.append((np.broadcast_to(idx[:, None], A.shape)[keep], seg_start[keep], A[keep], seg_len[keep]))
+            end = s + total
+            full = end <= horizon
+            if full.any():
+                policy.complete(idx[full], self.block_sums(prefix, A[full], seg_start[full], L[full]))
+            active[idx[end >= horizon]] = False
+        run, seg_start, arm, seg_len = (np.concatenate(c) for c in zip(*segments))
+        order = np.lexsort((seg_start, run))
+        run, seg_start, arm, seg_len = run[order], seg_start[order], arm[order], seg_len[order]
+        # the tiling check: within a run, each block starts where the previous one ended, from round 0
+        first = np.r_[True, run[1:] != run[:-1]]
+        expected = np.where(first, 0, np.r_[0, seg_start[:-1] + seg_len[:-1]])
+        if not np.array_equal(seg_start, expected) or np.bincount(run, seg_len, minlength=n_runs).min() != horizon:
+            raise DPAuditError(f"policy {who} planned blocks that do not cover rounds 0..{horizon - 1} back to back.")
+        return np.repeat(arm, seg_len).reshape(n_runs, horizon)
 
 
 def _check_table(data: np.ndarray, n_arms: int) -> np.ndarray:
@@ -168,6 +251,9 @@ class TableDP(Protocol):
 
     def reward(self, data, t, actions, queries):
         return data[t, actions]
+
+    def block_sums(self, prefix, arms, start, length):
+        return prefix[start + length, arms] - prefix[start, arms]
 
     def neighbours(self, data, alphabet):
         alphabet = np.asarray(alphabet, dtype=float)
@@ -197,6 +283,9 @@ class ViewDP(Protocol):
 
     def reward(self, data, t, actions, queries):
         return np.full(actions.shape[0], data[t])
+
+    def block_sums(self, prefix, arms, start, length):
+        return prefix[start + length] - prefix[start]
 
     def neighbours(self, data, alphabet):
         for t in range(data.shape[0]):
