@@ -190,7 +190,7 @@ def search(
     rank_seeds = s_rank.spawn(len(specs))
     ranking = []
     best_m = None
-    best_l: tuple[float, PairSpec] | None = None
+    best_l: tuple[float, PairSpec, np.ndarray] | None = None
     use_lik = confidence_likelihood is not None and _has_ledger(policy)
     t0 = time.perf_counter()
     for i, (spec, ss) in enumerate(zip(specs, rank_seeds)):
@@ -211,7 +211,7 @@ def search(
                 score = float(np.mean(loss))
                 row["likelihood_mean_loss"] = score
                 if best_l is None or score > best_l[0]:
-                    best_l = (score, spec)
+                    best_l = (score, spec, loss)
         ranking.append(row)
         if progress is not None:
             progress(f"search: {i + 1}/{len(specs)} candidate pairs ranked ({time.perf_counter() - t0:.0f} s)")
@@ -221,8 +221,10 @@ def search(
     lik = None
     if use_lik and best_l is not None:
         pair = make_pair(best_l[1], protocol, K, horizon, rr)
+        # the screening losses of the chosen pair pick the eps grid; the bound counts fresh runs only
         lik = likelihood_attack(policy, protocol, pair, delta=delta, confidence=confidence_likelihood,
-                                n_runs=n_likelihood, seed=s_final_l, claim=claim, progress=progress)
+                                n_runs=n_likelihood, seed=s_final_l, claim=claim, pilot=best_l[2],
+                                progress=progress)
     return SearchResult(mem, lik, best_m[1], best_l[1] if (use_lik and best_l) else None, ranking)
 
 

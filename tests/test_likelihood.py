@@ -155,3 +155,22 @@ def test_a_policy_without_ledger_is_refused():
 
     with pytest.raises(DPAuditError):
         likelihood_attack(NoLedger(), TableDP(), _pair(), n_runs=100)
+
+
+def test_whole_attack_false_alarm_rate_over_seeds():
+    """Over many seeds, the bound exceeds the exact epsilon at most 1 - confidence of the time."""
+    delta, confidence, seeds = 1e-3, 0.9, 40
+    truth = gaussian_epsilon(delta, sigma=1.0).epsilon
+    above = 0
+    for seed in range(seeds):
+        r = likelihood_attack(OneShot(), TableDP(), _pair(), delta=delta, confidence=confidence, n_runs=3000, seed=seed)
+        above += r.epsilon_lower > truth
+        assert r.details["grid"]["points"] == 128 and r.details["grid"]["top"] > 0
+    # allowed: 4 of 40 on average; P(Binomial(40, 0.1) > 9) < 0.01
+    assert above <= 9
+
+
+def test_grid_comes_from_the_pilot_not_the_counted_runs():
+    pilot = np.array([0.1, 0.7, 1.5])
+    r = likelihood_attack(OneShot(), TableDP(), _pair(), delta=1e-3, n_runs=2000, seed=1, pilot=pilot)
+    assert r.details["grid"]["top"] == pytest.approx(3.0)  # twice the pilot's largest loss
