@@ -60,11 +60,15 @@ def check_delta(value: object, name: str = "delta", *, allow_zero: bool = False)
     return v
 
 
-def check_order(value: object, name: str = "alpha") -> float:
-    """Return a Rényi order after checking ``alpha > 1`` (``inf`` allowed)."""
+def check_order(value: object, name: str = "alpha", *, finite_for: str | None = None) -> float:
+    """Return a Rényi order after checking ``alpha > 1``; ``inf`` is allowed unless ``finite_for``
+    names the policy that needs a finite order (a noise scale that grows with alpha)."""
     v = _as_float(name, value)
     if not v > 1:
         raise DPAuditError(f"{name} (a Rényi order) must be greater than 1, got {value!r}.")
+    if finite_for is not None and math.isinf(v):
+        raise DPAuditError(f"{name} must be a finite Rényi order > 1 for {finite_for} (its noise scale grows with "
+                           f"{name}), got inf.")
     return v
 
 

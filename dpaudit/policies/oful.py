@@ -428,7 +428,7 @@ class AdaROFUL(_OFULBase):
         reward_bound: float = 1.0,
         feature_bound: float = 1.0,
     ) -> None:
-        self.alpha = check_order(alpha)
+        self.alpha = check_order(alpha, finite_for="AdaR-OFUL")
         self.epsilon = check_positive("epsilon", epsilon)
         super().__init__(n_arms, dim, lam, C, delta, theta_bound, reward_bound, feature_bound)
         self.claim = RDP.point(self.alpha, self.epsilon)
