@@ -44,10 +44,11 @@ import numpy as np
 
 from dpaudit.accountants import Guarantee
 from dpaudit.accountants.errors import DPAuditError, check_delta
+from dpaudit.engine import SERIAL, Engine
 from dpaudit.protocols import Adversary, Protocol, ViewDP
 
 from .bounds import check_confidence, cp_lower, cp_upper
-from .membership import CHUNK_CELLS, Pair
+from .membership import Pair, chunk_seeds
 from .result import AuditResult
 
 __all__ = ["privacy_losses", "empirical_profile", "profile_bounds", "renyi_bounds", "pilot_grid", "likelihood_attack",
@@ -106,6 +107,18 @@ def _loss_from_ledger(ledger: Any, n_runs: int, j: int, dr: np.ndarray) -> tuple
     return loss, int(used.max(initial=0)), no_fed
 
 
+def _chunk_losses(policy: Any, protocol: Protocol, pair: Pair, m: int,
+                  ss: np.random.SeedSequence) -> tuple[np.ndarray, int, int]:
+    """One chunk of runs under ``pair.d0``: their privacy losses (a task of :func:`privacy_losses`)."""
+    views = protocol.run(policy, pair.d0, m, np.random.default_rng(ss), pair.adversary, record=True)
+    ledger = getattr(policy, "ledger", None)
+    if ledger is None or not hasattr(ledger, "releases"):
+        raise DPAuditError("the likelihood attack needs a policy that records a ledger (uses dpaudit's mechanisms); this one has none.")
+    r0 = _observed_rewards(protocol, pair.d0, views, pair.round, pair.adversary)
+    r1 = _observed_rewards(protocol, pair.d1, views, pair.round, pair.adversary)
+    return _loss_from_ledger(ledger, m, pair.round, r1 - r0)
+
+
 def privacy_losses(
     policy: Any,
     protocol: Protocol,
@@ -113,29 +126,24 @@ def privacy_losses(
     n_runs: int,
     seed: np.random.SeedSequence,
     progress: Callable[[str], None] | None = None,
+    engine: Engine = SERIAL,
 ) -> tuple[np.ndarray, dict[str, int]]:
     """Sample ``n_runs`` runs under ``pair.d0`` and return each run's exact privacy loss L."""
+    if not hasattr(policy, "ledger"):
+        raise DPAuditError("the likelihood attack needs a policy that records a ledger (uses dpaudit's mechanisms); this one has none.")
     T = int(np.asarray(pair.d0).shape[0])
-    chunk = max(1, CHUNK_CELLS // T)
-    n_chunks = max(1, math.ceil(n_runs / chunk))
-    out = []
-    max_used = 0
-    no_fed = 0
-    for i, ss in enumerate(seed.spawn(n_chunks)):
-        m = min(chunk, n_runs - i * chunk)
-        views = protocol.run(policy, pair.d0, m, np.random.default_rng(ss), pair.adversary, record=True)
-        ledger = getattr(policy, "ledger", None)
-        if ledger is None or not hasattr(ledger, "releases"):
-            raise DPAuditError("the likelihood attack needs a policy that records a ledger (uses dpaudit's mechanisms); this one has none.")
-        r0 = _observed_rewards(protocol, pair.d0, views, pair.round, pair.adversary)
-        r1 = _observed_rewards(protocol, pair.d1, views, pair.round, pair.adversary)
-        loss, used, nf = _loss_from_ledger(ledger, m, pair.round, r1 - r0)
-        out.append(loss)
-        max_used = max(max_used, used)
-        no_fed += nf
+    tasks = [(policy, protocol, pair, m, ss) for m, ss in chunk_seeds(n_runs, T, seed)]
+    done = [0]
+
+    def finished(i: int, _: Any) -> None:
+        done[0] += tasks[i][3]
         if progress is not None:
-            progress(f"likelihood: {i * chunk + m}/{n_runs} runs")
-    return np.concatenate(out), {"max_releases_fed_by_round": max_used, "releases_without_fed": no_fed}
+            progress(f"likelihood: {done[0]}/{n_runs} runs")
+
+    parts = engine.map(_chunk_losses, tasks, on_result=finished)
+    loss = np.concatenate([p[0] for p in parts])
+    return loss, {"max_releases_fed_by_round": max(p[1] for p in parts),
+                  "releases_without_fed": sum(p[2] for p in parts)}
 
 
 def empirical_profile(loss: np.ndarray, eps: np.ndarray) -> np.ndarray:
@@ -178,7 +186,8 @@ def renyi_bounds(loss: np.ndarray, orders: Sequence[float], u: np.ndarray, alpha
         y = np.exp(np.minimum((order - 1.0) * b_loss - log_c, 0.0))
         k = int(np.count_nonzero(b_u < y))
         lo = float(cp_lower(k, b_loss.size, alpha))
-        low.append((math.log(lo) + log_c) / (order - 1.0) if lo > 0 else -math.inf)
+        # D_alpha >= 0 always holds, so the clamp (like the eps bounds') changes no statistic
+        low.append(max((math.log(lo) + log_c) / (order - 1.0), 0.0) if lo > 0 else 0.0)
     return np.array(est), np.array(low)
 
 
@@ -210,6 +219,7 @@ def likelihood_attack(
     pilot: np.ndarray | None = None,
     n_tests: int = 1,
     progress: Callable[[str], None] | None = None,
+    engine: Engine = SERIAL,
 ) -> AuditResult:
     """Gray-box attack on one pair: lower bounds on eps(delta) and on D_alpha from exact losses.
 
@@ -230,9 +240,9 @@ def likelihood_attack(
     s_runs, s_u, s_pilot = ss.spawn(3)
     if eps_grid is None:
         if pilot is None:
-            pilot, _ = privacy_losses(policy, protocol, pair, max(200, int(n_runs) // 10), s_pilot)
+            pilot, _ = privacy_losses(policy, protocol, pair, max(200, int(n_runs) // 10), s_pilot, engine=engine)
         eps_grid = pilot_grid(np.asarray(pilot, dtype=float))
-    loss, info = privacy_losses(policy, protocol, pair, int(n_runs), s_runs, progress)
+    loss, info = privacy_losses(policy, protocol, pair, int(n_runs), s_runs, progress, engine)
     u = np.random.default_rng(s_u).random(loss.size)
     eps_grid = np.asarray(eps_grid, dtype=float)
     orders = [float(o) for o in orders]

@@ -33,6 +33,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from dpaudit.accountants.errors import DPAuditError, check_delta
+from dpaudit.engine import SERIAL, Engine
 from dpaudit.protocols import Adversary, Protocol
 
 from .bounds import TestCounts, best_threshold_test, check_confidence, eps_lower_from_counts
@@ -40,6 +41,7 @@ from .result import AuditResult
 
 __all__ = [
     "Pair",
+    "chunk_seeds",
     "sample_views",
     "ViewScorer",
     "MembershipCandidate",
@@ -90,6 +92,21 @@ def _summarise_table(bg: np.ndarray) -> Any:
     return bg.tolist() if bg.size <= 64 else f"table of shape {list(bg.shape)}"
 
 
+def chunk_seeds(n: int, horizon: int, seed: np.random.SeedSequence) -> list[tuple[int, np.random.SeedSequence]]:
+    """Split ``n`` runs into chunks of at most ``CHUNK_CELLS // horizon`` runs, each with its own seed.
+
+    The split depends on ``n`` and ``horizon`` only, so results do not depend on who runs the chunks.
+    """
+    chunk = max(1, CHUNK_CELLS // int(horizon))
+    n_chunks = max(1, math.ceil(n / chunk))
+    out = []
+    for i, ss in enumerate(seed.spawn(n_chunks)):
+        m = min(chunk, n - i * chunk)
+        if m > 0:
+            out.append((m, ss))
+    return out
+
+
 def sample_views(
     policy: Any,
     protocol: Protocol,
@@ -101,14 +118,15 @@ def sample_views(
     record: bool = False,
 ) -> Iterator[np.ndarray]:
     """Yield chunks of views (runs x T) of (policy, protocol, data); chunk size depends on T only."""
-    horizon = int(np.asarray(data).shape[0])
-    chunk = max(1, CHUNK_CELLS // horizon)
-    n_chunks = max(1, math.ceil(n / chunk))
-    for i, ss in enumerate(seed.spawn(n_chunks)):
-        m = min(chunk, n - i * chunk)
-        if m <= 0:
-            break
+    for m, ss in chunk_seeds(n, int(np.asarray(data).shape[0]), seed):
         yield protocol.run(policy, data, m, np.random.default_rng(ss), adversary, record=record)
+
+
+def _count_rejections(policy: Any, protocol: Protocol, data: np.ndarray, m: int, ss: np.random.SeedSequence,
+                      adversary: Adversary | None, scorer: "ViewScorer", test: TestCounts) -> int:
+    """One chunk of fresh views: how many the test rejects (a task of :func:`evaluate`)."""
+    views = protocol.run(policy, data, m, np.random.default_rng(ss), adversary, record=False)
+    return int(np.count_nonzero(test.reject(scorer.scores(views)[test.statistic])))
 
 
 class ViewScorer:
@@ -254,21 +272,27 @@ def evaluate(
     confidence: float,
     n_tests: int = 1,
     progress: Callable[[str], None] | None = None,
+    engine: Engine = SERIAL,
 ) -> AuditResult:
     """Count the chosen test on fresh samples and return the corrected lower bound."""
     t0 = time.perf_counter()
     pair, test = cand.pair, cand.test
-    counts = []
+    T = int(np.asarray(pair.d0).shape[0])
+    tasks, sides = [], []
     for side, (data, ss) in enumerate(zip((pair.d0, pair.d1), seed.spawn(2))):
-        rejected = 0
-        done = 0
-        for views in sample_views(policy, protocol, data, n_test, ss, pair.adversary):
-            rejected += int(np.count_nonzero(test.reject(cand.scorer.scores(views)[test.statistic])))
-            done += views.shape[0]
-            if progress is not None:
-                progress(f"membership: side {('d', 'd' + chr(39))[side]}: {done}/{n_test} fresh views")
-        counts.append(rejected)
-    fp, tp = counts
+        for m, cs in chunk_seeds(n_test, T, ss):
+            tasks.append((policy, protocol, data, m, cs, pair.adversary, cand.scorer, test))
+            sides.append(side)
+    done = [0]
+
+    def finished(i: int, _: int) -> None:
+        done[0] += tasks[i][3]
+        if progress is not None:
+            progress(f"membership: {done[0]}/{2 * n_test} fresh views")
+
+    rejected = engine.map(_count_rejections, tasks, on_result=finished)
+    fp = sum(r for r, side in zip(rejected, sides) if side == 0)
+    tp = sum(r for r, side in zip(rejected, sides) if side == 1)
     fn = n_test - tp
     eps = float(eps_lower_from_counts(fp, n_test, fn, n_test, delta, confidence, n_tests))
     seconds = time.perf_counter() - t0 + cand.seconds
@@ -313,6 +337,7 @@ def membership_attack(
     seed: int | np.random.SeedSequence = 0,
     n_tests: int = 1,
     progress: Callable[[str], None] | None = None,
+    engine: Engine = SERIAL,
 ) -> AuditResult:
     """The black-box attack on one neighbouring pair (fit, select, then count on fresh views)."""
     check_delta(delta, allow_zero=True)
@@ -325,7 +350,7 @@ def membership_attack(
     cand = fit_select(policy, protocol, pair, s_fit, delta=delta, confidence=confidence,
                       n_train=n_train, n_select=n_select)
     return evaluate(policy, protocol, cand, s_eval, n_test=n_test, delta=delta, confidence=confidence,
-                    n_tests=n_tests, progress=progress)
+                    n_tests=n_tests, progress=progress, engine=engine)
 
 
 def stderr_progress(prefix: str = "dpaudit") -> Callable[[str], None]:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from dpaudit.accountants.errors import DPAuditError
+from dpaudit.engine import SERIAL, Engine
 from dpaudit.protocols import Adversary, ConstantAdversary, IdentityAdversary, InteractiveDP, Protocol, ViewDP
 
 from .likelihood import likelihood_attack, privacy_losses
@@ -158,6 +159,29 @@ def _has_ledger(policy: Any) -> bool:
     return hasattr(policy, "ledger")
 
 
+def _rank(policy: Any, protocol: Protocol, spec: PairSpec, seed: np.random.SeedSequence, horizon: int,
+          rr: tuple[float, float], delta: float, confidence: float, n_train: int, n_select: int,
+          n_screen: int | None) -> tuple[Any, dict[str, Any], np.ndarray | None]:
+    """Rank one candidate pair (a task of :func:`search`): its fitted membership test and, with
+    ``n_screen``, the privacy losses of ``n_screen`` runs (None if the policy keeps no ledger)."""
+    K = int(policy.n_arms)
+    pair = make_pair(spec, protocol, K, horizon, rr)
+    s_m, s_l = seed.spawn(2)
+    cand = fit_select(policy, protocol, pair, s_m, delta=delta, confidence=confidence,
+                      n_train=n_train, n_select=n_select)
+    row: dict[str, Any] = {"pair": spec.label(), "membership_selection_bound": cand.selection_bound,
+                           "statistic": cand.test.statistic}
+    loss = None
+    if n_screen is not None:
+        try:
+            loss, _ = privacy_losses(policy, protocol, pair, n_screen, s_l)
+        except DPAuditError:
+            loss = None
+        else:
+            row["likelihood_mean_loss"] = float(np.mean(loss))
+    return cand, row, loss
+
+
 def search(
     policy: Any,
     protocol: Protocol,
@@ -176,10 +200,15 @@ def search(
     n_likelihood: int = 50000,
     claim: Any = None,
     progress: Callable[[str], None] | None = None,
+    engine: Engine = SERIAL,
+    finished: dict[str, Any] | None = None,
 ) -> SearchResult:
     """Rank every candidate pair on small samples, then evaluate each attack's best pair afresh.
 
-    ``confidence_likelihood=None`` skips the gray-box attack (policies without a ledger).
+    ``confidence_likelihood=None`` skips the gray-box attack (policies without a ledger). The
+    candidates are ranked on ``engine`` (see :mod:`dpaudit.engine`); the results do not depend on
+    it. ``finished``, if given, receives each piece as it completes (``ranking`` rows, then the
+    ``membership`` and ``likelihood`` results), so an interrupted search can report what it did.
     """
     K = int(policy.n_arms)
     rr = reward_range or tuple(getattr(policy, "reward_range", (0.0, 1.0)))
@@ -188,43 +217,42 @@ def search(
     specs = list(specs) if specs is not None else candidate_pairs(protocol, K, horizon)
     s_rank, s_final_m, s_final_l = seed.spawn(3)
     rank_seeds = s_rank.spawn(len(specs))
-    ranking = []
+    use_lik = confidence_likelihood is not None and _has_ledger(policy)
+    finished = finished if finished is not None else {}
+    finished["ranking"] = []
+    t0 = time.perf_counter()
+    tasks = [(policy, protocol, spec, ss, horizon, rr, delta, confidence_membership, n_train, n_select,
+              n_screen if use_lik else None) for spec, ss in zip(specs, rank_seeds)]
+
+    def ranked(i: int, result: tuple[Any, dict[str, Any], Any]) -> None:
+        finished["ranking"].append(result[1])
+        if progress is not None:
+            progress(f"search: {len(finished['ranking'])}/{len(specs)} candidate pairs ranked "
+                     f"({time.perf_counter() - t0:.0f} s)")
+
+    results = engine.map(_rank, tasks, on_result=ranked)
+    ranking = [row for _, row, _ in results]
+    finished["ranking"] = ranking  # in candidate order
     best_m = None
     best_l: tuple[float, PairSpec, np.ndarray] | None = None
-    use_lik = confidence_likelihood is not None and _has_ledger(policy)
-    t0 = time.perf_counter()
-    for i, (spec, ss) in enumerate(zip(specs, rank_seeds)):
-        pair = make_pair(spec, protocol, K, horizon, rr)
-        s_m, s_l = ss.spawn(2)
-        cand = fit_select(policy, protocol, pair, s_m, delta=delta, confidence=confidence_membership,
-                          n_train=n_train, n_select=n_select)
-        row: dict[str, Any] = {"pair": spec.label(), "membership_selection_bound": cand.selection_bound,
-                               "statistic": cand.test.statistic}
+    use_lik = use_lik and all(loss is not None for _, _, loss in results)
+    for spec, (cand, row, loss) in zip(specs, results):
         if best_m is None or cand.selection_bound > best_m[0]:
             best_m = (cand.selection_bound, spec, cand)
-        if use_lik:
-            try:
-                loss, info = privacy_losses(policy, protocol, pair, n_screen, s_l)
-            except DPAuditError:
-                use_lik = False
-            else:
-                score = float(np.mean(loss))
-                row["likelihood_mean_loss"] = score
-                if best_l is None or score > best_l[0]:
-                    best_l = (score, spec, loss)
-        ranking.append(row)
-        if progress is not None:
-            progress(f"search: {i + 1}/{len(specs)} candidate pairs ranked ({time.perf_counter() - t0:.0f} s)")
+        if use_lik and (best_l is None or row["likelihood_mean_loss"] > best_l[0]):
+            best_l = (row["likelihood_mean_loss"], spec, loss)
     assert best_m is not None
     mem = evaluate(policy, protocol, best_m[2], s_final_m, n_test=n_test, delta=delta,
-                   confidence=confidence_membership, n_tests=1, progress=progress)
+                   confidence=confidence_membership, n_tests=1, progress=progress, engine=engine)
+    finished["membership"] = mem
     lik = None
     if use_lik and best_l is not None:
         pair = make_pair(best_l[1], protocol, K, horizon, rr)
         # the screening losses of the chosen pair pick the eps grid; the bound counts fresh runs only
         lik = likelihood_attack(policy, protocol, pair, delta=delta, confidence=confidence_likelihood,
                                 n_runs=n_likelihood, seed=s_final_l, claim=claim, pilot=best_l[2],
-                                progress=progress)
+                                progress=progress, engine=engine)
+        finished["likelihood"] = lik
     return SearchResult(mem, lik, best_m[1], best_l[1] if (use_lik and best_l) else None, ranking)
 
 

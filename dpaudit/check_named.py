@@ -32,7 +32,8 @@ import numpy as np
 from dpaudit.accountants import Guarantee
 from dpaudit.accountants.errors import DPAuditError, check_delta, check_int
 
-__all__ = ["add_named_options", "claimed_epsilon", "ledger_audit", "audit_policy", "check_named", "DEFAULTS"]
+__all__ = ["add_named_options", "claimed_epsilon", "ledger_audit", "audit_policy", "AuditInterrupted", "check_named",
+           "DEFAULTS"]
 
 #: default sample sizes: fresh views per side, likelihood runs, and the ranking sizes; the horizon is
 #: the starting point of :func:`audit_horizon` when ``--horizon`` is not given
@@ -55,6 +56,9 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
     c.add_argument("--report", default=None, metavar="PATH.md",
                    help="also write a Markdown report (and a self-contained HTML page beside it)")
+    c.add_argument("--workers", type=int, default=None,
+                   help="local processes that run the audit's independent pieces (default: one per core); "
+                        "the findings do not depend on it")
 
 
 def claimed_epsilon(claim: Guarantee, delta: float) -> tuple[float, str]:
@@ -197,7 +201,10 @@ class _WithFeatures:
         self._arms = features[None]
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        inner = self.__dict__.get("_inner")  # absent while unpickling: no forwarding then
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
 
     @property
     def wrapped(self) -> Any:
@@ -231,6 +238,14 @@ def _with_features(policy: Any, seed: int) -> Any:
     return _WithFeatures(policy, x)
 
 
+class AuditInterrupted(Exception):
+    """Ctrl-C during :func:`audit_policy`; ``partial`` holds the findings that had finished."""
+
+    def __init__(self, partial: dict[str, Any]) -> None:
+        super().__init__("the audit was interrupted")
+        self.partial = partial
+
+
 def audit_policy(
     spec: str,
     params: dict[str, str] | None = None,
@@ -243,13 +258,19 @@ def audit_policy(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     command: str = "",
+    workers: int = 1,
+    executor: Any = None,
 ) -> dict[str, Any]:
     """Run the claim, the ledger audit, the neighbouring search and both attacks; return the findings.
 
-    ``horizon=None`` lets :func:`audit_horizon` choose it (48 unless the policy's first release comes later).
+    ``horizon=None`` lets :func:`audit_horizon` choose it (48 unless the policy's first release comes
+    later). ``workers`` local processes (or a ``concurrent.futures`` ``executor``) run the independent
+    pieces; the findings do not depend on them (:mod:`dpaudit.engine`). On Ctrl-C this raises
+    :class:`AuditInterrupted` carrying what had finished.
     """
     from dpaudit.attacks.bounds import check_confidence
     from dpaudit.attacks.neighbours import search
+    from dpaudit.engine import Engine
     from dpaudit.protocols import get_protocol
 
     t0 = time.perf_counter()
@@ -258,6 +279,45 @@ def audit_policy(
     runs = check_int("--runs", runs, minimum=100)
     proto = get_protocol(protocol)
     params = dict(params or {})
+    engine = Engine(workers, executor)
+    out: dict[str, Any] = {"command": command, "policy": spec, "params": params, "protocol": protocol,
+                           "horizon": horizon, "delta": delta, "confidence": confidence, "seed": seed,
+                           "workers": engine.describe(), "notes": []}
+    finished: dict[str, Any] = {}
+    stage = "setup"
+    try:
+        _audit(out, finished, spec, params, proto, delta, confidence, runs, horizon, seed, progress, engine, search)
+    except KeyboardInterrupt:
+        stage = out.pop("_stage", stage)
+        if "membership" in finished:
+            stage = "likelihood attack (the membership attack had finished)"
+        elif "ranking" in finished:
+            stage += f" ({len(finished['ranking'])} candidate pairs ranked)"
+        done = [finished[k] for k in ("membership", "likelihood") if k in finished]
+        out.update({
+            "verdict": "interrupted",
+            "reason": (f"interrupted during the {stage} after {time.perf_counter() - t0:.0f} s, so there is no "
+                       "verdict; the parts that finished are reported below, and rerunning the command line "
+                       "above reproduces them exactly"),
+            "attacks": [a.to_dict() for a in done],
+            "epsilon_lower": max((a.epsilon_lower for a in done), default=None),
+            "witness": None,
+            "search": finished.get("ranking", []),
+            "versions": _versions(),
+            "seconds": time.perf_counter() - t0,
+        })
+        raise AuditInterrupted(out) from None
+    finally:
+        engine.close()
+    out.pop("_stage", None)
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dict[str, str], proto: Any,
+           delta: float, confidence: float, runs: int, horizon: int | None, seed: int,
+           progress: Callable[[str], None] | None, engine: Any, search: Callable[..., Any]) -> None:
+    """The stages of :func:`audit_policy`, filling ``out`` as each one finishes."""
     if proto.name == "interactive":
         probe = _build_policy(spec, dict(params), DEFAULTS["horizon"])
         if not getattr(probe, "accepts_queries", True):
@@ -268,7 +328,8 @@ def audit_policy(
             )
     root = np.random.SeedSequence(seed)
     s_ledger, s_search, s_horizon = root.spawn(3)
-    notes: list[str] = []
+    notes: list[str] = out["notes"]
+    out["_stage"] = "choice of the horizon"
     if horizon is None:
         probe = _with_features(_build_policy(spec, dict(params), DEFAULTS["horizon"]), seed)
         rr_probe = tuple(getattr(probe, "reward_range", (0.0, 1.0)))
@@ -278,6 +339,7 @@ def audit_policy(
         if how != "default":
             notes.append(f"horizon T = {horizon} chosen automatically: {how}.")
     horizon = check_int("--horizon", horizon, minimum=2)
+    out["horizon"] = horizon
     policy = _with_features(_build_policy(spec, params, horizon), seed)
     claim = getattr(policy, "claim", None)
     if not isinstance(claim, Guarantee):
@@ -286,13 +348,18 @@ def audit_policy(
             "dpaudit.accountants (e.g. ZCDP(0.1)) to be judged against."
         )
     eps_claim, claim_method = claimed_epsilon(claim, delta)
-
     has_ledger = hasattr(policy, "ledger")
     n_attacks = 2 if has_ledger else 1
     conf_each = 1 - (1 - confidence) / n_attacks
     K = int(policy.n_arms)
+    out.update({
+        "params": getattr(policy, "params", lambda: params)() if callable(getattr(policy, "params", None)) else params,
+        "n_arms": K, "claim": claim.describe(), "claim_method": claim_method, "epsilon_claimed": eps_claim,
+        "confidence_per_attack": conf_each, "ledger": None,
+    })
     small = max(500, min(2000, runs // 10))
 
+    out["_stage"] = "ledger audit"
     ledger = None
     if has_ledger:
         from dpaudit.attacks.neighbours import PairSpec, make_pair
@@ -305,11 +372,26 @@ def audit_policy(
             notes.append(f"no release happened within T = {horizon} rounds, so the attacks saw nothing private "
                          "and their bounds say nothing about the claim; rerun with a larger --horizon "
                          "(or without it, to let dpaudit find the first release).")
+    if ledger is not None:
+        ledger_out = {k: v for k, v in ledger.items() if k != "implied_guarantee"}
+        g = ledger.get("implied_guarantee")
+        if g is not None:
+            ledger_out["implied_epsilon"] = claimed_epsilon(g, delta)[0]
+        out["ledger"] = ledger_out
 
+    out["_stage"] = "neighbouring-pair search and attacks"
+    try:
+        engine.check_picklable(policy, proto)
+    except DPAuditError as exc:
+        notes.append(f"ran in this process only: {exc}")
+        from dpaudit.engine import SERIAL
+
+        engine = SERIAL
+        out["workers"] = engine.describe()
     res = search(policy, proto, horizon=horizon, delta=delta, confidence_membership=conf_each,
                  confidence_likelihood=conf_each if has_ledger else None, seed=s_search,
                  n_train=small, n_select=small, n_test=runs, n_screen=small, n_likelihood=runs,
-                 claim=claim, progress=progress)
+                 claim=claim, progress=progress, engine=engine, finished=finished)
     attacks = [res.membership] + ([res.likelihood] if res.likelihood is not None else [])
     best = max(attacks, key=lambda a: a.epsilon_lower)
     renyi_violation = res.likelihood.details.get("renyi_violation", []) if res.likelihood is not None else []
@@ -328,39 +410,17 @@ def audit_policy(
         why = (f"no attack's lower bound exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g} "
                f"(best: {best.attack}, eps >= {best.epsilon_lower:.4g}; gap {eps_claim - best.epsilon_lower:.4g})")
         witness_attack = best
-    ledger_out = None
-    if ledger is not None:
-        ledger_out = {k: v for k, v in ledger.items() if k != "implied_guarantee"}
-        g = ledger.get("implied_guarantee")
-        if g is not None:
-            ledger_out["implied_epsilon"] = claimed_epsilon(g, delta)[0]
-    return {
-        "command": command,
-        "policy": spec,
-        "params": getattr(policy, "params", lambda: params)() if callable(getattr(policy, "params", None)) else params,
-        "protocol": protocol,
-        "horizon": horizon,
-        "n_arms": K,
+    out.update({
         "verdict": verdict,
         "reason": why,
-        "claim": claim.describe(),
-        "claim_method": claim_method,
-        "epsilon_claimed": eps_claim,
         "epsilon_lower": best.epsilon_lower,
         "gap": eps_claim - best.epsilon_lower,
-        "delta": delta,
-        "confidence": confidence,
-        "confidence_per_attack": conf_each,
-        "seed": seed,
         "witness": {"attack": witness_attack.attack, **witness_attack.witness},
         "attacks": [a.to_dict() for a in attacks],
         "renyi_violation": renyi_violation,
-        "ledger": ledger_out,
         "search": res.ranking,
-        "notes": notes,
         "versions": _versions(),
-        "seconds": time.perf_counter() - t0,
-    }
+    })
 
 
 def _progress() -> Callable[[str], None]:
@@ -377,11 +437,14 @@ def _progress() -> Callable[[str], None]:
 
 
 def _print_human(out: dict[str, Any]) -> None:
-    print(f"policy      {out['policy']}  {out['params'] or ''}  (K = {out['n_arms']}, T = {out['horizon']}, "
+    print(f"policy      {out['policy']}  {out['params'] or ''}  (K = {out.get('n_arms', '?')}, T = {out.get('horizon')}, "
           f"protocol {out['protocol']})")
-    print(f"claim       {out['claim_method']}: eps = {out['epsilon_claimed']:.4g} at delta = {out['delta']:g}")
+    if "epsilon_claimed" in out:
+        print(f"claim       {out['claim_method']}: eps = {out['epsilon_claimed']:.4g} at delta = {out['delta']:g}")
     led = out.get("ledger")
-    if led:
+    if "ledger" not in out:
+        pass  # interrupted before the ledger audit
+    elif led:
         if led.get("implied"):
             print(f"ledger      implied {led['implied']} (eps = {led.get('implied_epsilon', float('nan')):.4g}); "
                   f"{led['shared_rounds']} (run, round) pairs fed more than one release")
@@ -400,15 +463,19 @@ def _print_human(out: dict[str, Any]) -> None:
                 f"{o:g}:{v if isinstance(v, str) else f'{v:.3g}'}" for o, v in zip(r["orders"], r["lower"]))
         print(f"{a['attack']:<11} eps >= {a['epsilon_lower']:.4g} at {a['confidence']:.4g} confidence "
               f"({a['samples']} samples, {a['seconds']:.1f} s{extra})")
-    w = out["witness"]
-    print(f"witness     {w.get('label', '')} ({w['attack']})")
+    if out["verdict"] == "interrupted" and out.get("search"):
+        print(f"search      {len(out['search'])} candidate pairs ranked before the interruption")
+    w = out.get("witness")
+    if w:
+        print(f"witness     {w.get('label', '')} ({w['attack']})")
     for note in out.get("notes", []):
         print(f"note        {note}")
     print(f"verdict     {out['verdict'].upper()}: {out['reason']}.")
 
 
 def check_named(args: argparse.Namespace) -> int:
-    """CLI glue: exit 1 on violation, 0 when consistent (errors raise DPAuditError -> exit 2)."""
+    """CLI glue: exit 1 on violation, 0 when consistent, 130 when interrupted (errors raise DPAuditError -> exit 2)."""
+    from dpaudit.engine import default_workers
     from dpaudit.policies.registry import parse_params
 
     # the canonical command line (every option spelled out, so the report reproduces exactly)
@@ -417,14 +484,21 @@ def check_named(args: argparse.Namespace) -> int:
         argv += ["--param", item]
     if args.report is not None and not str(args.report).endswith(".md"):
         raise DPAuditError(f"--report must name a Markdown file ending in .md, got {args.report!r}.")
-    out = audit_policy(
-        args.policy, parse_params(args.param), protocol=args.protocol, delta=args.delta,
-        confidence=args.confidence, runs=args.runs, horizon=args.horizon, seed=args.seed,
-        progress=_progress(),
-    )
+    workers = default_workers() if args.workers is None else check_int("--workers", args.workers, minimum=1)
+    try:
+        out = audit_policy(
+            args.policy, parse_params(args.param), protocol=args.protocol, delta=args.delta,
+            confidence=args.confidence, runs=args.runs, horizon=args.horizon, seed=args.seed,
+            progress=_progress(), workers=workers,
+        )
+        status = 1 if out["verdict"] == "violation" else 0
+    except AuditInterrupted as exc:
+        out, status = exc.partial, 130
     # the horizon written is the one used, so the command reproduces the audit even when it was chosen
-    argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs),
-             "--horizon", str(out["horizon"]), "--seed", str(args.seed)]
+    horizon = out["horizon"] if out.get("horizon") is not None else args.horizon
+    argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs)]
+    argv += ["--horizon", str(horizon)] if horizon is not None else []
+    argv += ["--seed", str(args.seed)]
     if args.report is not None:
         argv += ["--report", str(args.report)]
     out["command"] = "dpaudit " + " ".join(shlex.quote(a) for a in argv)
@@ -441,4 +515,4 @@ def check_named(args: argparse.Namespace) -> int:
         _print_human(out)
         if args.report is not None:
             print(f"report      {', '.join(out['report'])}")
-    return 1 if out["verdict"] == "violation" else 0
+    return status

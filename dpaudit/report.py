@@ -30,7 +30,7 @@ def _f(x: Any, digits: int = 4) -> str:
 
 
 def _verdict_sentence(out: dict[str, Any]) -> str:
-    word = "VIOLATION" if out["verdict"] == "violation" else "CONSISTENT"
+    word = {"violation": "VIOLATION", "consistent": "CONSISTENT"}.get(out["verdict"], "INTERRUPTED (no verdict)")
     return f"**{word}**: {out['reason']}."
 
 
@@ -45,21 +45,25 @@ def markdown_report(out: dict[str, Any]) -> str:
     lines += [
         f"| seed | {out['seed']} |",
         f"| protocol | {out['protocol']} |",
-        f"| horizon T, arms K | {out['horizon']}, {out['n_arms']} |",
+        f"| horizon T, arms K | {out.get('horizon')}, {out.get('n_arms', 'n/a')} |",
         f"| parameters | {json.dumps(out.get('params') or {}, default=str)} |",
+        f"| ran on | {out.get('workers', 'this process')} |",
         f"| run time | {out.get('seconds', 0):.1f} s |",
         "",
     ]
-    lines += [
-        "## The claim",
-        "",
-        f"The policy declares **{out['claim']}**. At delta = {out['delta']:g} this is "
-        f"eps = **{out['epsilon_claimed']:.6g}** ({out['claim_method']}).",
-        "",
-    ]
+    if "epsilon_claimed" in out:
+        lines += [
+            "## The claim",
+            "",
+            f"The policy declares **{out['claim']}**. At delta = {out['delta']:g} this is "
+            f"eps = **{out['epsilon_claimed']:.6g}** ({out['claim_method']}).",
+            "",
+        ]
     led = out.get("ledger")
-    lines += ["## Ledger audit", ""]
-    if led is None:
+    lines += ["## Ledger audit", ""] if "ledger" in out else []
+    if "ledger" not in out:
+        pass  # interrupted before the ledger audit
+    elif led is None:
         lines += ["The policy keeps no ledger (it does not use dpaudit's mechanisms), so only the black-box "
                   "attack judges it.", ""]
     else:
@@ -75,7 +79,7 @@ def markdown_report(out: dict[str, Any]) -> str:
         "## Attacks",
         "",
         f"Overall confidence {out['confidence']:g}, split equally between the attacks that ran "
-        f"({out['confidence_per_attack']:.4g} each); each attack corrects for every test it evaluates on "
+        f"({_f(out.get('confidence_per_attack'))} each); each attack corrects for every test it evaluates on "
         "fresh samples.",
         "",
         "| attack | eps lower bound | delta | confidence | samples | time (s) |",
@@ -119,11 +123,12 @@ def markdown_report(out: dict[str, Any]) -> str:
                     lines.append(f"- Rényi violation at order {_f(rv['order'])}: D_alpha >= {_f(rv['D_alpha_lower'])} "
                                  f"> claimed {_f(rv['claimed'])}")
                 lines.append("")
-    w = dict(out["witness"])
-    lines += ["## Witness", "", f"Found by the {w.pop('attack')} attack.", "", "| field | value |", "| --- | --- |"]
-    for k, val in w.items():
-        lines.append(f"| {k} | `{json.dumps(val, default=str)}` |")
-    lines.append("")
+    if out.get("witness"):
+        w = dict(out["witness"])
+        lines += ["## Witness", "", f"Found by the {w.pop('attack')} attack.", "", "| field | value |", "| --- | --- |"]
+        for k, val in w.items():
+            lines.append(f"| {k} | `{json.dumps(val, default=str)}` |")
+        lines.append("")
     if out.get("search"):
         lines += ["## Neighbouring-pair search (ranking on small samples)", "",
                   "| pair | membership selection bound | statistic | likelihood mean loss |",
@@ -151,7 +156,8 @@ def _plot_png(out: dict[str, Any]) -> str | None:
     names = [a["attack"] for a in out["attacks"]]
     vals = [float(a["epsilon_lower"]) if not isinstance(a["epsilon_lower"], str) else 0.0 for a in out["attacks"]]
     ax.bar(names, vals, color="tab:blue", label="lower bound")
-    ax.axhline(out["epsilon_claimed"], color="tab:red", ls="--", label="claimed eps")
+    if "epsilon_claimed" in out:
+        ax.axhline(out["epsilon_claimed"], color="tab:red", ls="--", label="claimed eps")
     ax.set_ylabel(f"eps at delta = {out['delta']:g}")
     ax.legend()
     if lik:
@@ -161,7 +167,8 @@ def _plot_png(out: dict[str, Any]) -> str | None:
         ax.semilogy(eps, [max(float(x), 1e-12) for x in p["delta_estimate"]], label="delta(eps) estimate")
         ax.semilogy(eps, [max(float(x), 1e-12) for x in p["delta_lower"]], label="lower bound")
         ax.axhline(out["delta"], color="gray", ls=":", label="delta")
-        ax.axvline(out["epsilon_claimed"], color="tab:red", ls="--", label="claimed eps")
+        if "epsilon_claimed" in out:
+            ax.axvline(out["epsilon_claimed"], color="tab:red", ls="--", label="claimed eps")
         ax.set_xlabel("eps")
         ax.set_title("privacy profile (likelihood attack)")
         ax.legend(fontsize=7)

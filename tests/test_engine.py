@@ -1,0 +1,118 @@
+"""The engine: the same findings whoever runs an audit's pieces; interrupted audits report what finished."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from dpaudit.accountants.errors import DPAuditError
+from dpaudit.check_named import AuditInterrupted, audit_policy
+from dpaudit.cli import main
+from dpaudit.engine import Engine
+
+VOLATILE = ("seconds", "workers")
+
+
+def _stable(out: dict) -> str:
+    """The findings without run times and the engine's description, as canonical JSON."""
+    from dpaudit.attacks.result import jsonable
+
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k not in VOLATILE}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+
+    return json.dumps(strip(jsonable(out)), sort_keys=True)
+
+
+@pytest.mark.parametrize("name,params", [("adac-ucb", {"n_arms": "3", "rho": "0.5"}),
+                                         ("adac-oful", {"n_arms": "3", "dim": "2"})])
+def test_serial_two_processes_and_any_executor_give_the_same_findings(name, params):
+    kw = dict(runs=1000, horizon=10, seed=5)
+    serial = audit_policy(name, params, workers=1, **kw)
+    forked = audit_policy(name, params, workers=2, **kw)
+    with ThreadPoolExecutor(3) as ex:
+        threads = audit_policy(name, params, executor=ex, **kw)
+    assert serial["workers"] == "this process" and forked["workers"] == "2 local processes"
+    assert _stable(serial) == _stable(forked) == _stable(threads)
+    assert serial["attacks"][0]["samples"] > 0
+
+
+def test_plugin_from_a_file_runs_on_worker_processes(tmp_path):
+    src = tmp_path / "mine.py"
+    src.write_text(textwrap.dedent("""
+        from dpaudit.policies.ucb import AdaCUCB
+
+        class Mine(AdaCUCB):
+            pass
+    """))
+    kw = dict(runs=1000, horizon=12, seed=1)
+    one = audit_policy(f"{src}:Mine", {"n_arms": "2"}, workers=1, **kw)
+    two = audit_policy(f"{src}:Mine", {"n_arms": "2"}, workers=2, **kw)
+    assert two["workers"] == "2 local processes" and _stable(one) == _stable(two)
+
+
+def test_a_policy_that_cannot_be_pickled_runs_here_with_a_note(tmp_path):
+    src = tmp_path / "closure.py"
+    src.write_text(textwrap.dedent("""
+        from dpaudit.policies.ucb import AdaCUCB
+
+        class Closure(AdaCUCB):
+            def __init__(self, n_arms=2, rho=1.0):
+                super().__init__(n_arms=n_arms, rho=rho)
+                self.hook = lambda x: x  # lambdas do not pickle
+    """))
+    out = audit_policy(f"{src}:Closure", {"n_arms": "2"}, runs=500, horizon=10, workers=2)
+    assert out["workers"] == "this process"
+    assert any("run with --workers 1" in n and "ran in this process only" in n for n in out["notes"])
+
+
+def test_engine_validates_and_keeps_order():
+    with pytest.raises(DPAuditError, match="workers must be an integer >= 1"):
+        Engine(0)
+    with Engine(2) as eng:
+        assert eng.map(pow, [(2, k) for k in range(10)]) == [2**k for k in range(10)]
+
+
+def _interrupt_after_ranking(monkeypatch):
+    import dpaudit.attacks.neighbours as nb
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(nb, "evaluate", boom)
+
+
+def test_interrupted_audit_reports_what_finished(monkeypatch):
+    _interrupt_after_ranking(monkeypatch)
+    with pytest.raises(AuditInterrupted) as info:
+        audit_policy("adac-ucb", {"n_arms": "3"}, runs=500, horizon=12, workers=1)
+    part = info.value.partial
+    assert part["verdict"] == "interrupted" and part["witness"] is None
+    assert len(part["search"]) > 0 and all("membership_selection_bound" in r for r in part["search"])
+    assert part["epsilon_claimed"] > 0 and part["ledger"]["releases"] > 0
+    assert "neighbouring-pair search" in part["reason"] and "no verdict" in part["reason"]
+
+
+def test_interrupted_cli_exits_130_and_writes_a_partial_report(monkeypatch, tmp_path, capsys):
+    _interrupt_after_ranking(monkeypatch)
+    report = tmp_path / "r.md"
+    code = main(["check", "policy", "adac-ucb", "--param", "n_arms=3", "--runs", "500", "--horizon", "12",
+                 "--workers", "1", "--report", str(report)])
+    assert code == 130
+    out = capsys.readouterr().out
+    assert "INTERRUPTED" in out and "candidate pairs ranked before the interruption" in out
+    md = report.read_text()
+    assert "INTERRUPTED (no verdict)" in md and "## Neighbouring-pair search" in md
+    assert "--horizon 12" in md  # the command line reproduces what finished
+    assert (tmp_path / "r.html").exists()
+
+
+def test_bad_workers_option_exits_2(capsys):
+    assert main(["check", "policy", "adac-ucb", "--workers", "0"]) == 2
+    assert "--workers must be an integer >= 1" in capsys.readouterr().err
