@@ -252,10 +252,11 @@ def run_policy(policy: Any, horizon: int, n_runs: int, seed: int) -> dict[str, A
     if isinstance(dim, (int, np.integer)) and dim > 0:
         f = data_rng.standard_normal((K, int(dim)))
         feats = np.broadcast_to(f / np.linalg.norm(f, axis=1, keepdims=True), (n_runs, K, int(dim)))
-    policy.reset(n_runs, policy_rng)
-    for t in range(horizon):
-        actions = np.asarray(policy.act(t, feats))
-        policy.observe(t, actions, table[t, actions])
+    # Table DP's run: episode policies advance block by block, the others step by step (same ledger)
+    from dpaudit.protocols import FixedActionSet, TableDP
+
+    TableDP().run(policy if feats is None else FixedActionSet(policy, feats[0]), table, n_runs, policy_rng,
+                  record=True)
     return {"table": table, "features": feats, "reward_span": float(hi - lo)}
 
 

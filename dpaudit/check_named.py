@@ -31,6 +31,7 @@ import numpy as np
 
 from dpaudit.accountants import Guarantee
 from dpaudit.accountants.errors import DPAuditError, check_delta, check_int
+from dpaudit.protocols import FixedActionSet
 
 __all__ = ["add_named_options", "claimed_epsilon", "ledger_audit", "audit_policy", "AuditInterrupted", "check_named",
            "DEFAULTS"]
@@ -187,55 +188,13 @@ def _build_policy(spec: str, params: dict[str, str], horizon: int) -> Any:
     return policy
 
 
-class _WithFeatures:
-    """Feeds a linear or contextual policy a fixed public action set (K unit vectors in R^d) every round.
-
-    The protocols call ``act(t, None)``; linear policies need the (n_runs, K, d) features. A fixed
-    set is one admissible choice of the (public, possibly adversarial) contexts; the search does not
-    yet vary them.
-    """
-
-    def __init__(self, inner: Any, features: np.ndarray) -> None:
-        self._inner = inner
-        self._features = features
-        self._arms = features[None]
-
-    def __getattr__(self, name: str) -> Any:
-        inner = self.__dict__.get("_inner")  # absent while unpickling: no forwarding then
-        if inner is None:
-            raise AttributeError(name)
-        return getattr(inner, name)
-
-    @property
-    def wrapped(self) -> Any:
-        """The policy inside (the protocols' block path checks where it comes from)."""
-        return self._inner
-
-    def prepare_blocks(self) -> None:
-        """Give a phase-based policy (GOPE) its fixed action set before the block path's plan()."""
-        self._inner.set_arms(self._arms)
-
-    def reset(self, n_runs: int, rng: np.random.Generator, **kw: Any) -> None:
-        try:
-            self._inner.reset(n_runs, rng, **kw)
-        except TypeError:
-            self._inner.reset(n_runs, rng)
-        self._arms = np.broadcast_to(self._features, (n_runs,) + self._features.shape)
-
-    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
-        return self._inner.act(t, self._arms if arms is None else arms)
-
-    def observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
-        self._inner.observe(t, actions, rewards)
-
-
 def _with_features(policy: Any, seed: int) -> Any:
     dim = getattr(policy, "dim", None)
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim < 1:
         return policy
     x = np.random.default_rng([int(seed), 7]).standard_normal((int(policy.n_arms), int(dim)))
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    return _WithFeatures(policy, x)
+    return FixedActionSet(policy, x)
 
 
 class AuditInterrupted(Exception):
@@ -297,8 +256,8 @@ def audit_policy(
         out.update({
             "verdict": "interrupted",
             "reason": (f"interrupted during the {stage} after {time.perf_counter() - t0:.0f} s, so there is no "
-                       "verdict; the parts that finished are reported below, and rerunning the command line "
-                       "above reproduces them exactly"),
+                       "verdict; the parts that finished are reported here, and rerunning the same command "
+                       "reproduces them exactly"),
             "attacks": [a.to_dict() for a in done],
             "epsilon_lower": max((a.epsilon_lower for a in done), default=None),
             "witness": None,

@@ -25,7 +25,7 @@ does not trust a policy's claim that its two paths agree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -44,6 +44,7 @@ __all__ = [
     "PROTOCOLS",
     "get_protocol",
     "offers_blocks",
+    "FixedActionSet",
 ]
 
 
@@ -105,6 +106,49 @@ class TableAdversary(Adversary):
             parts.append(f"B_{t + 1}: " + ", ".join(
                 f"{''.join(map(str, np.base_repr(i, self.n_arms).zfill(t + 1)))}->{q}" for i, q in enumerate(tab)))
         return "; ".join(parts) if parts else "no queries that matter"
+
+
+class FixedActionSet:
+    """Feeds a linear or contextual policy a fixed public action set (K feature vectors in R^d) every round.
+
+    The protocols call ``act(t, None)``; linear policies need the (n_runs, K, d) features. A fixed
+    set is one admissible choice of the (public, possibly adversarial) contexts, the same in every
+    run. Everything else is the wrapped policy's; phase-based policies (GOPE) get the set before the
+    block path's first ``plan()`` through :meth:`prepare_blocks`.
+    """
+
+    def __init__(self, inner: Any, features: np.ndarray) -> None:
+        self._inner = inner
+        self._features = np.asarray(features, dtype=float)
+        self._arms = self._features[None]
+
+    def __getattr__(self, name: str) -> Any:
+        inner = self.__dict__.get("_inner")  # absent while unpickling: no forwarding then
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
+
+    @property
+    def wrapped(self) -> Any:
+        """The policy inside (:func:`offers_blocks` checks where it comes from)."""
+        return self._inner
+
+    def reset(self, n_runs: int, rng: np.random.Generator, **kw: Any) -> None:
+        try:
+            self._inner.reset(n_runs, rng, **kw)
+        except TypeError:
+            self._inner.reset(n_runs, rng)
+        self._arms = np.broadcast_to(self._features, (n_runs,) + self._features.shape)
+
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
+        return self._inner.act(t, self._arms if arms is None else arms)
+
+    def observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        self._inner.observe(t, actions, rewards)
+
+    def prepare_blocks(self) -> None:
+        """Give a phase-based policy (GOPE) its fixed action set before the block path's plan()."""
+        self._inner.set_arms(self._arms)
 
 
 def offers_blocks(policy) -> bool:
