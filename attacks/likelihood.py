@@ -44,7 +44,7 @@ import numpy as np
 
 from dpaudit.accountants import Guarantee
 from dpaudit.accountants.errors import DPAuditError, check_delta
-from dpaudit.engine import SERIAL, Engine
+from dpaudit.engine import SERIAL, Engine, progress_counter
 from dpaudit.protocols import Adversary, Protocol, ViewDP
 
 from .bounds import check_confidence, cp_lower, cp_upper
@@ -133,14 +133,8 @@ def privacy_losses(
         raise DPAuditError("the likelihood attack needs a policy that records a ledger (uses dpaudit's mechanisms); this one has none.")
     T = int(np.asarray(pair.d0).shape[0])
     tasks = [(policy, protocol, pair, m, ss) for m, ss in chunk_seeds(n_runs, T, seed)]
-    done = [0]
-
-    def finished(i: int, _: Any) -> None:
-        done[0] += tasks[i][3]
-        if progress is not None:
-            progress(f"likelihood: {done[0]}/{n_runs} runs")
-
-    parts = engine.map(_chunk_losses, tasks, on_result=finished)
+    counter = progress_counter(progress, "likelihood: {done}/{total} runs", [t[3] for t in tasks])
+    parts = engine.map(_chunk_losses, tasks, on_result=counter)
     loss = np.concatenate([p[0] for p in parts])
     return loss, {"max_releases_fed_by_round": max(p[1] for p in parts),
                   "releases_without_fed": sum(p[2] for p in parts)}

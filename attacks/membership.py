@@ -33,7 +33,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from dpaudit.accountants.errors import DPAuditError, check_delta
-from dpaudit.engine import SERIAL, Engine
+from dpaudit.engine import SERIAL, Engine, progress_counter
 from dpaudit.protocols import Adversary, Protocol
 
 from .bounds import TestCounts, best_threshold_test, check_confidence, eps_lower_from_counts
@@ -283,14 +283,8 @@ def evaluate(
         for m, cs in chunk_seeds(n_test, T, ss):
             tasks.append((policy, protocol, data, m, cs, pair.adversary, cand.scorer, test))
             sides.append(side)
-    done = [0]
-
-    def finished(i: int, _: int) -> None:
-        done[0] += tasks[i][3]
-        if progress is not None:
-            progress(f"membership: {done[0]}/{2 * n_test} fresh views")
-
-    rejected = engine.map(_count_rejections, tasks, on_result=finished)
+    counter = progress_counter(progress, "membership: {done}/{total} fresh views", [t[3] for t in tasks])
+    rejected = engine.map(_count_rejections, tasks, on_result=counter)
     fp = sum(r for r, side in zip(rejected, sides) if side == 0)
     tp = sum(r for r, side in zip(rejected, sides) if side == 1)
     fn = n_test - tp

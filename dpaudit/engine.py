@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 from dpaudit.accountants.errors import DPAuditError, check_int
 
-__all__ = ["Engine", "SERIAL", "default_workers"]
+__all__ = ["Engine", "SERIAL", "default_workers", "progress_counter"]
 
 
 def default_workers() -> int:
@@ -144,6 +144,21 @@ class Engine:
 
     def __exit__(self, *exc: Any) -> None:
         self.close(kill=exc[0] is not None)
+
+
+def progress_counter(progress: Callable[[str], None] | None, template: str, sizes: Sequence[int]
+                     ) -> Callable[[int, Any], None] | None:
+    """An ``on_result`` for :meth:`Engine.map` reporting ``template.format(done=..., total=...)`` as
+    tasks of ``sizes[i]`` units finish."""
+    if progress is None:
+        return None
+    done, total = [0], int(sum(sizes))
+
+    def on_result(i: int, _: Any) -> None:
+        done[0] += sizes[i]
+        progress(template.format(done=done[0], total=total))
+
+    return on_result
 
 
 #: run everything in this process, in order (the default of the attack functions)

@@ -116,3 +116,13 @@ def test_interrupted_cli_exits_130_and_writes_a_partial_report(monkeypatch, tmp_
 def test_bad_workers_option_exits_2(capsys):
     assert main(["check", "policy", "adac-ucb", "--workers", "0"]) == 2
     assert "--workers must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_progress_counts_units_as_tasks_finish():
+    from dpaudit.engine import progress_counter
+
+    seen: list[str] = []
+    counter = progress_counter(seen.append, "views: {done}/{total}", [3, 5, 2])
+    Engine(1).map(pow, [(2, 1), (2, 2), (2, 3)], on_result=counter)
+    assert seen == ["views: 3/10", "views: 8/10", "views: 10/10"]
+    assert progress_counter(None, "x", [1]) is None
