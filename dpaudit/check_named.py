@@ -229,7 +229,7 @@ def audit_policy(
     """
     from dpaudit.attacks.bounds import check_confidence
     from dpaudit.attacks.neighbours import search
-    from dpaudit.engine import Engine
+    from dpaudit.engine import Engine, one_blas_thread
     from dpaudit.protocols import get_protocol
 
     t0 = time.perf_counter()
@@ -245,7 +245,9 @@ def audit_policy(
     finished: dict[str, Any] = {}
     stage = "setup"
     try:
-        _audit(out, finished, spec, params, proto, delta, confidence, runs, horizon, seed, progress, engine, search)
+        with one_blas_thread():
+            _audit(out, finished, spec, params, proto, delta, confidence, runs, horizon, seed, progress, engine,
+                   search)
     except KeyboardInterrupt:
         stage = out.pop("_stage", stage)
         if "membership" in finished:

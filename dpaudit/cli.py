@@ -63,8 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from dpaudit.engine import one_blas_thread
+
     try:
-        return int(args.func(args) or 0)
+        with one_blas_thread():
+            return int(args.func(args) or 0)
     except DPAuditError as exc:
         print(f"dpaudit: error: {exc}", file=sys.stderr)
         return 2

@@ -126,3 +126,18 @@ def test_progress_counts_units_as_tasks_finish():
     Engine(1).map(pow, [(2, 1), (2, 2), (2, 3)], on_result=counter)
     assert seen == ["views: 3/10", "views: 8/10", "views: 10/10"]
     assert progress_counter(None, "x", [1]) is None
+
+
+def _blas_threads() -> int:
+    from threadpoolctl import threadpool_info
+
+    return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)
+
+
+def test_blas_keeps_to_one_thread_here_and_in_workers():
+    from dpaudit.engine import one_blas_thread
+
+    with one_blas_thread():
+        assert _blas_threads() == 1
+    with Engine(2) as eng:
+        assert eng.map(_blas_threads, [(), ()]) == [1, 1]
