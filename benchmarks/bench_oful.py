@@ -10,6 +10,9 @@ Three measurements per policy, best of ``--repeat`` timings of ``--steps`` steps
 * a straightforward per-run, per-step Python loop of RS-OFUL (numpy on one 3 x 3 system at a
   time), for scale.
 
+BLAS keeps to one thread (``dpaudit.engine.one_blas_thread``), as in dpaudit's CLI, audits and
+``simulate``: with OpenBLAS's default threads these tiny batched products run at about half the speed.
+
 Target (issue 3): at least 2 x 10^6 run-steps per second. Wall-clock and CPU-time (``process_time``)
 rates are both reported: the machine is shared, and wall time counts other processes' time. Writes ``bench_oful.md`` and
 ``bench_oful.json`` next to this file.
@@ -109,6 +112,13 @@ def naive_rs_oful(bank, steps: int, lam: float = 0.1, C: float = 1.0, delta: flo
 
 
 def main() -> None:
+    from dpaudit.engine import one_blas_thread
+
+    with one_blas_thread():
+        _main()
+
+
+def _main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=1000)
@@ -158,7 +168,8 @@ def main() -> None:
         "# OFUL family speed (benchmarks/bench_oful.py)",
         "",
         f"K = {K}, d = {D}, {n} runs, {args.steps} timed steps; run-steps per second. Target (issue 3):",
-        f"{TARGET:.0e}. Measured with load average {load:.2f} on {os.cpu_count()} shared cores, so the",
+        f"{TARGET:.0e}. BLAS limited to one thread, as in dpaudit's CLI, audits and simulate.",
+        f"Measured with load average {load:.2f} on {os.cpu_count()} shared cores, so the",
         "wall-clock rates include time taken by other processes; the CPU-time rates (process_time) are",
         "this process's own speed.",
         "",
