@@ -199,7 +199,9 @@ class Protocol:
         """Sample ``n_runs`` views of the interactive mechanism (policy, protocol, data): (n_runs, T).
 
         ``path``: ``"auto"`` (blocks where :func:`offers_blocks` allows, without an adversary),
-        ``"step"`` or ``"blocks"``; both give the same views and ledger for the same ``rng``.
+        ``"step"`` or ``"blocks"``; both give the same views and ledger for the same ``rng``. An
+        input with values outside the policy's ``reward_range`` always runs step by step, so that a
+        reward the policy observes there is refused by name, as ``observe`` does.
         """
         n_arms = int(policy.n_arms)
         horizon = data.shape[0]
@@ -216,6 +218,11 @@ class Protocol:
         if path not in ("auto", "step", "blocks"):
             raise DPAuditError(f"path must be 'auto', 'step' or 'blocks', got {path!r}.")
         blocks_ok = adversary is None and offers_blocks(policy)
+        lo, hi = getattr(policy, "reward_range", (-np.inf, np.inf))
+        if blocks_ok and (data.min() < lo or data.max() > hi):
+            # complete() sees only block sums: an input with rewards outside the range the sensitivity
+            # assumes runs step by step, where observe() refuses the first such reward the policy sees
+            path = "step"
         if path == "blocks" and not blocks_ok:
             raise DPAuditError(
                 "the block path needs one of dpaudit's episode-based policies (plan()/complete()) and no adversary; "

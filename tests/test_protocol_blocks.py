@@ -107,3 +107,13 @@ def test_a_block_outside_the_arms_is_refused():
     Broken.__module__ = "dpaudit.policies.ucb"  # pretend it is ours, so that the block path is taken
     with pytest.raises(DPAuditError, match="planned a block"):
         TableDP().run(Broken(n_arms=3), np.zeros((20, 3)), 5, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("proto", [TableDP(), ViewDP()], ids=["table", "view"])
+def test_out_of_range_rewards_are_refused_on_both_paths(proto):
+    """An episode with rewards 1.5 and -0.5 has an in-range sum; the block path must still refuse it."""
+    d = np.full((12, 2), 0.5) if isinstance(proto, TableDP) else np.full(12, 0.5)
+    d[5], d[6] = 1.5, -0.5  # rounds 5 and 6 fall inside one episode of every run
+    for path in ("step", "blocks"):
+        with pytest.raises(DPAuditError, match=r"reward (1.5|-0.5) at step [56] is outside \[0, 1\]"):
+            proto.run(AdaCUCB(n_arms=2), d, 20, np.random.default_rng(0), path=path)
