@@ -91,8 +91,16 @@ def test_zcdp_conversion_within_target_on_random_inputs(rho, delta):
     if conv.method == "kl-tv":
         assert delta >= kl_tv_delta(rho)
         return
-    bf = brute_force_zcdp_epsilon(rho, delta, n=100_001)
+    # epsilon >= 0 by definition: a negative optimum over orders means (0, delta)-DP already holds
+    bf = max(brute_force_zcdp_epsilon(rho, delta, n=100_001), 0.0)
     assert bf * (1 - 1e-3) <= conv.epsilon <= bf * (1 + 1e-10)
+
+
+def test_zcdp_conversion_is_zero_where_the_optimum_over_orders_is_negative():
+    """Found by hypothesis: rho = e^-7.5, delta = e^-3.875 has a (slightly) negative optimum."""
+    rho, delta = math.exp(-7.5), math.exp(-3.875)
+    assert brute_force_zcdp_epsilon(rho, delta) < 0
+    assert zcdp_to_approx(rho, delta).epsilon == 0.0
 
 
 def test_dp_accounting_grid_is_looser_where_the_issue_says():
