@@ -190,6 +190,13 @@ def _run_steps(policy, env, horizon, n_runs, cps, trajectory):
     rews = np.empty((n_runs, horizon)) if trajectory else None
     j, next_cp = 0, int(cps[0])
     trusted = bool(getattr(policy, "valid_actions", False)) and type(policy).__module__.startswith("dpaudit.")
+    # the per-step reward check, hoisted: when the environment's rewards provably lie in the policy's
+    # range (a fixed table's min and max; Bernoulli's [0, 1]), dpaudit's policies skip it
+    bounds = env.reward_bounds(horizon) if hasattr(env, "reward_bounds") else None
+    rr = getattr(policy, "reward_range", None)
+    hoisted = (trusted and hasattr(policy, "observe_checked") and bounds is not None and rr is not None
+               and rr[0] <= bounds[0] and bounds[1] <= rr[1])
+    observe = policy.observe_checked if hoisted else policy.observe
     for t in range(horizon):
         arms = env.arms(t)
         a = policy.act(t, arms) if trusted else _check_actions_fast(policy.act(t, arms), n_runs, K, who, t)
@@ -204,7 +211,7 @@ def _run_steps(policy, env, horizon, n_runs, cps, trajectory):
         if trajectory:
             acts[:, t] = a
             rews[:, t] = r
-        policy.observe(t, a, r)
+        observe(t, a, r)
         if t + 1 == next_cp:
             regret_at[:, j] = regret
             reward_at[:, j] = reward_sum

@@ -193,3 +193,32 @@ def test_regret_cli_bad_input_exits_2(argv, match, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert match in err and "Traceback" not in err
+
+
+def test_reward_check_is_hoisted_only_where_the_environment_proves_it():
+    """In-range tables skip the per-step check (observe_checked); others keep it and refuse by name."""
+    table = np.zeros((30, 2))
+    table[::3, 1] = 1.0
+    pol = make_policy("adac-ucb", {"n_arms": 2})
+
+    def refuse(*a, **k):
+        raise AssertionError("the per-step check ran although the table's bounds prove it")
+
+    pol.observe = refuse
+    res = simulate(pol, RewardTable(table), 30, 5, seed=0, path="step")
+    assert res.reward_sum.shape == (5,)
+    bad = table.copy()
+    bad[:, :] = 1.5  # every reward is out of [0, 1]: the first one the policy sees is refused
+    with pytest.raises(DPAuditError, match=r"reward 1.5 at step 0 is outside \[0, 1\]"):
+        simulate(make_policy("adac-ucb", {"n_arms": 2}), RewardTable(bad), 30, 5, seed=0, path="step")
+
+
+def test_hoisted_and_checked_observe_give_the_same_trajectory():
+    rng = np.random.default_rng(4)
+    table = (rng.random((400, 3)) < [0.7, 0.5, 0.3]).astype(float)
+    a = simulate(make_policy("adac-ucb", {"n_arms": 3}), RewardTable(table), 400, 50, seed=2, path="step",
+                 trajectory=True)
+    pol = make_policy("adac-ucb", {"n_arms": 3})
+    pol.observe_checked = pol.observe  # force the checked path
+    b = simulate(pol, RewardTable(table), 400, 50, seed=2, path="step", trajectory=True)
+    assert np.array_equal(a.actions, b.actions) and np.array_equal(a.reward_sum, b.reward_sum)

@@ -83,6 +83,12 @@ class Policy:
         rewards = check_rewards(rewards, self.n_runs, self.reward_range, type(self).name or type(self).__name__, t)
         self._observe(t, np.asarray(actions), rewards)
 
+    def observe_checked(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        """``observe`` for a caller that has established, once for the whole run, that every reward
+        lies in ``reward_range`` (:func:`dpaudit.simulate.simulate` does, from the environment's reward
+        bounds): the same update without the per-step range check."""
+        self._observe(t, actions, rewards)
+
     def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
         raise NotImplementedError
 

@@ -158,16 +158,21 @@ class EpisodeUCB(Policy):
         if runs.size == 0:
             return
         sums = np.asarray(sums, dtype=float).reshape(runs.size)
-        arms = self.cur[runs]
-        start = self.ep_start[runs]
-        stop = self.ep_end[runs]
-        length = stop - start
+        length = self.ep_end[runs] - self.ep_start[runs]
         lo, hi = self.reward_range
         if not (np.all(sums >= lo * length) and np.all(sums <= hi * length)):  # NaN fails too
             raise DPAuditError(
                 f"an episode's reward sum is outside [{lo:g}, {hi:g}] x its length: rewards leave [{lo:g}, {hi:g}], "
                 f"the range {self.name}'s sensitivity assumes."
             )
+        self._complete(runs, sums)
+
+    def _complete(self, runs: np.ndarray, sums: np.ndarray) -> None:
+        """:meth:`complete` for sums whose rewards were each checked already (the per-step path)."""
+        arms = self.cur[runs]
+        start = self.ep_start[runs]
+        stop = self.ep_end[runs]
+        length = stop - start
         value = self._release(runs, arms, sums, start, stop)
         self.stat[runs, arms] = value / length
         self.last_len[runs, arms] = length
@@ -175,14 +180,19 @@ class EpisodeUCB(Policy):
         self.releases[runs, arms] += 1
         # next episode: initial pulls first, then the argmax of the index (Alg. 4, lines 5-7)
         nxt = stop
-        arm_next = np.minimum(nxt, self.n_arms - 1)
-        later = nxt >= self.n_arms
-        if later.any():
-            r = runs[later]
-            log_t = np.log(nxt[later] + 1.0)[:, None]  # t_l = next round, 1-based
-            index = self.stat[r] + self._bonus(self.last_len[r].astype(float), log_t)
-            arm_next[later] = np.argmax(index, axis=1)
-        length_next = np.where(later, self.counts[runs, arm_next], 1)
+        if nxt.min() >= self.n_arms:  # every run is past its initial pulls (all but the first K steps)
+            log_t = np.log(nxt + 1.0)[:, None]  # t_l = next round, 1-based
+            arm_next = np.argmax(self.stat[runs] + self._bonus(self.last_len[runs].astype(float), log_t), axis=1)
+            length_next = self.counts[runs, arm_next]
+        else:
+            arm_next = np.minimum(nxt, self.n_arms - 1)
+            later = nxt >= self.n_arms
+            if later.any():
+                r = runs[later]
+                log_t = np.log(nxt[later] + 1.0)[:, None]
+                index = self.stat[r] + self._bonus(self.last_len[r].astype(float), log_t)
+                arm_next[later] = np.argmax(index, axis=1)
+            length_next = np.where(later, self.counts[runs, arm_next], 1)
         self.cur = self.cur.copy()  # copy on write: act() hands out self.cur without copying
         self.cur[runs] = arm_next
         self.ep_start[runs] = nxt
@@ -209,7 +219,8 @@ class EpisodeUCB(Policy):
         self._t = t + 1
         if self._t >= self._next_end:
             done = np.flatnonzero(self.ep_end == self._t)
-            self.complete(done, self.ep_sum[done])
+            if done.size:
+                self._complete(done, self.ep_sum[done])  # each reward was range-checked as it came
             self._next_end = int(self.ep_end.min())
 
 
