@@ -55,6 +55,7 @@ __all__ = ["privacy_losses", "empirical_profile", "profile_bounds", "renyi_bound
            "DEFAULT_ORDERS"]
 
 DEFAULT_ORDERS: tuple[float, ...] = (1.5, 2.0, 4.0, 8.0, 16.0, 32.0)
+_NO_LEDGER = "the likelihood attack needs a policy that records a ledger (uses dpaudit's mechanisms); this one has none."
 
 
 def _observed_rewards(protocol: Protocol, data: np.ndarray, views: np.ndarray, j: int,
@@ -113,7 +114,7 @@ def _chunk_losses(policy: Any, protocol: Protocol, pair: Pair, m: int,
     views = protocol.run(policy, pair.d0, m, np.random.default_rng(ss), pair.adversary, record=True)
     ledger = getattr(policy, "ledger", None)
     if ledger is None or not hasattr(ledger, "releases"):
-        raise DPAuditError("the likelihood attack needs a policy that records a ledger (uses dpaudit's mechanisms); this one has none.")
+        raise DPAuditError(_NO_LEDGER)
     r0 = _observed_rewards(protocol, pair.d0, views, pair.round, pair.adversary)
     r1 = _observed_rewards(protocol, pair.d1, views, pair.round, pair.adversary)
     return _loss_from_ledger(ledger, m, pair.round, r1 - r0)
@@ -130,7 +131,7 @@ def privacy_losses(
 ) -> tuple[np.ndarray, dict[str, int]]:
     """Sample ``n_runs`` runs under ``pair.d0`` and return each run's exact privacy loss L."""
     if not hasattr(policy, "ledger"):
-        raise DPAuditError("the likelihood attack needs a policy that records a ledger (uses dpaudit's mechanisms); this one has none.")
+        raise DPAuditError(_NO_LEDGER)
     T = int(np.asarray(pair.d0).shape[0])
     tasks = [(policy, protocol, pair, m, ss) for m, ss in chunk_seeds(n_runs, T, seed)]
     counter = progress_counter(progress, "likelihood: {done}/{total} runs", [t[3] for t in tasks])
@@ -218,7 +219,7 @@ def likelihood_attack(
     """Gray-box attack on one pair: lower bounds on eps(delta) and on D_alpha from exact losses.
 
     ``epsilon_lower`` is the largest eps of the grid whose delta(eps) lower bound exceeds ``delta``.
-    Without ``eps_grid``, the grid spans 0 to a high quantile of ``pilot`` losses of the same pair
+    Without ``eps_grid``, the grid is :func:`pilot_grid` of ``pilot`` losses of the same pair
     (independent of the runs counted here); without ``pilot`` either, a fresh pilot of
     ``max(200, n_runs // 10)`` runs is drawn for it.
     With a ``claim``, ``details['renyi_violation']`` lists the orders where the D_alpha lower bound

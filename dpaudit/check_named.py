@@ -228,7 +228,6 @@ def audit_policy(
     :class:`AuditInterrupted` carrying what had finished.
     """
     from dpaudit.attacks.bounds import check_confidence
-    from dpaudit.attacks.neighbours import search
     from dpaudit.engine import Engine, one_blas_thread
     from dpaudit.protocols import get_protocol
 
@@ -246,8 +245,7 @@ def audit_policy(
     stage = "setup"
     try:
         with one_blas_thread():
-            _audit(out, finished, spec, params, proto, delta, confidence, runs, horizon, seed, progress, engine,
-                   search)
+            _audit(out, finished, spec, params, proto, delta, confidence, runs, horizon, seed, progress, engine)
     except KeyboardInterrupt:
         stage = out.pop("_stage", stage)
         if "membership" in finished:
@@ -277,8 +275,10 @@ def audit_policy(
 
 def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dict[str, str], proto: Any,
            delta: float, confidence: float, runs: int, horizon: int | None, seed: int,
-           progress: Callable[[str], None] | None, engine: Any, search: Callable[..., Any]) -> None:
+           progress: Callable[[str], None] | None, engine: Any) -> None:
     """The stages of :func:`audit_policy`, filling ``out`` as each one finishes."""
+    from dpaudit.attacks.neighbours import search
+
     if proto.name == "interactive":
         probe = _build_policy(spec, dict(params), DEFAULTS["horizon"])
         if not getattr(probe, "accepts_queries", True):

@@ -181,23 +181,24 @@ class EpisodeUCB(Policy):
         # next episode: initial pulls first, then the argmax of the index (Alg. 4, lines 5-7)
         nxt = stop
         if nxt.min() >= self.n_arms:  # every run is past its initial pulls (all but the first K steps)
-            log_t = np.log(nxt + 1.0)[:, None]  # t_l = next round, 1-based
-            arm_next = np.argmax(self.stat[runs] + self._bonus(self.last_len[runs].astype(float), log_t), axis=1)
+            arm_next = self._best_index(runs, nxt)
             length_next = self.counts[runs, arm_next]
         else:
             arm_next = np.minimum(nxt, self.n_arms - 1)
             later = nxt >= self.n_arms
             if later.any():
-                r = runs[later]
-                log_t = np.log(nxt[later] + 1.0)[:, None]
-                index = self.stat[r] + self._bonus(self.last_len[r].astype(float), log_t)
-                arm_next[later] = np.argmax(index, axis=1)
+                arm_next[later] = self._best_index(runs[later], nxt[later])
             length_next = np.where(later, self.counts[runs, arm_next], 1)
         self.cur = self.cur.copy()  # copy on write: act() hands out self.cur without copying
         self.cur[runs] = arm_next
         self.ep_start[runs] = nxt
         self.ep_end[runs] = nxt + length_next
         self.ep_sum[runs] = 0.0
+
+    def _best_index(self, runs: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+        """argmax of the index of ``runs`` whose next episode starts at round ``nxt`` (t_l, 1-based: nxt + 1)."""
+        log_t = np.log(nxt + 1.0)[:, None]
+        return np.argmax(self.stat[runs] + self._bonus(self.last_len[runs].astype(float), log_t), axis=1)
 
     def plan(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each run's current episode as (start (n,), arms (n, 1), lengths (n, 1))."""
