@@ -4,7 +4,7 @@ Guarantee types, their conversions and composition, built on Google's ``dp_accou
 has what is needed. This package depends on nothing else in dpaudit.
 """
 
-from .errors import DPAuditError
+from dpaudit.errors import DPAuditError
 from .guarantees import RDP, ZCDP, ApproxDP, Guarantee, PureDP
 from .conversions import Conversion, rdp_to_approx, zcdp_rho_for_epsilon, zcdp_to_approx
 from .gaussian import gaussian_epsilon, gaussian_sigma, lint_classical_gaussian, lint_seed000_channel

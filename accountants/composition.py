@@ -16,7 +16,7 @@
 * :func:`per_round_account` — per-round ("per user") accounting of a ledger given as plain arrays:
   each round's guarantee is the composition of the releases that round fed; the run's realised
   guarantee is its worst round (parallel composition over rounds). This module takes arrays so the
-  accountants import nothing from dpaudit's core; ``dpaudit.account`` turns a Ledger into them.
+  accountants import nothing from dpaudit's core; ``dpaudit.accounting`` turns a Ledger into them.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .conversions import Conversion, approx_to_approx, cks_epsilon, rdp_curve_to_approx, zcdp_to_approx
-from .errors import DPAuditError, check_delta, check_int, check_nonnegative, check_order
+from .conversions import Conversion, cks_epsilon, rdp_curve_to_approx
+from dpaudit.errors import DPAuditError, check_delta, check_int, check_nonnegative
 from .gaussian import gaussian_epsilon, laplace_epsilon, laplace_renyi
 from .guarantees import RDP, ZCDP, ApproxDP, Guarantee, PureDP
 

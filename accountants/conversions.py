@@ -36,7 +36,7 @@ from dataclasses import dataclass, asdict
 import numpy as np
 from scipy import optimize
 
-from .errors import DPAuditError, check_delta, check_nonnegative, check_order, check_positive
+from dpaudit.errors import DPAuditError, check_delta, check_nonnegative, check_order, check_positive
 
 __all__ = [
     "Conversion",

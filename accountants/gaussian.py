@@ -30,7 +30,7 @@ import numpy as np
 from scipy import optimize, special
 
 from .conversions import Conversion, zcdp_to_approx
-from .errors import DPAuditError, check_delta, check_int, check_nonnegative, check_positive
+from dpaudit.errors import DPAuditError, check_delta, check_int, check_nonnegative, check_positive
 
 __all__ = [
     "gaussian_mu",

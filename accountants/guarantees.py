@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from .errors import DPAuditError, check_delta, check_nonnegative, check_order
+from dpaudit.errors import DPAuditError, check_delta, check_nonnegative, check_order
 
 __all__ = ["Guarantee", "PureDP", "ApproxDP", "ZCDP", "RDP"]
 

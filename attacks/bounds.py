@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from statsmodels.stats.proportion import proportion_confint
 
-from dpaudit.accountants.errors import DPAuditError, check_delta
+from dpaudit.errors import DPAuditError, check_delta
 
 __all__ = [
     "cp_upper",

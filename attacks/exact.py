@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpaudit.accountants.errors import DPAuditError, check_delta, check_nonnegative, check_order
+from dpaudit.errors import DPAuditError, check_delta, check_nonnegative, check_order
 from dpaudit.policies.finite import FinitePolicy
 
 from .result import AuditResult

@@ -43,7 +43,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from dpaudit.accountants import Guarantee
-from dpaudit.accountants.errors import DPAuditError, check_delta
+from dpaudit.errors import DPAuditError, check_delta
 from dpaudit.engine import SERIAL, Engine, progress_counter
 from dpaudit.protocols import Adversary, Protocol, ViewDP
 

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from scipy.optimize import minimize
 
-from dpaudit.accountants.errors import DPAuditError, check_delta
+from dpaudit.errors import DPAuditError, check_delta
 from dpaudit.engine import SERIAL, Engine, progress_counter
 from dpaudit.protocols import Adversary, Protocol
 

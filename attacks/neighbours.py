@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 from dpaudit.engine import SERIAL, Engine
 from dpaudit.protocols import Adversary, ConstantAdversary, IdentityAdversary, InteractiveDP, Protocol, ViewDP
 

@@ -161,7 +161,7 @@ def bench_mixed() -> dict:
 
 
 def bench_cli() -> dict:
-    from dpaudit.account import claim_vs_ledger, run_policy
+    from dpaudit.accounting import claim_vs_ledger, run_policy
     from dpaudit.cli import main
     from dpaudit.policies.registry import make_policy, registered
 

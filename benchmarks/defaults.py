@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from dpaudit.attacks.result import jsonable
-from dpaudit.check_named import audit_policy
+from dpaudit.check import audit_policy
 from dpaudit.engine import default_workers
 from dpaudit.policies.registry import make_policy, registered
 

@@ -5,7 +5,8 @@ Two questions a reviewer asks of a private bandit policy: what does it *claim* (
 DESIGN.md for the map.
 """
 
-from dpaudit.accountants import RDP, ZCDP, ApproxDP, DPAuditError, Guarantee, PureDP
+from dpaudit.accountants import RDP, ZCDP, ApproxDP, Guarantee, PureDP
+from dpaudit.errors import DPAuditError
 
 __version__ = "0.1.0"
 

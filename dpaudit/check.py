@@ -1,151 +1,369 @@
-"""``dpaudit check policy``: what a policy claims against what it leaks, as one command.
+"""What ``dpaudit check policy`` does for a registered policy or plug-in: claim, ledger, attacks, verdict.
 
-Finite policies (a ``dpaudit.finite-policy/1`` JSON spec, or a bundled spec name) are audited
-exactly by enumeration (:mod:`dpaudit.attacks.exact`): delta at ``--epsilon``, epsilon at
-``--delta``, the Rényi divergence of order ``--alpha``, each with its witness, under the chosen
-protocol. Registered policies and plug-ins go through the sampling attacks and the verdict.
+``audit_policy`` does the work and returns one JSON-ready dict; :mod:`dpaudit.cli.check` parses the
+command line and prints it. (Finite policies are audited exactly by :mod:`dpaudit.attacks.exact`.)
+
+Verdict rule (DESIGN.md, "Check and report"): ``violation`` when some attack's lower bound on
+epsilon, at the stated confidence, exceeds the claimed epsilon at the same delta (or, for the
+gray-box attack, when its lower bound on a Rényi divergence exceeds the claim's Rényi curve at an
+order); otherwise ``consistent``, with the gap. The error budget 1 - confidence is split equally
+between the attacks that run (Bonferroni), and each attack corrects internally for everything it
+evaluates on fresh samples, so a policy that keeps its claim is called a violation with probability
+at most 1 - confidence.
+
+The claimed epsilon at delta comes from the claim's own conversion (``Guarantee.conversion``, the
+accountants' tightest valid conversion); if a claim type has none, the loose but valid
+rho + 2 sqrt(rho log(1/delta)) bound for zCDP is used and the method says so.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import inspect
 import math
-from pathlib import Path
-from typing import Any
+import platform
+import time
+from typing import Any, Callable
 
-from dpaudit.accountants.errors import DPAuditError
+import numpy as np
 
-__all__ = ["register_cli", "is_finite_spec", "check_finite"]
+from dpaudit.accountants import Guarantee
+from dpaudit.errors import DPAuditError, check_delta, check_int
+from dpaudit.protocols import FixedActionSet
 
+__all__ = ["claimed_epsilon", "ledger_audit", "audit_horizon", "audit_policy", "AuditInterrupted", "DEFAULTS"]
 
-def register_cli(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="audit a policy: its claim, what attacks measure, and a verdict")
-    what = p.add_subparsers(dest="what", metavar="WHAT")
-    what.required = True
-    c = what.add_parser(
-        "policy",
-        help="audit one policy",
-        description="Audit a policy. POLICY is a finite-policy JSON spec (or a bundled spec such as "
-        "seed001-counterexample), a registered name (see `dpaudit list`), or a plug-in "
-        "path/to/file.py:ClassName or package.module:ClassName.",
-    )
-    c.add_argument("policy", metavar="POLICY")
-    c.add_argument("--protocol", choices=["table", "view", "interactive"], default="table",
-                   help="privacy definition (seed 001 Sec. III; default: table)")
-    c.add_argument("--epsilon", type=float, default=1.0, help="evaluate delta(epsilon) here (default 1)")
-    c.add_argument("--delta", type=float, default=1e-5, help="report the smallest epsilon at this delta (default 1e-5)")
-    c.add_argument("--alpha", type=float, default=2.0, help="Rényi order to report (default 2; 'inf' allowed)")
-    c.add_argument("--max-work", type=float, default=None,
-                   help="ceiling on elementary operations of an exact enumeration (default 2e9)")
-    c.add_argument("--json", action="store_true", help="print one JSON object")
-    _add_named_options(c)
-    c.set_defaults(func=_run)
+#: default sample sizes: fresh views per side, likelihood runs, and the ranking sizes; the horizon is
+#: the starting point of :func:`audit_horizon` when ``--horizon`` is not given
+DEFAULTS = {"runs": 50000, "horizon": 48, "confidence": 0.95}
+#: the longest horizon :func:`audit_horizon` will choose on its own
+MAX_AUTO_HORIZON = 16384
 
 
-def is_finite_spec(spec: str) -> bool:
-    from dpaudit.policies.finite import BUNDLED
-
-    return spec in BUNDLED or spec.endswith(".json")
 
 
-def _run(args: argparse.Namespace) -> int:
-    if is_finite_spec(args.policy):
-        return check_finite(args)
-    return _check_named(args)
+def claimed_epsilon(claim: Guarantee, delta: float) -> tuple[float, str]:
+    """The claim as epsilon at ``delta`` and the conversion used."""
+    conv = getattr(claim, "conversion", None)
+    if conv is not None:
+        try:
+            c = conv(delta)
+            order = f" at order {c.order:.4g}" if getattr(c, "order", None) else ""
+            return float(c.epsilon), f"{claim.describe()} -> (eps, delta) by {c.method}{order}"
+        except NotImplementedError:
+            pass
+    rho = getattr(claim, "rho", None)
+    if rho is not None:
+        eps = rho + 2 * math.sqrt(rho * math.log(1 / delta))
+        return eps, f"{claim.describe()} -> rho + 2 sqrt(rho log(1/delta)) (valid but loose)"
+    raise DPAuditError(f"the claim {claim!r} cannot be converted to (epsilon, delta); give a Guarantee from dpaudit.accountants.")
 
 
-def _check_named(args: argparse.Namespace) -> int:
-    from dpaudit.check_named import check_named
+def ledger_audit(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
+                 n_runs: int = 200) -> dict[str, Any] | None:
+    """Per-round accounting of the ledger of ``n_runs`` runs on ``data`` (None without a ledger)."""
+    from dpaudit.accountants import per_round_account
 
-    return check_named(args)
+    if not hasattr(policy, "ledger"):
+        return None
+    protocol.run(policy, data, n_runs, np.random.default_rng(seed), None, record=True)
+    ledger = getattr(policy, "ledger", None)
+    if ledger is None or not hasattr(ledger, "releases"):
+        return None
+    T = int(np.asarray(data).shape[0])
+    run, rnd, kind, ratio = [], [], [], []
+    no_fed = 0
+    for rel in ledger.releases:
+        if rel.fed is None:
+            no_fed += 1
+            continue
+        runs = np.asarray(rel.runs)[rel.fed.pos]
+        scale = np.asarray(rel.noise.scale, dtype=float)
+        s = scale if scale.ndim == 0 else (scale[rel.fed.pos] if scale.ndim == 1 else scale[rel.fed.pos].max(axis=-1))
+        run.append(runs)
+        rnd.append(np.asarray(rel.fed.rounds))
+        kind.append(np.full(runs.size, rel.noise.kind == "gaussian"))
+        ratio.append(np.broadcast_to(rel.sensitivity / s, runs.shape).astype(float))
+    if not run:
+        return {"releases": len(ledger.releases), "releases_without_fed": no_fed, "implied": None,
+                "shared_rounds": 0}
+    acc = per_round_account(n_runs, T, np.concatenate(run), np.concatenate(rnd), np.concatenate(kind),
+                            np.concatenate(ratio))
+    implied = acc.guarantee()
+    shared = acc.shared_rounds()
+    return {
+        "runs": n_runs,
+        "releases": len(ledger.releases),
+        "releases_without_fed": no_fed,
+        "implied": implied.describe(),
+        "implied_guarantee": implied,
+        "shared_rounds": int(shared.shape[0]),
+        "max_releases_per_round": int(acc.usage.max(initial=0)),
+    }
 
 
-def _add_named_options(c: argparse.ArgumentParser) -> None:
-    from dpaudit.check_named import add_named_options
-
-    add_named_options(c)
-
-
-def _progress_printer(unit: str):
-    """A progress callback that redraws one stderr line, only when stderr is a terminal."""
-    import sys
-    import time
-
-    start = time.perf_counter()
-
-    def show(done: int, total: int) -> None:
-        if not sys.stderr.isatty() or total <= 1 or time.perf_counter() - start < 1.0:
-            return
-        end = "\n" if done >= total else ""
-        print(f"\r  {done}/{total} {unit} ({100 * done / total:.0f}%)", end=end, file=sys.stderr, flush=True)
-
-    return show
+def first_release_step(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
+                       n_runs: int = 20) -> int | None:
+    """The earliest step at which any of ``n_runs`` runs on ``data`` releases (None: no release)."""
+    protocol.run(policy, data, n_runs, np.random.default_rng(seed), None, record=True)
+    ledger = getattr(policy, "ledger", None)
+    steps = [int(r.step) for r in getattr(ledger, "releases", [])]
+    return min(steps) if steps else None
 
 
-def _fmt(x: float) -> str:
-    return "inf" if math.isinf(x) else f"{x:.6g}"
+def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.random.SeedSequence,
+                  reward_range: tuple[float, float]) -> tuple[int, str]:
+    """Choose the audit horizon: 48, or for a policy that releases nothing by then (phase-based
+    policies such as GOPE, whose first phase can last thousands of rounds) the first release step
+    plus 48 rounds, so that the view shows what the release changed. A horizon without a release
+    audits nothing private, so an audit there would be vacuous. Returns (horizon, how it was chosen).
+    """
+    from dpaudit.attacks.neighbours import PairSpec, make_pair
+
+    T = DEFAULTS["horizon"]
+    tail = DEFAULTS["horizon"]
+    while True:
+        policy = policy_for(T)
+        if not hasattr(policy, "ledger"):
+            return T, "default (the policy keeps no ledger to show when it releases)"
+        d = make_pair(PairSpec(0, "mid"), protocol, int(policy.n_arms), T, reward_range).d0
+        step = first_release_step(policy, protocol, d, seed)
+        if step is not None:
+            if T == DEFAULTS["horizon"]:
+                return T, "default"
+            return min(step + 1 + tail, T), (f"first release at step {step}, so the audit runs {tail} rounds past "
+                                             f"it (the default {DEFAULTS['horizon']} sees no release)")
+        if T >= MAX_AUTO_HORIZON:
+            raise DPAuditError(
+                f"the policy releases nothing within {MAX_AUTO_HORIZON} rounds on the audit table, so there is no "
+                "private release to audit; give --horizon explicitly (larger) if its first release comes later."
+            )
+        T *= 2
 
 
-def _event(seqs: list[list[int]]) -> str:
-    return "{" + ", ".join("".join(map(str, s)) for s in seqs) + "}"
+def _versions() -> dict[str, str]:
+    import scipy
+    import statsmodels
+
+    from dpaudit import __version__
+
+    return {"dpaudit": __version__, "python": platform.python_version(), "numpy": np.__version__,
+            "scipy": scipy.__version__, "statsmodels": statsmodels.__version__}
 
 
-def check_finite(args: argparse.Namespace) -> int:
-    from dpaudit.attacks.exact import DEFAULT_MAX_WORK, exact_profile
-    from dpaudit.attacks.result import jsonable
-    from dpaudit.policies.finite import load_spec
+def _build_policy(spec: str, params: dict[str, str], horizon: int) -> Any:
+    from dpaudit.policies.registry import load_policy_class, make_policy
+
+    cls = load_policy_class(spec)
+    try:
+        sig = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        sig = {}
+    params = dict(params)
+    if "horizon" in sig and "horizon" not in params:
+        params["horizon"] = str(horizon)
+    policy = make_policy(spec, params)
+    if not hasattr(policy, "n_arms"):
+        raise DPAuditError(f"policy {spec!r} has no n_arms attribute; a policy must say how many arms it has.")
+    return policy
+
+
+def _with_features(policy: Any, seed: int) -> Any:
+    dim = getattr(policy, "dim", None)
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim < 1:
+        return policy
+    x = np.random.default_rng([int(seed), 7]).standard_normal((int(policy.n_arms), int(dim)))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return FixedActionSet(policy, x)
+
+
+class AuditInterrupted(Exception):
+    """Ctrl-C during :func:`audit_policy`; ``partial`` holds the findings that had finished."""
+
+    def __init__(self, partial: dict[str, Any]) -> None:
+        super().__init__("the audit was interrupted")
+        self.partial = partial
+
+
+def audit_policy(
+    spec: str,
+    params: dict[str, str] | None = None,
+    *,
+    protocol: str = "table",
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    runs: int = 50000,
+    horizon: int | None = None,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+    command: str = "",
+    workers: int = 1,
+    executor: Any = None,
+) -> dict[str, Any]:
+    """Run the claim, the ledger audit, the neighbouring search and both attacks; return the findings.
+
+    ``horizon=None`` lets :func:`audit_horizon` choose it (48 unless the policy's first release comes
+    later). ``workers`` local processes (or a ``concurrent.futures`` ``executor``) run the independent
+    pieces; the findings do not depend on them (:mod:`dpaudit.engine`). On Ctrl-C this raises
+    :class:`AuditInterrupted` carrying what had finished.
+    """
+    from dpaudit.attacks.bounds import check_confidence
+    from dpaudit.engine import Engine, one_blas_thread
     from dpaudit.protocols import get_protocol
 
-    policy = load_spec(args.policy)
-    prof = exact_profile(
-        policy,
-        args.protocol,
-        epsilons=[args.epsilon],
-        deltas=[args.delta],
-        alphas=[args.alpha],
-        max_work=args.max_work if args.max_work is not None else DEFAULT_MAX_WORK,
-        progress=_progress_printer("adversaries") if args.protocol == "interactive" else None,
-    )
-    w_delta, w_eps, w_renyi = (prof.witnesses[k][0] if prof.witnesses[k] else None
-                               for k in ("delta", "epsilon", "renyi"))
-    if args.json:
-        out: dict[str, Any] = {
-            "policy": args.policy,
-            "protocol": args.protocol,
-            "method": "exact enumeration",
-            "epsilon": prof.epsilon_at[0],
-            "delta": prof.delta_at[0],
-            "renyi": prof.renyi[0],
-            "at": {"epsilon": args.epsilon, "delta": args.delta, "alpha": args.alpha},
-            "witness": {
-                "delta": w_delta.to_dict() if w_delta else None,
-                "epsilon": w_eps.to_dict() if w_eps else None,
-                "renyi": w_renyi.to_dict() if w_renyi else None,
-            },
-            "sizes": prof.sizes,
-            "seconds": prof.seconds,
-        }
-        print(json.dumps(jsonable(out), indent=2))
-        return 0
-    s = prof.sizes
-    rewards = ", ".join(f"{r:g}" for r in policy.rewards)
-    print(f"policy    {args.policy}  (finite: T = {policy.horizon}, K = {policy.n_arms}, rewards {{{rewards}}})")
-    print(f"protocol  {args.protocol}: {get_protocol(args.protocol).summary}")
-    adv = f", {s['adversaries']} deterministic adversaries" if args.protocol == "interactive" else ""
-    print(f"method    exact enumeration: {s['inputs']} inputs, {s['neighbouring_pairs']} neighbouring pairs, "
-          f"{s['views']} views{adv} ({prof.seconds:.3f} s)")
-    print()
-    rows = [
-        (f"delta(eps = {args.epsilon:g})", prof.delta_at[0], w_delta),
-        (f"eps(delta = {args.delta:g})", prof.epsilon_at[0], w_eps),
-        (f"D_alpha(alpha = {args.alpha:g})", prof.renyi[0], w_renyi),
-    ]
-    for label, value, w in rows:
-        print(f"{label:<24} {_fmt(value)}")
-        if w is not None and (value > 0):
-            print(f"{'':<24} witness: round {w.round} differs; input {w.input} vs {w.neighbour}")
-            if args.protocol == "interactive":
-                print(f"{'':<24}          adversary {w.adversary}")
-            print(f"{'':<24}          event {_event(w.event)}: P = {w.p_event:.6g}, Q = {w.q_event:.6g}")
-    return 0
+    t0 = time.perf_counter()
+    delta = check_delta(delta)
+    confidence = check_confidence(confidence)
+    runs = check_int("--runs", runs, minimum=100)
+    proto = get_protocol(protocol)
+    params = dict(params or {})
+    engine = Engine(workers, executor)
+    out: dict[str, Any] = {"command": command, "policy": spec, "params": params, "protocol": protocol,
+                           "horizon": horizon, "delta": delta, "confidence": confidence, "seed": seed,
+                           "workers": engine.describe(), "notes": []}
+    finished: dict[str, Any] = {}
+    stage = "setup"
+    try:
+        with one_blas_thread():
+            _audit(out, finished, spec, params, proto, delta, confidence, runs, horizon, seed, progress, engine)
+    except KeyboardInterrupt:
+        stage = out.pop("_stage", stage)
+        if "membership" in finished:
+            stage = "likelihood attack (the membership attack had finished)"
+        elif "ranking" in finished:
+            stage += f" ({len(finished['ranking'])} candidate pairs ranked)"
+        done = [finished[k] for k in ("membership", "likelihood") if k in finished]
+        out.update({
+            "verdict": "interrupted",
+            "reason": (f"interrupted during the {stage} after {time.perf_counter() - t0:.0f} s, so there is no "
+                       "verdict; the parts that finished are reported here, and rerunning the same command "
+                       "reproduces them exactly"),
+            "attacks": [a.to_dict() for a in done],
+            "epsilon_lower": max((a.epsilon_lower for a in done), default=None),
+            "witness": None,
+            "search": finished.get("ranking", []),
+            "versions": _versions(),
+            "seconds": time.perf_counter() - t0,
+        })
+        raise AuditInterrupted(out) from None
+    finally:
+        engine.close()
+    out.pop("_stage", None)
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dict[str, str], proto: Any,
+           delta: float, confidence: float, runs: int, horizon: int | None, seed: int,
+           progress: Callable[[str], None] | None, engine: Any) -> None:
+    """The stages of :func:`audit_policy`, filling ``out`` as each one finishes."""
+    from dpaudit.attacks.neighbours import search
+
+    if proto.name == "interactive":
+        probe = _build_policy(spec, dict(params), DEFAULTS["horizon"])
+        if not getattr(probe, "accepts_queries", True):
+            raise DPAuditError(
+                f"policy {spec!r} cannot be audited under Interactive DP: it only observes the arm it chose "
+                "(its schedule fixes the observed arm), so an adversary's query cannot be fed back; use "
+                "--protocol table or --protocol view."
+            )
+    root = np.random.SeedSequence(seed)
+    s_ledger, s_search, s_horizon = root.spawn(3)
+    notes: list[str] = out["notes"]
+    out["_stage"] = "choice of the horizon"
+    if horizon is None:
+        probe = _with_features(_build_policy(spec, dict(params), DEFAULTS["horizon"]), seed)
+        rr_probe = tuple(getattr(probe, "reward_range", (0.0, 1.0)))
+        rr_probe = rr_probe if all(math.isfinite(x) for x in rr_probe) else (0.0, 1.0)
+        horizon, how = audit_horizon(lambda T: _with_features(_build_policy(spec, dict(params), T), seed),
+                                     proto, s_horizon, rr_probe)
+        if how != "default":
+            notes.append(f"horizon T = {horizon} chosen automatically: {how}.")
+    horizon = check_int("--horizon", horizon, minimum=2)
+    out["horizon"] = horizon
+    policy = _with_features(_build_policy(spec, params, horizon), seed)
+    claim = getattr(policy, "claim", None)
+    if not isinstance(claim, Guarantee):
+        raise DPAuditError(
+            f"policy {spec!r} declares no claim (its `claim` is {claim!r}); a policy must state a Guarantee from "
+            "dpaudit.accountants (e.g. ZCDP(0.1)) to be judged against."
+        )
+    eps_claim, claim_method = claimed_epsilon(claim, delta)
+    has_ledger = hasattr(policy, "ledger")
+    n_attacks = 2 if has_ledger else 1
+    conf_each = 1 - (1 - confidence) / n_attacks
+    K = int(policy.n_arms)
+    out.update({
+        "params": getattr(policy, "params", lambda: params)() if callable(getattr(policy, "params", None)) else params,
+        "n_arms": K, "claim": claim.describe(), "claim_method": claim_method, "epsilon_claimed": eps_claim,
+        "confidence_per_attack": conf_each, "ledger": None,
+    })
+    small = max(500, min(2000, runs // 10))
+
+    out["_stage"] = "ledger audit"
+    ledger = None
+    if has_ledger:
+        from dpaudit.attacks.neighbours import PairSpec, make_pair
+
+        rr = tuple(getattr(policy, "reward_range", (0.0, 1.0)))
+        rr = rr if all(math.isfinite(x) for x in rr) else (0.0, 1.0)
+        d = make_pair(PairSpec(0, "mid"), proto, K, horizon, rr).d0
+        ledger = ledger_audit(policy, proto, d, s_ledger)
+        if ledger is not None and ledger.get("releases") == 0:
+            notes.append(f"no release happened within T = {horizon} rounds, so the attacks saw nothing private "
+                         "and their bounds say nothing about the claim; rerun with a larger --horizon "
+                         "(or without it, to let dpaudit find the first release).")
+    if ledger is not None:
+        ledger_out = {k: v for k, v in ledger.items() if k != "implied_guarantee"}
+        g = ledger.get("implied_guarantee")
+        if g is not None:
+            ledger_out["implied_epsilon"] = claimed_epsilon(g, delta)[0]
+        out["ledger"] = ledger_out
+
+    out["_stage"] = "neighbouring-pair search and attacks"
+    try:
+        engine.check_picklable(policy, proto)
+    except DPAuditError as exc:
+        notes.append(f"ran in this process only: {exc}")
+        from dpaudit.engine import SERIAL
+
+        engine = SERIAL
+        out["workers"] = engine.describe()
+    res = search(policy, proto, horizon=horizon, delta=delta, confidence_membership=conf_each,
+                 confidence_likelihood=conf_each if has_ledger else None, seed=s_search,
+                 n_train=small, n_select=small, n_test=runs, n_screen=small, n_likelihood=runs,
+                 claim=claim, progress=progress, engine=engine, finished=finished)
+    attacks = [res.membership] + ([res.likelihood] if res.likelihood is not None else [])
+    best = max(attacks, key=lambda a: a.epsilon_lower)
+    renyi_violation = res.likelihood.details.get("renyi_violation", []) if res.likelihood is not None else []
+    violated = best.epsilon_lower > eps_claim or bool(renyi_violation)
+    verdict = "violation" if violated else "consistent"
+    if best.epsilon_lower > eps_claim:
+        why = (f"the {best.attack} attack's lower bound eps >= {best.epsilon_lower:.4g} exceeds the claimed "
+               f"eps = {eps_claim:.4g} at delta = {delta:g}")
+        witness_attack = best
+    elif renyi_violation:
+        v = max(renyi_violation, key=lambda r: r["D_alpha_lower"] - r["claimed"])
+        why = (f"the likelihood attack's lower bound D_{v['order']:g} >= {v['D_alpha_lower']:.4g} exceeds the "
+               f"claimed Rényi divergence {v['claimed']:.4g} at that order")
+        witness_attack = res.likelihood
+    else:
+        why = (f"no attack's lower bound exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g} "
+               f"(best: {best.attack}, eps >= {best.epsilon_lower:.4g}; gap {eps_claim - best.epsilon_lower:.4g})")
+        witness_attack = best
+    out.update({
+        "verdict": verdict,
+        "reason": why,
+        "epsilon_lower": best.epsilon_lower,
+        "gap": eps_claim - best.epsilon_lower,
+        "witness": {"attack": witness_attack.attack, **witness_attack.witness},
+        "attacks": [a.to_dict() for a in attacks],
+        "renyi_violation": renyi_violation,
+        "search": res.ranking,
+        "versions": _versions(),
+    })
+
+
+
+
+
+

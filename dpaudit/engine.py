@@ -14,7 +14,7 @@ check that a serial and a two-process audit give the same report.
 
 Local workers are forked where the platform allows it (they inherit loaded plug-in modules and
 start in milliseconds) and ignore Ctrl-C, which the parent handles: it stops the workers and
-reports what had finished. Every worker, and the CLI, :func:`dpaudit.check_named.audit_policy` and
+reports what had finished. Every worker, and the CLI, :func:`dpaudit.check.audit_policy` and
 :func:`dpaudit.simulate.simulate`, keep BLAS to one thread (:func:`one_blas_thread`).
 """
 
@@ -29,7 +29,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExe
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Sequence
 
-from dpaudit.accountants.errors import DPAuditError, check_int
+from dpaudit.errors import DPAuditError, check_int
 
 __all__ = ["Engine", "SERIAL", "default_workers", "progress_counter", "one_blas_thread"]
 

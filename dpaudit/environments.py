@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpaudit.accountants.errors import DPAuditError, check_positive
+from dpaudit.errors import DPAuditError, check_positive
 
 __all__ = [
     "Environment",
@@ -301,7 +301,6 @@ register_environment("gaussian", GaussianBandit, "K Gaussian arms N(mu_a, sigma^
 # ---- linear environments
 # (appended by the GOPE/OFUL helper; seed 001 Sec. VII-A settings for AdaC-GOPE and AdaC-OFUL)
 
-import math  # noqa: E402
 
 _LINEAR_NOISE = ("gaussian", "bernoulli")
 
@@ -312,7 +311,7 @@ def _unit_sphere(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray
 
 
 def _check_linear_common(n_arms: Any, dim: Any, noise: str, noise_sd: float) -> tuple[int, int, str, float]:
-    from dpaudit.accountants.errors import check_int
+    from dpaudit.errors import check_int
 
     k = check_int("n_arms (K)", n_arms, minimum=2)
     d = check_int("dim (d)", dim, minimum=1)

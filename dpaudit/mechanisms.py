@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 
 from dpaudit.accountants import ZCDP, Guarantee, PureDP
-from dpaudit.accountants.errors import DPAuditError, check_nonnegative, check_order, check_positive
+from dpaudit.errors import DPAuditError, check_nonnegative, check_order, check_positive
 
 __all__ = [
     "Noise",

@@ -29,7 +29,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 from dpaudit.policies.base import check_actions
 
 __all__ = [

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 
 __all__ = ["markdown_report", "html_report", "write_report"]
 
@@ -35,7 +35,7 @@ def _verdict_sentence(out: dict[str, Any]) -> str:
 
 
 def markdown_report(out: dict[str, Any]) -> str:
-    """The findings of :func:`dpaudit.check_named.audit_policy` as Markdown."""
+    """The findings of :func:`dpaudit.check.audit_policy` as Markdown."""
     lines = [f"# dpaudit check: `{out['policy']}`", "", _verdict_sentence(out), ""]
     lines += [f"> Note: {note}" for note in out.get("notes", [])] + ([""] if out.get("notes") else [])
     lines += ["## How to reproduce", "", "```", out.get("command") or "(called from Python)", "```", ""]

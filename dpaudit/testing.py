@@ -37,7 +37,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from dpaudit.accountants import Guarantee
-from dpaudit.accountants.errors import check_order
+from dpaudit.errors import check_order
 
 __all__ = [
     "deltas",
@@ -282,7 +282,7 @@ def assert_ledger_within_claim(policy: Any, table: np.ndarray, *, n_runs: int = 
     what the release's coefficients imply over the policy's reward range). Returns the
     :class:`~dpaudit.accountants.composition.RoundAccount`.
     """
-    from dpaudit.account import ledger_entries
+    from dpaudit.accounting import ledger_entries
     from dpaudit.accountants.composition import per_round_account
 
     ledger = run_on_table(policy, table, n_runs, seed, features)

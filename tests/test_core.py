@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dpaudit.accountants import RDP, ZCDP, ApproxDP, PureDP
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism, Ledger, laplace_renyi
 from dpaudit.policies.registry import coerce_params, load_policy_class, make_policy, parse_params
 from dpaudit.protocols import ConstantAdversary, InteractiveDP, TableAdversary, TableDP, ViewDP, get_protocol

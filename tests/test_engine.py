@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from dpaudit.accountants.errors import DPAuditError
-from dpaudit.check_named import AuditInterrupted, audit_policy
+from dpaudit.errors import DPAuditError
+from dpaudit.check import AuditInterrupted, audit_policy
 from dpaudit.cli import main
 from dpaudit.engine import Engine
 

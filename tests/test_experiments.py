@@ -6,7 +6,7 @@ import json
 
 from dpaudit.cli import main
 from dpaudit.environments import BernoulliBandit
-from dpaudit.experiments import run_panel
+from dpaudit.reproduce.zcdp_bandits import run_panel
 
 
 def test_reproduce_quick(tmp_path, capsys):

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 from dpaudit.policies.finite import FORMAT, FinitePolicy, bundled_spec, load_spec
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from dpaudit.accountants import RDP, ZCDP
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 from dpaudit.environments import Environment, LinearBandit
 from dpaudit.policies import make_policy
 from dpaudit.policies.gope import AdaCGOPE, AdaRGOPE, GOPE, g_optimal_design

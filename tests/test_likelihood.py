@@ -139,7 +139,7 @@ def test_catches_overlapping_use_of_a_round():
 
 
 def test_a_policy_without_ledger_is_refused():
-    from dpaudit.accountants.errors import DPAuditError
+    from dpaudit.errors import DPAuditError
 
     class NoLedger:
         n_arms = 2

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpaudit.accountants import PureDP
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 from dpaudit.attacks.bounds import (
     best_threshold_test,
     cp_lower,

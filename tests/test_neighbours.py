@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 from dpaudit.attacks.neighbours import (
     EchoAdversary,
     PairSpec,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from dpaudit.accountants import RDP, ZCDP
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 from dpaudit.environments import ContextualLinearBandit
 from dpaudit.policies import make_policy
 from dpaudit.policies.oful import OFUL, RSOFUL, AdaCOFUL, AdaROFUL, batched_det, batched_inv, smallest_eigenvalue

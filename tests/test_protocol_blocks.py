@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 from dpaudit.attacks.likelihood import privacy_losses
 from dpaudit.attacks.neighbours import PairSpec, make_pair
-from dpaudit.check_named import _build_policy, _with_features
+from dpaudit.check import _build_policy, _with_features
 from dpaudit.policies import registered
 from dpaudit.policies.ucb import AdaCUCB
 from dpaudit.protocols import ConstantAdversary, InteractiveDP, TableDP, ViewDP, offers_blocks

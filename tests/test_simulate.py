@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 from dpaudit.cli import main
 from dpaudit.environments import BernoulliBandit, GaussianBandit, RewardList, RewardTable, make_environment
 from dpaudit.policies import make_policy

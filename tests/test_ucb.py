@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from dpaudit.accountants import RDP, ZCDP, ApproxDP, PureDP
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 from dpaudit.environments import BernoulliBandit, RewardTable
 from dpaudit.policies import get_policy_class, make_policy, registered
 from dpaudit.simulate import simulate

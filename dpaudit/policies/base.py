@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from dpaudit.accountants import Guarantee
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 from dpaudit.mechanisms import Ledger
 
 __all__ = ["PolicyLike", "Policy", "check_actions", "check_rewards"]

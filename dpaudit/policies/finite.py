@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 from dpaudit.policies.base import Policy
 
 __all__ = ["FinitePolicy", "FORMAT", "load_spec", "bundled_spec", "BUNDLED"]

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpaudit.accountants import RDP, ZCDP
-from dpaudit.accountants.errors import DPAuditError, check_delta, check_int, check_order, check_positive
+from dpaudit.errors import DPAuditError, check_delta, check_int, check_order, check_positive
 from dpaudit.mechanisms import Fed, GaussianMechanism, PreDrawn
 from dpaudit.policies.base import Policy
 from dpaudit.policies.registry import register

@@ -42,7 +42,7 @@ import math
 import numpy as np
 
 from dpaudit.accountants import RDP, ZCDP
-from dpaudit.accountants.errors import DPAuditError, check_delta, check_int, check_nonnegative, check_order, check_positive
+from dpaudit.errors import DPAuditError, check_delta, check_int, check_nonnegative, check_order, check_positive
 from dpaudit.mechanisms import Fed, GaussianMechanism
 from dpaudit.policies.base import Policy
 from dpaudit.policies.registry import register

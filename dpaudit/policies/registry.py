@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, get_type_hints
 
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 
 __all__ = [
     "PolicyEntry",

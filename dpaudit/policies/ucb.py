@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.accountants import RDP, ZCDP, ApproxDP, PureDP
-from dpaudit.accountants.errors import DPAuditError, check_delta, check_int, check_order, check_positive
+from dpaudit.errors import DPAuditError, check_delta, check_int, check_order, check_positive
 from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism, PreDrawn
 from dpaudit.policies.base import Policy, check_rewards
 from dpaudit.policies.registry import register

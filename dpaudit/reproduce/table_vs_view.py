@@ -1,45 +1,15 @@
-"""``dpaudit reproduce NAME``: re-derive a seed paper's numbers with dpaudit and show them beside the paper's.
+"""Seed 001 Prop. 1(e) (App. B): the T = 3, K = 2 policy that is View DP but not Table DP, audited exactly.
 
-Experiments are looked up by name in ``EXPERIMENTS`` (``"module:function"``, imported lazily);
-each function takes the parsed arguments and returns an exit status.
+``dpaudit reproduce table-vs-view`` prints the paper's statement beside dpaudit's exact numbers
+(:func:`dpaudit.attacks.exact.exact_profile` under View, Table and Interactive DP).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
 
-from dpaudit.accountants.errors import DPAuditError
-
-EXPERIMENTS: dict[str, tuple[str, str]] = {
-    "table-vs-view": ("dpaudit.reproduce:table_vs_view", "seed 001 Prop. 1(e): a policy that is View DP but not Table DP"),
-    "zcdp-bandits": ("dpaudit.experiments:zcdp_bandits", "seed 001 Fig. 4 (a)-(c): the price of zCDP for UCB, GOPE and OFUL"),
-}
-
-
-def register_cli(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("reproduce", help="reproduce a seed paper's result",
-                       description="Reproduce a seed paper's result. Experiments: "
-                       + "; ".join(f"{k}: {v[1]}" for k, v in EXPERIMENTS.items()))
-    p.add_argument("experiment", metavar="EXPERIMENT", help=f"one of: {', '.join(EXPERIMENTS)}")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    p.add_argument("--out", default="reports", help="folder for figures and tables (default: reports)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
-    p.add_argument("--quick", action="store_true", help="a smaller grid, for smoke tests")
-    p.set_defaults(func=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    if args.experiment not in EXPERIMENTS:
-        import difflib
-
-        close = difflib.get_close_matches(args.experiment, list(EXPERIMENTS), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise DPAuditError(f"unknown experiment {args.experiment!r}.{hint} Choose one of: {', '.join(EXPERIMENTS)}.")
-    target = EXPERIMENTS[args.experiment][0]
-    module, _, func = target.partition(":")
-    return int(getattr(importlib.import_module(module), func)(args) or 0)
+__all__ = ["table_vs_view"]
 
 
 def table_vs_view(args: argparse.Namespace) -> int:

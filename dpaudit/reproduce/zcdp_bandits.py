@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.accountants.errors import DPAuditError
+from dpaudit.errors import DPAuditError
 
 __all__ = ["zcdp_bandits", "run_panel"]
 

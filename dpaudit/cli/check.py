@@ -1,0 +1,258 @@
+"""``dpaudit check policy``: argument parsing and printing (the work is in :mod:`dpaudit.check`).
+
+Finite policies (a ``dpaudit.finite-policy/1`` JSON spec, or a bundled spec name) are audited
+exactly by enumeration (:mod:`dpaudit.attacks.exact`): delta at ``--epsilon``, epsilon at
+``--delta``, the Rényi divergence of order ``--alpha``, each with its witness, under the chosen
+protocol. Registered policies and plug-ins go through the sampling attacks and the verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import sys
+import time
+from typing import Any, Callable
+
+from dpaudit.check import DEFAULTS, AuditInterrupted, audit_policy
+from dpaudit.errors import DPAuditError, check_int
+
+__all__ = ["register_cli", "is_finite_spec", "check_finite", "check_named"]
+
+
+def register_cli(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="audit a policy: its claim, what attacks measure, and a verdict")
+    what = p.add_subparsers(dest="what", metavar="WHAT")
+    what.required = True
+    c = what.add_parser(
+        "policy",
+        help="audit one policy",
+        description="Audit a policy. POLICY is a finite-policy JSON spec (or a bundled spec such as "
+        "seed001-counterexample), a registered name (see `dpaudit list`), or a plug-in "
+        "path/to/file.py:ClassName or package.module:ClassName.",
+    )
+    c.add_argument("policy", metavar="POLICY")
+    c.add_argument("--protocol", choices=["table", "view", "interactive"], default="table",
+                   help="privacy definition (seed 001 Sec. III; default: table)")
+    c.add_argument("--epsilon", type=float, default=1.0, help="evaluate delta(epsilon) here (default 1)")
+    c.add_argument("--delta", type=float, default=1e-5, help="report the smallest epsilon at this delta (default 1e-5)")
+    c.add_argument("--alpha", type=float, default=2.0, help="Rényi order to report (default 2; 'inf' allowed)")
+    c.add_argument("--max-work", type=float, default=None,
+                   help="ceiling on elementary operations of an exact enumeration (default 2e9)")
+    c.add_argument("--json", action="store_true", help="print one JSON object")
+    add_named_options(c)
+    c.set_defaults(func=_run)
+
+
+def is_finite_spec(spec: str) -> bool:
+    from dpaudit.policies.finite import BUNDLED
+
+    return spec in BUNDLED or spec.endswith(".json")
+
+
+def _run(args: argparse.Namespace) -> int:
+    if is_finite_spec(args.policy):
+        return check_finite(args)
+    return check_named(args)
+
+
+def _progress_printer(unit: str):
+    """A progress callback that redraws one stderr line, only when stderr is a terminal."""
+    import sys
+    import time
+
+    start = time.perf_counter()
+
+    def show(done: int, total: int) -> None:
+        if not sys.stderr.isatty() or total <= 1 or time.perf_counter() - start < 1.0:
+            return
+        end = "\n" if done >= total else ""
+        print(f"\r  {done}/{total} {unit} ({100 * done / total:.0f}%)", end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
+def _fmt(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.6g}"
+
+
+def _event(seqs: list[list[int]]) -> str:
+    return "{" + ", ".join("".join(map(str, s)) for s in seqs) + "}"
+
+
+def check_finite(args: argparse.Namespace) -> int:
+    from dpaudit.attacks.exact import DEFAULT_MAX_WORK, exact_profile
+    from dpaudit.attacks.result import jsonable
+    from dpaudit.policies.finite import load_spec
+    from dpaudit.protocols import get_protocol
+
+    policy = load_spec(args.policy)
+    prof = exact_profile(
+        policy,
+        args.protocol,
+        epsilons=[args.epsilon],
+        deltas=[args.delta],
+        alphas=[args.alpha],
+        max_work=args.max_work if args.max_work is not None else DEFAULT_MAX_WORK,
+        progress=_progress_printer("adversaries") if args.protocol == "interactive" else None,
+    )
+    w_delta, w_eps, w_renyi = (prof.witnesses[k][0] if prof.witnesses[k] else None
+                               for k in ("delta", "epsilon", "renyi"))
+    if args.json:
+        out: dict[str, Any] = {
+            "policy": args.policy,
+            "protocol": args.protocol,
+            "method": "exact enumeration",
+            "epsilon": prof.epsilon_at[0],
+            "delta": prof.delta_at[0],
+            "renyi": prof.renyi[0],
+            "at": {"epsilon": args.epsilon, "delta": args.delta, "alpha": args.alpha},
+            "witness": {
+                "delta": w_delta.to_dict() if w_delta else None,
+                "epsilon": w_eps.to_dict() if w_eps else None,
+                "renyi": w_renyi.to_dict() if w_renyi else None,
+            },
+            "sizes": prof.sizes,
+            "seconds": prof.seconds,
+        }
+        print(json.dumps(jsonable(out), indent=2))
+        return 0
+    s = prof.sizes
+    rewards = ", ".join(f"{r:g}" for r in policy.rewards)
+    print(f"policy    {args.policy}  (finite: T = {policy.horizon}, K = {policy.n_arms}, rewards {{{rewards}}})")
+    print(f"protocol  {args.protocol}: {get_protocol(args.protocol).summary}")
+    adv = f", {s['adversaries']} deterministic adversaries" if args.protocol == "interactive" else ""
+    print(f"method    exact enumeration: {s['inputs']} inputs, {s['neighbouring_pairs']} neighbouring pairs, "
+          f"{s['views']} views{adv} ({prof.seconds:.3f} s)")
+    print()
+    rows = [
+        (f"delta(eps = {args.epsilon:g})", prof.delta_at[0], w_delta),
+        (f"eps(delta = {args.delta:g})", prof.epsilon_at[0], w_eps),
+        (f"D_alpha(alpha = {args.alpha:g})", prof.renyi[0], w_renyi),
+    ]
+    for label, value, w in rows:
+        print(f"{label:<24} {_fmt(value)}")
+        if w is not None and (value > 0):
+            print(f"{'':<24} witness: round {w.round} differs; input {w.input} vs {w.neighbour}")
+            if args.protocol == "interactive":
+                print(f"{'':<24}          adversary {w.adversary}")
+            print(f"{'':<24}          event {_event(w.event)}: P = {w.p_event:.6g}, Q = {w.q_event:.6g}")
+    return 0
+
+
+# ---- registered policies and plug-ins --------------------------------------------------------
+
+def add_named_options(c: argparse.ArgumentParser) -> None:
+    """The options only the named-policy / plug-in path uses (added to the lead's parser)."""
+    c.add_argument("--param", action="append", default=[], metavar="K=V",
+                   help="a policy parameter, repeatable (named policies and plug-ins)")
+    c.add_argument("--confidence", type=float, default=DEFAULTS["confidence"],
+                   help="confidence of every lower bound (default 0.95)")
+    c.add_argument("--runs", type=int, default=DEFAULTS["runs"],
+                   help="fresh runs per side for the final attack evaluations (default 50000)")
+    c.add_argument("--horizon", type=int, default=None,
+                   help="horizon T of the neighbouring inputs (default: 48, or for a policy with a ledger "
+                        "whose first release comes later, just past that release)")
+    c.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
+    c.add_argument("--report", default=None, metavar="PATH.md",
+                   help="also write a Markdown report (and a self-contained HTML page beside it)")
+    c.add_argument("--workers", type=int, default=None,
+                   help="local processes that run the audit's independent pieces (default: one per core); "
+                        "the findings do not depend on it")
+
+
+def _progress() -> Callable[[str], None]:
+    start = time.perf_counter()
+    last = [start]
+
+    def show(msg: str) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= 2.0:
+            last[0] = now
+            print(f"dpaudit check: {msg} [{now - start:.0f} s]", file=sys.stderr, flush=True)
+
+    return show
+
+
+def _print_human(out: dict[str, Any]) -> None:
+    print(f"policy      {out['policy']}  {out['params'] or ''}  (K = {out.get('n_arms', '?')}, T = {out.get('horizon')}, "
+          f"protocol {out['protocol']})")
+    if "epsilon_claimed" in out:
+        print(f"claim       {out['claim_method']}: eps = {out['epsilon_claimed']:.4g} at delta = {out['delta']:g}")
+    led = out.get("ledger")
+    if "ledger" not in out:
+        pass  # interrupted before the ledger audit
+    elif led:
+        if led.get("implied"):
+            print(f"ledger      implied {led['implied']} (eps = {led.get('implied_epsilon', float('nan')):.4g}); "
+                  f"{led['shared_rounds']} (run, round) pairs fed more than one release")
+        if led.get("releases_without_fed"):
+            print(f"            {led['releases_without_fed']} releases do not say which rounds fed them")
+    else:
+        print("ledger      none (the policy does not use dpaudit's mechanisms; black-box attacks only)")
+    for a in out["attacks"]:
+        extra = ""
+        if a["attack"] == "membership":
+            d = a["details"]
+            extra = f"; statistic {a['witness']['statistic']}, FPR {d['fpr']:.4g}, FNR {d['fnr']:.4g}"
+        else:
+            r = a["details"]["renyi"]
+            extra = "; D_alpha lower: " + ", ".join(
+                f"{o:g}:{v if isinstance(v, str) else f'{v:.3g}'}" for o, v in zip(r["orders"], r["lower"]))
+        print(f"{a['attack']:<11} eps >= {a['epsilon_lower']:.4g} at {a['confidence']:.4g} confidence "
+              f"({a['samples']} samples, {a['seconds']:.1f} s{extra})")
+    if out["verdict"] == "interrupted" and out.get("search"):
+        print(f"search      {len(out['search'])} candidate pairs ranked before the interruption")
+    w = out.get("witness")
+    if w:
+        print(f"witness     {w.get('label', '')} ({w['attack']})")
+    for note in out.get("notes", []):
+        print(f"note        {note}")
+    print(f"verdict     {out['verdict'].upper()}: {out['reason']}.")
+
+
+def check_named(args: argparse.Namespace) -> int:
+    """CLI glue: exit 1 on violation, 0 when consistent, 130 when interrupted (errors raise DPAuditError -> exit 2)."""
+    from dpaudit.engine import default_workers
+    from dpaudit.policies.registry import parse_params
+
+    # the canonical command line (every option spelled out, so the report reproduces exactly)
+    argv = ["check", "policy", args.policy, "--protocol", args.protocol]
+    for item in args.param:
+        argv += ["--param", item]
+    if args.report is not None and not str(args.report).endswith(".md"):
+        raise DPAuditError(f"--report must name a Markdown file ending in .md, got {args.report!r}.")
+    workers = default_workers() if args.workers is None else check_int("--workers", args.workers, minimum=1)
+    try:
+        out = audit_policy(
+            args.policy, parse_params(args.param), protocol=args.protocol, delta=args.delta,
+            confidence=args.confidence, runs=args.runs, horizon=args.horizon, seed=args.seed,
+            progress=_progress(), workers=workers,
+        )
+        status = 1 if out["verdict"] == "violation" else 0
+    except AuditInterrupted as exc:
+        out, status = exc.partial, 130
+    # the horizon written is the one used, so the command reproduces the audit even when it was chosen
+    horizon = out["horizon"] if out.get("horizon") is not None else args.horizon
+    argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs)]
+    argv += ["--horizon", str(horizon)] if horizon is not None else []
+    argv += ["--seed", str(args.seed)]
+    if args.report is not None:
+        argv += ["--report", str(args.report)]
+    out["command"] = "dpaudit " + " ".join(shlex.quote(a) for a in argv)
+    if args.report is not None:
+        from dpaudit.report import write_report
+
+        paths = write_report(out, args.report)
+        out["report"] = [str(p) for p in paths]
+    if args.json:
+        from dpaudit.attacks.result import jsonable
+
+        print(json.dumps(jsonable(out), indent=2))
+    else:
+        _print_human(out)
+        if args.report is not None:
+            print(f"report      {', '.join(out['report'])}")
+    return status

@@ -1,0 +1,34 @@
+"""``dpaudit list``: the registered policies, bundled finite specs and mutants."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["register_cli"]
+
+
+def register_cli(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="list registered policies (and, with --mutants, the broken controls)")
+    p.add_argument("--mutants", action="store_true", help="list the deliberately broken policies")
+    p.set_defaults(func=_cmd_list)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from dpaudit.policies import registered
+    from dpaudit.policies.finite import BUNDLED
+
+    entries = registered(mutants=args.mutants)
+    title = "Mutants (deliberately broken policies; positive controls)" if args.mutants else "Registered policies"
+    print(title)
+    width = max((len(e.name) for e in entries), default=4)
+    family = None
+    for e in entries:
+        if e.family != family:
+            family = e.family
+            print(f"\n  [{family}]")
+        print(f"  {e.name:<{width}}  {e.summary}")
+    if not args.mutants:
+        print("\n  [finite specs, bundled]")
+        for name in BUNDLED:
+            print(f"  {name:<{width}}  decision-rule tables, format dpaudit.finite-policy/1")
+    return 0

@@ -1,0 +1,173 @@
+"""``dpaudit regret``: a policy's mean regret with a confidence band, beside its non-private twin.
+
+Argument parsing, printing and the plot; the simulation is :func:`dpaudit.simulate.simulate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from dpaudit.environments import Environment
+from dpaudit.errors import DPAuditError, check_int
+from dpaudit.simulate import SimResult, _mean_ci, simulate, twin_of
+
+__all__ = ["register_cli", "DEFAULT_ENVS"]
+
+
+def register_cli(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "regret",
+        help="mean regret of a policy, with a confidence band, against its non-private twin",
+        description="Simulate a policy on a stochastic bandit and report its mean regret with a 95% "
+        "confidence interval beside its non-private twin's (the same episodes without noise).",
+    )
+    p.add_argument("policy", metavar="POLICY", help="registered name (see `dpaudit list`) or plug-in file.py:Class")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="policy parameter (repeatable)")
+    p.add_argument("--env", default=None,
+                   help="environment name (default by family: bernoulli for ucb, linear for gope, contextual-linear for oful)")
+    p.add_argument("--env-param", action="append", metavar="KEY=VALUE",
+                   help="environment parameter, e.g. means=0.9,0.5 (default: seed 001's five Bernoulli arms)")
+    p.add_argument("--horizon", type=int, required=True, metavar="T")
+    p.add_argument("--runs", type=int, default=100, metavar="N")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--path", choices=["auto", "step", "episode"], default="auto", help="simulation path (default auto)")
+    p.add_argument("--no-twin", action="store_true", help="do not run the non-private twin")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--plot", metavar="FILE.png", help="write the mean regret curves with 95%% bands")
+    p.set_defaults(func=_cmd_regret)
+
+
+#: Default environment per policy family: (name, parameters). The linear ones use bounded +-1
+#: rewards because the private GOPE/OFUL policies refuse the unbounded Gaussian ones.
+DEFAULT_ENVS = {
+    "gope": ("linear", {"noise": "bernoulli"}),
+    "oful": ("contextual-linear", {"noise": "bernoulli", "normalize": True}),
+}
+
+
+def _env_from_args(args: argparse.Namespace, family: str | None = None) -> Environment:
+    from dpaudit.environments import make_environment
+    from dpaudit.policies.registry import parse_params
+
+    name, params = args.env, {}
+    if name is None:
+        name, params = DEFAULT_ENVS.get(family or "", ("bernoulli", {}))
+        params = dict(params)
+    raw = parse_params(args.env_param)
+    for k, v in raw.items():
+        if v.lower() in ("true", "false"):
+            params[k] = v.lower() == "true"
+            continue
+        parts = [x for x in v.replace(";", ",").split(",") if x.strip()]
+        try:
+            nums = [float(x) for x in parts]
+        except ValueError:
+            params[k] = v
+            continue
+        params[k] = nums if (len(nums) > 1 or k in ("means",)) else (int(nums[0]) if nums[0].is_integer() and "." not in v else nums[0])
+    return make_environment(name, **params)
+
+
+def _cmd_regret(args: argparse.Namespace) -> int:
+    import inspect
+
+    from dpaudit.policies import make_policy
+    from dpaudit.policies.registry import load_policy_class, parse_params
+
+    from dpaudit.policies.registry import _REGISTRY
+
+    check_int("horizon T", args.horizon, minimum=1)
+    check_int("runs", args.runs, minimum=1)
+    params = parse_params(args.param)
+    cls = load_policy_class(args.policy)
+    entry = _REGISTRY.get(args.policy)
+    env = _env_from_args(args, entry.family if entry is not None else None)
+    accepted = inspect.signature(cls.__init__).parameters
+    if "n_arms" not in params and "n_arms" in accepted:
+        params["n_arms"] = str(env.n_arms)
+    if "dim" not in params and "dim" in accepted and getattr(env, "dim", None) is not None:
+        params["dim"] = str(env.dim)
+    policy = make_policy(args.policy, params)
+    n_cp = 40
+    cps = np.unique(np.geomspace(1, args.horizon, n_cp).round().astype(np.int64))
+    res = simulate(policy, env, args.horizon, args.runs, args.seed, path=args.path, checkpoints=cps)
+    if res.regret is None:
+        raise DPAuditError(f"regret is not defined on {env.describe()}; choose a stochastic environment.")
+    out: dict[str, Any] = {
+        "policy": getattr(policy, "name", args.policy),
+        "params": policy.params() if hasattr(policy, "params") else params,
+        "claim": str(getattr(policy, "claim", None)) if getattr(policy, "claim", None) is not None else None,
+        "environment": env.describe(),
+        "horizon": args.horizon,
+        "runs": args.runs,
+        "seed": args.seed,
+        "path": res.path,
+        "regret": res.summary(),
+        "seconds": res.seconds,
+        "checkpoints": res.checkpoints.tolist(),
+        "curve": res.regret_at.mean(axis=0).tolist(),
+    }
+    twin = None if args.no_twin else twin_of(policy)
+    tres = None
+    if twin is not None and twin[0] != out["policy"]:
+        from dpaudit.policies import get_policy_class  # noqa: F401
+
+        tpol = make_policy(twin[0], twin[1])
+        tres = simulate(tpol, env, args.horizon, args.runs, args.seed, path=args.path, checkpoints=cps)
+        diff = res.regret - tres.regret
+        out["twin"] = {"policy": twin[0], "params": twin[1], "regret": tres.summary(), "seconds": tres.seconds,
+                       "curve": tres.regret_at.mean(axis=0).tolist()}
+        out["difference"] = _mean_ci(diff)
+        out["difference"]["note"] = "same seed for both (common random numbers); CI of the mean paired difference"
+    if args.plot:
+        _plot_regret(args.plot, res, tres, out)
+        out["plot"] = args.plot
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    r = out["regret"]
+    print(f"{out['policy']} {out['params']}  claim: {out['claim'] or 'none (non-private)'}")
+    print(f"environment {out['environment']}, T = {args.horizon}, {args.runs} runs, seed {args.seed}, {res.path} path")
+    print(f"  mean regret            {r['mean']:12.2f}   95% CI [{r['lo']:.2f}, {r['hi']:.2f}]   ({res.seconds:.2f} s)")
+    if "twin" in out:
+        tr = out["twin"]["regret"]
+        d = out["difference"]
+        print(f"  non-private twin       {tr['mean']:12.2f}   95% CI [{tr['lo']:.2f}, {tr['hi']:.2f}]   ({out['twin']['policy']})")
+        print(f"  price of privacy       {d['mean']:12.2f}   95% CI [{d['lo']:.2f}, {d['hi']:.2f}]   "
+              f"(relative {d['mean'] / tr['mean'] if tr['mean'] else float('nan'):.3f})")
+    if args.plot:
+        print(f"  plot: {args.plot}")
+    return 0
+
+
+def _plot_regret(path: str, res: SimResult, tres: SimResult | None, out: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for r, label in ((res, out["policy"]), (tres, out.get("twin", {}).get("policy"))):
+        if r is None:
+            continue
+        m = r.regret_at.mean(axis=0)
+        se = r.regret_at.std(axis=0, ddof=1) / math.sqrt(r.n_runs) if r.n_runs > 1 else np.zeros_like(m)
+        ax.plot(r.checkpoints, m, label=label)
+        ax.fill_between(r.checkpoints, m - 1.96 * se, m + 1.96 * se, alpha=0.25)
+    ax.set_xscale("log")
+    ax.set_xlabel("step t")
+    ax.set_ylabel("mean pseudo-regret (95% band)")
+    ax.set_title(f"{out['environment']}, {res.n_runs} runs")
+    ax.legend()
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        raise DPAuditError(f"cannot write the plot to {path!r}: {exc}.") from exc
+    finally:
+        plt.close(fig)

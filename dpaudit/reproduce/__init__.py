@@ -1,0 +1,17 @@
+"""Reproductions of the seed papers' results: one module per reproduction.
+
+``EXPERIMENTS`` maps a name to ``("module:function", summary)``; the function takes the parsed
+arguments of ``dpaudit reproduce NAME`` (:mod:`dpaudit.cli.reproduce`) and returns an exit status.
+Modules are imported only when their reproduction runs.
+"""
+
+from __future__ import annotations
+
+__all__ = ["EXPERIMENTS"]
+
+EXPERIMENTS: dict[str, tuple[str, str]] = {
+    "table-vs-view": ("dpaudit.reproduce.table_vs_view:table_vs_view",
+                      "seed 001 Prop. 1(e): a policy that is View DP but not Table DP"),
+    "zcdp-bandits": ("dpaudit.reproduce.zcdp_bandits:zcdp_bandits",
+                     "seed 001 Fig. 4 (a)-(c): the price of zCDP for UCB, GOPE and OFUL"),
+}
