@@ -42,20 +42,50 @@ MAX_AUTO_HORIZON = 16384
 
 
 def claimed_epsilon(claim: Guarantee, delta: float) -> tuple[float, str]:
-    """The claim as epsilon at ``delta`` and the conversion used."""
+    """The claim as epsilon at ``delta`` and the conversion used.
+
+    The result enters the verdict's comparison, so it is refused unless it is a finite number >= 0:
+    a NaN compares false with every lower bound (a silent ``consistent``), and an infinite claim can
+    never be exceeded, so an audit against it could not fail.
+    """
+    eps, method = _convert_claim(claim, delta)
+    return _comparable_epsilon(claim, delta, eps), method
+
+
+def _convert_claim(claim: Guarantee, delta: float) -> tuple[Any, str]:
     conv = getattr(claim, "conversion", None)
     if conv is not None:
         try:
             c = conv(delta)
             order = f" at order {c.order:.4g}" if getattr(c, "order", None) else ""
-            return float(c.epsilon), f"{claim.describe()} -> (eps, delta) by {c.method}{order}"
+            return c.epsilon, f"{claim.describe()} -> (eps, delta) by {c.method}{order}"
         except NotImplementedError:
             pass
     rho = getattr(claim, "rho", None)
     if rho is not None:
-        eps = rho + 2 * math.sqrt(rho * math.log(1 / delta))
+        try:
+            eps = rho + 2 * math.sqrt(rho * math.log(1 / delta))
+        except (TypeError, ValueError):
+            raise DPAuditError(f"the claim {claim!r} has rho = {rho!r}, which is not a number >= 0, so it cannot "
+                               "be converted to (epsilon, delta).") from None
         return eps, f"{claim.describe()} -> rho + 2 sqrt(rho log(1/delta)) (valid but loose)"
     raise DPAuditError(f"the claim {claim!r} cannot be converted to (epsilon, delta); give a Guarantee from dpaudit.accountants.")
+
+
+def _comparable_epsilon(claim: Guarantee, delta: float, eps: Any) -> float:
+    """``eps`` as a float, refused unless finite and >= 0 (see :func:`claimed_epsilon`)."""
+    try:
+        value = float(eps)
+    except (TypeError, ValueError):
+        value = math.nan
+    if math.isnan(value) or value < 0:
+        raise DPAuditError(f"the claim {claim.describe()} converts to epsilon = {eps!r} at delta = {delta:g}, which is "
+                           "not a number >= 0, so no lower bound can be compared with it; fix the claim's parameters.")
+    if math.isinf(value):
+        raise DPAuditError(f"the claim {claim.describe()} converts to epsilon = inf at delta = {delta:g}, which no lower "
+                           "bound can exceed, so the audit could never find a violation; audit at a --delta the "
+                           "claim covers.")
+    return value
 
 
 def ledger_audit(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
@@ -214,6 +244,7 @@ def audit_policy(
     delta = check_delta(delta)
     confidence = check_confidence(confidence)
     runs = check_int("--runs", runs, minimum=100)
+    seed = check_int("--seed", seed, minimum=0)
     proto = get_protocol(protocol)
     params = dict(params or {})
     engine = Engine(workers, executor)
@@ -248,8 +279,19 @@ def audit_policy(
     finally:
         engine.close()
     out.pop("_stage", None)
+    _check_verdict_numbers(out)
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+def _check_verdict_numbers(out: dict[str, Any]) -> None:
+    """Refuse a verdict reached with a NaN bound: NaN compares false, so it would read as ``consistent``."""
+    bounds = [("epsilon_lower", out.get("epsilon_lower"))]
+    bounds += [(f"the {a.get('attack')} attack's bound", a.get("epsilon_lower")) for a in out.get("attacks", [])]
+    for name, value in bounds:
+        if value is not None and isinstance(value, (int, float)) and math.isnan(value):
+            raise DPAuditError(f"{name} came out NaN, so the verdict cannot be decided; this is a dpaudit bug, "
+                               "please report it with the command line.")
 
 
 def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dict[str, str], proto: Any,
@@ -316,7 +358,7 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
         ledger_out = {k: v for k, v in ledger.items() if k != "implied_guarantee"}
         g = ledger.get("implied_guarantee")
         if g is not None:
-            ledger_out["implied_epsilon"] = claimed_epsilon(g, delta)[0]
+            ledger_out["implied_epsilon"] = float(_convert_claim(g, delta)[0])  # may be inf (an unnoised release)
         out["ledger"] = ledger_out
 
     out["_stage"] = "neighbouring-pair search and attacks"

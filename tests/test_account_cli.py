@@ -101,12 +101,15 @@ def test_every_registered_policy_claim_vs_ledger(capsys, entry):
 
     probe = make_policy(entry.name, {})
     linear = bool(getattr(probe, "dim", None) or getattr(probe, "d", None))
-    code, obj = run_json(capsys, "policy", entry.name, "--delta", "1e-5",
-                         "--horizon", "1500" if linear else "300", "--runs", "2")
-    assert {"epsilon", "method", "order", "claim", "ledger", "status"} <= set(obj)
-    if probe.claim is None:
-        assert obj["status"] in ("no-claim", "empty-ledger")
+    argv = ["account", "policy", entry.name, "--delta", "1e-5", "--horizon", "1500" if linear else "300",
+            "--runs", "2", "--json"]
+    if probe.claim is None:  # a non-private policy has no claim to account against: refused (issue 12)
+        assert main(argv) == 2
+        cap = capsys.readouterr()
+        assert cap.out == "" and "declares no privacy claim" in cap.err and cap.err.count("\n") == 1
     else:
+        code, obj = run_json(capsys, *argv[1:-1])
+        assert {"epsilon", "method", "order", "claim", "ledger", "status"} <= set(obj)
         assert obj["status"] == "consistent", obj["finding"]
         assert obj["epsilon"] <= obj["claim_epsilon"] * (1 + 1e-9)
         assert code == 0

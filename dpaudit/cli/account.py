@@ -37,8 +37,9 @@ from dpaudit.accountants.gaussian import (
     lint_classical_gaussian,
     lint_seed000_channel,
 )
+from dpaudit.accountants import Guarantee
 from dpaudit.accounting import claim_vs_ledger, run_policy
-from dpaudit.errors import DPAuditError, check_delta, check_positive
+from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
 
 __all__ = ["register_cli"]
 
@@ -211,7 +212,12 @@ def _cmd_policy(args: argparse.Namespace) -> int:
     from dpaudit.policies.registry import make_policy, parse_params
 
     delta = check_delta(args.delta)
+    check_int("--seed", args.seed, minimum=0)
     policy = make_policy(args.policy, parse_params(args.param))
+    if not isinstance(getattr(policy, "claim", None), Guarantee):
+        raise DPAuditError(f"policy {args.policy!r} declares no privacy claim (its claim is "
+                           f"{getattr(policy, 'claim', None)!r}), so there is nothing to account its ledger "
+                           "against; `dpaudit account policy` takes a private policy.")
     t0 = time.perf_counter()
     info = run_policy(policy, args.horizon, args.runs, args.seed)
     t_run = time.perf_counter() - t0

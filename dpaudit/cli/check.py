@@ -36,9 +36,9 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     c.add_argument("policy", metavar="POLICY")
     c.add_argument("--protocol", choices=["table", "view", "interactive"], default="table",
                    help="privacy definition (seed 001 Sec. III; default: table)")
-    c.add_argument("--epsilon", type=float, default=1.0, help="evaluate delta(epsilon) here (default 1)")
+    c.add_argument("--epsilon", type=float, default=None, help="finite specs: evaluate delta(epsilon) here (default 1)")
     c.add_argument("--delta", type=float, default=1e-5, help="report the smallest epsilon at this delta (default 1e-5)")
-    c.add_argument("--alpha", type=float, default=2.0, help="Rényi order to report (default 2; 'inf' allowed)")
+    c.add_argument("--alpha", type=float, default=None, help="finite specs: Rényi order to report (default 2; 'inf' allowed)")
     c.add_argument("--max-work", type=float, default=None,
                    help="ceiling on elementary operations of an exact enumeration (default 2e9)")
     c.add_argument("--json", action="store_true", help="print one JSON object")
@@ -52,9 +52,42 @@ def is_finite_spec(spec: str) -> bool:
     return spec in BUNDLED or spec.endswith(".json")
 
 
+#: options of one path only; each defaults to None, so "given explicitly" is "not None"
+FINITE_ONLY = ("epsilon", "alpha", "max_work")
+FINITE_DEFAULTS = {"epsilon": 1.0, "alpha": 2.0}
+#: options both paths use; every other option belongs to the named-policy / plug-in path
+COMMON = {"command", "what", "func", "policy", "protocol", "delta", "json", "debug"}
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def refuse_inapplicable(args: argparse.Namespace, finite: bool) -> None:
+    """Refuse, in one sentence, options given explicitly that the path taken would ignore."""
+    if finite:
+        given = [d for d, v in vars(args).items()
+                 if d not in COMMON and d not in FINITE_ONLY and v is not None and v is not False and v != []]
+        why = "a finite spec is audited exactly by enumeration, which has no sampling, seed, workers or report"
+    else:
+        given = [d for d in FINITE_ONLY if getattr(args, d, None) is not None]
+        why = "only the exact enumeration of a finite spec uses it; a named policy or plug-in is judged at --delta"
+    if given:
+        flags = ", ".join(_flag(d) for d in sorted(given))
+        raise DPAuditError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to {args.policy!r}: {why}.")
+
+
 def _run(args: argparse.Namespace) -> int:
-    if is_finite_spec(args.policy):
+    finite = is_finite_spec(args.policy)
+    refuse_inapplicable(args, finite)
+    if finite:
+        for dest, value in FINITE_DEFAULTS.items():
+            if getattr(args, dest) is None:
+                setattr(args, dest, value)
         return check_finite(args)
+    for dest, value in NAMED_DEFAULTS.items():
+        if getattr(args, dest, None) is None:
+            setattr(args, dest, value)
     return check_named(args)
 
 
@@ -144,18 +177,22 @@ def check_finite(args: argparse.Namespace) -> int:
 
 # ---- registered policies and plug-ins --------------------------------------------------------
 
+#: the named path's defaults, filled in after :func:`refuse_inapplicable` (argparse defaults are None)
+NAMED_DEFAULTS: dict[str, Any] = {"param": [], "confidence": DEFAULTS["confidence"], "runs": DEFAULTS["runs"], "seed": 0}
+
+
 def add_named_options(c: argparse.ArgumentParser) -> None:
     """The options only the named-policy / plug-in path uses (added to the lead's parser)."""
-    c.add_argument("--param", action="append", default=[], metavar="K=V",
+    c.add_argument("--param", action="append", default=None, metavar="K=V",
                    help="a policy parameter, repeatable (named policies and plug-ins)")
-    c.add_argument("--confidence", type=float, default=DEFAULTS["confidence"],
+    c.add_argument("--confidence", type=float, default=None,
                    help="confidence of every lower bound (default 0.95)")
-    c.add_argument("--runs", type=int, default=DEFAULTS["runs"],
+    c.add_argument("--runs", type=int, default=None,
                    help="fresh runs per side for the final attack evaluations (default 50000)")
     c.add_argument("--horizon", type=int, default=None,
                    help="horizon T of the neighbouring inputs (default: 48, or for a policy with a ledger "
                         "whose first release comes later, just past that release)")
-    c.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
+    c.add_argument("--seed", type=int, default=None, help="seed of every random draw, an integer >= 0 (default 0)")
     c.add_argument("--report", default=None, metavar="PATH.md",
                    help="also write a Markdown report (and a self-contained HTML page beside it)")
     c.add_argument("--workers", type=int, default=None,

@@ -83,6 +83,7 @@ def _cmd_regret(args: argparse.Namespace) -> int:
 
     check_int("horizon T", args.horizon, minimum=1)
     check_int("runs", args.runs, minimum=1)
+    check_int("--seed", args.seed, minimum=0)
     params = parse_params(args.param)
     cls = load_policy_class(args.policy)
     entry = _REGISTRY.get(args.policy)
