@@ -366,9 +366,7 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
         engine.check_picklable(policy, proto)
     except DPAuditError as exc:
         notes.append(f"ran in this process only: {exc}")
-        from dpaudit.engine import SERIAL
-
-        engine = SERIAL
+        engine = engine.serial()
         out["workers"] = engine.describe()
     res = search(policy, proto, horizon=horizon, delta=delta, confidence_membership=conf_each,
                  confidence_likelihood=conf_each if has_ledger else None, seed=s_search,

@@ -3,35 +3,53 @@
 An audit is many independent pieces (ranking one candidate pair, counting one chunk of fresh
 views, one chunk of likelihood runs), each with its own generator from ``SeedSequence.spawn``. So
 the results are the same whoever runs the pieces and in whatever order they finish; the tests
-check that a serial and a two-process audit give the same report.
+check that a serial, a two-process, a thread-pool and a Dask audit give the same report.
 
 * ``Engine()`` (one worker) runs every piece here, in order;
 * ``Engine(workers=N)`` runs them on N local processes (``dpaudit check policy`` uses one per core);
 * ``Engine(executor=ex)`` on any :class:`concurrent.futures.Executor`, for example a Dask cluster's
-  ``client.get_executor()`` when one machine is not enough. The policy is pickled to the workers,
-  so a plug-in's module must be importable there; each task works on its own copy of its inputs,
-  so executors whose workers share memory (threads) are safe too.
+  ``client.get_executor()`` (:func:`dask_executor`, ``--scheduler tcp://HOST:PORT``) when one machine
+  is not enough. Each task works on its own copy of its inputs, so executors whose workers share
+  memory (threads) are safe too.
+* ``Engine(..., checkpoint=Checkpoint(DIR, key))`` records each finished piece on disk as it
+  arrives and, when the same audit is run again, reuses it instead of recomputing (:class:`Checkpoint`).
 
-Local workers are forked where the platform allows it (they inherit loaded plug-in modules and
-start in milliseconds) and ignore Ctrl-C, which the parent handles: it stops the workers and
-reports what had finished. Every worker, and the CLI, :func:`dpaudit.check.audit_policy` and
-:func:`dpaudit.simulate.simulate`, keep BLAS to one thread (:func:`one_blas_thread`).
+Local workers are a small pool of forked processes that dpaudit owns (not a
+``ProcessPoolExecutor``, whose management thread could hang the interpreter's exit after an
+interrupted run, ``InvalidStateError: CANCELLED``). Each worker ignores SIGINT, SIGTERM and SIGHUP
+(the parent handles them: it kills the workers with SIGKILL and reports what had finished) and dies
+with its parent (``prctl(PR_SET_PDEATHSIG)`` on Linux, a watcher thread elsewhere). A worker that
+dies mid-task is reported as an error, never waited for. Every worker, and the CLI,
+:func:`dpaudit.check.audit_policy` and :func:`dpaudit.simulate.simulate`, keep BLAS to one thread
+(:func:`one_blas_thread`).
 """
 
 from __future__ import annotations
 
+import atexit
 import copy
+import hashlib
+import json
 import multiprocessing
 import os
 import pickle
 import signal
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import weakref
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from multiprocessing.connection import wait as wait_connections
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from dpaudit.errors import DPAuditError, check_int
 
-__all__ = ["Engine", "SERIAL", "default_workers", "progress_counter", "one_blas_thread"]
+__all__ = ["Engine", "SERIAL", "Checkpoint", "default_workers", "progress_counter", "one_blas_thread",
+           "kill_all_workers", "dask_executor"]
 
 
 def default_workers() -> int:
@@ -55,19 +73,290 @@ def one_blas_thread() -> Any:
     return threadpool_limits(limits=1, user_api="blas")
 
 
+# ---- local worker processes ---------------------------------------------------------------------
+
 _WORKER_LIMITS: Any = None
+_PR_SET_PDEATHSIG = 1
 
 
-def _init_worker() -> None:
-    """Worker processes: Ctrl-C is the parent's to handle, and BLAS keeps to one thread."""
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux), else watch the parent."""
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+        except (OSError, AttributeError):  # pragma: no cover - no prctl
+            armed = False
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(0)
+    if not armed:  # pragma: no cover - not Linux
+        def watch() -> None:
+            while os.getppid() == parent_pid:
+                time.sleep(0.5)
+            os._exit(0)
+
+        threading.Thread(target=watch, daemon=True).start()
+
+
+def _init_worker(parent_pid: int) -> None:
+    """Worker processes: signals are the parent's to handle; die with the parent; BLAS on one thread."""
     global _WORKER_LIMITS
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
+    _die_with_parent(parent_pid)
     _WORKER_LIMITS = one_blas_thread()
 
 
-def _call(fn: Callable[..., Any], args: tuple) -> Any:
-    return fn(*args)
+class _RemoteTraceback(Exception):
+    """The traceback of an exception raised in a worker process (attached as the cause)."""
 
+    def __init__(self, tb: str) -> None:
+        super().__init__(tb)
+        self.tb = tb
+
+    def __str__(self) -> str:
+        return self.tb
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """An exception that survives pickling, with its traceback text kept."""
+    tb = "".join(traceback.format_exception(exc))
+    try:
+        pickle.loads(pickle.dumps(exc))
+        out = exc
+    except Exception:
+        out = RuntimeError(f"{type(exc).__name__}: {exc}")
+    try:
+        out._dpaudit_remote_tb = tb  # type: ignore[attr-defined]
+    except Exception:  # pragma: no cover
+        pass
+    return out
+
+
+def _worker_main(conn: Any, parent_pid: int) -> None:
+    _init_worker(parent_pid)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            break
+        if msg is None:
+            break
+        fn, args = msg
+        try:
+            reply: tuple = ("ok", fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
+            reply = ("err", _portable(exc))
+        try:
+            conn.send(reply)
+        except Exception as exc:  # the result would not pickle
+            conn.send(("err", _portable(RuntimeError(f"the result of {getattr(fn, '__name__', 'a task')} cannot be "
+                                                     f"sent back ({type(exc).__name__}: {exc})"))))
+
+
+class _LocalPool:
+    """N forked worker processes, each fed one task at a time over its own pipe."""
+
+    def __init__(self, n: int) -> None:
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        self.workers: list[tuple[Any, Any]] = []
+        me = os.getpid()
+        for _ in range(n):
+            parent_end, child_end = ctx.Pipe()
+            proc = ctx.Process(target=_worker_main, args=(child_end, me), daemon=True)
+            proc.start()
+            child_end.close()
+            self.workers.append((proc, parent_end))
+        _LIVE_POOLS.add(self)
+
+    def pids(self) -> list[int]:
+        return [p.pid for p, _ in self.workers]
+
+    def run(self, fn: Callable[..., Any], tasks: Sequence[tuple[int, tuple]],
+            deliver: Callable[[int, Any], None]) -> None:
+        queue = deque(tasks)
+        idle = list(range(len(self.workers)))
+        busy: dict[int, int] = {}  # worker -> task index
+        name = getattr(fn, "__name__", "a task")
+        while queue or busy:
+            while queue and idle:
+                w = idle.pop()
+                i, args = queue.popleft()
+                try:
+                    self.workers[w][1].send((fn, args))
+                except (pickle.PicklingError, TypeError, AttributeError) as exc:
+                    raise DPAuditError(f"the inputs of {name} cannot be sent to worker processes "
+                                       f"({type(exc).__name__}: {exc}); run with --workers 1.") from None
+                busy[w] = i
+            waits = {self.workers[w][1]: w for w in busy}
+            waits.update({self.workers[w][0].sentinel: w for w in busy})
+            for ready in wait_connections(list(waits)):
+                w = waits[ready]
+                if w not in busy:
+                    continue
+                proc, conn = self.workers[w]
+                try:
+                    status, value = conn.recv() if conn.poll() else (None, None)
+                except (EOFError, OSError):
+                    status, value = None, None
+                if status is None:
+                    proc.join(0.5)
+                    code = proc.exitcode
+                    how = (f"was killed by signal {-code}" if code is not None and code < 0
+                           else f"ended with status {code}")
+                    raise DPAuditError(
+                        f"a worker process {how} while running {name} (out of memory, killed from outside, or "
+                        "plug-in code that ended its process); rerun with --workers 1 to run it in this process."
+                    )
+                i = busy.pop(w)
+                idle.append(w)
+                if status == "err":
+                    tb = getattr(value, "_dpaudit_remote_tb", None)
+                    if tb and not isinstance(value, DPAuditError):
+                        raise value from _RemoteTraceback(tb)
+                    raise value
+                deliver(i, value)
+
+    def close(self) -> None:
+        """Ask idle workers to finish, then make sure they are gone."""
+        for _, conn in self.workers:
+            try:
+                conn.send(None)
+            except Exception:
+                pass
+        deadline = time.monotonic() + 2.0
+        for proc, _ in self.workers:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL every worker still alive and reap it (never waits on a running task)."""
+        for proc, _ in self.workers:
+            if proc.is_alive():
+                try:
+                    proc.kill()
+                except Exception:  # pragma: no cover - already gone
+                    pass
+        for proc, conn in self.workers:
+            proc.join(2.0)
+            try:
+                conn.close()
+            except Exception:
+                pass
+        _LIVE_POOLS.discard(self)
+        self.workers = []
+
+
+_LIVE_POOLS: "weakref.WeakSet[_LocalPool]" = weakref.WeakSet()
+
+
+def kill_all_workers() -> None:
+    """SIGKILL every local worker this process started (a second Ctrl-C; interpreter exit)."""
+    for pool in list(_LIVE_POOLS):
+        for proc, _ in pool.workers:
+            try:
+                if proc.pid is not None:
+                    os.kill(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _kill_at_exit() -> None:
+    for pool in list(_LIVE_POOLS):
+        pool.kill()
+
+
+atexit.register(_kill_at_exit)
+
+
+# ---- checkpoints --------------------------------------------------------------------------------
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(obj if isinstance(obj, bytes) else json.dumps(obj, sort_keys=True, default=str).encode()
+                          ).hexdigest()
+
+
+class Checkpoint:
+    """Finished pieces of one audit on disk, keyed by the audit's full canonical description.
+
+    ``key`` is everything that determines the findings (the policy spec and parameters, the plug-in
+    file's contents, protocol, delta, confidence, runs, horizon, seed, dpaudit's version ...): a run
+    with another key never sees these pieces. Within a run, a piece's file is named by the engine
+    call it belongs to (the n-th ``map`` of the audit), its index, and a SHA-256 of its pickled
+    inputs, so a piece is reused only for byte-identical inputs. Files are written atomically
+    (temporary file, then rename), so a run killed mid-write leaves no half piece; an unreadable
+    piece is recomputed.
+    """
+
+    def __init__(self, directory: str | os.PathLike, key: dict[str, Any]) -> None:
+        base = Path(directory)
+        if base.exists() and not base.is_dir():
+            raise DPAuditError(f"--checkpoint {str(base)!r} exists and is not a directory.")
+        self.key = key
+        self.dir = base / _digest(key)[:20]
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            probe = self.dir / ".write-test"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise DPAuditError(f"--checkpoint directory {str(base)!r} cannot be written ({exc.strerror}).") from None
+        meta = self.dir / "audit.json"
+        if not meta.exists():
+            self._atomic(meta, json.dumps(key, sort_keys=True, indent=2, default=str).encode())
+        self.reused = 0
+        self.computed = 0
+
+    def _atomic(self, path: Path, data: bytes) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def path(self, call: int, fn: Callable[..., Any], i: int, args: tuple) -> Path:
+        try:
+            blob = pickle.dumps(args, protocol=4)
+        except Exception:
+            blob = repr(args).encode()
+        name = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', 'task')}"
+        return self.dir / f"{call:03d}-{i:05d}-{_digest(name.encode() + b'|' + blob)[:24]}.pkl"
+
+    def load(self, path: Path) -> tuple[bool, Any]:
+        try:
+            with open(path, "rb") as f:
+                value = pickle.load(f)
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError, ImportError):
+            return False, None
+        self.reused += 1
+        return True, value
+
+    def save(self, path: Path, value: Any) -> None:
+        self.computed += 1
+        try:
+            data = pickle.dumps(value, protocol=4)
+        except Exception:  # pragma: no cover - results are numpy arrays and tuples
+            return
+        self._atomic(path, data)
+
+    def summary(self) -> dict[str, Any]:
+        return {"dir": str(self.dir), "pieces_reused": self.reused, "pieces_computed": self.computed}
+
+
+# ---- the engine ---------------------------------------------------------------------------------
 
 def _call_on_copies(fn: Callable[..., Any], args: tuple) -> Any:
     """For executors that may share objects between tasks (threads): each task gets its own policy state."""
@@ -75,12 +364,23 @@ def _call_on_copies(fn: Callable[..., Any], args: tuple) -> Any:
 
 
 class Engine:
-    """Runs independent tasks ``fn(*args)`` and returns their results in task order."""
+    """Runs independent tasks ``fn(*args)`` and returns their results in task order.
 
-    def __init__(self, workers: int = 1, executor: Executor | None = None) -> None:
+    ``health``, for an external executor, is called every ``poll`` seconds while waiting; it raises
+    :class:`DPAuditError` when the executor can no longer finish (e.g. a Dask cluster with no
+    workers), so a lost cluster is reported instead of waited on forever.
+    """
+
+    def __init__(self, workers: int = 1, executor: Executor | None = None, *,
+                 checkpoint: Checkpoint | None = None, health: Callable[[], None] | None = None,
+                 poll: float = 5.0) -> None:
         self.workers = check_int("workers", workers, minimum=1)
         self._executor = executor
-        self._own: ProcessPoolExecutor | None = None
+        self._own: _LocalPool | None = None
+        self.checkpoint = checkpoint
+        self._health = health
+        self._poll = poll
+        self._calls = 0
 
     @property
     def parallel(self) -> bool:
@@ -91,14 +391,13 @@ class Engine:
             return f"executor {type(self._executor).__name__}"
         return "this process" if self.workers == 1 else f"{self.workers} local processes"
 
-    def _pool(self) -> Executor:
-        if self._executor is not None:
-            return self._executor
-        if self._own is None:
-            methods = multiprocessing.get_all_start_methods()
-            ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            self._own = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, initializer=_init_worker)
-        return self._own
+    def serial(self) -> "Engine":
+        """An engine running here, keeping this one's checkpoint (for inputs that cannot be pickled)."""
+        return Engine(1, checkpoint=self.checkpoint)
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the local workers started so far (for tests and diagnostics)."""
+        return self._own.pids() if self._own is not None else []
 
     def check_picklable(self, *objects: Any) -> None:
         """Raise a clear error if the tasks' inputs cannot be sent to other processes."""
@@ -116,48 +415,73 @@ class Engine:
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple], *,
             on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
         """``[fn(*t) for t in tasks]``; ``on_result(i, result)`` is called as each one finishes."""
-        if not self.parallel:
-            out = []
-            for i, args in enumerate(tasks):
-                out.append(fn(*args))
-                if on_result is not None:
-                    on_result(i, out[-1])
-            return out
-        pool = self._pool()
-        call = _call if pool is self._own else _call_on_copies
-        futures: dict[Future, int] = {pool.submit(call, fn, args): i for i, args in enumerate(tasks)}
+        call = self._calls
+        self._calls += 1
         results: list[Any] = [None] * len(tasks)
+        cp = self.checkpoint
+        paths = [cp.path(call, fn, i, args) for i, args in enumerate(tasks)] if cp is not None else None
+        todo: list[tuple[int, tuple]] = []
+        for i, args in enumerate(tasks):
+            if paths is not None:
+                hit, value = cp.load(paths[i])
+                if hit:
+                    results[i] = value
+                    if on_result is not None:
+                        on_result(i, value)
+                    continue
+            todo.append((i, args))
+
+        def deliver(i: int, value: Any) -> None:
+            results[i] = value
+            if paths is not None:
+                cp.save(paths[i], value)
+            if on_result is not None:
+                on_result(i, value)
+
+        if not todo:
+            return results
+        if not self.parallel:
+            for i, args in todo:
+                deliver(i, fn(*args))
+        elif self._executor is None:
+            if self._own is None:
+                self._own = _LocalPool(self.workers)
+            try:
+                self._own.run(fn, todo, deliver)
+            except BaseException:
+                self.close(kill=True)
+                raise
+        else:
+            self._run_on_executor(fn, todo, deliver)
+        return results
+
+    def _run_on_executor(self, fn: Callable[..., Any], todo: list[tuple[int, tuple]],
+                         deliver: Callable[[int, Any], None]) -> None:
+        pool = self._executor
+        assert pool is not None
+        futures: dict[Future, int] = {pool.submit(_call_on_copies, fn, args): i for i, args in todo}
         pending = set(futures)
         try:
             while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                done, pending = wait(pending, timeout=self._poll, return_when=FIRST_COMPLETED)
+                if not done and self._health is not None:
+                    self._health()
                 for f in sorted(done, key=futures.__getitem__):
-                    i = futures[f]
-                    results[i] = f.result()
-                    if on_result is not None:
-                        on_result(i, results[i])
-        except BaseException as exc:
+                    deliver(futures[f], f.result())
+        except BaseException:
             for f in pending:
                 f.cancel()
-            if isinstance(pool, ProcessPoolExecutor) and pool is self._own:
-                self.close(kill=True)
-            if isinstance(exc, BrokenProcessPool):
-                raise DPAuditError(
-                    f"a worker process died while running {getattr(fn, '__name__', 'a task')} (out of memory, or the "
-                    "policy could not be unpickled there); rerun with --workers 1 to run it in this process."
-                ) from None
             raise
-        return results
 
     def close(self, kill: bool = False) -> None:
-        """Stop the local workers (``kill``: without waiting for running tasks)."""
+        """Stop the local workers (``kill``: at once, without waiting for running tasks)."""
         pool, self._own = self._own, None
         if pool is None:
             return
         if kill:
-            for p in list(getattr(pool, "_processes", {}).values()):
-                p.terminate()
-        pool.shutdown(wait=not kill, cancel_futures=True)
+            pool.kill()
+        else:
+            pool.close()
 
     def __enter__(self) -> "Engine":
         return self
@@ -179,6 +503,57 @@ def progress_counter(progress: Callable[[str], None] | None, template: str, size
         progress(template.format(done=done[0], total=total))
 
     return on_result
+
+
+# ---- Dask ---------------------------------------------------------------------------------------
+
+def dask_executor(address: str, *, timeout: float = 30.0, no_workers_grace: float = 120.0
+                  ) -> tuple[Executor, Callable[[], None], Callable[[], None]]:
+    """Connect to a Dask distributed scheduler: ``(executor, health check, close)``.
+
+    ``address`` is the scheduler's address (``tcp://HOST:PORT``; what ``dask scheduler`` prints).
+    The executor is ``Client.get_executor()``; plug-in modules loaded from files are sent to the
+    workers by value (cloudpickle), so they need not be installed there, but dpaudit itself must be
+    (``pip install "dpaudit[dask]"`` on every worker). The health check raises once the cluster has
+    had no workers for ``no_workers_grace`` seconds, so a lost cluster is reported, never waited on.
+    """
+    try:
+        import cloudpickle
+        from distributed import Client
+    except ImportError:
+        raise DPAuditError('--scheduler needs Dask distributed: pip install "dpaudit[dask]".') from None
+    if not isinstance(address, str) or "://" not in address:
+        raise DPAuditError(f"--scheduler must be a Dask scheduler address such as tcp://HOST:PORT, got {address!r}.")
+    try:
+        client = Client(address, timeout=timeout, set_as_default=False)
+    except Exception as exc:
+        raise DPAuditError(f"cannot connect to the Dask scheduler at {address} within {timeout:g} s "
+                           f"({type(exc).__name__}: {exc}).") from None
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("dpaudit_plugin_") and mod is not None:
+            cloudpickle.register_pickle_by_value(mod)
+    since: list[float | None] = [None]
+
+    def health() -> None:
+        try:
+            n = len(client.scheduler_info().get("workers", {}))
+        except Exception as exc:
+            raise DPAuditError(f"lost the Dask scheduler at {address} ({type(exc).__name__}: {exc}).") from None
+        if n > 0:
+            since[0] = None
+            return
+        since[0] = since[0] or time.monotonic()
+        if time.monotonic() - since[0] > no_workers_grace:
+            raise DPAuditError(f"the Dask cluster at {address} has had no workers for {no_workers_grace:g} s; "
+                               "start workers (dask worker ADDRESS) or run without --scheduler.")
+
+    def close() -> None:
+        try:
+            client.close(timeout=5)
+        except Exception:
+            pass
+
+    return client.get_executor(), health, close
 
 
 #: run everything in this process, in order (the default of the attack functions)

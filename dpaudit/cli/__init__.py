@@ -2,15 +2,25 @@
 
 One module per command in this package (argument parsing and printing only; the work is in the
 library modules), each registering itself through ``register_cli(subparsers)`` (add it to
-``COMMAND_MODULES``); a registered command sets ``func`` to a callable ``args -> exit status``. Bad input raises :class:`DPAuditError`, which
-is printed as one sentence with exit status 2.
+``COMMAND_MODULES``); a registered command sets ``func`` to a callable ``args -> exit status``.
+
+Exit statuses (README, "Exit statuses"): 0 the command succeeded (``check``: consistent), 1 a
+finding (``check``: violation), 2 bad input, printed as one sentence (a :class:`DPAuditError`,
+including every failure of plug-in code; ``--debug`` adds the traceback), 70 an internal error
+(a dpaudit bug: one sentence, the traceback with ``--debug``), 128 + N when signal N stopped it:
+130 for Ctrl-C (SIGINT), 143 for SIGTERM, 129 for SIGHUP. The first of those signals stops the work
+and reports what had finished (``check policy`` prints, and writes with ``--report``, the partial
+findings); a second one ends the process at once, without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
+import traceback
 
 from dpaudit import __version__
 from dpaudit.errors import DPAuditError
@@ -30,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Audit differentially private bandit algorithms: what they claim and what they leak.",
     )
     parser.add_argument("--version", action="version", version=f"dpaudit {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, also print the traceback (a plug-in's own, for plug-in failures)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
@@ -37,20 +49,114 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: bound before any plug-in code runs (dpaudit.sandbox replaces os._exit while plug-in code runs)
+_HARD_EXIT = os._exit
+_HANDLED = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
+
+
+class _Signals:
+    """SIGINT, SIGTERM and SIGHUP: the first raises KeyboardInterrupt (the work stops and reports what
+    finished); the second ends the process at once with 128 + the first signal's number."""
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+        self.saved: dict[int, object] = {}
+
+    def handler(self, signum: int, frame: object) -> None:
+        if self.first is not None:
+            try:
+                os.write(2, f"dpaudit: {signal.Signals(signum).name} again; stopped at once.\n".encode())
+                from dpaudit.engine import kill_all_workers
+
+                kill_all_workers()
+            finally:
+                _HARD_EXIT(128 + self.first)
+        self.first = signum
+        raise KeyboardInterrupt
+
+    def install(self) -> None:
+        if threading_main():
+            for sig in _HANDLED:
+                self.saved[sig] = signal.signal(sig, self.handler)
+
+    def restore(self) -> None:
+        for sig, old in self.saved.items():
+            signal.signal(sig, old)  # type: ignore[arg-type]
+        self.saved.clear()
+
+    def status(self) -> int:
+        return 128 + (self.first if self.first is not None else int(signal.SIGINT))
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _print_debug(exc: BaseException) -> None:
+    tb = getattr(exc, "plugin_traceback", None)
+    if tb:
+        print("dpaudit: the plug-in's traceback:\n" + tb.rstrip(), file=sys.stderr)
+    else:
+        print("".join(traceback.format_exception(exc)).rstrip(), file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    debug = bool(getattr(args, "debug", False))
     from dpaudit.engine import one_blas_thread
 
+    signals = _Signals()
+    signals.install()
+    status = 2
     try:
         with one_blas_thread():
-            return int(args.func(args) or 0)
+            status = int(args.func(args) or 0)
+        if status == 130 and signals.first is not None:
+            status = signals.status()  # 143 for SIGTERM, 129 for SIGHUP
+        return status
     except DPAuditError as exc:
+        if debug:
+            _print_debug(exc)
         print(f"dpaudit: error: {exc}", file=sys.stderr)
-        return 2
+        status = 2
+        return status
     except KeyboardInterrupt:
         print("dpaudit: interrupted.", file=sys.stderr)
-        return 130
+        status = signals.status()
+        return status
+    except MemoryError:
+        if debug:
+            _print_debug(sys.exc_info()[1])  # type: ignore[arg-type]
+        print("dpaudit: error: out of memory; use fewer --runs, a shorter --horizon, fewer arms or fewer --workers.",
+              file=sys.stderr)
+        status = 2
+        return status
+    except BrokenPipeError:  # e.g. `dpaudit ... --json | head`: the reader left; say nothing more
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:  # pragma: no cover
+            pass
+        status = 1
+        return status
+    except Exception as exc:  # a dpaudit bug: one sentence, the traceback on request
+        if debug:
+            _print_debug(exc)
+        msg = " ".join(str(exc).split())[:200]
+        print(f"dpaudit: internal error: {type(exc).__name__}: {msg} (a dpaudit bug; rerun with dpaudit --debug "
+              "for the traceback and please report it).", file=sys.stderr)
+        status = 70
+        return status
+    finally:
+        if argv is None and signals.saved:
+            # the console script: the command is over, so a signal from here on must not change its status
+            # (Python's shutdown would reset our handlers to the default action, which kills; it keeps SIG_IGN)
+            for sig in _HANDLED:
+                signal.signal(sig, signal.SIG_IGN)
+        else:  # called in-process (tests, other programs): give the caller its handlers back
+            signals.restore()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, get_type_hints
 
 from dpaudit.errors import DPAuditError
+from dpaudit.sandbox import guard, is_plugin_spec, wrap_plugin
 
 __all__ = [
     "PolicyEntry",
@@ -91,20 +92,32 @@ def load_policy_class(spec: str) -> type:
         if not path.is_file():
             raise DPAuditError(f"plug-in file {target!r} does not exist.")
         mod_name = f"dpaudit_plugin_{abs(hash(str(path.resolve())))}"
+        loaded = sys.modules.get(mod_name)
+        if loaded is not None and getattr(loaded, "__dpaudit_mtime__", None) == path.stat().st_mtime_ns:
+            return _plugin_class(loaded, spec, target, attr)  # imported once per process (its prints, its cost)
         spec_obj = importlib.util.spec_from_file_location(mod_name, path)
         if spec_obj is None or spec_obj.loader is None:
             raise DPAuditError(f"plug-in file {target!r} cannot be loaded as a Python module.")
         module = importlib.util.module_from_spec(spec_obj)
         sys.modules[mod_name] = module
         try:
-            spec_obj.loader.exec_module(module)
-        except Exception as exc:  # the user's module failed while importing
-            raise DPAuditError(f"plug-in file {target!r} raised {type(exc).__name__} on import: {exc}.") from exc
+            with guard(spec, "import"):  # exits, exceptions and prints of the user's module (dpaudit.sandbox)
+                spec_obj.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(mod_name, None)
+            raise
     else:
-        try:
-            module = importlib.import_module(target)
-        except ImportError as exc:
-            raise DPAuditError(f"plug-in module {target!r} cannot be imported: {exc}.") from exc
+        with guard(spec, "import"):
+            try:
+                module = importlib.import_module(target)
+            except ImportError as exc:
+                raise DPAuditError(f"plug-in module {target!r} cannot be imported: {exc}.") from exc
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        module.__dpaudit_mtime__ = Path(target).stat().st_mtime_ns
+    return _plugin_class(module, spec, target, attr)
+
+
+def _plugin_class(module: Any, spec: str, target: str, attr: str) -> type:
     cls = getattr(module, attr, None)
     if cls is None:
         names = [n for n, v in vars(module).items() if inspect.isclass(v) and not n.startswith("_")]
@@ -193,8 +206,16 @@ def make_policy(spec: str, params: dict[str, Any] | None = None) -> Any:
     """Build a policy from a registered name or plug-in spec and (string) parameters."""
     cls = load_policy_class(spec)
     kwargs = coerce_params(cls, params or {})
+    plugin = is_plugin_spec(spec)
     try:
-        policy = cls(**kwargs)
+        if plugin:
+            with guard(spec, "__init__"):
+                try:
+                    policy = cls(**kwargs)
+                except TypeError as exc:  # usually the parameters, not the plug-in's code
+                    raise DPAuditError(f"cannot build {spec!r} with parameters {kwargs}: {exc}.") from exc
+        else:
+            policy = cls(**kwargs)
     except DPAuditError:
         raise
     except TypeError as exc:
@@ -203,4 +224,4 @@ def make_policy(spec: str, params: dict[str, Any] | None = None) -> Any:
         policy._params = dict(kwargs)
     except AttributeError:
         pass
-    return policy
+    return wrap_plugin(policy, spec) if plugin else policy
