@@ -228,6 +228,10 @@ def audit_policy(
     command: str = "",
     workers: int = 1,
     executor: Any = None,
+    scheduler: str | None = None,
+    checkpoint: str | None = None,
+    max_hours: float | None = None,
+    force_workers: bool = False,
 ) -> dict[str, Any]:
     """Run the claim, the ledger audit, the neighbouring search and both attacks; return the findings.
 
@@ -235,10 +239,20 @@ def audit_policy(
     later). ``workers`` local processes (or a ``concurrent.futures`` ``executor``) run the independent
     pieces; the findings do not depend on them (:mod:`dpaudit.engine`). On Ctrl-C this raises
     :class:`AuditInterrupted` carrying what had finished.
+
+    Reliability (issue 12; :mod:`dpaudit.cost`, :mod:`dpaudit.engine`): ``scheduler`` (a Dask
+    scheduler address, ``tcp://HOST:PORT``) runs the pieces on that cluster; ``checkpoint`` (a
+    directory) records each finished piece and reuses it when the same audit runs again; before
+    starting, an audit that would need more memory than is available or more than ``max_hours``
+    (default 24) is refused with the largest value that fits, and ``workers`` beyond the cores is
+    refused unless ``force_workers``.
     """
     from dpaudit.attacks.bounds import check_confidence
     from dpaudit.engine import Engine, one_blas_thread
     from dpaudit.protocols import get_protocol
+    from dpaudit.cost import audit_preflight
+    from dpaudit.engine import Checkpoint, dask_executor
+    from dpaudit.sandbox import plugin_digest
 
     t0 = time.perf_counter()
     delta = check_delta(delta)
@@ -247,10 +261,28 @@ def audit_policy(
     seed = check_int("--seed", seed, minimum=0)
     proto = get_protocol(protocol)
     params = dict(params or {})
-    engine = Engine(workers, executor)
+    workers = check_int("workers", workers, minimum=1)
+    if executor is None and scheduler is None and not force_workers:
+        from dpaudit.cost import check_workers
+
+        check_workers(workers)
+    with one_blas_thread():
+        audit_preflight(lambda T: _with_features(_build_policy(spec, dict(params), T), seed), proto, runs=runs,
+                        horizon=horizon if horizon is not None else DEFAULTS["horizon"], workers=workers,
+                        local=executor is None and scheduler is None, max_hours=max_hours)
+    cp = None if checkpoint is None else Checkpoint(checkpoint, {  # everything that determines the findings
+        "policy": spec, "params": params, "plugin_sha256": plugin_digest(spec), "protocol": protocol, "delta": delta,
+        "confidence": confidence, "runs": runs, "horizon": horizon, "seed": seed, "dpaudit": _versions()})
+    close_scheduler = None
+    if scheduler is not None:
+        executor, health, close_scheduler = dask_executor(scheduler)
+    else:
+        health = None
+    engine = Engine(workers, executor, checkpoint=cp, health=health)
     out: dict[str, Any] = {"command": command, "policy": spec, "params": params, "protocol": protocol,
                            "horizon": horizon, "delta": delta, "confidence": confidence, "seed": seed,
-                           "workers": engine.describe(), "notes": []}
+                           "workers": engine.describe() if scheduler is None else f"Dask cluster {scheduler}",
+                           "notes": []}
     finished: dict[str, Any] = {}
     stage = "setup"
     try:
@@ -275,9 +307,15 @@ def audit_policy(
             "versions": _versions(),
             "seconds": time.perf_counter() - t0,
         })
+        if cp is not None:
+            out["checkpoint"] = cp.summary()
         raise AuditInterrupted(out) from None
     finally:
         engine.close()
+        if close_scheduler is not None:
+            close_scheduler()
+    if cp is not None:
+        out["checkpoint"] = cp.summary()
     out.pop("_stage", None)
     _check_verdict_numbers(out)
     out["seconds"] = time.perf_counter() - t0

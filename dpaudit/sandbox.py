@@ -37,7 +37,7 @@ import numpy as np
 
 from dpaudit.errors import DPAuditError
 
-__all__ = ["guard", "PluginPolicy", "PluginExit", "wrap_plugin", "is_plugin_spec"]
+__all__ = ["guard", "PluginPolicy", "PluginExit", "wrap_plugin", "is_plugin_spec", "plugin_digest"]
 
 _REAL_EXIT = os._exit
 _LOCK = threading.Lock()
@@ -64,6 +64,21 @@ def _guarded_exit(code: int = 0) -> None:
 def is_plugin_spec(spec: str) -> bool:
     """Whether a policy spec names code outside dpaudit (``file.py:Class`` or ``module:Class``)."""
     return ":" in str(spec)
+
+
+def plugin_digest(spec: str) -> str | None:
+    """SHA-256 of a plug-in file's contents (None for registered policies and importable modules):
+    part of a checkpoint's key, so editing the plug-in never resumes from its old pieces."""
+    target = str(spec).rpartition(":")[0]
+    if not is_plugin_spec(spec) or not (target.endswith(".py") or "/" in target or "\\" in target):
+        return None
+    import hashlib
+
+    try:
+        with open(target, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
 
 
 def _enter() -> None:

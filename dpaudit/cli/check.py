@@ -198,6 +198,15 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--workers", type=int, default=None,
                    help="local processes that run the audit's independent pieces (default: one per core); "
                         "the findings do not depend on it")
+    # reliability options (issue 12): where the pieces run, resumable audits, up-front cost limits
+    c.add_argument("--force-workers", action="store_true", default=None,
+                   help="allow --workers beyond the cores this process may use")
+    c.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help='run the pieces on a Dask distributed cluster (pip install "dpaudit[dask]")')
+    c.add_argument("--checkpoint", default=None, metavar="DIR",
+                   help="record each finished piece in DIR; rerunning the same command resumes from it")
+    c.add_argument("--max-hours", type=float, default=None,
+                   help="refuse, before starting, an audit estimated to take longer (default 24)")
 
 
 def _progress() -> Callable[[str], None]:
@@ -262,11 +271,14 @@ def check_named(args: argparse.Namespace) -> int:
     if args.report is not None and not str(args.report).endswith(".md"):
         raise DPAuditError(f"--report must name a Markdown file ending in .md, got {args.report!r}.")
     workers = default_workers() if args.workers is None else check_int("--workers", args.workers, minimum=1)
+    if args.scheduler is not None and args.workers is not None:
+        raise DPAuditError("--workers and --scheduler exclude each other: the Dask cluster's workers run the pieces.")
     try:
         out = audit_policy(
             args.policy, parse_params(args.param), protocol=args.protocol, delta=args.delta,
             confidence=args.confidence, runs=args.runs, horizon=args.horizon, seed=args.seed,
-            progress=_progress(), workers=workers,
+            progress=_progress(), workers=workers, scheduler=args.scheduler, checkpoint=args.checkpoint,
+            max_hours=args.max_hours, force_workers=bool(args.force_workers),
         )
         status = 1 if out["verdict"] == "violation" else 0
     except AuditInterrupted as exc:

@@ -1,0 +1,216 @@
+"""Up-front cost checks: refuse, before starting, an audit that cannot finish.
+
+``--runs 10**12``, ``--horizon 10**9``, ``--param n_arms=10**9`` or ``--workers 1000`` would run for
+days, die of a MemoryError (or the kernel's OOM killer) or fork a thousand processes. So before an
+audit starts, :func:`preflight` estimates
+
+* **memory per process**: a chunk of sampled views holds ``chunk x T`` actions (the attacks split
+  runs into chunks of ``2e6 / T`` runs, :data:`dpaudit.attacks.membership.CHUNK_CELLS`), the
+  policy's state is a few ``chunk x K`` arrays, the neighbouring pair is two ``T x K`` tables, and the
+  main process keeps one privacy loss per likelihood run; compared with the memory available
+  (``MemAvailable``) shared by the worker processes;
+* **time**: the policy is run for a short calibration (up to 2,000 runs, 32 steps) on a table of
+  the audit's shape and its measured run-steps per second, times the workers, is extrapolated to
+  the audit's total run-steps (the fresh views of both sides, the likelihood runs, and the
+  ranking samples of every candidate pair); compared with ``max_hours``;
+* **workers**: at most the cores this process may use, unless forced.
+
+What does not fit is refused in one sentence with the estimate and the largest value that fits.
+The estimates are deliberately rough (a factor of 2 either way under load); they guard against
+the orders of magnitude that cannot work, not against a slow afternoon.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from dpaudit.errors import DPAuditError
+
+__all__ = ["available_memory", "check_workers", "preflight", "audit_preflight", "DEFAULT_MAX_HOURS"]
+
+#: the longest audit dpaudit starts without --max-hours
+DEFAULT_MAX_HOURS = 24.0
+#: bytes per (run, step) cell of a view chunk: the actions (int64) and the scorer's working copies
+_VIEW_BYTES = 8 * 4
+#: bytes per (run, arm) of a policy's state: counts, sums, noisy means, indices, noise draws
+_STATE_BYTES = 8 * 10
+#: bytes the main process keeps per likelihood run (its privacy loss and a sorted copy)
+_LOSS_BYTES = 8 * 4
+_BASELINE = 300 * 2**20  # the interpreter, numpy, scipy: not available to the pieces
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new allocations (Linux ``MemAvailable``), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:  # pragma: no cover - not Linux
+        import os
+
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        return None
+
+
+def check_workers(workers: int, force: bool = False) -> int:
+    """Refuse more local worker processes than cores, unless ``force``."""
+    from dpaudit.engine import default_workers
+
+    cores = default_workers()
+    if workers > cores and not force:
+        raise DPAuditError(f"--workers {workers} is more than the {cores} core{'s' if cores != 1 else ''} this process "
+                           f"may use, which only adds processes that wait for each other; use --workers {cores} or "
+                           "less, or add --force-workers.")
+    return workers
+
+
+def _gb(x: float) -> str:
+    return f"{x / 2**30:.3g} GB"
+
+
+def _duration(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    if s < 3 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.3g} days"
+
+
+def _chunk(runs: int, horizon: int) -> int:
+    from dpaudit.attacks.membership import CHUNK_CELLS
+
+    return max(1, min(int(runs), CHUNK_CELLS // int(horizon)))
+
+
+def memory_per_process(runs: int, horizon: int, n_arms: int) -> tuple[float, float]:
+    """(bytes a worker needs for one piece, bytes the main process keeps across pieces)."""
+    c = _chunk(runs, horizon)
+    piece = c * horizon * _VIEW_BYTES + c * n_arms * _STATE_BYTES + 2 * horizon * n_arms * 8
+    main = runs * _LOSS_BYTES + 2 * horizon * n_arms * 8
+    return float(piece), float(main)
+
+
+def run_steps(runs: int, horizon: int, n_candidates: int) -> float:
+    """Total (run, step) pairs of an audit: fresh views of both sides and the likelihood runs
+    (3 x runs), and per candidate pair the ranking samples (training, selection and screening runs
+    of both sides, about 5 x the small sample size of :func:`dpaudit.check.audit_policy`)."""
+    small = max(500, min(2000, runs // 10))
+    return float(horizon) * (3.0 * runs + 5.0 * small * n_candidates)
+
+
+def _calibrate(policy: Any, protocol: Any, horizon: int, runs: int, reward_range: tuple[float, float]) -> float:
+    """Measured run-steps per second of ``policy`` on a table of the audit's shape (one process)."""
+    from dpaudit.attacks.neighbours import PairSpec, make_pair
+
+    K = int(policy.n_arms)
+    T = int(min(horizon, 32))
+    m = int(min(_chunk(runs, horizon), 2000))
+    d = make_pair(PairSpec(0, "mid"), protocol, K, max(T, 2), reward_range).d0[:T]
+    rng = np.random.default_rng(0)
+    best = math.inf
+    for _ in range(2):  # the first run pays for caches and imports
+        t0 = time.perf_counter()
+        protocol.run(policy, d, m, rng, None, record=False)
+        best = min(best, time.perf_counter() - t0)
+    return m * T / max(best, 1e-6)
+
+
+def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
+    """The largest integer v in [lo, hi) with ``fits(v)`` (``fits`` monotone decreasing), or None."""
+    if hi <= lo or not fits(lo):
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def preflight(policy: Any, protocol: Any, *, runs: int, horizon: int, workers: int, local: bool = True,
+              max_hours: float | None = None, n_candidates: int | None = None,
+              reward_range: tuple[float, float] = (0.0, 1.0)) -> dict[str, Any]:
+    """Refuse an audit that cannot finish (memory, then time); return the estimates.
+
+    ``local``: the pieces run on this machine (``workers`` processes); with an external executor
+    (Dask) only the main process's memory is checked here.
+    """
+    max_hours = DEFAULT_MAX_HOURS if max_hours is None else float(max_hours)
+    if not (max_hours > 0) or math.isinf(max_hours):
+        raise DPAuditError(f"--max-hours must be a positive finite number, got {max_hours!r}.")
+    K, T, runs = int(policy.n_arms), int(horizon), int(runs)
+    if n_candidates is None:
+        try:
+            from dpaudit.attacks.neighbours import candidate_pairs
+
+            n_candidates = len(candidate_pairs(protocol, K, T))
+        except Exception:
+            n_candidates = 30
+    avail = available_memory()
+    n_proc = workers if local else 0
+
+    def need(r: int, t: int, k: int) -> float:
+        piece, main = memory_per_process(r, t, k)
+        return main + piece * max(n_proc, 1)
+
+    budget = None if avail is None else max(avail - _BASELINE * (1 + n_proc), 0)
+    est: dict[str, Any] = {"memory_bytes": need(runs, T, K), "memory_available_bytes": avail,
+                           "run_steps": run_steps(runs, T, n_candidates)}
+    if budget is not None and est["memory_bytes"] > budget:
+        hint = []
+        if local and n_proc > 1 and memory_per_process(runs, T, K)[0] + memory_per_process(runs, T, K)[1] <= budget:
+            hint.append("--workers 1 fits")
+        for label, lo, cur, f in (("--runs", 100, runs, lambda v: need(v, T, K)),
+                                  ("--horizon", 2, T, lambda v: need(runs, v, K)),
+                                  ("n_arms", 2, K, lambda v: need(runs, T, v))):
+            best = _largest(lo, cur, lambda v: f(v) <= budget)
+            if best is not None:
+                hint.append(f"{label} {best:,} fits" if label != "n_arms" else f"--param n_arms={best} fits")
+        raise DPAuditError(
+            f"this audit needs about {_gb(est['memory_bytes'])} of memory (K = {K}, T = {T}, --runs {runs}, "
+            f"{max(n_proc, 1)} process{'es' if n_proc > 1 else ''}) but {_gb(avail)} is available; "
+            + (", or ".join(hint) if hint else "no smaller --runs, --horizon or n_arms alone fits") + "."
+        )
+    if not local:
+        return est
+    rate = _calibrate(policy, protocol, T, runs, reward_range) * max(1, workers)
+    seconds = est["run_steps"] / rate
+    est.update({"run_steps_per_second": rate, "seconds": seconds})
+    limit = max_hours * 3600
+    if seconds > limit:
+        hint = []
+        for label, lo, cur, f in (("--runs", 100, runs, lambda v: run_steps(v, T, n_candidates)),
+                                  ("--horizon", 2, T, lambda v: run_steps(runs, v, n_candidates))):
+            best = _largest(lo, cur, lambda v: f(v) / rate <= limit)
+            if best is not None:
+                hint.append(f"the largest {label} that fits is about {best:,}")
+        raise DPAuditError(
+            f"this audit would take about {_duration(seconds)} ({est['run_steps']:.3g} run-steps at a measured "
+            f"{rate:.3g} per second on {workers} process{'es' if workers > 1 else ''}), more than --max-hours "
+            f"{max_hours:g}; " + ("; ".join(hint) + ", or raise --max-hours" if hint else "raise --max-hours") + "."
+        )
+    return est
+
+
+def audit_preflight(policy_for: Callable[[int], Any], protocol: Any, *, runs: int, horizon: int, workers: int,
+                    local: bool, max_hours: float | None) -> dict[str, Any]:
+    """:func:`preflight` for :func:`dpaudit.check.audit_policy`: ``policy_for(T)`` builds the policy.
+
+    The horizon must be checked before anything is built for it (the protocols allocate T x K tables).
+    """
+    from dpaudit.errors import check_int
+
+    T = check_int("--horizon", horizon, minimum=2)
+    policy = policy_for(T)
+    rr = tuple(getattr(policy, "reward_range", (0.0, 1.0)))
+    rr = rr if len(rr) == 2 and all(isinstance(x, (int, float)) and math.isfinite(x) for x in rr) else (0.0, 1.0)
+    return preflight(policy, protocol, runs=runs, horizon=T, workers=workers, local=local, max_hours=max_hours,
+                     reward_range=rr)
