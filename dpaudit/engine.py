@@ -27,7 +27,6 @@ dies mid-task is reported as an error, never waited for. Every worker, and the C
 from __future__ import annotations
 
 import atexit
-import copy
 import hashlib
 import json
 import multiprocessing
@@ -358,9 +357,27 @@ class Checkpoint:
 
 # ---- the engine ---------------------------------------------------------------------------------
 
-def _call_on_copies(fn: Callable[..., Any], args: tuple) -> Any:
-    """For executors that may share objects between tasks (threads): each task gets its own policy state."""
-    return fn(*copy.deepcopy(args))
+def _call_pickled(blob: bytes) -> Any:
+    """A task sent as bytes (:func:`_pickle_task`): unpickled here, so every task gets fresh objects."""
+    fn, args = pickle.loads(blob)
+    return fn(*args)
+
+
+def _pickle_task(fn: Callable[..., Any], args: tuple) -> bytes:
+    """A task as bytes, by cloudpickle where available: plug-in modules loaded from files (registered
+    with :func:`cloudpickle.register_pickle_by_value`) travel by value, so remote workers need not
+    have them (a Dask executor would otherwise pickle their classes by a module name the workers lack)."""
+    try:
+        import cloudpickle
+    except ImportError:
+        return pickle.dumps((fn, args), protocol=4)
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("dpaudit_plugin_") and mod is not None:
+            try:
+                cloudpickle.register_pickle_by_value(mod)
+            except (ValueError, TypeError):  # pragma: no cover - already registered or not a module
+                pass
+    return cloudpickle.dumps((fn, args), protocol=4)
 
 
 class Engine:
@@ -459,7 +476,7 @@ class Engine:
                          deliver: Callable[[int, Any], None]) -> None:
         pool = self._executor
         assert pool is not None
-        futures: dict[Future, int] = {pool.submit(_call_on_copies, fn, args): i for i, args in todo}
+        futures: dict[Future, int] = {pool.submit(_call_pickled, _pickle_task(fn, args)): i for i, args in todo}
         pending = set(futures)
         try:
             while pending:
@@ -512,13 +529,12 @@ def dask_executor(address: str, *, timeout: float = 30.0, no_workers_grace: floa
     """Connect to a Dask distributed scheduler: ``(executor, health check, close)``.
 
     ``address`` is the scheduler's address (``tcp://HOST:PORT``; what ``dask scheduler`` prints).
-    The executor is ``Client.get_executor()``; plug-in modules loaded from files are sent to the
-    workers by value (cloudpickle), so they need not be installed there, but dpaudit itself must be
+    The executor is ``Client.get_executor()``; each task is sent as cloudpickled bytes, plug-in modules
+    loaded from files by value (:func:`_pickle_task`), so they need not be installed there, but dpaudit itself must be
     (``pip install "dpaudit[dask]"`` on every worker). The health check raises once the cluster has
     had no workers for ``no_workers_grace`` seconds, so a lost cluster is reported, never waited on.
     """
     try:
-        import cloudpickle
         from distributed import Client
     except ImportError:
         raise DPAuditError('--scheduler needs Dask distributed: pip install "dpaudit[dask]".') from None
@@ -529,9 +545,6 @@ def dask_executor(address: str, *, timeout: float = 30.0, no_workers_grace: floa
     except Exception as exc:
         raise DPAuditError(f"cannot connect to the Dask scheduler at {address} within {timeout:g} s "
                            f"({type(exc).__name__}: {exc}).") from None
-    for name, mod in list(sys.modules.items()):
-        if name.startswith("dpaudit_plugin_") and mod is not None:
-            cloudpickle.register_pickle_by_value(mod)
     since: list[float | None] = [None]
 
     def health() -> None:
