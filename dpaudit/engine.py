@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import io
 import json
 import multiprocessing
 import os
@@ -280,6 +281,20 @@ def _digest(obj: Any) -> str:
                           ).hexdigest()
 
 
+class _InputsPickler(pickle.Pickler):
+    """Pickles a task's inputs for its digest, with each policy by its type only.
+
+    A policy is fully determined by the audit's key (spec, parameters, plug-in source), and every
+    piece resets it with its own seed, so its left-over state from earlier pieces (which, run in
+    this process, depends on which pieces came from the checkpoint) must not change the digest.
+    """
+
+    def persistent_id(self, obj: Any) -> Any:
+        if not isinstance(obj, type) and all(hasattr(type(obj), m) for m in ("reset", "act", "observe")):
+            return f"policy:{type(obj).__module__}.{type(obj).__qualname__}"
+        return None
+
+
 class Checkpoint:
     """Finished pieces of one audit on disk, keyed by the audit's full canonical description.
 
@@ -328,7 +343,9 @@ class Checkpoint:
 
     def path(self, call: int, fn: Callable[..., Any], i: int, args: tuple) -> Path:
         try:
-            blob = pickle.dumps(args, protocol=4)
+            buf = io.BytesIO()
+            _InputsPickler(buf, protocol=4).dump(args)
+            blob = buf.getvalue()
         except Exception:
             blob = repr(args).encode()
         name = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', 'task')}"
