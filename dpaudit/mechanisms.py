@@ -142,6 +142,10 @@ class Ledger:
     releases: list[Release] = field(default_factory=list)
     enabled: bool = True
 
+    def __post_init__(self) -> None:  # validation (issue 12): Ledger(-1) used to be accepted
+        if isinstance(self.n_runs, bool) or not isinstance(self.n_runs, (int, np.integer)) or self.n_runs < 1:
+            raise DPAuditError(f"a ledger's n_runs must be an integer >= 1, got {self.n_runs!r}.")
+
     def record(self, release: Release) -> None:
         if self.enabled:
             self.releases.append(release)
@@ -168,8 +172,11 @@ class _Additive:
 
     def __init__(self, sensitivity: float, scale: float | np.ndarray) -> None:
         self.sensitivity = check_positive("sensitivity", sensitivity)
-        scale = np.asarray(scale, dtype=float)
-        if np.any(~(scale > 0)) or np.any(~np.isfinite(scale)):
+        try:
+            scale = np.asarray(scale, dtype=float)
+        except (TypeError, ValueError):
+            raise DPAuditError(f"the noise scale must be a positive finite number or array, got {scale!r}.") from None
+        if scale.size == 0 or np.any(~(scale > 0)) or np.any(~np.isfinite(scale)):
             raise DPAuditError(f"the noise scale must be positive and finite, got {scale!r}.")
         self.scale = scale
 
@@ -186,9 +193,20 @@ class _Additive:
         arm: np.ndarray | None = None,
     ) -> np.ndarray:
         """Return ``centre + noise`` (same shape) and record the release in ``ledger``."""
-        centre = np.asarray(centre, dtype=float)
+        try:
+            centre = np.asarray(centre, dtype=float)
+        except (TypeError, ValueError):
+            raise DPAuditError(f"the statistic released as {label or 'a release'} must be numbers, got "
+                               f"{type(centre).__name__}.") from None
         if not np.all(np.isfinite(centre)):
             raise DPAuditError(f"the statistic released as {label or 'a release'} contains NaN or inf.")
+        try:
+            np.broadcast_shapes(self.scale.shape, centre.shape)
+        except ValueError:
+            raise DPAuditError(f"the noise scale of shape {self.scale.shape} does not fit the statistic of shape "
+                               f"{centre.shape} released as {label or 'a release'}.") from None
+        if not isinstance(rng, (np.random.Generator, PreDrawn)):
+            raise DPAuditError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
         noise = Noise(self.kind, self.scale)
         value = centre + noise.sample(rng, centre.shape)
         if ledger is not None and ledger.enabled:

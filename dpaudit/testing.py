@@ -37,7 +37,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from dpaudit.accountants import Guarantee
-from dpaudit.errors import check_order
+from dpaudit.errors import DPAuditError, check_order
 
 __all__ = [
     "deltas",
@@ -61,28 +61,65 @@ __all__ = [
 
 # ---- strategies: privacy parameters ---------------------------------------------------------------
 
+def _bounds(name: str, lo: Any, hi: Any, *, above: float, below: float = math.inf, what: str) -> tuple[float, float]:
+    """Check a strategy's bounds: ``above < lo <= hi < below`` (finite), in one sentence."""
+    for label, v in (("lo", lo), ("hi", hi)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+            raise DPAuditError(f"{name}({label}={v!r}): the bounds must be finite numbers.")
+    lo, hi = float(lo), float(hi)
+    if not (above < lo <= hi < below):
+        rng = f"({above:g}, {below:g})" if math.isfinite(below) else f"({above:g}, inf)"
+        raise DPAuditError(f"{name}(lo={lo:g}, hi={hi:g}): {what} needs {rng} to contain lo <= hi.")
+    return lo, hi
+
+
 def _log_uniform(lo: float, hi: float) -> st.SearchStrategy[float]:
-    return st.floats(math.log(lo), math.log(hi), allow_nan=False, allow_infinity=False).map(math.exp)
+    return st.floats(math.log(lo), math.log(hi), allow_nan=False, allow_infinity=False).map(
+        lambda x: min(max(math.exp(x), lo), hi))  # exp(log(x)) can round just outside [lo, hi]
 
 
 def deltas(lo: float = 1e-12, hi: float = 0.1) -> st.SearchStrategy[float]:
-    """delta, log-uniform in [lo, hi] (default [1e-12, 0.1])."""
-    return _log_uniform(lo, hi)
+    """delta, log-uniform in [lo, hi] (default [1e-12, 0.1]); 0 < lo <= hi < 1."""
+    return _log_uniform(*_bounds("deltas", lo, hi, above=0.0, below=1.0, what="delta"))
 
 
 def rhos(lo: float = 1e-4, hi: float = 1e3) -> st.SearchStrategy[float]:
-    """zCDP rho, log-uniform in [lo, hi] (default [1e-4, 1e3])."""
-    return _log_uniform(lo, hi)
+    """zCDP rho, log-uniform in [lo, hi] (default [1e-4, 1e3]); 0 < lo <= hi."""
+    return _log_uniform(*_bounds("rhos", lo, hi, above=0.0, what="rho"))
 
 
 def orders(lo: float = 1.01, hi: float = 1e3) -> st.SearchStrategy[float]:
-    """Rényi orders alpha > 1, with alpha - 1 log-uniform."""
-    return _log_uniform(lo - 1, hi - 1).map(lambda x: 1 + x)
+    """Rényi orders alpha > 1, with alpha - 1 log-uniform; 1 < lo <= hi."""
+    lo, hi = _bounds("orders", lo, hi, above=1.0, what="a Rényi order")
+    return _log_uniform(lo - 1, hi - 1).map(lambda x: min(max(1 + x, lo), hi))
 
 
 def sigmas(lo: float = 0.05, hi: float = 100.0) -> st.SearchStrategy[float]:
-    """Gaussian noise standard deviations, log-uniform."""
-    return _log_uniform(lo, hi)
+    """Gaussian noise standard deviations, log-uniform; 0 < lo <= hi."""
+    return _log_uniform(*_bounds("sigmas", lo, hi, above=0.0, what="a standard deviation"))
+
+
+def _size(name: str, label: str, value: Any, minimum: int) -> tuple[int, int]:
+    """An int or an (lo, hi) range of ints, each >= minimum and lo <= hi."""
+    pair = (value, value) if not isinstance(value, (tuple, list)) else tuple(value)
+    if len(pair) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in pair) \
+            or not (minimum <= pair[0] <= pair[1]):
+        raise DPAuditError(f"{name}({label}={value!r}): give an integer >= {minimum} or a range (lo, hi) of them "
+                           "with lo <= hi.")
+    return int(pair[0]), int(pair[1])
+
+
+def _alphabet(name: str, alphabet: Any) -> list[float] | None:
+    if alphabet is None:
+        return None
+    try:
+        values = [float(v) for v in alphabet]
+    except (TypeError, ValueError):
+        raise DPAuditError(f"{name}(alphabet={alphabet!r}): the alphabet must be a list of numbers.") from None
+    if len(set(values)) < 2 or not all(math.isfinite(v) for v in values):
+        raise DPAuditError(f"{name}(alphabet={alphabet!r}): give at least 2 distinct finite rewards, so that "
+                           "neighbours can differ.")
+    return values
 
 
 @st.composite
@@ -101,9 +138,10 @@ def neighbouring_tables(draw: Any, horizon: int | tuple[int, int] = (1, 12), arm
 
     Rewards come from ``alphabet`` or, with ``alphabet=None``, are floats in [0, 1].
     """
-    T = horizon if isinstance(horizon, int) else draw(st.integers(*horizon))
-    K = arms if isinstance(arms, int) else draw(st.integers(*arms))
-    cell = st.sampled_from(list(alphabet)) if alphabet is not None else st.floats(0.0, 1.0)
+    T = draw(st.integers(*_size("neighbouring_tables", "horizon", horizon, 1)))
+    K = draw(st.integers(*_size("neighbouring_tables", "arms", arms, 2)))
+    alphabet = _alphabet("neighbouring_tables", alphabet)
+    cell = st.sampled_from(alphabet) if alphabet is not None else st.floats(0.0, 1.0)
     d = np.array(draw(st.lists(st.lists(cell, min_size=K, max_size=K), min_size=T, max_size=T)), dtype=float)
     t = draw(st.integers(0, T - 1))
     row = draw(st.lists(cell, min_size=K, max_size=K).filter(lambda r: not np.array_equal(r, d[t])))
@@ -116,8 +154,9 @@ def neighbouring_tables(draw: Any, horizon: int | tuple[int, int] = (1, 12), arm
 def neighbouring_lists(draw: Any, horizon: int | tuple[int, int] = (1, 12),
                        alphabet: Sequence[float] | None = (0.0, 1.0)) -> tuple[np.ndarray, np.ndarray, int]:
     """(r, r', t): two reward lists that differ exactly in entry t (View DP, seed 001 Def. 3)."""
-    T = horizon if isinstance(horizon, int) else draw(st.integers(*horizon))
-    cell = st.sampled_from(list(alphabet)) if alphabet is not None else st.floats(0.0, 1.0)
+    T = draw(st.integers(*_size("neighbouring_lists", "horizon", horizon, 1)))
+    alphabet = _alphabet("neighbouring_lists", alphabet)
+    cell = st.sampled_from(alphabet) if alphabet is not None else st.floats(0.0, 1.0)
     r = np.array(draw(st.lists(cell, min_size=T, max_size=T)), dtype=float)
     t = draw(st.integers(0, T - 1))
     v = draw(cell.filter(lambda x: x != r[t]))
@@ -130,7 +169,8 @@ def neighbouring_lists(draw: Any, horizon: int | tuple[int, int] = (1, 12),
 def neighbouring_context_streams(draw: Any, horizon: int | tuple[int, int] = (1, 10), dim: int = 2,
                                  ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
     """Two streams {contexts (T, d) in the unit ball, rewards (T,) in [0, 1]} differing in round t (JDP)."""
-    T = horizon if isinstance(horizon, int) else draw(st.integers(*horizon))
+    T = draw(st.integers(*_size("neighbouring_context_streams", "horizon", horizon, 1)))
+    dim = _size("neighbouring_context_streams", "dim", dim, 1)[0]
     vec = st.lists(st.floats(-1.0, 1.0), min_size=dim, max_size=dim)
 
     def unit(v: list[float]) -> np.ndarray:
@@ -156,8 +196,14 @@ def finite_policies(draw: Any, horizon: int | tuple[int, int] = (1, 3), arms: in
     """
     from dpaudit.policies.finite import FinitePolicy
 
-    T = horizon if isinstance(horizon, int) else draw(st.integers(*horizon))
-    K, R = arms, len(rewards)
+    T = draw(st.integers(*_size("finite_policies", "horizon", horizon, 1)))
+    K = _size("finite_policies", "arms", arms, 2)[0]
+    grain = _size("finite_policies", "grain", grain, 1)[0]
+    rewards = _alphabet("finite_policies", rewards)
+    R = len(rewards)
+    if T * math.log(K * R) > math.log(2e5):
+        raise DPAuditError(f"finite_policies(horizon={horizon!r}, arms={K}, {R} rewards): the last step would have "
+                           f"(K R)^(T-1) = {(K * R) ** (T - 1):,} rows; keep T log(K R) small.")
     rules = []
     for t in range(T):
         rows = []
@@ -170,13 +216,35 @@ def finite_policies(draw: Any, horizon: int | tuple[int, int] = (1, 3), arms: in
 
 # ---- divergences -------------------------------------------------------------------------------
 
+def _distribution(name: str, x: Any) -> np.ndarray:
+    """A probability vector, refused (one sentence) unless finite, >= 0 and summing to 1 (1e-9)."""
+    try:
+        a = np.asarray(x, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise DPAuditError(f"{name} must be an array of probabilities, got {type(x).__name__}.") from None
+    if a.size == 0:
+        raise DPAuditError(f"{name} is empty; a distribution needs at least one outcome.")
+    if not np.all(np.isfinite(a)):
+        raise DPAuditError(f"{name} contains NaN or inf; probabilities must be finite.")
+    if np.any(a < 0):
+        raise DPAuditError(f"{name} contains the negative probability {a[a < 0][0]:g}.")
+    total = float(a.sum())
+    if abs(total - 1.0) > 1e-9:
+        raise DPAuditError(f"{name} sums to {total:.12g}, not 1; pass a normalised distribution.")
+    return a
+
+
 def renyi_divergence(p: np.ndarray, q: np.ndarray, alpha: float) -> float:
-    """D_alpha(P || Q) of two discrete distributions, in log space (inf when P is not << Q)."""
+    """D_alpha(P || Q) of two discrete distributions, in log space (inf when P is not << Q).
+
+    P and Q must be probability vectors of the same size (finite, >= 0, summing to 1 within 1e-9);
+    anything else is refused with a :class:`DPAuditError` rather than given a meaningless number.
+    """
     alpha = check_order(alpha)
-    p = np.asarray(p, dtype=float).ravel()
-    q = np.asarray(q, dtype=float).ravel()
+    p = _distribution("P", p)
+    q = _distribution("Q", q)
     if p.shape != q.shape:
-        raise AssertionError(f"distributions of different sizes {p.shape} and {q.shape}.")
+        raise DPAuditError(f"P and Q have different sizes {p.size} and {q.size}.")
     support = p > 0
     if np.any(q[support] == 0):
         return math.inf
@@ -234,6 +302,8 @@ def assert_mechanism_renyi(mechanism: Any, alpha: float, *, centre: float = 0.0,
     s = float(np.max(mechanism.scale))
     D = float(mechanism.sensitivity)
     a, b = centre, centre + D
+    if math.isinf(alpha):
+        return _assert_mechanism_dinf(mechanism, kind, s, D, a, b, rtol)
     if kind == "gaussian":
         z = math.log(s * math.sqrt(2 * math.pi))
         lp = lambda x: -0.5 * ((x - a) / s) ** 2 - z  # noqa: E731
@@ -256,6 +326,31 @@ def assert_mechanism_renyi(mechanism: Any, alpha: float, *, centre: float = 0.0,
     if not math.isclose(numeric, analytic, rel_tol=rtol, abs_tol=1e-12):
         raise AssertionError(f"numerical D_{alpha:g} = {numeric:.12g} differs from the analytic {analytic:.12g}.")
     assert_renyi_bound(numeric, mechanism.guarantee(), alpha, rtol=max(rtol, 1e-9), what=f"{kind} mechanism D_alpha")
+    return numeric
+
+
+def _assert_mechanism_dinf(mechanism: Any, kind: Any, s: float, D: float, a: float, b: float, rtol: float) -> float:
+    """alpha = inf: D_inf = sup_x log p(x)/q(x), the largest log density ratio.
+
+    Laplace: the ratio is (|x - b| - |x - a|)/s, largest (= D/s, i.e. eps exactly) for x <= min(a, b);
+    it is evaluated on a grid through and beyond both centres and compared with the analytic D/s.
+    Gaussian: the ratio is linear in x, so D_inf = inf (no pure-DP guarantee), which the guarantee's
+    own D_inf (zCDP: inf) must allow.
+    """
+    from dpaudit.mechanisms import laplace_renyi
+
+    if kind == "laplace":
+        x = np.concatenate([np.linspace(min(a, b) - 60 * s, max(a, b) + 60 * s, 20001), [a, b]])
+        numeric = float(np.max((np.abs(x - b) - np.abs(x - a)) / s))
+        analytic = laplace_renyi(math.inf, s, D)
+        if not math.isclose(numeric, analytic, rel_tol=rtol, abs_tol=1e-12):
+            raise AssertionError(f"numerical D_inf = {numeric:.12g} differs from the analytic {analytic:.12g}.")
+    elif kind == "gaussian":
+        numeric = math.inf
+    else:
+        raise AssertionError(f"assert_mechanism_renyi handles Gaussian and Laplace mechanisms, got {kind!r}.")
+    assert_renyi_bound(numeric, mechanism.guarantee(), math.inf, rtol=max(rtol, 1e-9),
+                       what=f"{kind} mechanism D_inf")
     return numeric
 
 

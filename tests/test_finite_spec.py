@@ -60,7 +60,7 @@ def test_roundtrip(tmp_path) -> None:
         ({"rules": [[["1/2", "x"]], [[1, 0]] * 4]}, "step 1, row 0: probability 'x' is not a number"),
         ({"rules": [[["1/2", "1/2"]], [[1, 0, 0]] * 4]}, "step 2, row 0: a row must list K = 2 probabilities"),
         ({"rules": [[[1.0]], [[1]]]}, "K >= 2 arms, got K = 1"),
-        ({"rewards": [0, 0]}, "rewards must be a non-empty list of distinct numbers"),
+        ({"rewards": [0, 0]}, "rewards must be distinct numbers"),
     ],
 )
 def test_bad_specs_name_the_problem(over, message) -> None:

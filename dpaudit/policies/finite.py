@@ -19,6 +19,9 @@ feeds exact enumeration and sampling-based attacks.
 from __future__ import annotations
 
 import json
+import math
+import os
+import stat
 from fractions import Fraction
 from importlib import resources
 from pathlib import Path
@@ -27,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dpaudit.errors import DPAuditError
-from dpaudit.policies.base import Policy
+from dpaudit.policies.base import Policy, check_actions
 
 __all__ = ["FinitePolicy", "FORMAT", "load_spec", "bundled_spec", "BUNDLED"]
 
@@ -38,21 +41,89 @@ SUM_TOLERANCE = 1e-9
 BUNDLED = {"seed001-counterexample": "seed001_counterexample.json"}
 
 
+#: bounds on what the loader reads (a spec that enumerates in reasonable time is far smaller)
+MAX_SPEC_BYTES = 64 * 2**20
+MAX_DEPTH = 16  # a spec nests 4 deep: {"rules": [ steps [ rows [ probabilities ] ] ] }
+MAX_NUMBER_CHARS = 40  # longer numerals (a 400-digit integer, a fraction of huge integers) are refused
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _prob(value: Any, where: str) -> float:
     if isinstance(value, bool):
         raise DPAuditError(f"{where}: probability {value!r} must be a number or a string 'p/q'.")
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        if isinstance(value, (int, np.integer)) and abs(int(value)) > 1:
+            raise DPAuditError(f"{where}: probability {_short(value)} is outside [0, 1].")
         p = float(value)
     elif isinstance(value, str):
+        if len(value) > MAX_NUMBER_CHARS:
+            raise DPAuditError(f"{where}: probability {_short(value)} is longer than {MAX_NUMBER_CHARS} characters; "
+                               "write it as a number or a short fraction 'p/q'.")
         try:
-            p = float(Fraction(value.strip()))
+            frac = Fraction(value.strip())
         except (ValueError, ZeroDivisionError):
-            raise DPAuditError(f"{where}: probability {value!r} is not a number or a fraction 'p/q'.") from None
+            raise DPAuditError(f"{where}: probability {_short(value)} is not a number or a fraction 'p/q'.") from None
+        if not (0 <= frac <= 1):  # compared exactly, before a float conversion could overflow
+            raise DPAuditError(f"{where}: probability {_short(value)} is outside [0, 1].")
+        p = float(frac)
     else:
-        raise DPAuditError(f"{where}: probability {value!r} must be a number or a string 'p/q'.")
-    if not (0.0 <= p <= 1.0):
-        raise DPAuditError(f"{where}: probability {value!r} is outside [0, 1].")
+        raise DPAuditError(f"{where}: probability {_short(value)} must be a number or a string 'p/q'.")
+    if not (0.0 <= p <= 1.0):  # also NaN
+        raise DPAuditError(f"{where}: probability {_short(value)} is outside [0, 1].")
     return p
+
+
+def _refuse_constant(name: str) -> Any:
+    raise DPAuditError(f"the spec contains {name}, which is not a number dpaudit accepts (probabilities lie in "
+                       "[0, 1] and rewards are finite).")
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_NUMBER_CHARS:
+        raise DPAuditError(f"the spec contains an integer with {len(text.lstrip('-'))} digits; dpaudit reads "
+                           f"integers of at most {MAX_NUMBER_CHARS} digits.")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or len(text) > 2 * MAX_NUMBER_CHARS:
+        raise DPAuditError(f"the spec contains the number {text[:MAX_NUMBER_CHARS]}"
+                           f"{'...' if len(text) > MAX_NUMBER_CHARS else ''}, which is not a finite double.")
+    return value
+
+
+def _nesting_depth(text: str) -> int:
+    """Deepest bracket nesting of a JSON text, strings skipped (checked before parsing it)."""
+    import re
+
+    skeleton = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
+    b = np.frombuffer(skeleton.encode("ascii", "replace"), dtype=np.uint8)
+    step = (b == ord("[")).astype(np.int64) + (b == ord("{")) - (b == ord("]")) - (b == ord("}"))
+    return int(np.cumsum(step).max(initial=0))
+
+
+def _check_rewards_alphabet(rewards: Sequence[Any]) -> list[float]:
+    if isinstance(rewards, (str, bytes)) or not hasattr(rewards, "__len__"):
+        raise DPAuditError(f"rewards must be a list of at least 2 distinct finite numbers, got {_short(rewards)}.")
+    out = []
+    for r in rewards:
+        if isinstance(r, bool) or not isinstance(r, (int, float, np.integer, np.floating)):
+            raise DPAuditError(f"rewards must be numbers, got {_short(r)}.")
+        v = float(r)
+        if not math.isfinite(v):
+            raise DPAuditError(f"rewards must be finite numbers, got {r!r}.")
+        out.append(v)
+    if len(set(out)) != len(out):
+        raise DPAuditError(f"rewards must be distinct numbers, got {_short(out)}.")
+    if len(out) < 2:
+        raise DPAuditError(f"the reward alphabet needs at least 2 values (neighbouring inputs differ in a reward), "
+                           f"got {_short(out)}.")
+    return out
 
 
 class FinitePolicy(Policy):
@@ -64,9 +135,7 @@ class FinitePolicy(Policy):
         super().__init__()
         if not isinstance(rules, (list, tuple)) or len(rules) < 1:
             raise DPAuditError("rules must be a non-empty list of decision rules, one per step (T >= 1).")
-        rewards = [float(r) for r in rewards]
-        if len(rewards) < 1 or len(set(rewards)) != len(rewards):
-            raise DPAuditError(f"rewards must be a non-empty list of distinct numbers, got {rewards!r}.")
+        rewards = _check_rewards_alphabet(rewards)
         first = rules[0]
         if not isinstance(first, (list, tuple, np.ndarray)) or len(first) != 1:
             raise DPAuditError(f"step 1 must have exactly 1 row (the empty history), got {len(first) if hasattr(first, '__len__') else first!r}.")
@@ -125,7 +194,7 @@ class FinitePolicy(Policy):
             raise DPAuditError(f"rules must list one decision rule per step: horizon is {T}, got {got}.")
         rewards = spec["rewards"]
         if not isinstance(rewards, list) or not all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in rewards):
-            raise DPAuditError(f"rewards must be a list of numbers, got {rewards!r}.")
+            raise DPAuditError(f"rewards must be a list of numbers, got {_short(rewards)}.")
         policy = cls(rules, rewards, label=label)
         if policy.n_arms != K:
             raise DPAuditError(f"arms is {K} but step 1, row 0 has {policy.n_arms} probabilities.")
@@ -133,15 +202,46 @@ class FinitePolicy(Policy):
 
     @classmethod
     def from_json(cls, path: str | Path) -> "FinitePolicy":
+        """Load a spec file, bounding what is read: a regular file (a FIFO or device would block or
+        never end) of at most :data:`MAX_SPEC_BYTES`, UTF-8 text, nesting at most :data:`MAX_DEPTH`
+        deep, no NaN/Infinity, no numeral longer than :data:`MAX_NUMBER_CHARS`."""
         path = Path(path)
         try:
-            text = path.read_text()
+            st = os.stat(path)
         except OSError as exc:
             raise DPAuditError(f"cannot read finite-policy spec {str(path)!r}: {exc.strerror}.") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise DPAuditError(f"finite-policy spec {str(path)!r} is not a regular file (a directory, FIFO or "
+                               "device); give a JSON file.")
+        if st.st_size > MAX_SPEC_BYTES:
+            raise DPAuditError(f"finite-policy spec {str(path)!r} has {st.st_size:,} bytes, more than the "
+                               f"{MAX_SPEC_BYTES:,} dpaudit reads; a spec that can be enumerated is far smaller.")
         try:
-            spec = json.loads(text)
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # never blocks, even if swapped for a FIFO
+            with os.fdopen(fd, "rb") as f:
+                data = f.read(MAX_SPEC_BYTES + 1)
+        except OSError as exc:
+            raise DPAuditError(f"cannot read finite-policy spec {str(path)!r}: {exc.strerror}.") from None
+        if len(data) > MAX_SPEC_BYTES:
+            raise DPAuditError(f"finite-policy spec {str(path)!r} is larger than the {MAX_SPEC_BYTES:,} bytes dpaudit reads.")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DPAuditError(f"finite-policy spec {str(path)!r} is not UTF-8 text (byte {exc.start}); give a JSON "
+                               "file.") from None
+        if "\x00" in text:
+            raise DPAuditError(f"finite-policy spec {str(path)!r} contains NUL characters (a binary file?); give a "
+                               "JSON file.")
+        depth = _nesting_depth(text)
+        if depth > MAX_DEPTH:
+            raise DPAuditError(f"finite-policy spec {str(path)!r} nests {depth} levels deep; a spec nests 4 levels "
+                               f"(dpaudit reads at most {MAX_DEPTH}).")
+        try:
+            spec = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_refuse_constant)
         except json.JSONDecodeError as exc:
             raise DPAuditError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}).") from None
+        except RecursionError:  # pragma: no cover - the depth check comes first
+            raise DPAuditError(f"finite-policy spec {str(path)!r} nests too deeply.") from None
         return cls.from_spec(spec, label=str(path))
 
     def to_spec(self) -> dict[str, Any]:
@@ -158,12 +258,22 @@ class FinitePolicy(Policy):
         self._hist = np.zeros(self.n_runs, dtype=np.int64)
 
     def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
+        if self.rng is None:
+            raise DPAuditError("call reset(n_runs, rng) before act: this finite policy has no runs yet.")
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+            raise DPAuditError(f"step t must be an integer, got {t!r}.")
         if not 0 <= t < self.horizon:
             raise DPAuditError(f"step t = {t} is outside this finite policy's horizon 0..{self.horizon - 1}.")
         probs = self.rules[t][self._hist]
         u = self.rng.random(self.n_runs)
         cdf = np.cumsum(probs, axis=1)
         return np.minimum((u[:, None] >= cdf).sum(axis=1), self.n_arms - 1).astype(np.int64)
+
+    def observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        if self.rng is None:
+            raise DPAuditError("call reset(n_runs, rng) before observe: this finite policy has no runs yet.")
+        actions = check_actions(actions, self.n_runs, self.n_arms, "finite", t)
+        super().observe(t, actions, rewards)
 
     def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
         r_idx = self.reward_index(rewards, t)
