@@ -354,6 +354,9 @@ def exact_profile(
         )
     _check_protocol(protocol)
     epsilons = [check_nonnegative("epsilon", e) for e in epsilons]
+    if any(e > 700 for e in epsilons):  # e^eps overflows a double past ~709 (issue 12: was an OverflowError)
+        raise DPAuditError(f"epsilon must be at most 700 for exact enumeration (e^epsilon overflows beyond), got "
+                           f"{max(epsilons):g}.")
     deltas = [check_delta(d, allow_zero=True) for d in deltas]
     alphas = [check_order(a) for a in alphas]
     if method not in ("tree", "brute"):

@@ -34,8 +34,16 @@ COMMAND_MODULES = [
 ]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error printed as one sentence (exit 2) like every other error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        msg = " ".join(message.split()).rstrip(".")
+        self.exit(2, f"dpaudit: error: {msg} (see `{self.prog} --help`).\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dpaudit",
         description="Audit differentially private bandit algorithms: what they claim and what they leak.",
     )

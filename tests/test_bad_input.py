@@ -1,0 +1,538 @@
+"""Generated bad input (hypothesis): every case ends in exit 2 with one sentence, or a correct result.
+
+Four surfaces (issue 12): the CLI's arguments (``dpaudit.cli.main`` in-process), the finite-spec
+loader, the plug-in contract (plug-ins that exit, raise, print or answer nonsense in every method)
+and the testing API. "One sentence" is checked literally: exactly one line on stderr, starting
+``dpaudit: error:``, ending with a full stop, no traceback, nothing on stdout. An internal error
+(exit 70) or a Python traceback fails these tests.
+
+The named-policy audits behind accepted arguments are replaced by a recorder of the validated
+values (the audit itself is tested elsewhere), so that hundreds of argument combinations cost
+seconds; the plug-in cases run real (small) audits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from dpaudit.cli import main
+from dpaudit.errors import DPAuditError
+
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def run_cli(capsys, argv: list[str]) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's usage errors
+        code = exc.code
+    cap = capsys.readouterr()
+    return int(code), cap.out, cap.err
+
+
+def assert_one_sentence(code: int, out: str, err: str) -> None:
+    assert code == 2, (code, out[-500:], err[-2000:])
+    assert out == ""
+    lines = err.strip("\n").split("\n")
+    assert len(lines) == 1, err
+    assert lines[0].startswith("dpaudit: error: ") and lines[0].endswith("."), err
+    assert "Traceback" not in err and "internal error" not in err
+
+
+# ---- CLI arguments ----------------------------------------------------------------------------
+
+NUMBERS = st.one_of(
+    st.sampled_from(["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400", "0", "-0", "-1", "1", "0.5",
+                     "1e-400", "2", "100", "10", "1000000000000", "9" * 40, "", " ", "abc", "1/2", "0x10", "1_0",
+                     "½", "1e-5", "0.999999999", "1.0000001"]),
+    st.integers(-10**15, 10**15).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+)
+NAMED_FLAGS = ["--delta", "--confidence", "--runs", "--horizon", "--seed", "--workers", "--max-hours"]
+FINITE_FLAGS = ["--epsilon", "--delta", "--alpha", "--max-work"]
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    """Replace the audit's stages (after every argument check and the up-front cost check) by a
+    recorder of what they were given, returning a consistent verdict."""
+    import dpaudit.check as check
+
+    seen: list[dict] = []
+
+    def fake(out, finished, spec, params, proto, delta, confidence, runs, horizon, seed, progress, engine):
+        seen.append(dict(delta=delta, confidence=confidence, runs=runs, horizon=horizon, seed=seed,
+                         workers=engine.workers, params=params))
+        out.update({"verdict": "consistent", "reason": "recorded", "attacks": [], "epsilon_lower": 0.0,
+                    "witness": None, "notes": [], "horizon": horizon or 48, "n_arms": 2})
+
+    monkeypatch.setattr(check, "_audit", fake)
+    return seen
+
+
+@FAST
+@given(flags=st.lists(st.tuples(st.sampled_from(NAMED_FLAGS), NUMBERS), min_size=1, max_size=3))
+@example(flags=[("--seed", "-1")])
+@example(flags=[("--delta", "nan")])
+@example(flags=[("--workers", "1000")])
+@example(flags=[("--runs", "1000000000000")])
+@example(flags=[("--horizon", "1000000000")])
+def test_named_policy_arguments(capsys, recorder, flags):
+    argv = ["check", "policy", "adac-ucb", "--json"]
+    for flag, value in flags:
+        argv += [flag, value] if not value.startswith("-") else [f"{flag}={value}"]
+    if not any(f == "--workers" for f, _ in flags):
+        argv += ["--workers", "1"]
+    if not any(f == "--runs" for f, _ in flags):
+        argv += ["--runs", "200"]
+    n_before = len(recorder)
+    code, out, err = run_cli(capsys, argv)
+    if code == 2:
+        assert_one_sentence(code, out, err)
+        return
+    # accepted: the audit ran with valid values only, and printed JSON
+    assert code == 0, err
+    assert len(recorder) == n_before + 1
+    got = recorder[-1]
+    assert 0 < got["delta"] < 1 and 0 < got["confidence"] < 1
+    assert got["runs"] >= 100 and got["seed"] >= 0 and got["workers"] >= 1
+    assert got["horizon"] is None or got["horizon"] >= 2
+    json.loads(out)
+
+
+@FAST
+@given(flags=st.lists(st.tuples(st.sampled_from(FINITE_FLAGS), NUMBERS), min_size=1, max_size=3),
+       protocol=st.sampled_from(["table", "view", "interactive"]))
+@example(flags=[("--alpha", "inf")], protocol="table")
+@example(flags=[("--epsilon", "nan")], protocol="view")
+def test_finite_spec_arguments(capsys, flags, protocol):
+    argv = ["check", "policy", "seed001-counterexample", "--protocol", protocol, "--json"]
+    for flag, value in flags:
+        argv += [f"{flag}={value}"]
+    code, out, err = run_cli(capsys, argv)
+    if code == 2:
+        assert_one_sentence(code, out, err)
+        return
+    assert code == 0, err
+    res = json.loads(out)
+    for key in ("epsilon", "delta", "renyi"):  # every number is a number (inf allowed), never NaN
+        v = res[key]
+        assert v is None or v == "inf" or (isinstance(v, (int, float)) and not math.isnan(v) and v >= 0), res
+
+
+@FAST
+@given(named=st.sampled_from(["--runs", "--param", "--confidence", "--seed", "--workers", "--horizon", "--report",
+                              "--checkpoint", "--scheduler", "--max-hours", "--force-workers"]),
+       finite=st.sampled_from(["--epsilon", "--alpha", "--max-work"]))
+def test_flags_of_the_other_path_are_refused(capsys, tmp_path, named, finite):
+    value = {"--param": "rho=1", "--report": str(tmp_path / "r.md"), "--checkpoint": str(tmp_path / "cp"),
+             "--scheduler": "tcp://127.0.0.1:9", "--force-workers": None}.get(named, "1")
+    argv = ["check", "policy", "seed001-counterexample", named] + ([] if value is None else [value])
+    code, out, err = run_cli(capsys, argv)
+    assert_one_sentence(code, out, err)
+    assert "does not apply to 'seed001-counterexample'" in err
+    code, out, err = run_cli(capsys, ["check", "policy", "adac-ucb", finite, "1"])
+    assert_one_sentence(code, out, err)
+    assert "does not apply to 'adac-ucb'" in err
+
+
+@FAST
+@given(key=st.sampled_from(["n_arms", "rho", "nope", "", "n_arms=", "=1"]), value=NUMBERS)
+@example(key="n_arms", value="1000000000")
+@example(key="n_arms", value="1")
+@example(key="rho", value="nan")
+def test_policy_parameters(capsys, recorder, key, value):
+    code, out, err = run_cli(capsys, ["check", "policy", "adac-ucb", f"--param={key}={value}", "--runs", "200",
+                                      "--workers", "1", "--json"])
+    if code == 2:
+        assert_one_sentence(code, out, err)
+        return
+    assert code == 0, err
+    assert json.loads(out)["verdict"] == "consistent"
+
+
+@FAST
+@given(cmd=st.sampled_from([["zcdp", "--rho", "{}", "--delta", "{}"], ["gaussian", "--sigma", "{}", "--delta", "{}"],
+                            ["rdp", "--alpha", "{}", "--eps", "{}", "--delta", "1e-5"],
+                            ["calibrate", "--epsilon", "{}", "--delta", "{}"],
+                            ["policy", "adac-ucb", "--delta", "{}", "--seed", "{}"], ["policy", "ucb1", "--delta", "{}"]]),
+       values=st.lists(NUMBERS, min_size=2, max_size=2))
+@example(cmd=["policy", "ucb1", "--delta", "{}"], values=["1e-5", "1"])
+@example(cmd=["zcdp", "--rho", "{}", "--delta", "{}"], values=["nan", "1e-5"])
+def test_account_arguments(capsys, cmd, values):
+    it = iter(values)
+    argv = _equals_form(["account"] + [a if a != "{}" else next(it) for a in cmd]) + ["--json"]
+    code, out, err = run_cli(capsys, argv)
+    if code == 2:
+        assert_one_sentence(code, out, err)
+        return
+    assert code in (0, 1), err
+    res = json.loads(out)
+    for v in res.values():  # every number printed is a number: no NaN hidden in an accepted answer
+        assert not (isinstance(v, float) and math.isnan(v)), res
+
+
+def _equals_form(argv: list[str]) -> list[str]:
+    """``--flag value`` -> ``--flag=value`` (so that values like -1 are not read as options)."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i].startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+# ---- the finite-spec loader -------------------------------------------------------------------
+
+BASE = {"format": "dpaudit.finite-policy/1", "horizon": 2, "arms": 2, "rewards": [0, 1],
+        "rules": [[["2/3", "1/3"]], [["1/2", "1/2"], [1, 0], [0, 1], ["1/4", "3/4"]]]}
+JUNK = st.one_of(st.none(), st.booleans(), st.integers(-10**50, 10**50), st.floats(allow_nan=False),
+                 st.text(max_size=12), st.sampled_from(["1e400", "1/0", "-1/2", "2/3", "0.5", "nan", "9" * 500]),
+                 st.lists(st.integers(0, 1), max_size=3), st.just({}))
+RAW = st.sampled_from([
+    b"", b"\xff\xfe\x00\x01", b"\x00" * 10, b"[" * 100000 + b"]" * 100000, b'{"horizon": 1e400}',
+    b'{"format": "dpaudit.finite-policy/1", "horizon": 1, "arms": 2, "rewards": [-Infinity, Infinity], '
+    b'"rules": [[[0.5, 0.5]]]}',
+    b'{"format": "dpaudit.finite-policy/1", "horizon": 1, "arms": 2, "rewards": [NaN, 1], "rules": [[[0.5, 0.5]]]}',
+    b'{"format": "dpaudit.finite-policy/1", "horizon": 1, "arms": 2, "rewards": [1], "rules": [[[0.5, 0.5]]]}',
+    ("{" + '"a":' * 5000 + "1" + "}" * 5000).encode(), b"\xef\xbb\xbf{}", "{\"é\": 1}".encode("latin-1"),
+])
+
+
+def _mutate(spec: dict, path: list, value):
+    node = spec
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return spec
+
+
+PATHS = st.sampled_from([["format"], ["horizon"], ["arms"], ["rewards"], ["rewards", 0], ["rules"], ["rules", 0],
+                         ["rules", 1, 2], ["rules", 1, 3, 1], ["rules", 0, 0, 0]])
+
+
+@FAST
+@given(path=PATHS, value=JUNK)
+def test_spec_loader_on_mutated_specs(capsys, tmp_path, path, value):
+    spec = _mutate(json.loads(json.dumps(BASE)), path, value)
+    f = tmp_path / "spec.json"
+    f.write_text(json.dumps(spec))
+    code, out, err = run_cli(capsys, ["check", "policy", str(f), "--json"])
+    if code == 2:
+        assert_one_sentence(code, out, err)
+        return
+    assert code == 0, err  # accepted: a valid spec, and the exact audit answered
+    res = json.loads(out)
+    assert res["delta"] is not None and not (isinstance(res["delta"], float) and math.isnan(res["delta"]))
+
+
+@settings(max_examples=len(RAW.elements) if hasattr(RAW, "elements") else 12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw=RAW)
+def test_spec_loader_on_raw_bytes(capsys, tmp_path, raw):
+    f = tmp_path / "raw.json"
+    f.write_bytes(raw)
+    assert_one_sentence(*run_cli(capsys, ["check", "policy", str(f)]))
+
+
+def test_spec_loader_never_opens_a_fifo_or_directory(capsys, tmp_path):
+    import os
+
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # opening it for reading would block forever
+    assert_one_sentence(*run_cli(capsys, ["check", "policy", str(fifo)]))
+    d = tmp_path / "dir.json"
+    d.mkdir()
+    assert_one_sentence(*run_cli(capsys, ["check", "policy", str(d)]))
+    assert_one_sentence(*run_cli(capsys, ["check", "policy", str(tmp_path / "missing.json")]))
+
+
+# ---- misbehaving plug-ins ---------------------------------------------------------------------
+
+BEHAVIOURS = {
+    "sys.exit(0)": "sys.exit(0)",
+    "sys.exit(1)": "sys.exit(1)",
+    "sys.exit(None)": "raise SystemExit",
+    "os._exit(0)": "os._exit(0)",
+    "_exit(0)": "_exit(0)",  # a reference taken at import time
+    "raise": "raise ValueError('boom\\nsecond line')",
+    "raise DPAuditError": "raise DPAuditError('the plug-in says no.')",
+    "KeyError": "{}['missing']",
+}
+METHODS = ["import", "__init__", "claim", "reset", "act", "observe"]
+
+TEMPLATE = '''
+import os, sys
+from os import _exit
+import numpy as np
+from dpaudit.errors import DPAuditError
+from dpaudit.accountants import ZCDP
+from dpaudit.policies.ucb import AdaCUCB
+
+def misbehave(where, t=None):
+    if where == {method!r} and (t is None or t == {step}):
+        {action}
+
+misbehave("import")
+
+class P(AdaCUCB):
+    def __init__(self, n_arms=2, rho=1.0):
+        misbehave("__init__")
+        super().__init__(n_arms=n_arms, rho=rho)
+
+    @property
+    def claim(self):
+        misbehave("claim")
+        return ZCDP(self.rho)
+
+    @claim.setter
+    def claim(self, value):
+        pass
+
+    def reset(self, n_runs, rng, record=True):
+        misbehave("reset")
+        super().reset(n_runs, rng, record=record)
+
+    def act(self, t, arms=None):
+        print("noise on stdout from act", t)
+        misbehave("act", t)
+        return super().act(t, arms)
+
+    def observe(self, t, actions, rewards):
+        misbehave("observe", t)
+        super().observe(t, actions, rewards)
+'''
+
+
+def _plugin(tmp_path: Path, method: str, action: str, step: int) -> str:
+    f = tmp_path / f"plugin_{abs(hash((method, action, step)))}.py"
+    f.write_text(TEMPLATE.format(method=method, step=step, action=action))
+    return f"{f}:P"
+
+
+@settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(method=st.sampled_from(METHODS), behaviour=st.sampled_from(sorted(BEHAVIOURS)), step=st.integers(0, 5),
+       workers=st.sampled_from(["1", "2"]))
+@example(method="act", behaviour="os._exit(0)", step=3, workers="1")
+@example(method="act", behaviour="_exit(0)", step=2, workers="2")
+@example(method="import", behaviour="os._exit(0)", step=0, workers="1")
+@example(method="observe", behaviour="sys.exit(0)", step=4, workers="2")
+def test_misbehaving_plugins_end_in_one_sentence(capsys, tmp_path, method, behaviour, step, workers):
+    spec = _plugin(tmp_path, method, BEHAVIOURS[behaviour], step)
+    code, out, err = run_cli(capsys, ["check", "policy", spec, "--runs", "100", "--horizon", "8",
+                                      "--workers", workers, "--json"])
+    assert_one_sentence(code, out, _last_line(err))
+    if behaviour != "raise DPAuditError":
+        assert spec in err and (method in err or "imported" in err or "constructor" in err)
+    if method in ("act", "observe") and behaviour != "raise DPAuditError":
+        assert f"at step {step}" in err
+
+
+def _last_line(err: str) -> str:
+    """The plug-in's own prints go to stderr (never stdout): keep dpaudit's line only."""
+    return "\n".join(line for line in err.splitlines() if not line.startswith("noise on stdout")) + "\n"
+
+
+def test_a_plugin_that_prints_keeps_json_on_stdout(capsys, tmp_path):
+    spec = _plugin(tmp_path, "nowhere", "pass", 0)
+    code, out, err = run_cli(capsys, ["check", "policy", spec, "--runs", "200", "--horizon", "6", "--workers", "1",
+                                      "--json"])
+    assert code == 0 and json.loads(out)["verdict"] in ("consistent", "violation", "inconclusive")
+    assert "noise on stdout from act" in err
+
+
+@pytest.mark.parametrize("body,needle", [
+    ("n_arms = 1", "needs at least 2 arms"),
+    ("n_arms = 'two'", "as an integer >= 2"),
+    ("n_arms = 2\n    claim = None", "declares no claim"),
+    ("n_arms = 2\n    claim = ZCDP(1.0)\n    def act(self, t, arms=None):\n        return np.full(self.n, 7)",
+     "returned arm 7"),
+    ("n_arms = 2\n    claim = ZCDP(1.0)\n    def act(self, t, arms=None):\n        return np.zeros(3, int)",
+     "actions of shape"),
+    ("n_arms = 2\n    claim = ZCDP(1.0)\n    def act(self, t, arms=None):\n        return np.full(self.n, np.nan)",
+     "non-integer actions"),
+])
+def test_plugins_with_bad_contracts(capsys, tmp_path, body, needle):
+    src = tmp_path / f"bad_{abs(hash(body))}.py"
+    src.write_text("import numpy as np\nfrom dpaudit.accountants import ZCDP\n\nclass P:\n"
+                   "    def reset(self, n_runs, rng):\n        self.n = n_runs\n"
+                   "    def act(self, t, arms=None):\n        return np.zeros(self.n, int)\n"
+                   "    def observe(self, t, actions, rewards):\n        pass\n"
+                   "    " + body + "\n")  # the body's own act, if any, comes last and wins
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6",
+                                      "--workers", "1"])
+    assert_one_sentence(code, out, err)
+    assert needle in err
+
+
+def test_debug_shows_the_plugins_traceback(capsys, tmp_path):
+    spec = _plugin(tmp_path, "act", "1 / 0", 2)
+    code, out, err = run_cli(capsys, ["--debug", "check", "policy", spec, "--runs", "100", "--horizon", "6",
+                                      "--workers", "1"])
+    assert code == 2 and "Traceback" in err and "ZeroDivisionError" in err and "misbehave" in err
+    assert err.rstrip().splitlines()[-1].startswith("dpaudit: error: plug-in")
+
+
+def test_a_nan_claim_is_refused_not_judged_consistent(capsys, tmp_path):
+    src = tmp_path / "nanclaim.py"
+    src.write_text(textwrap.dedent("""
+        from types import SimpleNamespace
+        from dpaudit.accountants import ZCDP
+        from dpaudit.policies.ucb import AdaCUCB
+
+        class NaNZCDP(ZCDP):
+            def conversion(self, delta):
+                return SimpleNamespace(epsilon=float("nan"), method="broken", order=None)
+
+        class P(AdaCUCB):
+            @property
+            def claim(self):
+                return NaNZCDP(1.0)
+
+            @claim.setter
+            def claim(self, value):
+                pass
+    """))
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6",
+                                      "--workers", "1"])
+    assert_one_sentence(code, out, err)
+    assert "converts to epsilon = nan" in err
+
+
+# ---- the testing API --------------------------------------------------------------------------
+
+BOUND = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 5), st.just("x"))
+
+
+@FAST
+@given(name=st.sampled_from(["deltas", "rhos", "orders", "sigmas"]), lo=BOUND, hi=BOUND, data=st.data())
+@example(name="deltas", lo=0, hi=0.1, data=None)
+@example(name="orders", lo=1, hi=10, data=None)
+@example(name="rhos", lo=-1, hi=10, data=None)
+@example(name="deltas", lo=1e-6, hi=2, data=None)
+def test_strategies_check_their_bounds(name, lo, hi, data):
+    import dpaudit.testing as dt
+
+    allowed = {"deltas": (0, 1), "rhos": (0, math.inf), "orders": (1, math.inf), "sigmas": (0, math.inf)}[name]
+    try:
+        strategy = getattr(dt, name)(lo=lo, hi=hi)
+    except DPAuditError as exc:
+        assert "\n" not in str(exc) and str(exc).endswith(".")
+        return
+    assert allowed[0] < lo <= hi < allowed[1]
+    if data is not None:
+        x = data.draw(strategy)
+        assert lo <= x <= hi and allowed[0] < x < allowed[1]
+
+
+PROB = st.lists(st.one_of(st.floats(-1, 2), st.just(float("nan")), st.just(float("inf")), st.just(0.0)),
+                min_size=1, max_size=5)
+
+
+@FAST
+@given(p=PROB, q=PROB, alpha=st.one_of(st.floats(-2, 50), st.just(math.inf), st.just(float("nan"))))
+@example(p=[0.5, 0.5], q=[0.25, 0.75], alpha=2.0)
+@example(p=[-0.5, 1.5], q=[0.5, 0.5], alpha=2.0)
+@example(p=[0.5, 0.6], q=[0.5, 0.5], alpha=2.0)
+def test_renyi_divergence_refuses_what_is_not_a_distribution(p, q, alpha):
+    from dpaudit.testing import renyi_divergence
+
+    try:
+        d = renyi_divergence(p, q, alpha)
+    except DPAuditError as exc:
+        assert "\n" not in str(exc)
+        return
+    pa, qa = np.asarray(p), np.asarray(q)
+    assert pa.shape == qa.shape and np.all(pa >= 0) and np.all(qa >= 0) and alpha > 1
+    assert abs(pa.sum() - 1) <= 1e-9 and abs(qa.sum() - 1) <= 1e-9
+    assert not math.isnan(d) and d >= -1e-9  # Rényi divergences are >= 0
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.7, 3.0])
+def test_laplace_d_inf_is_epsilon(eps):
+    from dpaudit.mechanisms import GaussianMechanism, LaplaceMechanism
+    from dpaudit.testing import assert_mechanism_renyi
+
+    assert math.isclose(assert_mechanism_renyi(LaplaceMechanism.for_pure(eps), math.inf), eps, rel_tol=1e-6)
+    assert assert_mechanism_renyi(GaussianMechanism.for_zcdp(0.5), math.inf) == math.inf
+
+
+@pytest.mark.parametrize("call,needle", [
+    (lambda: __import__("dpaudit.mechanisms", fromlist=["Ledger"]).Ledger(-1), "n_runs must be an integer >= 1"),
+    (lambda: __import__("dpaudit.mechanisms", fromlist=["x"]).GaussianMechanism(1.0, "wide"), "noise scale"),
+    (lambda: __import__("dpaudit.mechanisms", fromlist=["x"]).GaussianMechanism(1.0, [1.0, 2.0]).release(
+        np.zeros((3, 4)), np.random.default_rng(0)), "does not fit"),
+    (lambda: __import__("dpaudit.mechanisms", fromlist=["x"]).LaplaceMechanism(1.0, 1.0).release(
+        np.array([np.nan]), np.random.default_rng(0)), "NaN or inf"),
+    (lambda: __import__("dpaudit.mechanisms", fromlist=["x"]).LaplaceMechanism(1.0, 1.0).release(
+        ["a"], np.random.default_rng(0)), "must be numbers"),
+])
+def test_mechanisms_refuse_bad_input(call, needle):
+    with pytest.raises(DPAuditError, match=needle):
+        call()
+
+
+@FAST
+@given(rules=st.one_of(st.just([[[0.5, 0.5]]]), st.just([[["a", "b"]]]), st.just([[[0.5]]]), st.just([]),
+                       st.just([[[float("nan"), 1.0]]]), st.just("rules")),
+       rewards=st.one_of(st.just([0.0, 1.0]), st.just([float("nan"), 1.0]), st.just(["x", "y"]), st.just([1.0]),
+                         st.just([0.0, float("inf")]), st.just("ab")))
+def test_finite_policy_constructor(rules, rewards):
+    from dpaudit.policies.finite import FinitePolicy
+
+    try:
+        pol = FinitePolicy(rules, rewards)
+    except DPAuditError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert pol.n_arms == 2 and all(math.isfinite(r) for r in pol.rewards)
+
+
+def test_finite_policy_refuses_use_before_reset_and_bad_actions():
+    from dpaudit.policies.finite import FinitePolicy
+
+    pol = FinitePolicy([[[0.5, 0.5]], [[1, 0], [0, 1], [0.5, 0.5], [0.5, 0.5]]])
+    with pytest.raises(DPAuditError, match="before act"):
+        pol.act(0)
+    with pytest.raises(DPAuditError, match="before observe"):
+        pol.observe(0, np.zeros(2, int), np.zeros(2))
+    pol.reset(3, np.random.default_rng(0))
+    with pytest.raises(DPAuditError, match="returned arm 5"):
+        pol.observe(0, np.array([0, 5, 1]), np.zeros(3))
+    with pytest.raises(DPAuditError, match="shape"):
+        pol.observe(0, np.zeros(4, int), np.zeros(4))
+
+
+@pytest.mark.parametrize("action,needle", [
+    ("os._exit(0)", "called os._exit(0) in act at step 1"),
+    ("sys.exit(0)", "called sys.exit(0) in act at step 1"),
+    ("os.kill(os.getpid(), signal.SIGKILL)", "a worker process was killed by signal 9"),
+])
+def test_a_plugin_ending_a_worker_process_is_reported(capsys, tmp_path, action, needle):
+    """Only in worker processes (the main process never sees it): caught there, or the death reported."""
+    src = tmp_path / f"worker_{abs(hash(action))}.py"
+    src.write_text(textwrap.dedent(f"""
+        import multiprocessing, os, signal, sys
+        from dpaudit.policies.ucb import AdaCUCB
+
+        class P(AdaCUCB):
+            def act(self, t, arms=None):
+                if t == 1 and multiprocessing.current_process().name != "MainProcess":
+                    {action}
+                return super().act(t, arms)
+    """))
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6",
+                                      "--workers", "2", "--json"])
+    assert_one_sentence(code, out, err)
+    assert needle in err
