@@ -4,13 +4,14 @@ One module per command in this package (argument parsing and printing only; the 
 library modules), each registering itself through ``register_cli(subparsers)`` (add it to
 ``COMMAND_MODULES``); a registered command sets ``func`` to a callable ``args -> exit status``.
 
-Exit statuses (README, "Exit statuses"): 0 the command succeeded (``check``: consistent), 1 a
-finding (``check``: violation), 2 bad input, printed as one sentence (a :class:`DPAuditError`,
-including every failure of plug-in code; ``--debug`` adds the traceback), 70 an internal error
-(a dpaudit bug: one sentence, the traceback with ``--debug``), 128 + N when signal N stopped it:
-130 for Ctrl-C (SIGINT), 143 for SIGTERM, 129 for SIGHUP. The first of those signals stops the work
-and reports what had finished (``check policy`` prints, and writes with ``--report``, the partial
-findings); a second one ends the process at once, without a traceback.
+Exit statuses (README, "Exit statuses"): 0 the command succeeded (``check``: consistent); 1 a
+finding (``check``: violation); 3 ``check``: inconclusive (the audit had no power); 2 bad input,
+printed as one sentence (a :class:`DPAuditError`, including every failure of plug-in code;
+``--debug`` adds the traceback); 70 an internal error (a dpaudit bug: one sentence, the traceback
+with ``--debug``); 128 + N when signal N stopped it: 130 for Ctrl-C (SIGINT), 143 for SIGTERM, 129
+for SIGHUP. The first of those signals stops the work and reports what had finished (``check
+policy`` prints, and writes with ``--report``, the partial findings); a second one ends the process
+at once, without a traceback.
 """
 
 from __future__ import annotations
