@@ -115,8 +115,8 @@ def _calibrate(policy: Any, protocol: Any, horizon: int, runs: int, reward_range
     K = int(policy.n_arms)
     T = int(min(horizon, 32))
     m = int(min(_chunk(runs, horizon), 2000))
-    d = make_pair(PairSpec(0, "mid"), protocol, K, max(T, 2), reward_range).d0[:T]
-    rng = np.random.default_rng(0)
+    d = make_pair(PairSpec(0, "low"), protocol, K, max(T, 2), reward_range).d0[:T]  # the range's low end:
+    rng = np.random.default_rng(0)  # a reward every policy accepts, even one with a {lo, hi} alphabet
     best = math.inf
     for _ in range(2):  # the first run pays for caches and imports
         t0 = time.perf_counter()
@@ -181,7 +181,11 @@ def preflight(policy: Any, protocol: Any, *, runs: int, horizon: int, workers: i
         )
     if not local:
         return est
-    rate = _calibrate(policy, protocol, T, runs, reward_range) * max(1, workers)
+    try:
+        rate = _calibrate(policy, protocol, T, runs, reward_range) * max(1, workers)
+    except DPAuditError as exc:  # the audit itself will meet (and report) whatever stopped the policy here
+        est["note"] = f"no time estimate: the calibration run stopped ({exc})"
+        return est
     seconds = est["run_steps"] / rate
     est.update({"run_steps_per_second": rate, "seconds": seconds})
     limit = max_hours * 3600

@@ -68,7 +68,7 @@ def recorder(monkeypatch):
 
     seen: list[dict] = []
 
-    def fake(out, finished, spec, params, proto, delta, confidence, runs, horizon, seed, progress, engine):
+    def fake(out, finished, spec, params, proto, delta, confidence, runs, horizon, seed, progress, engine, *_, **__):
         seen.append(dict(delta=delta, confidence=confidence, runs=runs, horizon=horizon, seed=seed,
                          workers=engine.workers, params=params))
         out.update({"verdict": "consistent", "reason": "recorded", "attacks": [], "epsilon_lower": 0.0,
