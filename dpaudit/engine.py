@@ -375,9 +375,11 @@ class Checkpoint:
 # ---- the engine ---------------------------------------------------------------------------------
 
 def _call_pickled(blob: bytes) -> Any:
-    """A task sent as bytes (:func:`_pickle_task`): unpickled here, so every task gets fresh objects."""
+    """A task sent as bytes (:func:`_pickle_task`): unpickled here, so every task gets fresh objects.
+    BLAS keeps to one thread in the executor's process too, as in dpaudit's own workers."""
     fn, args = pickle.loads(blob)
-    return fn(*args)
+    with one_blas_thread():
+        return fn(*args)
 
 
 def _pickle_task(fn: Callable[..., Any], args: tuple) -> bytes:
