@@ -70,12 +70,23 @@ def plugin_digest(spec: str) -> str | None:
     """SHA-256 of a plug-in file's contents (None for registered policies and importable modules):
     part of a checkpoint's key, so editing the plug-in never resumes from its old pieces."""
     target = str(spec).rpartition(":")[0]
-    if not is_plugin_spec(spec) or not (target.endswith(".py") or "/" in target or "\\" in target):
+    if not is_plugin_spec(spec):
         return None
     import hashlib
 
+    path: str | None = target
+    if not (target.endswith(".py") or "/" in target or "\\" in target):  # package.module: its source file
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec(target)
+        except (ImportError, ValueError):
+            found = None
+        path = getattr(found, "origin", None) if found is not None else None
+    if not path:
+        return None
     try:
-        with open(target, "rb") as f:
+        with open(path, "rb") as f:
             return hashlib.sha256(f.read()).hexdigest()
     except OSError:
         return None

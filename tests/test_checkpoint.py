@@ -99,3 +99,15 @@ def test_a_checkpoint_path_that_cannot_be_used_is_one_sentence(tmp_path):
         ro.chmod(0o500)
         with pytest.raises(DPAuditError, match="cannot be written"):
             Checkpoint(ro / "cp", {})
+
+
+def test_editing_a_plugin_changes_the_key(tmp_path):
+    from dpaudit.sandbox import plugin_digest
+
+    src = tmp_path / "p.py"
+    src.write_text("class P: pass\n")
+    before = plugin_digest(f"{src}:P")
+    src.write_text("class P:\n    x = 1\n")
+    assert before is not None and plugin_digest(f"{src}:P") != before
+    assert plugin_digest("adac-ucb") is None  # a registered policy: dpaudit's version is in the key
+    assert plugin_digest("dpaudit.policies.ucb:AdaCUCB") is not None  # an importable module: its source
