@@ -53,7 +53,7 @@ def main() -> None:
     serial = audit_policy(args.policy, params, workers=1, **kw)
     rows.append(("this process", time.perf_counter() - t))
     t = time.perf_counter()
-    local = audit_policy(args.policy, params, workers=args.workers, force_workers=True, **kw)
+    local = audit_policy(args.policy, params, workers=args.workers, **kw)
     rows.append((f"{args.workers} local processes", time.perf_counter() - t))
     t = time.perf_counter()
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, host="127.0.0.1",

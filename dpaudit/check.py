@@ -307,7 +307,6 @@ def audit_policy(
     scheduler: str | None = None,
     checkpoint: str | None = None,
     max_hours: float | None = None,
-    force_workers: bool = False,
 ) -> dict[str, Any]:
     """Run the claim, the ledger audit, the neighbouring search and both attacks; return the findings.
 
@@ -320,8 +319,8 @@ def audit_policy(
     scheduler address, ``tcp://HOST:PORT``) runs the pieces on that cluster; ``checkpoint`` (a
     directory) records each finished piece and reuses it when the same audit runs again; before
     starting, an audit that would need more memory than is available or more than ``max_hours``
-    (default 24) is refused with the largest value that fits, and ``workers`` beyond the cores is
-    refused unless ``force_workers``.
+    (default 24) is refused with the largest value that fits (the CLI also refuses ``--workers``
+    beyond the cores unless ``--force-workers``).
     """
     from dpaudit.attacks.bounds import check_confidence
     from dpaudit.engine import Engine, one_blas_thread
@@ -338,10 +337,6 @@ def audit_policy(
     proto = get_protocol(protocol)
     params = dict(params or {})
     workers = check_int("workers", workers, minimum=1)
-    if executor is None and scheduler is None and not force_workers:
-        from dpaudit.cost import check_workers
-
-        check_workers(workers)
     with one_blas_thread():
         audit_preflight(lambda T: _with_features(_build_policy(spec, dict(params), T), seed), proto, runs=runs,
                         horizon=horizon if horizon is not None else DEFAULTS["horizon"], workers=workers,

@@ -331,7 +331,7 @@ def _plugin(tmp_path: Path, method: str, action: str, step: int) -> str:
 def test_misbehaving_plugins_end_in_one_sentence(capsys, tmp_path, method, behaviour, step, workers):
     spec = _plugin(tmp_path, method, BEHAVIOURS[behaviour], step)
     code, out, err = run_cli(capsys, ["check", "policy", spec, "--runs", "100", "--horizon", "8",
-                                      "--workers", workers, "--json"])
+                                      "--workers", workers, "--force-workers", "--json"])
     assert_one_sentence(code, out, _last_line(err))
     if behaviour != "raise DPAuditError":
         assert spec in err and (method in err or "imported" in err or "constructor" in err)
@@ -533,6 +533,18 @@ def test_a_plugin_ending_a_worker_process_is_reported(capsys, tmp_path, action, 
                 return super().act(t, arms)
     """))
     code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6",
-                                      "--workers", "2", "--json"])
+                                      "--workers", "2", "--force-workers", "--json"])
     assert_one_sentence(code, out, err)
     assert needle in err
+
+
+def test_workers_beyond_the_cores_need_force(capsys, recorder):
+    from dpaudit.engine import default_workers
+
+    many = str(default_workers() + 1)
+    code, out, err = run_cli(capsys, ["check", "policy", "adac-ucb", "--workers", many, "--runs", "200"])
+    assert_one_sentence(code, out, err)
+    assert f"--workers {many} is more than the {default_workers()} core" in err and "--force-workers" in err
+    code, out, err = run_cli(capsys, ["check", "policy", "adac-ucb", "--workers", many, "--force-workers",
+                                      "--runs", "200", "--json"])
+    assert code == 0 and recorder[-1]["workers"] == int(many)

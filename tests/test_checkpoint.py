@@ -56,7 +56,7 @@ def test_a_killed_audit_resumes_to_identical_findings(tmp_path):
     resumed = _run("--workers", "1", "--checkpoint", str(cp))
     assert resumed["checkpoint"]["pieces_reused"] >= kept
     assert resumed["checkpoint"]["pieces_computed"] > 0
-    fresh = _run("--workers", "2")  # no checkpoint, other workers: the same findings
+    fresh = _run("--workers", "2", "--force-workers")  # no checkpoint, other workers: the same findings
     assert _stable(resumed) == _stable(fresh)
     again = _run("--workers", "1", "--checkpoint", str(cp))
     assert again["checkpoint"]["pieces_computed"] == 0 and _stable(again) == _stable(fresh)

@@ -59,7 +59,7 @@ def start(tmp_path: Path, workers: int = 2, extra: tuple[str, ...] = ()) -> tupl
     """Start an audit that takes far longer than the test and wait until it is in its pieces."""
     cp = tmp_path / "cp"  # a finished piece on disk shows that the audit is in its pieces (also with 1 worker)
     cmd = [DPAUDIT, "check", "policy", "adac-ucb", "--param", "n_arms=3", "--runs", "400000",
-           "--workers", str(workers), "--report", str(tmp_path / "r.md"), "--checkpoint", str(cp), *extra]
+           "--workers", str(workers), "--force-workers", "--report", str(tmp_path / "r.md"), "--checkpoint", str(cp), *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + TIMEOUT

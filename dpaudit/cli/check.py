@@ -293,13 +293,16 @@ def check_named(args: argparse.Namespace) -> int:
     workers = default_workers() if args.workers is None else check_int("--workers", args.workers, minimum=1)
     if args.scheduler is not None and args.workers is not None:
         raise DPAuditError("--workers and --scheduler exclude each other: the Dask cluster's workers run the pieces.")
+    if args.workers is not None and not args.force_workers:
+        from dpaudit.cost import check_workers
+
+        check_workers(workers)
     try:
         out = audit_policy(
             args.policy, parse_params(args.param), protocol=args.protocol, delta=args.delta,
             confidence=args.confidence, runs=args.runs, horizon=args.horizon, seed=args.seed,
             progress=_progress(), workers=workers, rewards=_parse_rewards(args.rewards),
             scheduler=args.scheduler, checkpoint=args.checkpoint, max_hours=args.max_hours,
-            force_workers=bool(args.force_workers),
         )
         status = EXIT_STATUS[out["verdict"]]
     except AuditInterrupted as exc:
