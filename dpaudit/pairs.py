@@ -80,14 +80,14 @@ def load_pair(path: str | os.PathLike[str], *, n_arms: int, protocol: Protocol |
         raise DPAuditError(f"pair file {str(p)!r} is not a regular file; give a JSON file of format {PAIR_FORMAT}.")
     if st.st_size > MAX_PAIR_BYTES:
         raise DPAuditError(f"pair file {str(p)!r} has {st.st_size} bytes, more than the {MAX_PAIR_BYTES} "
-                           "(64 MiB) dpaudit reads.")
+                           f"({MAX_PAIR_BYTES / 2**20:g} MiB) dpaudit reads.")
     try:
         with open(p, "rb") as fh:
             raw = fh.read(MAX_PAIR_BYTES + 1)
     except OSError as exc:
         raise DPAuditError(f"pair file {str(p)!r} cannot be read: {exc.strerror or exc}.") from None
     if len(raw) > MAX_PAIR_BYTES:
-        raise DPAuditError(f"pair file {str(p)!r} grew past {MAX_PAIR_BYTES} bytes (64 MiB) while being read.")
+        raise DPAuditError(f"pair file {str(p)!r} grew past {MAX_PAIR_BYTES} bytes while being read.")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -143,7 +143,7 @@ def _numbers(value: Any, field: str, depth: int, src: str) -> np.ndarray:
     bad = ~np.isfinite(arr)
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise fail("".join(f"[{i}]" for i in idx), f"is {arr[idx]!r}; values must be finite numbers")
+        raise fail("".join(f"[{i}]" for i in idx), f"is {float(arr[idx])}; values must be finite numbers")
     return arr
 
 
@@ -213,12 +213,12 @@ def parse_pair(doc: Any, *, n_arms: int, protocol: Protocol | str, reward_range:
     # exactly one differing row / entry, not the last
     differs = d0 != d1 if view else np.any(d0 != d1, axis=1)
     rows = np.flatnonzero(differs)
-    unit = "entry" if view else "row"
+    unit, units = ("entry", "entries") if view else ("row", "rows")
     if rows.size == 0:
         raise DPAuditError(f"{src}: d and d_prime are identical; neighbouring inputs differ in exactly one {unit}.")
     if rows.size > 1:
         more = f" (and {rows.size - 2} more)" if rows.size > 2 else ""
-        raise DPAuditError(f"{src}: d and d_prime differ in {unit}s {rows[0]} and {rows[1]}{more}; neighbouring "
+        raise DPAuditError(f"{src}: d and d_prime differ in {units} {rows[0]} and {rows[1]}{more}; neighbouring "
                            f"inputs differ in exactly one {unit}.")
     j = int(rows[0])
     if j > T - 2:
