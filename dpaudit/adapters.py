@@ -308,24 +308,61 @@ def _np_state_changed(before: tuple, after: tuple) -> bool:
 _NP_INST = np.random.mtrand._rand
 _PY_INST = _pyrandom._inst
 _NP_NAMES = tuple(n for n in dir(np.random)
-                  if not n.startswith("_") and getattr(getattr(np.random, n), "__self__", None) is _NP_INST)
+                  if not n.startswith("_") and getattr(getattr(np.random, n), "__self__", None) is _NP_INST) + (
+    ("seed",) if hasattr(np.random, "seed") else ())  # np.random.seed is a module function, not a bound method
 _PY_NAMES = tuple(n for n in dir(_pyrandom)
                   if not n.startswith("_") and getattr(getattr(_pyrandom, n), "__self__", None) is _PY_INST)
 
 
 class _Target:
-    """Where the redirected module functions currently send their calls (one copy's generator)."""
+    """Which copy's generators the redirected module functions currently call: copy ``i``'s, built on
+    its first use from its seed (code that draws rarely, or never before the horizon, pays nothing).
+
+    Copy i's numpy generator is ``RandomState(PCG64(seed_i))``: numpy's legacy distributions, as
+    ``np.random.*`` computes them, on a bit generator that takes ~30 us to build where MT19937 takes
+    ~300 us. Calls that need MT19937 get it: ``np.random.seed(s)`` gives the copy ``RandomState(s)``
+    (exactly the stream ``np.random.seed(s)`` gives the global generator), and ``get_state`` /
+    ``set_state`` first move the copy to an MT19937 generator seeded from its own stream.
+    """
 
     def __init__(self) -> None:
-        self.np: Any = None
-        self.py: Any = None
+        self.i = 0
+        self.seeds: list[int] = []
+        self.np_gens: list[Any] = []
+        self.py_gens: list[Any] = []
+
+    def np_gen(self) -> Any:
+        g = self.np_gens[self.i]
+        if g is None:
+            g = self.np_gens[self.i] = np.random.RandomState(np.random.PCG64(self.seeds[self.i]))
+        return g
+
+    def np_mt(self) -> Any:
+        g = self.np_gen()
+        if not isinstance(g._bit_generator, np.random.MT19937):
+            g = self.np_gens[self.i] = np.random.RandomState(int(g.randint(0, 1 << 32, dtype=np.uint64)))
+        return g
+
+    def np_seed(self, *args: Any, **kwargs: Any) -> None:
+        self.np_gens[self.i] = np.random.RandomState(*args, **kwargs)
+
+    def py_gen(self) -> Any:
+        g = self.py_gens[self.i]
+        if g is None:
+            g = self.py_gens[self.i] = _pyrandom.Random(self.seeds[self.i])
+        return g
 
 
 def _redirector(target: _Target, which: str, name: str) -> Any:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return getattr(getattr(target, which), name)(*args, **kwargs)
+    if which == "np" and name == "seed":
+        call = target.np_seed
+    else:
+        gen = target.py_gen if which == "py" else target.np_mt if name in ("get_state", "set_state") else target.np_gen
 
-    call.__name__ = name
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return getattr(gen(), name)(*args, **kwargs)
+
+        call.__name__ = name
     return call
 
 
@@ -339,30 +376,48 @@ class _Globals:
     hidden instance some other way, e.g. ``from numpy.random import laplace`` at import): each copy's
     saved state is swapped in with ``set_state``/``setstate`` around its call and saved after it
     (about 40 us each way for numpy). In every mode the caller's generators end as they began.
+    Copy i's generators come from its seed: ``RandomState(PCG64(seed_i))`` (see :class:`_Target`)
+    or, swapped, the state of ``RandomState(seed_i)``; ``random.Random(seed_i)`` (or its state).
     """
 
     def __init__(self, np_mode: str, py_mode: str) -> None:
         self.np_mode, self.py_mode = np_mode, py_mode
-        self.np_gens: list[Any] = []  # per copy: a RandomState (redirect) or a saved state (swap)
-        self.py_gens: list[Any] = []
         self.target = _Target()
+        self.swaps = np_mode == "swap" or py_mode == "swap"
+        self.active = np_mode != "off" or py_mode != "off"
         self._patched: list[tuple[Any, str, Any]] = []
         self._saved: tuple[Any, Any] = (None, None)
+        self._redirectors = {which: {n: _redirector(self.target, which, n) for n in names}
+                             for which, names in (("np", _NP_NAMES), ("py", _PY_NAMES))}
 
-    @property
-    def active(self) -> bool:
-        return self.np_mode != "off" or self.py_mode != "off"
+    def __reduce__(self) -> tuple:
+        # pickled (to the engine's workers) as its modes only: the generators are rebuilt by reset()
+        return (_Globals, (self.np_mode, self.py_mode))
 
     def seed_copies(self, seeds: np.ndarray) -> None:
-        """One generator (or state) per copy, from distinct seeds."""
-        if self.np_mode == "redirect":
-            self.np_gens = [np.random.RandomState(int(s)) for s in seeds]
-        elif self.np_mode == "swap":
-            self.np_gens = [np.random.RandomState(int(s)).get_state() for s in seeds]
-        if self.py_mode == "redirect":
-            self.py_gens = [_pyrandom.Random(int(s)) for s in seeds]
-        elif self.py_mode == "swap":
-            self.py_gens = [_pyrandom.Random(int(s)).getstate() for s in seeds]
+        """Copy i's generators come from ``seeds[i]`` (distinct); each is built on first use."""
+        t = self.target
+        t.seeds = [int(s) for s in seeds]
+        t.np_gens = [None] * len(t.seeds)
+        t.py_gens = [None] * len(t.seeds)
+
+    def select(self, i: int) -> None:
+        """Make copy ``i``'s generators the current ones."""
+        t = self.target
+        t.i = i
+        if self.np_mode == "swap":
+            st = t.np_gens[i]
+            _NP_INST.set_state(st if st is not None else np.random.RandomState(t.seeds[i]).get_state())
+        if self.py_mode == "swap":
+            st = t.py_gens[i]
+            _PY_INST.setstate(st if st is not None else _pyrandom.Random(t.seeds[i]).getstate())
+
+    def save(self, i: int) -> None:
+        """After copy ``i``'s call: keep its swapped states."""
+        if self.np_mode == "swap":
+            self.target.np_gens[i] = _NP_INST.get_state()
+        if self.py_mode == "swap":
+            self.target.py_gens[i] = _PY_INST.getstate()
 
     def enter(self) -> None:
         """Before a batch of calls: install the redirections, save what a swap overwrites, and note
@@ -373,25 +428,7 @@ class _Globals:
             if mode == "redirect":
                 for n in names:
                     self._patched.append((module, n, getattr(module, n)))
-                    setattr(module, n, _redirector(self.target, which, n))
-
-    def select(self, i: int) -> None:
-        """Make copy ``i``'s generators the current ones."""
-        if self.np_mode == "redirect":
-            self.target.np = self.np_gens[i]
-        elif self.np_mode == "swap":
-            _NP_INST.set_state(self.np_gens[i])
-        if self.py_mode == "redirect":
-            self.target.py = self.py_gens[i]
-        elif self.py_mode == "swap":
-            _PY_INST.setstate(self.py_gens[i])
-
-    def save(self, i: int) -> None:
-        """After copy ``i``'s call: keep its swapped states."""
-        if self.np_mode == "swap":
-            self.np_gens[i] = _NP_INST.get_state()
-        if self.py_mode == "swap":
-            self.py_gens[i] = _PY_INST.getstate()
+                    setattr(module, n, self._redirectors[which][n])
 
     def leave(self) -> list[str]:
         """After a batch: undo the redirections and restore the caller's states. Returns the global
@@ -399,7 +436,6 @@ class _Globals:
         for module, n, original in reversed(self._patched):
             setattr(module, n, original)
         self._patched.clear()
-        self.target.np = self.target.py = None
         np_saved, py_saved = self._saved
         moved = []
         if self.np_mode != "swap" and _np_state_changed(np_saved, _NP_INST.get_state()):
@@ -474,7 +510,13 @@ class PerRun:
             raise DPAuditError(f"{who}'s {self._seed_param!r} is set by the adapter, one per copy, so that runs are "
                                f"independent; drop {self._seed_param}={self.kwargs[self._seed_param]!r} from the "
                                "parameters (the audit's --seed decides).")
-        probe = self._build(0)
+        with _GLOBAL_LOCK:  # building may seed or draw from the global generators: the caller's survive
+            np_saved, py_saved = _NP_INST.get_state(), _PY_INST.getstate()
+            try:
+                probe = self._build(0)
+            finally:
+                _NP_INST.set_state(np_saved)
+                _PY_INST.setstate(py_saved)
         self._shape = self._detect_shape(probe, select, update, step)
         self.n_arms = self._detect_arms(probe, n_arms)
         if isinstance(claim, str):
@@ -592,7 +634,6 @@ class PerRun:
                 for _ in range(2):
                     g = _Globals("redirect", "redirect")
                     g.seed_copies(np.array([20261122]))
-                    np0, py0 = g.np_gens[0].get_state(), g.py_gens[0].getstate()
                     _NP_INST.seed(20261122)
                     _pyrandom.seed(20261122)
                     g.enter()
@@ -602,9 +643,9 @@ class PerRun:
                         trails.append(self._drive(obj))
                     finally:
                         moved.update(g.leave())
-                    if _np_state_changed(np0, g.np_gens[0].get_state()):
+                    if g.target.np_gens[0] is not None:  # built on first use
                         used.add("np.random")
-                    if py0 != g.py_gens[0].getstate():
+                    if g.target.py_gens[0] is not None:
                         used.add("random")
             finally:
                 _NP_INST.set_state(np_saved)
@@ -688,12 +729,17 @@ class PerRun:
         with _GLOBAL_LOCK:
             g.enter()
             try:
-                if g.active:
+                if g.swaps:
                     select, save = g.select, g.save
                     for i, (fn, args) in enumerate(zip(fns, argss)):
                         select(i)
                         out[i] = fn(*args)
                         save(i)
+                elif g.active:  # redirection only: switching copies is one attribute store
+                    target = g.target
+                    for i, (fn, args) in enumerate(zip(fns, argss)):
+                        target.i = i
+                        out[i] = fn(*args)
                 else:
                     for i, (fn, args) in enumerate(zip(fns, argss)):
                         out[i] = fn(*args)
@@ -769,7 +815,7 @@ class PerRun:
         state = dict(self.__dict__)
         for k in ("_objs", "_sel", "_upd", "_last_arms", "_last_rewards"):
             state.pop(k, None)
-        state["_globals"] = _Globals(self._globals.np_mode, self._globals.py_mode)
+        state["_globals"] = _Globals(self._globals.np_mode, self._globals.py_mode)  # without the copies' generators
         state["n_runs"] = 0
         return state
 

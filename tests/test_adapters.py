@@ -192,7 +192,8 @@ def test_copies_do_not_share_state_whatever_their_order():
         p.reset(n, np.random.default_rng(11))
         for name in ("_objs", "_sel", "_upd"):
             setattr(p, name, [getattr(p, name)[i] for i in perm])
-        p._globals.np_gens = [p._globals.np_gens[i] for i in perm]
+        tgt = p._globals.target
+        tgt.seeds, tgt.np_gens = [tgt.seeds[i] for i in perm], [tgt.np_gens[i] for i in perm]
         out = []
         for t in range(T):
             a = p.act(t)
@@ -206,22 +207,65 @@ def test_copies_do_not_share_state_whatever_their_order():
 
 
 def test_exploration_rate_of_an_adapted_class_matches_its_parameter():
-    # eps-greedy explores with probability 0.3 and then picks uniformly: arm 0 (the worse one, whose
-    # value stays below arm 1's after both are seen) is played with probability ~0.15 late in the run
+    # eps-greedy explores with probability 0.3, picking an arm uniformly; greedy rounds break the tie
+    # between equal values towards arm 0. Arm 1 (reward 1) is first played on an exploring round that
+    # picks it (probability 0.15 per round), after which greedy rounds play it. So arm 0 is played at
+    # round t with probability 0.15 + 0.7 * 0.85^t, exactly.
     p = PerRun(EpsGreedy, {"n_arms": 2, "epsilon": 0.3, "noise": 0.0})
     data = np.tile([0.0, 1.0], (40, 1))
     v = _views(p, data=data, n=2000, seed=5)
-    late = v[:, 20:]
-    k = int((late == 0).sum())
-    assert stats.binomtest(k, late.size, 0.15).pvalue > 1e-3
+    expected = 0.15 + 0.7 * 0.85 ** np.arange(40)
+    for rounds in (slice(0, 5), slice(5, 20), slice(20, 40)):
+        k = int((v[:, rounds] == 0).sum())
+        # rounds of one run are dependent, so test per round with a Bonferroni-safe threshold
+        assert stats.binomtest(int((v[:, rounds.start] == 0).sum()), 2000, expected[rounds.start]).pvalue > 1e-3
+        assert abs(k / v[:, rounds].size - expected[rounds].mean()) < 0.02
 
 
-def test_swap_mode_gives_the_same_runs_as_redirection():
-    p = PerRun(EpsGreedy, {"n_arms": 2, "epsilon": 0.4})
-    q = PerRun(EpsGreedy, {"n_arms": 2, "epsilon": 0.4}, globals_mode="swap")
+def test_swap_mode_samples_like_redirection():
+    p = PerRun(EpsGreedy, {"n_arms": 2, "epsilon": 1.0})
+    q = PerRun(EpsGreedy, {"n_arms": 2, "epsilon": 1.0}, globals_mode="swap")
     before = _global_states()
-    assert np.array_equal(_views(p, n=50), _views(q, n=50))
+    vp, vq = _views(p, n=100), _views(q, n=100)
     _assert_same_states(before)
+    assert np.array_equal(vq, _views(q, n=100)) and not np.array_equal(vp, vq)
+    # epsilon = 1: uniform arms either way
+    assert stats.chi2_contingency([np.bincount(vp.ravel()), np.bincount(vq.ravel())]).pvalue > 1e-3
+
+
+class SeedsGlobal:
+    """Public code that seeds the global generator in its constructor and saves/restores its state."""
+
+    def __init__(self, n_arms=2, fixed_seed=None):
+        self.n_arms = n_arms
+        if fixed_seed is not None:
+            np.random.seed(fixed_seed)
+        self.first = np.random.random()
+        self.saved = np.random.get_state()
+
+    def select_arm(self):
+        x = np.random.random()
+        np.random.set_state(self.saved)  # replays the same draw each round
+        return int(x < 0.5)
+
+    def update(self, arm, reward):
+        pass
+
+
+def test_seed_and_state_calls_on_the_global_generator_act_per_copy():
+    before = _global_states()
+    p = PerRun(SeedsGlobal, {})
+    assert "np.random redirect" in p.describe()
+    v = _views(p, n=200, seed=4)
+    _assert_same_states(before)
+    assert (v == v[:, :1]).all()  # set_state replays the copy's own draw
+    assert stats.binomtest(int(v[:, 0].sum()), 200, 0.5).pvalue > 1e-3  # copies' draws independent
+    # a seed written into the code seeds each copy's generator exactly as np.random.seed seeds the global one
+    q = PerRun(SeedsGlobal, {"fixed_seed": 2007})
+    w = _views(q, n=20, seed=4)
+    _assert_same_states(before)
+    assert all(o.first == np.random.RandomState(2007).random() for o in q._objs)
+    assert (w == w[0]).all()
 
 
 def test_a_function_bound_at_import_is_swapped_per_copy():
