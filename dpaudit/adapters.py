@@ -128,7 +128,7 @@ def _could_be_count(p: inspect.Parameter) -> bool:
     ann = p.annotation
     if ann is not inspect.Parameter.empty:
         text = ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann))
-        if "int" not in str(text):
+        if "int" not in str(text).lower():
             return False
     d = p.default
     if d is not inspect.Parameter.empty and d is not None:
@@ -481,7 +481,7 @@ class PerRun:
     later in a run although the probe did not see it is an error, not a silent loss of
     reproducibility; so is randomness the adapter cannot seed (a generator seeded from the clock or
     the OS), which shows in the probe as two identically seeded copies acting differently.
-    Swapping holds a module-wide lock, so threads sharing the process wait for each other.
+    Running the copies holds a module-wide lock, so threads sharing the process wait for each other.
 
     Cost: a Python call per copy per round (and in "swap" mode about 80 us per call for numpy's
     get_state/set_state); measured in benchmarks/adapter.md.
@@ -573,6 +573,11 @@ class PerRun:
         for name in (select, update, step):
             if name is not None and not callable(getattr(obj, name, None)):
                 raise DPAuditError(f"{who} has no method {name!r}.")
+        if select is not None and not ((_positional(getattr(obj, select)) or (9, 0))[0] <= 1):
+            raise DPAuditError(f"{who}.{select} must be callable with no argument or with one (the round).")
+        if update is not None and not ((_positional(getattr(obj, update)) or (9, 0))[0] <= 2
+                                       <= (_positional(getattr(obj, update)) or (9, 0))[1]):
+            raise DPAuditError(f"{who}.{update} must be callable with two arguments (arm, reward).")
         if step is not None:
             selects = []
         else:

@@ -398,6 +398,15 @@ def test_bad_rewards_and_arguments():
         PerRun(EpsGreedy, {}, globals_mode="sometimes")
     with pytest.raises(DPAuditError, match="n_arms must be an integer >= 2"):
         PerRun(EpsGreedy, {}, n_arms=1)
+    with pytest.raises(DPAuditError, match="EpsGreedy has no method 'pick'"):
+        PerRun(EpsGreedy, {}, select="pick")
+    with pytest.raises(DPAuditError, match=r"EpsGreedy.update must be callable with no argument or with one"):
+        PerRun(EpsGreedy, {}, select="update")
+    with pytest.raises(DPAuditError, match=r"EpsGreedy.select_arm must be callable with two arguments"):
+        PerRun(EpsGreedy, {}, update="select_arm")
+    # explicit names win over detection
+    q = PerRun(StepBandit, {}, step="step")
+    assert "step(last_arm, last_reward)" in q.describe()
 
 
 def test_pickled_adapter_runs_like_the_original():
