@@ -141,3 +141,11 @@ def test_files_that_are_not_regular_small_utf8_files(tmp_path, monkeypatch):
 def test_unknown_protocol_is_refused(tmp_path):
     with pytest.raises(DPAuditError, match="unknown protocol 'tabel'"):
         load_pair(_write(tmp_path, _table_doc()), n_arms=2, protocol="tabel")
+
+
+def test_the_shipped_example_pair_loads():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "pair_table.json"
+    p = load_pair(path, n_arms=2, protocol="table", alphabet=(0.0, 0.5, 1.0))
+    assert p.round == 2 and p.d0.shape == (8, 2) and p.describe()["background"] == "every other row = [0.5, 0.5]"
