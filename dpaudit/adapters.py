@@ -485,10 +485,10 @@ class PerRun:
 
     Cost: a Python call per copy per round (and in "swap" mode about 80 us per call for numpy's
     get_state/set_state); measured in benchmarks/adapter.md.
-    The adapter has no ledger: only black-box attacks apply.
+    The adapter has no ``ledger`` attribute (the audit tests ``hasattr(policy, "ledger")``): only the
+    black-box attacks apply.
     """
 
-    ledger = None
     accepts_queries = True
 
     def __init__(self, cls: type, kwargs: Mapping[str, Any] | None = None, claim: Guarantee | str | None = None,

@@ -226,9 +226,9 @@ def test_swap_mode_samples_like_redirection():
     p = PerRun(EpsGreedy, {"n_arms": 2, "epsilon": 1.0})
     q = PerRun(EpsGreedy, {"n_arms": 2, "epsilon": 1.0}, globals_mode="swap")
     before = _global_states()
-    vp, vq = _views(p, n=100), _views(q, n=100)
+    vp, vq = _views(p, T=12, n=100), _views(q, T=12, n=100)
     _assert_same_states(before)
-    assert np.array_equal(vq, _views(q, n=100)) and not np.array_equal(vp, vq)
+    assert np.array_equal(vq, _views(q, T=12, n=100)) and not np.array_equal(vp, vq)
     # epsilon = 1: uniform arms either way
     assert stats.chi2_contingency([np.bincount(vp.ravel()), np.bincount(vq.ravel())]).pvalue > 1e-3
 
@@ -423,6 +423,7 @@ def test_make_per_run_loads_the_example_and_it_samples_like_adap_ucb():
     adap-ucb (chi-square homogeneity over the view patterns), and the test sees a change of epsilon."""
     p = make_per_run(f"{EXAMPLE}:PrivateUCB", {"n_arms": "2", "epsilon": "1"}, "pure:eps=1", horizon=10)
     assert p.claim == PureDP(1.0) and p.n_arms == 2 and p.params() == {"n_arms": 2, "epsilon": 1.0}
+    assert not hasattr(p, "ledger")  # no ledger: the audit runs the black-box attacks only
     data = np.tile([0.0, 1.0], (10, 1))
     data[1] = [1.0, 0.0]
     n = 3000
