@@ -582,3 +582,33 @@ def test_realise_means_without_alphabet_and_with_per_arm_ranges():
         realise_means([0.5], 4, None, (1.0, 0.0))
     with pytest.raises(DPAuditError, match="horizon must be an integer >= 1"):
         realise_means([0.5], 0)
+
+
+def test_build_policy_native_plugin_gets_the_horizon_and_the_claim(tmp_path):
+    from dpaudit.adapters import build_policy
+
+    src = tmp_path / "batched.py"
+    src.write_text(
+        "import numpy as np\n"
+        "class Batched:\n"
+        "    def __init__(self, n_arms=2, time_horizon: int = 5):\n"
+        "        self.n_arms, self.time_horizon = n_arms, time_horizon\n"
+        "    def reset(self, n_runs, rng):\n"
+        "        self.n = n_runs\n"
+        "    def act(self, t, arms=None):\n"
+        "        return np.zeros(self.n, dtype=int)\n"
+        "    def observe(self, t, actions, rewards):\n"
+        "        pass\n")
+    p = build_policy(f"{src}:Batched", {}, 64, claim="approx:eps=1,delta=1e-6")
+    assert p.time_horizon == 64 and p.claim == ApproxDP(1.0, 1e-6)
+    assert build_policy(f"{src}:Batched", {"time_horizon": "9"}, 64).time_horizon == 9
+    q = build_policy("adap-ucb", {"epsilon": "2"}, 48)
+    assert q.claim == PureDP(2.0)
+    r = build_policy(f"{EXAMPLE}:PrivateUCB", {"epsilon": "1"}, 48, adapter="per-run", claim="pure:eps=1")
+    assert isinstance(r, PerRun) and r.claim == PureDP(1.0)
+    with pytest.raises(DPAuditError, match="unknown adapter 'per_run'"):
+        build_policy("adap-ucb", {}, 48, adapter="per_run")
+    with pytest.raises(DPAuditError, match="accepted forms"):
+        build_policy("adap-ucb", {}, 48, claim="pure")
+    with pytest.raises(DPAuditError, match=r"lacks reset, act, observe.*runs through --adapter per-run"):
+        build_policy(f"{EXAMPLE}:PrivateUCB", {}, 48)  # a one-run class needs the adapter

@@ -114,7 +114,9 @@ def load_policy_class(spec: str, *, contract: bool = True) -> type:
         raise DPAuditError(f"plug-in {target!r} has no class {attr!r}; it defines {', '.join(names) or 'no classes'}.")
     missing = [m for m in ("n_arms", "reset", "act", "observe") if not hasattr(cls, m) and m != "n_arms"]
     if missing and contract:
-        raise DPAuditError(f"plug-in class {attr!r} lacks {', '.join(missing)}; a policy needs reset, act and observe.")
+        raise DPAuditError(f"plug-in class {attr!r} lacks {', '.join(missing)}; a policy needs reset, act and observe "
+                           "(a one-run class, with select_arm()/update(arm, reward) or the like, runs through "
+                           "--adapter per-run).")
     return cls
 
 
