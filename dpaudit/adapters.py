@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import math
 import random as _pyrandom
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from numbers import Integral, Real
@@ -311,6 +312,7 @@ _PY_INST = _pyrandom._inst
 _NP_NAMES = tuple(n for n in dir(np.random)
                   if not n.startswith("_") and getattr(getattr(np.random, n), "__self__", None) is _NP_INST) + (
     ("seed",) if hasattr(np.random, "seed") else ())  # np.random.seed is a module function, not a bound method
+_NP_SEED = getattr(np.random, "seed", None)
 _PY_NAMES = tuple(n for n in dir(_pyrandom)
                   if not n.startswith("_") and getattr(getattr(_pyrandom, n), "__self__", None) is _PY_INST)
 
@@ -373,27 +375,30 @@ class _Globals:
     ``"off"``: the class does not use it. ``"redirect"`` (the fast way): while the copies run, the
     module's functions (``np.random.laplace``, ``random.random``, ...: the bound methods of the hidden
     global instance) are replaced by functions that call the current copy's own ``RandomState`` /
-    ``random.Random``; switching copies is one attribute store. ``"swap"`` (for code that reaches the
-    hidden instance some other way, e.g. ``from numpy.random import laplace`` at import): each copy's
-    saved state is swapped in with ``set_state``/``setstate`` around its call and saved after it
-    (about 40 us each way for numpy). In every mode the caller's generators end as they began.
+    ``random.Random``; switching copies is one attribute store. The same goes for those functions
+    imported into the class's modules (``from numpy.random import laplace``), found in the globals of
+    the modules that define the class and its bases. ``"swap"`` (for code that reaches the hidden
+    instance some other way, e.g. a bound method kept in a class attribute): each copy's saved state
+    is swapped in with ``set_state``/``setstate`` around its call and saved after it (about 40 us
+    each way for numpy, so ~100x slower). In every mode the caller's generators end as they began.
     Copy i's generators come from its seed: ``RandomState(PCG64(seed_i))`` (see :class:`_Target`)
     or, swapped, the state of ``RandomState(seed_i)``; ``random.Random(seed_i)`` (or its state).
     """
 
-    def __init__(self, np_mode: str, py_mode: str) -> None:
+    def __init__(self, np_mode: str, py_mode: str, modules: tuple[str, ...] = ()) -> None:
         self.np_mode, self.py_mode = np_mode, py_mode
+        self.modules = modules  # names of the modules whose globals may hold imported generator functions
         self.target = _Target()
         self.swaps = np_mode == "swap" or py_mode == "swap"
         self.active = np_mode != "off" or py_mode != "off"
-        self._patched: list[tuple[Any, str, Any]] = []
+        self._patched: list[tuple[dict, str, Any]] = []
         self._saved: tuple[Any, Any] = (None, None)
         self._redirectors = {which: {n: _redirector(self.target, which, n) for n in names}
                              for which, names in (("np", _NP_NAMES), ("py", _PY_NAMES))}
 
     def __reduce__(self) -> tuple:
         # pickled (to the engine's workers) as its modes only: the generators are rebuilt by reset()
-        return (_Globals, (self.np_mode, self.py_mode))
+        return (_Globals, (self.np_mode, self.py_mode, self.modules))
 
     def seed_copies(self, seeds: np.ndarray) -> None:
         """Copy i's generators come from ``seeds[i]`` (distinct); each is built on first use."""
@@ -424,18 +429,29 @@ class _Globals:
         """Before a batch of calls: install the redirections, save what a swap overwrites, and note
         the hidden instances' states (to catch a class that bypasses the redirection)."""
         self._saved = (_NP_INST.get_state(), _PY_INST.getstate())
-        for mode, module, names, which in ((self.np_mode, np.random, _NP_NAMES, "np"),
-                                           (self.py_mode, _pyrandom, _PY_NAMES, "py")):
-            if mode == "redirect":
+        on = {"np": self.np_mode == "redirect", "py": self.py_mode == "redirect"}
+        for which, module, names in (("np", np.random, _NP_NAMES), ("py", _pyrandom, _PY_NAMES)):
+            if on[which]:
+                ns = vars(module)
                 for n in names:
-                    self._patched.append((module, n, getattr(module, n)))
-                    setattr(module, n, self._redirectors[which][n])
+                    self._patched.append((ns, n, ns[n]))
+                    ns[n] = self._redirectors[which][n]
+        for name in self.modules:
+            ns = vars(sys.modules[name]) if name in sys.modules else {}
+            for key, val in list(ns.items()):
+                owner = getattr(val, "__self__", None)
+                which = "np" if owner is _NP_INST or val is _NP_SEED else "py" if owner is _PY_INST else None
+                if which is not None and on[which]:
+                    fn = "seed" if val is _NP_SEED else getattr(val, "__name__", "")
+                    if fn in self._redirectors[which]:
+                        self._patched.append((ns, key, val))
+                        ns[key] = self._redirectors[which][fn]
 
     def leave(self) -> list[str]:
         """After a batch: undo the redirections and restore the caller's states. Returns the global
         generators that moved although they were not swapped (the class bypassed the redirection)."""
-        for module, n, original in reversed(self._patched):
-            setattr(module, n, original)
+        for ns, n, original in reversed(self._patched):
+            ns[n] = original
         self._patched.clear()
         np_saved, py_saved = self._saved
         moved = []
@@ -538,13 +554,14 @@ class PerRun:
         T = self._horizon_value()
         steps = max(32, 4 * self.n_arms) if probe_steps is None else check_int("probe_steps", probe_steps, minimum=1)
         self.probe_steps = min(steps, T) if T is not None else steps
+        self._modules = tuple(dict.fromkeys(c.__module__ for c in cls.__mro__ if c.__module__ != "builtins"))
         if globals_mode is None:
             np_mode, py_mode = self._probe()
         elif globals_mode in ("off", "redirect", "swap"):
             np_mode = py_mode = globals_mode
         else:
             raise DPAuditError(f"globals_mode must be None (detect), 'off', 'redirect' or 'swap', got {globals_mode!r}.")
-        self._globals = _Globals(np_mode, py_mode)
+        self._globals = _Globals(np_mode, py_mode, self._modules)
         self.n_runs = 0
         self._objs: list[Any] = []
 
@@ -638,7 +655,7 @@ class PerRun:
             np_saved, py_saved = _NP_INST.get_state(), _PY_INST.getstate()
             try:
                 for _ in range(2):
-                    g = _Globals("redirect", "redirect")
+                    g = _Globals("redirect", "redirect", self._modules)
                     g.seed_copies(np.array([20261122]))
                     _NP_INST.seed(20261122)
                     _pyrandom.seed(20261122)
@@ -821,7 +838,7 @@ class PerRun:
         state = dict(self.__dict__)
         for k in ("_objs", "_sel", "_upd", "_last_arms", "_last_rewards"):
             state.pop(k, None)
-        state["_globals"] = _Globals(self._globals.np_mode, self._globals.py_mode)  # without the copies' generators
+        state["_globals"] = _Globals(self._globals.np_mode, self._globals.py_mode, self._modules)  # no generators
         state["n_runs"] = 0
         return state
 

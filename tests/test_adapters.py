@@ -99,7 +99,8 @@ from numpy.random import laplace as _laplace  # noqa: E402  (bound to the hidden
 
 
 class BoundLaplace:
-    """Reaches the global generator through a function bound at import: the adapter must swap states."""
+    """Reaches the global generator through a function imported from numpy.random: redirected in this
+    module's globals while the copies run."""
 
     def __init__(self, n_arms=2):
         self.n_arms = n_arms
@@ -268,9 +269,29 @@ def test_seed_and_state_calls_on_the_global_generator_act_per_copy():
     assert (w == w[0]).all()
 
 
-def test_a_function_bound_at_import_is_swapped_per_copy():
+class KeptLaplace(BoundLaplace):
+    """Keeps the bound method in a class attribute: only swapping the hidden instance's state works."""
+
+    noise = np.random.laplace
+
+    def choose(self):
+        return int(np.argmax(self.s + self.noise(0, 1, self.n_arms)))
+
+
+def test_a_function_imported_from_numpy_random_is_redirected_per_copy():
     before = _global_states()
     p = PerRun(BoundLaplace, {"n_arms": 2})
+    assert "np.random redirect" in p.describe()
+    v1, v2 = _views(p, n=60, seed=2), _views(p, n=60, seed=2)
+    _assert_same_states(before)
+    assert globals()["_laplace"].__self__ is np.random.mtrand._rand  # the module's global is restored
+    assert np.array_equal(v1, v2)
+    assert stats.binomtest(int(v1[:, 0].sum()), 60, 0.5).pvalue > 1e-3 and len({tuple(r) for r in v1}) > 20
+
+
+def test_a_bound_method_kept_elsewhere_is_swapped_per_copy():
+    before = _global_states()
+    p = PerRun(KeptLaplace, {"n_arms": 2})
     assert "np.random swap" in p.describe()
     v1, v2 = _views(p, n=60, seed=2), _views(p, n=60, seed=2)
     _assert_same_states(before)
