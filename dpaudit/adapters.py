@@ -14,7 +14,8 @@ The other pieces let an audit feed such code what it needs (issue 9, item 6):
   reward values (``{0, 1}``): each arm's column is a low-discrepancy sequence of alphabet values whose
   running mean tracks the arm's mean.
 
-:func:`make_per_run` puts them together for the CLI's ``--adapter per-run``.
+:func:`make_per_run` puts them together for the CLI's ``--adapter per-run``, and
+:func:`build_policy` is what ``dpaudit check policy`` builds, with or without the adapter.
 """
 
 from __future__ import annotations
@@ -776,8 +777,8 @@ class PerRun:
         if moved:
             raise DPAuditError(
                 f"{self._who} drew from the global {' and '.join(moved)} generator at round {t} in a way the probe "
-                f"over its first {self.probe_steps} rounds did not see; rerun with globals_mode='swap' so that each "
-                "copy keeps its own state.")
+                f"over its first {self.probe_steps} rounds did not see; rerun with the adapter swapping the global "
+                "generators per copy (PerRun(..., globals_mode='swap')) so that each copy keeps its own state.")
         return out
 
     def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:

@@ -356,7 +356,7 @@ def test_unseedable_randomness_is_refused():
 def test_global_use_the_probe_missed_is_an_error_and_the_caller_state_survives():
     before = _global_states()
     p = PerRun(LateRandom, {})
-    with pytest.raises(DPAuditError, match=r"drew from the global np.random generator at round 99.*globals_mode='swap'"):
+    with pytest.raises(DPAuditError, match=r"drew from the global np.random generator at round 99.*globals_mode='swap'\)"):
         _views(p, T=120, n=3)
     _assert_same_states(before)
     q = PerRun(LateRandom, {}, globals_mode="swap")
