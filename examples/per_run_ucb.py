@@ -4,6 +4,8 @@
     dpaudit check policy examples/per_run_ucb.py:PrivateUCB --adapter per-run \\
         --param n_arms=2 --param epsilon=1 --claim pure:eps=1
 
+``LeakyUCB`` at the end is the same code with a classic calibration bug, a positive control.
+
 The algorithm is AdaP-UCB (Azize & Basu 2022, seed 001's reference [8]; dpaudit's ``adap-ucb``),
 tree-free: no binary-tree counters, because each reward is used in exactly one noisy release.
 
@@ -53,6 +55,10 @@ class PrivateUCB:
     def select_arm(self):
         return self.arm
 
+    def noise_scale(self, n):
+        """Laplace scale on an episode's reward sum: sensitivity 1 over epsilon, whatever its length n."""
+        return 1.0 / self.epsilon
+
     def update(self, arm, reward):
         if not 0.0 <= reward <= 1.0:
             raise ValueError("rewards must lie in [0, 1]")
@@ -63,7 +69,7 @@ class PrivateUCB:
         if self.left > 0:
             return
         a, n = self.arm, self.ep_len
-        noisy_sum = self.ep_sum + np.random.laplace(0.0, 1.0 / self.epsilon)
+        noisy_sum = self.ep_sum + np.random.laplace(0.0, self.noise_scale(n))
         self.noisy_mean[a] = noisy_sum / n
         self.last_len[a] = n
         self.counts[a] += n
@@ -82,3 +88,14 @@ class PrivateUCB:
                 best, best_index = b, index
         self.arm = best
         self.ep_len = self.left = self.counts[best]
+
+
+class LeakyUCB(PrivateUCB):
+    """The same code with a classic bug, for a positive control: the noise scale meant for the *mean*,
+    1/(epsilon n), is added to the *sum*. A reward in an episode of length n is then protected at
+    epsilon * n, not epsilon, so the claim ``pure:eps=<epsilon>`` is false for any horizon with an
+    episode longer than one round; dpaudit's black-box audit through the adapter flags it.
+    """
+
+    def noise_scale(self, n):
+        return 1.0 / (self.epsilon * n)  # BUG: the mean's scale, applied to the sum

@@ -633,3 +633,20 @@ def test_build_policy_native_plugin_gets_the_horizon_and_the_claim(tmp_path):
         build_policy("adap-ucb", {}, 48, claim="pure")
     with pytest.raises(DPAuditError, match=r"lacks reset, act, observe.*runs through --adapter per-run"):
         build_policy(f"{EXAMPLE}:PrivateUCB", {}, 48)  # a one-run class needs the adapter
+
+
+def test_the_black_box_attack_through_the_adapter_flags_the_leaky_example_only():
+    """End to end: the membership attack on the pair the default search picked for LeakyUCB (canary
+    round 24 on a low background, T = 48; found by ``search`` at its default sizes: bound 6.0 for
+    LeakyUCB, 0.76 for PrivateUCB at its own best pair) beats the claim eps = 1 for the leaky class and
+    stays below it for the correct one."""
+    from dpaudit.attacks.membership import membership_attack
+    from dpaudit.attacks.neighbours import PairSpec, make_pair
+
+    pair = make_pair(PairSpec(24, "low"), TableDP(), 2, 48)
+    bounds = {}
+    for name in ("PrivateUCB", "LeakyUCB"):
+        p = make_per_run(f"{EXAMPLE}:{name}", {"n_arms": "2", "epsilon": "1"}, "pure:eps=1", horizon=48)
+        r = membership_attack(p, TableDP(), pair, delta=1e-5, n_train=1000, n_select=1000, n_test=5000, seed=1)
+        bounds[name] = r.epsilon_lower
+    assert bounds["LeakyUCB"] > 2.0 and bounds["PrivateUCB"] <= 1.0, bounds
