@@ -592,11 +592,13 @@ class PerRun:
         for name in (select, update, step):
             if name is not None and not callable(getattr(obj, name, None)):
                 raise DPAuditError(f"{who} has no method {name!r}.")
-        if select is not None and not ((_positional(getattr(obj, select)) or (9, 0))[0] <= 1):
+        never = (1 << 30, 0)  # the arity of something that cannot be called with positional arguments
+        if select is not None and not (_positional(getattr(obj, select)) or never)[0] <= 1:
             raise DPAuditError(f"{who}.{select} must be callable with no argument or with one (the round).")
-        if update is not None and not ((_positional(getattr(obj, update)) or (9, 0))[0] <= 2
-                                       <= (_positional(getattr(obj, update)) or (9, 0))[1]):
-            raise DPAuditError(f"{who}.{update} must be callable with two arguments (arm, reward).")
+        if update is not None:
+            req, most = _positional(getattr(obj, update)) or never
+            if not req <= 2 <= most:
+                raise DPAuditError(f"{who}.{update} must be callable with two arguments (arm, reward).")
         if step is not None:
             selects = []
         else:
