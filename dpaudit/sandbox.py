@@ -197,8 +197,14 @@ class PluginPolicy:
 
     @property
     def claim(self) -> Any:
+        if "_claim" in self.__dict__:  # given on the command line (--claim), in place of the plug-in's own
+            return self.__dict__["_claim"]
         with guard(self._plugin, "claim"):
             return getattr(self._inner, "claim", None)
+
+    @claim.setter
+    def claim(self, value: Any) -> None:
+        self.__dict__["_claim"] = value
 
     def reset(self, n_runs: int, rng: np.random.Generator, **kw: Any) -> None:
         with guard(self._plugin, "reset"):

@@ -80,8 +80,11 @@ def get_policy_class(name: str) -> type:
     )
 
 
-def load_policy_class(spec: str) -> type:
-    """Resolve a registered name, ``file.py:Class`` or ``package.module:Class`` to a class."""
+def load_policy_class(spec: str, *, contract: bool = True) -> type:
+    """Resolve a registered name, ``file.py:Class`` or ``package.module:Class`` to a class.
+
+    ``contract=False`` skips the check for reset/act/observe (a one-run class for
+    :class:`dpaudit.adapters.PerRun`)."""
     if ":" not in spec:
         return get_policy_class(spec)
     target, _, attr = spec.rpartition(":")
@@ -94,7 +97,7 @@ def load_policy_class(spec: str) -> type:
         mod_name = f"dpaudit_plugin_{abs(hash(str(path.resolve())))}"
         loaded = sys.modules.get(mod_name)
         if loaded is not None and getattr(loaded, "__dpaudit_mtime__", None) == path.stat().st_mtime_ns:
-            return _plugin_class(loaded, spec, target, attr)  # imported once per process (its prints, its cost)
+            return _plugin_class(loaded, target, attr, contract)  # imported once per process (its prints, its cost)
         spec_obj = importlib.util.spec_from_file_location(mod_name, path)
         if spec_obj is None or spec_obj.loader is None:
             raise DPAuditError(f"plug-in file {target!r} cannot be loaded as a Python module.")
@@ -114,17 +117,19 @@ def load_policy_class(spec: str) -> type:
                 raise DPAuditError(f"plug-in module {target!r} cannot be imported: {exc}.") from exc
     if target.endswith(".py") or "/" in target or "\\" in target:
         module.__dpaudit_mtime__ = Path(target).stat().st_mtime_ns
-    return _plugin_class(module, spec, target, attr)
+    return _plugin_class(module, target, attr, contract)
 
 
-def _plugin_class(module: Any, spec: str, target: str, attr: str) -> type:
+def _plugin_class(module: Any, target: str, attr: str, contract: bool) -> type:
     cls = getattr(module, attr, None)
     if cls is None:
         names = [n for n, v in vars(module).items() if inspect.isclass(v) and not n.startswith("_")]
         raise DPAuditError(f"plug-in {target!r} has no class {attr!r}; it defines {', '.join(names) or 'no classes'}.")
     missing = [m for m in ("n_arms", "reset", "act", "observe") if not hasattr(cls, m) and m != "n_arms"]
-    if missing:
-        raise DPAuditError(f"plug-in class {attr!r} lacks {', '.join(missing)}; a policy needs reset, act and observe.")
+    if missing and contract:
+        raise DPAuditError(f"plug-in class {attr!r} lacks {', '.join(missing)}; a policy needs reset, act and observe "
+                           "(a one-run class, with select_arm()/update(arm, reward) or the like, runs through "
+                           "--adapter per-run).")
     return cls
 
 
