@@ -37,7 +37,7 @@ import numpy as np
 
 from dpaudit.errors import DPAuditError
 
-__all__ = ["guard", "PluginPolicy", "PluginExit", "wrap_plugin", "is_plugin_spec", "plugin_digest"]
+__all__ = ["guard", "PluginPolicy", "PluginExit", "wrap_plugin", "is_plugin_spec", "plugin_digest", "file_digest"]
 
 _REAL_EXIT = os._exit
 _LOCK = threading.Lock()
@@ -72,8 +72,6 @@ def plugin_digest(spec: str) -> str | None:
     target = str(spec).rpartition(":")[0]
     if not is_plugin_spec(spec):
         return None
-    import hashlib
-
     path: str | None = target
     if not (target.endswith(".py") or "/" in target or "\\" in target):  # package.module: its source file
         import importlib.util
@@ -83,9 +81,17 @@ def plugin_digest(spec: str) -> str | None:
         except (ImportError, ValueError):
             found = None
         path = getattr(found, "origin", None) if found is not None else None
-    if not path:
-        return None
+    return file_digest(path) if path else None
+
+
+def file_digest(path: str | os.PathLike) -> str | None:
+    """SHA-256 of a regular file's contents (None if it cannot be read)."""
+    import hashlib
+    import stat
+
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         with open(path, "rb") as f:
             return hashlib.sha256(f.read()).hexdigest()
     except OSError:
