@@ -153,6 +153,8 @@ def _versions() -> dict[str, str]:
 def _build_policy(spec: str, params: dict[str, str], horizon: int) -> Any:
     from dpaudit.policies.registry import load_policy_class, make_policy
 
+    if not isinstance(spec, str):  # the Python API (dpaudit.audit) passes a class or an instance
+        return _policy_from_object(spec, params, horizon)
     cls = load_policy_class(spec)
     try:
         sig = inspect.signature(cls.__init__).parameters
@@ -164,6 +166,39 @@ def _build_policy(spec: str, params: dict[str, str], horizon: int) -> Any:
     policy = make_policy(spec, params)
     if not hasattr(policy, "n_arms"):
         raise DPAuditError(f"policy {spec!r} has no n_arms attribute; a policy must say how many arms it has.")
+    return policy
+
+
+def _policy_from_object(obj: Any, params: dict[str, Any], horizon: int) -> Any:
+    """The hook of :func:`dpaudit.audit` for a policy given as a class or an instance.
+
+    A class is built with ``params`` (typed by its constructor's signature, as ``--param`` values are)
+    and, like a registered name, receives the audit's horizon if its constructor takes ``horizon``;
+    an instance is audited as it is (its own parameters, whatever the horizon).
+    """
+    from dpaudit.policies.registry import coerce_params
+
+    if isinstance(obj, type):
+        try:
+            sig = inspect.signature(obj.__init__).parameters
+        except (TypeError, ValueError):
+            sig = {}
+        params = dict(params)
+        if "horizon" in sig and "horizon" not in params:
+            params["horizon"] = horizon
+        kwargs = coerce_params(obj, params)
+        try:
+            policy = obj(**kwargs)
+        except TypeError as exc:
+            raise DPAuditError(f"cannot build {obj.__name__} with parameters {kwargs}: {exc}.") from exc
+        try:
+            policy._params = dict(kwargs)
+        except AttributeError:
+            pass
+    else:
+        policy = obj
+    if not hasattr(policy, "n_arms"):
+        raise DPAuditError(f"policy {policy!r} has no n_arms attribute; a policy must say how many arms it has.")
     return policy
 
 
