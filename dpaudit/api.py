@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 
 from dpaudit.errors import DPAuditError
 
-__all__ = ["Audit", "audit", "describe", "policy_label", "AuditInterrupted"]
+__all__ = ["Audit", "audit", "describe", "policy_label", "claim_curves", "AuditInterrupted"]
 
 
 def _num(x: Any) -> float | None:
@@ -255,7 +255,38 @@ def audit(
         if bar is not None:
             bar.close()
     out["policy"] = label
+    if out.get("epsilon_claimed") is not None:
+        from dpaudit.check import _build_policy
+
+        claim = getattr(_build_policy(policy, dict(params), int(out["horizon"])), "claim", None)
+        if claim is not None:
+            out["claim_curves"] = claim_curves(claim)
     return Audit.from_dict(out)
+
+
+def claim_curves(claim: Any, deltas: Any = None, orders: Any = None) -> dict[str, Any]:
+    """The claim's whole privacy profile (eps at each delta, by the claim's own conversion) and its
+    Rényi curve, for the report's figures: what the claim allows, not only its eps at one delta."""
+    import numpy as np
+
+    from dpaudit.accountants.guarantees import as_guarantee
+
+    g = as_guarantee(claim)
+    deltas = np.geomspace(1e-12, 0.5, 45) if deltas is None else np.asarray(deltas, dtype=float)
+    orders = np.geomspace(1.05, 64.0, 40) if orders is None else np.asarray(orders, dtype=float)
+    eps = []
+    for d in deltas:
+        try:
+            eps.append(float(g.conversion(float(d)).epsilon))
+        except (NotImplementedError, DPAuditError, ValueError, OverflowError):
+            eps.append(math.nan)
+    renyi = []
+    for o in orders:
+        try:
+            renyi.append(float(g.renyi(float(o))))
+        except (NotImplementedError, DPAuditError, ValueError, OverflowError):
+            renyi.append(math.nan)
+    return {"profile": {"delta": deltas.tolist(), "eps": eps}, "renyi": {"orders": orders.tolist(), "claimed": renyi}}
 
 
 # ---- describe ------------------------------------------------------------------------------------

@@ -98,6 +98,9 @@ def ledger_audit(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.S
         "implied_guarantee": implied,
         "shared_rounds": int(shared.shape[0]),
         "max_releases_per_round": int(acc.usage.max(initial=0)),
+        # per round t: the most and the mean number of releases round t fed over the runs (report figure)
+        "usage_max_per_round": acc.usage.max(axis=0).astype(int).tolist(),
+        "usage_mean_per_round": [round(float(x), 4) for x in acc.usage.mean(axis=0)],
     }
 
 
@@ -166,7 +169,7 @@ def _build_policy(spec: str, params: dict[str, str], horizon: int) -> Any:
     policy = make_policy(spec, params)
     if not hasattr(policy, "n_arms"):
         raise DPAuditError(f"policy {spec!r} has no n_arms attribute; a policy must say how many arms it has.")
-    return policy
+    return _claim_as_guarantee(policy)
 
 
 def _policy_from_object(obj: Any, params: dict[str, Any], horizon: int) -> Any:
@@ -199,6 +202,20 @@ def _policy_from_object(obj: Any, params: dict[str, Any], horizon: int) -> Any:
         policy = obj
     if not hasattr(policy, "n_arms"):
         raise DPAuditError(f"policy {policy!r} has no n_arms attribute; a policy must say how many arms it has.")
+    return _claim_as_guarantee(policy)
+
+
+def _claim_as_guarantee(policy: Any) -> Any:
+    """A claim given as a dp-accounting DpEvent becomes the Guarantee it describes (issue 11)."""
+    from dpaudit.accountants.guarantees import _is_dp_event, as_guarantee
+
+    claim = getattr(policy, "claim", None)
+    if _is_dp_event(claim):
+        try:
+            policy.claim = as_guarantee(claim)
+        except AttributeError:
+            raise DPAuditError(f"policy {type(policy).__name__} states its claim {claim!r} as a read-only DpEvent; "
+                               "dpaudit needs to read it as a Guarantee: make `claim` a plain attribute.") from None
     return policy
 
 

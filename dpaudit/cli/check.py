@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from dpaudit.check import DEFAULTS, AuditInterrupted, audit_policy
+from dpaudit.check import DEFAULTS
 from dpaudit.errors import DPAuditError, check_int
 
 __all__ = ["register_cli", "is_finite_spec", "check_finite", "check_named"]
@@ -163,19 +163,6 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
                         "the findings do not depend on it")
 
 
-def _progress() -> Callable[[str], None]:
-    start = time.perf_counter()
-    last = [start]
-
-    def show(msg: str) -> None:
-        now = time.perf_counter()
-        if now - last[0] >= 2.0:
-            last[0] = now
-            print(f"dpaudit check: {msg} [{now - start:.0f} s]", file=sys.stderr, flush=True)
-
-    return show
-
-
 def _print_human(out: dict[str, Any]) -> None:
     print(f"policy      {out['policy']}  {out['params'] or ''}  (K = {out.get('n_arms', '?')}, T = {out.get('horizon')}, "
           f"protocol {out['protocol']})")
@@ -214,45 +201,54 @@ def _print_human(out: dict[str, Any]) -> None:
 
 
 def check_named(args: argparse.Namespace) -> int:
-    """CLI glue: exit 1 on violation, 0 when consistent, 130 when interrupted (errors raise DPAuditError -> exit 2)."""
-    from dpaudit.engine import default_workers
+    """CLI glue over :func:`dpaudit.audit`: exit 1 on violation, 0 when consistent, 130 when interrupted
+    (errors raise DPAuditError -> exit 2). The verdict is printed before the report is written."""
+    import dataclasses
+
+    from dpaudit.api import AuditInterrupted as _Interrupted
+    from dpaudit.api import audit
     from dpaudit.policies.registry import parse_params
+    from dpaudit.progress import ProgressBar
 
     # the canonical command line (every option spelled out, so the report reproduces exactly)
     argv = ["check", "policy", args.policy, "--protocol", args.protocol]
     for item in args.param:
         argv += ["--param", item]
-    if args.report is not None and not str(args.report).endswith(".md"):
-        raise DPAuditError(f"--report must name a Markdown file ending in .md, got {args.report!r}.")
-    workers = default_workers() if args.workers is None else check_int("--workers", args.workers, minimum=1)
+    report_paths = None
+    if args.report is not None:
+        from dpaudit.report import check_report_path
+
+        report_paths = check_report_path(args.report)  # before the audit: a bad path fails in a second
+    workers = None if args.workers is None else check_int("--workers", args.workers, minimum=1)
+    bar = ProgressBar("dpaudit check")
     try:
-        out = audit_policy(
-            args.policy, parse_params(args.param), protocol=args.protocol, delta=args.delta,
+        result = audit(
+            args.policy, params=parse_params(args.param), protocol=args.protocol, delta=args.delta,
             confidence=args.confidence, runs=args.runs, horizon=args.horizon, seed=args.seed,
-            progress=_progress(), workers=workers,
+            progress=bar, workers=workers, command="",
         )
-        status = 1 if out["verdict"] == "violation" else 0
-    except AuditInterrupted as exc:
-        out, status = exc.partial, 130
+    except _Interrupted as exc:
+        result = exc.audit
+    finally:
+        bar.close()
+    status = result.exit_status
     # the horizon written is the one used, so the command reproduces the audit even when it was chosen
-    horizon = out["horizon"] if out.get("horizon") is not None else args.horizon
+    horizon = result.horizon if result.horizon is not None else args.horizon
     argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs)]
     argv += ["--horizon", str(horizon)] if horizon is not None else []
     argv += ["--seed", str(args.seed)]
     if args.report is not None:
         argv += ["--report", str(args.report)]
-    out["command"] = "dpaudit " + " ".join(shlex.quote(a) for a in argv)
-    if args.report is not None:
-        from dpaudit.report import write_report
-
-        paths = write_report(out, args.report)
-        out["report"] = [str(p) for p in paths]
+    result = dataclasses.replace(result, command="dpaudit " + " ".join(shlex.quote(a) for a in argv))
+    if report_paths is not None:
+        result = dataclasses.replace(result, extra={**result.extra, "report": [str(p) for p in report_paths]})
     if args.json:
-        from dpaudit.attacks.result import jsonable
-
-        print(json.dumps(jsonable(out), indent=2))
+        print(json.dumps(result.to_dict(), indent=2), flush=True)
     else:
-        _print_human(out)
-        if args.report is not None:
-            print(f"report      {', '.join(out['report'])}")
+        _print_human(result.to_dict())
+        sys.stdout.flush()
+    if report_paths is not None:
+        result.write(args.report)
+        if not args.json:
+            print(f"report      {', '.join(str(p) for p in report_paths)}")
     return status
