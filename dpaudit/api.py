@@ -292,13 +292,16 @@ def claim_curves(claim: Any, deltas: Any = None, orders: Any = None) -> dict[str
 # ---- describe ------------------------------------------------------------------------------------
 
 def _doc_sources(cls: type) -> list[str]:
-    """Phrases of a policy's docstring that name the seed paper, algorithm or equation it follows."""
-    doc = inspect.getdoc(cls) or ""
-    found = []
-    for m in re.finditer(r"[^.\n]*(?:[Ss]eed \d{3}|Alg\.|Algorithm|Eq\.|Lemma|Thm)[^.\n]*", doc):
-        s = " ".join(m.group(0).split())
-        if s and s not in found:
-            found.append(s)
+    """The references a policy's docstring gives for what it follows: its parenthesised citations
+    that name a seed paper, an algorithm, an equation, a lemma or a theorem (``seed 001 App. C, Alg. 4,
+    Eq. 14``), else the docstring's lines that mention a seed."""
+    doc = " ".join((inspect.getdoc(cls) or "").split())
+    found: list[str] = []
+    for m in re.finditer(r"\(([^()]*(?:[Ss]eed \d{3}|Alg\.|Algorithm|Eq\.|Lemma|Thm|Prop\.)[^()]*)\)", doc):
+        if m.group(1) not in found:
+            found.append(m.group(1))
+    if not found:
+        found = [ln.strip() for ln in (inspect.getdoc(cls) or "").splitlines() if re.search(r"[Ss]eed \d{3}", ln)]
     return found[:6]
 
 
