@@ -312,6 +312,9 @@ class Composed(Guarantee):
     about (number of compositions) x ``PLD_INTERVAL`` above the exact eps); otherwise (a zCDP or RDP
     part) the summed Rényi curve converted by CKS 2020 Prop. 12 over continuous orders, as tight as
     any RDP accountant (dp-accounting's RdpAccountant uses a grid of orders, so it is never below it).
+    The PLDs are built and self-composed here (``privacy_loss_distribution``), not through
+    ``PLDAccountant``, whose version 0.6.0 ignores the count of a ``SelfComposedDpEvent`` of
+    randomized response (tests/test_interop.py compares against the composition spelled out).
     """
 
     parts: tuple[tuple[Guarantee, int], ...]
