@@ -224,3 +224,25 @@ def test_progress_bar_plain_lines_off_a_terminal():
     bar("membership: 1000/1000 fresh views")
     bar.close()
     assert "1000/1000" in tty.getvalue() and "\r" in tty.getvalue()  # a tqdm bar, redrawn in place
+
+
+def test_plugin_template_is_consistent_as_shipped(capsys):
+    from pathlib import Path
+
+    template = Path(__file__).resolve().parent.parent / "examples" / "plugin_template.py"
+    code = main(["check", "policy", f"{template}:MyPolicy", "--workers", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["verdict"] == "consistent", out["reason"]
+    assert out["ledger"]["implied"] == "0.5-zCDP" and out["ledger"]["shared_rounds"] == 0
+    assert {a["attack"] for a in out["attacks"]} == {"membership", "likelihood"}
+    assert out["epsilon_lower"] > 0  # the audit saw the releases: a consistent verdict with power
+
+
+def test_mechanism_keeps_a_copy_of_the_centre():
+    """A policy that zeroes its sums after a release (the template does) must not rewrite its ledger."""
+    from dpaudit.mechanisms import GaussianMechanism, Ledger
+
+    ledger, sums = Ledger(3), np.ones((3, 1))
+    GaussianMechanism(1.0, 1.0).release(sums, np.random.default_rng(0), ledger=ledger)
+    sums[:] = 0.0
+    assert np.all(ledger.releases[0].centre == 1.0)
