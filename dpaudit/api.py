@@ -24,7 +24,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from dpaudit.errors import DPAuditError
 
@@ -207,6 +207,7 @@ def audit(
     executor: Any = None,
     progress: bool | Callable[[str], None] | None = None,
     command: str | None = None,
+    horizons: Sequence[int] | None = None,
 ) -> Audit:
     """Audit a policy: its claim, what the attacks measure, and a verdict (``dpaudit check policy``).
 
@@ -217,7 +218,10 @@ def audit(
     run the independent pieces; the findings do not depend on them. ``progress``: None or False
     for silence, True for a progress bar on stderr (plain lines when stderr is not a terminal), or
     a callable receiving each progress message. ``command`` overrides the recorded call (the CLI
-    records its command line). Raises :class:`DPAuditError` on bad input and
+    records its command line). ``horizons`` (optional) also measures leakage against the horizon: the
+    witness pair's pattern rebuilt at each T and attacked afresh (``extra["leakage_vs_horizon"]``, one
+    row per T, each its own audit at ``confidence``; from its own seed, so the verdict is unchanged).
+    Raises :class:`DPAuditError` on bad input and
     :class:`AuditInterrupted` (carrying the partial :class:`Audit`) on Ctrl-C.
     """
     from dpaudit.check import AuditInterrupted as _Interrupted
@@ -261,7 +265,37 @@ def audit(
         claim = getattr(_build_policy(policy, dict(params), int(out["horizon"])), "claim", None)
         if claim is not None:
             out["claim_curves"] = claim_curves(claim)
+    if horizons:
+        out["leakage_vs_horizon"] = _leakage_vs_horizon(policy, params, out, horizons, runs, seed)
     return Audit.from_dict(out)
+
+
+def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: dict[str, Any], horizons: Sequence[int],
+                        runs: int, seed: int) -> list[dict[str, Any]]:
+    """The witness pair's pattern (canary round, background) rebuilt at each horizon and attacked
+    afresh (:func:`dpaudit.attacks.neighbours.leakage_vs_horizon`)."""
+    import numpy as np
+
+    from dpaudit.attacks.neighbours import PairSpec, leakage_vs_horizon
+    from dpaudit.check import _build_policy, _with_features
+    from dpaudit.engine import one_blas_thread
+    from dpaudit.errors import check_int
+    from dpaudit.protocols import get_protocol
+
+    Ts = sorted({check_int("each horizon", T, minimum=2) for T in horizons})
+    w = out.get("witness") or {}
+    m = re.search(r"background (\w+)", str(w.get("label", "")))
+    if out["protocol"] == "interactive" or m is None or "round" not in w:
+        raise DPAuditError("leakage against the horizon needs a witness pair under --protocol table or view; this "
+                           f"audit has {w.get('label') or 'none'}.")
+    spec = PairSpec(int(w["round"]), m.group(1))
+    small = max(500, min(2000, runs // 10))
+    with one_blas_thread():
+        return leakage_vs_horizon(
+            lambda: _with_features(_build_policy(policy, dict(params), int(out["horizon"])), seed),
+            get_protocol(out["protocol"]), spec, Ts, delta=out["delta"], confidence=out["confidence"],
+            seed=np.random.SeedSequence([int(seed), 0x40_12]), n_train=small, n_select=small, n_test=runs,
+            n_likelihood=runs)
 
 
 def claim_curves(claim: Any, deltas: Any = None, orders: Any = None) -> dict[str, Any]:

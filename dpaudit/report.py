@@ -183,6 +183,12 @@ def markdown_report(out: Any) -> str:
                       f"> claimed {_f(rv['claimed'])}" for rv in d.get("renyi_violation") or []]
             lines += [f"> {n}" for n in renyi_zero_notes({"attacks": [a]})]
             lines.append("")
+    if out.get("leakage_vs_horizon"):
+        lines += ["## Leakage against the horizon", "", "The witness pair rebuilt at each horizon, each its own audit "
+                  f"at confidence {_f(out.get('confidence'))}.", "", "| horizon T | membership eps >= | likelihood eps >= |",
+                  "| --- | --- | --- |"]
+        lines += [f"| {r['horizon']} | {_f(r.get('membership'))} | {_f(r.get('likelihood'))} |"
+                  for r in out["leakage_vs_horizon"]] + [""]
     if out.get("witness"):
         w = dict(out["witness"])
         lines += ["## Witness", "", f"Found by the {w.pop('attack')} attack.", "", "| field | value |", "| --- | --- |"]
@@ -560,6 +566,12 @@ def html_report(out: Any) -> str:
             for rv in d.get("renyi_violation") or []:
                 parts.append(f"<p>Rényi violation at order {_e(_f(rv['order']))}: D_alpha &ge; "
                              f"{_e(_f(rv['D_alpha_lower']))} &gt; claimed {_e(_f(rv['claimed']))}</p>")
+    if out.get("leakage_vs_horizon"):
+        parts.append(f"<h2>Leakage against the horizon</h2><p>The witness pair rebuilt at each horizon, each its own "
+                     f"audit at confidence {_e(_f(out.get('confidence')))}.</p>")
+        parts.append(_table(["horizon T", "membership eps >=", "likelihood eps >="],
+                            [[r["horizon"], r.get("membership"), r.get("likelihood")]
+                             for r in out["leakage_vs_horizon"]], {0, 1, 2}))
     if out.get("witness"):
         w = dict(out["witness"])
         attack = w.pop("attack")

@@ -158,6 +158,9 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
     c.add_argument("--report", default=None, metavar="PATH.md",
                    help="also write a Markdown report (and a self-contained HTML page beside it)")
+    c.add_argument("--horizons", default=None, metavar="T1,T2,...",
+                   help="also measure leakage against the horizon: the witness pair rebuilt at each T and "
+                        "attacked afresh (a figure in the report)")
     c.add_argument("--workers", type=int, default=None,
                    help="local processes that run the audit's independent pieces (default: one per core); "
                         "the findings do not depend on it")
@@ -200,6 +203,15 @@ def _print_human(out: dict[str, Any]) -> None:
     print(f"verdict     {out['verdict'].upper()}: {out['reason']}.")
 
 
+def _horizons(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise DPAuditError(f"--horizons must be a comma-separated list of integers, got {text!r}.") from None
+
+
 def check_named(args: argparse.Namespace) -> int:
     """CLI glue over :func:`dpaudit.audit`: exit 1 on violation, 0 when consistent, 130 when interrupted
     (errors raise DPAuditError -> exit 2). The verdict is printed before the report is written."""
@@ -225,7 +237,7 @@ def check_named(args: argparse.Namespace) -> int:
         result = audit(
             args.policy, params=parse_params(args.param), protocol=args.protocol, delta=args.delta,
             confidence=args.confidence, runs=args.runs, horizon=args.horizon, seed=args.seed,
-            progress=bar, workers=workers, command="",
+            progress=bar, workers=workers, command="", horizons=_horizons(args.horizons),
         )
     except _Interrupted as exc:
         result = exc.audit
@@ -237,6 +249,8 @@ def check_named(args: argparse.Namespace) -> int:
     argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs)]
     argv += ["--horizon", str(horizon)] if horizon is not None else []
     argv += ["--seed", str(args.seed)]
+    if args.horizons:
+        argv += ["--horizons", args.horizons]
     if args.report is not None:
         argv += ["--report", str(args.report)]
     result = dataclasses.replace(result, command="dpaudit " + " ".join(shlex.quote(a) for a in argv))
