@@ -138,8 +138,8 @@ class Audit:
 
     @property
     def exit_status(self) -> int:
-        """The CLI's exit status for this verdict: 1 for a violation, 130 interrupted, else 0."""
-        return {"violation": 1, "interrupted": 130}.get(self.verdict, 0)
+        """The CLI's exit status for this verdict: 0 consistent, 1 violation, 3 inconclusive, 130 interrupted."""
+        return {"violation": 1, "inconclusive": 3, "interrupted": 130}.get(self.verdict, 0)
 
     def __repr__(self) -> str:
         def f(x: float | None) -> str:
@@ -208,6 +208,7 @@ def audit(
     progress: bool | Callable[[str], None] | None = None,
     command: str | None = None,
     horizons: Sequence[int] | None = None,
+    rewards: Sequence[float] | None = None,
 ) -> Audit:
     """Audit a policy: its claim, what the attacks measure, and a verdict (``dpaudit check policy``).
 
@@ -251,7 +252,7 @@ def audit(
     try:
         out = audit_policy(policy, params, protocol=protocol, delta=delta, confidence=confidence, runs=runs,
                            horizon=horizon, seed=seed, progress=progress_fn, command=command, workers=workers,
-                           executor=executor)
+                           executor=executor, rewards=rewards)
     except _Interrupted as exc:
         exc.partial["policy"] = label
         raise AuditInterrupted(Audit.from_dict(exc.partial)) from None

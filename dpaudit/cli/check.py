@@ -19,7 +19,10 @@ from typing import Any, Callable
 from dpaudit.check import DEFAULTS
 from dpaudit.errors import DPAuditError, check_int
 
-__all__ = ["register_cli", "is_finite_spec", "check_finite", "check_named"]
+__all__ = ["register_cli", "is_finite_spec", "check_finite", "check_named", "EXIT_STATUS"]
+
+#: exit status of ``dpaudit check policy`` by verdict (2: bad input, 130: interrupted)
+EXIT_STATUS = {"consistent": 0, "violation": 1, "inconclusive": 3}
 
 
 def register_cli(sub: argparse._SubParsersAction) -> None:
@@ -161,6 +164,9 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--horizons", default=None, metavar="T1,T2,...",
                    help="also measure leakage against the horizon: the witness pair rebuilt at each T and "
                         "attacked afresh (a figure in the report)")
+    c.add_argument("--rewards", default=None, metavar="R1,R2,...",
+                   help="the only rewards the policy accepts (e.g. 0,1); every audit input is built from them "
+                        "(default: the policy's reward_alphabet, else any value in its reward range)")
     c.add_argument("--workers", type=int, default=None,
                    help="local processes that run the audit's independent pieces (default: one per core); "
                         "the findings do not depend on it")
@@ -193,6 +199,11 @@ def _print_human(out: dict[str, Any]) -> None:
                 f"{o:g}:{v if isinstance(v, str) else f'{v:.3g}'}" for o, v in zip(r["orders"], r["lower"]))
         print(f"{a['attack']:<11} eps >= {a['epsilon_lower']:.4g} at {a['confidence']:.4g} confidence "
               f"({a['samples']} samples, {a['seconds']:.1f} s{extra})")
+    pw = out.get("power")
+    if pw:
+        print(f"power       {pw['pairs_tried']} pairs tried; with {pw['fresh_runs_per_side']} fresh runs per side the "
+              f"black-box attack can show eps from {pw['membership_smallest_detectable']:.3g} up to "
+              f"{pw['membership_largest_bound']:.3g}")
     if out["verdict"] == "interrupted" and out.get("search"):
         print(f"search      {len(out['search'])} candidate pairs ranked before the interruption")
     w = out.get("witness")
@@ -210,6 +221,15 @@ def _horizons(text: str | None) -> list[int] | None:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise DPAuditError(f"--horizons must be a comma-separated list of integers, got {text!r}.") from None
+
+
+def _parse_rewards(text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        return [float(x) for x in text.replace(";", ",").split(",") if x.strip()]
+    except ValueError:
+        raise DPAuditError(f"--rewards must be a comma-separated list of numbers such as 0,1, got {text!r}.") from None
 
 
 def check_named(args: argparse.Namespace) -> int:
@@ -238,12 +258,13 @@ def check_named(args: argparse.Namespace) -> int:
             args.policy, params=parse_params(args.param), protocol=args.protocol, delta=args.delta,
             confidence=args.confidence, runs=args.runs, horizon=args.horizon, seed=args.seed,
             progress=bar, workers=workers, command="", horizons=_horizons(args.horizons),
+            rewards=_parse_rewards(args.rewards),
         )
     except _Interrupted as exc:
         result = exc.audit
     finally:
         bar.close()
-    status = result.exit_status
+    status = 130 if result.verdict == "interrupted" else EXIT_STATUS[result.verdict]
     # the horizon written is the one used, so the command reproduces the audit even when it was chosen
     horizon = result.horizon if result.horizon is not None else args.horizon
     argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs)]
@@ -251,6 +272,8 @@ def check_named(args: argparse.Namespace) -> int:
     argv += ["--seed", str(args.seed)]
     if args.horizons:
         argv += ["--horizons", args.horizons]
+    if args.rewards is not None:
+        argv += ["--rewards", args.rewards]
     if args.report is not None:
         argv += ["--report", str(args.report)]
     result = dataclasses.replace(result, command="dpaudit " + " ".join(shlex.quote(a) for a in argv))
