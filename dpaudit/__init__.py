@@ -27,6 +27,7 @@ _LAZY: dict[str, str] = {
     "audit": "dpaudit.api",
     "Audit": "dpaudit.api",
     "describe": "dpaudit.api",
+    "account": "dpaudit.api",
     "DPAuditError": "dpaudit.errors",
     "Guarantee": "dpaudit.accountants",
     "PureDP": "dpaudit.accountants",
@@ -42,7 +43,7 @@ _SUBMODULES = frozenset({"accountants", "attacks", "policies", "protocols", "mec
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from dpaudit.accountants import RDP, ZCDP, ApproxDP, Guarantee, PureDP
-    from dpaudit.api import Audit, audit, describe
+    from dpaudit.api import Audit, account, audit, describe
     from dpaudit.errors import DPAuditError
 
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from dpaudit.errors import DPAuditError
 
-__all__ = ["Audit", "audit", "describe", "policy_label", "claim_curves", "AuditInterrupted"]
+__all__ = ["Audit", "audit", "account", "describe", "policy_label", "claim_curves", "AuditInterrupted"]
 
 
 def _num(x: Any) -> float | None:
@@ -285,11 +285,14 @@ def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: dict[str, Any]
 
     Ts = sorted({check_int("each horizon", T, minimum=2) for T in horizons})
     w = out.get("witness") or {}
-    m = re.search(r"background (\w+)", str(w.get("label", "")))
+    m = re.search(r"background (?:arm means \(([^)]*)\)|(\w+))", str(w.get("label", "")))  # PairSpec.label()
     if out["protocol"] == "interactive" or m is None or "round" not in w:
         raise DPAuditError("leakage against the horizon needs a witness pair under --protocol table or view; this "
                            f"audit has {w.get('label') or 'none'}.")
-    spec = PairSpec(int(w["round"]), m.group(1))
+    if m.group(1) is not None:
+        spec = PairSpec(int(w["round"]), "means", means=tuple(float(x) for x in m.group(1).split(",")))
+    else:
+        spec = PairSpec(int(w["round"]), m.group(2))
     small = max(500, min(2000, runs // 10))
     with one_blas_thread():
         return leakage_vs_horizon(
@@ -307,7 +310,7 @@ def claim_curves(claim: Any, deltas: Any = None, orders: Any = None) -> dict[str
     from dpaudit.accountants.guarantees import as_guarantee
 
     g = as_guarantee(claim)
-    deltas = np.geomspace(1e-12, 0.5, 45) if deltas is None else np.asarray(deltas, dtype=float)
+    deltas = np.geomspace(1e-12, 0.5, 90) if deltas is None else np.asarray(deltas, dtype=float)
     orders = np.geomspace(1.05, 64.0, 40) if orders is None else np.asarray(orders, dtype=float)
     eps = []
     for d in deltas:
@@ -402,3 +405,37 @@ def describe(policy: Any) -> dict[str, Any]:
         "has_ledger": _keeps_ledger(cls),
         "docstring": doc,
     }
+
+
+# ---- account ------------------------------------------------------------------------------------
+
+def account(policy: Any, *, params: Mapping[str, Any] | None = None, delta: float = 1e-5, horizon: int = 2000,
+            runs: int = 4, seed: int = 0) -> Any:
+    """A policy's claim beside what its ledger implies (``dpaudit account policy``): run it ``runs`` times
+    for ``horizon`` steps on a fixed Bernoulli table (:func:`dpaudit.accounting.run_policy`) and compose,
+    per round, every release that round fed (:func:`dpaudit.accounting.claim_vs_ledger`).
+
+    ``policy`` is given as for :func:`audit` (name, plug-in string, class with ``params``, instance).
+    Returns a :class:`dpaudit.accounting.LedgerAccount` (``status`` is ``"exceeds-claim"`` when the
+    ledger implies more than the claim; ``as_dict()`` is the JSON of ``--json``). A DpEvent claim is
+    read exactly; a policy without a ledger is refused in one sentence.
+    """
+    from dpaudit.accountants.guarantees import as_guarantee
+    from dpaudit.accounting import claim_vs_ledger, run_policy
+    from dpaudit.check import _build_policy
+    from dpaudit.errors import check_delta, check_int
+
+    _check_policy_object(policy, params)
+    delta = check_delta(delta)
+    horizon = check_int("horizon", horizon, minimum=1)
+    built = _build_policy(policy, {k: v for k, v in (params or {}).items()}, horizon)
+    info = run_policy(built, horizon, runs, seed)
+    ledger = getattr(built, "ledger", None)
+    if ledger is None:
+        raise DPAuditError(f"policy {policy_label(policy)!r} keeps no ledger (it does not use dpaudit's mechanisms), "
+                           "so its releases cannot be accounted; use dpaudit.audit for the black-box attack.")
+    claim = getattr(built, "claim", None)
+    result = claim_vs_ledger(as_guarantee(claim) if claim is not None else None, ledger, horizon, delta,
+                             info["reward_span"])
+    result.extra.update({"run_seconds": info.get("seconds")} if "seconds" in info else {})
+    return result

@@ -400,14 +400,14 @@ def figures(out: Any) -> list[dict[str, str]]:
         alpha = (1.0 - _x(mem["confidence"])) / int(d.get("tests_corrected_for") or 1) / 2.0
         fpr_up = float(cp_upper(int(d["false_positives"]), n, alpha))
         fnr_up = float(cp_upper(int(d["false_negatives"]), n, alpha))
-        fig, ax = plt.subplots(figsize=(5.0, 4.4))
+        fig, (ax, zx) = plt.subplots(1, 2, figsize=(10.0, 4.4))
         x = np.linspace(0.0, 1.0, 501)
+        fx, fy = _x(d["fpr"]), _x(d["fnr"])
         if curves:
             allow = _claim_allows(curves, x)
             ax.fill_between(x, allow, 1.0, color="tab:green", alpha=0.18, label="region the claim allows")
             ax.fill_between(x, 0.0, allow, color="tab:red", alpha=0.15, label="ruled out by the claim")
             ax.plot(x, allow, color="tab:red", lw=1.5)
-        fx, fy = _x(d["fpr"]), _x(d["fnr"])
         ax.add_patch(matplotlib.patches.Rectangle((fx, fy), fpr_up - fx, fnr_up - fy, fill=False, ec="tab:blue",
                                                   lw=1.2))
         ax.plot([fx], [fy], "o", color="black", label=f"observed (FPR {fx:.3g}, FNR {fy:.3g})")
@@ -420,11 +420,36 @@ def figures(out: Any) -> list[dict[str, str]]:
         ax.set_xlabel("false-positive rate (FPR)")
         ax.set_ylabel("false-negative rate (FNR)")
         ax.legend(fontsize=7, loc="upper right")
+        # zoom: the smaller error rate against the power left by the larger one, log-log (the claim's
+        # region is symmetric in FPR and FNR, so one panel serves either kind of test)
+        small, large = (fx, fy) if fx <= fy else (fy, fx)
+        small_up, large_up = (fpr_up, fnr_up) if fx <= fy else (fnr_up, fpr_up)
+        lo = max(min(small, small_up, 1.0 / n) / 3, 1e-9)
+        xs = np.geomspace(lo, 1.0, 400)
+        if curves:
+            ceiling = 1.0 - _claim_allows(curves, xs)
+            zx.fill_between(xs, lo, np.maximum(ceiling, lo), color="tab:green", alpha=0.18)
+            zx.fill_between(xs, np.maximum(ceiling, lo), 1.0, color="tab:red", alpha=0.15)
+            zx.plot(xs, np.maximum(ceiling, lo), color="tab:red", lw=1.5, label="most power the claim allows")
+        zx.plot([max(small, lo)], [max(1 - large, lo)], "o", color="black", label="observed")
+        zx.plot([small_up], [max(1 - large_up, lo)], "s", color="tab:blue", ms=6,
+                label="confidence corner (the bound's witness)")
+        zx.plot([max(small, lo), small_up], [max(1 - large, lo)] * 2, color="tab:blue", lw=1)
+        zx.plot([small_up] * 2, [max(1 - large, lo), max(1 - large_up, lo)], color="tab:blue", lw=1)
+        zx.set_xscale("log")
+        zx.set_yscale("log")
+        zx.set_xlim(lo, 1)
+        zx.set_ylim(lo, 1.05)
+        zx.set_xlabel("smaller error rate (" + ("FPR" if fx <= fy else "FNR") + ")")
+        zx.set_ylabel("1 - larger error rate (" + ("TPR" if fx <= fy else "TNR") + ")")
+        zx.legend(fontsize=7, loc="lower right")
+        zx.set_title("zoom, log axes: above the red curve is a violation", fontsize=8)
         fig.tight_layout()
         figs.append({"id": "fig-tradeoff", "title": "Membership trade-off",
-                     "caption": "FNR against FPR of the black-box test (dotted: a coin flip), the observed rates and "
-                                "the box up to their upper confidence bounds. The whole box in the red region (its "
-                                "upper corner below the curve) is a violation of the claim.",
+                     "caption": "Left: FNR against FPR of the black-box test (dotted: a coin flip), the observed "
+                                "rates and the box up to their upper confidence bounds; the whole box in the red "
+                                "region is a violation of the claim. Right: the same on log axes, the smaller error "
+                                "rate against the power the larger one leaves, where small rates are visible.",
                      "png": _png(fig)})
 
     # 5. ledger usage

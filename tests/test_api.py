@@ -261,3 +261,12 @@ def test_readme_python_example_runs_as_written(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert out.startswith("Audit(consistent:") and "pld" not in out.split("\n")[0]
     assert (tmp_path / "reports" / "adac-ucb-api.md").exists() and (tmp_path / "reports" / "adac-ucb-api.html").exists()
+
+
+def test_account_a_policy_from_python():
+    from dpaudit.policies.ucb import AdaCUCB
+
+    ok = dpaudit.account(AdaCUCB, params={"n_arms": 3, "rho": 0.5}, delta=1e-5, horizon=500)
+    assert ok.status == "consistent" and ok.claim == ok.ledger == "0.5-zCDP" and ok.shared_rounds == 0
+    bad = dpaudit.account("mutant-no-forgetting", params={"n_arms": 3}, delta=1e-5, horizon=500)
+    assert bad.status == "exceeds-claim" and bad.shared_rounds > 0 and bad.epsilon > bad.claim_epsilon

@@ -62,17 +62,16 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _progress_printer(unit: str):
-    """A progress callback that redraws one stderr line, only when stderr is a terminal."""
-    import sys
-    import time
+    """A ``(done, total)`` progress callback: a tqdm bar with an ETA on a terminal, plain lines otherwise."""
+    from dpaudit.progress import ProgressBar
 
-    start = time.perf_counter()
+    bar = ProgressBar("dpaudit check")
 
     def show(done: int, total: int) -> None:
-        if not sys.stderr.isatty() or total <= 1 or time.perf_counter() - start < 1.0:
-            return
-        end = "\n" if done >= total else ""
-        print(f"\r  {done}/{total} {unit} ({100 * done / total:.0f}%)", end=end, file=sys.stderr, flush=True)
+        if total > 1:
+            bar(f"exact enumeration: {done}/{total} {unit}")
+        if done >= total:
+            bar.close()
 
     return show
 
