@@ -132,6 +132,7 @@ def markdown_report(out: Any) -> str:
         f"| seed | {out['seed']} |",
         f"| protocol | {out['protocol']} |",
         f"| horizon T, arms K | {out.get('horizon')}, {out.get('n_arms', 'n/a')} |",
+        *([f"| how T was chosen | {out['horizon_reason']} |"] if out.get("horizon_reason") else []),
         f"| parameters | {json.dumps(out.get('params') or {}, default=str)} |",
         f"| ran on | {out.get('workers', 'this process')} |",
         f"| run time | {_x(out.get('seconds')):.1f} s |",
@@ -161,6 +162,9 @@ def markdown_report(out: Any) -> str:
         f"({_f(out.get('confidence_per_attack'))} each); each attack corrects for every test it evaluates on "
         "fresh samples.",
         "",
+    ]
+    lines += [_power_sentence(out), ""] if _power_sentence(out) else []
+    lines += [
         "| attack | eps lower bound | point estimate | delta | confidence | samples | time (s) |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -213,6 +217,15 @@ def _ledger_sentence(led: dict[str, Any]) -> str:
             f"same delta); {led['shared_rounds']} (run, round) pairs fed more than one release "
             f"(at most {led.get('max_releases_per_round', 'n/a')} releases per round); "
             f"{led['releases_without_fed']} releases without a record of the rounds that fed them.")
+
+
+def _power_sentence(out: dict[str, Any]) -> str | None:
+    pw = out.get("power")
+    if not pw:
+        return None
+    return (f"Power: {pw.get('pairs_tried')} neighbouring pairs tried; with {pw.get('fresh_runs_per_side')} fresh runs "
+            f"per side the black-box attack can show eps from {_f(pw.get('membership_smallest_detectable'))} up to "
+            f"{_f(pw.get('membership_largest_bound'))}.")
 
 
 def _membership_sentence(a: dict[str, Any]) -> str:
@@ -576,6 +589,8 @@ def html_report(out: Any) -> str:
     parts.append(f"<h2>Attacks</h2><p>Overall confidence {_e(_f(out['confidence']))}, split equally between the attacks "
                  f"that ran ({_e(_f(out.get('confidence_per_attack')))} each); each attack corrects for every test it "
                  "evaluates on fresh samples.</p>")
+    if _power_sentence(out):
+        parts.append(f"<p>{_e(_power_sentence(out))}</p>")
     parts.append(_table(["attack", "eps lower bound", "point estimate", "delta", "confidence", "samples", "time (s)"],
                         [[a["attack"], a["epsilon_lower"], _point_estimate(a, out), a["delta"], a["confidence"],
                           a["samples"], _f(a["seconds"], 3)] for a in out.get("attacks") or []], {1, 2, 3, 4, 5, 6}))
@@ -614,6 +629,7 @@ def html_report(out: Any) -> str:
     rows = [[k, v] for k, v in (out.get("versions") or {}).items()]
     rows += [["seed", out.get("seed")], ["protocol", out.get("protocol")],
              ["horizon T, arms K", f"{out.get('horizon')}, {out.get('n_arms', 'n/a')}"],
+             *([["how T was chosen", out["horizon_reason"]]] if out.get("horizon_reason") else []),
              ["parameters", json.dumps(out.get("params") or {}, default=str)],
              ["ran on", out.get("workers", "this process")], ["run time", f"{_x(out.get('seconds')):.1f} s"]]
     parts.append(_table(["item", "value"], rows))
