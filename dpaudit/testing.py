@@ -167,7 +167,6 @@ def finite_policies(draw: Any, horizon: int | tuple[int, int] = (1, 3), arms: in
 
     Keep T * log(K R) small: the rules have (K R)^(t-1) rows at step t.
     """
-
     T = horizon if isinstance(horizon, int) else draw(st.integers(*horizon))
     K, R = arms, len(rewards)
     rules = []
@@ -238,7 +237,6 @@ def assert_mechanism_renyi(mechanism: Any, alpha: float, *, centre: float = 0.0,
     Asserts the numerical value equals the analytic one (Gaussian alpha D^2/(2 s^2), Laplace
     Mironov 2017 Prop. 6) to ``rtol`` and lies within ``mechanism.guarantee()``. Returns it.
     """
-
     alpha = check_order(alpha)
     kind = getattr(mechanism, "kind", None)
     s = float(np.max(mechanism.scale))
@@ -292,7 +290,6 @@ def assert_ledger_within_claim(policy: Any, table: np.ndarray, *, n_runs: int = 
     what the release's coefficients imply over the policy's reward range). Returns the
     :class:`~dpaudit.accountants.composition.RoundAccount`.
     """
-
     ledger = run_on_table(policy, table, n_runs, seed, features)
     claim = getattr(policy, "claim", None)
     if ledger is None or claim is None:

@@ -270,3 +270,35 @@ def test_account_a_policy_from_python():
     assert ok.status == "consistent" and ok.claim == ok.ledger == "0.5-zCDP" and ok.shared_rounds == 0
     bad = dpaudit.account("mutant-no-forgetting", params={"n_arms": 3}, delta=1e-5, horizon=500)
     assert bad.status == "exceeds-claim" and bad.shared_rounds > 0 and bad.epsilon > bad.claim_epsilon
+
+
+def test_testing_assertions_keep_hypothesis_deadline_on_the_first_example():
+    """In a fresh interpreter (nothing warmed up), the assertions run inside @given at hypothesis's default
+    200 ms deadline: none of them imports a heavy module on its first call."""
+    code = textwrap.dedent('''
+        from hypothesis import given, settings
+        from dpaudit.testing import (assert_finite_policy_renyi, assert_ledger_within_claim,
+                                     assert_mechanism_renyi, finite_policies, neighbouring_tables)
+        from dpaudit.accountants import ZCDP
+        from dpaudit.mechanisms import GaussianMechanism
+        from dpaudit.policies.ucb import AdaCUCB
+
+        @settings(max_examples=3, derandomize=True)
+        @given(neighbouring_tables(horizon=12, arms=3))
+        def check_ledger(pair):
+            assert_ledger_within_claim(AdaCUCB(n_arms=3, rho=0.5), pair[0])
+
+        @settings(max_examples=3, derandomize=True)
+        @given(finite_policies(horizon=2))
+        def check_finite(policy):
+            assert_finite_policy_renyi(policy, float("inf"), 2.0)
+
+        @settings(max_examples=2, derandomize=True)
+        @given(neighbouring_tables(horizon=2, arms=2))
+        def check_mechanism(_):
+            assert_mechanism_renyi(GaussianMechanism(1.0, 2.0), 2.0)
+
+        check_ledger(); check_finite(); check_mechanism()
+        print("ok")
+    ''')
+    assert _fresh_python(code) == "ok"

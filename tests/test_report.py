@@ -201,3 +201,19 @@ def test_html_renders_in_a_real_browser(violation, tmp_path):
     for fid, (natural, shown, ink) in rows.items():
         assert int(natural) > 100 and int(shown) > 100, fid  # decoded and laid out
         assert float(ink) > 0.01, fid  # not blank
+
+
+@pytest.mark.parametrize("name,word", [("example-adac-ucb", "CONSISTENT"), ("example-mutant-no-forgetting", "VIOLATION")])
+def test_committed_examples_open_with_the_verdict_and_every_figure(name, word):
+    reports = Path(__file__).resolve().parent.parent / "reports"
+    page = (reports / f"{name}.html").read_text()
+    md = (reports / f"{name}.md").read_text()
+    parsed = _parse(page)
+    banner = page.split("</header>")[0]
+    assert f">{word}: <code>" in banner and "claimed eps" in banner and "best lower bound" in banner and "gap" in banner
+    assert md.splitlines()[2].startswith(f"**{word}**")  # the verdict is the Markdown's first sentence
+    ids = set(re.findall(r"<figure id='([\w-]+)'", page))
+    assert FIGURE_IDS | {"fig-horizon"} <= ids
+    for img in parsed.imgs:
+        assert _ink(img["src"].split("base64,", 1)[1]) > 0.01, img["alt"]
+    assert "--horizons 12,24,48,96,192" in md  # the command that regenerates it
