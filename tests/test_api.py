@@ -183,6 +183,11 @@ def test_import_is_cheap():
     seconds, loaded = out.split("\n") if "\n" in out else (out, "")
     assert loaded == ""  # nothing heavy until a function needs it
     assert float(seconds) < 0.3
+    # the command line's parser (dpaudit --help) does not load the statistics or plotting stacks either
+    out = _fresh_python("import sys; from dpaudit.cli import build_parser; build_parser(); "
+                        "print(','.join(m for m in ('statsmodels', 'pandas', 'matplotlib', 'scipy.optimize') "
+                        "if m in sys.modules))")
+    assert out == ""
     # the lazy names and sub-packages still resolve
     assert _fresh_python("import dpaudit; print(dpaudit.ZCDP(0.5), dpaudit.attacks.__name__)") == \
         "0.5-zCDP dpaudit.attacks"

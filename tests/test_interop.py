@@ -140,3 +140,11 @@ def test_what_has_no_exact_counterpart_is_refused():
         ZCDP(0.1) * 0
     with pytest.raises(TypeError):
         ZCDP(0.1) * 1.5  # type: ignore[operator]
+
+
+def test_testing_assertions_read_a_dp_event_claim():
+    from dpaudit.testing import assert_renyi_bound
+
+    assert_renyi_bound(0.2, ev.GaussianDpEvent(2.0), 2.0)  # D_2 of a Gaussian with mu = 0.5 is 0.25
+    with pytest.raises(AssertionError, match="above the bound 0.25"):
+        assert_renyi_bound(0.3, ev.GaussianDpEvent(2.0), 2.0)
