@@ -232,6 +232,11 @@ def audit(
 
     _check_policy_object(policy, params)
     params = dict(params or {})
+    if horizons is not None:  # checked before the audit, not after it
+        horizons = sorted({check_int("each of horizons", T, minimum=2) for T in horizons})
+        if protocol == "interactive":
+            raise DPAuditError("horizons (leakage against the horizon) are measured under protocol table or view, "
+                               "not interactive.")
     if command is None:
         command = _python_call(policy, params, {"protocol": protocol, "delta": delta, "confidence": confidence,
                                                 "runs": runs, "horizon": horizon, "seed": seed})
@@ -274,16 +279,16 @@ def audit(
 def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: dict[str, Any], horizons: Sequence[int],
                         runs: int, seed: int) -> list[dict[str, Any]]:
     """The witness pair's pattern (canary round, background) rebuilt at each horizon and attacked
-    afresh (:func:`dpaudit.attacks.neighbours.leakage_vs_horizon`)."""
+    afresh (:func:`dpaudit.attacks.neighbours.leakage_vs_horizon`). The policy is built once, at the
+    audit's horizon (a policy whose constructor takes ``horizon`` keeps that one at every T)."""
     import numpy as np
 
     from dpaudit.attacks.neighbours import PairSpec, leakage_vs_horizon
     from dpaudit.check import _build_policy, _with_features
     from dpaudit.engine import one_blas_thread
-    from dpaudit.errors import check_int
     from dpaudit.protocols import get_protocol
 
-    Ts = sorted({check_int("each horizon", T, minimum=2) for T in horizons})
+    Ts = list(horizons)
     w = out.get("witness") or {}
     m = re.search(r"background (?:arm means \(([^)]*)\)|(\w+))", str(w.get("label", "")))  # PairSpec.label()
     if out["protocol"] == "interactive" or m is None or "round" not in w:

@@ -307,3 +307,15 @@ def test_testing_assertions_keep_hypothesis_deadline_on_the_first_example():
         print("ok")
     ''')
     assert _fresh_python(code) == "ok"
+
+
+def test_leakage_against_the_horizon_is_measured_on_request():
+    a = dpaudit.audit("mutant-no-forgetting", params={"n_arms": 2}, horizon=12, runs=1500, workers=1,
+                      horizons=[6, 24])
+    rows = a.extra["leakage_vs_horizon"]
+    assert [r["horizon"] for r in rows] == [6, 24]
+    assert all(r["membership"] >= 0 and r["likelihood"] >= 0 for r in rows)
+    assert rows[1]["likelihood"] > rows[0]["likelihood"]  # no forgetting: leakage grows with T
+    plain = dpaudit.audit("mutant-no-forgetting", params={"n_arms": 2}, horizon=12, runs=1500, workers=1)
+    assert plain.epsilon_lower == a.epsilon_lower  # its own seed: the verdict is unchanged
+    assert 'id=\'fig-horizon\'' in a.to_html()
