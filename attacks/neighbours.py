@@ -45,10 +45,18 @@ import numpy as np
 from dpaudit.errors import DPAuditError
 from dpaudit.engine import SERIAL, Engine
 from dpaudit.policies.base import check_actions
-from dpaudit.protocols import Adversary, ConstantAdversary, IdentityAdversary, InteractiveDP, Protocol, ViewDP
+from dpaudit.protocols import (
+    Adversary,
+    ConstantAdversary,
+    IdentityAdversary,
+    InteractiveDP,
+    Protocol,
+    ViewDP,
+    offers_blocks,
+)
 
 from .likelihood import likelihood_attack, privacy_losses
-from .membership import Pair, evaluate, fit_select
+from .membership import Pair, evaluate, fit_select, fit_select_views
 from .result import AuditResult
 
 __all__ = [
@@ -388,6 +396,38 @@ def _rank(policy: Any, protocol: Protocol, spec: PairSpec, seed: np.random.SeedS
     return cand, row, loss
 
 
+#: cells (runs x rounds) of one batched ranking task: a group of candidate pairs sampled together
+RANK_CELLS = 20_000_000
+
+
+def _rank_group(policy: Any, protocol: Protocol, specs: Sequence[PairSpec], seed: np.random.SeedSequence,
+                horizon: int, rr: tuple[float, float], delta: float, confidence: float, n_train: int,
+                n_select: int, alphabet: Sequence[float] | None = None) -> list[tuple[Any, dict[str, Any], None]]:
+    """Rank a group of candidate pairs from one batch of runs (a task of :func:`search` for policies
+    that run step by step without a ledger: one numpy step serves every pair, instead of a Python
+    loop over rounds per pair and split)."""
+    K = int(policy.n_arms)
+    pairs = [make_pair(spec, protocol, K, horizon, rr, alphabet) for spec in specs]
+    tables = np.stack([d for p in pairs for d in (p.d0, p.d1)])
+    n = n_train + n_select
+    views = run_tables(policy, protocol, tables, n, np.random.default_rng(seed))
+    out = []
+    for i, (spec, pair) in enumerate(zip(specs, pairs)):
+        v0, v1 = views[2 * i], views[2 * i + 1]
+        cand = fit_select_views(K, pair, v0[:n_train], v1[:n_train], v0[n_train:], v1[n_train:], delta=delta,
+                                confidence=confidence)
+        out.append((cand, {"pair": spec.label(), "membership_selection_bound": cand.selection_bound,
+                           "statistic": cand.test.statistic}, None))
+    return out
+
+
+def _groups(n_specs: int, cells_per_pair: int) -> list[range]:
+    """Candidate pairs in groups of at most ``RANK_CELLS`` cells (depends on the sizes only, so the
+    findings do not depend on who runs the groups)."""
+    size = max(1, RANK_CELLS // max(1, cells_per_pair))
+    return [range(i, min(i + size, n_specs)) for i in range(0, n_specs, size)]
+
+
 def search(
     policy: Any,
     protocol: Protocol,
@@ -437,7 +477,20 @@ def search(
             progress(f"search: {len(finished['ranking'])}/{len(specs)} candidate pairs ranked "
                      f"({time.perf_counter() - t0:.0f} s)")
 
-    results = engine.map(_rank, tasks, on_result=ranked)
+    batched = (not use_lik and not isinstance(protocol, InteractiveDP) and not offers_blocks(policy)
+               and all(spec.adversary == "none" for spec in specs))
+    if batched:
+        groups = _groups(len(specs), 2 * (n_train + n_select) * horizon)
+        group_tasks = [(policy, protocol, [specs[i] for i in g], ss, horizon, rr, delta, confidence_membership,
+                        n_train, n_select, alphabet) for g, ss in zip(groups, s_rank.spawn(len(groups)))]
+
+        def ranked_group(i: int, result: list[Any]) -> None:
+            for r in result:
+                ranked(i, r)
+
+        results = [r for group in engine.map(_rank_group, group_tasks, on_result=ranked_group) for r in group]
+    else:
+        results = engine.map(_rank, tasks, on_result=ranked)
     ranking = [row for _, row, _ in results]
     finished["ranking"] = ranking  # in candidate order
     best_m = None

@@ -250,6 +250,32 @@ def _alphabet(policy: Any, given: Sequence[float] | None, rr: tuple[float, float
     return letters
 
 
+def _probe_alphabet(policy: Any, protocol: Any, rr: tuple[float, float], notes: list[str]) -> tuple[float, ...] | None:
+    """None if ``policy`` accepts the middle of its reward range; (lo, hi) if it refuses it but accepts
+    the extremes (a policy written for {0, 1} rewards), with a note; else the policy's own error."""
+    from dpaudit.attacks.neighbours import PairSpec, make_pair
+
+    d = make_pair(PairSpec(0, "mid"), protocol, int(policy.n_arms), 8, rr).d0
+    try:
+        protocol.run(policy, d, 4, np.random.default_rng(0), None, record=False)
+        return None
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # the policy's own check of its rewards, whatever it raises
+        first = exc
+    letters = (float(rr[0]), float(rr[1]))
+    d = make_pair(PairSpec(0, "mid"), protocol, int(policy.n_arms), 8, rr, letters).d0
+    try:
+        protocol.run(policy, d, 4, np.random.default_rng(0), None, record=False)
+    except KeyboardInterrupt:
+        raise
+    except Exception:
+        raise first
+    notes.append(f"the policy refused the reward {0.5 * (rr[0] + rr[1]):g} ({type(first).__name__}: {first}), so every "
+                 f"audit input uses only the rewards {{{rr[0]:g}, {rr[1]:g}}} (give --rewards to choose others).")
+    return letters
+
+
 def _smallest_detectable(runs: int, delta: float, confidence: float) -> float:
     """The smallest eps an eps-DP pair with an ideal test event (randomised response: P = e^eps/(1+e^eps)
     against 1/(1+e^eps)) shows as a positive bound at ``runs`` fresh runs per side with the expected
@@ -377,6 +403,8 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
     probe = _with_features(_build_policy(spec, dict(params), DEFAULTS["horizon"]), seed)
     rr = _reward_range(probe)
     alphabet = _alphabet(probe, rewards, rr)
+    if alphabet is None:
+        alphabet = _probe_alphabet(probe, proto, rr, notes)
     if alphabet is not None:
         out["reward_alphabet"] = list(alphabet)
     if horizon is None:
@@ -454,6 +482,7 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
         extra, info = threshold_pairs(policy, proto, horizon, s_threshold, rr, alphabet)
         out["threshold_search"] = info
         specs += extra
+        out["_stage"] = "neighbouring-pair search and attacks"
     res = search(policy, proto, horizon=horizon, delta=delta, confidence_membership=conf_each,
                  confidence_likelihood=conf_each if has_ledger else None, seed=s_search, specs=specs,
                  reward_range=rr, n_train=small, n_select=small, n_test=runs, n_screen=small, n_likelihood=runs,

@@ -206,8 +206,9 @@ class P:
             self.best = np.argmax(self.s + self.rng.laplace(0, 2.0, self.s.shape), axis=1)
 """
     plain = _module_plugin(tmp_path, body.format(alphabet=""))
-    with pytest.raises(Exception):
-        audit_policy(plain, runs=1000, horizon=12, workers=1)  # fed 0.5 without an alphabet
+    out = audit_policy(plain, runs=1000, horizon=12, workers=1)  # refuses 0.5: the audit notices and says so
+    assert out["verdict"] == "consistent" and out["reward_alphabet"] == [0.0, 1.0]
+    assert any("refused the reward 0.5" in n for n in out["notes"])
     out = audit_policy(plain, runs=1000, horizon=12, workers=1, rewards=[0, 1])
     assert out["verdict"] == "consistent" and out["reward_alphabet"] == [0.0, 1.0]
     (tmp_path / "plug.py").unlink()

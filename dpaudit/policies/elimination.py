@@ -101,23 +101,41 @@ class DPSuccessiveElimination(_OutsideStyle):
         self.pos = np.zeros(n, dtype=np.int64)
         self.sums = np.zeros((n, K))
         self.length = self.epoch_length(self.epoch)
+        self._rows = np.arange(n)
+        self._refresh(self._rows)
+
+    def _refresh(self, idx: np.ndarray) -> None:
+        """Cache, for runs ``idx``, the active arms in index order, their count and the epoch's plays."""
+        if idx.size == self.n_runs:
+            self._order = np.argsort(~self.active, axis=1, kind="stable")
+            self._n_act = self.active.sum(axis=1)
+        else:
+            self._order[idx] = np.argsort(~self.active[idx], axis=1, kind="stable")
+            self._n_act[idx] = self.active[idx].sum(axis=1)
+        self._plays = self.length * self._n_act
+        self._live = self._n_act > 1
+        self._all_live = bool(self._live.all())
 
     def act(self, t: int, arms: Any = None) -> np.ndarray:
-        n_act = self.active.sum(axis=1)
-        k = self.pos % n_act
         # the k-th active arm of each run (round robin over the active arms in index order)
-        return np.argmax(np.cumsum(self.active, axis=1) > k[:, None], axis=1)
+        return self._order[self._rows, self.pos % self._n_act]
 
     def _noise(self, shape: tuple[int, int], scale: np.ndarray) -> np.ndarray:
         return self.rng.laplace(0.0, 1.0, size=shape) * scale[:, None]
 
     def observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
         r = self._checked(t, rewards)
-        rows = np.arange(self.n_runs)
-        live = self.active.sum(axis=1) > 1
-        self.sums[rows[live], actions[live]] += r[live]
-        self.pos[live] += 1
-        end = live & (self.pos == self.length * self.active.sum(axis=1))
+        if self._all_live:
+            self.sums[self._rows, actions] += r
+            self.pos += 1
+        else:
+            live = self._live
+            self.sums[self._rows[live], actions[live]] += r[live]
+            self.pos[live] += 1
+        end = self.pos == self._plays
+        if self._all_live and not end.any():
+            return
+        end &= self._live
         if not end.any():
             return
         idx = np.flatnonzero(end)
@@ -131,6 +149,7 @@ class DPSuccessiveElimination(_OutsideStyle):
         self.pos[idx] = 0
         self.epoch[idx] += 1
         self.length[idx] = self.epoch_length(self.epoch[idx])
+        self._refresh(idx)
 
 
 @register("dp-etc", family="elimination")
