@@ -345,6 +345,10 @@ def _doc_sources(cls: type) -> list[str]:
             found.append(m.group(1))
     if not found:
         found = [ln.strip() for ln in (inspect.getdoc(cls) or "").splitlines() if re.search(r"[Ss]eed \d{3}", ln)]
+    if not found:  # a plug-in may say it in its module's docstring
+        module = inspect.getmodule(cls)
+        found = [" ".join(m.group(0).split()) for m in
+                 re.finditer(r"[^.(]*\b[Ss]eed \d{3}[^.)]*", " ".join((inspect.getdoc(module) or "").split()))]
     return found[:6]
 
 
@@ -385,6 +389,7 @@ def describe(policy: Any) -> dict[str, Any]:
         parameters.append({"name": name, "type": ann_s, "required": required,
                            "default": None if required else p.default})
     claim = claim_note = None
+    inst = None
     try:
         inst = policy if not isinstance(policy, (str, type)) else cls()
         g = getattr(inst, "claim", None)
@@ -407,7 +412,7 @@ def describe(policy: Any) -> dict[str, Any]:
         "parameters": parameters,
         "claim": claim,
         "claim_note": claim_note,
-        "has_ledger": _keeps_ledger(cls),
+        "has_ledger": _keeps_ledger(cls) or hasattr(inst, "ledger"),
         "docstring": doc,
     }
 

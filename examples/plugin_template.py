@@ -32,7 +32,11 @@ from dpaudit.mechanisms import Fed, GaussianMechanism, Ledger
 
 
 class MyPolicy:
-    """Explore-then-exploit with forgetting: rho-zCDP, Gaussian noise on per-arm block sums (template)."""
+    """Explore-then-exploit with forgetting: rho-zCDP, Gaussian noise on per-arm block sums (template).
+
+    Noise sigma = 1/sqrt(2 rho) on each sum of rewards in [0, 1] (seed 001 App. C, Lemma 4); each
+    round feeds one release, so rho-zCDP per round (parallel composition, seed 001 Lemma 1).
+    """
 
     #: rewards the sensitivity analysis assumes; the audit feeds rewards only from this range
     reward_range = (0.0, 1.0)

@@ -241,6 +241,8 @@ def test_plugin_template_is_consistent_as_shipped(capsys):
     assert out["ledger"]["implied"] == "0.5-zCDP" and out["ledger"]["shared_rounds"] == 0
     assert {a["attack"] for a in out["attacks"]} == {"membership", "likelihood"}
     assert out["epsilon_lower"] > 0  # the audit saw the releases: a consistent verdict with power
+    d = dpaudit.describe(f"{template}:MyPolicy")
+    assert d["has_ledger"] and d["claim"] == "0.5-zCDP" and any("seed 001" in f for f in d["follows"])
 
 
 def test_mechanism_keeps_a_copy_of_the_centre():
