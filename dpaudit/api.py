@@ -345,10 +345,10 @@ def _doc_sources(cls: type) -> list[str]:
             found.append(m.group(1))
     if not found:
         found = [ln.strip() for ln in (inspect.getdoc(cls) or "").splitlines() if re.search(r"[Ss]eed \d{3}", ln)]
-    if not found:  # a plug-in may say it in its module's docstring
+    if not found:  # a plug-in may say it in its module's docstring: the lines that name a seed
         module = inspect.getmodule(cls)
-        found = [" ".join(m.group(0).split()) for m in
-                 re.finditer(r"[^.(]*\b[Ss]eed \d{3}[^.)]*", " ".join((inspect.getdoc(module) or "").split()))]
+        found = [ln.strip(" *-") for ln in (inspect.getdoc(module) or "").splitlines()
+                 if re.search(r"[Ss]eed \d{3}", ln)]
     return found[:6]
 
 
