@@ -16,6 +16,8 @@ from typing import Any, TextIO
 
 __all__ = ["ProgressBar"]
 
+#: words of a progress message that name what is counted (the bar's unit)
+_UNITS = frozenset({"views", "runs", "pairs", "simulations", "adversaries", "rounds"})
 _COUNT = re.compile(r"^\s*(?P<stage>[^:]+):\s*(?P<done>\d+)/(?P<total>\d+)\s*(?P<unit>[^\[(;,]*)")
 
 
@@ -32,6 +34,7 @@ class ProgressBar:
         self._stage: str | None = None
         self._last = 0.0
         self._start = time.perf_counter()
+        self._since = time.time()  # when the current stage began (wall clock, as tqdm counts)
 
     def __call__(self, message: str) -> None:
         m = _COUNT.match(message)
@@ -39,20 +42,24 @@ class ProgressBar:
             self._line(message, force=True)
             return
         stage, done, total = m.group("stage").strip(), int(m.group("done")), int(m.group("total"))
-        unit = m.group("unit").strip() or "it"
+        words = m.group("unit").split()
+        unit = next((w for w in words if w in _UNITS), words[0] if words else "it")
         if self.tty:
             if stage != self._stage or self._bar is None:
                 self._close_bar()
                 from tqdm.auto import tqdm
 
-                self._bar = tqdm(total=total, desc=f"{self.prefix} {stage}", unit=f" {unit.split()[0]}",
+                self._bar = tqdm(total=total, desc=f"{self.prefix} {stage}", unit=f" {unit}",
                                  file=self.stream, leave=True, dynamic_ncols=True, unit_scale=total >= 10000)
+                # the stage began when the previous one ended (its first message comes after its first chunk)
+                self._bar.start_t = self._bar.last_print_t = self._since
                 self._stage = stage
             self._bar.total = total
             self._bar.n = done
             self._bar.refresh()
             if done >= total:
                 self._close_bar()
+                self._since = time.time()
         else:
             new_stage = stage != self._stage
             self._stage = stage
