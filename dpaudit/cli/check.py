@@ -13,8 +13,7 @@ import json
 import math
 import shlex
 import sys
-import time
-from typing import Any, Callable
+from typing import Any
 
 from dpaudit.check import DEFAULTS
 from dpaudit.errors import DPAuditError, check_int
