@@ -209,6 +209,9 @@ def audit(
     command: str | None = None,
     horizons: Sequence[int] | None = None,
     rewards: Sequence[float] | None = None,
+    claim: Any = None,
+    adapter: str | None = None,
+    pair: str | None = None,
 ) -> Audit:
     """Audit a policy: its claim, what the attacks measure, and a verdict (``dpaudit check policy``).
 
@@ -222,6 +225,10 @@ def audit(
     records its command line). ``horizons`` (optional) also measures leakage against the horizon: the
     witness pair's pattern rebuilt at each T and attacked afresh (``extra["leakage_vs_horizon"]``, one
     row per T, each its own audit at ``confidence``; from its own seed, so the verdict is unchanged).
+    ``rewards`` lists the only rewards the policy accepts (e.g. ``[0, 1]``); ``claim`` (a Guarantee, a
+    DpEvent or text such as ``"zcdp:rho=0.1"``) replaces the policy's own; ``adapter="per-run"`` runs
+    a one-run class (given as a string) as N copies; ``pair`` is a ``dpaudit.pair/1`` file audited
+    instead of searching (the CLI's ``--rewards``, ``--claim``, ``--adapter``, ``--pair``).
     Raises :class:`DPAuditError` on bad input and
     :class:`AuditInterrupted` (carrying the partial :class:`Audit`) on Ctrl-C.
     """
@@ -232,6 +239,10 @@ def audit(
 
     _check_policy_object(policy, params)
     params = dict(params or {})
+    if claim is not None and not isinstance(claim, str):
+        from dpaudit.accountants.guarantees import as_guarantee
+
+        claim = as_guarantee(claim)  # a DpEvent claim is read exactly
     if horizons is not None:  # checked before the audit, not after it
         horizons = sorted({check_int("each of horizons", T, minimum=2) for T in horizons})
         if protocol == "interactive":
@@ -257,7 +268,7 @@ def audit(
     try:
         out = audit_policy(policy, params, protocol=protocol, delta=delta, confidence=confidence, runs=runs,
                            horizon=horizon, seed=seed, progress=progress_fn, command=command, workers=workers,
-                           executor=executor, rewards=rewards)
+                           executor=executor, rewards=rewards, claim=claim, adapter=adapter, pair=pair)
     except _Interrupted as exc:
         exc.partial["policy"] = label
         raise AuditInterrupted(Audit.from_dict(exc.partial)) from None
@@ -268,16 +279,16 @@ def audit(
     if out.get("epsilon_claimed") is not None:
         from dpaudit.check import _build_policy
 
-        claim = getattr(_build_policy(policy, dict(params), int(out["horizon"])), "claim", None)
-        if claim is not None:
-            out["claim_curves"] = claim_curves(claim)
+        stated = getattr(_build_policy(policy, dict(params), int(out["horizon"]), adapter, claim), "claim", None)
+        if stated is not None:
+            out["claim_curves"] = claim_curves(stated)
     if horizons:
-        out["leakage_vs_horizon"] = _leakage_vs_horizon(policy, params, out, horizons, runs, seed)
+        out["leakage_vs_horizon"] = _leakage_vs_horizon(policy, params, out, horizons, runs, seed, adapter, claim)
     return Audit.from_dict(out)
 
 
 def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: dict[str, Any], horizons: Sequence[int],
-                        runs: int, seed: int) -> list[dict[str, Any]]:
+                        runs: int, seed: int, adapter: str | None = None, claim: Any = None) -> list[dict[str, Any]]:
     """The witness pair's pattern (canary round, background) rebuilt at each horizon and attacked
     afresh (:func:`dpaudit.attacks.neighbours.leakage_vs_horizon`). The policy is built once, at the
     audit's horizon (a policy whose constructor takes ``horizon`` keeps that one at every T)."""
@@ -301,7 +312,7 @@ def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: dict[str, Any]
     small = max(500, min(2000, runs // 10))
     with one_blas_thread():
         return leakage_vs_horizon(
-            lambda: _with_features(_build_policy(policy, dict(params), int(out["horizon"])), seed),
+            lambda: _with_features(_build_policy(policy, dict(params), int(out["horizon"]), adapter, claim), seed),
             get_protocol(out["protocol"]), spec, Ts, delta=out["delta"], confidence=out["confidence"],
             seed=np.random.SeedSequence([int(seed), 0x40_12]), n_train=small, n_select=small, n_test=runs,
             n_likelihood=runs)

@@ -322,3 +322,12 @@ def test_leakage_against_the_horizon_is_measured_on_request():
     plain = dpaudit.audit("mutant-no-forgetting", params={"n_arms": 2}, horizon=12, runs=1500, workers=1)
     assert plain.epsilon_lower == a.epsilon_lower  # its own seed: the verdict is unchanged
     assert 'id=\'fig-horizon\'' in a.to_html()
+
+
+def test_claim_override_as_a_dp_event_or_text():
+    from dp_accounting import dp_event
+
+    a = dpaudit.audit("adac-ucb", params={"n_arms": 2}, claim=dp_event.ZCDpEvent(0.001), **FAST)
+    b = dpaudit.audit("adac-ucb", params={"n_arms": 2}, claim="zcdp:rho=0.001", **FAST)
+    assert a.claim == b.claim == "0.001-zCDP" and a.verdict == b.verdict == "violation"
+    assert a.epsilon_lower == b.epsilon_lower > a.epsilon_claimed

@@ -162,6 +162,15 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--horizons", default=None, metavar="T1,T2,...",
                    help="also measure leakage against the horizon: the witness pair rebuilt at each T and "
                         "attacked afresh (a figure in the report)")
+    c.add_argument("--adapter", choices=["per-run"], default=None,
+                   help="per-run: POLICY is a one-run class (select_arm()/update(arm, reward), pull(), step(...)); "
+                        "dpaudit runs N seeded copies of it as a batched policy (give its claim with --claim)")
+    c.add_argument("--claim", default=None, metavar="CLAIM",
+                   help="the guarantee to check, replacing any the policy declares: pure:eps=E, zcdp:rho=R, "
+                        "approx:eps=E,delta=D or rdp:alpha=A,eps=E")
+    c.add_argument("--pair", default=None, metavar="PAIR.json",
+                   help="audit exactly this neighbouring pair (format dpaudit.pair/1: two reward tables or lists "
+                        "differing in one round, optional contexts) instead of searching for one")
     c.add_argument("--rewards", default=None, metavar="R1,R2,...",
                    help="the only rewards the policy accepts (e.g. 0,1); every audit input is built from them "
                         "(default: the policy's reward_alphabet, else any value in its reward range)")
@@ -221,6 +230,14 @@ def _horizons(text: str | None) -> list[int] | None:
         raise DPAuditError(f"--horizons must be a comma-separated list of integers, got {text!r}.") from None
 
 
+def _parse_claim(text: str | None) -> Any:
+    if text is None:
+        return None
+    from dpaudit.adapters import parse_claim
+
+    return parse_claim(text)
+
+
 def _parse_rewards(text: str | None) -> list[float] | None:
     if text is None:
         return None
@@ -256,7 +273,8 @@ def check_named(args: argparse.Namespace) -> int:
             args.policy, params=parse_params(args.param), protocol=args.protocol, delta=args.delta,
             confidence=args.confidence, runs=args.runs, horizon=args.horizon, seed=args.seed,
             progress=bar, workers=workers, command="", horizons=_horizons(args.horizons),
-            rewards=_parse_rewards(args.rewards),
+            rewards=_parse_rewards(args.rewards), claim=_parse_claim(args.claim), adapter=args.adapter,
+            pair=args.pair,
         )
     except _Interrupted as exc:
         result = exc.audit
@@ -268,10 +286,10 @@ def check_named(args: argparse.Namespace) -> int:
     argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs)]
     argv += ["--horizon", str(horizon)] if horizon is not None else []
     argv += ["--seed", str(args.seed)]
-    if args.horizons:
-        argv += ["--horizons", args.horizons]
-    if args.rewards is not None:
-        argv += ["--rewards", args.rewards]
+    for flag, value in (("--adapter", args.adapter), ("--claim", args.claim), ("--pair", args.pair),
+                        ("--rewards", args.rewards), ("--horizons", args.horizons)):
+        if value is not None:
+            argv += [flag, value]
     if args.report is not None:
         argv += ["--report", str(args.report)]
     result = dataclasses.replace(result, command="dpaudit " + " ".join(shlex.quote(a) for a in argv))
