@@ -193,8 +193,10 @@ class _Additive:
         arm: np.ndarray | None = None,
     ) -> np.ndarray:
         """Return ``centre + noise`` (same shape) and record the release in ``ledger``."""
+        # a copy: the ledger keeps the centre, and a caller that reuses its buffer (zeroes its sums after
+        # the release) must not rewrite history (a view here made such a policy's ledger wrong)
         try:
-            centre = np.asarray(centre, dtype=float)
+            centre = np.array(centre, dtype=float)
         except (TypeError, ValueError):
             raise DPAuditError(f"the statistic released as {label or 'a release'} must be numbers, got "
                                f"{type(centre).__name__}.") from None

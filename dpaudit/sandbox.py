@@ -61,9 +61,9 @@ def _guarded_exit(code: int = 0) -> None:
     _REAL_EXIT(code)
 
 
-def is_plugin_spec(spec: str) -> bool:
+def is_plugin_spec(spec: Any) -> bool:
     """Whether a policy spec names code outside dpaudit (``file.py:Class`` or ``module:Class``)."""
-    return ":" in str(spec)
+    return isinstance(spec, str) and ":" in spec
 
 
 def plugin_digest(spec: str) -> str | None:

@@ -34,10 +34,24 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
-from hypothesis import strategies as st
+
+try:
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover - exercised in a subprocess by tests/test_api.py
+    raise ImportError('dpaudit.testing needs hypothesis, which is not installed: pip install "dpaudit[testing]"') from None
+
+# Imported here, not inside the assertions: a first import inside a hypothesis example would count
+# against hypothesis's deadline (scipy.integrate and the attacks take up to seconds to import).
+from scipy import integrate
 
 from dpaudit.accountants import Guarantee
+from dpaudit.accountants.composition import per_round_account
+from dpaudit.accountants.guarantees import _is_dp_event, as_guarantee
+from dpaudit.accounting import ledger_entries
+from dpaudit.attacks.exact import exact_profile
 from dpaudit.errors import DPAuditError, check_order
+from dpaudit.mechanisms import gaussian_renyi, laplace_renyi
+from dpaudit.policies.finite import FinitePolicy
 
 __all__ = [
     "deltas",
@@ -194,8 +208,6 @@ def finite_policies(draw: Any, horizon: int | tuple[int, int] = (1, 3), arms: in
 
     Keep T * log(K R) small: the rules have (K R)^(t-1) rows at step t.
     """
-    from dpaudit.policies.finite import FinitePolicy
-
     T = draw(st.integers(*_size("finite_policies", "horizon", horizon, 1)))
     K = _size("finite_policies", "arms", arms, 2)[0]
     grain = _size("finite_policies", "grain", grain, 1)[0]
@@ -258,7 +270,6 @@ def renyi_divergence(p: np.ndarray, q: np.ndarray, alpha: float) -> float:
 def renyi_divergence_1d(logpdf_p: Any, logpdf_q: Any, alpha: float, lo: float, hi: float,
                         points: Sequence[float] = ()) -> float:
     """D_alpha(P || Q) of two densities on [lo, hi] by adaptive quadrature (scipy.integrate.quad)."""
-    from scipy import integrate
 
     alpha = check_order(alpha)
     # scale by the integrand's largest value on a grid to avoid under/overflow
@@ -270,6 +281,8 @@ def renyi_divergence_1d(logpdf_p: Any, logpdf_q: Any, alpha: float, lo: float, h
 
 
 def _bound_of(bound: float | Guarantee, alpha: float) -> float:
+    if _is_dp_event(bound):  # a claim stated as a dp-accounting DpEvent
+        bound = as_guarantee(bound)
     return bound.renyi(alpha) if isinstance(bound, Guarantee) else float(bound)
 
 
@@ -295,8 +308,6 @@ def assert_mechanism_renyi(mechanism: Any, alpha: float, *, centre: float = 0.0,
     Asserts the numerical value equals the analytic one (Gaussian alpha D^2/(2 s^2), Laplace
     Mironov 2017 Prop. 6) to ``rtol`` and lies within ``mechanism.guarantee()``. Returns it.
     """
-    from dpaudit.mechanisms import gaussian_renyi, laplace_renyi
-
     alpha = check_order(alpha)
     kind = getattr(mechanism, "kind", None)
     s = float(np.max(mechanism.scale))
@@ -337,7 +348,6 @@ def _assert_mechanism_dinf(mechanism: Any, kind: Any, s: float, D: float, a: flo
     Gaussian: the ratio is linear in x, so D_inf = inf (no pure-DP guarantee), which the guarantee's
     own D_inf (zCDP: inf) must allow.
     """
-    from dpaudit.mechanisms import laplace_renyi
 
     if kind == "laplace":
         x = np.concatenate([np.linspace(min(a, b) - 60 * s, max(a, b) + 60 * s, 20001), [a, b]])
@@ -377,9 +387,6 @@ def assert_ledger_within_claim(policy: Any, table: np.ndarray, *, n_runs: int = 
     what the release's coefficients imply over the policy's reward range). Returns the
     :class:`~dpaudit.accountants.composition.RoundAccount`.
     """
-    from dpaudit.accounting import ledger_entries
-    from dpaudit.accountants.composition import per_round_account
-
     ledger = run_on_table(policy, table, n_runs, seed, features)
     claim = getattr(policy, "claim", None)
     if ledger is None or claim is None:
@@ -402,7 +409,6 @@ def assert_ledger_within_claim(policy: Any, table: np.ndarray, *, n_runs: int = 
 
 def assert_finite_policy_renyi(policy: Any, bound: float | Guarantee, alpha: float, protocol: str = "table") -> float:
     """Exact D_alpha of a finite policy (max over neighbours, by enumeration) within ``bound``."""
-    from dpaudit.attacks.exact import exact_profile
 
     alpha = check_order(alpha)
     prof = exact_profile(policy, protocol, alphas=[alpha])
