@@ -139,7 +139,11 @@ class Audit:
     @property
     def exit_status(self) -> int:
         """The CLI's exit status for this verdict: 0 consistent, 1 violation, 3 inconclusive, 130 interrupted."""
-        return {"violation": 1, "inconclusive": 3, "interrupted": 130}.get(self.verdict, 0)
+        codes = {"consistent": 0, "violation": 1, "inconclusive": 3, "interrupted": 130}
+        if self.verdict not in codes:  # never a silent pass: an unknown verdict is not exit 0
+            raise DPAuditError(f"the audit returned the unknown verdict {self.verdict!r}; expected one of "
+                               f"{', '.join(codes)}.")
+        return codes[self.verdict]
 
     def __repr__(self) -> str:
         def f(x: float | None) -> str:
