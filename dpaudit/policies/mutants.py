@@ -180,3 +180,60 @@ class FirstUnnoisedUCB(AdaCUCB):
         if np.any(~first):
             out[~first] = super()._release(runs[~first], arms[~first], sums[~first], start[~first], stop[~first])
         return out
+
+
+# ==================================================================================================
+# Local-DP mutants (issue 10): seed 003's LDP policies (dpaudit.policies.ldp) with one bug each,
+# keeping the correct policy's (eps, delta)-LDP claim.
+#
+# ``mutant-ldp-sqrt2-noise``        Alg. 1 + UCB, Gaussian channel sigma too small by sqrt(2)
+# ``mutant-ldp-half-sensitivity``   Alg. 1 + UCB calibrated with B instead of 2B (the bound on |f|, not
+#                                   the domain's sensitivity): sigma halved
+# ``mutant-ldp-asymmetric-matrix``  Alg. 5 whose matrix noise has an independent lower triangle (the
+#                                   ledger still records the symmetric channel)
+# ``mutant-ldp-peek``               Alg. 1 + UCB whose server also reads user 0's raw reward (the user's
+#                                   message is sent and recorded; the server uses the raw value)
+# ==================================================================================================
+
+from dpaudit.mechanisms import GaussianChannel  # noqa: E402
+from dpaudit.policies.ldp import LDPLinUCB, LDPUCB  # noqa: E402
+
+
+@register("mutant-ldp-sqrt2-noise", family="ldp", mutant=True)
+class LDPSqrt2NoiseUCB(LDPUCB):
+    """Seed 003 Alg. 1 + UCB whose Gaussian channel has sigma = sqrt(2 ln(1.25/delta))/eps * 2B / sqrt(2)."""
+
+    def _make_channel(self):
+        ch = GaussianChannel.seed003(self.epsilon, self.delta, self.reward_range)
+        return GaussianChannel(ch.domain, ch.sigma / math.sqrt(2.0))
+
+
+@register("mutant-ldp-half-sensitivity", family="ldp", mutant=True)
+class LDPHalfSensitivityUCB(LDPUCB):
+    """Seed 003 Alg. 1 + UCB calibrated with B (|f| <= B) instead of the sensitivity 2B: sigma = B sqrt(2 ln(1.25/delta))/eps."""
+
+    def _make_channel(self):
+        lo, hi = self.reward_range
+        B = (hi - lo) / 2
+        return GaussianChannel((lo, hi), B * math.sqrt(2 * math.log(1.25 / self.delta)) / self.epsilon)
+
+
+@register("mutant-ldp-asymmetric-matrix", family="ldp", mutant=True)
+class LDPAsymmetricLinUCB(LDPLinUCB):
+    """Seed 003 Alg. 5 whose matrix noise B_t has an independent lower triangle (not B(j, i) = B(i, j))."""
+
+    _symmetric = False
+
+
+@register("mutant-ldp-peek", family="ldp", mutant=True)
+class LDPPeekUCB(LDPUCB):
+    """Seed 003 Alg. 1 + UCB whose server also peeks at user ``peek_round``'s raw reward and uses it."""
+
+    def __init__(self, n_arms: int = 2, epsilon: float = 1.0, delta: float = 1e-5, peek_round: int = 0) -> None:
+        super().__init__(n_arms, epsilon, delta)
+        self.peek_round = int(peek_round)
+        self._params["peek_round"] = self.peek_round
+
+    def _server_input(self, t, rewards):
+        msg = self._send(t, rewards)  # the user's message is sent (and recorded) as usual
+        return np.array(rewards, dtype=float) if t == self.peek_round else msg
