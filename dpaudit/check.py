@@ -210,6 +210,11 @@ def audit_policy(
     from dpaudit.engine import Engine, one_blas_thread
     from dpaudit.protocols import get_protocol
 
+    if protocol == "local":  # local DP is audited per user (issue 10): dpaudit.check_local
+        from dpaudit.check_local import audit_local
+
+        return audit_local(spec, params, delta=delta, confidence=confidence, runs=runs, horizon=horizon, seed=seed,
+                           workers=workers, executor=executor, progress=progress, command=command)
     t0 = time.perf_counter()
     delta = check_delta(delta)
     confidence = check_confidence(confidence)

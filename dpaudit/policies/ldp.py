@@ -81,6 +81,11 @@ class LDPPolicy(Policy):
         return self._chan.send(z_batch, rng)
 
     @property
+    def local_channel(self) -> Channel | None:
+        """The channel every user sends through (None for a non-private twin)."""
+        return self._chan
+
+    @property
     def domain(self) -> tuple[float, float]:
         return tuple(self._chan.domain) if self._chan is not None else tuple(self.reward_range)
 
