@@ -206,7 +206,7 @@ def ledger_per_user(ledger: Any, delta: float) -> dict[str, Any]:
 
     Gaussian messages: mu = sqrt(sum (sensitivity/sigma)^2) (exact; Balle & Wang 2018 Thm 8 for the
     profile, Dong, Roth & Su 2019 for the composition); one Laplace message: its exact profile;
-    several pure messages (Laplace, randomised response with scale = eps): eps = sum, through the
+    several pure messages (Laplace; randomised response, recorded with scale 1/eps): eps = sum, through the
     randomised-response profile (tight for pure DP); Gaussian with pure: the two parts' epsilons
     at delta/2 each, added (valid, not tight).
     """
@@ -224,7 +224,7 @@ def ledger_per_user(ledger: Any, delta: float) -> dict[str, Any]:
         ratio = rel.sensitivity / scale
         g = rel.noise.kind == "gaussian"
         mu2.append(np.where(g, ratio**2, 0.0))
-        pure.append(np.where(g, 0.0, scale if rel.noise.kind == "randomized_response" else ratio))
+        pure.append(np.where(g, 0.0, ratio))  # Laplace: D/b; randomised response: scale 1/eps, so eps
         n_lap.append(np.full(runs.shape, rel.noise.kind == "laplace", dtype=np.int64))
         count.append(np.ones(runs.shape, dtype=np.int64))
         sens.append(rel.sensitivity)
