@@ -1,0 +1,254 @@
+"""Local DP (issue 10): channels and their ledger, seed 003's LDP policies, the local audit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpaudit.accountants.gaussian import gaussian_epsilon, gaussian_sigma, laplace_epsilon
+from dpaudit.check_local import audit_local, channel_attack, exact_channel_epsilon, ledger_per_user
+from dpaudit.cli import main
+from dpaudit.errors import DPAuditError
+from dpaudit.mechanisms import (GaussianChannel, LaplaceChannel, Ledger, LinearStatsChannel, RandomizedResponse,
+                                symmetric_gaussian)
+from dpaudit.policies import make_policy
+from dpaudit.protocols import PROTOCOLS, FixedActionSet, LocalDP, TableDP, get_protocol
+
+
+# ---- channels ---------------------------------------------------------------------------------------
+
+def test_symmetric_gaussian_is_symmetric_with_iid_upper_triangle():
+    Z = symmetric_gaussian(np.random.default_rng(0), (40000,), 3, 2.0)
+    assert Z.shape == (40000, 3, 3)
+    np.testing.assert_array_equal(Z, np.swapaxes(Z, -1, -2))
+    iu = np.triu_indices(3)
+    up = Z[:, iu[0], iu[1]]  # 6 independent N(0, 4) coordinates
+    assert np.all(np.abs(up.var(axis=0) - 4.0) < 4.0 * 5 * math.sqrt(2 / 40000))
+    corr = np.corrcoef(up.T)
+    assert np.abs(corr - np.eye(6)).max() < 5 / math.sqrt(40000)
+
+
+def test_gaussian_channel_calibrations_and_exact_epsilon():
+    c = GaussianChannel.seed003(1.0, 1e-5)  # sigma = 2B sqrt(2 ln(1.25/delta))/eps with B = 1/2
+    assert math.isclose(c.sigma, math.sqrt(2 * math.log(1.25e5)), rel_tol=1e-12)
+    assert c.sensitivity == 1.0
+    assert math.isclose(c.epsilon(1e-5), gaussian_epsilon(1e-5, c.sigma, 1.0).epsilon, rel_tol=1e-12)
+    assert c.epsilon(1e-5) < 1  # the classical rule is conservative here
+    c0 = GaussianChannel.seed000(0.5, 1e-3, (0.0, 2.0))  # Priv[Delta]: N(v, 4 sigma_a^2 Delta^2), Delta = 1
+    assert math.isclose(c0.sigma, 2 * (2 * math.sqrt(math.log(1250)) / 0.5), rel_tol=1e-12)
+    assert c0.sensitivity == 2.0
+
+
+@pytest.mark.parametrize("make", [
+    lambda: GaussianChannel.seed003(0.5, 1e-6, (-1.0, 3.0)),
+    lambda: LaplaceChannel.for_pure(0.7, (0.0, 2.0)),
+    lambda: RandomizedResponse(1.3),
+])
+def test_every_message_is_in_the_ledger_with_the_domain_sensitivity(make):
+    ch = make()
+    led = Ledger(5)
+    lo, hi = ch.domain
+    z = np.linspace(lo, hi, 5)
+    o = ch.send(z, np.random.default_rng(1), ledger=led, step=7)
+    assert o.shape == (5,) and len(led) == 1
+    rel = led.releases[0]
+    assert rel.step == 7 and rel.sensitivity == hi - lo
+    np.testing.assert_array_equal(rel.fed.rounds, 7)
+    np.testing.assert_array_equal(rel.centre[:, 0], z)
+    np.testing.assert_array_equal(rel.value[:, 0], o)
+    per_user = ledger_per_user(led, 1e-5)
+    assert per_user["users"] == 5 and per_user["max_messages_per_user"] == 1
+    assert math.isclose(per_user["epsilon"], ch.epsilon(1e-5), rel_tol=1e-9)
+
+
+def test_laplace_and_rr_exact_epsilons():
+    assert math.isclose(LaplaceChannel.for_pure(0.7).epsilon(1e-5), laplace_epsilon(1e-5, 0.7).epsilon)
+    rr = RandomizedResponse(1.3)
+    _, _, P = rr.table()
+    e, _ = exact_channel_epsilon(P, 1e-5)
+    assert math.isclose(e, rr.epsilon(1e-5), rel_tol=1e-9)
+    assert math.isclose(exact_channel_epsilon(P, 1e-12)[0], 1.3, rel_tol=1e-6)
+    # a channel with an output only one input can produce: infinite epsilon below that mass
+    assert exact_channel_epsilon(np.array([[0.5, 0.5], [1.0, 0.0]]), 0.1)[0] == math.inf
+
+
+def test_randomized_response_frequencies():
+    rr = RandomizedResponse(1.0)
+    o = rr.send(np.ones(200000), np.random.default_rng(3))
+    p = 1 / (1 + math.exp(-1))
+    assert abs(o.mean() - p) < 5 * math.sqrt(p * (1 - p) / 200000)
+
+
+def test_alg5_channel_message_and_ledger():
+    ch = LinearStatsChannel.seed003(3, 1.0, 1e-5)
+    assert math.isclose(ch.sigma, 6 * math.sqrt(2 * math.log(2.5e5)), rel_tol=1e-12)
+    x = np.array([[0.6, 0.8, 0.0], [0.0, 0.0, 1.0]])
+    z = np.concatenate([x, [[1.5], [-2.0]]], axis=1)
+    led = Ledger(2)
+    m = ch.send(z, np.random.default_rng(0), ledger=led, step=3)
+    V = m[:, :9].reshape(2, 3, 3)
+    np.testing.assert_allclose(V, np.swapaxes(V, 1, 2))
+    assert len(led) == 2 and led.releases[0].sensitivity == math.sqrt(2) and led.releases[1].sensitivity == 4.0
+    np.testing.assert_allclose(led.releases[1].fed.coef, x)  # y x moves by x per unit of y
+    per_user = ledger_per_user(led, 1e-5)
+    assert per_user["max_messages_per_user"] == 2
+    assert math.isclose(per_user["mu"], math.sqrt(2 + 16) / ch.sigma, rel_tol=1e-12)
+
+
+def test_asymmetric_matrix_noise_is_weaker_only_off_the_diagonal():
+    """Why the non-symmetric Alg. 5 mutant is not a positive control (see dpaudit.policies.mutants)."""
+    iu = np.triu_indices(2)
+
+    def sens(x, y, full):
+        D = np.outer(x, x) - np.outer(y, y)
+        return np.linalg.norm(D) if full else np.linalg.norm(D[iu])
+
+    e1, e2 = np.eye(2)
+    a, b = (e1 + e2) / math.sqrt(2), (e1 - e2) / math.sqrt(2)
+    assert math.isclose(sens(e1, e2, False), math.sqrt(2)) and math.isclose(sens(e1, e2, True), math.sqrt(2))
+    assert math.isclose(sens(a, b, False), 1.0) and math.isclose(sens(a, b, True), math.sqrt(2))
+    # worst case over many unit vectors: sqrt(2) for both
+    v = np.random.default_rng(0).standard_normal((400, 2))
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    worst = max(max(sens(p, q, True), sens(p, q, False)) for p in v[:40] for q in v)
+    assert worst <= math.sqrt(2) + 1e-12
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda: GaussianChannel((0.0, 1.0), 1.0).send(np.array([0.5, 1.2]), np.random.default_rng(0)), "outside"),
+    (lambda: RandomizedResponse(1.0).send(np.array([-0.1]), np.random.default_rng(0)), "outside"),
+    (lambda: LinearStatsChannel(2, 1.0).send(np.array([[1.0, 1.0, 0.0]]), np.random.default_rng(0)), "unit ball"),
+    (lambda: GaussianChannel((1.0, 1.0), 1.0), "low < high"),
+    (lambda: GaussianChannel.seed003(1.0, 1.5), "delta"),
+    (lambda: GaussianChannel((0.0, 1.0), 1.0).send(np.array([np.nan]), np.random.default_rng(0)), "NaN"),
+])
+def test_channels_refuse_bad_input(bad, match):
+    with pytest.raises(DPAuditError, match=match):
+        bad()
+
+
+# ---- policies ---------------------------------------------------------------------------------------
+
+def test_local_protocol_registered():
+    assert PROTOCOLS["local"] is LocalDP and isinstance(get_protocol("local"), TableDP)
+
+
+@pytest.mark.parametrize("name", ["ldp-ucb", "ldp-ucb-laplace", "ldp-ucb-rr", "ldp-tsallis-inf"])
+def test_one_point_ldp_policies_learn_and_record_one_message_per_user(name):
+    p = make_policy(name, {"n_arms": "3", "epsilon": "4"})
+    d = np.full((400, 3), 0.0)
+    d[:, 2] = 1.0
+    views = TableDP().run(p, d, 400, np.random.default_rng(0))
+    late = views[:, -100:]
+    assert (late == 2).mean() > 0.6, (late == 2).mean()  # chance is 1/3
+    per_user = ledger_per_user(p.ledger, 1e-5)
+    assert per_user["users"] == 400 * 400 and per_user["max_messages_per_user"] == 1
+
+
+def test_tsallis_weights_solve_the_normalisation():
+    p = make_policy("tsallis-inf", {"n_arms": "4"})
+    p.reset(50, np.random.default_rng(0))
+    p.L = np.random.default_rng(1).normal(0, 20, (50, 4))
+    w = p.weights(99)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, rtol=1e-9)
+    eta = 2 / math.sqrt(100)
+    x = p.L - 2 / (eta * np.sqrt(w))  # w_i = 4 (eta (L_i - x))^-2 with one x per run
+    np.testing.assert_allclose(x, x[:, :1].repeat(4, axis=1), rtol=1e-6, atol=1e-6)
+
+
+def test_ldp_linucb_runs_and_prefers_the_best_arm_without_noise():
+    x = np.random.default_rng(1).standard_normal((5, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    d = np.tile(x @ (0.9 * x[3]), (200, 1))  # arm 3 is best by a clear gap
+    assert int(np.argmax(d[0])) == 3 and np.sort(d[0])[-2] < 0.9 - 0.3
+    twin = FixedActionSet(make_policy("linucb", {"horizon": "200"}), x)
+    v = TableDP().run(twin, d, 50, np.random.default_rng(0))
+    assert (v[:, -50:] == 3).mean() > 0.8
+    priv = FixedActionSet(make_policy("ldp-linucb", {"horizon": "200"}), x)
+    TableDP().run(priv, d, 50, np.random.default_rng(0))
+    per_user = ledger_per_user(priv.ledger, 1e-5)
+    assert per_user["max_messages_per_user"] == 2 and per_user["epsilon"] <= 1.0
+
+
+def test_policies_refuse_rewards_outside_the_domain():
+    p = make_policy("ldp-ucb", {})
+    with pytest.raises(DPAuditError, match="outside"):
+        TableDP().run(p, np.full((5, 2), 1.5), 3, np.random.default_rng(0))
+
+
+# ---- the local audit --------------------------------------------------------------------------------
+
+class _ExactGaussian:
+    """A plug-in channel calibrated exactly: its exact epsilon at DELTA is EPS (the sharpest false-alarm case)."""
+
+    def __init__(self, eps: float, delta: float) -> None:
+        self._c = GaussianChannel((0.0, 1.0), gaussian_sigma(eps, delta))
+        self.domain = (0.0, 1.0)
+
+    def channel(self, z, rng):
+        return self._c.send(z, rng)
+
+
+def test_channel_attack_false_alarms_over_50_seeds():
+    eps, delta = 1.0, 1e-3
+    ch = _ExactGaussian(eps, delta)
+    bounds = [channel_attack(ch, delta=delta, confidence=0.95, n_fresh=40000, n_select=4000,
+                             seed=np.random.SeedSequence(s)).epsilon_lower for s in range(50)]
+    assert sum(b > eps for b in bounds) <= 5  # at most 5% expected; the seeds are fixed
+    assert np.median(bounds) > 0.6 * eps  # and the attack has power
+
+
+def test_channel_attack_on_randomized_response_is_near_exact_and_never_above():
+    rr = make_policy("ldp-ucb-rr", {"epsilon": "1"})
+    bounds = [channel_attack(rr, delta=1e-5, confidence=0.95, n_fresh=100000, n_select=2000,
+                             seed=np.random.SeedSequence(s)).epsilon_lower for s in range(50)]
+    assert sum(b > 1.0 for b in bounds) <= 5
+    assert min(bounds) > 0.9
+
+
+def test_local_audit_false_alarms_over_50_seeds():
+    """The whole local audit (ledger, channel, exact, transcript) on randomised response, whose exact
+    epsilon equals its claim: the tightest correct policy, so the hardest case for false alarms."""
+    verdicts = [audit_local("ldp-ucb-rr", {"epsilon": "1"}, runs=1000, horizon=8, seed=s, central=False)["verdict"]
+                for s in range(50)]
+    assert verdicts.count("violation") <= 5
+
+
+@pytest.mark.parametrize("name, by", [
+    ("mutant-ldp-sqrt2-noise", "ledger"),
+    ("mutant-ldp-half-sensitivity", "ledger"),
+    ("mutant-ldp-peek", "transcript"),
+])
+def test_local_audit_flags_every_ldp_mutant(name, by):
+    out = audit_local(name, {}, runs=5000, horizon=16, seed=0, central=False)
+    assert out["verdict"] == "violation", out["reason"]
+    assert by in out["reason"]
+
+
+def test_half_sensitivity_mutant_is_caught_black_box_too():
+    out = audit_local("mutant-ldp-half-sensitivity", {}, runs=50000, horizon=8, seed=1, central=False)
+    assert out["attacks"][0]["attack"] == "channel" and out["attacks"][0]["epsilon_lower"] > out["epsilon_claimed"]
+
+
+@pytest.mark.parametrize("name", ["ldp-ucb", "ldp-ucb-laplace", "ldp-ucb-rr", "ldp-tsallis-inf"])
+def test_local_audit_consistent_on_correct_policies(name):
+    out = audit_local(name, {}, runs=5000, horizon=16, seed=0, central=False)
+    assert out["verdict"] == "consistent", out["reason"]
+    assert out["ledger"]["epsilon"] <= out["epsilon_claimed"] * (1 + 1e-12)
+
+
+def test_cli_local_consistent_violation_and_refusals(capsys):
+    assert main(["check", "policy", "ldp-ucb-rr", "--protocol", "local", "--runs", "2000", "--horizon", "8",
+                 "--workers", "1"]) == 0
+    assert "CONSISTENT" in capsys.readouterr().out
+    assert main(["check", "policy", "mutant-ldp-peek", "--protocol", "local", "--runs", "2000", "--horizon", "8",
+                 "--workers", "1"]) == 1
+    assert "VIOLATION" in capsys.readouterr().out
+    assert main(["check", "policy", "adac-ucb", "--protocol", "local"]) == 2
+    err = capsys.readouterr().err
+    assert "exposes no channel" in err and err.count("\n") == 1
+    assert main(["check", "policy", "seed001-counterexample", "--protocol", "local"]) == 2
+    assert main(["check", "policy", "ldp-ucb", "--protocol", "local", "--param", "epsilon=-1"]) == 2
+    assert "epsilon must be" in capsys.readouterr().err
