@@ -252,3 +252,14 @@ def test_cli_local_consistent_violation_and_refusals(capsys):
     assert main(["check", "policy", "seed001-counterexample", "--protocol", "local"]) == 2
     assert main(["check", "policy", "ldp-ucb", "--protocol", "local", "--param", "epsilon=-1"]) == 2
     assert "epsilon must be" in capsys.readouterr().err
+
+
+def test_reproduce_ldp_bandits_quick(tmp_path, capsys):
+    assert main(["reproduce", "ldp-bandits", "--quick", "--out", str(tmp_path)]) == 0
+    import json
+
+    out = json.loads((tmp_path / "ldp_bandits.json").read_text())
+    assert (tmp_path / "ldp_bandits.png").stat().st_size > 0
+    final = {(r["policy"], r["epsilon"]): r["mean"][-1] for r in out["rows"]}
+    # local privacy costs regret, less of it as eps grows (seed 003 Thm 11: the factor 1/eps^2)
+    assert final[("ldp-ucb", 1.0)] > final[("ldp-ucb", 4.0)] > final[("ucb-onepoint", None)]
