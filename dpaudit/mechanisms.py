@@ -550,7 +550,7 @@ class LinearStatsChannel(Channel):
         if norms.size and norms.max() > 1 + 1e-9:
             raise DPAuditError(f"a context of norm {norms.max():.6g} lies outside the channel's domain (the unit ball); "
                                "it is refused, not clipped.")
-        super().check_data(z[:, self.d], label)
+        Channel.check_data(self, z[:, self.d], label)
         return z
 
     def send(self, z, rng, *, ledger=None, step=-1, runs=None, label=""):
@@ -584,5 +584,75 @@ class LinearStatsChannel(Channel):
         return f"Alg. 5 channel ({sym} matrix noise) sigma = {self.sigma:.4g}, d = {self.d}, |y| <= {self.y_bound:g}"
 
 
+class GLOCChannel(Channel):
+    """Seed 003 Alg. 3 line 9 (GLOC-LDP, logistic link): user (x, y), ||x|| <= 1, y in [0, 1], given the public
+    estimate theta_hat (||theta_hat|| <= 1), sends x x^T + B_t (symmetric), z x + xi_t with z = x^T theta_hat, and
+    grad l_t(theta_hat) + r_t = (g(x^T theta_hat) - y) x + r_t, g the logistic function.
+
+    Noise: B_t as :func:`symmetric_gaussian` with scale sigma, xi_t ~ N(0, sigma^2 I), r_t ~ N(0, C^2 sigma^2 I)
+    with C = 1 (|g - y| < 1 for the logistic link and y in [0, 1], so the loss is 1-Lipschitz on the unit
+    ball). Sensitivities over the domain, recorded in the ledger: sqrt(2) for the matrix (seed 003 uses 2),
+    2 for z x (|z| <= 1) and 2 for the gradient. Data rows ``[x_1..x_d, y]``; messages
+    ``[vec(x x^T + B) (d*d), z x + xi (d), grad + r (d)]``. Three ledger entries per user.
+    """
+
+    kind = "gaussian"
+
+    def __init__(self, d: int, sigma: float, lipschitz: float = 1.0) -> None:
+        self.d = _check_dim("d", d)
+        self.sigma = check_positive("sigma", sigma)
+        self.C = check_positive("lipschitz", lipschitz)
+        self.domain = (0.0, 1.0)  # of y; x is checked against the unit ball
+        self.sens = (math.sqrt(2.0), 2.0, 2.0)
+        self.sensitivity = math.sqrt(2.0 + 4.0 + 4.0 / self.C**2)  # the joint multiplier is this / sigma
+
+    @classmethod
+    def seed003(cls, d: int, epsilon: float, delta: float) -> "GLOCChannel":
+        """sigma = 6 sqrt(2 ln(3.75/delta))/eps (seed 003 Alg. 3 line 2): each message (eps/3, delta/3)."""
+        epsilon = check_positive("epsilon", epsilon)
+        from dpaudit.errors import check_delta
+
+        delta = check_delta(delta)
+        ch = cls(d, 6 * math.sqrt(2 * math.log(3.75 / delta)) / epsilon)
+        ch.calibration = ("seed003-alg3", epsilon, delta)
+        return ch
+
+    check_data = LinearStatsChannel.check_data
+
+    def send(self, z, rng, *, ledger=None, step=-1, runs=None, label="", theta_hat=None):
+        z = self.check_data(z)
+        n, d = z.shape[0], self.d
+        x, y = z[:, :d], z[:, d]
+        th = np.zeros((n, d)) if theta_hat is None else np.broadcast_to(np.asarray(theta_hat, dtype=float), (n, d))
+        if np.linalg.norm(th, axis=1).max(initial=0.0) > 1 + 1e-9:
+            raise DPAuditError("the public estimate theta_hat must lie in the unit ball (seed 003's W).")
+        xx = x[:, :, None] * x[:, None, :]
+        zt = np.einsum("nd,nd->n", x, th)
+        grad = (1.0 / (1.0 + np.exp(-zt)) - y)[:, None] * x
+        V = xx + symmetric_gaussian(rng, (n,), d, self.sigma)
+        u = zt[:, None] * x + rng.standard_normal((n, d)) * self.sigma
+        gr = grad + rng.standard_normal((n, d)) * (self.C * self.sigma)
+        if ledger is not None and ledger.enabled:
+            iu = np.triu_indices(d)
+            r = np.arange(n) if runs is None else np.asarray(runs)
+            sig = np.full(n, self.sigma)
+            ledger.record(Release((label or "Alg. 3") + ": x x^T + B", int(step), Noise("gaussian", sig), self.sens[0],
+                                  r, xx[:, iu[0], iu[1]], V[:, iu[0], iu[1]], _user_fed(n, step, np.zeros((n, iu[0].size)))))
+            ledger.record(Release((label or "Alg. 3") + ": z x + xi", int(step), Noise("gaussian", sig), self.sens[1],
+                                  r, zt[:, None] * x, u, _user_fed(n, step, np.zeros((n, d)))))
+            ledger.record(Release((label or "Alg. 3") + ": gradient + r", int(step), Noise("gaussian", self.C * sig),
+                                  self.sens[2], r, grad, gr, _user_fed(n, step, -x)))
+        return np.concatenate([V.reshape(n, d * d), u, gr], axis=1)
+
+    def epsilon(self, delta: float) -> float:
+        from dpaudit.accountants.gaussian import gaussian_epsilon
+
+        mu = math.sqrt(self.sens[0] ** 2 + self.sens[1] ** 2 + (self.sens[2] / self.C) ** 2) / self.sigma
+        return gaussian_epsilon(delta, mu=mu).epsilon
+
+    def describe(self) -> str:
+        return f"Alg. 3 channel (logistic GLOC) sigma = {self.sigma:.4g}, d = {self.d}"
+
+
 __all__ += ["symmetric_gaussian", "Channel", "GaussianChannel", "LaplaceChannel", "RandomizedResponse",
-            "LinearStatsChannel"]
+            "LinearStatsChannel", "GLOCChannel"]

@@ -263,3 +263,26 @@ def test_reproduce_ldp_bandits_quick(tmp_path, capsys):
     final = {(r["policy"], r["epsilon"]): r["mean"][-1] for r in out["rows"]}
     # local privacy costs regret, less of it as eps grows (seed 003 Thm 11: the factor 1/eps^2)
     assert final[("ldp-ucb", 1.0)] > final[("ldp-ucb", 4.0)] > final[("ucb-onepoint", None)]
+
+
+def test_alg3_gloc_channel_ledger_and_audit():
+    from dpaudit.mechanisms import GLOCChannel
+
+    ch = GLOCChannel.seed003(3, 1.0, 1e-5)
+    assert math.isclose(ch.sigma, 6 * math.sqrt(2 * math.log(3.75e5)), rel_tol=1e-12)
+    x = np.array([[1.0, 0.0, 0.0], [0.0, 0.6, 0.8]])
+    z = np.concatenate([x, [[1.0], [0.0]]], axis=1)
+    th = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    led = Ledger(2)
+    ch.send(z, np.random.default_rng(0), ledger=led, step=0, theta_hat=th)
+    grad = led.releases[2].centre  # (g(x^T theta_hat) - y) x
+    g = 1 / (1 + np.exp(-np.array([1.0, 0.8])))
+    np.testing.assert_allclose(grad, (g - [1.0, 0.0])[:, None] * x)
+    np.testing.assert_allclose(led.releases[1].centre, np.array([1.0, 0.8])[:, None] * x)
+    per_user = ledger_per_user(led, 1e-5)
+    assert per_user["max_messages_per_user"] == 3
+    assert math.isclose(per_user["mu"], math.sqrt(2 + 4 + 4) / ch.sigma, rel_tol=1e-12)
+    with pytest.raises(DPAuditError, match="unit ball"):
+        ch.send(z, np.random.default_rng(0), theta_hat=2 * th)
+    out = audit_local("ldp-gloc", {}, runs=1000, horizon=8, seed=0, central=False)
+    assert out["verdict"] == "consistent" and out["ledger"]["max_messages_per_user"] == 3

@@ -25,7 +25,8 @@ Policies (``ldp-*``) and their non-private twins (same black box, no channel):
 ``ldp-ucb-rr``               the same with randomised response (eps-LDP baseline)
 ``ldp-tsallis-inf``          Alg. 1 with Tsallis-INF (Zimmert & Seldin 2019) as the black box (Thm 11)
 ``ldp-linucb``               Alg. 5 (App. D): LDP LinUCB, users send x x^T + B_t and y x + xi_t
-``ucb-onepoint``, ``tsallis-inf``, ``linucb``  the non-private twins
+``ldp-gloc``                 Alg. 3 (Sec. 4.2): GLOC-LDP for the logistic bandit, noisy online gradient descent
+``ucb-onepoint``, ``tsallis-inf``, ``linucb``, ``gloc``  the non-private twins
 ============================ ================================================================
 
 Choices the seed leaves open, made here:
@@ -47,6 +48,11 @@ Choices the seed leaves open, made here:
   seed's c_0 = 0 would leave a zero matrix, so c_{max(t, 1)} is used. A negative quadratic form
   (noisy matrix not positive definite) gives bonus 0. The non-private twin uses ridge 1 and the
   OFUL radius 1 + sqrt(2 log T + d log(1 + t/d)) (Abbasi-Yadkori et al. 2011, S = R = 1).
+* Alg. 3: the logistic link g(a) = 1/(1 + e^-a) (the seed's example), rewards y in [0, 1], W the unit
+  ball, zeta = 1/sqrt(T), C = 1 (|g - y| < 1), mu = g'(1) = inf of g' on [-1, 1]; the seed leaves
+  beta_t as O~(sqrt(C sigma sqrt(d t) / mu)): we take beta_t = sqrt(C sigma sqrt(d t) ln(2T/alpha) / mu);
+  Upsilon_t and c_t as in Alg. 5. The black-box audit queries the users' map at the public estimate
+  theta_hat = e_1 (on the boundary of W, where |z| = |x^T theta_hat| can reach 1).
 """
 
 from __future__ import annotations
@@ -58,12 +64,13 @@ import numpy as np
 
 from dpaudit.accountants import ApproxDP, PureDP
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
-from dpaudit.mechanisms import Channel, GaussianChannel, LaplaceChannel, LinearStatsChannel, RandomizedResponse
+from dpaudit.mechanisms import (Channel, GaussianChannel, GLOCChannel, LaplaceChannel, LinearStatsChannel,
+                                RandomizedResponse)
 from dpaudit.policies.base import Policy
 from dpaudit.policies.registry import register
 
 __all__ = ["LDPPolicy", "OnePointUCB", "LDPUCB", "LDPUCBLaplace", "LDPUCBRR", "TsallisINF", "LDPTsallisINF",
-           "LinUCB", "LDPLinUCB"]
+           "LinUCB", "LDPLinUCB", "GLOC", "LDPGLOC"]
 
 
 class LDPPolicy(Policy):
@@ -436,3 +443,82 @@ class LDPLinUCB(LinUCB):
         lnT = math.log(max(self.horizon, 2))
         ups = self._upsilon(t1)
         return 2 * s * math.sqrt(d * lnT) + (math.sqrt(3 * ups) + s * math.sqrt(d * t1 / ups)) * d * lnT
+
+
+# ---- Alg. 3: GLOC-LDP (logistic) -------------------------------------------------------------------
+
+@register("gloc", family="ldp")
+class GLOC(LinUCB):
+    """GLOC (Jun et al. 2017) with online gradient descent, logistic link, non-private: the twin of ``ldp-gloc``.
+
+    Relabels z_t = x_t^T theta_hat_t, ridge regression of z on x for the UCB step, and
+    theta_hat_{t+1} = Pi_W(theta_hat_t - zeta grad l_t(theta_hat_t)) (seed 003 Alg. 3 without noise).
+    """
+
+    reward_range = (0.0, 1.0)
+    non_private_twin = "gloc"
+
+    def domain_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        d = self.dim
+        e1 = np.eye(d)[0]
+        e2 = np.eye(d)[1] if d > 1 else -e1
+        return [(np.r_[e1, 1.0], np.r_[e1, 0.0]), (np.r_[e1, 1.0], np.r_[e2, 0.0])]
+
+    def channel(self, z_batch, rng):
+        if self._chan is None:
+            raise DPAuditError(f"{self.name} is non-private: it has no channel.")
+        e1 = np.eye(self.dim)[0]
+        return self._chan.send(z_batch, rng, theta_hat=e1)  # type: ignore[call-arg]
+
+    def _reset_server(self) -> None:
+        super()._reset_server()
+        self.theta_hat = np.zeros((self.n_runs, self.dim))
+        self.zeta = 1.0 / math.sqrt(self.horizon)
+
+    def _server_input(self, t, rewards):
+        x = self._x
+        if self._chan is None:
+            d = self.dim
+            zt = np.einsum("nd,nd->n", x, self.theta_hat)
+            grad = (1.0 / (1.0 + np.exp(-zt)) - rewards)[:, None] * x
+            xx = (x[:, :, None] * x[:, None, :]).reshape(-1, d * d)
+            return np.concatenate([xx, zt[:, None] * x, grad], axis=1)
+        z = np.concatenate([x, rewards[:, None]], axis=1)
+        return self._chan.send(z, self.rng, ledger=self.ledger, step=t, label=f"{self.name}: user message",  # type: ignore[call-arg]
+                               theta_hat=self.theta_hat)
+
+    def _update(self, t, msg):
+        d = self.dim
+        self.V += msg[:, : d * d].reshape(-1, d, d)
+        self.u += msg[:, d * d: d * d + d]
+        th = self.theta_hat - self.zeta * msg[:, d * d + d:]
+        self.theta_hat = th / np.maximum(1.0, np.linalg.norm(th, axis=1, keepdims=True))
+
+
+@register("ldp-gloc", family="ldp")
+class LDPGLOC(GLOC):
+    """Seed 003 Alg. 3 (GLOC-LDP), logistic link: users send x x^T + B_t, z x + xi_t and grad + r_t, sigma = 6 sqrt(2 ln(3.75/delta))/eps.
+
+    Server: V_t, u_t as in Alg. 5 with z_t = x_t^T theta_hat_t in place of y_t; theta_t = (V_t + c_t I)^-1 u_t;
+    theta_hat_{t+1} = Pi_W(theta_hat_t - zeta (grad + r_t)). Claim: (eps, delta)-LDP (seed 003 Thm 9).
+    """
+
+    non_private_twin = "gloc"
+    mu_link = math.exp(-1.0) / (1.0 + math.exp(-1.0)) ** 2  # g'(1) = inf of the logistic g' on [-1, 1]
+
+    def __init__(self, n_arms: int = 5, dim: int = 3, horizon: int = 1000, epsilon: float = 1.0,
+                 delta: float = 1e-5, alpha: float = 0.05) -> None:
+        super().__init__(n_arms, dim, horizon)
+        self.epsilon, self.delta = _check_eps_delta(epsilon, delta)
+        self.alpha = check_delta(alpha, "alpha")
+        self._chan = GLOCChannel.seed003(self.dim, self.epsilon, self.delta)
+        self.sigma = self._chan.sigma
+        self.claim = ApproxDP(self.epsilon, self.delta)
+        self._params.update(epsilon=self.epsilon, delta=self.delta, alpha=self.alpha)
+
+    _upsilon = LDPLinUCB._upsilon
+    _ridge = LDPLinUCB._ridge
+
+    def _beta(self, t: int) -> float:
+        t1 = max(t, 1)
+        return math.sqrt(self.sigma * math.sqrt(self.dim * t1) * math.log(2 * self.horizon / self.alpha) / self.mu_link)
