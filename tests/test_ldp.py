@@ -286,3 +286,19 @@ def test_alg3_gloc_channel_ledger_and_audit():
         ch.send(z, np.random.default_rng(0), theta_hat=2 * th)
     out = audit_local("ldp-gloc", {}, runs=1000, horizon=8, seed=0, central=False)
     assert out["verdict"] == "consistent" and out["ledger"]["max_messages_per_user"] == 3
+
+
+def test_lilucb_identifies_the_best_arm_and_pays_for_local_privacy():
+    from dpaudit.environments import BernoulliBandit
+    from dpaudit.simulate import simulate
+
+    stops = {}
+    for name, T in (("lilucb", 3000), ("ldp-lilucb", 20000)):
+        p = make_policy(name, {"n_arms": "3", "epsilon": "4"} if name.startswith("ldp") else {"n_arms": "3"})
+        simulate(p, BernoulliBandit((0.9, 0.5, 0.1)), T, 200, 0)
+        assert (p.stopped_at >= 0).all()
+        assert (p.recommendation == 0).mean() >= 0.95  # gamma = 0.05
+        stops[name] = np.median(p.stopped_at)
+    assert stops["ldp-lilucb"] > 3 * stops["lilucb"]  # seed 003 Thm 12: variance proxy 1/4 + sigma^2
+    out = audit_local("ldp-lilucb", {}, runs=1000, horizon=8, seed=0, central=False)
+    assert out["verdict"] == "consistent"

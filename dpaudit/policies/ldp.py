@@ -26,7 +26,8 @@ Policies (``ldp-*``) and their non-private twins (same black box, no channel):
 ``ldp-tsallis-inf``          Alg. 1 with Tsallis-INF (Zimmert & Seldin 2019) as the black box (Thm 11)
 ``ldp-linucb``               Alg. 5 (App. D): LDP LinUCB, users send x x^T + B_t and y x + xi_t
 ``ldp-gloc``                 Alg. 3 (Sec. 4.2): GLOC-LDP for the logistic bandit, noisy online gradient descent
-``ucb-onepoint``, ``tsallis-inf``, ``linucb``, ``gloc``  the non-private twins
+``ldp-lilucb``               Alg. 1 with lil'UCB (Jamieson et al. 2014) for best-arm identification (Thm 12)
+``ucb-onepoint``, ``tsallis-inf``, ``linucb``, ``gloc``, ``lilucb``  the non-private twins
 ============================ ================================================================
 
 Choices the seed leaves open, made here:
@@ -53,6 +54,13 @@ Choices the seed leaves open, made here:
   beta_t as O~(sqrt(C sigma sqrt(d t) / mu)): we take beta_t = sqrt(C sigma sqrt(d t) ln(2T/alpha) / mu);
   Upsilon_t and c_t as in Alg. 5. The black-box audit queries the users' map at the public estimate
   theta_hat = e_1 (on the boundary of W, where |z| = |x^T theta_hat| can reach 1).
+* lil'UCB (Jamieson et al. 2014, Fig. 1): eps = 0.01, beta = 1, lambda = ((2 + beta)/beta)^2 = 9 (their
+  theorem's values), confidence parameter delta = gamma, log log((1 + eps) T_i) read as
+  log log(max((1 + eps) T_i, e)) so that it is defined and >= 0 for the first pulls, sub-Gaussian scale sigma_0^2 = 1/4 + sigma^2
+  (seed 003 Thm 12); after the stopping rule fires the run keeps playing (and its users keep sending)
+  the recommended arm, the most pulled one, since a policy must act at every step; ``recommendation``
+  and ``stopped_at`` hold the outcome. BCO (Cor. 4 and Alg. 2) plays points of a convex body, not one
+  of K arms, so it does not fit dpaudit's K-armed policy contract and is not implemented.
 """
 
 from __future__ import annotations
@@ -70,7 +78,7 @@ from dpaudit.policies.base import Policy
 from dpaudit.policies.registry import register
 
 __all__ = ["LDPPolicy", "OnePointUCB", "LDPUCB", "LDPUCBLaplace", "LDPUCBRR", "TsallisINF", "LDPTsallisINF",
-           "LinUCB", "LDPLinUCB", "GLOC", "LDPGLOC"]
+           "LinUCB", "LDPLinUCB", "GLOC", "LDPGLOC", "LilUCB", "LDPLilUCB"]
 
 
 class LDPPolicy(Policy):
@@ -522,3 +530,69 @@ class LDPGLOC(GLOC):
     def _beta(self, t: int) -> float:
         t1 = max(t, 1)
         return math.sqrt(self.sigma * math.sqrt(self.dim * t1) * math.log(2 * self.horizon / self.alpha) / self.mu_link)
+
+
+# ---- Alg. 1 with lil'UCB: best-arm identification (Thm 12) -------------------------------------------
+
+@register("lilucb", family="ldp")
+class LilUCB(OnePointUCB):
+    """lil'UCB (Jamieson, Malloy, Nowak & Bubeck 2014, Fig. 1), non-private: the twin of ``ldp-lilucb``.
+
+    Pull each arm once, then argmax_i mu_i + (1 + beta)(1 + sqrt(eps)) sqrt(2 s^2 (1 + eps)
+    log(log((1 + eps) T_i)/gamma) / T_i) until some arm has T_i >= 1 + lambda sum_{j != i} T_j; that arm is
+    the recommendation.
+    """
+
+    non_private_twin = "lilucb"
+    lil_eps, lil_beta = 0.01, 1.0
+    lil_lambda = ((2 + lil_beta) / lil_beta) ** 2
+
+    def __init__(self, n_arms: int = 2, gamma: float = 0.05) -> None:
+        super().__init__(n_arms)
+        self.gamma = check_delta(gamma, "gamma")
+        self._params["gamma"] = self.gamma
+
+    def twin_params(self) -> dict[str, Any]:
+        return {"n_arms": self.n_arms, "gamma": self.gamma}
+
+    def _reset_server(self) -> None:
+        super()._reset_server()
+        self.stopped_at = np.full(self.n_runs, -1, dtype=np.int64)
+        self.recommendation = np.full(self.n_runs, -1, dtype=np.int64)
+
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
+        if t < self.n_arms:
+            self._last = np.full(self.n_runs, t, dtype=np.int64)
+            return self._last.copy()
+        e, b = self.lil_eps, self.lil_beta
+        N = self.counts
+        total = N.sum(axis=1, keepdims=True)
+        done = np.any(N >= 1 + self.lil_lambda * (total - N), axis=1) & (self.stopped_at < 0)
+        if done.any():
+            self.stopped_at[done] = t
+            self.recommendation[done] = np.argmax(N[done], axis=1)
+        conf = np.log(np.log(np.maximum((1 + e) * N, math.e)) / self.gamma)
+        bonus = (1 + b) * (1 + math.sqrt(e)) * np.sqrt(2 * self._v * (1 + e) * conf / N)
+        arm = np.argmax(self.sums / N + bonus, axis=1)
+        self._last = np.where(self.stopped_at >= 0, self.recommendation, arm)
+        return self._last.copy()
+
+
+@register("ldp-lilucb", family="ldp")
+class LDPLilUCB(LilUCB):
+    """Seed 003 Alg. 1 with lil'UCB (Thm 12): user t sends r_t + N(0, sigma^2), sigma = 2B sqrt(2 ln(1.25/delta))/eps, B = 1/2.
+
+    Claim: (eps, delta)-LDP (seed 003 Thm 2); sample complexity SA(lil'UCB, 1/4 + sigma^2, gamma) (Thm 12).
+    """
+
+    non_private_twin = "lilucb"
+
+    def __init__(self, n_arms: int = 2, gamma: float = 0.05, epsilon: float = 1.0, delta: float = 1e-5) -> None:
+        super().__init__(n_arms, gamma)
+        self.epsilon, self.delta = _check_eps_delta(epsilon, delta)
+        self._chan = GaussianChannel.seed003(self.epsilon, self.delta, self.reward_range)
+        self.claim = ApproxDP(self.epsilon, self.delta)
+        self._params.update(epsilon=self.epsilon, delta=self.delta)
+
+    def variance_proxy(self) -> float:
+        return 0.25 + self._chan.sigma ** 2  # type: ignore[union-attr]
