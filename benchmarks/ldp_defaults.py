@@ -16,7 +16,7 @@ from pathlib import Path
 from dpaudit.check import audit_policy
 from dpaudit.engine import default_workers
 
-POLICIES = ["ldp-ucb", "ldp-ucb-laplace", "ldp-ucb-rr", "ldp-tsallis-inf", "ldp-linucb", "ldp-gloc"]
+POLICIES = ["ldp-ucb", "ldp-ucb-laplace", "ldp-ucb-rr", "ldp-tsallis-inf", "ldp-lilucb", "ldp-linucb", "ldp-gloc"]
 
 
 def main() -> None:
