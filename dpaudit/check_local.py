@@ -516,3 +516,57 @@ def audit_local(
         "seconds": time.perf_counter() - t_start,
     })
     return out
+
+
+def local_markdown(out: dict[str, Any]) -> str:
+    """The local audit's findings as a Markdown report (every number needed to reproduce it)."""
+    f = (lambda x: "-" if x is None else (f"{x:.4g}" if isinstance(x, (int, float)) else str(x)))
+    lines = [f"# dpaudit check (local DP): {out['policy']}", "",
+             f"**{out['verdict'].upper()}**: {out['reason']}.", "",
+             f"- command: `{out.get('command', '')}`",
+             f"- parameters: {out.get('params')}; K = {out.get('n_arms')}, T = {out.get('horizon')}, seed {out.get('seed')}",
+             f"- claim: {out['claim_method']}: eps = {f(out['epsilon_claimed'])} at delta = {out['delta']:g}",
+             f"- channel: {out.get('channel', 'given by the plug-in')}", "", "## Findings", "",
+             "| part | epsilon | confidence | witness |", "| --- | ---: | ---: | --- |"]
+    led = out.get("ledger") or {}
+    if led.get("epsilon") is not None:
+        lines.append(f"| ledger (exact, per user) | {f(led['epsilon'])} | exact | {led['method']}; {led['messages']} messages |")
+    if out.get("exact"):
+        w = out["exact"]["witness"]
+        lines.append(f"| finite channel (exact) | {f(out['exact']['epsilon'])} | exact | z = {w['z']:g} vs z' = {w['z_prime']:g} |")
+    for a in out["attacks"]:
+        d = a["details"]
+        lines.append(f"| {a['attack']} (lower bound) | {f(a['epsilon_lower'])} | {a['confidence']:.4g} | "
+                     f"{a['witness']['label']}; threshold {a['witness']['threshold']:.4g}, FPR {d['fpr']:.4g}, "
+                     f"FNR {d['fnr']:.4g} on {a['samples']} samples |")
+    c = out.get("central")
+    if c:
+        lines.append(f"| central Table DP (lower bound) | {f(c['epsilon_lower'])} | {out['confidence_per_attack']:.4g} | "
+                     f"{c['verdict']}: {c['reason']} |")
+    for ln in out.get("lints", []):
+        lines += ["", f"Calibration lint: {ln['message']}"]
+    if out.get("notes"):
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in out["notes"]]
+    lines += ["", f"versions: {out.get('versions')}; {out.get('seconds', 0):.1f} s"]
+    return "\n".join(lines) + "\n"
+
+
+def write_local_report(out: dict[str, Any], path: str) -> list[Any]:
+    """Write the Markdown report at ``path`` (.md) and a self-contained HTML page beside it."""
+    import html
+    from pathlib import Path
+
+    p = Path(path)
+    if p.suffix != ".md":
+        raise DPAuditError(f"a report path must end in .md, got {str(p)!r}.")
+    md = local_markdown(out)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(md)
+        h = p.with_suffix(".html")
+        h.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'>"
+                     f"<title>dpaudit check (local): {html.escape(out['policy'])}</title></head><body><pre>"
+                     f"{html.escape(md)}</pre></body></html>")
+    except OSError as exc:
+        raise DPAuditError(f"cannot write the report to {str(p)!r}: {exc.strerror}.") from None
+    return [p, h]

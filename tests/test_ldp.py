@@ -302,3 +302,12 @@ def test_lilucb_identifies_the_best_arm_and_pays_for_local_privacy():
     assert stops["ldp-lilucb"] > 3 * stops["lilucb"]  # seed 003 Thm 12: variance proxy 1/4 + sigma^2
     out = audit_local("ldp-lilucb", {}, runs=1000, horizon=8, seed=0, central=False)
     assert out["verdict"] == "consistent"
+
+
+def test_cli_local_report(tmp_path, capsys):
+    md = tmp_path / "rr.md"
+    assert main(["check", "policy", "ldp-ucb-rr", "--protocol", "local", "--runs", "1000", "--horizon", "8",
+                 "--workers", "1", "--report", str(md)]) == 0
+    text = md.read_text()
+    assert "finite channel (exact)" in text and "CONSISTENT" in text and "--protocol local" in text
+    assert (tmp_path / "rr.html").read_text().startswith("<!DOCTYPE html>")

@@ -270,6 +270,8 @@ def check_named(args: argparse.Namespace) -> int:
     if args.report is not None:
         from dpaudit.report import write_report
 
+        if out.get("protocol") == "local" and out["verdict"] != "interrupted":
+            from dpaudit.check_local import write_local_report as write_report  # noqa: F811  (issue 10)
         paths = write_report(out, args.report)
         out["report"] = [str(p) for p in paths]
     if args.json:
