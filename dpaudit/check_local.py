@@ -483,22 +483,24 @@ def audit_local(
         out["central"] = None
 
     # verdict
-    findings: list[tuple[float, str]] = []
+    # (value, text, relative tolerance): exact figures are compared up to their numerical precision (the
+    # conversions and the bisection solve to ~1e-12 relative), lower bounds strictly
+    findings: list[tuple[float, str, float]] = []
     if ledger and ledger.get("epsilon") is not None:
         findings.append((ledger["epsilon"], f"the ledger's exact per-user epsilon {ledger['epsilon']:.4g} "
-                                            f"({ledger['method']})"))
+                                            f"({ledger['method']})", 1e-9))
     if exact is not None:
-        findings.append((exact["epsilon"], f"the finite channel's exact epsilon {exact['epsilon']:.4g}"))
+        findings.append((exact["epsilon"], f"the finite channel's exact epsilon {exact['epsilon']:.4g}", 1e-9))
     for a in attacks:
-        findings.append((a.epsilon_lower, f"the {a.attack} attack's lower bound eps >= {a.epsilon_lower:.4g}"))
+        findings.append((a.epsilon_lower, f"the {a.attack} attack's lower bound eps >= {a.epsilon_lower:.4g}", 0.0))
     if central_out is not None and central_out.get("epsilon_lower") is not None:
         findings.append((central_out["epsilon_lower"], f"the central Table-DP audit's lower bound eps >= "
-                                                        f"{central_out['epsilon_lower']:.4g}"))
+                                                        f"{central_out['epsilon_lower']:.4g}", 0.0))
     bounds = [a.epsilon_lower for a in attacks] + ([central_out["epsilon_lower"]] if central_out else [])
     best_lower = max(bounds) if bounds else 0.0
-    over = [f for f in findings if f[0] > eps_claim * (1 + 1e-12)]
+    over = [f for f in findings if f[0] > eps_claim * (1 + f[2])]
     if central_out is not None and central_out.get("verdict") == "violation" and not over:
-        over.append((central_out["epsilon_lower"], f"the central Table-DP audit: {central_out['reason']}"))
+        over.append((central_out["epsilon_lower"], f"the central Table-DP audit: {central_out['reason']}", 0.0))
     if over:
         worst = max(over, key=lambda f: f[0])
         verdict = "violation"
