@@ -114,6 +114,13 @@ def test_asymmetric_matrix_noise_is_weaker_only_off_the_diagonal():
     v /= np.linalg.norm(v, axis=1, keepdims=True)
     worst = max(max(sens(p, q, True), sens(p, q, False)) for p in v[:40] for q in v)
     assert worst <= math.sqrt(2) + 1e-12
+    # and a server that assumes symmetry refuses such a message
+    from dpaudit.policies.mutants import LDPAsymmetricLinUCB
+
+    x = np.eye(3)[None].repeat(4, axis=0) * 0.5
+    with pytest.raises(DPAuditError, match="not symmetric"):
+        TableDP().run(FixedActionSet(LDPAsymmetricLinUCB(n_arms=3, horizon=5), x[0]), np.zeros((5, 3)), 4,
+                      np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("bad, match", [

@@ -409,7 +409,11 @@ class LinUCB(LDPPolicy):
 
     def _update(self, t: int, msg: np.ndarray) -> None:
         d = self.dim
-        self.V += msg[:, : d * d].reshape(-1, d, d)
+        M = msg[:, : d * d].reshape(-1, d, d)
+        if not np.array_equal(M, np.swapaxes(M, 1, 2)):
+            raise DPAuditError(f"user {t}'s matrix message x x^T + B_t is not symmetric, but seed 003 Alg. 5 assumes "
+                               "B(j, i) = B(i, j); it is refused.")
+        self.V += M
         self.u += msg[:, d * d:]
 
 

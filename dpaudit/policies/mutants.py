@@ -196,8 +196,9 @@ class FirstUnnoisedUCB(AdaCUCB):
 # sup ||x x^T - x' x'^T||_F = sqrt(2), the same as the symmetric upper triangle's (x = e_1 vs e_2, where
 # only the diagonal moves), and the joint (matrix, vector) sensitivity is 4 for both (x' = x,
 # y' = -y). It leaks more only on pairs whose change is off the diagonal (x = (e_1 + e_2)/sqrt(2) vs
-# (e_1 - e_2)/sqrt(2): mu sqrt(2)/sigma instead of 1/sigma), which stays inside the claim. Measured:
-# `dpaudit check policy` on it is consistent; tests/test_ldp.py checks the per-pair multipliers.
+# (e_1 - e_2)/sqrt(2): mu sqrt(2)/sigma instead of 1/sigma), which stays inside the claim
+# (tests/test_ldp.py checks the multipliers). Its server refuses the non-symmetric matrix message with
+# one sentence (Alg. 5 assumes symmetry), so it cannot run at all.
 # ``mutant-ldp-peek``               Alg. 1 + UCB whose server also reads user 0's raw reward (the user's
 #                                   message is sent and recorded; the server uses the raw value)
 # ==================================================================================================
