@@ -318,3 +318,46 @@ def test_cli_local_report(tmp_path, capsys):
     text = md.read_text()
     assert "finite channel (exact)" in text and "CONSISTENT" in text and "--protocol local" in text
     assert (tmp_path / "rr.html").read_text().startswith("<!DOCTYPE html>")
+
+
+PLUGIN = '''
+import numpy as np
+from dpaudit.accountants import PureDP
+
+
+class RRPlugin:
+    """A plug-in written outside dpaudit: randomised response with its own code, no ledger."""
+
+    def __init__(self, n_arms: int = 2, epsilon: float = 1.0, claimed: float = 1.0):
+        self.n_arms, self.eps = n_arms, epsilon
+        self.claim = PureDP(claimed)
+        self.domain = (0.0, 1.0)
+
+    def channel(self, z, rng):
+        p = 1 / (1 + np.exp(-self.eps))
+        bit = rng.random(z.shape) < z
+        return np.where(rng.random(z.shape) < p, bit, ~bit).astype(float)
+
+    def reset(self, n_runs, rng):
+        self.rng, self.n = rng, n_runs
+        self.s, self.c = np.zeros((n_runs, self.n_arms)), np.ones((n_runs, self.n_arms))
+
+    def act(self, t, arms=None):
+        self.a = np.argmax(self.s / self.c + self.rng.random(self.s.shape) * 1e-9, axis=1) if t >= self.n_arms \\
+            else np.full(self.n, t)
+        return self.a
+
+    def observe(self, t, actions, rewards):
+        self.s[np.arange(self.n), self.a] += self.channel(np.asarray(rewards, float), self.rng)
+        self.c[np.arange(self.n), self.a] += 1
+'''
+
+
+def test_plugin_channel_contract(tmp_path):
+    f = tmp_path / "rr_plugin.py"
+    f.write_text(PLUGIN)
+    ok = audit_local(f"{f}:RRPlugin", {}, runs=2000, horizon=8, seed=0, central=False)
+    assert ok["verdict"] == "consistent" and ok["ledger"] is None
+    assert any("no transcript" in n for n in ok["notes"])
+    bad = audit_local(f"{f}:RRPlugin", {"claimed": "0.5"}, runs=2000, horizon=8, seed=0, central=False)
+    assert bad["verdict"] == "violation" and "channel attack" in bad["reason"]
