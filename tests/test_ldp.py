@@ -361,3 +361,13 @@ def test_plugin_channel_contract(tmp_path):
     assert any("no transcript" in n for n in ok["notes"])
     bad = audit_local(f"{f}:RRPlugin", {"claimed": "0.5"}, runs=2000, horizon=8, seed=0, central=False)
     assert bad["verdict"] == "violation" and "channel attack" in bad["reason"]
+
+
+def test_seed000_calibration_and_its_lint():
+    p = make_policy("ldp-ucb", {"calibration": "seed000", "epsilon": "2"})
+    assert math.isclose(p.local_channel.sigma, 2 * math.sqrt(math.log(1.25e5)) / 2, rel_tol=1e-12)
+    out = audit_local("ldp-ucb", {"calibration": "seed000", "epsilon": "2"}, runs=1000, horizon=8, central=False)
+    assert out["verdict"] == "consistent"
+    assert out["lints"][0]["rule"].startswith("seed 000") and out["lints"][0]["flagged"] and out["lints"][0]["holds"]
+    with pytest.raises(DPAuditError, match="calibration must be"):
+        make_policy("ldp-ucb", {"calibration": "paper"})

@@ -206,19 +206,27 @@ class LDPUCB(OnePointUCB):
 
     Claim: (eps, delta)-LDP (seed 003 Thm 2), hence (eps, delta)-DP of the actions (Thm 1).
     The calibration is the classical one (Dwork & Roth Thm A.1), proven for eps < 1; the audit's
-    calibration lint says whether it still holds above.
+    calibration lint says whether it still holds above. ``calibration="seed000"`` uses seed 000's
+    channel instead (Priv[Delta], sigma_a = 2 sqrt(log(1.25/beta))/alpha with alpha = eps, beta = delta:
+    sqrt(2) more noise), linted by ``lint_seed000_channel``.
     """
 
     non_private_twin = "ucb-onepoint"
 
-    def __init__(self, n_arms: int = 2, epsilon: float = 1.0, delta: float = 1e-5) -> None:
+    def __init__(self, n_arms: int = 2, epsilon: float = 1.0, delta: float = 1e-5, calibration: str = "seed003") -> None:
         super().__init__(n_arms)
         self.epsilon, self.delta = _check_eps_delta(epsilon, delta)
+        if calibration not in ("seed003", "seed000"):
+            raise DPAuditError(f"calibration must be 'seed003' (Alg. 1) or 'seed000' (Def. 'Gaussian channel'), "
+                               f"got {calibration!r}.")
+        self.calibration = calibration
         self._chan = self._make_channel()
         self.claim = ApproxDP(self.epsilon, self.delta)
-        self._params.update(epsilon=self.epsilon, delta=self.delta)
+        self._params.update(epsilon=self.epsilon, delta=self.delta, calibration=calibration)
 
     def _make_channel(self) -> Channel:
+        if self.calibration == "seed000":  # sigma = 2 sigma_a Delta, sigma_a = 2 sqrt(log(1.25/beta))/alpha
+            return GaussianChannel.seed000(self.epsilon, self.delta, self.reward_range)
         return GaussianChannel.seed003(self.epsilon, self.delta, self.reward_range)
 
     def variance_proxy(self) -> float:
