@@ -119,12 +119,13 @@ def _select_threshold(s0: np.ndarray, s1: np.ndarray, n_fresh: int, delta: float
     """Choose the threshold test (threshold, direction) on the selection split.
 
     Each candidate is scored by the bound it would give on ``n_fresh`` fresh samples per side if the
-    fresh error rates equalled one-sigma (84%) Clopper-Pearson upper bounds of the selection's (so
-    a rare tail event, whose estimate is noisiest, is not chosen for luck): what a test *will* certify at the fresh sample size, which favours more
-    extreme thresholds than scoring at the selection size (the same idea as
-    :func:`dpaudit.attacks.bounds.oracle_threshold_bound`). Candidates: a quantile grid of the
-    pooled scores plus the ``n_tail`` smallest and largest (the tails hold the best events when
-    delta is small).
+    fresh error rates equalled one-sigma (84%) Clopper-Pearson upper bounds of the selection's (so a
+    rare tail event, whose estimate is noisiest, is not chosen for luck): what a test *will* certify
+    at the fresh sample size, which favours more extreme thresholds than scoring at the selection
+    size (the idea of :func:`dpaudit.attacks.bounds.oracle_threshold_bound`). Candidates: a quantile
+    grid of the pooled scores plus the ``n_tail`` smallest and largest (the tails hold the best
+    events when delta is small). The choice never touches the fresh samples, so the final bound keeps
+    its confidence whatever is chosen here.
     """
     from dpaudit.attacks.bounds import TestCounts, eps_lower_from_rates
 
@@ -144,8 +145,8 @@ def _select_threshold(s0: np.ndarray, s1: np.ndarray, n_fresh: int, delta: float
         fpr = _cp_up(rej0, n0, 0.16)  # one-sigma upper bounds: the winner's curse of many thresholds
         fnr = _cp_up(n1 - rej1, n1, 0.16)
         a = (1 - confidence) / n_tests / 2
-        b = eps_lower_from_rates(_cp_up(np.round(fpr * n_fresh), n_fresh, a), _cp_up(np.round(fnr * n_fresh), n_fresh, a),
-                                 delta)
+        b = eps_lower_from_rates(_cp_up(np.round(fpr * n_fresh), n_fresh, a),
+                                 _cp_up(np.round(fnr * n_fresh), n_fresh, a), delta)
         i = int(np.argmax(b))
         if b[i] > best[0]:
             best = (float(b[i]), TestCounts("message", float(thr[i]), direction, False))
