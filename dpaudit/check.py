@@ -290,7 +290,7 @@ def audit_policy(
         from dpaudit.check_local import audit_local
 
         return audit_local(spec, params, delta=delta, confidence=confidence, runs=runs, horizon=horizon, seed=seed,
-                           workers=workers, executor=executor, progress=progress, command=command)
+                           workers=workers, executor=executor, progress=progress, command=command, rewards=rewards)
     t0 = time.perf_counter()
     delta = check_delta(delta)
     confidence = check_confidence(confidence)

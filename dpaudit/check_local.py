@@ -189,12 +189,13 @@ def _threshold_attack(sample: Callable[[int, int, np.random.Generator], np.ndarr
 
 
 def channel_attack(policy: Any, *, delta: float, confidence: float, n_fresh: int, n_select: int,
-                   seed: np.random.SeedSequence, chunk: int = LOCAL_DEFAULTS["chunk"]):
-    """Black-box lower bound on the channel's epsilon: z, z' at the domain's extremes, threshold test on o."""
+                   seed: np.random.SeedSequence, chunk: int = LOCAL_DEFAULTS["chunk"],
+                   pair: tuple[float, float] | None = None):
+    """Black-box lower bound on the channel's epsilon: z, z' at the domain's extremes (or ``pair``), threshold test on o."""
     from dpaudit.attacks.result import AuditResult
 
     t0 = time.perf_counter()
-    pairs = _domain_pairs(policy)
+    pairs = _domain_pairs(policy) if pair is None else [(np.array(float(pair[0])), np.array(float(pair[1])))]
     best: dict[str, Any] | None = None
     rows = []
     for (z0, z1), ss in zip(pairs, seed.spawn(len(pairs))):
@@ -320,7 +321,8 @@ def _lints(policy: Any) -> list[dict[str, Any]]:
 
 
 def _transcript_attack(policy_for: Callable[[], Any], horizon: int, *, delta: float,
-                       confidence: float, n_fresh: int, n_select: int, seed: np.random.SeedSequence):
+                       confidence: float, n_fresh: int, n_select: int, seed: np.random.SeedSequence,
+                       pair: tuple[float, float] | None = None, background: str = "mid"):
     """Black-box bound on what the server received from user t, over neighbouring tables differing in t's row."""
     from dpaudit.attacks.neighbours import PairSpec, make_pair
     from dpaudit.attacks.result import AuditResult
@@ -329,26 +331,27 @@ def _transcript_attack(policy_for: Callable[[], Any], horizon: int, *, delta: fl
     t0 = time.perf_counter()
     proto = LocalDP()
     probe = policy_for()
-    lo, hi = (float(x) for x in probe.domain)
+    lo, hi = (float(x) for x in probe.domain) if pair is None else pair
     K = int(probe.n_arms)
     rounds = sorted({j for j in (0, 1, horizon // 2, horizon - 2) if 0 <= j <= horizon - 2})
     rows = []
     for j, ss in zip(rounds, seed.spawn(len(rounds))):
         # the server is causal: what it received from user j depends on rounds 0..j only, so the runs stop
         # at round j + 1 (make_pair's canary round must be below T - 1); exact, and much cheaper for small j
-        pair = make_pair(PairSpec(j, "mid"), proto, K, min(horizon, j + 2), (lo, hi))
+        nb = make_pair(PairSpec(j, background), proto, K, min(horizon, j + 2), (lo, hi))
 
-        def sample(side: int, n: int, rng: np.random.Generator, j: int = j, pair: Any = pair) -> np.ndarray:
+        def sample(side: int, n: int, rng: np.random.Generator, j: int = j, nb: Any = nb) -> np.ndarray:
             pol = policy_for()
             getattr(pol, "wrapped", pol).keep_transcript = True  # past FixedActionSet, which forwards reads only
-            proto.run(pol, pair.d1 if side else pair.d0, n, rng, None, record=False)
+            proto.run(pol, nb.d1 if side else nb.d0, n, rng, None, record=False)
             return pol.transcript()[:, j, :]
 
         res = _threshold_attack(sample, n_select, n_fresh, ss, delta, confidence, len(rounds), max(n_fresh, 1))
         res["round"] = j
         rows.append(res)
     best = max(rows, key=lambda r: r["epsilon_lower"])
-    witness = {"label": f"user {best['round']}'s row all {lo:g} vs all {hi:g} (other rows {(lo + hi) / 2:g})",
+    other = (lo + hi) / 2 if background == "mid" else lo
+    witness = {"label": f"user {best['round']}'s row all {lo:g} vs all {hi:g} (other rows {other:g})",
                "statistic": best["score"], "threshold": best["threshold"], "direction": best["direction"]}
     return AuditResult("transcript", best["epsilon_lower"], delta, confidence, witness,
                        samples=2 * len(rounds) * (n_fresh + n_select + max(1, n_select // 2)),
@@ -369,8 +372,12 @@ def audit_local(
     executor: Any = None,
     progress: Callable[[str], None] | None = None,
     command: str = "",
+    rewards: Any = None,
 ) -> dict[str, Any]:
     """Audit a local-DP claim (module docstring); returns a JSON-ready dict like :func:`dpaudit.check.audit_policy`.
+
+    ``rewards`` (``--rewards``): the only user data the policy accepts; then z, z' are its smallest
+    and largest value, the tables' other rows hold the smallest, and the central audit gets it too.
 
     ``runs`` sets the sample sizes: ``20 runs`` fresh channel messages per side, ``runs / 5`` fresh
     transcript runs per side and per user tried, and ``runs / 5`` fresh runs per side for the central
@@ -378,7 +385,7 @@ def audit_local(
     """
     from dpaudit import __version__
     from dpaudit.attacks.bounds import check_confidence
-    from dpaudit.check import _build_policy, _with_features, audit_policy, claimed_epsilon
+    from dpaudit.check import _alphabet, _build_policy, _with_features, audit_policy, claimed_epsilon
     from dpaudit.attacks.neighbours import PairSpec, make_pair
     from dpaudit.protocols import TableDP
 
@@ -408,6 +415,13 @@ def audit_local(
                      f"audited at delta = {claim.delta:g}.")
         delta = claim.delta
     eps_claim, claim_method = claimed_epsilon(claim, delta)
+    alphabet = None
+    if rewards is not None:
+        if callable(getattr(policy, "domain_pairs", None)):
+            raise DPAuditError("--rewards applies to scalar user data; this policy's users send vectors "
+                               "(domain_pairs()), so it cannot be restricted to a reward alphabet.")
+        lo_d, hi_d = (float(x) for x in policy.domain)
+        alphabet = _alphabet(policy, rewards, (lo_d, hi_d))
     root = np.random.SeedSequence(seed)
     s_ledger, s_channel, s_transcript = root.spawn(3)
     has_transcript = callable(getattr(policy, "transcript", None)) and hasattr(policy, "keep_transcript")
@@ -429,8 +443,10 @@ def audit_local(
     if progress:
         progress("local: ledger")
     ledger = None
+    rng_pair = (alphabet[0], alphabet[-1]) if alphabet else tuple(float(x) for x in lo_hi)
+    background = "low" if alphabet else "mid"  # an alphabet need not contain the middle value
     if hasattr(policy, "ledger"):
-        d = make_pair(PairSpec(0, "mid"), TableDP(), K, T, tuple(float(x) for x in lo_hi)).d0
+        d = make_pair(PairSpec(0, background), TableDP(), K, T, rng_pair).d0
         TableDP().run(policy, d, 200, np.random.default_rng(s_ledger), None, record=True)
         ledger = ledger_per_user(policy.ledger, delta)
         if ledger["messages"] and ledger.get("users", 0) < 200 * T:
@@ -446,7 +462,7 @@ def audit_local(
         progress("local: channel attack")
     n_fresh = LOCAL_DEFAULTS["channel_factor"] * runs
     attacks = [channel_attack(policy, delta=delta, confidence=conf_each, n_fresh=n_fresh,
-                              n_select=max(2000, runs // 2), seed=s_channel)]
+                              n_select=max(2000, runs // 2), seed=s_channel, pair=rng_pair if alphabet else None)]
 
     # 3. exact, finite channels
     exact = None
@@ -467,7 +483,8 @@ def audit_local(
             progress("local: transcript attack")
         n_tr = max(1000, runs // LOCAL_DEFAULTS["transcript_div"])
         attacks.append(_transcript_attack(policy_for, T, delta=delta, confidence=conf_each,
-                                          n_fresh=n_tr, n_select=max(1000, n_tr // 5), seed=s_transcript))
+                                          n_fresh=n_tr, n_select=max(1000, n_tr // 5), seed=s_transcript,
+                                          pair=rng_pair if alphabet else None, background=background))
     else:
         notes.append("the policy keeps no transcript() of what its server received, so only its channel was attacked "
                      "black-box (a server that also reads raw data would show only in the central audit).")
@@ -479,7 +496,7 @@ def audit_local(
             progress("local: central Table-DP audit")
         central_out = audit_policy(spec, params, protocol="table", delta=delta, confidence=conf_each,
                                    runs=max(1000, runs // LOCAL_DEFAULTS["central_div"]), horizon=T, seed=seed,
-                                   workers=workers, executor=executor)
+                                   workers=workers, executor=executor, rewards=rewards)
         out["central"] = {k: central_out.get(k) for k in ("verdict", "reason", "epsilon_claimed", "epsilon_lower",
                                                           "gap", "witness", "attacks", "ledger", "notes", "seconds")}
     else:

@@ -371,3 +371,12 @@ def test_seed000_calibration_and_its_lint():
     assert out["lints"][0]["rule"].startswith("seed 000") and out["lints"][0]["flagged"] and out["lints"][0]["holds"]
     with pytest.raises(DPAuditError, match="calibration must be"):
         make_policy("ldp-ucb", {"calibration": "paper"})
+
+
+def test_local_audit_with_a_reward_alphabet():
+    out = audit_local("ldp-ucb-rr", {}, runs=1000, horizon=8, central=False, rewards=[0, 1])
+    assert out["verdict"] == "consistent" and "other rows 0" in out["attacks"][1]["witness"]["label"]
+    with pytest.raises(DPAuditError, match="reward range|must lie"):
+        audit_local("ldp-ucb-rr", {}, runs=1000, horizon=8, central=False, rewards=[0, 2])
+    with pytest.raises(DPAuditError, match="vectors"):
+        audit_local("ldp-linucb", {}, runs=1000, horizon=8, central=False, rewards=[0, 1])
