@@ -516,7 +516,9 @@ def audit_local(
     if central_out is not None and central_out.get("epsilon_lower") is not None:
         findings.append((central_out["epsilon_lower"], f"the central Table-DP audit's lower bound eps >= "
                                                         f"{central_out['epsilon_lower']:.4g}", 0.0))
-    bounds = [a.epsilon_lower for a in attacks] + ([central_out["epsilon_lower"]] if central_out else [])
+    bounds = [a.epsilon_lower for a in attacks]
+    if central_out is not None and central_out.get("epsilon_lower") is not None:
+        bounds.append(central_out["epsilon_lower"])
     best_lower = max(bounds) if bounds else 0.0
     over = [f for f in findings if f[0] > eps_claim * (1 + f[2])]
     if central_out is not None and central_out.get("verdict") == "violation" and not over:

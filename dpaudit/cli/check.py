@@ -311,7 +311,8 @@ def _print_local(out: dict[str, Any]) -> None:
     c = out.get("central")
     if c:
         low = c.get("epsilon_lower")
-        print(f"central     Table DP: {c['verdict']}, eps >= {low:.4g} ({c['seconds']:.1f} s)")
+        low_text = "no bound" if low is None else f"eps >= {low:.4g}"
+        print(f"central     Table DP: {c['verdict']}, {low_text} ({c['seconds']:.1f} s)")
     for note in out.get("notes", []):
         print(f"note        {note}")
     print(f"verdict     {out['verdict'].upper()}: {out['reason']}.")
