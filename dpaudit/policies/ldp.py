@@ -1,4 +1,4 @@
-"""Locally differentially private bandits: seed 003 (Zheng et al. 2020) Alg. 1 and Alg. 5, and baselines.
+"""Locally differentially private bandits: seed 003 (Zheng et al. 2020) Alg. 1, 3 and 5, and baselines.
 
 Every user privatises her own data through a *channel* (:mod:`dpaudit.mechanisms`, "Local
 channels") before the server sees it; the server (the batched policy) only ever touches the
@@ -18,17 +18,17 @@ Plug-in contract for ``dpaudit check policy NAME --protocol local`` (kept small)
 
 Policies (``ldp-*``) and their non-private twins (same black box, no channel):
 
-============================ ================================================================
-``ldp-ucb``                  Alg. 1 (seed 003 Sec. 3.1) with UCB as the black box; Gaussian
-                             channel sigma = 2B sqrt(2 ln(1.25/delta))/eps, B = 1/2 (Thm 11)
-``ldp-ucb-laplace``          the same with a Laplace channel b = 1/eps (eps-LDP baseline)
-``ldp-ucb-rr``               the same with randomised response (eps-LDP baseline)
-``ldp-tsallis-inf``          Alg. 1 with Tsallis-INF (Zimmert & Seldin 2019) as the black box (Thm 11)
-``ldp-linucb``               Alg. 5 (App. D): LDP LinUCB, users send x x^T + B_t and y x + xi_t
-``ldp-gloc``                 Alg. 3 (Sec. 4.2): GLOC-LDP for the logistic bandit, noisy online gradient descent
-``ldp-lilucb``               Alg. 1 with lil'UCB (Jamieson et al. 2014) for best-arm identification (Thm 12)
-``ucb-onepoint``, ``tsallis-inf``, ``linucb``, ``gloc``, ``lilucb``  the non-private twins
-============================ ================================================================
+==================== =======================================================================
+``ldp-ucb``          Alg. 1 (seed 003 Sec. 3.1) with UCB as the black box; Gaussian channel
+                     sigma = 2B sqrt(2 ln(1.25/delta))/eps, B = 1/2 (Thm 11)
+``ldp-ucb-laplace``  the same with a Laplace channel b = 1/eps (eps-LDP baseline)
+``ldp-ucb-rr``       the same with randomised response (eps-LDP baseline)
+``ldp-tsallis-inf``  Alg. 1 with Tsallis-INF (Zimmert & Seldin 2019) as the black box (Thm 11)
+``ldp-lilucb``       Alg. 1 with lil'UCB (Jamieson et al. 2014), best-arm identification (Thm 12)
+``ldp-linucb``       Alg. 5 (App. D): LDP LinUCB, users send x x^T + B_t and y x + xi_t
+``ldp-gloc``         Alg. 3 (Sec. 4.2): GLOC-LDP, logistic link, noisy online gradient descent
+twins                ``ucb-onepoint``, ``tsallis-inf``, ``lilucb``, ``linucb``, ``gloc``
+==================== =======================================================================
 
 Choices the seed leaves open, made here:
 
@@ -42,22 +42,24 @@ Choices the seed leaves open, made here:
   response the debiased message (o - q)/(p - q) lies in an interval of length 1/(p - q), so
   v = 1/(4 (p - q)^2). Initial pulls: arms 0..K-1 in order; ties to the lowest arm.
 * Tsallis-INF: 1/2-Tsallis entropy, eta_t = 2/sqrt(t) (t = 1, 2, ...), importance-weighted loss
-  estimates, weights by batched Newton steps (at most 30, until |sum w - 1| < 1e-10) on sum_i 4 (eta (L_i - x))^-2 = 1 from
-  x = min L - 2/eta (monotone convergence; convex increasing), sampling by inverse CDF.
+  estimates, weights by batched Newton steps (at most 30, until |sum w - 1| < 1e-10) on
+  sum_i 4 (eta (L_i - x))^-2 = 1 from x = min L - 2/eta (monotone convergence: the left side is
+  convex and increasing in x), sampling by inverse CDF.
 * Alg. 5: x_t is the chosen arm's feature (unit norm), y_t in [-2, 2]; Upsilon_t, c_t, beta_t as
   in App. D with failure probability alpha (default 0.05) and the horizon T as given; at t = 1 the
   seed's c_0 = 0 would leave a zero matrix, so c_{max(t, 1)} is used. A negative quadratic form
-  (noisy matrix not positive definite) gives bonus 0. The non-private twin uses ridge 1 and the
+  (noisy matrix not positive definite) gives bonus 0. A matrix message that is not symmetric is
+  refused (the algorithm assumes B(j, i) = B(i, j)). The non-private twin uses ridge 1 and the
   OFUL radius 1 + sqrt(2 log T + d log(1 + t/d)) (Abbasi-Yadkori et al. 2011, S = R = 1).
 * Alg. 3: the logistic link g(a) = 1/(1 + e^-a) (the seed's example), rewards y in [0, 1], W the unit
   ball, zeta = 1/sqrt(T), C = 1 (|g - y| < 1), mu = g'(1) = inf of g' on [-1, 1]; the seed leaves
-  beta_t as O~(sqrt(C sigma sqrt(d t) / mu)): we take beta_t = sqrt(C sigma sqrt(d t) ln(2T/alpha) / mu);
-  Upsilon_t and c_t as in Alg. 5. The black-box audit queries the users' map at the public estimate
+  beta_t as O~(sqrt(C sigma sqrt(d t) / mu)): we take
+  beta_t = sqrt(C sigma sqrt(d t) ln(2T/alpha) / mu); Upsilon_t and c_t as in Alg. 5. The black-box audit queries the users' map at the public estimate
   theta_hat = e_1 (on the boundary of W, where |z| = |x^T theta_hat| can reach 1).
-* lil'UCB (Jamieson et al. 2014, Fig. 1): eps = 0.01, beta = 1, lambda = ((2 + beta)/beta)^2 = 9 (their
-  theorem's values), confidence parameter delta = gamma, log log((1 + eps) T_i) read as
-  log log(max((1 + eps) T_i, e)) so that it is defined and >= 0 for the first pulls, sub-Gaussian scale sigma_0^2 = 1/4 + sigma^2
-  (seed 003 Thm 12); after the stopping rule fires the run keeps playing (and its users keep sending)
+* lil'UCB (Jamieson et al. 2014, Fig. 1): eps = 0.01, beta = 1, lambda = ((2 + beta)/beta)^2 = 9
+  (their theorem's values), confidence parameter delta = gamma, log log((1 + eps) T_i) read as
+  log log(max((1 + eps) T_i, e)) so that it is defined and >= 0 for the first pulls, sub-Gaussian
+  scale sigma_0^2 = 1/4 + sigma^2 (seed 003 Thm 12); after the stopping rule fires the run keeps playing (and its users keep sending)
   the recommended arm, the most pulled one, since a policy must act at every step; ``recommendation``
   and ``stopped_at`` hold the outcome. BCO (Cor. 4 and Alg. 2) plays points of a convex body, not one
   of K arms, so it does not fit dpaudit's K-armed policy contract and is not implemented.
