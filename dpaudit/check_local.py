@@ -19,15 +19,20 @@ domain. :func:`audit_local` checks it five ways and reports each:
    exact eps(delta) over every ordered pair of inputs, no sampling.
 4. *transcript* (black box on the view): for users t in {0, 1, T/2, T-2}, neighbouring tables
    that differ in user t's row (domain extremes, mid background) are run through the protocol and
-   the message the server received from user t (``transcript()``) is tested as in 2. This is what
-   catches a server that peeks at a raw value: its channel is honest, its transcript is not.
+   the message the server received from user t (``transcript()``) is tested as in 2 (the server is
+   causal, so these runs stop at round t + 1). This is what catches a server that peeks at a raw
+   value: its channel is honest, its transcript is not.
 5. *central* (Table DP, seed 001 Def. 3): LDP implies DP of the action sequence with the same
    (eps, delta) (seed 003 Thm 1), so :func:`dpaudit.check.audit_policy` runs with
    ``protocol="table"`` and the same claim and its findings are reported beside.
 
 Verdict: ``violation`` when the ledger's exact per-user epsilon, an exact finite-channel epsilon,
 or any lower bound at its confidence exceeds the claimed epsilon at delta (the central audit's own
-verdict included); else ``consistent`` with the gap. The error budget 1 - confidence is split
+verdict included); else ``consistent`` with the gap. Unlike the central audit, which reports its
+ledger without judging by it, a ledger above the claim is a violation here: it is exact arithmetic
+on the noise the users' channels recorded, so the claim is provably too low for what was done. The
+threshold tests are chosen on a selection split for the bound they will give at the fresh sample
+size and evaluated on fresh samples only. The error budget 1 - confidence is split
 equally (Bonferroni) between the sampling parts (2, 4, 5); each part corrects internally for the
 pairs it evaluates on fresh samples. Without a channel (``channel`` and ``domain``) the audit is
 refused with that reason.
@@ -44,7 +49,8 @@ import numpy as np
 from dpaudit.accountants import ApproxDP, Guarantee
 from dpaudit.errors import DPAuditError, check_delta, check_int
 
-__all__ = ["audit_local", "channel_attack", "exact_channel_epsilon", "ledger_per_user", "LOCAL_DEFAULTS"]
+__all__ = ["audit_local", "channel_attack", "exact_channel_epsilon", "ledger_per_user", "local_markdown",
+           "write_local_report", "LOCAL_DEFAULTS"]
 
 #: fresh channel samples per side = ``channel_factor`` x runs; transcript runs per side = runs / ``transcript_div``
 LOCAL_DEFAULTS = {"channel_factor": 20, "transcript_div": 5, "central_div": 5, "chunk": 250_000}
