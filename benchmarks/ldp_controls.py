@@ -28,12 +28,13 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=50)
     ap.add_argument("--runs", type=int, default=10000)
     ap.add_argument("--horizon", type=int, default=24)
-    ap.add_argument("--only", default=None)
+    ap.add_argument("--only", default=None, help="comma-separated policy names (default: all)")
+    ap.add_argument("--out", default="ldp_controls", help="output name in benchmarks/ (default ldp_controls)")
     ap.add_argument("--central", action="store_true", help="also run the central Table-DP audit in every audit")
     args = ap.parse_args()
     rows = []
     for name in CORRECT + MUTANTS:
-        if args.only and name != args.only:
+        if args.only and name not in args.only.split(","):
             continue
         verdicts, lowers, why, secs, parts = [], [], {}, [], {}
         for s in range(args.seeds):
@@ -60,10 +61,11 @@ def main() -> None:
                      "flagged_by": why, "exceeded_by": parts, "median_seconds": statistics.median(secs)})
         print(rows[-1], flush=True)
     here = Path(__file__).parent
-    (here / "ldp_controls.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
+    (here / f"{args.out}.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
     lines = ["# Local audit: false alarms and detection", "",
              f"`python benchmarks/ldp_controls.py --seeds {args.seeds} --runs {args.runs} --horizon {args.horizon}"
-             + (" --central" if args.central else "") + "` "
+             + (" --central" if args.central else "") + (f" --only {args.only}" if args.only else "")
+             + (f" --out {args.out}" if args.out != "ldp_controls" else "") + "` "
              "(K = 2, eps = 1, delta = 1e-5, confidence 0.95; " + ("with" if args.central else "without")
              + " the central Table-DP part; 2-core machine shared with other jobs).", "",
              "| policy | claimed eps | ledger per-user eps | violations | median best lower bound | max | "
@@ -73,7 +75,7 @@ def main() -> None:
         by = ", ".join(f"{k} {v}" for k, v in r["exceeded_by"].items()) or "-"
         lines.append(f"| {r['policy']} | {r['claimed']:.4g} | {r['ledger_epsilon']:.4g} | {r['violations']}/{r['seeds']} | "
                      f"{r['median_lower']:.4g} | {r['max_lower']:.4g} | {by} | {r['median_seconds']:.1f} |")
-    (here / "ldp_controls.md").write_text("\n".join(lines) + "\n")
+    (here / f"{args.out}.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
