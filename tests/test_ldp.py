@@ -380,3 +380,14 @@ def test_local_audit_with_a_reward_alphabet():
         audit_local("ldp-ucb-rr", {}, runs=1000, horizon=8, central=False, rewards=[0, 2])
     with pytest.raises(DPAuditError, match="vectors"):
         audit_local("ldp-linucb", {}, runs=1000, horizon=8, central=False, rewards=[0, 1])
+
+
+def test_cli_local_json(capsys):
+    import json
+
+    assert main(["check", "policy", "mutant-ldp-half-sensitivity", "--protocol", "local", "--runs", "1000",
+                 "--horizon", "8", "--workers", "1", "--json"]) == 1
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["protocol"] == "local" and obj["verdict"] == "violation"
+    assert {"verdict", "reason", "epsilon_claimed", "epsilon_lower", "gap", "attacks", "ledger", "notes"} <= set(obj)
+    assert obj["ledger"]["epsilon"] > obj["epsilon_claimed"]
