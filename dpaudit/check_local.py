@@ -379,11 +379,15 @@ def audit_local(
     progress: Callable[[str], None] | None = None,
     command: str = "",
     rewards: Any = None,
+    claim: Any = None,
+    adapter: str | None = None,
 ) -> dict[str, Any]:
     """Audit a local-DP claim (module docstring); returns a JSON-ready dict like :func:`dpaudit.check.audit_policy`.
 
     ``rewards`` (``--rewards``): the only user data the policy accepts; then z, z' are its smallest
     and largest value, the tables' other rows hold the smallest, and the central audit gets it too.
+    ``claim`` and ``adapter`` are :func:`dpaudit.check.audit_policy`'s (a replacement claim; a one-run
+    class run as N copies), passed on to the central audit as well.
 
     ``runs`` sets the sample sizes: ``20 runs`` fresh channel messages per side, ``runs / 5`` fresh
     transcript runs per side and per user tried, and ``runs / 5`` fresh runs per side for the central
@@ -404,7 +408,7 @@ def audit_local(
     notes: list[str] = []
 
     def policy_for() -> Any:
-        return _with_features(_build_policy(spec, dict(params), T), seed)
+        return _with_features(_build_policy(spec, dict(params), T, adapter, claim), seed)
 
     policy = policy_for()
     if not _has_channel(policy):
@@ -412,15 +416,15 @@ def audit_local(
             f"policy {spec!r} exposes no channel, so --protocol local cannot query what a user sends: a local-DP "
             "plug-in must give channel(z_batch, rng) -> messages and its data domain (see the README, 'Local DP')."
         )
-    claim = getattr(policy, "claim", None)
-    if not isinstance(claim, Guarantee):
-        raise DPAuditError(f"policy {spec!r} declares no claim (its `claim` is {claim!r}); a local-DP policy must state "
-                           "a Guarantee from dpaudit.accountants, e.g. ApproxDP(1, 1e-5).")
-    if isinstance(claim, ApproxDP) and claim.delta > delta:
-        notes.append(f"the claim's delta {claim.delta:g} is above --delta {delta:g}, where it promises nothing; "
-                     f"audited at delta = {claim.delta:g}.")
-        delta = claim.delta
-    eps_claim, claim_method = claimed_epsilon(claim, delta)
+    stated = getattr(policy, "claim", None)  # (``claim`` above stays the caller's replacement, if any)
+    if not isinstance(stated, Guarantee):
+        raise DPAuditError(f"policy {spec!r} declares no claim (its `claim` is {stated!r}); a local-DP policy must "
+                           "state a Guarantee from dpaudit.accountants, e.g. ApproxDP(1, 1e-5).")
+    if isinstance(stated, ApproxDP) and stated.delta > delta:
+        notes.append(f"the claim's delta {stated.delta:g} is above --delta {delta:g}, where it promises nothing; "
+                     f"audited at delta = {stated.delta:g}.")
+        delta = stated.delta
+    eps_claim, claim_method = claimed_epsilon(stated, delta)
     alphabet = None
     if rewards is not None:
         if callable(getattr(policy, "domain_pairs", None)):
@@ -438,7 +442,7 @@ def audit_local(
     out: dict[str, Any] = {
         "command": command, "policy": spec, "params": policy.params() if callable(getattr(policy, "params", None)) else params,
         "protocol": "local", "horizon": T, "delta": delta, "confidence": confidence, "seed": seed, "n_arms": K,
-        "claim": claim.describe(), "claim_method": claim_method, "epsilon_claimed": eps_claim,
+        "claim": stated.describe(), "claim_method": claim_method, "epsilon_claimed": eps_claim,
         "confidence_per_attack": conf_each, "notes": notes,
     }
     chan = getattr(policy, "local_channel", None)
@@ -502,7 +506,7 @@ def audit_local(
             progress("local: central Table-DP audit")
         central_out = audit_policy(spec, params, protocol="table", delta=delta, confidence=conf_each,
                                    runs=max(1000, runs // LOCAL_DEFAULTS["central_div"]), horizon=T, seed=seed,
-                                   workers=workers, executor=executor, rewards=rewards)
+                                   workers=workers, executor=executor, rewards=rewards, claim=claim, adapter=adapter)
         out["central"] = {k: central_out.get(k) for k in ("verdict", "reason", "epsilon_claimed", "epsilon_lower",
                                                           "gap", "witness", "attacks", "ledger", "notes", "seconds")}
     else:
