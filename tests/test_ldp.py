@@ -391,3 +391,15 @@ def test_cli_local_json(capsys):
     assert obj["protocol"] == "local" and obj["verdict"] == "violation"
     assert {"verdict", "reason", "epsilon_claimed", "epsilon_lower", "gap", "attacks", "ledger", "notes"} <= set(obj)
     assert obj["ledger"]["epsilon"] > obj["epsilon_claimed"]
+
+
+def test_local_through_the_python_api_and_its_refusals():
+    import dpaudit
+    from dpaudit.check import audit_policy
+
+    a = dpaudit.audit("mutant-ldp-peek", protocol="local", runs=1000, horizon=8, workers=1)
+    assert a.verdict == "violation" and a.exit_status == 1 and a.extra["central"] is not None
+    with pytest.raises(DPAuditError, match="--pair"):
+        audit_policy("ldp-ucb", {}, protocol="local", pair="pair.json")
+    with pytest.raises(DPAuditError, match="not local"):
+        dpaudit.audit("ldp-ucb", protocol="local", horizons=[8, 16])
