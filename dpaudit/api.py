@@ -249,9 +249,9 @@ def audit(
         claim = as_guarantee(claim)  # a DpEvent claim is read exactly
     if horizons is not None:  # checked before the audit, not after it
         horizons = sorted({check_int("each of horizons", T, minimum=2) for T in horizons})
-        if protocol == "interactive":
+        if protocol in ("interactive", "local"):
             raise DPAuditError("horizons (leakage against the horizon) are measured under protocol table or view, "
-                               "not interactive.")
+                               f"not {protocol}.")
     if command is None:
         command = _python_call(policy, params, {"protocol": protocol, "delta": delta, "confidence": confidence,
                                                 "runs": runs, "horizon": horizon, "seed": seed})
