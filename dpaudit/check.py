@@ -393,6 +393,21 @@ def audit_policy(
     from dpaudit.engine import Checkpoint, dask_executor
     from dpaudit.sandbox import file_digest, plugin_digest
 
+    if protocol == "local":  # local DP is audited per user (issue 10): dpaudit.check_local
+        from dpaudit.check_local import audit_local
+
+        if pair is not None:
+            raise DPAuditError("--pair gives a neighbouring pair of reward tables, but --protocol local compares one "
+                               "user's data at its domain's extremes; drop --pair or use --protocol table.")
+        given = [f for f, v in (("--scheduler", scheduler), ("--checkpoint", checkpoint), ("--max-hours", max_hours))
+                 if v is not None]
+        if given:  # never silently ignored (issue 12)
+            raise DPAuditError(f"{', '.join(given)} apply to the table, view and interactive audits, not yet to "
+                               "--protocol local; drop them or use another protocol.")
+        check_int("--seed", seed, minimum=0)
+        return audit_local(spec, params, delta=delta, confidence=confidence, runs=runs, horizon=horizon, seed=seed,
+                           workers=workers, executor=executor, progress=progress, command=command, rewards=rewards,
+                           claim=claim, adapter=adapter)
     t0 = time.perf_counter()
     delta = check_delta(delta)
     confidence = check_confidence(confidence)
