@@ -210,6 +210,14 @@ def audit_policy(
     from dpaudit.engine import Engine, one_blas_thread
     from dpaudit.protocols import get_protocol
 
+    if protocol in ("joint", "shuffle"):  # issue 13: joint and shuffle DP have their own audits
+        from dpaudit.check_joint import audit_joint, audit_shuffle
+
+        if protocol == "joint":
+            return audit_joint(spec, params, delta=delta, confidence=confidence, runs=runs, horizon=horizon,
+                               seed=seed, command=command, progress=progress)
+        return audit_shuffle(spec, params, delta=delta, confidence=confidence, runs=runs, seed=seed,
+                             command=command, progress=progress)
     t0 = time.perf_counter()
     delta = check_delta(delta)
     confidence = check_confidence(confidence)
