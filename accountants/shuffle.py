@@ -15,9 +15,11 @@ so the shuffled output is (eps, delta)-DP whenever P and Q are (eps, delta)-indi
   coordinate ``k = A + D`` in ``0..c+1`` with ``P_c(k) = a b_c(k-1) + (1-a) b_c(k)`` and
   ``Q_c(k) = (1-a) b_c(k-1) + a b_c(k)`` (``a = e^eps0/(e^eps0+1)``, ``b_c`` the Bin(c, 1/2) pmf), and
   ``c`` is the coordinates' sum minus one, so ``delta(eps) = sum_c P(C=c) sum_k (P_c(k) - e^eps Q_c(k))_+``,
-  the larger of both directions. Values of ``c`` whose binomial mass is below ``1e-17`` in total are
+  the larger of both directions. Values of ``c`` outside a Hoeffding range (binomial mass below ``1e-17``) are
   dropped and that mass is added to delta, so the result is an upper bound (never below the truth).
-  The privacy-loss values are sorted once, so every delta(eps) after the first costs a search.
+  For each ``c`` only the ``k`` where Bin(c, 1/2) has mass above 1e-18 are kept (the rest is added to
+  delta too). The privacy-loss values are sorted once (and the last eight profiles cached), so every
+  delta(eps) after the first costs a search.
 * :func:`clones_epsilon` inverts it (bisection to 1e-10, returning the upper end: valid).
 * :func:`clones_epsilon_closed_form` is FMT's Thm 3.1: for ``eps0 <= log(n / (16 log(2/delta)))``,
   ``eps <= log(1 + (e^eps0 - 1)/(e^eps0 + 1) (8 sqrt(e^eps0 log(4/delta)) / sqrt(n) + 8 e^eps0 / n))``;
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy import special, stats
@@ -96,6 +99,11 @@ def _check_n_eps0(n: int, eps0: float) -> tuple[int, float]:
 def clones_profile(n: int, eps0: float) -> ClonesProfile:
     """Enumerate FMT's pair (P, Q) for ``n`` users with ``eps0``-DP randomizers (see the module docstring)."""
     n, eps0 = _check_n_eps0(n, eps0)
+    return _clones_profile(n, eps0)
+
+
+@lru_cache(maxsize=8)
+def _clones_profile(n: int, eps0: float) -> ClonesProfile:
     p = math.exp(-eps0)
     a = math.exp(eps0) / (math.exp(eps0) + 1.0)
     if n == 1:
@@ -103,18 +111,24 @@ def clones_profile(n: int, eps0: float) -> ClonesProfile:
         wc = np.array([1.0])
         tail = 0.0
     else:
-        lo = int(stats.binom.ppf(_TAIL / 2, n - 1, p))
-        hi = int(stats.binom.isf(_TAIL / 2, n - 1, p))
-        lo, hi = max(lo, 0), min(hi, n - 1)
+        # Hoeffding: P(|C - (n-1)p| >= h) <= 2 exp(-2 h^2 / (n-1)) <= _TAIL; the exact dropped mass is added below
+        h = math.sqrt((n - 1) * math.log(2 / _TAIL) / 2)
+        lo, hi = max(int(math.floor((n - 1) * p - h)), 0), min(int(math.ceil((n - 1) * p + h)), n - 1)
         cs = np.arange(lo, hi + 1)
         wc = stats.binom.pmf(cs, n - 1, p)
         tail = max(0.0, 1.0 - float(wc.sum()))
     keep = wc > 0
     cs, wc = cs[keep], wc[keep]
-    # every (c, k) with k in 0..c+1, flattened; log Bin(c, 1/2) pmf by log-gamma (no underflow)
-    sizes = cs + 2
+    # for each c, only k where Bin(c, 1/2) has mass: k in [lo_c, hi_c + 1] covers both b_c(k) and b_c(k-1)
+    # on [lo_c, hi_c]; the mass of b_c outside that range (<= 2e-18 per c) is added to the tail
+    half = np.sqrt(cs * math.log(2 / 1e-18) / 2)  # Hoeffding again, for Bin(c, 1/2)
+    lo_c = np.maximum(np.floor(cs / 2 - half).astype(np.int64), 0)
+    hi_c = np.minimum(np.ceil(cs / 2 + half).astype(np.int64), cs)
+    kept = stats.binom.cdf(hi_c, cs, 0.5) - stats.binom.cdf(lo_c - 1, cs, 0.5)
+    tail = min(1.0, tail + float(np.sum(wc * np.maximum(0.0, 1.0 - kept))))
+    sizes = hi_c - lo_c + 2
     c_rep = np.repeat(cs, sizes)
-    k = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    k = np.repeat(lo_c, sizes) + np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     log_half = c_rep * math.log(0.5)
 
     def log_b(kk: np.ndarray) -> np.ndarray:

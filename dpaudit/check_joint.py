@@ -52,6 +52,7 @@ from dpaudit.errors import DPAuditError, check_delta, check_int
 
 __all__ = ["JOINT_DEFAULTS", "joint_pairs", "audit_joint", "audit_shuffle", "lda_attack"]
 
+#: a joint audit's horizon, and the most fresh runs per side it uses (larger --runs are capped, with a note)
 JOINT_DEFAULTS = {"horizon": 16, "runs": 20000}
 #: a shuffle audit simulates a whole batch per run, so it caps the fresh runs per side and the fitting sizes
 SHUFFLE_CAPS = {"runs": 10000, "fit": 2000}
@@ -225,7 +226,7 @@ def _verdict(out: dict[str, Any], attacks: list[dict[str, Any]], eps_claim: floa
                          f"(best: {best['attack']}, eps >= {best['epsilon_lower']:.4g}; gap {out['gap']:.4g})")
         if best["epsilon_lower"] == 0:
             out["notes"].append("every lower bound is 0: the attacks did not tell the two sides apart on any pair "
-                                "tried, so the audit had no power here (the verdict rests on the ledger and the claim).")
+                                "tried, so the audit had no power on these pairs.")
 
 
 def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float = 1e-5, confidence: float = 0.95,
@@ -261,6 +262,10 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
     n_att = 2 + (1 if has_ledger else 0)
     conf_each = 1 - (1 - confidence) / n_att
     out["confidence_per_attack"] = conf_each
+    if runs > JOINT_DEFAULTS["runs"]:
+        out["notes"].append(f"fresh runs capped at {JOINT_DEFAULTS['runs']} per side (asked {runs}) to keep the audit "
+                            "within two minutes; the bounds hold at their confidence whatever the sample size.")
+        runs = JOINT_DEFAULTS["runs"]
     small = max(500, min(4000, runs // 5))
     pairs = joint_pairs(K, int(dim), T)
 
