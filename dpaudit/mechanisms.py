@@ -394,10 +394,10 @@ class BinaryTreeMechanism:
         """Feed round ``t``'s contribution; return the noisy prefix sum of rounds ``0..t``."""
         if t != self.t + 1 or t >= self.horizon:
             raise DPAuditError(f"{self.label}: rounds must arrive in order 0..{self.horizon - 1}; got {t} after {self.t}.")
-        self.t = t
         xf = self._flat(x)
         if not np.all(np.isfinite(xf)):
             raise DPAuditError(f"{self.label}: round {t}'s contribution contains NaN or inf.")
+        self.t = t
         if self._keep:
             self._hist[:, t] = xf
         self._acc += xf[None]
