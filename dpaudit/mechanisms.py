@@ -345,8 +345,11 @@ class BinaryTreeMechanism:
     Each round lies under at most ``floor(log2 T) + 1`` released nodes (:func:`tree_node_counts`), so
     with L2-sensitivity ``Delta`` per round (for a matrix stream: of the packed triangle, which is at
     most the Frobenius norm) the stream is ``(floor(log2 T) + 1) Delta^2 / (2 sigma^2)``-zCDP per round.
-    Every node is recorded in the ledger with the rounds under it; ``Fed.coef`` holds each round's
-    own contribution (so the centre without that round is ``centre - coef``).
+    Every node is recorded in the ledger with the rounds under it; ``Fed.coef`` holds, as for every
+    release, how each round's contribution moves per unit change of that round's reward (``coef`` of
+    :meth:`add`; zero by default, right for statistics of contexts and actions only such as outer
+    products; ``x_s`` for a stream of ``x_s r_s``), so the gray-box attacks can recompute a node's
+    centre under a neighbouring reward.
     """
 
     def __init__(self, horizon: int, shape: tuple[int, ...] | int, sigma: float, sensitivity: float, *,
@@ -390,16 +393,19 @@ class BinaryTreeMechanism:
         """Fresh N(0, sigma^2) per packed coordinate (mutants override this)."""
         return self.rng.standard_normal((self.n_runs, self.width)) * self.sigma
 
-    def add(self, t: int, x: np.ndarray) -> np.ndarray:
-        """Feed round ``t``'s contribution; return the noisy prefix sum of rounds ``0..t``."""
+    def add(self, t: int, x: np.ndarray, coef: np.ndarray | None = None) -> np.ndarray:
+        """Feed round ``t``'s contribution; return the noisy prefix sum of rounds ``0..t``.
+
+        ``coef`` (same shape as ``x``): the change of ``x`` per unit change of round t's reward (default 0).
+        """
         if t != self.t + 1 or t >= self.horizon:
             raise DPAuditError(f"{self.label}: rounds must arrive in order 0..{self.horizon - 1}; got {t} after {self.t}.")
         xf = self._flat(x)
         if not np.all(np.isfinite(xf)):
             raise DPAuditError(f"{self.label}: round {t}'s contribution contains NaN or inf.")
         self.t = t
-        if self._keep:
-            self._hist[:, t] = xf
+        if self._keep and coef is not None:
+            self._hist[:, t] = self._flat(np.asarray(coef, dtype=float))
         self._acc += xf[None]
         c = t + 1
         for level in range(self.levels):

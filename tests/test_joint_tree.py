@@ -86,9 +86,8 @@ def test_per_round_ledger_accounting_matches_the_closed_form(T):
         run.append(rel.runs[rel.fed.pos])
         rnd.append(rel.fed.rounds)
         ratio.append(np.full(rel.fed.pos.size, rel.sensitivity / sigma))
-        # each node's centre is the sum of the contributions recorded as its rounds' coefficients
-        np.testing.assert_allclose(np.bincount(rel.fed.pos, minlength=n)[:, None] * 0 + rel.centre,
-                                   np.stack([rel.fed.coef[rel.fed.pos == i].sum(axis=0) for i in range(n)]))
+        # outer products do not move with the reward: every coefficient is zero
+        assert not np.any(rel.fed.coef)
     acc = per_round_account(n, T, np.concatenate(run), np.concatenate(rnd), np.ones(sum(map(len, run)), dtype=bool),
                             np.concatenate(ratio))
     g = acc.guarantee()
@@ -128,3 +127,21 @@ def test_tree_bad_input():
         BinaryTreeMechanism(0, (2,), 1.0, 1.0)
     with pytest.raises(DPAuditError):
         BinaryTreeMechanism(4, (2,), -1.0, 1.0)
+
+
+def test_tree_ledger_coefficients_recompute_the_centre_under_a_new_reward():
+    """For a stream of x_s r_s with coef x_s, centre + coef (r' - r) is the node's sum under the new rewards."""
+    rng = np.random.default_rng(6)
+    n, T, d = 3, 8, 2
+    x = rng.standard_normal((n, T, d))
+    r, r2 = rng.random((n, T)), rng.random((n, T))
+    ledger = Ledger(n)
+    tree = BinaryTreeMechanism(T, (d,), 1.0, 1.0)
+    tree.reset(n, rng, ledger)
+    for t in range(T):
+        tree.add(t, x[:, t] * r[:, t, None], coef=x[:, t])
+    for rel in ledger.releases:
+        moved = rel.centre.copy()
+        np.add.at(moved, rel.fed.pos, rel.fed.coef * (r2 - r)[rel.runs[rel.fed.pos], rel.fed.rounds][:, None])
+        lo, hi = rel.fed.rounds.min(), rel.fed.rounds.max() + 1
+        np.testing.assert_allclose(moved, (x * r2[..., None])[:, lo:hi].sum(axis=1), atol=1e-12)

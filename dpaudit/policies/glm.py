@@ -259,7 +259,8 @@ class JointDPGLM(_GLMBase):
                 fed = None
                 if self.record:
                     m = idx.size
-                    fed = Fed(np.repeat(np.arange(m), tau), np.tile(np.arange(tau), m), g.reshape(-1, self.dim))
+                    # d/dr_s of the round's term (mu(x_s^T theta) - r_s) x_s is -x_s (the ledger's coef)
+                    fed = Fed(np.repeat(np.arange(m), tau), np.tile(np.arange(tau), m), -X.reshape(-1, self.dim))
                 G = self._grad_mech.release(G, self.rng, ledger=self.ledger, label=f"PGD gradient (step {k})",
                                             step=t, runs=idx, fed=fed)
             theta = project_ball(theta - eta * (G + self.lam * theta), self.theta_bound)
