@@ -97,12 +97,18 @@ def lda_attack(sample: Callable[[int, int, np.random.SeedSequence], np.ndarray],
     tp = int(np.count_nonzero(test.reject(sample(cand, 1, n_test, f1) @ w)))
     eps = float(eps_lower_from_counts(fp, n_test, n_test - tp, n_test, delta, confidence))
     return {"attack": name, "epsilon_lower": eps, "delta": delta, "confidence": confidence,
-            "witness": {"label": getattr(cand, "label", ""), "pair": _describe(cand), "statistic": "linear discriminant", "threshold": test.threshold,
-                        "direction": test.direction},
+            "witness": {"label": getattr(cand, "label", ""), "pair": _describe(cand), "statistic": "linear discriminant",
+                        "threshold": test.threshold, "reject_when": _reject_when(test)},
             "samples": len(candidates) * 2 * (n_train + n_select) + 2 * n_test,
             "seconds": time.perf_counter() - t0,
             "details": {"false_positives": fp, "false_negatives": n_test - tp, "n_fresh_per_side": n_test,
-                        "fpr": fp / n_test, "fnr": (n_test - tp) / n_test, "selection_bound": bound}}
+                        "fpr": fp / n_test, "fnr": (n_test - tp) / n_test, "selection_bound": bound,
+                        "tests_corrected_for": 1}}
+
+
+def _reject_when(test: Any) -> str:
+    op = (">=" if test.include_ties else ">") if test.direction > 0 else ("<=" if test.include_ties else "<")
+    return f"score {op} threshold"
 
 
 def _describe(cand: Any) -> Any:
@@ -185,6 +191,12 @@ def _chunks(n: int, cells_per_run: int, seed: np.random.SeedSequence) -> list[tu
     size = max(1, _CHUNK_CELLS // max(1, cells_per_run))
     k = max(1, math.ceil(n / size))
     return [(min(size, n - i * size), ss) for i, ss in enumerate(seed.spawn(k)) if n - i * size > 0]
+
+
+def _versions() -> dict[str, str]:
+    from dpaudit.check import _versions as versions
+
+    return versions()
 
 
 def _build(spec: str, params: dict[str, str], horizon: int | None) -> Any:
@@ -320,6 +332,7 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
     out["notes"].append(f"central view a_t..a_T (not promised by joint DP): eps >= {central['epsilon_lower']:.4g} on "
                         f"the pair '{cpairs[0].label}'.")
     _verdict(out, attacks, eps_claim, delta, ledger_eps)
+    out["versions"] = _versions()
     out["seconds"] = time.perf_counter() - t0
     return out
 
@@ -343,11 +356,12 @@ def _view_attack(pairs, views, K, T, seed, delta, confidence, small, runs, name,
     tp = int(np.count_nonzero(test.reject(scorer.scores(views(pair, 1, runs, f1))[test.statistic])))
     eps = float(eps_lower_from_counts(fp, runs, runs - tp, runs, delta, confidence))
     return {"attack": name, "epsilon_lower": eps, "delta": delta, "confidence": confidence,
-            "witness": {"label": pair.label, "pair": pair.describe(), "statistic": test.statistic, "threshold": test.threshold,
-                        "direction": test.direction},
+            "witness": {"label": pair.label, "pair": pair.describe(), "statistic": test.statistic,
+                        "threshold": test.threshold, "reject_when": _reject_when(test)},
             "samples": len(pairs) * 4 * small + 2 * runs, "seconds": time.perf_counter() - t0,
             "details": {"false_positives": fp, "false_negatives": runs - tp, "n_fresh_per_side": runs,
-                        "fpr": fp / runs, "fnr": (runs - tp) / runs, "selection_bound": bound}}
+                        "fpr": fp / runs, "fnr": (runs - tp) / runs, "selection_bound": bound,
+                        "tests_corrected_for": 1}}
 
 
 # ---- shuffle DP --------------------------------------------------------------------------------------
@@ -440,5 +454,6 @@ def audit_shuffle(spec: str, params: dict[str, str] | None = None, *, delta: flo
                             + " + ".join(p.describe() for p in parts)
                             + f" (Feldman-McMillan-Talwar numerical bound; local guarantee {policy.eps0:g}-DP per message).")
     _verdict(out, [att], eps_claim, delta, None)
+    out["versions"] = _versions()
     out["seconds"] = time.perf_counter() - t0
     return out

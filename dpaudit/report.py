@@ -91,9 +91,9 @@ def markdown_report(out: dict[str, Any]) -> str:
     lines.append("")
     for a in out["attacks"]:
         d = a["details"]
-        if a["attack"] == "membership":
+        if a["attack"] == "membership" or "renyi" not in d:  # every threshold-test attack (also issue 13's)
             lines += [
-                "### Membership (black-box)",
+                "### Membership (black-box)" if a["attack"] == "membership" else f"### {a['attack']}",
                 "",
                 f"Test: reject d when `{a['witness'].get('statistic')}` {a['witness'].get('reject_when')} "
                 f"(threshold {_f(a['witness'].get('threshold'))}), chosen on a selection split. On "

@@ -64,11 +64,14 @@ def test_shuffle_glm_is_consistent_and_the_arrival_order_mutant_is_not():
     assert bad["verdict"] == "violation" and bad["epsilon_lower"] > bad["epsilon_claimed"]
 
 
-def test_cli_joint_json_and_exit_codes(capsys):
+def test_cli_joint_json_report_and_exit_codes(capsys, tmp_path):
+    report = tmp_path / "joint.md"
     code = main(["check", "policy", "mutant-tree-no-leaf-noise", "--protocol", "joint", "--param", "n_arms=2",
-                 "--param", "dim=2", "--horizon", "8", "--runs", "1000", "--json"])
+                 "--param", "dim=2", "--horizon", "8", "--runs", "1000", "--json", "--report", str(report)])
     out = json.loads(capsys.readouterr().out)
     assert code == 1 and out["verdict"] == "violation" and out["protocol"] == "joint"
+    text = report.read_text()
+    assert "VIOLATION" in text and "--protocol joint" in text and "### tree-releases" in text
     assert main(["check", "policy", "adac-ucb", "--protocol", "joint", "--runs", "1000"]) == 2
     assert "not a contextual policy" in capsys.readouterr().err
     assert main(["check", "policy", "jdp-glm", "--protocol", "shuffle", "--runs", "1000"]) == 2
