@@ -46,6 +46,7 @@ __all__ = [
     "ViewScorer",
     "MembershipCandidate",
     "fit_select",
+    "fit_select_views",
     "evaluate",
     "membership_attack",
 ]
@@ -250,15 +251,27 @@ def fit_select(
     T = int(np.asarray(pair.d0).shape[0])
     if not 0 <= pair.round < T - 1:
         raise DPAuditError(f"the canary round must lie in 0..T-2 = 0..{T - 2} so that some action can depend on it, got {pair.round}.")
-    scorer = ViewScorer(int(policy.n_arms), T, pair.round)
     v0 = _collect(policy, protocol, pair.d0, n_train, s_tr0, pair.adversary)
     v1 = _collect(policy, protocol, pair.d1, n_train, s_tr1, pair.adversary)
-    scorer.fit(v0, v1)
-    w0 = scorer.scores(_collect(policy, protocol, pair.d0, n_select, s_se0, pair.adversary))
-    w1 = scorer.scores(_collect(policy, protocol, pair.d1, n_select, s_se1, pair.adversary))
-    best = best_threshold_test(w0, w1, delta, confidence, n_final=n_final)
+    w0 = _collect(policy, protocol, pair.d0, n_select, s_se0, pair.adversary)
+    w1 = _collect(policy, protocol, pair.d1, n_select, s_se1, pair.adversary)
+    cand = fit_select_views(int(policy.n_arms), pair, v0, v1, w0, w1, delta=delta, confidence=confidence,
+                            n_final=n_final)
+    cand.seconds = time.perf_counter() - t0
+    return cand
+
+
+def fit_select_views(n_arms: int, pair: Pair, train0: np.ndarray, train1: np.ndarray, select0: np.ndarray,
+                     select1: np.ndarray, *, delta: float, confidence: float, n_final: int = 1) -> MembershipCandidate:
+    """:func:`fit_select` on views already sampled: fit the scores on the training views, choose
+    the test on the (disjoint) selection views."""
+    t0 = time.perf_counter()
+    scorer = ViewScorer(n_arms, int(np.asarray(pair.d0).shape[0]), pair.round)
+    scorer.fit(train0, train1)
+    best = best_threshold_test(scorer.scores(select0), scorer.scores(select1), delta, confidence, n_final=n_final)
     bound, test = best[0]
-    return MembershipCandidate(pair, scorer, test, bound, 2 * (n_train + n_select), time.perf_counter() - t0)
+    n = train0.shape[0] + train1.shape[0] + select0.shape[0] + select1.shape[0]
+    return MembershipCandidate(pair, scorer, test, bound, n, time.perf_counter() - t0)
 
 
 def evaluate(

@@ -10,13 +10,27 @@ App. B-D):
 * background: every other row constant at the low, middle or high reward, so that the canary alone
   decides an argmax (with a low background one high reward makes its arm the leader; with a high
   background one low reward makes it the loser);
+* threshold backgrounds (:func:`threshold_pairs`): per-arm means (arm 0 at m + g/2, the others at
+  m - g/2) with the gap g found by a zooming grid search (a bisection that evaluates 32 gaps per
+  step, all in one batch of runs) for the place where the policy's decision flips, so that an
+  elimination or commit test sits within one canary of its threshold; policies that act only when
+  a noisy statistic crosses a threshold show nothing on constant backgrounds;
 * under Interactive DP, adversaries: the identity (q_t = o_t), constant query sequences (always arm
   0; round robin), and reactive ones that follow the outputs but pin the canary round's query to a
   chosen arm, or echo the previous output.
 
+and, for a policy without a ledger, the horizon (:func:`discover_horizon`): the first round at which
+the views depend on the input at all, found by running two extreme backgrounds side by side and
+doubling the horizon up to a stated cap.
+
+With a reward alphabet (a policy that accepts only, say, {0, 1}), a background mean between two
+letters is realised by a fixed table of those letters (:func:`background_table`), nested in the
+mean so that raising one arm's mean flips one entry at a time.
+
 Ranking uses small samples (the membership attack's selection bound; the mean privacy loss from the
-ledger for the likelihood attack); only the best pair of each attack is then evaluated on fresh
-samples, so the final bounds need no correction for the number of pairs ranked.
+ledger for the likelihood attack); the threshold search and the horizon discovery use their own
+pilot runs; only the best pair of each attack is then evaluated on fresh samples, so the final
+bounds need no correction for the number of pairs ranked or searched.
 """
 
 from __future__ import annotations
@@ -30,10 +44,19 @@ import numpy as np
 
 from dpaudit.errors import DPAuditError
 from dpaudit.engine import SERIAL, Engine
-from dpaudit.protocols import Adversary, ConstantAdversary, IdentityAdversary, InteractiveDP, Protocol, ViewDP
+from dpaudit.policies.base import check_actions
+from dpaudit.protocols import (
+    Adversary,
+    ConstantAdversary,
+    IdentityAdversary,
+    InteractiveDP,
+    Protocol,
+    ViewDP,
+    offers_blocks,
+)
 
 from .likelihood import likelihood_attack, privacy_losses
-from .membership import Pair, evaluate, fit_select
+from .membership import Pair, evaluate, fit_select, fit_select_views
 from .result import AuditResult
 
 __all__ = [
@@ -41,7 +64,12 @@ __all__ = [
     "EchoAdversary",
     "PairSpec",
     "make_pair",
+    "background_table",
     "candidate_pairs",
+    "run_tables",
+    "HorizonChoice",
+    "discover_horizon",
+    "threshold_pairs",
     "SearchResult",
     "search",
     "leakage_vs_horizon",
@@ -78,12 +106,14 @@ class PairSpec:
     """How a pair is built, so it can be rebuilt at another horizon (leakage against T)."""
 
     round: int
-    background: str  # "low", "mid", "high"
+    background: str  # "low", "mid", "high", or "means" (per-arm means in ``means``)
     adversary: str = "none"  # "none", "identity", "constant-0", "round-robin", "pin-<arm>", "echo"
+    means: tuple[float, ...] | None = None
 
     def label(self) -> str:
         adv = "" if self.adversary == "none" else f", adversary {self.adversary}"
-        return f"canary round {self.round}, background {self.background}{adv}"
+        bg = self.background if self.means is None else "arm means (" + ", ".join(f"{m:.6g}" for m in self.means) + ")"
+        return f"canary round {self.round}, background {bg}{adv}"
 
 
 def _adversary(name: str, j: int, K: int, T: int) -> Adversary | None:
@@ -102,19 +132,50 @@ def _adversary(name: str, j: int, K: int, T: int) -> Adversary | None:
     raise DPAuditError(f"unknown adversary {name!r}.")
 
 
+def background_table(means: Sequence[float], horizon: int, reward_range: tuple[float, float],
+                     alphabet: Sequence[float] | None = None) -> np.ndarray:
+    """A (T, K) table whose arm a has mean ``means[a]``: constant without an alphabet; with one, the
+    alphabet's extremes lo and hi in a fixed pattern (entry (t, a) is hi when u[t, a] < (mu_a - lo) /
+    (hi - lo) for fixed uniforms u), so tables are nested in the means: raising a mean only turns lo
+    entries into hi ones, one at a time, which keeps a search over means monotone."""
+    mu = np.asarray(means, dtype=float)
+    if alphabet is None:
+        return np.broadcast_to(mu, (horizon, mu.size)).copy()
+    lo, hi = float(min(alphabet)), float(max(alphabet))
+    p = np.clip((mu - lo) / (hi - lo), 0.0, 1.0)
+    u = np.random.default_rng([0xBAC6, horizon, mu.size]).random((horizon, mu.size))
+    return np.where(u < p, hi, lo)
+
+
+def _range_of(reward_range: tuple[float, float], alphabet: Sequence[float] | None) -> tuple[float, float]:
+    if alphabet is not None:
+        return float(min(alphabet)), float(max(alphabet))
+    return reward_range
+
+
 def make_pair(spec: PairSpec, protocol: Protocol, n_arms: int, horizon: int,
-              reward_range: tuple[float, float] = (0.0, 1.0)) -> Pair:
+              reward_range: tuple[float, float] = (0.0, 1.0), alphabet: Sequence[float] | None = None) -> Pair:
     """Build the neighbouring inputs for ``spec``: the canary row/entry goes from low to high
-    (from high to low on a high background)."""
-    lo, hi = reward_range
+    (from high to low on a high background). With a reward ``alphabet`` every entry is a letter of it."""
+    lo, hi = _range_of(reward_range, alphabet)
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise DPAuditError(f"the reward range must be finite with low < high, got {reward_range!r}.")
     if not 0 <= spec.round < horizon - 1:
         raise DPAuditError(f"canary round {spec.round} must lie in 0..T-2 = 0..{horizon - 2}.")
-    level = {"low": lo, "mid": 0.5 * (lo + hi), "high": hi}[spec.background]
     a, b = (hi, lo) if spec.background == "high" else (lo, hi)
-    shape = (horizon,) if isinstance(protocol, ViewDP) else (horizon, n_arms)
-    d0 = np.full(shape, level, dtype=float)
+    view = isinstance(protocol, ViewDP)
+    if spec.means is not None:
+        if view:
+            raise DPAuditError("per-arm background means apply to reward tables (Table or Interactive DP), not to "
+                               "View DP's reward list.")
+        d0 = background_table(spec.means, horizon, (lo, hi), alphabet)
+    else:
+        level = {"low": lo, "mid": 0.5 * (lo + hi), "high": hi}[spec.background]
+        if alphabet is not None and level not in set(map(float, alphabet)):
+            d0 = background_table([level] * (1 if view else n_arms), horizon, (lo, hi), alphabet)
+            d0 = d0[:, 0] if view else d0
+        else:
+            d0 = np.full((horizon,) if view else (horizon, n_arms), level, dtype=float)
     d1 = d0.copy()
     d0[spec.round] = a
     d1[spec.round] = b
@@ -144,6 +205,159 @@ def candidate_pairs(protocol: Protocol, n_arms: int, horizon: int, *,
     return specs
 
 
+# ---- pilot runs on many inputs at once: horizon discovery and the threshold search --------------
+
+#: (run x round) cells one pilot batch may use; the horizon cap and pilot sizes follow from it
+PILOT_CELLS = 30_000_000
+#: the longest horizon :func:`discover_horizon` tries (it also stops earlier when the pilot no longer fits)
+HORIZON_CAP = 100_000
+
+
+def run_tables(policy: Any, protocol: Protocol, tables: np.ndarray, n_per: int,
+               rng: np.random.Generator) -> np.ndarray:
+    """Views of ``n_per`` runs on each of several inputs, as one batch: (m, n_per, T).
+
+    ``tables`` is (m, T, K) for Table DP or (m, T) for View DP; run i plays input i // n_per. Step by
+    step, with the policy's own checks on every reward it observes (pilot runs only: the audit's
+    counted samples come from :meth:`Protocol.run`).
+    """
+    tables = np.asarray(tables, dtype=float)
+    m, T = tables.shape[:2]
+    n_arms = int(policy.n_arms)
+    n = m * n_per
+    which = np.repeat(np.arange(m), n_per)
+    try:
+        policy.reset(n, rng, record=False)
+    except TypeError:
+        policy.reset(n, rng)
+    who = getattr(policy, "name", "") or type(policy).__name__
+    views = np.empty((n, T), dtype=np.int64)
+    view = isinstance(protocol, ViewDP)
+    for t in range(T):
+        a = check_actions(policy.act(t, None), n, n_arms, who, t)
+        views[:, t] = a
+        policy.observe(t, a, tables[which, t] if view else tables[which, t, a])
+    return views.reshape(m, n_per, T)
+
+
+def _first_difference(v0: np.ndarray, v1: np.ndarray, n_arms: int, z: float = 6.0) -> int | None:
+    """The first round at which the two samples' cumulative plays of some arm differ beyond noise
+    (|mean difference| > z standard errors, or any difference where both sides are constant)."""
+    n = v0.shape[0]
+    first = None
+    for a in range(n_arms):
+        c0 = np.cumsum(v0 == a, axis=1, dtype=np.float64)
+        c1 = np.cumsum(v1 == a, axis=1, dtype=np.float64)
+        diff = np.abs(c0.mean(axis=0) - c1.mean(axis=0))
+        se = np.sqrt((c0.var(axis=0) + c1.var(axis=0)) / n)
+        hit = np.flatnonzero((diff > z * se) & (diff > 0.5 / n))
+        if hit.size and (first is None or hit[0] < first):
+            first = int(hit[0])
+    return first
+
+
+@dataclass(frozen=True)
+class HorizonChoice:
+    """What :func:`discover_horizon` found: the horizon, the first data-dependent round (None: none
+    seen up to ``tried``), and why, in one sentence."""
+
+    horizon: int
+    first_dependent_round: int | None
+    tried: int
+    reason: str
+
+
+def discover_horizon(policy_for: Callable[[int], Any], protocol: Protocol, seed: np.random.SeedSequence,
+                     reward_range: tuple[float, float], alphabet: Sequence[float] | None = None, *,
+                     start: int = 48, tail: int = 48, cap: int = HORIZON_CAP,
+                     cells: int = PILOT_CELLS) -> HorizonChoice:
+    """The horizon for a policy without a ledger: run both extreme backgrounds (arm 0 best and the
+    others worst, and the reverse) side by side, doubling T from ``start`` until the views depend on
+    the input at some round t (the first data-dependent decision), then audit ``tail`` rounds past
+    it. Stops at ``cap`` rounds, or earlier where 2 x 16 pilot runs no longer fit in ``cells``.
+    """
+    lo, hi = _range_of(reward_range, alphabet)
+    T = start
+    tried = 0
+    view = isinstance(protocol, ViewDP)
+    rng = np.random.default_rng(seed)
+    while True:
+        n_per = min(200, cells // (2 * T))
+        if n_per < 16 or T > cap:
+            break
+        policy = policy_for(T)
+        K = int(policy.n_arms)
+        if view:
+            tables = np.stack([np.full(T, hi), np.full(T, lo)])
+        else:
+            tables = np.stack([background_table([hi] + [lo] * (K - 1), T, (lo, hi), alphabet),
+                               background_table([lo] + [hi] * (K - 1), T, (lo, hi), alphabet)])
+        v = run_tables(policy, protocol, tables, n_per, rng)
+        tried = T
+        first = _first_difference(v[0], v[1], K)
+        if first is not None:
+            if first < start:
+                return HorizonChoice(start, first, tried, "default")
+            horizon = first + 1 + tail
+            return HorizonChoice(horizon, first, tried, (
+                f"the views first depend on the input at round {first} (two extreme backgrounds, {n_per} pilot runs "
+                f"each), so the audit runs {tail} rounds past it"))
+        T *= 2
+    limit = "the cap" if tried * 2 > cap else "the pilot budget"
+    return HorizonChoice(start, None, tried, (
+        f"no action depended on the input within {tried} rounds (two extreme backgrounds; {limit} stops the "
+        f"search there), so no horizon up to {tried} shows a decision"))
+
+
+def threshold_pairs(policy: Any, protocol: Protocol, horizon: int, seed: np.random.SeedSequence,
+                    reward_range: tuple[float, float], alphabet: Sequence[float] | None = None, *,
+                    rounds: Sequence[int] = (0, 1), grid: int = 32, levels: int = 4,
+                    cells: int = PILOT_CELLS) -> tuple[list[PairSpec], dict[str, Any]]:
+    """Backgrounds that put the policy's decision at its threshold, as candidate pairs.
+
+    Family: arm 0's mean m + g/2, every other arm's m - g/2 (m the middle of the range), gap g in
+    [0, hi - lo]. Each step runs ``grid`` gaps at once (one batch) and keeps the interval between
+    the two adjacent gaps whose mean share of arm-0 plays differs most, the place where a decision
+    flips; ``levels`` steps narrow it by a factor ``grid - 1`` each (a bisection that looks at 32
+    points per step). The two gaps bracketing the flip, with a canary at each round of ``rounds``,
+    are returned, with a summary of the search. Only Table and Interactive DP inputs have arms.
+    """
+    if isinstance(protocol, ViewDP):
+        return [], {"skipped": "View DP inputs have no per-arm means"}
+    lo, hi = _range_of(reward_range, alphabet)
+    K = int(policy.n_arms)
+    n_per = int(min(32, cells // max(1, grid * horizon)))
+    if n_per < 4:
+        return [], {"skipped": f"T = {horizon} is too long for the pilot budget"}
+    mid, span = 0.5 * (lo + hi), hi - lo
+    rng = np.random.default_rng(seed)
+    a, b = 0.0, span
+    best_jump = 0.0
+    for _ in range(levels):
+        gaps = np.linspace(a, b, grid)
+        tables = np.stack([background_table([mid + g / 2] + [mid - g / 2] * (K - 1), horizon, (lo, hi), alphabet)
+                           for g in gaps])
+        v = run_tables(policy, protocol, tables, n_per, rng)
+        share = (v == 0).mean(axis=(1, 2))
+        jumps = np.abs(np.diff(share))
+        i = int(np.argmax(jumps))
+        if jumps[i] == 0:
+            break
+        best_jump = float(jumps[i])
+        a, b = float(gaps[i]), float(gaps[i + 1])
+    info = {"gap_interval": [a, b], "share_jump": best_jump, "runs_per_gap": n_per, "levels": levels}
+    if best_jump == 0:
+        return [], {**info, "skipped": "no gap changed the policy's actions"}
+    specs = []
+    for j in rounds:
+        if not 0 <= j < horizon - 1:
+            continue
+        for g in (a, b):
+            means = tuple(float(x) for x in [mid + g / 2] + [mid - g / 2] * (K - 1))
+            specs.append(PairSpec(int(j), "means", "none", means))
+    return specs, info
+
+
 @dataclass
 class SearchResult:
     """The final (fresh-sample) results of each attack at its best pair, and the ranking."""
@@ -161,11 +375,11 @@ def _has_ledger(policy: Any) -> bool:
 
 def _rank(policy: Any, protocol: Protocol, spec: PairSpec, seed: np.random.SeedSequence, horizon: int,
           rr: tuple[float, float], delta: float, confidence: float, n_train: int, n_select: int,
-          n_screen: int | None) -> tuple[Any, dict[str, Any], np.ndarray | None]:
+          n_screen: int | None, alphabet: Sequence[float] | None = None) -> tuple[Any, dict[str, Any], np.ndarray | None]:
     """Rank one candidate pair (a task of :func:`search`): its fitted membership test and, with
     ``n_screen``, the privacy losses of ``n_screen`` runs (None if the policy keeps no ledger)."""
     K = int(policy.n_arms)
-    pair = make_pair(spec, protocol, K, horizon, rr)
+    pair = make_pair(spec, protocol, K, horizon, rr, alphabet)
     s_m, s_l = seed.spawn(2)
     cand = fit_select(policy, protocol, pair, s_m, delta=delta, confidence=confidence,
                       n_train=n_train, n_select=n_select)
@@ -180,6 +394,38 @@ def _rank(policy: Any, protocol: Protocol, spec: PairSpec, seed: np.random.SeedS
         else:
             row["likelihood_mean_loss"] = float(np.mean(loss))
     return cand, row, loss
+
+
+#: cells (runs x rounds) of one batched ranking task: a group of candidate pairs sampled together
+RANK_CELLS = 20_000_000
+
+
+def _rank_group(policy: Any, protocol: Protocol, specs: Sequence[PairSpec], seed: np.random.SeedSequence,
+                horizon: int, rr: tuple[float, float], delta: float, confidence: float, n_train: int,
+                n_select: int, alphabet: Sequence[float] | None = None) -> list[tuple[Any, dict[str, Any], None]]:
+    """Rank a group of candidate pairs from one batch of runs (a task of :func:`search` for policies
+    that run step by step without a ledger: one numpy step serves every pair, instead of a Python
+    loop over rounds per pair and split)."""
+    K = int(policy.n_arms)
+    pairs = [make_pair(spec, protocol, K, horizon, rr, alphabet) for spec in specs]
+    tables = np.stack([d for p in pairs for d in (p.d0, p.d1)])
+    n = n_train + n_select
+    views = run_tables(policy, protocol, tables, n, np.random.default_rng(seed))
+    out = []
+    for i, (spec, pair) in enumerate(zip(specs, pairs)):
+        v0, v1 = views[2 * i], views[2 * i + 1]
+        cand = fit_select_views(K, pair, v0[:n_train], v1[:n_train], v0[n_train:], v1[n_train:], delta=delta,
+                                confidence=confidence)
+        out.append((cand, {"pair": spec.label(), "membership_selection_bound": cand.selection_bound,
+                           "statistic": cand.test.statistic}, None))
+    return out
+
+
+def _groups(n_specs: int, cells_per_pair: int) -> list[range]:
+    """Candidate pairs in groups of at most ``RANK_CELLS`` cells (depends on the sizes only, so the
+    findings do not depend on who runs the groups)."""
+    size = max(1, RANK_CELLS // max(1, cells_per_pair))
+    return [range(i, min(i + size, n_specs)) for i in range(0, n_specs, size)]
 
 
 def search(
@@ -202,6 +448,7 @@ def search(
     progress: Callable[[str], None] | None = None,
     engine: Engine = SERIAL,
     finished: dict[str, Any] | None = None,
+    alphabet: Sequence[float] | None = None,
 ) -> SearchResult:
     """Rank every candidate pair on small samples, then evaluate each attack's best pair afresh.
 
@@ -222,7 +469,7 @@ def search(
     finished["ranking"] = []
     t0 = time.perf_counter()
     tasks = [(policy, protocol, spec, ss, horizon, rr, delta, confidence_membership, n_train, n_select,
-              n_screen if use_lik else None) for spec, ss in zip(specs, rank_seeds)]
+              n_screen if use_lik else None, alphabet) for spec, ss in zip(specs, rank_seeds)]
 
     def ranked(i: int, result: tuple[Any, dict[str, Any], Any]) -> None:
         finished["ranking"].append(result[1])
@@ -230,7 +477,20 @@ def search(
             progress(f"search: {len(finished['ranking'])}/{len(specs)} candidate pairs ranked "
                      f"({time.perf_counter() - t0:.0f} s)")
 
-    results = engine.map(_rank, tasks, on_result=ranked)
+    batched = (not use_lik and not isinstance(protocol, InteractiveDP) and not offers_blocks(policy)
+               and all(spec.adversary == "none" for spec in specs))
+    if batched:
+        groups = _groups(len(specs), 2 * (n_train + n_select) * horizon)
+        group_tasks = [(policy, protocol, [specs[i] for i in g], ss, horizon, rr, delta, confidence_membership,
+                        n_train, n_select, alphabet) for g, ss in zip(groups, s_rank.spawn(len(groups)))]
+
+        def ranked_group(i: int, result: list[Any]) -> None:
+            for r in result:
+                ranked(i, r)
+
+        results = [r for group in engine.map(_rank_group, group_tasks, on_result=ranked_group) for r in group]
+    else:
+        results = engine.map(_rank, tasks, on_result=ranked)
     ranking = [row for _, row, _ in results]
     finished["ranking"] = ranking  # in candidate order
     best_m = None
@@ -247,7 +507,7 @@ def search(
     finished["membership"] = mem
     lik = None
     if use_lik and best_l is not None:
-        pair = make_pair(best_l[1], protocol, K, horizon, rr)
+        pair = make_pair(best_l[1], protocol, K, horizon, rr, alphabet)
         # the screening losses of the chosen pair pick the eps grid; the bound counts fresh runs only
         lik = likelihood_attack(policy, protocol, pair, delta=delta, confidence=confidence_likelihood,
                                 n_runs=n_likelihood, seed=s_final_l, claim=claim, pilot=best_l[2],
@@ -282,7 +542,8 @@ def leakage_vs_horizon(
         rr = tuple(getattr(policy, "reward_range", (0.0, 1.0)))
         if not all(math.isfinite(x) for x in rr):
             rr = (0.0, 1.0)
-        pair = make_pair(PairSpec(min(spec.round, T - 2), spec.background, spec.adversary), protocol, K, int(T), rr)
+        pair = make_pair(PairSpec(min(spec.round, T - 2), spec.background, spec.adversary, spec.means), protocol, K,
+                         int(T), rr)
         s_fit, s_eval, s_lik = ss.spawn(3)
         has_ledger = _has_ledger(policy)
         conf_m = 1 - (1 - confidence) / (2 if has_ledger else 1)

@@ -51,9 +51,10 @@ def main() -> None:
             else:
                 outs.append(audit_shuffle(name, params, runs=3000, seed=s))
         flagged = sum(o["verdict"] == "violation" for o in outs)
+        inconclusive = sum(o["verdict"] == "inconclusive" for o in outs)
         rows.append({
             "case": label, "policy": name, "protocol": proto, "correct": correct, "seeds": args.seeds,
-            "claimed_eps": outs[0]["epsilon_claimed"], "flagged": flagged,
+            "claimed_eps": outs[0]["epsilon_claimed"], "flagged": flagged, "inconclusive": inconclusive,
             "flag_rate_upper95": float(cp_upper(flagged, args.seeds, 0.05)),
             "median_lower": statistics.median(o["epsilon_lower"] for o in outs),
             "by": sorted({o["witness"]["attack"] for o in outs if o["verdict"] == "violation"}),
@@ -63,11 +64,11 @@ def main() -> None:
     lines = ["# Joint-DP and shuffle-DP audits: false alarms and detection", "",
              f"`python benchmarks/joint_controls.py --seeds {args.seeds}` (seeds 0..{args.seeds - 1}; settings in the "
              "script's docstring; measured on a shared 2-core machine).", "",
-             "| case | protocol | claimed eps | flagged | median lower bound | flagged by | s per audit |",
-             "| --- | --- | ---: | ---: | ---: | --- | ---: |"]
+             "| case | protocol | claimed eps | flagged | inconclusive | median lower bound | flagged by | s per audit |",
+             "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: |"]
     for r in rows:
         lines.append(f"| {r['case']}{'' if r['correct'] else ' (mutant)'} | {r['protocol']} | {r['claimed_eps']:.4g} | "
-                     f"{r['flagged']}/{r['seeds']} | {r['median_lower']:.4g} | {', '.join(r['by']) or '-'} | "
+                     f"{r['flagged']}/{r['seeds']} | {r['inconclusive']}/{r['seeds']} | {r['median_lower']:.4g} | {', '.join(r['by']) or '-'} | "
                      f"{r['seconds_per_audit']:.1f} |")
     (HERE / "joint_controls.md").write_text("\n".join(lines) + "\n")
     (HERE / "joint_controls.json").write_text(json.dumps(rows, indent=2) + "\n")

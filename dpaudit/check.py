@@ -6,7 +6,10 @@ command line and prints it. (Finite policies are audited exactly by :mod:`dpaudi
 Verdict rule (DESIGN.md, "Check and report"): ``violation`` when some attack's lower bound on
 epsilon, at the stated confidence, exceeds the claimed epsilon at the same delta (or, for the
 gray-box attack, when its lower bound on a Rényi divergence exceeds the claim's Rényi curve at an
-order); otherwise ``consistent``, with the gap. The error budget 1 - confidence is split equally
+order); ``inconclusive`` when the audit had no power: no attack saw the two sides' views differ on
+any pair tried (every lower bound 0), the policy's actions never depended on its input up to the
+horizon discovery's cap, or (black-box only) the claim lies above the largest bound the sample size
+can give; otherwise ``consistent``, with the gap. The error budget 1 - confidence is split equally
 between the attacks that run (Bonferroni), and each attack corrects internally for everything it
 evaluates on fresh samples, so a policy that keeps its claim is called a violation with probability
 at most 1 - confidence.
@@ -22,11 +25,11 @@ import inspect
 import math
 import platform
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpaudit.accountants import Guarantee
+from dpaudit.accountants import ApproxDP, Guarantee
 from dpaudit.errors import DPAuditError, check_delta, check_int
 from dpaudit.protocols import FixedActionSet
 
@@ -111,33 +114,38 @@ def first_release_step(policy: Any, protocol: Any, data: np.ndarray, seed: np.ra
 
 
 def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.random.SeedSequence,
-                  reward_range: tuple[float, float]) -> tuple[int, str]:
-    """Choose the audit horizon: 48, or for a policy that releases nothing by then (phase-based
-    policies such as GOPE, whose first phase can last thousands of rounds) the first release step
-    plus 48 rounds, so that the view shows what the release changed. A horizon without a release
-    audits nothing private, so an audit there would be vacuous. Returns (horizon, how it was chosen).
+                  reward_range: tuple[float, float], alphabet: Sequence[float] | None = None) -> tuple[int, str, Any]:
+    """Choose the audit horizon. Returns (horizon, how it was chosen, the discovery's findings or None).
+
+    A policy with a ledger: 48, or for one that releases nothing by then (phase-based policies such
+    as GOPE, whose first phase can last thousands of rounds) the first release step plus 48 rounds,
+    so that the view shows what the release changed (a horizon without a release audits nothing
+    private). A policy without a ledger, or whose ledger shows no release within
+    ``MAX_AUTO_HORIZON`` rounds (a policy may touch its data without recording it):
+    :func:`dpaudit.attacks.neighbours.discover_horizon`, the first round whose action depends on
+    the input, plus 48 rounds.
     """
-    from dpaudit.attacks.neighbours import PairSpec, make_pair
+    from dpaudit.attacks.neighbours import PairSpec, discover_horizon, make_pair
 
     T = DEFAULTS["horizon"]
     tail = DEFAULTS["horizon"]
-    while True:
+    while hasattr(policy_for(T), "ledger"):
         policy = policy_for(T)
-        if not hasattr(policy, "ledger"):
-            return T, "default (the policy keeps no ledger to show when it releases)"
-        d = make_pair(PairSpec(0, "mid"), protocol, int(policy.n_arms), T, reward_range).d0
+        d = make_pair(PairSpec(0, "mid"), protocol, int(policy.n_arms), T, reward_range, alphabet).d0
         step = first_release_step(policy, protocol, d, seed)
         if step is not None:
             if T == DEFAULTS["horizon"]:
-                return T, "default"
+                return T, "default", None
             return min(step + 1 + tail, T), (f"first release at step {step}, so the audit runs {tail} rounds past "
-                                             f"it (the default {DEFAULTS['horizon']} sees no release)")
+                                             f"it (the default {DEFAULTS['horizon']} sees no release)"), None
         if T >= MAX_AUTO_HORIZON:
-            raise DPAuditError(
-                f"the policy releases nothing within {MAX_AUTO_HORIZON} rounds on the audit table, so there is no "
-                "private release to audit; give --horizon explicitly (larger) if its first release comes later."
-            )
+            break
         T *= 2
+    choice = discover_horizon(policy_for, protocol, seed, reward_range, alphabet, start=DEFAULTS["horizon"], tail=tail)
+    why = choice.reason
+    if T >= MAX_AUTO_HORIZON:
+        why = f"its ledger shows no release within {MAX_AUTO_HORIZON} rounds, so the horizon comes from its actions: " + why
+    return choice.horizon, why, choice
 
 
 def _versions() -> dict[str, str]:
@@ -165,6 +173,73 @@ def _build_policy(spec: str, params: dict[str, str], horizon: int) -> Any:
     if not hasattr(policy, "n_arms"):
         raise DPAuditError(f"policy {spec!r} has no n_arms attribute; a policy must say how many arms it has.")
     return policy
+
+
+def _reward_range(policy: Any) -> tuple[float, float]:
+    rr = tuple(getattr(policy, "reward_range", (0.0, 1.0)))
+    return rr if len(rr) == 2 and all(math.isfinite(x) for x in rr) and rr[0] < rr[1] else (0.0, 1.0)
+
+
+def _alphabet(policy: Any, given: Sequence[float] | None, rr: tuple[float, float]) -> tuple[float, ...] | None:
+    """The rewards the audit may feed: ``given`` (``--rewards``), else the policy's ``reward_alphabet``,
+    else None (any value in the reward range)."""
+    raw = given if given is not None else getattr(policy, "reward_alphabet", None)
+    if raw is None:
+        return None
+    try:
+        letters = tuple(sorted({float(x) for x in raw}))
+    except (TypeError, ValueError):
+        raise DPAuditError(f"a reward alphabet must be a list of numbers, got {raw!r}.") from None
+    if len(letters) < 2 or not all(math.isfinite(x) for x in letters):
+        raise DPAuditError(f"a reward alphabet needs at least two distinct finite rewards, got {raw!r}.")
+    if letters[0] < rr[0] or letters[-1] > rr[1]:
+        raise DPAuditError(f"the reward alphabet {list(letters)} must lie in the policy's reward range "
+                           f"[{rr[0]:g}, {rr[1]:g}].")
+    return letters
+
+
+def _probe_alphabet(policy: Any, protocol: Any, rr: tuple[float, float], notes: list[str]) -> tuple[float, ...] | None:
+    """None if ``policy`` accepts the middle of its reward range; (lo, hi) if it refuses it but accepts
+    the extremes (a policy written for {0, 1} rewards), with a note; else the policy's own error."""
+    from dpaudit.attacks.neighbours import PairSpec, make_pair
+
+    d = make_pair(PairSpec(0, "mid"), protocol, int(policy.n_arms), 8, rr).d0
+    try:
+        protocol.run(policy, d, 4, np.random.default_rng(0), None, record=False)
+        return None
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # the policy's own check of its rewards, whatever it raises
+        first = exc
+    letters = (float(rr[0]), float(rr[1]))
+    d = make_pair(PairSpec(0, "mid"), protocol, int(policy.n_arms), 8, rr, letters).d0
+    try:
+        protocol.run(policy, d, 4, np.random.default_rng(0), None, record=False)
+    except KeyboardInterrupt:
+        raise
+    except Exception:
+        raise first
+    notes.append(f"the policy refused the reward {0.5 * (rr[0] + rr[1]):g} ({type(first).__name__}: {first}), so every "
+                 f"audit input uses only the rewards {{{rr[0]:g}, {rr[1]:g}}} (give --rewards to choose others).")
+    return letters
+
+
+def _smallest_detectable(runs: int, delta: float, confidence: float) -> float:
+    """The smallest eps an eps-DP pair with an ideal test event (randomised response: P = e^eps/(1+e^eps)
+    against 1/(1+e^eps)) shows as a positive bound at ``runs`` fresh runs per side with the expected
+    counts: how small a leak the black-box attack can see at this sample size once the pair is right."""
+    from dpaudit.attacks.bounds import eps_lower_from_counts
+
+    lo, hi = 0.0, 10.0
+    for _ in range(40):
+        eps = 0.5 * (lo + hi)
+        p = 1.0 / (1.0 + math.exp(eps))
+        fp = int(round(runs * p))
+        if float(eps_lower_from_counts(fp, runs, fp, runs, delta, confidence, 1)) > 0:
+            hi = eps
+        else:
+            lo = eps
+    return hi
 
 
 def _with_features(policy: Any, seed: int) -> Any:
@@ -198,6 +273,7 @@ def audit_policy(
     command: str = "",
     workers: int = 1,
     executor: Any = None,
+    rewards: Sequence[float] | None = None,
 ) -> dict[str, Any]:
     """Run the claim, the ledger audit, the neighbouring search and both attacks; return the findings.
 
@@ -232,7 +308,8 @@ def audit_policy(
     stage = "setup"
     try:
         with one_blas_thread():
-            _audit(out, finished, spec, params, proto, delta, confidence, runs, horizon, seed, progress, engine)
+            _audit(out, finished, spec, params, proto, delta, confidence, runs, horizon, seed, progress, engine,
+                   rewards)
     except KeyboardInterrupt:
         stage = out.pop("_stage", stage)
         if "membership" in finished:
@@ -262,9 +339,10 @@ def audit_policy(
 
 def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dict[str, str], proto: Any,
            delta: float, confidence: float, runs: int, horizon: int | None, seed: int,
-           progress: Callable[[str], None] | None, engine: Any) -> None:
+           progress: Callable[[str], None] | None, engine: Any, rewards: Sequence[float] | None = None) -> None:
     """The stages of :func:`audit_policy`, filling ``out`` as each one finishes."""
-    from dpaudit.attacks.neighbours import search
+    from dpaudit.attacks.bounds import eps_lower_from_counts
+    from dpaudit.attacks.neighbours import candidate_pairs, search, threshold_pairs
 
     if proto.name == "interactive":
         probe = _build_policy(spec, dict(params), DEFAULTS["horizon"])
@@ -275,15 +353,25 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
                 "--protocol table or --protocol view."
             )
     root = np.random.SeedSequence(seed)
-    s_ledger, s_search, s_horizon = root.spawn(3)
+    s_ledger, s_search, s_horizon, s_threshold = root.spawn(4)
     notes: list[str] = out["notes"]
     out["_stage"] = "choice of the horizon"
+    probe = _with_features(_build_policy(spec, dict(params), DEFAULTS["horizon"]), seed)
+    rr = _reward_range(probe)
+    alphabet = _alphabet(probe, rewards, rr)
+    if alphabet is None:
+        alphabet = _probe_alphabet(probe, proto, rr, notes)
+    if alphabet is not None:
+        out["reward_alphabet"] = list(alphabet)
     if horizon is None:
-        probe = _with_features(_build_policy(spec, dict(params), DEFAULTS["horizon"]), seed)
-        rr_probe = tuple(getattr(probe, "reward_range", (0.0, 1.0)))
-        rr_probe = rr_probe if all(math.isfinite(x) for x in rr_probe) else (0.0, 1.0)
-        horizon, how = audit_horizon(lambda T: _with_features(_build_policy(spec, dict(params), T), seed),
-                                     proto, s_horizon, rr_probe)
+        horizon, how, choice = audit_horizon(lambda T: _with_features(_build_policy(spec, dict(params), T), seed),
+                                             proto, s_horizon, rr, alphabet)
+        out["horizon_reason"] = how
+        if choice is not None:
+            out["horizon_search"] = {"first_dependent_round": choice.first_dependent_round, "tried_up_to": choice.tried}
+            if choice.first_dependent_round is None:
+                out["_unseen"] = (f"no action of the policy depended on its input within {choice.tried} rounds, so "
+                                  "there was nothing to audit")
         if how != "default":
             notes.append(f"horizon T = {horizon} chosen automatically: {how}.")
     horizon = check_int("--horizon", horizon, minimum=2)
@@ -295,6 +383,12 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
             f"policy {spec!r} declares no claim (its `claim` is {claim!r}); a policy must state a Guarantee from "
             "dpaudit.accountants (e.g. ZCDP(0.1)) to be judged against."
         )
+    claim_delta = getattr(claim, "delta", None)
+    if isinstance(claim, ApproxDP) and claim_delta is not None and claim_delta > delta:
+        notes.append(f"the claim's own delta = {claim_delta:g} exceeds the audit's delta = {delta:g}, where no finite "
+                     f"epsilon is claimed; the audit compares at delta = {claim_delta:g} instead.")
+        delta = float(claim_delta)
+        out["delta"] = delta
     eps_claim, claim_method = claimed_epsilon(claim, delta)
     has_ledger = hasattr(policy, "ledger")
     n_attacks = 2 if has_ledger else 1
@@ -312,14 +406,16 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
     if has_ledger:
         from dpaudit.attacks.neighbours import PairSpec, make_pair
 
-        rr = tuple(getattr(policy, "reward_range", (0.0, 1.0)))
-        rr = rr if all(math.isfinite(x) for x in rr) else (0.0, 1.0)
-        d = make_pair(PairSpec(0, "mid"), proto, K, horizon, rr).d0
+        d = make_pair(PairSpec(0, "mid"), proto, K, horizon, rr, alphabet).d0
         ledger = ledger_audit(policy, proto, d, s_ledger)
         if ledger is not None and ledger.get("releases") == 0:
-            notes.append(f"no release happened within T = {horizon} rounds, so the attacks saw nothing private "
-                         "and their bounds say nothing about the claim; rerun with a larger --horizon "
-                         "(or without it, to let dpaudit find the first release).")
+            if out.get("horizon_search", {}).get("first_dependent_round") is not None:
+                notes.append("its ledger records no release, yet its actions depend on its input: it uses its data "
+                             "outside dpaudit's mechanisms, so only the black-box attack can judge it.")
+            else:
+                notes.append(f"no release happened within T = {horizon} rounds, so the attacks saw nothing private "
+                             "and their bounds say nothing about the claim; rerun with a larger --horizon "
+                             "(or without it, to let dpaudit find the first release).")
     if ledger is not None:
         ledger_out = {k: v for k, v in ledger.items() if k != "implied_guarantee"}
         g = ledger.get("implied_guarantee")
@@ -336,15 +432,34 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
 
         engine = SERIAL
         out["workers"] = engine.describe()
+    specs = candidate_pairs(proto, K, horizon)
+    if proto.name == "table":
+        out["_stage"] = "threshold search"
+        extra, info = threshold_pairs(policy, proto, horizon, s_threshold, rr, alphabet)
+        out["threshold_search"] = info
+        specs += extra
+        out["_stage"] = "neighbouring-pair search and attacks"
     res = search(policy, proto, horizon=horizon, delta=delta, confidence_membership=conf_each,
-                 confidence_likelihood=conf_each if has_ledger else None, seed=s_search,
-                 n_train=small, n_select=small, n_test=runs, n_screen=small, n_likelihood=runs,
-                 claim=claim, progress=progress, engine=engine, finished=finished)
+                 confidence_likelihood=conf_each if has_ledger else None, seed=s_search, specs=specs,
+                 reward_range=rr, n_train=small, n_select=small, n_test=runs, n_screen=small, n_likelihood=runs,
+                 claim=claim, progress=progress, engine=engine, finished=finished, alphabet=alphabet)
     attacks = [res.membership] + ([res.likelihood] if res.likelihood is not None else [])
     best = max(attacks, key=lambda a: a.epsilon_lower)
     renyi_violation = res.likelihood.details.get("renyi_violation", []) if res.likelihood is not None else []
     violated = best.epsilon_lower > eps_claim or bool(renyi_violation)
-    verdict = "violation" if violated else "consistent"
+    ceiling = float(eps_lower_from_counts(0, runs, 0, runs, delta, conf_each, 1))
+    power = {"pairs_tried": len(specs), "fresh_runs_per_side": runs,
+             "membership_largest_bound": ceiling,
+             "membership_smallest_detectable": _smallest_detectable(runs, delta, conf_each)}
+    out["power"] = power
+    unseen = out.pop("_unseen", None)
+    if not violated and unseen is None and best.epsilon_lower <= 0:
+        unseen = (f"the two sides' views could not be told apart on any of the {len(specs)} neighbouring pairs tried "
+                  f"(every lower bound is 0 at {confidence:g} confidence)")
+    if not violated and unseen is None and not has_ledger and eps_claim > ceiling:
+        unseen = (f"the claim eps = {eps_claim:.4g} lies above {ceiling:.4g}, the largest bound {runs} fresh runs per "
+                  "side can give the black-box attack (the only one without a ledger)")
+    verdict = "violation" if violated else ("inconclusive" if unseen else "consistent")
     if best.epsilon_lower > eps_claim:
         why = (f"the {best.attack} attack's lower bound eps >= {best.epsilon_lower:.4g} exceeds the claimed "
                f"eps = {eps_claim:.4g} at delta = {delta:g}")
@@ -354,6 +469,10 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
         why = (f"the likelihood attack's lower bound D_{v['order']:g} >= {v['D_alpha_lower']:.4g} exceeds the "
                f"claimed Rényi divergence {v['claimed']:.4g} at that order")
         witness_attack = res.likelihood
+    elif unseen:
+        why = (f"{unseen}, so this audit is no evidence either way; try a longer --horizon, more --runs, or "
+               "--pair PAIR.json with the inputs where you expect the policy to leak")
+        witness_attack = best
     else:
         why = (f"no attack's lower bound exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g} "
                f"(best: {best.attack}, eps >= {best.epsilon_lower:.4g}; gap {eps_claim - best.epsilon_lower:.4g})")

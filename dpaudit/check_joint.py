@@ -232,13 +232,15 @@ def _verdict(out: dict[str, Any], attacks: list[dict[str, Any]], eps_claim: floa
         out["reason"] = (f"the policy's own ledger composes to eps = {ledger_eps:.4g} per round, above the claimed "
                          f"eps = {eps_claim:.4g} at delta = {delta:g}")
         out["witness"] = {"attack": "ledger", **(out.get("ledger") or {})}
+    elif best["epsilon_lower"] <= 0:
+        # the project's rule (dpaudit.check): no power on any pair tried is no evidence either way
+        out["verdict"] = "inconclusive"
+        out["reason"] = (f"no attack told the two sides apart on any of the pairs tried (every lower bound is 0; "
+                         f"claimed eps = {eps_claim:.4g}), so this audit is no evidence either way")
     else:
         out["verdict"] = "consistent"
         out["reason"] = (f"no attack's lower bound exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g} "
                          f"(best: {best['attack']}, eps >= {best['epsilon_lower']:.4g}; gap {out['gap']:.4g})")
-        if best["epsilon_lower"] == 0:
-            out["notes"].append("every lower bound is 0: the attacks did not tell the two sides apart on any pair "
-                                "tried, so the audit had no power on these pairs.")
 
 
 def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float = 1e-5, confidence: float = 0.95,

@@ -92,8 +92,10 @@ def test_plugin_without_ledger_is_judged_black_box(capsys, plugin):
     assert code == 1 and out["ledger"] is None
     assert [a["attack"] for a in out["attacks"]] == ["membership"]
     assert out["confidence_per_attack"] == out["confidence"]  # one attack: the whole budget
+    # ignoring its data it cannot violate its claim, but an audit that sees nothing has no evidence
+    # that it keeps it either (issue 9): inconclusive, exit 3, never "consistent"
     code, out = _json(capsys, ["check", "policy", f"{plugin}:Blind", "--horizon", "6", "--runs", "3000"])
-    assert code == 0 and out["verdict"] == "consistent"
+    assert code == 3 and out["verdict"] == "inconclusive" and out["epsilon_lower"] == 0
 
 
 @pytest.mark.parametrize("argv", [
@@ -137,7 +139,7 @@ def test_horizon_is_raised_past_a_late_first_release():
     proto = get_protocol("table")
     params = {"n_arms": "3", "dim": "2"}
     build = lambda T: _with_features(_build_policy("adac-gope", dict(params), T), 0)  # noqa: E731
-    T, how = audit_horizon(build, proto, np.random.SeedSequence(1), (0.0, 1.0))
+    T, how, _ = audit_horizon(build, proto, np.random.SeedSequence(1), (0.0, 1.0))
     assert T > 48 and "first release at step" in how
     step = int(how.split("first release at step ")[1].split(",")[0])
     assert T == step + 1 + 48
@@ -148,13 +150,14 @@ def test_horizon_is_raised_past_a_late_first_release():
     assert first_release_step(build(T), proto, d, np.random.SeedSequence(1)) == step
     # a policy that releases early keeps the default
     ucb = lambda T: _build_policy("adac-ucb", {"n_arms": "2"}, T)  # noqa: E731
-    assert audit_horizon(ucb, proto, np.random.SeedSequence(1), (0.0, 1.0)) == (48, "default")
+    assert audit_horizon(ucb, proto, np.random.SeedSequence(1), (0.0, 1.0)) == (48, "default", None)
 
 
 def test_explicit_horizon_without_release_is_flagged(capsys):
     code, out = _json(capsys, ["check", "policy", "adac-gope", "--param", "n_arms=3", "--param", "dim=2",
                                "--horizon", "6", "--runs", "500"])
-    assert code == 0 and out["ledger"]["releases"] == 0
+    # no release within 6 rounds: nothing private to see, so no evidence either way (issue 9)
+    assert code == 3 and out["verdict"] == "inconclusive" and out["ledger"]["releases"] == 0
     assert any("no release happened within T = 6" in n for n in out["notes"])
 
 

@@ -19,7 +19,10 @@ from typing import Any, Callable
 from dpaudit.check import DEFAULTS, AuditInterrupted, audit_policy
 from dpaudit.errors import DPAuditError, check_int
 
-__all__ = ["register_cli", "is_finite_spec", "check_finite", "check_named"]
+__all__ = ["register_cli", "is_finite_spec", "check_finite", "check_named", "EXIT_STATUS"]
+
+#: exit status of ``dpaudit check policy`` by verdict (2: bad input, 130: interrupted)
+EXIT_STATUS = {"consistent": 0, "violation": 1, "inconclusive": 3}
 
 
 def register_cli(sub: argparse._SubParsersAction) -> None:
@@ -158,6 +161,9 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
     c.add_argument("--report", default=None, metavar="PATH.md",
                    help="also write a Markdown report (and a self-contained HTML page beside it)")
+    c.add_argument("--rewards", default=None, metavar="R1,R2,...",
+                   help="the only rewards the policy accepts (e.g. 0,1); every audit input is built from them "
+                        "(default: the policy's reward_alphabet, else any value in its reward range)")
     c.add_argument("--workers", type=int, default=None,
                    help="local processes that run the audit's independent pieces (default: one per core); "
                         "the findings do not depend on it")
@@ -203,6 +209,11 @@ def _print_human(out: dict[str, Any]) -> None:
                 f"{o:g}:{v if isinstance(v, str) else f'{v:.3g}'}" for o, v in zip(r["orders"], r["lower"]))
         print(f"{a['attack']:<11} eps >= {a['epsilon_lower']:.4g} at {a['confidence']:.4g} confidence "
               f"({a['samples']} samples, {a['seconds']:.1f} s{extra})")
+    pw = out.get("power")
+    if pw:
+        print(f"power       {pw['pairs_tried']} pairs tried; with {pw['fresh_runs_per_side']} fresh runs per side the "
+              f"black-box attack can show eps from {pw['membership_smallest_detectable']:.3g} up to "
+              f"{pw['membership_largest_bound']:.3g}")
     if out["verdict"] == "interrupted" and out.get("search"):
         print(f"search      {len(out['search'])} candidate pairs ranked before the interruption")
     w = out.get("witness")
@@ -211,6 +222,15 @@ def _print_human(out: dict[str, Any]) -> None:
     for note in out.get("notes", []):
         print(f"note        {note}")
     print(f"verdict     {out['verdict'].upper()}: {out['reason']}.")
+
+
+def _parse_rewards(text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        return [float(x) for x in text.replace(";", ",").split(",") if x.strip()]
+    except ValueError:
+        raise DPAuditError(f"--rewards must be a comma-separated list of numbers such as 0,1, got {text!r}.") from None
 
 
 def check_named(args: argparse.Namespace) -> int:
@@ -229,9 +249,9 @@ def check_named(args: argparse.Namespace) -> int:
         out = audit_policy(
             args.policy, parse_params(args.param), protocol=args.protocol, delta=args.delta,
             confidence=args.confidence, runs=args.runs, horizon=args.horizon, seed=args.seed,
-            progress=_progress(), workers=workers,
+            progress=_progress(), workers=workers, rewards=_parse_rewards(args.rewards),
         )
-        status = 1 if out["verdict"] == "violation" else 0
+        status = EXIT_STATUS[out["verdict"]]
     except AuditInterrupted as exc:
         out, status = exc.partial, 130
     # the horizon written is the one used, so the command reproduces the audit even when it was chosen
@@ -239,6 +259,8 @@ def check_named(args: argparse.Namespace) -> int:
     argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs)]
     argv += ["--horizon", str(horizon)] if horizon is not None else []
     argv += ["--seed", str(args.seed)]
+    if args.rewards is not None:
+        argv += ["--rewards", args.rewards]
     if args.report is not None:
         argv += ["--report", str(args.report)]
     out["command"] = "dpaudit " + " ".join(shlex.quote(a) for a in argv)

@@ -14,6 +14,7 @@ from dpaudit.policies.registry import (
     registered,
 )
 from dpaudit.policies import ucb as _ucb  # noqa: F401  (registers the UCB family)
+from dpaudit.policies import elimination as _elimination  # noqa: F401  (registers dp-se, dp-etc)
 from dpaudit.policies import mutants as _mutants  # noqa: F401  (registers the positive controls)
 
 __all__ = [

@@ -182,6 +182,78 @@ class FirstUnnoisedUCB(AdaCUCB):
         return out
 
 
+# ---- mutants of the black-box path (no ledger: judged by their actions alone) ----------------------
+#
+# Each breaks one of the outside-style policies of :mod:`dpaudit.policies.elimination` in a way real
+# ports of public code do, and keeps the correct policy's claim. Their leaks show only on particular
+# inputs: a background that puts an elimination test within one canary of its threshold, a horizon
+# past a first decision 1,000 rounds in, arms close enough for noisy counts to decide the argmax.
+
+from dpaudit.accountants import PureDP  # noqa: E402
+from dpaudit.errors import check_int, check_positive  # noqa: E402
+from dpaudit.policies.elimination import DPExploreThenCommit, DPSuccessiveElimination, _OutsideStyle  # noqa: E402
+
+
+@register("mutant-se-shared-noise", family="elimination", mutant=True)
+class SharedNoiseSE(DPSuccessiveElimination):
+    """DP-SE whose epoch noise is one Laplace draw shared by all arms: it cancels in the elimination test.
+
+    max_b mu~_b - mu~_a no longer contains any noise, so each elimination is a deterministic function
+    of the epoch's rewards. On constant backgrounds (equal means) nothing is ever eliminated and the
+    bug is invisible; a background whose gap sits at Delta_e shows it.
+    """
+
+    def _noise(self, shape, scale):
+        return np.broadcast_to(self.rng.laplace(0.0, 1.0, size=(shape[0], 1)) * scale[:, None], shape)
+
+
+@register("mutant-etc-raw-commit", family="elimination", mutant=True)
+class RawCommitETC(DPExploreThenCommit):
+    """Explore-then-commit that noises the means it reports but commits to the argmax of the raw means.
+
+    The first data-dependent action is round K x ``pulls`` (1,000 by default): an audit that does
+    not look past it sees identical views on both sides.
+    """
+
+    def _commit(self, means, n):
+        self.reported = means + self.rng.laplace(0.0, 1.0 / (self.epsilon * n), size=means.shape)
+        return np.argmax(means, axis=1)
+
+
+@register("mutant-counter-double-noise", family="greedy", mutant=True)
+class DoubleDividedCounterGreedy(_OutsideStyle):
+    """Greedy on privately counted means, with the counter broken twice.
+
+    Intended design: each arm's running sum from a private counter (a binary tree, Chan-Shi-Song),
+    greedy on the counted means, eps-DP. As written: each arm once in index order, then the argmax
+    of (S_a + Z_a / n_a) / n_a with a fresh Z_a ~ Lap(1/eps) at every count (no tree: every reward
+    feeds every later release) and the noise divided by the count twice, so it vanishes like 1/n^2
+    while a reward moves the mean by 1/n. The leak decides the argmax when the arms' means are close.
+    """
+
+    def __init__(self, n_arms: int = 2, epsilon: float = 1.0) -> None:
+        self.n_arms = check_int("n_arms", n_arms, minimum=2)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.claim = PureDP(self.epsilon)
+        self._params = {"n_arms": self.n_arms, "epsilon": self.epsilon}
+
+    def _reset(self) -> None:
+        self.sums = np.zeros((self.n_runs, self.n_arms))
+        self.counts = np.zeros((self.n_runs, self.n_arms))
+
+    def act(self, t, arms=None):
+        if t < self.n_arms:
+            return np.full(self.n_runs, t, dtype=np.int64)
+        z = self.rng.laplace(0.0, 1.0 / self.epsilon, size=self.sums.shape)
+        return np.argmax((self.sums + z / self.counts) / self.counts, axis=1)
+
+    def observe(self, t, actions, rewards):
+        r = self._checked(t, rewards)
+        rows = np.arange(self.n_runs)
+        self.sums[rows, actions] += r
+        self.counts[rows, actions] += 1
+
+
 # ==================================================================================================
 # Joint-DP and shuffle-DP mutants (issue 13): seed 002's GLM bandits with one real bug each
 # ==================================================================================================

@@ -79,8 +79,11 @@ def get_policy_class(name: str) -> type:
     )
 
 
-def load_policy_class(spec: str) -> type:
-    """Resolve a registered name, ``file.py:Class`` or ``package.module:Class`` to a class."""
+def load_policy_class(spec: str, *, contract: bool = True) -> type:
+    """Resolve a registered name, ``file.py:Class`` or ``package.module:Class`` to a class.
+
+    ``contract=False`` skips the check for reset/act/observe (a one-run class for
+    :class:`dpaudit.adapters.PerRun`)."""
     if ":" not in spec:
         return get_policy_class(spec)
     target, _, attr = spec.rpartition(":")
@@ -110,8 +113,10 @@ def load_policy_class(spec: str) -> type:
         names = [n for n, v in vars(module).items() if inspect.isclass(v) and not n.startswith("_")]
         raise DPAuditError(f"plug-in {target!r} has no class {attr!r}; it defines {', '.join(names) or 'no classes'}.")
     missing = [m for m in ("n_arms", "reset", "act", "observe") if not hasattr(cls, m) and m != "n_arms"]
-    if missing:
-        raise DPAuditError(f"plug-in class {attr!r} lacks {', '.join(missing)}; a policy needs reset, act and observe.")
+    if missing and contract:
+        raise DPAuditError(f"plug-in class {attr!r} lacks {', '.join(missing)}; a policy needs reset, act and observe "
+                           "(a one-run class, with select_arm()/update(arm, reward) or the like, runs through "
+                           "--adapter per-run).")
     return cls
 
 

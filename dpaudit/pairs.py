@@ -1,0 +1,249 @@
+"""Neighbouring pairs a reviewer hands in (``--pair PAIR.json``; issue 9, item 4).
+
+The file format, ``dpaudit.pair/1``, is one JSON object::
+
+    {
+      "format": "dpaudit.pair/1",
+      "d":       [[0.5, 0.5], [0.0, 1.0], [0.5, 0.5]],
+      "d_prime": [[0.5, 0.5], [1.0, 0.0], [0.5, 0.5]],
+      "contexts": [[1.0, 0.0], [0.0, 1.0]],
+      "label":   "the second user flips the arms"
+    }
+
+* ``d`` and ``d_prime``: the two neighbouring inputs. Under the table and interactive protocols each
+  is a T x K table of potential rewards (row t is user t's reward for each of the policy's K arms);
+  under the view protocol each is a list of T observed rewards. Both have the same shape and differ
+  in exactly one row (table) or entry (view): that is the canary round, which must lie in
+  0..T-2 (a change in the last round cannot affect any action). Every value is a finite number
+  inside the policy's reward range (per arm, for a table, when the range is given per arm; under
+  View DP an entry may be observed whatever arm is played, so it must lie in every arm's range) and,
+  when the policy declares a reward alphabet, one of its values.
+* ``contexts`` (optional, for linear and contextual policies): a K x d fixed action set (the same
+  K feature vectors every round) or a T x K x d array (round t's features), finite numbers, d >= 1.
+* ``label`` (optional): a short text naming the pair in reports.
+
+No other keys are accepted (a misspelt key would otherwise be ignored). The file must be a regular
+file of at most 64 MiB. Every problem is refused with one sentence naming the field, the row (and
+column) and the value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from dataclasses import dataclass
+from numbers import Real
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from dpaudit.adapters import _arm_ranges, _check_alphabet
+from dpaudit.attacks.membership import Pair
+from dpaudit.errors import DPAuditError, check_int
+from dpaudit.protocols import Protocol, ViewDP, get_protocol
+
+__all__ = ["PAIR_FORMAT", "MAX_PAIR_BYTES", "UserPair", "load_pair", "parse_pair"]
+
+PAIR_FORMAT = "dpaudit.pair/1"
+#: the largest pair file read (bytes)
+MAX_PAIR_BYTES = 64 * 1024 * 1024
+_KEYS = ("format", "d", "d_prime", "contexts", "label")
+
+
+@dataclass(frozen=True)
+class UserPair(Pair):
+    """A :class:`~dpaudit.attacks.membership.Pair` read from a file, with its optional contexts:
+    None, a (K, d) fixed action set or a (T, K, d) array."""
+
+    contexts: np.ndarray | None = None
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        out["contexts"] = "none" if self.contexts is None else f"array of shape {list(self.contexts.shape)}"
+        return out
+
+
+def load_pair(path: str | os.PathLike[str], *, n_arms: int, protocol: Protocol | str,
+              reward_range: Any = (0.0, 1.0), alphabet: Sequence[float] | None = None) -> UserPair:
+    """Read and validate a ``dpaudit.pair/1`` file (see the module docstring) for a policy with
+    ``n_arms`` arms audited under ``protocol`` (a Protocol or its name), with rewards in
+    ``reward_range`` ((low, high) or one pair per arm) and, if given, in ``alphabet``."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except OSError as exc:
+        raise DPAuditError(f"pair file {str(p)!r} cannot be read: {exc.strerror or exc}.") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise DPAuditError(f"pair file {str(p)!r} is not a regular file; give a JSON file of format {PAIR_FORMAT}.")
+    if st.st_size > MAX_PAIR_BYTES:
+        raise DPAuditError(f"pair file {str(p)!r} has {st.st_size} bytes, more than the {MAX_PAIR_BYTES} "
+                           f"({MAX_PAIR_BYTES / 2**20:g} MiB) dpaudit reads.")
+    try:
+        with open(p, "rb") as fh:
+            raw = fh.read(MAX_PAIR_BYTES + 1)
+    except OSError as exc:
+        raise DPAuditError(f"pair file {str(p)!r} cannot be read: {exc.strerror or exc}.") from None
+    if len(raw) > MAX_PAIR_BYTES:
+        raise DPAuditError(f"pair file {str(p)!r} grew past {MAX_PAIR_BYTES} bytes while being read.")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DPAuditError(f"pair file {str(p)!r} is not UTF-8 text (byte {exc.start}).") from None
+    try:
+        doc = json.loads(text, parse_constant=_nonfinite)
+    except json.JSONDecodeError as exc:
+        raise DPAuditError(f"pair file {str(p)!r} is not valid JSON: {exc.msg} at line {exc.lineno}, "
+                           f"column {exc.colno}.") from None
+    except RecursionError:
+        raise DPAuditError(f"pair file {str(p)!r} nests its JSON too deeply; a pair has at most three levels "
+                           "of lists.") from None
+    return parse_pair(doc, n_arms=n_arms, protocol=protocol, reward_range=reward_range, alphabet=alphabet,
+                      source=str(p))
+
+
+def _nonfinite(token: str) -> float:
+    # JSON has no NaN/Infinity, but Python's json module accepts them; keep them so the value checks
+    # below can name the field and row where they sit
+    return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}[token]
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, Real) and not isinstance(v, bool)
+
+
+def _numbers(value: Any, field: str, depth: int, src: str) -> np.ndarray:
+    """A nested list of exactly ``depth`` levels, rectangular, of JSON numbers -> a float array.
+    Errors name the first offending position."""
+    def fail(where: str, what: str) -> DPAuditError:
+        return DPAuditError(f"{src}: {field}{where} {what}.")
+
+    def walk(v: Any, where: str, level: int) -> tuple[int, ...]:
+        if level == depth:
+            if not _is_number(v):
+                raise fail(where, f"is {json.dumps(v)[:40]}, not a number")
+            return ()
+        if not isinstance(v, list):
+            raise fail(where, f"must be a list ({depth - level} more level{'s' if depth - level > 1 else ''} of "
+                              f"lists of numbers), got {json.dumps(v)[:40]}")
+        if not v:
+            raise fail(where, "is an empty list")
+        shape = walk(v[0], f"{where}[0]", level + 1)
+        for i in range(1, len(v)):
+            s = walk(v[i], f"{where}[{i}]", level + 1)
+            if s != shape:
+                raise fail(f"{where}[{i}]", f"has {s[0] if s else 'a number'} entries where {where or field}[0] "
+                                            f"has {shape[0] if shape else 'a number'}")
+        return (len(v),) + shape
+
+    walk(value, "", 0)
+    arr = np.asarray(value, dtype=float)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise fail("".join(f"[{i}]" for i in idx), f"is {float(arr[idx])}; values must be finite numbers")
+    return arr
+
+
+def parse_pair(doc: Any, *, n_arms: int, protocol: Protocol | str, reward_range: Any = (0.0, 1.0),
+               alphabet: Sequence[float] | None = None, source: str = "pair") -> UserPair:
+    """Validate an already-parsed ``dpaudit.pair/1`` document (see :func:`load_pair`)."""
+    src = source
+    K = check_int("n_arms", n_arms, minimum=1)
+    proto = get_protocol(protocol) if isinstance(protocol, str) else protocol
+    if not isinstance(proto, Protocol):
+        raise DPAuditError(f"protocol must be a dpaudit Protocol or its name, got {protocol!r}.")
+    view = isinstance(proto, ViewDP)
+    if not isinstance(doc, dict):
+        raise DPAuditError(f"{src}: a pair file holds one JSON object with keys format, d and d_prime, got a "
+                           f"{type(doc).__name__}.")
+    extra = [k for k in doc if k not in _KEYS]
+    if extra:
+        raise DPAuditError(f"{src}: unknown key {extra[0]!r}; a {PAIR_FORMAT} file has the keys "
+                           f"{', '.join(_KEYS)} (contexts and label optional).")
+    if doc.get("format") != PAIR_FORMAT:
+        raise DPAuditError(f"{src}: format must be {PAIR_FORMAT!r}, got {doc.get('format')!r}.")
+    for key in ("d", "d_prime"):
+        if key not in doc:
+            raise DPAuditError(f"{src}: the key {key!r} is missing; a pair gives both inputs, d and d_prime.")
+    depth = 1 if view else 2
+    what = "a list of T rewards (view protocol)" if view else f"a T x {K} table of rewards ({proto.name} protocol)"
+    arrays = {}
+    for key in ("d", "d_prime"):
+        if not isinstance(doc[key], list):
+            raise DPAuditError(f"{src}: {key} must be {what}, got {json.dumps(doc[key])[:40]}.")
+        arrays[key] = _numbers(doc[key], key, depth, src)
+    d0, d1 = arrays["d"], arrays["d_prime"]
+    if not view and d0.shape[1] != K:
+        raise DPAuditError(f"{src}: d has {d0.shape[1]} columns but the policy has {K} arms; d must be {what}.")
+    if d0.shape != d1.shape:
+        raise DPAuditError(f"{src}: d_prime has shape {list(d1.shape)} but d has {list(d0.shape)}; the two inputs "
+                           "must have the same shape.")
+    T = d0.shape[0]
+    if T < 2:
+        raise DPAuditError(f"{src}: d has {T} round; a pair needs T >= 2 rounds so that an action can follow the "
+                           "canary.")
+    # values: inside the reward range (per arm for a table) and the alphabet
+    rr = _arm_ranges(reward_range, K)
+    if view:
+        lo = np.full(T, rr[:, 0].max())
+        hi = np.full(T, rr[:, 1].min())
+        if lo[0] > hi[0]:
+            raise DPAuditError(f"{src}: the arms' reward ranges have no value in common, so no View-DP reward list "
+                               "fits every arm.")
+    else:
+        lo = np.broadcast_to(rr[:, 0], (T, K))
+        hi = np.broadcast_to(rr[:, 1], (T, K))
+    alph = None if alphabet is None else np.asarray(_check_alphabet(alphabet, "the reward alphabet"))
+    for key, arr in (("d", d0), ("d_prime", d1)):
+        bad = (arr < lo) | (arr > hi)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            arm = f" (arm {idx[1]})" if not view else ""
+            raise DPAuditError(f"{src}: {key}{''.join(f'[{i}]' for i in idx)} = {arr[idx]:g} lies outside the reward "
+                               f"range [{lo[idx]:g}, {hi[idx]:g}]{arm}.")
+        if alph is not None:
+            off = ~np.isin(arr, alph)
+            if off.any():
+                idx = tuple(int(i) for i in np.argwhere(off)[0])
+                raise DPAuditError(f"{src}: {key}{''.join(f'[{i}]' for i in idx)} = {arr[idx]:g} is not in the "
+                                   f"policy's reward alphabet {tuple(alph.tolist())}.")
+    # exactly one differing row / entry, not the last
+    differs = d0 != d1 if view else np.any(d0 != d1, axis=1)
+    rows = np.flatnonzero(differs)
+    unit, units = ("entry", "entries") if view else ("row", "rows")
+    if rows.size == 0:
+        raise DPAuditError(f"{src}: d and d_prime are identical; neighbouring inputs differ in exactly one {unit}.")
+    if rows.size > 1:
+        more = f" (and {rows.size - 2} more)" if rows.size > 2 else ""
+        raise DPAuditError(f"{src}: d and d_prime differ in {units} {rows[0]} and {rows[1]}{more}; neighbouring "
+                           f"inputs differ in exactly one {unit}.")
+    j = int(rows[0])
+    if j > T - 2:
+        raise DPAuditError(f"{src}: d and d_prime differ only in the last {unit} ({j}); the canary must lie in "
+                           f"0..T-2 = 0..{T - 2}, since no action follows the last round.")
+    contexts = None
+    if doc.get("contexts") is not None:
+        c = doc["contexts"]
+        if not isinstance(c, list) or not c:
+            raise DPAuditError(f"{src}: contexts must be a K x d action set or a T x K x d array of numbers, got "
+                               f"{json.dumps(c)[:40]}.")
+        level = 0
+        probe = c
+        while isinstance(probe, list) and probe:
+            probe, level = probe[0], level + 1
+        if level not in (2, 3):
+            raise DPAuditError(f"{src}: contexts must be a K x d action set or a T x K x d array of numbers, got "
+                               f"{level} level{'s' if level != 1 else ''} of lists.")
+        contexts = _numbers(c, "contexts", level, src)
+        expect = (K,) if level == 2 else (T, K)
+        if contexts.shape[: level - 1] != expect:
+            dims = "K x d" if level == 2 else "T x K x d"
+            raise DPAuditError(f"{src}: contexts has shape {list(contexts.shape)}; as a {dims} array it must start "
+                               f"with {list(expect)} (T = {T} rounds, K = {K} arms).")
+    label = doc.get("label")
+    if label is not None and not isinstance(label, str):
+        raise DPAuditError(f"{src}: label must be text, got {json.dumps(label)[:40]}.")
+    return UserPair(d0, d1, j, None, label or f"user pair from {src}, canary {unit} {j}", contexts)
