@@ -144,7 +144,6 @@ def joint_pairs(n_arms: int, dim: int, horizon: int, *, central: bool = False) -
     X = np.zeros((T, K, d))
     X[:, 0], X[:, 1] = e1, -e1
     R = np.full((T, K), 0.5)
-    base = ContextInput(X, R)
 
     def variant(t: int, x0: np.ndarray, x1: np.ndarray, r0: np.ndarray, r1: np.ndarray, label: str) -> JointPair:
         Xa, Xb, Ra, Rb = X.copy(), X.copy(), R.copy(), R.copy()
@@ -164,7 +163,6 @@ def joint_pairs(n_arms: int, dim: int, horizon: int, *, central: bool = False) -
         out.append(variant(t, X[t], X[t], np.ones(K), np.zeros(K), f"reward: round {t}'s rewards 1 vs 0"))
         out.append(variant(t, np.tile(e1, (K, 1)), np.tile(e2, (K, 1)), R[t], R[t],
                            f"context: round {t}'s arms all e1 vs all {'e2' if d > 1 else '-e1'}"))
-    del base
     return out
 
 
@@ -247,8 +245,7 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
                 runs: int = 20000, horizon: int | None = None, seed: int = 0, command: str = "",
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The joint-DP audit of a contextual policy (module docstring); returns a JSON-ready dict."""
-    from dpaudit.attacks.bounds import best_threshold_test, check_confidence, eps_lower_from_counts
-    from dpaudit.attacks.membership import ViewScorer
+    from dpaudit.attacks.bounds import check_confidence
     from dpaudit.check import ledger_audit
     from dpaudit.engine import one_blas_thread
     from dpaudit.protocols import JointDP
@@ -309,7 +306,7 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
         if progress:
             progress("joint: membership attack on a_{t+1}..a_T")
         attacks = [_view_attack(pairs, views, K, T, s_view, delta, conf_each, small, runs, "membership",
-                                lambda p: p.round, best_threshold_test, eps_lower_from_counts, ViewScorer)]
+                                lambda p: p.round)]
 
         if has_ledger:
             if progress:
@@ -329,7 +326,7 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
         # beside the verdict: the central view a_t..a_T
         cpairs = joint_pairs(K, int(dim), T, central=True)
         central = _view_attack(cpairs, views, K, T, s_central, delta, confidence, small, runs, "central view",
-                               lambda p: p.round - 1, best_threshold_test, eps_lower_from_counts, ViewScorer)
+                               lambda p: p.round - 1)
     out["central"] = central
     out["notes"].append(f"central view a_t..a_T (not promised by joint DP): eps >= {central['epsilon_lower']:.4g} on "
                         f"the pair '{cpairs[0].label}'.")
@@ -339,9 +336,14 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
     return out
 
 
-def _view_attack(pairs, views, K, T, seed, delta, confidence, small, runs, name, first_round, best_threshold_test,
-                 eps_lower_from_counts, ViewScorer) -> dict[str, Any]:
-    """The membership pipeline on action views, the best pair chosen on the selection split."""
+def _view_attack(pairs: list[JointPair], views: Callable[..., np.ndarray], K: int, T: int,
+                 seed: np.random.SeedSequence, delta: float, confidence: float, small: int, runs: int, name: str,
+                 first_round: Callable[[JointPair], int]) -> dict[str, Any]:
+    """The membership pipeline on action views (``ViewScorer`` statistics after ``first_round(pair)``), the
+    best (pair, statistic, threshold) chosen on the selection split and counted once on fresh views."""
+    from dpaudit.attacks.bounds import best_threshold_test, eps_lower_from_counts
+    from dpaudit.attacks.membership import ViewScorer
+
     t0 = time.perf_counter()
     best = None
     for pair, ss in zip(pairs, seed.spawn(len(pairs))):

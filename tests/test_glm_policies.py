@@ -144,3 +144,12 @@ def test_bad_contexts_and_rewards():
         pol.observe(0, a, np.full(3, 2.0))
     with pytest.raises(DPAuditError, match="unknown link"):
         GLMContextualBandit(link="identity")
+
+
+def test_reproduction_runner_counts_switches():
+    from dpaudit.reproduce.glm_bandits import run_policy
+
+    r = run_policy("jdp-glm", {"link": "probit"}, {"link": "probit", "S": 2.0, "n_arms": 4, "dim": 2}, 64, 3, 0)
+    assert r["curve"].shape == (3, 64) and np.all(np.diff(r["curve"], axis=1) >= -1e-12)
+    assert r["criterion2"].max() <= 8 and r["criterion1"].shape == (3,)
+    assert r["claim"].endswith("-zCDP")
