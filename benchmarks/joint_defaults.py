@@ -30,6 +30,7 @@ def main() -> None:
         rows.append({"policy": name, "protocol": proto, "claimed_eps": out["epsilon_claimed"],
                      "epsilon_lower": out["epsilon_lower"], "by": out["witness"]["attack"], "verdict": out["verdict"],
                      "central": (out.get("central") or {}).get("epsilon_lower"),
+                     "ledger_epsilon": (out.get("ledger") or {}).get("implied_epsilon"),
                      "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0})
         print(rows[-1], flush=True)
     lines = ["# Joint-DP and shuffle-DP audits at the defaults", "",
