@@ -369,6 +369,16 @@ class SearchResult:
     ranking: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _as_pair(item: PairSpec | Pair, protocol: Protocol, n_arms: int, horizon: int, rr: tuple[float, float],
+             alphabet: Sequence[float] | None) -> Pair:
+    """A candidate is a :class:`PairSpec` the search builds, or a :class:`Pair` a user gave (``--pair``)."""
+    return item if isinstance(item, Pair) else make_pair(item, protocol, n_arms, horizon, rr, alphabet)
+
+
+def _label(item: PairSpec | Pair) -> str:
+    return item.label or "the given pair" if isinstance(item, Pair) else item.label()
+
+
 def _has_ledger(policy: Any) -> bool:
     return hasattr(policy, "ledger")
 
@@ -379,11 +389,11 @@ def _rank(policy: Any, protocol: Protocol, spec: PairSpec, seed: np.random.SeedS
     """Rank one candidate pair (a task of :func:`search`): its fitted membership test and, with
     ``n_screen``, the privacy losses of ``n_screen`` runs (None if the policy keeps no ledger)."""
     K = int(policy.n_arms)
-    pair = make_pair(spec, protocol, K, horizon, rr, alphabet)
+    pair = _as_pair(spec, protocol, K, horizon, rr, alphabet)
     s_m, s_l = seed.spawn(2)
     cand = fit_select(policy, protocol, pair, s_m, delta=delta, confidence=confidence,
                       n_train=n_train, n_select=n_select)
-    row: dict[str, Any] = {"pair": spec.label(), "membership_selection_bound": cand.selection_bound,
+    row: dict[str, Any] = {"pair": _label(spec), "membership_selection_bound": cand.selection_bound,
                            "statistic": cand.test.statistic}
     loss = None
     if n_screen is not None:
@@ -407,7 +417,7 @@ def _rank_group(policy: Any, protocol: Protocol, specs: Sequence[PairSpec], seed
     that run step by step without a ledger: one numpy step serves every pair, instead of a Python
     loop over rounds per pair and split)."""
     K = int(policy.n_arms)
-    pairs = [make_pair(spec, protocol, K, horizon, rr, alphabet) for spec in specs]
+    pairs = [_as_pair(spec, protocol, K, horizon, rr, alphabet) for spec in specs]
     tables = np.stack([d for p in pairs for d in (p.d0, p.d1)])
     n = n_train + n_select
     views = run_tables(policy, protocol, tables, n, np.random.default_rng(seed))
@@ -416,7 +426,7 @@ def _rank_group(policy: Any, protocol: Protocol, specs: Sequence[PairSpec], seed
         v0, v1 = views[2 * i], views[2 * i + 1]
         cand = fit_select_views(K, pair, v0[:n_train], v1[:n_train], v0[n_train:], v1[n_train:], delta=delta,
                                 confidence=confidence)
-        out.append((cand, {"pair": spec.label(), "membership_selection_bound": cand.selection_bound,
+        out.append((cand, {"pair": _label(spec), "membership_selection_bound": cand.selection_bound,
                            "statistic": cand.test.statistic}, None))
     return out
 
@@ -437,7 +447,7 @@ def search(
     confidence_membership: float,
     confidence_likelihood: float | None,
     seed: np.random.SeedSequence,
-    specs: Sequence[PairSpec] | None = None,
+    specs: Sequence[PairSpec | Pair] | None = None,
     reward_range: tuple[float, float] | None = None,
     n_train: int = 2000,
     n_select: int = 2000,
@@ -478,7 +488,7 @@ def search(
                      f"({time.perf_counter() - t0:.0f} s)")
 
     batched = (not use_lik and not isinstance(protocol, InteractiveDP) and not offers_blocks(policy)
-               and all(spec.adversary == "none" for spec in specs))
+               and all(getattr(spec, "adversary", None) in ("none", None) for spec in specs))
     if batched:
         groups = _groups(len(specs), 2 * (n_train + n_select) * horizon)
         group_tasks = [(policy, protocol, [specs[i] for i in g], ss, horizon, rr, delta, confidence_membership,
@@ -507,7 +517,7 @@ def search(
     finished["membership"] = mem
     lik = None
     if use_lik and best_l is not None:
-        pair = make_pair(best_l[1], protocol, K, horizon, rr, alphabet)
+        pair = _as_pair(best_l[1], protocol, K, horizon, rr, alphabet)
         # the screening losses of the chosen pair pick the eps grid; the bound counts fresh runs only
         lik = likelihood_attack(policy, protocol, pair, delta=delta, confidence=confidence_likelihood,
                                 n_runs=n_likelihood, seed=s_final_l, claim=claim, pilot=best_l[2],

@@ -21,7 +21,6 @@ rho + 2 sqrt(rho log(1/delta)) bound for zCDP is used and the method says so.
 
 from __future__ import annotations
 
-import inspect
 import math
 import platform
 import time
@@ -114,7 +113,8 @@ def first_release_step(policy: Any, protocol: Any, data: np.ndarray, seed: np.ra
 
 
 def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.random.SeedSequence,
-                  reward_range: tuple[float, float], alphabet: Sequence[float] | None = None) -> tuple[int, str, Any]:
+                  reward_range: tuple[float, float], alphabet: Sequence[float] | None = None,
+                  cells: int | None = None) -> tuple[int, str, Any]:
     """Choose the audit horizon. Returns (horizon, how it was chosen, the discovery's findings or None).
 
     A policy with a ledger: 48, or for one that releases nothing by then (phase-based policies such
@@ -141,7 +141,9 @@ def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.rand
         if T >= MAX_AUTO_HORIZON:
             break
         T *= 2
-    choice = discover_horizon(policy_for, protocol, seed, reward_range, alphabet, start=DEFAULTS["horizon"], tail=tail)
+    kw = {} if cells is None else {"cells": cells}
+    choice = discover_horizon(policy_for, protocol, seed, reward_range, alphabet, start=DEFAULTS["horizon"], tail=tail,
+                              **kw)
     why = choice.reason
     if T >= MAX_AUTO_HORIZON:
         why = f"its ledger shows no release within {MAX_AUTO_HORIZON} rounds, so the horizon comes from its actions: " + why
@@ -158,21 +160,14 @@ def _versions() -> dict[str, str]:
             "scipy": scipy.__version__, "statsmodels": statsmodels.__version__}
 
 
-def _build_policy(spec: str, params: dict[str, str], horizon: int) -> Any:
-    from dpaudit.policies.registry import load_policy_class, make_policy
+def _build_policy(spec: str, params: dict[str, str], horizon: int, adapter: str | None = None,
+                  claim: Any = None) -> Any:
+    """The policy to audit at ``horizon`` (:func:`dpaudit.adapters.build_policy`: the horizon goes to
+    whichever constructor parameter names it, ``claim`` replaces a declared one, ``adapter="per-run"``
+    runs a one-run class as N copies)."""
+    from dpaudit.adapters import build_policy
 
-    cls = load_policy_class(spec)
-    try:
-        sig = inspect.signature(cls.__init__).parameters
-    except (TypeError, ValueError):
-        sig = {}
-    params = dict(params)
-    if "horizon" in sig and "horizon" not in params:
-        params["horizon"] = str(horizon)
-    policy = make_policy(spec, params)
-    if not hasattr(policy, "n_arms"):
-        raise DPAuditError(f"policy {spec!r} has no n_arms attribute; a policy must say how many arms it has.")
-    return policy
+    return build_policy(spec, params, horizon, adapter=adapter, claim=claim)
 
 
 def _reward_range(policy: Any) -> tuple[float, float]:
@@ -274,13 +269,21 @@ def audit_policy(
     workers: int = 1,
     executor: Any = None,
     rewards: Sequence[float] | None = None,
+    claim: Any = None,
+    adapter: str | None = None,
+    pair: str | None = None,
 ) -> dict[str, Any]:
     """Run the claim, the ledger audit, the neighbouring search and both attacks; return the findings.
 
     ``horizon=None`` lets :func:`audit_horizon` choose it (48 unless the policy's first release comes
-    later). ``workers`` local processes (or a ``concurrent.futures`` ``executor``) run the independent
-    pieces; the findings do not depend on them (:mod:`dpaudit.engine`). On Ctrl-C this raises
-    :class:`AuditInterrupted` carrying what had finished.
+    later; for a policy without a ledger, the first round its actions depend on the input).
+    ``workers`` local processes (or a ``concurrent.futures`` ``executor``) run the independent
+    pieces; the findings do not depend on them (:mod:`dpaudit.engine`). ``rewards``: the only rewards
+    the policy accepts. ``claim`` (a Guarantee or text such as ``"pure:eps=1"``) replaces the one the
+    policy declares; ``adapter="per-run"`` audits a one-run class as N copies
+    (:class:`dpaudit.adapters.PerRun`); ``pair``: a ``dpaudit.pair/1`` file, audited instead of the
+    search's candidates (:mod:`dpaudit.pairs`). On Ctrl-C this raises :class:`AuditInterrupted`
+    carrying what had finished.
     """
     from dpaudit.attacks.bounds import check_confidence
     from dpaudit.engine import Engine, one_blas_thread
@@ -309,7 +312,7 @@ def audit_policy(
     try:
         with one_blas_thread():
             _audit(out, finished, spec, params, proto, delta, confidence, runs, horizon, seed, progress, engine,
-                   rewards)
+                   rewards, claim, adapter, pair)
     except KeyboardInterrupt:
         stage = out.pop("_stage", stage)
         if "membership" in finished:
@@ -339,13 +342,14 @@ def audit_policy(
 
 def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dict[str, str], proto: Any,
            delta: float, confidence: float, runs: int, horizon: int | None, seed: int,
-           progress: Callable[[str], None] | None, engine: Any, rewards: Sequence[float] | None = None) -> None:
+           progress: Callable[[str], None] | None, engine: Any, rewards: Sequence[float] | None = None,
+           claim_given: Any = None, adapter: str | None = None, pair_file: str | None = None) -> None:
     """The stages of :func:`audit_policy`, filling ``out`` as each one finishes."""
     from dpaudit.attacks.bounds import eps_lower_from_counts
     from dpaudit.attacks.neighbours import candidate_pairs, search, threshold_pairs
 
     if proto.name == "interactive":
-        probe = _build_policy(spec, dict(params), DEFAULTS["horizon"])
+        probe = _build_policy(spec, dict(params), DEFAULTS["horizon"], adapter, claim_given)
         if not getattr(probe, "accepts_queries", True):
             raise DPAuditError(
                 f"policy {spec!r} cannot be audited under Interactive DP: it only observes the arm it chose "
@@ -356,16 +360,44 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
     s_ledger, s_search, s_horizon, s_threshold = root.spawn(4)
     notes: list[str] = out["notes"]
     out["_stage"] = "choice of the horizon"
-    probe = _with_features(_build_policy(spec, dict(params), DEFAULTS["horizon"]), seed)
+    from dpaudit.adapters import PerRun
+    from dpaudit.attacks.neighbours import PILOT_CELLS
+
+    features = None
+
+    def build(T: int) -> Any:
+        policy = _build_policy(spec, dict(params), T, adapter, claim_given)
+        return FixedActionSet(policy, features) if features is not None else _with_features(policy, seed)
+
+    probe = build(DEFAULTS["horizon"])
     rr = _reward_range(probe)
     alphabet = _alphabet(probe, rewards, rr)
     if alphabet is None:
         alphabet = _probe_alphabet(probe, proto, rr, notes)
     if alphabet is not None:
         out["reward_alphabet"] = list(alphabet)
+    # one-run classes cost a Python call per run and step: a smaller pilot budget for the searches
+    cells = PILOT_CELLS // 30 if isinstance(probe, PerRun) else PILOT_CELLS
+    user_pair = None
+    if pair_file is not None:
+        from dpaudit.pairs import load_pair
+
+        user_pair = load_pair(pair_file, n_arms=int(probe.n_arms), protocol=proto, reward_range=rr, alphabet=alphabet)
+        T_pair = int(np.asarray(user_pair.d0).shape[0])
+        if horizon is not None and int(horizon) != T_pair:
+            raise DPAuditError(f"--horizon {horizon} differs from the pair's T = {T_pair}; the pair file fixes the "
+                               "horizon, so leave --horizon out.")
+        horizon = T_pair
+        ctx = getattr(user_pair, "contexts", None)
+        if ctx is not None:
+            ctx = np.asarray(ctx, dtype=float)
+            if ctx.ndim != 2:
+                raise DPAuditError("the pair's contexts must be one fixed action set (K x d) for now; per-round "
+                                   "contexts (T x K x d) are not fed to policies yet.")
+            features = ctx
+        out["horizon_reason"] = f"the horizon of the pair in {pair_file}"
     if horizon is None:
-        horizon, how, choice = audit_horizon(lambda T: _with_features(_build_policy(spec, dict(params), T), seed),
-                                             proto, s_horizon, rr, alphabet)
+        horizon, how, choice = audit_horizon(build, proto, s_horizon, rr, alphabet, cells=cells)
         out["horizon_reason"] = how
         if choice is not None:
             out["horizon_search"] = {"first_dependent_round": choice.first_dependent_round, "tried_up_to": choice.tried}
@@ -376,7 +408,7 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
             notes.append(f"horizon T = {horizon} chosen automatically: {how}.")
     horizon = check_int("--horizon", horizon, minimum=2)
     out["horizon"] = horizon
-    policy = _with_features(_build_policy(spec, params, horizon), seed)
+    policy = build(horizon)
     claim = getattr(policy, "claim", None)
     if not isinstance(claim, Guarantee):
         raise DPAuditError(
@@ -432,10 +464,15 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
 
         engine = SERIAL
         out["workers"] = engine.describe()
-    specs = candidate_pairs(proto, K, horizon)
-    if proto.name == "table":
+    if user_pair is not None:
+        specs = [user_pair]
+        notes.append(f"audited on the neighbouring pair given in {pair_file} (round {user_pair.round} differs); "
+                     "no search.")
+    else:
+        specs = candidate_pairs(proto, K, horizon)
+    if proto.name == "table" and user_pair is None:
         out["_stage"] = "threshold search"
-        extra, info = threshold_pairs(policy, proto, horizon, s_threshold, rr, alphabet)
+        extra, info = threshold_pairs(policy, proto, horizon, s_threshold, rr, alphabet, cells=cells)
         out["threshold_search"] = info
         specs += extra
         out["_stage"] = "neighbouring-pair search and attacks"

@@ -230,3 +230,70 @@ def test_correct_outside_style_policies_are_consistent_with_a_positive_bound(nam
     out = audit_policy(name, params, runs=2000, workers=1)
     assert out["verdict"] == "consistent", out["reason"]
     assert out["epsilon_lower"] > 0
+
+
+# ---- wiring: --adapter per-run, --claim, --pair, the horizon under any name -----------------------
+
+PER_RUN = """
+import numpy as np
+
+class OneRun:
+    '''A one-run noisy greedy written like public code: global np.random, select_arm/update.'''
+
+    def __init__(self, n_arms=2, T=100, epsilon=1.0):
+        self.n_arms, self.T, self.epsilon = n_arms, T, epsilon
+        self.sums = np.zeros(n_arms)
+        self.t = 0
+
+    def select_arm(self):
+        if self.t < self.n_arms:
+            return self.t
+        if self.t == self.n_arms:  # report noisy max once on the first rewards: sensitivity 1 per arm
+            self.choice = int(np.argmax(self.sums + np.random.laplace(0, 1 / self.epsilon, self.n_arms)))
+        return self.choice
+
+    def update(self, arm, reward):
+        if self.t < self.n_arms:
+            self.sums[arm] += reward
+        self.t += 1
+"""
+
+
+def test_a_one_run_class_is_audited_unchanged_with_the_claim_on_the_command_line(tmp_path, capsys):
+    path = tmp_path / "their_bandit.py"
+    path.write_text(PER_RUN)
+    argv = ["check", "policy", f"{path}:OneRun", "--adapter", "per-run", "--runs", "2000", "--horizon", "12",
+            "--workers", "1", "--json"]
+    assert main(argv + ["--claim", "pure:eps=1"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "consistent" and out["claim"] == "1-DP" and out["epsilon_lower"] > 0
+    assert "--adapter per-run --claim pure:eps=1" in out["command"]
+    # the same code judged against a much smaller claim: its real leak (eps = 1) shows
+    assert main(argv + ["--claim", "pure:eps=0.1"]) == 1
+    capsys.readouterr()
+    assert main(argv[:-1] + ["--claim", "zcdp:rho=oops"]) == 2
+    assert "claim" in capsys.readouterr().err
+
+
+def test_the_horizon_reaches_a_constructor_parameter_named_T(tmp_path):
+    from dpaudit.check import _build_policy
+
+    path = tmp_path / "their_bandit.py"
+    path.write_text(PER_RUN)
+    policy = _build_policy(f"{path}:OneRun", {}, 37, "per-run", "pure:eps=1")
+    assert policy.params()["T"] == 37
+
+
+def test_a_given_pair_is_audited_exactly_and_fixes_the_horizon(capsys):
+    import json
+    from pathlib import Path
+
+    pair = str(Path(__file__).resolve().parents[1] / "examples" / "pair_table.json")
+    assert main(["check", "policy", "adap-ucb", "--pair", pair, "--runs", "2000", "--workers", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["horizon"] == 8 and len(out["search"]) == 1
+    assert out["witness"]["round"] == 2 and out["witness"]["row_d"] == [0.0, 1.0]
+    assert main(["check", "policy", "adap-ucb", "--pair", pair, "--horizon", "9"]) == 2
+    assert "fixes the horizon" in capsys.readouterr().err

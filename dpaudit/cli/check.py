@@ -161,6 +161,15 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
     c.add_argument("--report", default=None, metavar="PATH.md",
                    help="also write a Markdown report (and a self-contained HTML page beside it)")
+    c.add_argument("--adapter", choices=["per-run"], default=None,
+                   help="per-run: POLICY is a one-run class (select_arm()/update(arm, reward), pull(), step(...)); "
+                        "dpaudit runs N seeded copies of it as a batched policy (give its claim with --claim)")
+    c.add_argument("--claim", default=None, metavar="CLAIM",
+                   help="the guarantee to check, replacing any the policy declares: pure:eps=E, zcdp:rho=R, "
+                        "approx:eps=E,delta=D or rdp:alpha=A,eps=E")
+    c.add_argument("--pair", default=None, metavar="PAIR.json",
+                   help="audit exactly this neighbouring pair (format dpaudit.pair/1: two reward tables or lists "
+                        "differing in one round, optional contexts) instead of searching for one")
     c.add_argument("--rewards", default=None, metavar="R1,R2,...",
                    help="the only rewards the policy accepts (e.g. 0,1); every audit input is built from them "
                         "(default: the policy's reward_alphabet, else any value in its reward range)")
@@ -224,6 +233,14 @@ def _print_human(out: dict[str, Any]) -> None:
     print(f"verdict     {out['verdict'].upper()}: {out['reason']}.")
 
 
+def _parse_claim(text: str | None) -> Any:
+    if text is None:
+        return None
+    from dpaudit.adapters import parse_claim
+
+    return parse_claim(text)
+
+
 def _parse_rewards(text: str | None) -> list[float] | None:
     if text is None:
         return None
@@ -250,6 +267,7 @@ def check_named(args: argparse.Namespace) -> int:
             args.policy, parse_params(args.param), protocol=args.protocol, delta=args.delta,
             confidence=args.confidence, runs=args.runs, horizon=args.horizon, seed=args.seed,
             progress=_progress(), workers=workers, rewards=_parse_rewards(args.rewards),
+            claim=_parse_claim(args.claim), adapter=args.adapter, pair=args.pair,
         )
         status = EXIT_STATUS[out["verdict"]]
     except AuditInterrupted as exc:
@@ -259,8 +277,10 @@ def check_named(args: argparse.Namespace) -> int:
     argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs)]
     argv += ["--horizon", str(horizon)] if horizon is not None else []
     argv += ["--seed", str(args.seed)]
-    if args.rewards is not None:
-        argv += ["--rewards", args.rewards]
+    for flag, value in (("--adapter", args.adapter), ("--claim", args.claim), ("--pair", args.pair),
+                        ("--rewards", args.rewards)):
+        if value is not None:
+            argv += [flag, value]
     if args.report is not None:
         argv += ["--report", str(args.report)]
     out["command"] = "dpaudit " + " ".join(shlex.quote(a) for a in argv)
