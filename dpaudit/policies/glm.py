@@ -188,7 +188,8 @@ class JointDPGLM(_GLMBase):
     def _reset(self) -> None:
         n, d = self.n_runs, self.dim
         self.treeV, self.treeH = self._tree("V-tree"), self._tree("H-tree")
-        ledger = self.ledger if self.record else None
+        # the non-private twin releases nothing (its trees add no noise), so it records nothing
+        ledger = self.ledger if self.record and self.private else None
         self.treeV.reset(n, self.rng, ledger)
         self.treeH.reset(n, self.rng, ledger)
         base = self.lam + self.shift
@@ -334,6 +335,16 @@ class ShuffleGLM(_GLMBase):
 
     private = True
     shuffle = True
+
+    # No ledger: the messages carry randomized response, not additive noise, so the claim comes from the
+    # shuffle accountant and the audits treat the policy like one without a ledger (hasattr is False).
+    @property
+    def ledger(self) -> Any:
+        raise AttributeError("shuffle-glm keeps no ledger (its noise is randomized response in the shuffler)")
+
+    @ledger.setter
+    def ledger(self, value: Any) -> None:
+        self._unused_ledger = value
 
     def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, eps0: float = 2.0,
                  delta: float = 1e-5, link: str = "logistic", theta_bound: float = 2.0, lam: float = 1.0,
