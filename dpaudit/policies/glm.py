@@ -46,7 +46,8 @@ Seed 002 is a structured summary, not the paper; where it leaves a step open we 
   together and give PGD step g: one step per group, so each user feeds one step). The claim is the
   basic composition of the two amplified guarantees (Feldman-McMillan-Talwar numerical bound,
   :func:`dpaudit.accountants.shuffle_guarantee`, at delta/2 each) for the smallest batch; users
-  are in one batch only (parallel composition). The G-optimal design is Frank-Wolfe
+  are in one batch only (parallel composition). It keeps no ledger (randomized response is not
+  additive noise), so table/view audits judge it black-box. The G-optimal design is Frank-Wolfe
   (``fw_iters`` Kiefer-Wolfowitz steps, batched) on each user's active arms.
 * Widths: ``beta`` (default 1) scales ``||x||_{M^{-1}}`` in every UCB/LCB; the papers' theoretical
   constants are far too large at these horizons.
