@@ -5,7 +5,7 @@ has what is needed. This package depends on nothing else in dpaudit.
 """
 
 from dpaudit.errors import DPAuditError
-from .guarantees import RDP, ZCDP, ApproxDP, Guarantee, PureDP
+from .guarantees import RDP, ZCDP, ApproxDP, Composed, Guarantee, MechanismDP, PureDP, as_guarantee, compose
 from .conversions import Conversion, rdp_to_approx, zcdp_rho_for_epsilon, zcdp_to_approx
 from .gaussian import gaussian_epsilon, gaussian_sigma, lint_classical_gaussian, lint_seed000_channel
 from .composition import NoiseAccount, compose_parallel, compose_sequential, per_round_account
@@ -19,4 +19,5 @@ __all__ = [
     "NoiseAccount", "compose_sequential", "compose_parallel", "per_round_account",
     "clones_delta", "clones_epsilon", "clones_epsilon_closed_form", "shuffle_guarantee",
     "tree_max_nodes", "tree_zcdp", "tree_sigma",
+    "MechanismDP", "Composed", "compose", "as_guarantee",
 ]

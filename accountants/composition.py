@@ -61,15 +61,16 @@ class _SumCurve:
 def _check_guarantees(guarantees: tuple) -> tuple[Guarantee, ...]:
     if not guarantees:
         raise DPAuditError("composition needs at least one guarantee, got none.")
-    for g in guarantees:
-        if not isinstance(g, Guarantee):
-            raise DPAuditError(f"only Guarantee objects compose, got {g!r}.")
-    return tuple(guarantees)
+    from .guarantees import as_guarantee  # a dp-accounting DpEvent is converted exactly (issue 11)
+
+    return tuple(as_guarantee(g) for g in guarantees)
 
 
 def compose_sequential(*guarantees: Guarantee) -> Guarantee:
     """Adaptive sequential composition (see the module docstring for the rule per type)."""
     gs = _check_guarantees(guarantees)
+    if len(gs) == 1:
+        return gs[0]
     kinds = {type(g) for g in gs}
     if kinds == {ZCDP}:
         return ZCDP(sum(g.rho for g in gs))

@@ -34,7 +34,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, asdict
 
 import numpy as np
-from scipy import optimize
 
 from dpaudit.errors import DPAuditError, check_delta, check_nonnegative, check_order, check_positive
 
@@ -75,6 +74,14 @@ class Conversion:
         return asdict(self)
 
 
+def _optimize():
+    """scipy.optimize, imported on first use (it costs ~0.3 s, which `import dpaudit` should not pay)."""
+    from scipy import optimize
+
+    return optimize
+
+
+
 def cks_epsilon(alpha: np.ndarray | float, tau: np.ndarray | float, delta: float) -> np.ndarray | float:
     """eps of CKS 2020 Prop. 12 for ``D_alpha <= tau`` at ``delta`` (vectorised; alpha = inf gives tau)."""
     a = np.asarray(alpha, dtype=float)
@@ -113,7 +120,7 @@ def _minimise_over_orders(fun_x: Callable[[np.ndarray], np.ndarray]) -> tuple[fl
     hi = _GRID[min(i + 1, _GRID.size - 1)]
     best_x, best_v = float(_GRID[i]), float(values[i])
     if math.isfinite(best_v):
-        res = optimize.minimize_scalar(
+        res = _optimize().minimize_scalar(
             lambda x: float(fun_x(np.array([x]))[0]), bounds=(lo, hi), method="bounded",
             options={"xatol": 1e-12, "maxiter": 500},
         )
@@ -267,7 +274,7 @@ def zcdp_rho_for_epsilon(epsilon: float, delta: float) -> float:
             raise DPAuditError(f"no rho > 0 reaches epsilon = {epsilon!r} at delta = {delta!r}.")
     while h(hi) < 0:
         hi += 2
-    log_rho = optimize.brentq(h, lo, hi, xtol=1e-14, rtol=1e-13)
+    log_rho = _optimize().brentq(h, lo, hi, xtol=1e-14, rtol=1e-13)
     rho = math.exp(log_rho)
     # step down until the converted epsilon is within the target (brentq may land a hair above)
     while zcdp_to_approx(rho, delta).epsilon > epsilon:

@@ -27,7 +27,7 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from .conversions import Conversion, zcdp_to_approx
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_nonnegative, check_positive
@@ -47,6 +47,14 @@ __all__ = [
     "lint_classical_gaussian",
     "lint_seed000_channel",
 ]
+
+
+def _optimize():
+    """scipy.optimize, imported on first use (it costs ~0.3 s, which `import dpaudit` should not pay)."""
+    from scipy import optimize
+
+    return optimize
+
 
 
 def gaussian_mu(sigma: float, sensitivity: float = 1.0, compositions: int = 1) -> float:
@@ -85,7 +93,7 @@ def _epsilon_for_mu(mu: float, delta: float) -> float:
     hi = max(zcdp_to_approx(mu * mu / 2, delta).epsilon, 1e-300)
     while gaussian_log_delta(hi, mu) > log_d:  # cannot happen for a valid upper bound; guard anyway
         hi *= 2
-    return optimize.brentq(lambda e: gaussian_log_delta(e, mu) - log_d, 0.0, hi, xtol=1e-300, rtol=1e-14, maxiter=500)
+    return _optimize().brentq(lambda e: gaussian_log_delta(e, mu) - log_d, 0.0, hi, xtol=1e-300, rtol=1e-14, maxiter=500)
 
 
 def gaussian_epsilon(delta: float, sigma: float | None = None, sensitivity: float = 1.0,
@@ -119,7 +127,7 @@ def gaussian_mu_for(epsilon: float, delta: float) -> float:
         hi += 2
         if hi > 700:
             return math.inf
-    log_mu = optimize.brentq(h, lo, hi, xtol=1e-15, rtol=1e-14, maxiter=500)
+    log_mu = _optimize().brentq(h, lo, hi, xtol=1e-15, rtol=1e-14, maxiter=500)
     mu = math.exp(log_mu)
     while gaussian_log_delta(epsilon, mu) > log_d:  # make sure we are on the valid side
         mu *= 1 - 1e-14

@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from statsmodels.stats.proportion import proportion_confint
 
 from dpaudit.errors import DPAuditError, check_delta
 
@@ -40,6 +39,14 @@ __all__ = [
 ]
 
 
+def _proportion_confint():
+    """statsmodels' ``proportion_confint``, imported on first use: statsmodels (and the pandas it loads)
+    costs about a second, which ``import dpaudit.attacks`` should not pay."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    return proportion_confint
+
+
 def check_confidence(confidence: float) -> float:
     """Return ``confidence`` after checking it lies in (0, 1)."""
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
@@ -51,7 +58,7 @@ def cp_upper(k: np.ndarray | int, n: np.ndarray | int, alpha: float) -> np.ndarr
     """One-sided Clopper-Pearson upper bound on a binomial rate at error ``alpha`` (vectorised)."""
     k = np.asarray(k, dtype=float)
     n = np.asarray(n, dtype=float)
-    _, hi = proportion_confint(k, n, alpha=2 * alpha, method="beta")
+    _, hi = _proportion_confint()(k, n, alpha=2 * alpha, method="beta")
     hi = np.where(k >= n, 1.0, hi)
     return np.asarray(hi, dtype=float)
 
@@ -60,7 +67,7 @@ def cp_lower(k: np.ndarray | int, n: np.ndarray | int, alpha: float) -> np.ndarr
     """One-sided Clopper-Pearson lower bound on a binomial rate at error ``alpha`` (vectorised)."""
     k = np.asarray(k, dtype=float)
     n = np.asarray(n, dtype=float)
-    lo, _ = proportion_confint(k, n, alpha=2 * alpha, method="beta")
+    lo, _ = _proportion_confint()(k, n, alpha=2 * alpha, method="beta")
     lo = np.where(k <= 0, 0.0, lo)
     return np.asarray(lo, dtype=float)
 

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
-from scipy.optimize import minimize
 
 from dpaudit.errors import DPAuditError, check_delta
 from dpaudit.engine import SERIAL, Engine, progress_counter
@@ -196,6 +195,8 @@ class ViewScorer:
             g = z.T @ (p - y) / z.shape[0]
             g[:-1] += 2 * l2 * w[:-1]
             return float(ll), g
+
+        from scipy.optimize import minimize  # on first use: `import dpaudit.attacks` should not pay for it
 
         res = minimize(loss, np.zeros(z.shape[1]), jac=True, method="L-BFGS-B", options={"maxiter": 200})
         self._coef = res.x

@@ -3,11 +3,60 @@
 Two questions a reviewer asks of a private bandit policy: what does it *claim* (the accountants,
 :mod:`dpaudit.accountants`) and what does it *leak* (the attacks, :mod:`dpaudit.attacks`). See
 DESIGN.md for the map.
+
+The public entry point is :func:`dpaudit.audit` (returns an :class:`dpaudit.Audit`)::
+
+    import dpaudit
+    result = dpaudit.audit("adac-ucb", params={"n_arms": 3, "rho": 0.5}, runs=5000)
+    print(result.verdict, result.epsilon_claimed, result.epsilon_lower)
+
+Every name below is imported on first use (module-level ``__getattr__``), so ``import dpaudit``
+costs milliseconds and pays for numpy, scipy, statsmodels or matplotlib only when a function that
+needs them is called.
 """
 
-from dpaudit.accountants import RDP, ZCDP, ApproxDP, Guarantee, PureDP
-from dpaudit.errors import DPAuditError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "DPAuditError", "Guarantee", "PureDP", "ApproxDP", "ZCDP", "RDP"]
+#: public name -> module that defines it (imported lazily by :func:`__getattr__`)
+_LAZY: dict[str, str] = {
+    "audit": "dpaudit.api",
+    "Audit": "dpaudit.api",
+    "describe": "dpaudit.api",
+    "account": "dpaudit.api",
+    "DPAuditError": "dpaudit.errors",
+    "Guarantee": "dpaudit.accountants",
+    "PureDP": "dpaudit.accountants",
+    "ApproxDP": "dpaudit.accountants",
+    "ZCDP": "dpaudit.accountants",
+    "RDP": "dpaudit.accountants",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+_SUBMODULES = frozenset({"accountants", "attacks", "policies", "protocols", "mechanisms", "simulate", "engine",
+                         "check", "accounting", "report", "testing", "environments", "errors", "api", "reproduce"})
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from dpaudit.accountants import RDP, ZCDP, ApproxDP, Guarantee, PureDP
+    from dpaudit.api import Audit, account, audit, describe
+    from dpaudit.errors import DPAuditError
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        if name in _SUBMODULES:  # ``dpaudit.attacks`` after a bare ``import dpaudit``
+            return importlib.import_module(f"dpaudit.{name}")
+        raise AttributeError(f"module 'dpaudit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

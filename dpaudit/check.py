@@ -100,6 +100,9 @@ def ledger_audit(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.S
         "implied_guarantee": implied,
         "shared_rounds": int(shared.shape[0]),
         "max_releases_per_round": int(acc.usage.max(initial=0)),
+        # per round t: the most and the mean number of releases round t fed over the runs (report figure)
+        "usage_max_per_round": acc.usage.max(axis=0).astype(int).tolist(),
+        "usage_mean_per_round": [round(float(x), 4) for x in acc.usage.mean(axis=0)],
     }
 
 
@@ -167,7 +170,61 @@ def _build_policy(spec: str, params: dict[str, str], horizon: int, adapter: str 
     runs a one-run class as N copies)."""
     from dpaudit.adapters import build_policy
 
-    return build_policy(spec, params, horizon, adapter=adapter, claim=claim)
+    if not isinstance(spec, str):  # the Python API (dpaudit.audit) passes a class or an instance
+        return _policy_from_object(spec, params, horizon, adapter, claim)
+    return _claim_as_guarantee(build_policy(spec, params, horizon, adapter=adapter, claim=claim))
+
+
+def _policy_from_object(obj: Any, params: dict[str, Any], horizon: int, adapter: str | None = None,
+                        claim: Any = None) -> Any:
+    """The hook of :func:`dpaudit.audit` for a policy given as a class or an instance.
+
+    A class is built with ``params`` (typed by its constructor's signature, as ``--param`` values are)
+    and, like a registered name, receives the audit's horizon under whatever name its constructor
+    gives it (:func:`dpaudit.adapters.horizon_parameter`); an instance is audited as it is (its own
+    parameters, whatever the horizon). ``claim`` replaces a declared claim, as for a name.
+    """
+    from dpaudit.adapters import horizon_parameter, parse_claim
+    from dpaudit.policies.registry import coerce_params
+
+    if adapter is not None:
+        raise DPAuditError("the per-run adapter takes the plug-in as a 'file.py:Class' or 'module:Class' string, "
+                           f"not a {'class' if isinstance(obj, type) else 'policy object'}.")
+    if isinstance(obj, type):
+        params = dict(params)
+        hp = horizon_parameter(obj)
+        if hp is not None and hp not in params:
+            params[hp] = horizon
+        kwargs = coerce_params(obj, params)
+        try:
+            policy = obj(**kwargs)
+        except TypeError as exc:
+            raise DPAuditError(f"cannot build {obj.__name__} with parameters {kwargs}: {exc}.") from exc
+        try:
+            policy._params = dict(kwargs)
+        except AttributeError:
+            pass
+    else:
+        policy = obj
+    if not hasattr(policy, "n_arms"):
+        raise DPAuditError(f"policy {policy!r} has no n_arms attribute; a policy must say how many arms it has.")
+    if claim is not None:
+        policy.claim = parse_claim(claim) if isinstance(claim, str) else claim
+    return _claim_as_guarantee(policy)
+
+
+def _claim_as_guarantee(policy: Any) -> Any:
+    """A claim given as a dp-accounting DpEvent becomes the Guarantee it describes (issue 11)."""
+    from dpaudit.accountants.guarantees import _is_dp_event, as_guarantee
+
+    claim = getattr(policy, "claim", None)
+    if _is_dp_event(claim):
+        try:
+            policy.claim = as_guarantee(claim)
+        except AttributeError:
+            raise DPAuditError(f"policy {type(policy).__name__} states its claim {claim!r} as a read-only DpEvent; "
+                               "dpaudit needs to read it as a Guarantee: make `claim` a plain attribute.") from None
+    return policy
 
 
 def _reward_range(policy: Any) -> tuple[float, float]:

@@ -186,7 +186,9 @@ class _Additive:
         arm: np.ndarray | None = None,
     ) -> np.ndarray:
         """Return ``centre + noise`` (same shape) and record the release in ``ledger``."""
-        centre = np.asarray(centre, dtype=float)
+        # a copy: the ledger keeps the centre, and a caller that reuses its buffer (zeroes its sums after
+        # the release) must not rewrite history (a view here made such a policy's ledger wrong)
+        centre = np.array(centre, dtype=float)
         if not np.all(np.isfinite(centre)):
             raise DPAuditError(f"the statistic released as {label or 'a release'} contains NaN or inf.")
         noise = Noise(self.kind, self.scale)

@@ -34,10 +34,24 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
-from hypothesis import strategies as st
+
+try:
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover - exercised in a subprocess by tests/test_api.py
+    raise ImportError('dpaudit.testing needs hypothesis, which is not installed: pip install "dpaudit[testing]"') from None
+
+# Imported here, not inside the assertions: a first import inside a hypothesis example would count
+# against hypothesis's deadline (scipy.integrate and the attacks take up to seconds to import).
+from scipy import integrate
 
 from dpaudit.accountants import Guarantee
+from dpaudit.accountants.composition import per_round_account
+from dpaudit.accountants.guarantees import _is_dp_event, as_guarantee
+from dpaudit.accounting import ledger_entries
+from dpaudit.attacks.exact import exact_profile
 from dpaudit.errors import check_order
+from dpaudit.mechanisms import gaussian_renyi, laplace_renyi
+from dpaudit.policies.finite import FinitePolicy
 
 __all__ = [
     "deltas",
@@ -154,8 +168,6 @@ def finite_policies(draw: Any, horizon: int | tuple[int, int] = (1, 3), arms: in
 
     Keep T * log(K R) small: the rules have (K R)^(t-1) rows at step t.
     """
-    from dpaudit.policies.finite import FinitePolicy
-
     T = horizon if isinstance(horizon, int) else draw(st.integers(*horizon))
     K, R = arms, len(rewards)
     rules = []
@@ -190,7 +202,6 @@ def renyi_divergence(p: np.ndarray, q: np.ndarray, alpha: float) -> float:
 def renyi_divergence_1d(logpdf_p: Any, logpdf_q: Any, alpha: float, lo: float, hi: float,
                         points: Sequence[float] = ()) -> float:
     """D_alpha(P || Q) of two densities on [lo, hi] by adaptive quadrature (scipy.integrate.quad)."""
-    from scipy import integrate
 
     alpha = check_order(alpha)
     # scale by the integrand's largest value on a grid to avoid under/overflow
@@ -202,6 +213,8 @@ def renyi_divergence_1d(logpdf_p: Any, logpdf_q: Any, alpha: float, lo: float, h
 
 
 def _bound_of(bound: float | Guarantee, alpha: float) -> float:
+    if _is_dp_event(bound):  # a claim stated as a dp-accounting DpEvent
+        bound = as_guarantee(bound)
     return bound.renyi(alpha) if isinstance(bound, Guarantee) else float(bound)
 
 
@@ -227,8 +240,6 @@ def assert_mechanism_renyi(mechanism: Any, alpha: float, *, centre: float = 0.0,
     Asserts the numerical value equals the analytic one (Gaussian alpha D^2/(2 s^2), Laplace
     Mironov 2017 Prop. 6) to ``rtol`` and lies within ``mechanism.guarantee()``. Returns it.
     """
-    from dpaudit.mechanisms import gaussian_renyi, laplace_renyi
-
     alpha = check_order(alpha)
     kind = getattr(mechanism, "kind", None)
     s = float(np.max(mechanism.scale))
@@ -282,9 +293,6 @@ def assert_ledger_within_claim(policy: Any, table: np.ndarray, *, n_runs: int = 
     what the release's coefficients imply over the policy's reward range). Returns the
     :class:`~dpaudit.accountants.composition.RoundAccount`.
     """
-    from dpaudit.accounting import ledger_entries
-    from dpaudit.accountants.composition import per_round_account
-
     ledger = run_on_table(policy, table, n_runs, seed, features)
     claim = getattr(policy, "claim", None)
     if ledger is None or claim is None:
@@ -307,7 +315,6 @@ def assert_ledger_within_claim(policy: Any, table: np.ndarray, *, n_runs: int = 
 
 def assert_finite_policy_renyi(policy: Any, bound: float | Guarantee, alpha: float, protocol: str = "table") -> float:
     """Exact D_alpha of a finite policy (max over neighbours, by enumeration) within ``bound``."""
-    from dpaudit.attacks.exact import exact_profile
 
     alpha = check_order(alpha)
     prof = exact_profile(policy, protocol, alphas=[alpha])

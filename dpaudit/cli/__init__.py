@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "dpaudit.cli.reproduce",
     "dpaudit.cli.account",
     "dpaudit.cli.regret",
+    "dpaudit.cli.describe",
 ]
 
 

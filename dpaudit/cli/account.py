@@ -22,22 +22,6 @@ import math
 import time
 from typing import Any
 
-import numpy as np
-
-from dpaudit.accountants.conversions import (
-    rdp_to_approx,
-    simple_zcdp_epsilon,
-    zcdp_rho_for_epsilon,
-    zcdp_to_approx,
-)
-from dpaudit.accountants.gaussian import (
-    gaussian_epsilon,
-    gaussian_mu,
-    gaussian_sigma,
-    lint_classical_gaussian,
-    lint_seed000_channel,
-)
-from dpaudit.accounting import claim_vs_ledger, run_policy
 from dpaudit.errors import DPAuditError, check_delta, check_positive
 
 __all__ = ["register_cli"]
@@ -51,35 +35,39 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     what.required = True
 
     z = what.add_parser("zcdp", help="rho-zCDP -> (eps, delta), optimal over continuous orders")
-    z.add_argument("--rho", type=float, required=True)
-    z.add_argument("--delta", type=float, required=True)
+    z.add_argument("--rho", type=float, required=True, help="the zCDP parameter rho >= 0 (D_alpha <= alpha rho)")
+    z.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
     z.add_argument("--compare", action="store_true",
                    help="also show dp-accounting's answer on its default grid of orders")
     z.set_defaults(func=_cmd_zcdp)
 
     r = what.add_parser("rdp", help="(alpha, eps)-RDP -> (eps, delta) (Canonne-Kamath-Steinke 2020, Prop. 12)")
-    r.add_argument("--alpha", type=float, required=True)
-    r.add_argument("--eps", type=float, required=True)
-    r.add_argument("--delta", type=float, required=True)
+    r.add_argument("--alpha", type=float, required=True, help="the Rényi order alpha > 1 ('inf' allowed)")
+    r.add_argument("--eps", type=float, required=True, help="the Rényi divergence bound at that order (>= 0)")
+    r.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
     r.set_defaults(func=_cmd_rdp)
 
     g = what.add_parser("gaussian", help="exact (eps, delta) of n Gaussian releases (Balle & Wang 2018)")
-    g.add_argument("--sigma", type=float, required=True)
-    g.add_argument("--sensitivity", type=float, default=1.0)
-    g.add_argument("--compositions", type=int, default=1)
-    g.add_argument("--delta", type=float, required=True)
+    g.add_argument("--sigma", type=float, required=True, help="standard deviation of the Gaussian noise (> 0)")
+    g.add_argument("--sensitivity", type=float, default=1.0,
+                   help="L2 sensitivity of the statistic over neighbouring inputs (default 1)")
+    g.add_argument("--compositions", type=int, default=1,
+                   help="number of releases with this sigma, composed exactly (default 1)")
+    g.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
     g.set_defaults(func=_cmd_gaussian)
 
     c = what.add_parser("calibrate", help="sigma (exact) and rho (zCDP) for a target (eps, delta)")
-    c.add_argument("--epsilon", type=float, required=True)
-    c.add_argument("--delta", type=float, required=True)
-    c.add_argument("--sensitivity", type=float, default=1.0)
-    c.add_argument("--compositions", type=int, default=1)
+    c.add_argument("--epsilon", type=float, required=True, help="target epsilon (> 0)")
+    c.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
+    c.add_argument("--sensitivity", type=float, default=1.0,
+                   help="L2 sensitivity of the statistic over neighbouring inputs (default 1)")
+    c.add_argument("--compositions", type=int, default=1,
+                   help="number of releases sharing the budget, composed exactly (default 1)")
     c.set_defaults(func=_cmd_calibrate)
 
     li = what.add_parser("lint", help="check the classical Gaussian and seed 000 calibrations at (eps, delta)")
-    li.add_argument("--epsilon", type=float, required=True)
-    li.add_argument("--delta", type=float, required=True)
+    li.add_argument("--epsilon", type=float, required=True, help="the epsilon the calibration targets (> 0)")
+    li.add_argument("--delta", type=float, required=True, help="the delta the calibration targets, in (0, 1)")
     li.set_defaults(func=_cmd_lint)
 
     pol = what.add_parser("policy", help="a policy's claim beside what its ledger implies",
@@ -87,11 +75,12 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
                           "claim with the per-round composition of its ledger. Exit status 1 when the ledger "
                           "implies more than the claim.")
     pol.add_argument("policy", metavar="NAME", help="registered name, path/to/file.py:Class or module:Class")
-    pol.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
-    pol.add_argument("--delta", type=float, required=True)
+    pol.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="a policy parameter, repeatable (see `dpaudit describe NAME`)")
+    pol.add_argument("--delta", type=float, required=True, help="delta at which claim and ledger are compared, in (0, 1)")
     pol.add_argument("--horizon", type=int, default=2000, help="steps to run (default 2000)")
     pol.add_argument("--runs", type=int, default=4, help="independent runs (default 4)")
-    pol.add_argument("--seed", type=int, default=0)
+    pol.add_argument("--seed", type=int, default=0, help="seed of the reward table and the noise (default 0)")
     pol.set_defaults(func=_cmd_policy)
 
     for sp in (z, r, g, c, li, pol):
@@ -105,10 +94,8 @@ def _jsonable(x: Any) -> Any:
         return {k: _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_jsonable(v) for v in x]
-    if isinstance(x, (np.floating,)):
-        return _jsonable(float(x))
-    if isinstance(x, (np.integer,)):
-        return int(x)
+    if type(x).__module__ == "numpy" and hasattr(x, "item"):  # numpy scalars (numpy imported lazily)
+        return _jsonable(x.item())
     return x
 
 
@@ -135,6 +122,8 @@ def _dp_accounting_grid(rho_or_curve, delta: float) -> tuple[float, float]:
 
 
 def _cmd_zcdp(args: argparse.Namespace) -> int:
+    from dpaudit.accountants.conversions import simple_zcdp_epsilon, zcdp_to_approx
+
     t0 = time.perf_counter()
     conv = zcdp_to_approx(args.rho, args.delta)
     simple = simple_zcdp_epsilon(args.rho, args.delta)
@@ -153,6 +142,8 @@ def _cmd_zcdp(args: argparse.Namespace) -> int:
 
 
 def _cmd_rdp(args: argparse.Namespace) -> int:
+    from dpaudit.accountants.conversions import rdp_to_approx
+
     t0 = time.perf_counter()
     conv = rdp_to_approx(args.alpha, args.eps, args.delta)
     obj = {"epsilon": conv.epsilon, "delta": conv.delta, "method": conv.method, "order": conv.order,
@@ -164,6 +155,9 @@ def _cmd_rdp(args: argparse.Namespace) -> int:
 
 
 def _cmd_gaussian(args: argparse.Namespace) -> int:
+    from dpaudit.accountants.conversions import zcdp_to_approx
+    from dpaudit.accountants.gaussian import gaussian_epsilon, gaussian_mu
+
     t0 = time.perf_counter()
     conv = gaussian_epsilon(args.delta, args.sigma, args.sensitivity, args.compositions)
     mu = gaussian_mu(args.sigma, args.sensitivity, args.compositions)
@@ -181,6 +175,9 @@ def _cmd_gaussian(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from dpaudit.accountants.conversions import zcdp_rho_for_epsilon
+    from dpaudit.accountants.gaussian import gaussian_epsilon, gaussian_sigma
+
     t0 = time.perf_counter()
     sigma = gaussian_sigma(args.epsilon, args.delta, args.sensitivity, args.compositions)
     rho = zcdp_rho_for_epsilon(args.epsilon, args.delta)
@@ -196,6 +193,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_lint(args: argparse.Namespace) -> int:
+    from dpaudit.accountants.gaussian import lint_classical_gaussian, lint_seed000_channel
+
     t0 = time.perf_counter()
     a = lint_classical_gaussian(args.epsilon, args.delta)
     b = lint_seed000_channel(args.epsilon, args.delta)
@@ -208,6 +207,8 @@ def _cmd_lint(args: argparse.Namespace) -> int:
 
 
 def _cmd_policy(args: argparse.Namespace) -> int:
+    from dpaudit.accountants.guarantees import as_guarantee
+    from dpaudit.accounting import claim_vs_ledger, run_policy
     from dpaudit.policies.registry import make_policy, parse_params
 
     delta = check_delta(args.delta)
@@ -217,6 +218,7 @@ def _cmd_policy(args: argparse.Namespace) -> int:
     t_run = time.perf_counter() - t0
     ledger = getattr(policy, "ledger", None)
     claim = getattr(policy, "claim", None)
+    claim = as_guarantee(claim) if claim is not None else None  # a dp-accounting DpEvent claim is read exactly
     if ledger is None:
         raise DPAuditError(f"policy {args.policy!r} keeps no ledger (it does not use dpaudit's mechanisms), so "
                            "its releases cannot be accounted; use `dpaudit check` for black-box attacks.")

@@ -13,10 +13,9 @@ import json
 import math
 import shlex
 import sys
-import time
-from typing import Any, Callable
+from typing import Any
 
-from dpaudit.check import DEFAULTS, AuditInterrupted, audit_policy
+from dpaudit.check import DEFAULTS
 from dpaudit.errors import DPAuditError, check_int
 
 __all__ = ["register_cli", "is_finite_spec", "check_finite", "check_named", "EXIT_STATUS"]
@@ -62,17 +61,16 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _progress_printer(unit: str):
-    """A progress callback that redraws one stderr line, only when stderr is a terminal."""
-    import sys
-    import time
+    """A ``(done, total)`` progress callback: a tqdm bar with an ETA on a terminal, plain lines otherwise."""
+    from dpaudit.progress import ProgressBar
 
-    start = time.perf_counter()
+    bar = ProgressBar("dpaudit check")
 
     def show(done: int, total: int) -> None:
-        if not sys.stderr.isatty() or total <= 1 or time.perf_counter() - start < 1.0:
-            return
-        end = "\n" if done >= total else ""
-        print(f"\r  {done}/{total} {unit} ({100 * done / total:.0f}%)", end=end, file=sys.stderr, flush=True)
+        if total > 1:
+            bar(f"exact enumeration: {done}/{total} {unit}")
+        if done >= total:
+            bar.close()
 
     return show
 
@@ -161,6 +159,9 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
     c.add_argument("--report", default=None, metavar="PATH.md",
                    help="also write a Markdown report (and a self-contained HTML page beside it)")
+    c.add_argument("--horizons", default=None, metavar="T1,T2,...",
+                   help="also measure leakage against the horizon: the witness pair rebuilt at each T and "
+                        "attacked afresh (a figure in the report)")
     c.add_argument("--adapter", choices=["per-run"], default=None,
                    help="per-run: POLICY is a one-run class (select_arm()/update(arm, reward), pull(), step(...)); "
                         "dpaudit runs N seeded copies of it as a batched policy (give its claim with --claim)")
@@ -176,19 +177,6 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--workers", type=int, default=None,
                    help="local processes that run the audit's independent pieces (default: one per core); "
                         "the findings do not depend on it")
-
-
-def _progress() -> Callable[[str], None]:
-    start = time.perf_counter()
-    last = [start]
-
-    def show(msg: str) -> None:
-        now = time.perf_counter()
-        if now - last[0] >= 2.0:
-            last[0] = now
-            print(f"dpaudit check: {msg} [{now - start:.0f} s]", file=sys.stderr, flush=True)
-
-    return show
 
 
 def _print_human(out: dict[str, Any]) -> None:
@@ -233,6 +221,15 @@ def _print_human(out: dict[str, Any]) -> None:
     print(f"verdict     {out['verdict'].upper()}: {out['reason']}.")
 
 
+def _horizons(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise DPAuditError(f"--horizons must be a comma-separated list of integers, got {text!r}.") from None
+
+
 def _parse_claim(text: str | None) -> Any:
     if text is None:
         return None
@@ -251,50 +248,60 @@ def _parse_rewards(text: str | None) -> list[float] | None:
 
 
 def check_named(args: argparse.Namespace) -> int:
-    """CLI glue: exit 1 on violation, 0 when consistent, 130 when interrupted (errors raise DPAuditError -> exit 2)."""
-    from dpaudit.engine import default_workers
+    """CLI glue over :func:`dpaudit.audit`: exit 1 on violation, 0 when consistent, 130 when interrupted
+    (errors raise DPAuditError -> exit 2). The verdict is printed before the report is written."""
+    import dataclasses
+
+    from dpaudit.api import AuditInterrupted as _Interrupted
+    from dpaudit.api import audit
     from dpaudit.policies.registry import parse_params
+    from dpaudit.progress import ProgressBar
 
     # the canonical command line (every option spelled out, so the report reproduces exactly)
     argv = ["check", "policy", args.policy, "--protocol", args.protocol]
     for item in args.param:
         argv += ["--param", item]
-    if args.report is not None and not str(args.report).endswith(".md"):
-        raise DPAuditError(f"--report must name a Markdown file ending in .md, got {args.report!r}.")
-    workers = default_workers() if args.workers is None else check_int("--workers", args.workers, minimum=1)
+    report_paths = None
+    if args.report is not None:
+        from dpaudit.report import check_report_path
+
+        report_paths = check_report_path(args.report)  # before the audit: a bad path fails in a second
+    workers = None if args.workers is None else check_int("--workers", args.workers, minimum=1)
+    bar = ProgressBar("dpaudit check")
     try:
-        out = audit_policy(
-            args.policy, parse_params(args.param), protocol=args.protocol, delta=args.delta,
+        result = audit(
+            args.policy, params=parse_params(args.param), protocol=args.protocol, delta=args.delta,
             confidence=args.confidence, runs=args.runs, horizon=args.horizon, seed=args.seed,
-            progress=_progress(), workers=workers, rewards=_parse_rewards(args.rewards),
-            claim=_parse_claim(args.claim), adapter=args.adapter, pair=args.pair,
+            progress=bar, workers=workers, command="", horizons=_horizons(args.horizons),
+            rewards=_parse_rewards(args.rewards), claim=_parse_claim(args.claim), adapter=args.adapter,
+            pair=args.pair,
         )
-        status = EXIT_STATUS[out["verdict"]]
-    except AuditInterrupted as exc:
-        out, status = exc.partial, 130
+    except _Interrupted as exc:
+        result = exc.audit
+    finally:
+        bar.close()
+    status = 130 if result.verdict == "interrupted" else EXIT_STATUS[result.verdict]
     # the horizon written is the one used, so the command reproduces the audit even when it was chosen
-    horizon = out["horizon"] if out.get("horizon") is not None else args.horizon
+    horizon = result.horizon if result.horizon is not None else args.horizon
     argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs)]
     argv += ["--horizon", str(horizon)] if horizon is not None else []
     argv += ["--seed", str(args.seed)]
     for flag, value in (("--adapter", args.adapter), ("--claim", args.claim), ("--pair", args.pair),
-                        ("--rewards", args.rewards)):
+                        ("--rewards", args.rewards), ("--horizons", args.horizons)):
         if value is not None:
             argv += [flag, value]
     if args.report is not None:
         argv += ["--report", str(args.report)]
-    out["command"] = "dpaudit " + " ".join(shlex.quote(a) for a in argv)
-    if args.report is not None:
-        from dpaudit.report import write_report
-
-        paths = write_report(out, args.report)
-        out["report"] = [str(p) for p in paths]
+    result = dataclasses.replace(result, command="dpaudit " + " ".join(shlex.quote(a) for a in argv))
+    if report_paths is not None:
+        result = dataclasses.replace(result, extra={**result.extra, "report": [str(p) for p in report_paths]})
     if args.json:
-        from dpaudit.attacks.result import jsonable
-
-        print(json.dumps(jsonable(out), indent=2))
+        print(json.dumps(result.to_dict(), indent=2), flush=True)
     else:
-        _print_human(out)
-        if args.report is not None:
-            print(f"report      {', '.join(out['report'])}")
+        _print_human(result.to_dict())
+        sys.stdout.flush()
+    if report_paths is not None:
+        result.write(args.report)
+        if not args.json:
+            print(f"report      {', '.join(str(p) for p in report_paths)}")
     return status

@@ -1,8 +1,9 @@
-"""``dpaudit list``: the registered policies, bundled finite specs and mutants."""
+"""``dpaudit list [--mutants] [--json]``: the registered policies, bundled finite specs and mutants."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 __all__ = ["register_cli"]
 
@@ -10,6 +11,8 @@ __all__ = ["register_cli"]
 def register_cli(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="list registered policies (and, with --mutants, the broken controls)")
     p.add_argument("--mutants", action="store_true", help="list the deliberately broken policies")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object: {policies: [{name, family, summary, mutant, class}], finite_specs}")
     p.set_defaults(func=_cmd_list)
 
 
@@ -18,6 +21,13 @@ def _cmd_list(args: argparse.Namespace) -> int:
     from dpaudit.policies.finite import BUNDLED
 
     entries = registered(mutants=args.mutants)
+    if args.json:
+        print(json.dumps({
+            "policies": [{"name": e.name, "family": e.family, "summary": e.summary, "mutant": e.mutant,
+                          "class": f"{e.cls.__module__}:{e.cls.__qualname__}"} for e in entries],
+            "finite_specs": [] if args.mutants else list(BUNDLED),
+        }, indent=2))
+        return 0
     title = "Mutants (deliberately broken policies; positive controls)" if args.mutants else "Registered policies"
     print(title)
     width = max((len(e.name) for e in entries), default=4)

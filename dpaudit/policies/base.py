@@ -96,6 +96,21 @@ class Policy:
         """The constructor parameters this instance was built with (for reports)."""
         return dict(getattr(self, "_params", {}))
 
+    def __repr__(self) -> str:
+        """``AdaCUCB(n_arms=5, rho=0.1, ...)``: the constructor parameters, read back from the instance
+        where it keeps them under the same names (so test failures and logs say what was audited)."""
+        import inspect
+
+        try:
+            names = [n for n, p in inspect.signature(type(self).__init__).parameters.items()
+                     if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        except (TypeError, ValueError):
+            names = []
+        params = {n: getattr(self, n) for n in names if hasattr(self, n) and not callable(getattr(self, n))}
+        params.update(self.params())
+        shown = ", ".join(f"{k}={v!r}" for k, v in params.items())
+        return f"{type(self).__name__}({shown})"
+
 
 def check_actions(actions: Any, n_runs: int, n_arms: int, who: str, t: int) -> np.ndarray:
     """Validate a policy's output: ``(n_runs,)`` integers in ``[0, n_arms)``."""

@@ -104,6 +104,11 @@ class FinitePolicy(Policy):
         self.label = label
         self.reward_range = (min(rewards), max(rewards))
 
+    def __repr__(self) -> str:
+        rewards = ", ".join(f"{r:g}" for r in self.rewards)
+        label = f", label={self.label!r}" if self.label else ""
+        return f"FinitePolicy(T={self.horizon}, K={self.n_arms}, rewards=[{rewards}]{label})"
+
     # ---- spec I/O -------------------------------------------------------------------------
     @classmethod
     def from_spec(cls, spec: dict[str, Any], *, label: str = "") -> "FinitePolicy":

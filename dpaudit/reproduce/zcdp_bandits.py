@@ -75,6 +75,7 @@ def run_panel(
     seed: int,
     n_curve: int = 40,
     notes: list[str] | None = None,
+    progress: Any = None,
 ) -> dict[str, Any]:
     """Run one panel: the twin once, the private policy for every rho; paired differences and PoP."""
     from dpaudit.policies import make_policy
@@ -94,6 +95,8 @@ def run_panel(
     env = env_factory()
     panel["environment"] = env.describe()
     base = simulate(make_policy(twin, twin_params), env, horizon, runs, seed, checkpoints=cps)
+    if progress is not None:  # one tick per simulation (the progress bar of `dpaudit reproduce`)
+        progress()
     panel["path"] = base.path
     col = {int(c): i for i, c in enumerate(base.checkpoints)}
     panel["nonpriv_regret"] = {str(T): _ci(base.regret_at[:, col[T]]) for T in horizons}
@@ -102,6 +105,8 @@ def run_panel(
     priv_regret: dict[str, dict[str, tuple[float, float, float]]] = {}
     for rho in sorted(set(rhos) | set(pop_rhos)):
         res = simulate(make_policy(private, dict(private_params, rho=rho)), env, horizon, runs, seed, checkpoints=cps)
+        if progress is not None:
+            progress()
         d = res.regret_at - base.regret_at
         if rho in rhos:
             diff[f"{rho:g}"] = {str(T): _ci(d[:, col[T]]) for T in horizons}
@@ -217,14 +222,25 @@ def zcdp_bandits(args: argparse.Namespace) -> int:
         raise DPAuditError(f"cannot create the output folder {str(out)!r}: {exc}.") from exc
     t0 = time.perf_counter()
     panels = []
-    for s in _settings(quick):
-        panel = run_panel(seed=seed, **s)
+    from dpaudit.progress import ProgressBar
+
+    settings = list(_settings(quick))
+    total = sum(1 + len(set(s["rhos"]) | set(s["pop_rhos"])) for s in settings)
+    bar, done = ProgressBar("dpaudit reproduce"), [0]
+
+    def tick() -> None:
+        done[0] += 1
+        bar(f"zcdp-bandits: {done[0]}/{total} simulations")
+
+    for s in settings:
+        panel = run_panel(seed=seed, progress=tick, **s)
         if "diff" in panel:
             fig = out / f"zcdp_bandits_{panel['key']}.png"
             _plot_panel(panel, fig)
             panel["figure"] = str(fig)
         panel["findings"] = _findings(panel)
         panels.append(panel)
+    bar.close()
     missing = sorted({m for p in panels for m in p.get("missing", [])})
     result = {"experiment": "zcdp-bandits", "paper": "seed 001 Fig. 4 (a)-(c)", "quick": quick, "seed": seed,
               "seconds": time.perf_counter() - t0, "missing_policies": missing, "panels": panels}

@@ -1,0 +1,87 @@
+"""Progress of long commands: a tqdm bar with an ETA on a terminal, plain lines otherwise.
+
+The audit reports progress as messages ``"<stage>: <done>/<total> <unit> ..."`` (the neighbouring
+-pair search, the membership attack's fresh views, the likelihood runs; :func:`dpaudit.engine.
+progress_counter`). :class:`ProgressBar` turns each stage into one tqdm bar (rate and ETA from tqdm)
+when stderr is a terminal, and into at most one plain line every ``every`` seconds (plus each
+stage's last line) when it is not, so logs of CI jobs stay short and readable.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from typing import Any, TextIO
+
+__all__ = ["ProgressBar"]
+
+#: words of a progress message that name what is counted (the bar's unit)
+_UNITS = frozenset({"views", "runs", "pairs", "simulations", "adversaries", "rounds"})
+_COUNT = re.compile(r"^\s*(?P<stage>[^:]+):\s*(?P<done>\d+)/(?P<total>\d+)\s*(?P<unit>[^\[(;,]*)")
+
+
+class ProgressBar:
+    """A progress callback (``bar(message)``) for :func:`dpaudit.audit` and the CLI; call :meth:`close`."""
+
+    def __init__(self, prefix: str = "dpaudit", stream: TextIO | None = None, *, tty: bool | None = None,
+                 every: float = 2.0) -> None:
+        self.prefix = prefix
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) if tty is None else tty
+        self.every = every
+        self._bar: Any = None
+        self._stage: str | None = None
+        self._last = 0.0
+        self._start = time.perf_counter()
+        self._since = time.time()  # when the current stage began (wall clock, as tqdm counts)
+
+    def __call__(self, message: str) -> None:
+        m = _COUNT.match(message)
+        if m is None:
+            self._line(message, force=True)
+            return
+        stage, done, total = m.group("stage").strip(), int(m.group("done")), int(m.group("total"))
+        words = m.group("unit").split()
+        unit = next((w for w in words if w in _UNITS), words[0] if words else "it")
+        if self.tty:
+            if stage != self._stage or self._bar is None:
+                self._close_bar()
+                from tqdm.auto import tqdm
+
+                self._bar = tqdm(total=total, desc=f"{self.prefix} {stage}", unit=f" {unit}",
+                                 file=self.stream, leave=True, dynamic_ncols=True, unit_scale=total >= 10000)
+                # the stage began when the previous one ended (its first message comes after its first chunk)
+                self._bar.start_t = self._bar.last_print_t = self._since
+                self._stage = stage
+            self._bar.total = total
+            self._bar.n = done
+            self._bar.refresh()
+            if done >= total:
+                self._close_bar()
+                self._since = time.time()
+        else:
+            new_stage = stage != self._stage
+            self._stage = stage
+            self._line(message, force=new_stage or done >= total)
+
+    def _line(self, message: str, *, force: bool) -> None:
+        now = time.perf_counter()
+        if not force and now - self._last < self.every:
+            return
+        self._last = now
+        text = f"{self.prefix}: {message} [{now - self._start:.0f} s]"
+        if self._bar is not None:
+            self._bar.write(text, file=self.stream)
+        else:
+            print(text, file=self.stream, flush=True)
+
+    def _close_bar(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+            self._stage = None
+
+    def close(self) -> None:
+        """End the current bar (if any)."""
+        self._close_bar()
