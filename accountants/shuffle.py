@@ -41,8 +41,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import special, stats
-
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
 
 from .guarantees import ZCDP, ApproxDP
@@ -104,6 +102,8 @@ def clones_profile(n: int, eps0: float) -> ClonesProfile:
 
 @lru_cache(maxsize=8)
 def _clones_profile(n: int, eps0: float) -> ClonesProfile:
+    from scipy import special, stats  # imported on first use: `import dpaudit` stays light
+
     p = math.exp(-eps0)
     a = math.exp(eps0) / (math.exp(eps0) + 1.0)
     if n == 1:

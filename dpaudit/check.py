@@ -349,6 +349,11 @@ def audit_policy(
     if protocol in ("joint", "shuffle"):  # issue 13: joint and shuffle DP have their own audits
         from dpaudit.check_joint import audit_joint, audit_shuffle
 
+        given = [name for name, v in (("--rewards", rewards), ("--claim", claim), ("--adapter", adapter),
+                                      ("--pair", pair)) if v is not None]
+        if given:
+            raise DPAuditError(f"{', '.join(given)} cannot be combined with --protocol {protocol}: its audit builds "
+                               "its own contextual inputs and judges the policy's own claim.")
         if protocol == "joint":
             return audit_joint(spec, params, delta=delta, confidence=confidence, runs=runs, horizon=horizon,
                                seed=seed, command=command, progress=progress)

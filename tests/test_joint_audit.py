@@ -77,3 +77,9 @@ def test_cli_joint_json_report_and_exit_codes(capsys, tmp_path):
     assert "not a contextual policy" in capsys.readouterr().err
     assert main(["check", "policy", "jdp-glm", "--protocol", "shuffle", "--runs", "1000"]) == 2
     assert "no shuffle pipeline" in capsys.readouterr().err
+
+
+def test_options_of_the_table_audit_are_refused_under_joint_and_shuffle(capsys):
+    for proto in ("joint", "shuffle"):
+        assert main(["check", "policy", "jdp-glm", "--protocol", proto, "--rewards", "0,1", "--runs", "1000"]) == 2
+        assert "cannot be combined with --protocol" in capsys.readouterr().err
