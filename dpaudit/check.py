@@ -357,7 +357,7 @@ def audit_policy(
         if protocol == "joint":
             return audit_joint(spec, params, delta=delta, confidence=confidence, runs=runs, horizon=horizon,
                                seed=seed, command=command, progress=progress)
-        return audit_shuffle(spec, params, delta=delta, confidence=confidence, runs=runs, seed=seed,
+        return audit_shuffle(spec, params, delta=delta, confidence=confidence, runs=runs, horizon=horizon, seed=seed,
                              command=command, progress=progress)
     t0 = time.perf_counter()
     delta = check_delta(delta)

@@ -408,8 +408,8 @@ def _shuffle_features(view: dict[str, Any], pos: int, groups_size: int) -> np.nd
 
 
 def audit_shuffle(spec: str, params: dict[str, str] | None = None, *, delta: float | None = None,
-                  confidence: float = 0.95, runs: int = 20000, seed: int = 0, command: str = "",
-                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                  confidence: float = 0.95, runs: int = 20000, horizon: int | None = None, seed: int = 0,
+                  command: str = "", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The shuffle-DP audit of a batched shuffle policy (module docstring); returns a JSON-ready dict."""
     from dpaudit.attacks.bounds import check_confidence
     from dpaudit.protocols import ShuffleDP
@@ -418,7 +418,12 @@ def audit_shuffle(spec: str, params: dict[str, str] | None = None, *, delta: flo
     confidence = check_confidence(confidence)
     runs = check_int("--runs", runs, minimum=100)
     params = dict(params or {})
-    policy = _build(spec, params, None)
+    if horizon is None:  # the policy's own horizon (it only places the later batches; the view is the first)
+        from dpaudit.policies.registry import make_policy
+
+        policy = make_policy(spec, params)
+    else:
+        policy = _build(spec, params, check_int("--horizon", horizon, minimum=2))
     if not hasattr(policy, "batch_release") or not hasattr(policy, "batch0"):
         raise DPAuditError(f"policy {spec!r} has no shuffle pipeline (batch_release, batch0), so it cannot be audited "
                            "under shuffle DP.")
@@ -428,7 +433,7 @@ def audit_shuffle(spec: str, params: dict[str, str] | None = None, *, delta: flo
     B, dim, groups = int(policy.batch0), int(policy.dim), int(policy.groups)
     proto = ShuffleDP()
     out: dict[str, Any] = {"command": command, "policy": spec, "params": params, "protocol": "shuffle",
-                           "horizon": None, "batch": B, "delta": delta, "confidence": confidence, "seed": seed,
+                           "horizon": int(getattr(policy, "horizon", B)), "batch": B, "delta": delta, "confidence": confidence, "seed": seed,
                            "n_arms": int(policy.n_arms), "claim": claim.describe(), "claim_method": how,
                            "epsilon_claimed": eps_claim, "ledger": None, "confidence_per_attack": confidence,
                            "notes": [f"view: the shuffled messages of the first batch ({B} users, {groups} PGD groups)."]}

@@ -83,3 +83,12 @@ def test_options_of_the_table_audit_are_refused_under_joint_and_shuffle(capsys):
     for proto in ("joint", "shuffle"):
         assert main(["check", "policy", "jdp-glm", "--protocol", proto, "--rewards", "0,1", "--runs", "1000"]) == 2
         assert "cannot be combined with --protocol" in capsys.readouterr().err
+
+
+def test_python_api_audits_under_joint_and_shuffle():
+    import dpaudit
+
+    a = dpaudit.audit("mutant-tree-reused-noise", params=TINY, protocol="joint", runs=1000, horizon=8, workers=1)
+    assert a.verdict == "violation" and a.epsilon_lower > a.epsilon_claimed
+    b = dpaudit.audit("mutant-shuffle-arrival-order", protocol="shuffle", runs=1000, workers=1)
+    assert b.verdict == "violation" and b.epsilon_lower > b.epsilon_claimed
