@@ -101,6 +101,10 @@ def _loss_from_ledger(ledger: Any, n_runs: int, j: int, dr: np.ndarray) -> tuple
             lr = 0.5 * (z1**2 - z0**2)
         elif rel.noise.kind == "laplace":
             lr = np.abs(z1) - np.abs(z0)
+        elif rel.noise.kind == "randomized_response":  # issue 10: P(o = 1 | c) = q + (p - q) c, p = 1/(1 + e^-eps)
+            p = 1.0 / (1.0 + np.exp(-1.0 / s))
+            P0, P1 = (np.where(v > 0.5, 1 - p + (2 * p - 1) * c, p - (2 * p - 1) * c) for c in (c0, c1))
+            lr = np.log(P0) - np.log(P1)
         else:  # pragma: no cover - Noise only has these kinds
             raise DPAuditError(f"unknown noise kind {rel.noise.kind!r} in the ledger.")
         np.add.at(loss, runs[rows], lr.sum(axis=1))

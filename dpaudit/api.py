@@ -139,7 +139,11 @@ class Audit:
     @property
     def exit_status(self) -> int:
         """The CLI's exit status for this verdict: 0 consistent, 1 violation, 3 inconclusive, 130 interrupted."""
-        return {"violation": 1, "inconclusive": 3, "interrupted": 130}.get(self.verdict, 0)
+        codes = {"consistent": 0, "violation": 1, "inconclusive": 3, "interrupted": 130}
+        if self.verdict not in codes:  # never a silent pass: an unknown verdict is not exit 0
+            raise DPAuditError(f"the audit returned the unknown verdict {self.verdict!r}; expected one of "
+                               f"{', '.join(codes)}.")
+        return codes[self.verdict]
 
     def __repr__(self) -> str:
         def f(x: float | None) -> str:
@@ -245,9 +249,9 @@ def audit(
         claim = as_guarantee(claim)  # a DpEvent claim is read exactly
     if horizons is not None:  # checked before the audit, not after it
         horizons = sorted({check_int("each of horizons", T, minimum=2) for T in horizons})
-        if protocol == "interactive":
+        if protocol in ("interactive", "local"):
             raise DPAuditError("horizons (leakage against the horizon) are measured under protocol table or view, "
-                               "not interactive.")
+                               f"not {protocol}.")
     if command is None:
         command = _python_call(policy, params, {"protocol": protocol, "delta": delta, "confidence": confidence,
                                                 "runs": runs, "horizon": horizon, "seed": seed})

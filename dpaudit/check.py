@@ -346,6 +346,15 @@ def audit_policy(
     from dpaudit.engine import Engine, one_blas_thread
     from dpaudit.protocols import get_protocol
 
+    if protocol == "local":  # local DP is audited per user (issue 10): dpaudit.check_local
+        from dpaudit.check_local import audit_local
+
+        if pair is not None:
+            raise DPAuditError("--pair gives a neighbouring pair of reward tables, but --protocol local compares one "
+                               "user's data at its domain's extremes; drop --pair or use --protocol table.")
+        return audit_local(spec, params, delta=delta, confidence=confidence, runs=runs, horizon=horizon, seed=seed,
+                           workers=workers, executor=executor, progress=progress, command=command, rewards=rewards,
+                           claim=claim, adapter=adapter)
     if protocol in ("joint", "shuffle"):  # issue 13: joint and shuffle DP have their own audits
         from dpaudit.check_joint import audit_joint, audit_shuffle
 

@@ -279,26 +279,390 @@ __all__ += ["gaussian_renyi", "laplace_renyi"]
 
 
 # ==================================================================================================
-# Continual release and shuffling (issue 13; seed 002 Algs. 1-2, seed 000's symmetric channel)
+# Local channels (issue 10: local DP). Seed 000 "DP channel" / "Gaussian channel"; seed 003 Alg. 1, 5.
+# A channel is a per-user mechanism: user t's private data z_t goes in, one message o_t comes out.
+# Each message is recorded in the Ledger with its noise, its scale and the sensitivity OVER THE
+# WHOLE DATA DOMAIN (sup over z, z' of |F(z) - F(z')|), so the per-user guarantee is computable
+# from the ledger alone. Appended section; the code above is untouched.
 # ==================================================================================================
 
+def symmetric_gaussian(rng: np.random.Generator, shape_prefix: tuple[int, ...], d: int, sigma: float | np.ndarray) -> np.ndarray:
+    """Symmetric Gaussian matrices Z (shape ``shape_prefix + (d, d)``): Z_ij = Z_ji i.i.d. N(0, sigma^2) for i <= j.
 
-def symmetric_gaussian(rng: np.random.Generator, shape_prefix: tuple[int, ...], d: int, sigma: float) -> np.ndarray:
-    """Seed 000's symmetric Gaussian matrix: ``Z_ij = Z_ji ~ N(0, sigma^2)`` i.i.d. for ``i <= j``.
-
-    The upper triangle (diagonal included) is drawn, in row-major ``np.triu_indices`` order, and
-    mirrored; returns an array of shape ``shape_prefix + (d, d)``.
+    Seed 000 ("Further, for any symmetric matrix V ... Z_ij = Z_ji ~ N(0, 4 sigma_a^2 Delta^2)
+    independently") and seed 003 Alg. 5 line 9 (B_t(i, j) i.i.d. for i <= j, B(j, i) = B(i, j)):
+    the upper triangle (diagonal included) is drawn, row by row, and mirrored.
     """
-    d = int(d)
-    if d < 1:
-        raise DPAuditError(f"the matrix dimension d must be at least 1, got {d!r}.")
-    sigma = check_nonnegative("sigma", sigma)
+    d = _check_dim("d", d)
+    prefix = tuple(int(s) for s in shape_prefix)
     iu = np.triu_indices(d)
-    draws = rng.standard_normal(tuple(shape_prefix) + (iu[0].size,)) * sigma
-    z = np.empty(tuple(shape_prefix) + (d, d))
-    z[..., iu[0], iu[1]] = draws
-    z[..., iu[1], iu[0]] = draws
-    return z
+    upper = rng.standard_normal(prefix + (iu[0].size,)) * np.asarray(sigma, dtype=float)[..., None] \
+        if np.ndim(sigma) else rng.standard_normal(prefix + (iu[0].size,)) * float(sigma)
+    out = np.zeros(prefix + (d, d))
+    out[..., iu[0], iu[1]] = upper
+    out[..., iu[1], iu[0]] = upper
+    return out
+
+
+def _check_dim(name: str, value: object) -> int:
+    """``value`` as an int >= 1 (a dimension), else DPAuditError."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1:
+        raise DPAuditError(f"{name} must be an integer >= 1, got {value!r}.")
+    return int(value)
+
+
+def _check_domain(domain: object) -> tuple[float, float]:
+    try:
+        lo, hi = (float(x) for x in domain)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise DPAuditError(f"a channel's domain must be a pair (low, high) of numbers, got {domain!r}.") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise DPAuditError(f"a channel's domain must be finite with low < high, got {domain!r}.")
+    return lo, hi
+
+
+def _user_fed(n: int, step: int, coef: np.ndarray) -> Fed:
+    """Each message fed by its own user's round ``step`` (coef: (n, m) change per unit of her reward)."""
+    return Fed(np.arange(n), np.full(n, int(step), dtype=np.int64), np.asarray(coef, dtype=float).reshape(n, -1))
+
+
+class Channel:
+    """A per-user mechanism z -> o (seed 000, Def. "DP channel"; seed 003, Def. 1 "LDP").
+
+    ``domain`` is the interval of user data the channel accepts (data outside it is refused, never
+    clipped); ``sensitivity`` is sup over the domain of |F(z) - F(z')|; ``send`` privatises a batch
+    of user data (one user per run) and records one ledger entry per batch; ``epsilon(delta)`` is the
+    channel's *exact* epsilon at ``delta`` (from the exact privacy profile of its noise).
+    """
+
+    kind: str = ""
+    domain: tuple[float, float]
+    sensitivity: float
+    #: the paper's calibration this channel was built with, for the calibration lint: (rule, eps, delta)
+    calibration: tuple[str, float, float] | None = None
+
+    def check_data(self, z: np.ndarray, label: str = "user data") -> np.ndarray:
+        z = np.asarray(z, dtype=float)
+        lo, hi = self.domain
+        if z.size and not (np.all(np.isfinite(z)) and z.min() >= lo and z.max() <= hi):
+            if not np.all(np.isfinite(z)):
+                raise DPAuditError(f"{label} contains NaN or inf; a channel's input must be finite.")
+            bad = z[(z < lo) | (z > hi)].flat[0]
+            raise DPAuditError(f"{label} value {bad:g} lies outside the channel's declared domain [{lo:g}, {hi:g}]; "
+                               "the channel's guarantee covers only its domain, so it is refused (not clipped).")
+        return z
+
+    def send(self, z: np.ndarray, rng: np.random.Generator, *, ledger: Ledger | None = None, step: int = -1,
+             runs: np.ndarray | None = None, label: str = "") -> np.ndarray:
+        raise NotImplementedError
+
+    def epsilon(self, delta: float) -> float:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+class GaussianChannel(Channel):
+    """o = z + N(0, sigma^2) for scalar z in [lo, hi] (sensitivity hi - lo); exact profile: Balle & Wang 2018.
+
+    Calibrations: :meth:`seed003` (Alg. 1, sigma = 2B sqrt(2 ln(1.25/delta))/eps with |f| <= B, i.e.
+    B = (hi - lo)/2 after centring) and :meth:`seed000` (Def. "Gaussian channel",
+    Priv[Delta]{v} = N(v, 4 sigma_a^2 Delta^2), sigma_a = 2 sqrt(log(1.25/beta))/alpha, ||F(z)|| <= Delta,
+    i.e. Delta = (hi - lo)/2 after centring and sigma = 2 sigma_a Delta).
+    """
+
+    kind = "gaussian"
+
+    def __init__(self, domain: tuple[float, float], sigma: float) -> None:
+        self.domain = _check_domain(domain)
+        self.sigma = check_positive("sigma", sigma)
+        self.sensitivity = self.domain[1] - self.domain[0]
+
+    @classmethod
+    def seed003(cls, epsilon: float, delta: float, domain: tuple[float, float] = (0.0, 1.0)) -> "GaussianChannel":
+        epsilon = check_positive("epsilon", epsilon)
+        from dpaudit.errors import check_delta
+
+        delta = check_delta(delta)
+        lo, hi = _check_domain(domain)
+        B = (hi - lo) / 2
+        ch = cls((lo, hi), 2 * B * math.sqrt(2 * math.log(1.25 / delta)) / epsilon)
+        ch.calibration = ("seed003", epsilon, delta)
+        return ch
+
+    @classmethod
+    def seed000(cls, alpha: float, beta: float, domain: tuple[float, float] = (0.0, 1.0)) -> "GaussianChannel":
+        alpha = check_positive("alpha", alpha)
+        from dpaudit.errors import check_delta
+
+        beta = check_delta(beta, "beta")
+        lo, hi = _check_domain(domain)
+        sigma_a = 2 * math.sqrt(math.log(1.25 / beta)) / alpha
+        ch = cls((lo, hi), 2 * sigma_a * (hi - lo) / 2)
+        ch.calibration = ("seed000", alpha, beta)
+        return ch
+
+    def send(self, z, rng, *, ledger=None, step=-1, runs=None, label=""):
+        z = self.check_data(z)
+        o = z + rng.standard_normal(z.shape) * self.sigma
+        if ledger is not None and ledger.enabled:
+            n = z.shape[0]
+            ledger.record(Release(label or "gaussian channel", int(step), Noise("gaussian", np.full(n, self.sigma)),
+                                  self.sensitivity, np.arange(n) if runs is None else np.asarray(runs),
+                                  z.reshape(n, 1), o.reshape(n, 1), _user_fed(n, step, np.ones((n, 1)))))
+        return o
+
+    def epsilon(self, delta: float) -> float:
+        from dpaudit.accountants.gaussian import gaussian_epsilon
+
+        return gaussian_epsilon(delta, self.sigma, self.sensitivity).epsilon
+
+    def describe(self) -> str:
+        return f"Gaussian channel sigma = {self.sigma:.4g} on [{self.domain[0]:g}, {self.domain[1]:g}]"
+
+
+class LaplaceChannel(Channel):
+    """o = z + Lap(b) for scalar z in [lo, hi]: (hi - lo)/b-LDP (the usual pure-LDP baseline)."""
+
+    kind = "laplace"
+
+    def __init__(self, domain: tuple[float, float], b: float) -> None:
+        self.domain = _check_domain(domain)
+        self.b = check_positive("b", b)
+        self.sensitivity = self.domain[1] - self.domain[0]
+
+    @classmethod
+    def for_pure(cls, epsilon: float, domain: tuple[float, float] = (0.0, 1.0)) -> "LaplaceChannel":
+        epsilon = check_positive("epsilon", epsilon)
+        lo, hi = _check_domain(domain)
+        return cls((lo, hi), (hi - lo) / epsilon)
+
+    def send(self, z, rng, *, ledger=None, step=-1, runs=None, label=""):
+        z = self.check_data(z)
+        o = z + rng.laplace(0.0, 1.0, z.shape) * self.b
+        if ledger is not None and ledger.enabled:
+            n = z.shape[0]
+            ledger.record(Release(label or "Laplace channel", int(step), Noise("laplace", np.full(n, self.b)),
+                                  self.sensitivity, np.arange(n) if runs is None else np.asarray(runs),
+                                  z.reshape(n, 1), o.reshape(n, 1), _user_fed(n, step, np.ones((n, 1)))))
+        return o
+
+    def epsilon(self, delta: float) -> float:
+        from dpaudit.accountants.gaussian import laplace_epsilon
+
+        return laplace_epsilon(delta, self.sensitivity / self.b).epsilon
+
+    def describe(self) -> str:
+        return f"Laplace channel b = {self.b:.4g} on [{self.domain[0]:g}, {self.domain[1]:g}]"
+
+
+class RandomizedResponse(Channel):
+    """Randomised response for a reward z in [0, 1]: draw a bit b ~ Bernoulli(z), send b with probability
+    p = e^eps/(1 + e^eps), else 1 - b (Warner 1965; the LDP baseline for binary rewards).
+
+    P(o = 1 | z) = q + (p - q) z with q = 1 - p, so the worst pair is z = 0 vs z = 1 and the channel is
+    exactly eps-LDP on [0, 1] (on binary rewards the first draw is the identity). A finite channel:
+    :meth:`table` gives P(o | z) at the domain's extremes for the exact audit. Ledger entries carry
+    noise kind ``"randomized_response"`` with scale 1/eps (so sensitivity/scale = eps, the pure
+    epsilon, as for Laplace) and the user's round as ``fed``. The per-round accountant of
+    :mod:`dpaudit.accountants.composition` knows only Gaussian and Laplace curves and treats this
+    entry as Laplace of the same eps: its pure epsilon (and so the implied eps-DP) is exact, but its
+    Rényi curve at finite orders is below randomised response's (at eps = 1, order 2: 0.619 vs 0.735),
+    so use the pure guarantee, not that curve; the local audit accounts it exactly.
+    """
+
+    kind = "randomized_response"
+
+    def __init__(self, epsilon: float) -> None:
+        self.eps = check_positive("epsilon", epsilon)
+        self.domain = (0.0, 1.0)
+        self.sensitivity = 1.0
+        self.p = 1.0 / (1.0 + math.exp(-self.eps))
+
+    def send(self, z, rng, *, ledger=None, step=-1, runs=None, label=""):
+        z = self.check_data(z)
+        b = rng.random(z.shape) < z
+        keep = rng.random(z.shape) < self.p
+        o = np.where(keep, b, ~b).astype(float)
+        if ledger is not None and ledger.enabled:
+            n = z.shape[0]
+            ledger.record(Release(label or "randomised response", int(step),
+                                  Noise("randomized_response", np.full(n, 1.0 / self.eps)),  # type: ignore[arg-type]
+                                  self.sensitivity, np.arange(n) if runs is None else np.asarray(runs),
+                                  z.reshape(n, 1), o.reshape(n, 1), _user_fed(n, step, np.ones((n, 1)))))
+        return o
+
+    def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(inputs, outputs, P[input, output]) at the domain's extremes z in {0, 1}, outputs {0, 1}."""
+        p, q = self.p, 1.0 - self.p
+        return np.array([0.0, 1.0]), np.array([0.0, 1.0]), np.array([[p, q], [q, p]])
+
+    def epsilon(self, delta: float) -> float:
+        from dpaudit.accountants.conversions import pure_to_approx
+
+        return pure_to_approx(self.eps, delta).epsilon
+
+    def describe(self) -> str:
+        return f"randomised response eps = {self.eps:g} on [0, 1]"
+
+
+class LinearStatsChannel(Channel):
+    """Seed 003 Alg. 5 line 9: user (x, y) with ||x||_2 <= 1, |y| <= y_bound sends (x x^T + B, y x + xi).
+
+    B is :func:`symmetric_gaussian` with scale ``sigma`` (upper triangle i.i.d., mirrored); xi ~ N(0,
+    sigma^2 I_d). Data: rows ``[x_1..x_d, y]``; messages: rows ``[vec(x x^T + B) (d*d), y x + xi (d)]``.
+    Sensitivities over the domain, recorded in the ledger: the upper triangle of x x^T moves by at most
+    sqrt(2) in L2 (x = e_1 vs e_2; seed 003's proof of Thm 7 uses the looser 2), y x by at most 2 y_bound
+    (seed 003 uses y in [-2, 2], so 4). Two ledger entries per user, composed by the local audit.
+    ``symmetric=False`` draws every entry of the matrix noise independently (a mutant: the lower
+    triangle's noise is then not the upper one's, which the ledger still records as symmetric).
+    """
+
+    kind = "gaussian"
+
+    def __init__(self, d: int, sigma: float, y_bound: float = 2.0, *, symmetric: bool = True) -> None:
+        self.d = _check_dim("d", d)
+        self.sigma = check_positive("sigma", sigma)
+        self.y_bound = check_positive("y_bound", y_bound)
+        self.domain = (-self.y_bound, self.y_bound)  # of y; x is checked against the unit ball
+        self.symmetric = bool(symmetric)
+        self.sens_matrix = math.sqrt(2.0)
+        self.sens_vector = 2.0 * self.y_bound
+        self.sensitivity = math.hypot(self.sens_matrix, self.sens_vector)
+
+    @classmethod
+    def seed003(cls, d: int, epsilon: float, delta: float, y_bound: float = 2.0, **kw) -> "LinearStatsChannel":
+        """sigma = 6 sqrt(2 ln(2.5/delta))/eps (seed 003 Alg. 5 line 2)."""
+        epsilon = check_positive("epsilon", epsilon)
+        from dpaudit.errors import check_delta
+
+        delta = check_delta(delta)
+        ch = cls(d, 6 * math.sqrt(2 * math.log(2.5 / delta)) / epsilon, y_bound, **kw)
+        ch.calibration = ("seed003-alg5", epsilon, delta)
+        return ch
+
+    def check_data(self, z, label="user data"):
+        z = np.asarray(z, dtype=float)
+        if z.ndim != 2 or z.shape[1] != self.d + 1:
+            raise DPAuditError(f"{label} for Alg. 5's channel must have shape (n, d + 1) = (n, {self.d + 1}), got {z.shape}.")
+        if not np.all(np.isfinite(z)):
+            raise DPAuditError(f"{label} contains NaN or inf; a channel's input must be finite.")
+        norms = np.linalg.norm(z[:, : self.d], axis=1)
+        if norms.size and norms.max() > 1 + 1e-9:
+            raise DPAuditError(f"a context of norm {norms.max():.6g} lies outside the channel's domain (the unit ball); "
+                               "it is refused, not clipped.")
+        Channel.check_data(self, z[:, self.d], label)
+        return z
+
+    def send(self, z, rng, *, ledger=None, step=-1, runs=None, label=""):
+        z = self.check_data(z)
+        n, d = z.shape[0], self.d
+        x, y = z[:, :d], z[:, d]
+        xx = x[:, :, None] * x[:, None, :]
+        if self.symmetric:
+            noise = symmetric_gaussian(rng, (n,), d, self.sigma)
+        else:
+            noise = rng.standard_normal((n, d, d)) * self.sigma
+        V = xx + noise
+        u = y[:, None] * x + rng.standard_normal((n, d)) * self.sigma
+        if ledger is not None and ledger.enabled:
+            iu = np.triu_indices(d)
+            r = np.arange(n) if runs is None else np.asarray(runs)
+            ledger.record(Release(label or "Alg. 5 matrix x x^T + B", int(step), Noise("gaussian", np.full(n, self.sigma)),
+                                  self.sens_matrix, r, xx[:, iu[0], iu[1]], V[:, iu[0], iu[1]],
+                                  _user_fed(n, step, np.zeros((n, iu[0].size)))))
+            ledger.record(Release(label or "Alg. 5 vector y x + xi", int(step), Noise("gaussian", np.full(n, self.sigma)),
+                                  self.sens_vector, r, y[:, None] * x, u, _user_fed(n, step, x)))
+        return np.concatenate([V.reshape(n, d * d), u], axis=1)
+
+    def epsilon(self, delta: float) -> float:
+        from dpaudit.accountants.gaussian import gaussian_epsilon
+
+        return gaussian_epsilon(delta, mu=self.sensitivity / self.sigma).epsilon
+
+    def describe(self) -> str:
+        sym = "symmetric" if self.symmetric else "NON-symmetric"
+        return f"Alg. 5 channel ({sym} matrix noise) sigma = {self.sigma:.4g}, d = {self.d}, |y| <= {self.y_bound:g}"
+
+
+class GLOCChannel(Channel):
+    """Seed 003 Alg. 3 line 9 (GLOC-LDP, logistic link): user (x, y), ||x|| <= 1, y in [0, 1], given the public
+    estimate theta_hat (||theta_hat|| <= 1), sends x x^T + B_t (symmetric), z x + xi_t with z = x^T theta_hat, and
+    grad l_t(theta_hat) + r_t = (g(x^T theta_hat) - y) x + r_t, g the logistic function.
+
+    Noise: B_t as :func:`symmetric_gaussian` with scale sigma, xi_t ~ N(0, sigma^2 I), r_t ~ N(0, C^2 sigma^2 I)
+    with C = 1 (|g - y| < 1 for the logistic link and y in [0, 1], so the loss is 1-Lipschitz on the unit
+    ball). Sensitivities over the domain, recorded in the ledger: sqrt(2) for the matrix (seed 003 uses 2),
+    2 for z x (|z| <= 1) and 2 for the gradient. Data rows ``[x_1..x_d, y]``; messages
+    ``[vec(x x^T + B) (d*d), z x + xi (d), grad + r (d)]``. Three ledger entries per user.
+    """
+
+    kind = "gaussian"
+
+    def __init__(self, d: int, sigma: float, lipschitz: float = 1.0) -> None:
+        self.d = _check_dim("d", d)
+        self.sigma = check_positive("sigma", sigma)
+        self.C = check_positive("lipschitz", lipschitz)
+        self.domain = (0.0, 1.0)  # of y; x is checked against the unit ball
+        self.sens = (math.sqrt(2.0), 2.0, 2.0)
+        self.sensitivity = math.sqrt(2.0 + 4.0 + 4.0 / self.C**2)  # the joint multiplier is this / sigma
+
+    @classmethod
+    def seed003(cls, d: int, epsilon: float, delta: float) -> "GLOCChannel":
+        """sigma = 6 sqrt(2 ln(3.75/delta))/eps (seed 003 Alg. 3 line 2): each message (eps/3, delta/3)."""
+        epsilon = check_positive("epsilon", epsilon)
+        from dpaudit.errors import check_delta
+
+        delta = check_delta(delta)
+        ch = cls(d, 6 * math.sqrt(2 * math.log(3.75 / delta)) / epsilon)
+        ch.calibration = ("seed003-alg3", epsilon, delta)
+        return ch
+
+    check_data = LinearStatsChannel.check_data
+
+    def send(self, z, rng, *, ledger=None, step=-1, runs=None, label="", theta_hat=None):
+        z = self.check_data(z)
+        n, d = z.shape[0], self.d
+        x, y = z[:, :d], z[:, d]
+        th = np.zeros((n, d)) if theta_hat is None else np.broadcast_to(np.asarray(theta_hat, dtype=float), (n, d))
+        if np.linalg.norm(th, axis=1).max(initial=0.0) > 1 + 1e-9:
+            raise DPAuditError("the public estimate theta_hat must lie in the unit ball (seed 003's W).")
+        xx = x[:, :, None] * x[:, None, :]
+        zt = np.einsum("nd,nd->n", x, th)
+        grad = (1.0 / (1.0 + np.exp(-zt)) - y)[:, None] * x
+        V = xx + symmetric_gaussian(rng, (n,), d, self.sigma)
+        u = zt[:, None] * x + rng.standard_normal((n, d)) * self.sigma
+        gr = grad + rng.standard_normal((n, d)) * (self.C * self.sigma)
+        if ledger is not None and ledger.enabled:
+            iu = np.triu_indices(d)
+            r = np.arange(n) if runs is None else np.asarray(runs)
+            sig = np.full(n, self.sigma)
+            ledger.record(Release((label or "Alg. 3") + ": x x^T + B", int(step), Noise("gaussian", sig), self.sens[0],
+                                  r, xx[:, iu[0], iu[1]], V[:, iu[0], iu[1]], _user_fed(n, step, np.zeros((n, iu[0].size)))))
+            ledger.record(Release((label or "Alg. 3") + ": z x + xi", int(step), Noise("gaussian", sig), self.sens[1],
+                                  r, zt[:, None] * x, u, _user_fed(n, step, np.zeros((n, d)))))
+            ledger.record(Release((label or "Alg. 3") + ": gradient + r", int(step), Noise("gaussian", self.C * sig),
+                                  self.sens[2], r, grad, gr, _user_fed(n, step, -x)))
+        return np.concatenate([V.reshape(n, d * d), u, gr], axis=1)
+
+    def epsilon(self, delta: float) -> float:
+        from dpaudit.accountants.gaussian import gaussian_epsilon
+
+        mu = math.sqrt(self.sens[0] ** 2 + self.sens[1] ** 2 + (self.sens[2] / self.C) ** 2) / self.sigma
+        return gaussian_epsilon(delta, mu=mu).epsilon
+
+    def describe(self) -> str:
+        return f"Alg. 3 channel (logistic GLOC) sigma = {self.sigma:.4g}, d = {self.d}"
+
+
+__all__ += ["symmetric_gaussian", "Channel", "GaussianChannel", "LaplaceChannel", "RandomizedResponse",
+            "LinearStatsChannel", "GLOCChannel"]
+
+
+# ==================================================================================================
+# Continual release and shuffling (issue 13; seed 002 Algs. 1-2, seed 000's symmetric channel)
+# ==================================================================================================
 
 
 def pack_symmetric(m: np.ndarray) -> np.ndarray:
@@ -514,5 +878,5 @@ class Shuffler:
         return PureDP(self.eps0)
 
 
-__all__ += ["symmetric_gaussian", "pack_symmetric", "unpack_symmetric", "tree_node_counts",
+__all__ += ["pack_symmetric", "unpack_symmetric", "tree_node_counts",
             "BinaryTreeMechanism", "Shuffler"]

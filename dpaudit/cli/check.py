@@ -36,8 +36,9 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         "path/to/file.py:ClassName or package.module:ClassName.",
     )
     c.add_argument("policy", metavar="POLICY")
-    c.add_argument("--protocol", choices=["table", "view", "interactive", "joint", "shuffle"], default="table",
-                   help="privacy definition (seed 001 Sec. III; joint and shuffle: seed 000 / seed 002; default: table)")
+    c.add_argument("--protocol", choices=["table", "view", "interactive", "local", "joint", "shuffle"], default="table",
+                   help="privacy definition (seed 001 Sec. III; local: seed 003's per-user LDP; joint and shuffle: "
+                        "seed 000 / seed 002; default: table)")
     c.add_argument("--epsilon", type=float, default=1.0, help="evaluate delta(epsilon) here (default 1)")
     c.add_argument("--delta", type=float, default=1e-5, help="report the smallest epsilon at this delta (default 1e-5)")
     c.add_argument("--alpha", type=float, default=2.0, help="Rényi order to report (default 2; 'inf' allowed)")
@@ -56,6 +57,9 @@ def is_finite_spec(spec: str) -> bool:
 
 def _run(args: argparse.Namespace) -> int:
     if is_finite_spec(args.policy):
+        if args.protocol == "local":
+            raise DPAuditError(f"{args.policy!r} is a finite policy spec without channels, so it cannot be audited under "
+                               "--protocol local; use table, view or interactive.")
         return check_finite(args)
     return check_named(args)
 
@@ -295,13 +299,50 @@ def check_named(args: argparse.Namespace) -> int:
     result = dataclasses.replace(result, command="dpaudit " + " ".join(shlex.quote(a) for a in argv))
     if report_paths is not None:
         result = dataclasses.replace(result, extra={**result.extra, "report": [str(p) for p in report_paths]})
+    local = result.protocol == "local" and result.verdict != "interrupted"  # issue 10: dpaudit.check_local
     if args.json:
         print(json.dumps(result.to_dict(), indent=2), flush=True)
     else:
-        _print_human(result.to_dict())
+        (_print_local if local else _print_human)(result.to_dict())
         sys.stdout.flush()
     if report_paths is not None:
-        result.write(args.report)
+        if local:
+            from dpaudit.check_local import write_local_report
+
+            write_local_report(result.to_dict(), args.report)
+        else:
+            result.write(args.report)
         if not args.json:
             print(f"report      {', '.join(str(p) for p in report_paths)}")
     return status
+
+
+# ---- --protocol local (issue 10): the per-user audit of dpaudit.check_local -------------------------
+
+def _print_local(out: dict[str, Any]) -> None:
+    """Print :func:`dpaudit.check_local.audit_local`'s findings, one line each."""
+    print(f"policy      {out['policy']}  {out['params'] or ''}  (K = {out.get('n_arms', '?')}, T = {out.get('horizon')}, "
+          "protocol local: per-user channels, view = the server's transcript)")
+    print(f"claim       {out['claim_method']}: eps = {out['epsilon_claimed']:.4g} at delta = {out['delta']:g}")
+    if out.get("channel"):
+        print(f"channel     {out['channel']}")
+    led = out.get("ledger")
+    if led and led.get("epsilon") is not None:
+        print(f"ledger      {led['messages']} messages, at most {led['max_messages_per_user']} per user; exact per-user "
+              f"eps = {led['epsilon']:.4g} ({led['method']})")
+    elif led is not None:
+        print("ledger      no message recorded (the channel does not use dpaudit.mechanisms)")
+    if out.get("exact"):
+        print(f"exact       finite channel: eps = {out['exact']['epsilon']:.4g} at delta = {out['delta']:g}")
+    for a in out["attacks"]:
+        d = a["details"]
+        print(f"{a['attack']:<11} eps >= {a['epsilon_lower']:.4g} at {a['confidence']:.4g} confidence ({a['samples']} "
+              f"samples, {a['seconds']:.1f} s; {a['witness']['label']}; FPR {d['fpr']:.4g}, FNR {d['fnr']:.4g})")
+    c = out.get("central")
+    if c:
+        low = c.get("epsilon_lower")
+        low_text = "no bound" if low is None else f"eps >= {low:.4g}"
+        print(f"central     Table DP: {c['verdict']}, {low_text} ({c['seconds']:.1f} s)")
+    for note in out.get("notes", []):
+        print(f"note        {note}")
+    print(f"verdict     {out['verdict'].upper()}: {out['reason']}.")

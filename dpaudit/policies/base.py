@@ -23,7 +23,7 @@ from dpaudit.accountants import Guarantee
 from dpaudit.errors import DPAuditError
 from dpaudit.mechanisms import Ledger
 
-__all__ = ["PolicyLike", "Policy", "check_actions", "check_rewards"]
+__all__ = ["PolicyLike", "Policy", "check_reset", "check_actions", "check_rewards"]
 
 
 @runtime_checkable
@@ -63,11 +63,7 @@ class Policy:
 
     def reset(self, n_runs: int, rng: np.random.Generator, *, record: bool = True) -> None:
         """Fresh state for ``n_runs`` independent runs; ``record=False`` skips the ledger."""
-        if isinstance(n_runs, bool) or not isinstance(n_runs, (int, np.integer)) or n_runs < 1:
-            raise DPAuditError(f"n_runs must be an integer >= 1, got {n_runs!r}.")
-        if not isinstance(rng, np.random.Generator):
-            raise DPAuditError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
-        self.n_runs = int(n_runs)
+        self.n_runs = check_reset(n_runs, rng)
         self.rng = rng
         self.record = record
         self.ledger = Ledger(self.n_runs, enabled=record)
@@ -110,6 +106,15 @@ class Policy:
         params.update(self.params())
         shown = ", ".join(f"{k}={v!r}" for k, v in params.items())
         return f"{type(self).__name__}({shown})"
+
+
+def check_reset(n_runs: Any, rng: Any) -> int:
+    """Validate ``reset``'s arguments: ``n_runs`` an integer >= 1, ``rng`` a numpy Generator."""
+    if isinstance(n_runs, bool) or not isinstance(n_runs, (int, np.integer)) or n_runs < 1:
+        raise DPAuditError(f"n_runs must be an integer >= 1, got {n_runs!r}.")
+    if not isinstance(rng, np.random.Generator):
+        raise DPAuditError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
+    return int(n_runs)
 
 
 def check_actions(actions: Any, n_runs: int, n_arms: int, who: str, t: int) -> np.ndarray:

@@ -21,14 +21,13 @@ mean's sensitivity 1/n, and every action is a function of the noisy means releas
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from dpaudit.accountants import PureDP
 from dpaudit.errors import DPAuditError, check_int, check_positive
-from dpaudit.policies.base import check_rewards
+from dpaudit.policies.base import check_reset, check_rewards
 from dpaudit.policies.registry import register
 
 __all__ = ["DPSuccessiveElimination", "DPExploreThenCommit"]
@@ -48,11 +47,7 @@ class _OutsideStyle:
         return dict(self._params)
 
     def reset(self, n_runs: int, rng: np.random.Generator, **_: Any) -> None:
-        if isinstance(n_runs, bool) or not isinstance(n_runs, (int, np.integer)) or n_runs < 1:
-            raise DPAuditError(f"n_runs must be an integer >= 1, got {n_runs!r}.")
-        if not isinstance(rng, np.random.Generator):
-            raise DPAuditError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
-        self.n_runs = int(n_runs)
+        self.n_runs = check_reset(n_runs, rng)
         self.rng = rng
         self._reset()
 

@@ -182,6 +182,74 @@ class FirstUnnoisedUCB(AdaCUCB):
         return out
 
 
+# ==================================================================================================
+# Local-DP mutants (issue 10): seed 003's LDP policies (dpaudit.policies.ldp) with one bug each,
+# keeping the correct policy's (eps, delta)-LDP claim.
+#
+# ``mutant-ldp-sqrt2-noise``        Alg. 1 + UCB, Gaussian channel sigma too small by sqrt(2)
+# ``mutant-ldp-half-sensitivity``   Alg. 1 + UCB calibrated with B instead of 2B (the bound on |f|, not
+#                                   the domain's sensitivity): sigma halved
+#
+# Not shipped as a positive control: Alg. 5 with matrix noise whose lower triangle is independent
+# (:class:`LDPAsymmetricLinUCB`, unregistered). Over seed 003's domain (||x|| <= 1, |y| <= 2) it is
+# NOT weaker in the worst case: the independent full matrix has L2 sensitivity
+# sup ||x x^T - x' x'^T||_F = sqrt(2), the same as the symmetric upper triangle's (x = e_1 vs e_2, where
+# only the diagonal moves), and the joint (matrix, vector) sensitivity is 4 for both (x' = x,
+# y' = -y). It leaks more only on pairs whose change is off the diagonal (x = (e_1 + e_2)/sqrt(2) vs
+# (e_1 - e_2)/sqrt(2): mu sqrt(2)/sigma instead of 1/sigma), which stays inside the claim
+# (tests/test_ldp.py checks the multipliers). Its server refuses the non-symmetric matrix message with
+# one sentence (Alg. 5 assumes symmetry), so it cannot run at all.
+# ``mutant-ldp-peek``               Alg. 1 + UCB whose server also reads user 0's raw reward (the user's
+#                                   message is sent and recorded; the server uses the raw value)
+# ==================================================================================================
+
+from dpaudit.mechanisms import GaussianChannel  # noqa: E402
+from dpaudit.policies.ldp import LDPLinUCB, LDPUCB  # noqa: E402
+
+
+@register("mutant-ldp-sqrt2-noise", family="ldp", mutant=True)
+class LDPSqrt2NoiseUCB(LDPUCB):
+    """Seed 003 Alg. 1 + UCB whose Gaussian channel has sigma = sqrt(2 ln(1.25/delta))/eps * 2B / sqrt(2)."""
+
+    def _make_channel(self):
+        ch = GaussianChannel.seed003(self.epsilon, self.delta, self.reward_range)
+        return GaussianChannel(ch.domain, ch.sigma / math.sqrt(2.0))
+
+
+@register("mutant-ldp-half-sensitivity", family="ldp", mutant=True)
+class LDPHalfSensitivityUCB(LDPUCB):
+    """Seed 003 Alg. 1 + UCB calibrated with B (|f| <= B) instead of the sensitivity 2B: sigma = B sqrt(2 ln(1.25/delta))/eps."""
+
+    def _make_channel(self):
+        lo, hi = self.reward_range
+        B = (hi - lo) / 2
+        return GaussianChannel((lo, hi), B * math.sqrt(2 * math.log(1.25 / self.delta)) / self.epsilon)
+
+
+class LDPAsymmetricLinUCB(LDPLinUCB):
+    """Seed 003 Alg. 5 whose matrix noise B_t has an independent lower triangle (not B(j, i) = B(i, j)).
+
+    Unregistered: it keeps the (eps, delta)-LDP claim over the unit ball (see the section comment)."""
+
+    name = "ldp-linucb-asymmetric-noise"
+
+    _symmetric = False
+
+
+@register("mutant-ldp-peek", family="ldp", mutant=True)
+class LDPPeekUCB(LDPUCB):
+    """Seed 003 Alg. 1 + UCB whose server also peeks at user ``peek_round``'s raw reward and uses it."""
+
+    def __init__(self, n_arms: int = 2, epsilon: float = 1.0, delta: float = 1e-5, peek_round: int = 0) -> None:
+        super().__init__(n_arms, epsilon, delta)
+        self.peek_round = int(peek_round)
+        self._params["peek_round"] = self.peek_round
+
+    def _server_input(self, t, rewards):
+        msg = self._send(t, rewards)  # the user's message is sent (and recorded) as usual
+        return np.array(rewards, dtype=float) if t == self.peek_round else msg
+
+
 # ---- mutants of the black-box path (no ledger: judged by their actions alone) ----------------------
 #
 # Each breaks one of the outside-style policies of :mod:`dpaudit.policies.elimination` in a way real

@@ -1,0 +1,193 @@
+"""``dpaudit reproduce ldp-bandits``: the price of local privacy that seed 003's theorems predict.
+
+Seed 003 (Zheng et al. 2020) has no experiments. Its Thm 11 says Alg. 1 with a non-private black box
+A keeps A's regret up to a factor: in the stochastic setting O(sum_i log T / (Delta_i eps^2) log 1/delta)
+for Tsallis-INF, i.e. the same log T growth with the variance proxy 1/4 + sigma^2 instead of 1/4. This
+runs that experiment: regret against T for Alg. 1 with UCB (``ldp-ucb``) and with Tsallis-INF
+(``ldp-tsallis-inf``) at eps in {0.5, 1, 2, 4} (delta = 1e-5), beside their non-private twins
+(``ucb-onepoint``, ``tsallis-inf``) and beside a *central*-DP policy at the same (eps, delta):
+AdaC-UCB (seed 001) with the largest rho whose zCDP converts to eps at delta = 1e-5.
+
+Setting: seed 001 Sec. VII-A's five Bernoulli arms (0.75, 0.625, 0.5, 0.375, 0.25), 100 runs,
+T = 10^4 with checkpoints at 10^2..10^4, every policy from the same seed (common random numbers: the
+same environment stream). AdaC-UCB uses beta = 1 as in seed 001's experiments.
+
+Contextual panels (seed 003 Sec. 4, regret O~(T^(3/4)/eps)): Alg. 5 (``ldp-linucb`` vs ``linucb``) on
+seed 001's contextual linear bandit (K = 10, d = 3, fresh contexts N(1/sqrt(d) 1, I/10) rescaled to
+norm <= 1, theta* on the unit sphere, rewards in {-1, +1} with mean <x, theta*>), and Alg. 3
+(``ldp-gloc`` vs ``gloc``) on the same contexts with logistic rewards y ~ Bernoulli(g(<x, theta*>)),
+regret in g; 50 runs, T = 3000 (the per-step d x d solves make these the slow part). There is no
+central-DP contextual policy at the same (eps, delta) here (seed 003 Sec. 1: central DP costs
+Omega(T) regret in contextual bandits), so these panels show the twin only.
+Figures and tables go to ``--out`` (default ``reports``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ldp_bandits", "MEANS", "EPSILONS"]
+
+MEANS = (0.75, 0.625, 0.5, 0.375, 0.25)
+EPSILONS = (0.5, 1.0, 2.0, 4.0)
+DELTA = 1e-5
+
+
+def _logistic_env():
+    """Seed 001's contextual action sets with logistic rewards y ~ Bernoulli(g(<x, theta*>)), regret in g."""
+    from dpaudit.environments import ContextualLinearBandit
+
+    class LogisticContextual(ContextualLinearBandit):
+        def rewards(self, t, actions):
+            self._current(t)
+            mu = self._mu[np.arange(self.n_runs), actions]
+            return (self.rng.random(mu.shape) < 1.0 / (1.0 + np.exp(-mu))).astype(float)
+
+        def means(self, t):
+            self._current(t)
+            return 1.0 / (1.0 + np.exp(-self._mu))
+
+        def reward_bounds(self, horizon=None):
+            return 0.0, 1.0
+
+        def describe(self):
+            return f"logistic contextual bandit (K={self.n_arms}, d={self.dim})"
+
+    return LogisticContextual(10, 3, noise="bernoulli", normalize=True)
+
+
+def _env(kind: str):
+    from dpaudit.environments import BernoulliBandit, ContextualLinearBandit
+
+    if kind == "mab":
+        return BernoulliBandit(MEANS)
+    if kind == "linear":
+        return ContextualLinearBandit(10, 3, noise="bernoulli", normalize=True)
+    return _logistic_env()
+
+
+def _run(name: str, params: dict[str, Any], horizon: int, runs: int, seed: int, cps: list[int],
+         env: str = "mab") -> dict[str, Any]:
+    from dpaudit.policies import make_policy
+    from dpaudit.simulate import simulate
+
+    pol = make_policy(name, {k: str(v) for k, v in params.items()})
+    res = simulate(pol, _env(env), horizon, runs, seed, checkpoints=cps)
+    R = res.regret_at
+    half = 1.96 * R.std(axis=0, ddof=1) / math.sqrt(runs)
+    return {"policy": name, "params": params, "checkpoints": res.checkpoints.tolist(), "mean": R.mean(axis=0).tolist(),
+            "ci95": half.tolist(), "seconds": res.seconds}
+
+
+def ldp_bandits(args: argparse.Namespace) -> int:
+    from dpaudit.accountants import zcdp_rho_for_epsilon
+
+    quick = bool(getattr(args, "quick", False))
+    seed = int(getattr(args, "seed", 0))
+    horizon, runs = (1000, 20) if quick else (10_000, 100)
+    eps_grid = (1.0, 4.0) if quick else EPSILONS
+    cps = [c for c in (100, 300, 1000, 3000, 10_000) if c <= horizon]
+    t0 = time.perf_counter()
+    K = len(MEANS)
+    rows: list[dict[str, Any]] = []
+    for box, twin in (("ldp-ucb", "ucb-onepoint"), ("ldp-tsallis-inf", "tsallis-inf")):
+        rows.append({**_run(twin, {"n_arms": K}, horizon, runs, seed, cps), "family": box, "epsilon": None})
+        for eps in eps_grid:
+            rows.append({**_run(box, {"n_arms": K, "epsilon": eps, "delta": DELTA}, horizon, runs, seed, cps),
+                         "family": box, "epsilon": eps})
+    for eps in eps_grid:
+        rho = zcdp_rho_for_epsilon(eps, DELTA)
+        rows.append({**_run("adac-ucb", {"n_arms": K, "rho": rho, "beta": 1.0}, horizon, runs, seed, cps),
+                     "family": "central", "epsilon": eps})
+    h2, r2 = (300, 10) if quick else (3000, 50)
+    cps2 = [c for c in (100, 300, 1000, 3000) if c <= h2]
+    for box, twin, env in (("ldp-linucb", "linucb", "linear"), ("ldp-gloc", "gloc", "logistic")):
+        base = {"n_arms": 10, "dim": 3, "horizon": h2}
+        rows.append({**_run(twin, base, h2, r2, seed, cps2, env), "family": box, "epsilon": None})
+        for eps in eps_grid:
+            rows.append({**_run(box, {**base, "epsilon": eps, "delta": DELTA}, h2, r2, seed, cps2, env),
+                         "family": box, "epsilon": eps})
+    out = {"experiment": "ldp-bandits", "means": MEANS, "delta": DELTA, "horizon": horizon, "runs": runs, "seed": seed,
+           "command": f"dpaudit reproduce ldp-bandits --seed {seed}" + (" --quick" if quick else ""), "rows": rows,
+           "seconds": time.perf_counter() - t0}
+    folder = Path(getattr(args, "out", "reports"))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ldp_bandits.json").write_text(json.dumps(out, indent=2))
+    md = _table(out)
+    (folder / "ldp_bandits.md").write_text(md)
+    _figure(out, folder / "ldp_bandits.png")
+    if getattr(args, "json", False):
+        print(json.dumps(out, indent=2))
+    else:
+        print(md)
+        print(f"figure: {folder / 'ldp_bandits.png'}  ({out['seconds']:.0f} s)")
+    return 0
+
+
+def _label(r: dict[str, Any]) -> str:
+    if r["family"] == "central":
+        return f"adac-ucb (central, rho = {r['params']['rho']:.4g})"
+    return r["policy"]
+
+
+def _table(out: dict[str, Any]) -> str:
+    lines = [f"# Seed 003: regret of LDP bandits against T", "",
+             f"`{out['command']}` (delta = {out['delta']:g}, mean regret +- 95% half-width; {out['seconds']:.0f} s on a "
+             "2-core machine shared with other jobs).", ""]
+    panels = [("MAB: Bernoulli " + ", ".join(map(str, out["means"])) + f", {out['runs']} runs",
+               ("ldp-ucb", "ldp-tsallis-inf", "central")),
+              ("contextual: Alg. 5 on the linear, Alg. 3 on the logistic contextual bandit (K = 10, d = 3)",
+               ("ldp-linucb", "ldp-gloc"))]
+    for title, fams in panels:
+        rows = [r for r in out["rows"] if r["family"] in fams]
+        if not rows:
+            continue
+        cps = rows[0]["checkpoints"]
+        lines += [f"## {title}", "", "| policy | eps | " + " | ".join(f"T = {c}" for c in cps) + " |",
+                  "| --- | ---: | " + " | ".join("---:" for _ in cps) + " |"]
+        for r in rows:
+            eps = "-" if r["epsilon"] is None else f"{r['epsilon']:g}"
+            cells = " | ".join(f"{m:.1f} +- {h:.1f}" for m, h in zip(r["mean"], r["ci95"]))
+            lines.append(f"| {_label(r)} | {eps} | {cells} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _figure(out: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, grid = plt.subplots(2, 2, figsize=(11, 8.4))
+    axes = grid.ravel()
+    colours = dict(zip(EPSILONS, ("tab:red", "tab:orange", "tab:green", "tab:blue")))
+    titles = {"ldp-ucb": "Alg. 1 with UCB (local) vs central AdaC-UCB",
+              "ldp-tsallis-inf": "Alg. 1 with Tsallis-INF (local) vs central AdaC-UCB",
+              "ldp-linucb": "Alg. 5, LDP LinUCB (linear contextual)", "ldp-gloc": "Alg. 3, GLOC-LDP (logistic contextual)"}
+    for ax, box in zip(axes, ("ldp-ucb", "ldp-tsallis-inf", "ldp-linucb", "ldp-gloc")):
+        for r in out["rows"]:
+            x = r["checkpoints"]
+            if r["family"] == box:
+                style = dict(color="black", lw=2, label=f"{r['policy']} (non-private)") if r["epsilon"] is None else \
+                    dict(color=colours.get(r["epsilon"], "grey"), label=f"{box}, eps = {r['epsilon']:g}")
+                ax.plot(x, r["mean"], marker="o", **style)
+            elif r["family"] == "central" and box in ("ldp-ucb", "ldp-tsallis-inf"):
+                ax.plot(x, r["mean"], ls="--", color=colours.get(r["epsilon"], "grey"),
+                        label=f"adac-ucb (central), eps = {r['epsilon']:g}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("T")
+        ax.set_title(titles[box], fontsize=9)
+        ax.set_ylabel("mean regret")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

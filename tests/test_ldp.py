@@ -1,0 +1,405 @@
+"""Local DP (issue 10): channels and their ledger, seed 003's LDP policies, the local audit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpaudit.accountants.gaussian import gaussian_epsilon, gaussian_sigma, laplace_epsilon
+from dpaudit.check_local import audit_local, channel_attack, exact_channel_epsilon, ledger_per_user
+from dpaudit.cli import main
+from dpaudit.errors import DPAuditError
+from dpaudit.mechanisms import (GaussianChannel, LaplaceChannel, Ledger, LinearStatsChannel, RandomizedResponse,
+                                symmetric_gaussian)
+from dpaudit.policies import make_policy
+from dpaudit.protocols import PROTOCOLS, FixedActionSet, LocalDP, TableDP, get_protocol
+
+
+# ---- channels ---------------------------------------------------------------------------------------
+
+def test_symmetric_gaussian_is_symmetric_with_iid_upper_triangle():
+    Z = symmetric_gaussian(np.random.default_rng(0), (40000,), 3, 2.0)
+    assert Z.shape == (40000, 3, 3)
+    np.testing.assert_array_equal(Z, np.swapaxes(Z, -1, -2))
+    iu = np.triu_indices(3)
+    up = Z[:, iu[0], iu[1]]  # 6 independent N(0, 4) coordinates
+    assert np.all(np.abs(up.var(axis=0) - 4.0) < 4.0 * 5 * math.sqrt(2 / 40000))
+    corr = np.corrcoef(up.T)
+    assert np.abs(corr - np.eye(6)).max() < 5 / math.sqrt(40000)
+
+
+def test_gaussian_channel_calibrations_and_exact_epsilon():
+    c = GaussianChannel.seed003(1.0, 1e-5)  # sigma = 2B sqrt(2 ln(1.25/delta))/eps with B = 1/2
+    assert math.isclose(c.sigma, math.sqrt(2 * math.log(1.25e5)), rel_tol=1e-12)
+    assert c.sensitivity == 1.0
+    assert math.isclose(c.epsilon(1e-5), gaussian_epsilon(1e-5, c.sigma, 1.0).epsilon, rel_tol=1e-12)
+    assert c.epsilon(1e-5) < 1  # the classical rule is conservative here
+    c0 = GaussianChannel.seed000(0.5, 1e-3, (0.0, 2.0))  # Priv[Delta]: N(v, 4 sigma_a^2 Delta^2), Delta = 1
+    assert math.isclose(c0.sigma, 2 * (2 * math.sqrt(math.log(1250)) / 0.5), rel_tol=1e-12)
+    assert c0.sensitivity == 2.0
+
+
+@pytest.mark.parametrize("make", [
+    lambda: GaussianChannel.seed003(0.5, 1e-6, (-1.0, 3.0)),
+    lambda: LaplaceChannel.for_pure(0.7, (0.0, 2.0)),
+    lambda: RandomizedResponse(1.3),
+])
+def test_every_message_is_in_the_ledger_with_the_domain_sensitivity(make):
+    ch = make()
+    led = Ledger(5)
+    lo, hi = ch.domain
+    z = np.linspace(lo, hi, 5)
+    o = ch.send(z, np.random.default_rng(1), ledger=led, step=7)
+    assert o.shape == (5,) and len(led) == 1
+    rel = led.releases[0]
+    assert rel.step == 7 and rel.sensitivity == hi - lo
+    np.testing.assert_array_equal(rel.fed.rounds, 7)
+    np.testing.assert_array_equal(rel.centre[:, 0], z)
+    np.testing.assert_array_equal(rel.value[:, 0], o)
+    per_user = ledger_per_user(led, 1e-5)
+    assert per_user["users"] == 5 and per_user["max_messages_per_user"] == 1
+    assert math.isclose(per_user["epsilon"], ch.epsilon(1e-5), rel_tol=1e-9)
+
+
+def test_laplace_and_rr_exact_epsilons():
+    assert math.isclose(LaplaceChannel.for_pure(0.7).epsilon(1e-5), laplace_epsilon(1e-5, 0.7).epsilon)
+    rr = RandomizedResponse(1.3)
+    _, _, P = rr.table()
+    e, _ = exact_channel_epsilon(P, 1e-5)
+    assert math.isclose(e, rr.epsilon(1e-5), rel_tol=1e-9)
+    assert math.isclose(exact_channel_epsilon(P, 1e-12)[0], 1.3, rel_tol=1e-6)
+    # a channel with an output only one input can produce: infinite epsilon below that mass
+    assert exact_channel_epsilon(np.array([[0.5, 0.5], [1.0, 0.0]]), 0.1)[0] == math.inf
+
+
+def test_randomized_response_frequencies():
+    rr = RandomizedResponse(1.0)
+    o = rr.send(np.ones(200000), np.random.default_rng(3))
+    p = 1 / (1 + math.exp(-1))
+    assert abs(o.mean() - p) < 5 * math.sqrt(p * (1 - p) / 200000)
+
+
+def test_alg5_channel_message_and_ledger():
+    ch = LinearStatsChannel.seed003(3, 1.0, 1e-5)
+    assert math.isclose(ch.sigma, 6 * math.sqrt(2 * math.log(2.5e5)), rel_tol=1e-12)
+    x = np.array([[0.6, 0.8, 0.0], [0.0, 0.0, 1.0]])
+    z = np.concatenate([x, [[1.5], [-2.0]]], axis=1)
+    led = Ledger(2)
+    m = ch.send(z, np.random.default_rng(0), ledger=led, step=3)
+    V = m[:, :9].reshape(2, 3, 3)
+    np.testing.assert_allclose(V, np.swapaxes(V, 1, 2))
+    assert len(led) == 2 and led.releases[0].sensitivity == math.sqrt(2) and led.releases[1].sensitivity == 4.0
+    np.testing.assert_allclose(led.releases[1].fed.coef, x)  # y x moves by x per unit of y
+    per_user = ledger_per_user(led, 1e-5)
+    assert per_user["max_messages_per_user"] == 2
+    assert math.isclose(per_user["mu"], math.sqrt(2 + 16) / ch.sigma, rel_tol=1e-12)
+
+
+def test_asymmetric_matrix_noise_is_weaker_only_off_the_diagonal():
+    """Why the non-symmetric Alg. 5 mutant is not a positive control (see dpaudit.policies.mutants)."""
+    iu = np.triu_indices(2)
+
+    def sens(x, y, full):
+        D = np.outer(x, x) - np.outer(y, y)
+        return np.linalg.norm(D) if full else np.linalg.norm(D[iu])
+
+    e1, e2 = np.eye(2)
+    a, b = (e1 + e2) / math.sqrt(2), (e1 - e2) / math.sqrt(2)
+    assert math.isclose(sens(e1, e2, False), math.sqrt(2)) and math.isclose(sens(e1, e2, True), math.sqrt(2))
+    assert math.isclose(sens(a, b, False), 1.0) and math.isclose(sens(a, b, True), math.sqrt(2))
+    # worst case over many unit vectors: sqrt(2) for both
+    v = np.random.default_rng(0).standard_normal((400, 2))
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    worst = max(max(sens(p, q, True), sens(p, q, False)) for p in v[:40] for q in v)
+    assert worst <= math.sqrt(2) + 1e-12
+    # and a server that assumes symmetry refuses such a message
+    from dpaudit.policies.mutants import LDPAsymmetricLinUCB
+
+    x = np.eye(3)[None].repeat(4, axis=0) * 0.5
+    with pytest.raises(DPAuditError, match="not symmetric"):
+        TableDP().run(FixedActionSet(LDPAsymmetricLinUCB(n_arms=3, horizon=5), x[0]), np.zeros((5, 3)), 4,
+                      np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda: GaussianChannel((0.0, 1.0), 1.0).send(np.array([0.5, 1.2]), np.random.default_rng(0)), "outside"),
+    (lambda: RandomizedResponse(1.0).send(np.array([-0.1]), np.random.default_rng(0)), "outside"),
+    (lambda: LinearStatsChannel(2, 1.0).send(np.array([[1.0, 1.0, 0.0]]), np.random.default_rng(0)), "unit ball"),
+    (lambda: GaussianChannel((1.0, 1.0), 1.0), "low < high"),
+    (lambda: GaussianChannel.seed003(1.0, 1.5), "delta"),
+    (lambda: GaussianChannel((0.0, 1.0), 1.0).send(np.array([np.nan]), np.random.default_rng(0)), "NaN"),
+])
+def test_channels_refuse_bad_input(bad, match):
+    with pytest.raises(DPAuditError, match=match):
+        bad()
+
+
+# ---- policies ---------------------------------------------------------------------------------------
+
+def test_local_protocol_registered():
+    assert PROTOCOLS["local"] is LocalDP and isinstance(get_protocol("local"), TableDP)
+
+
+@pytest.mark.parametrize("name", ["ldp-ucb", "ldp-ucb-laplace", "ldp-ucb-rr", "ldp-tsallis-inf"])
+def test_one_point_ldp_policies_learn_and_record_one_message_per_user(name):
+    p = make_policy(name, {"n_arms": "3", "epsilon": "4"})
+    d = np.full((400, 3), 0.0)
+    d[:, 2] = 1.0
+    views = TableDP().run(p, d, 400, np.random.default_rng(0))
+    late = views[:, -100:]
+    assert (late == 2).mean() > 0.6, (late == 2).mean()  # chance is 1/3
+    per_user = ledger_per_user(p.ledger, 1e-5)
+    assert per_user["users"] == 400 * 400 and per_user["max_messages_per_user"] == 1
+
+
+def test_tsallis_weights_solve_the_normalisation():
+    p = make_policy("tsallis-inf", {"n_arms": "4"})
+    p.reset(50, np.random.default_rng(0))
+    p.L = np.random.default_rng(1).normal(0, 20, (50, 4))
+    w = p.weights(99)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, rtol=1e-9)
+    eta = 2 / math.sqrt(100)
+    x = p.L - 2 / (eta * np.sqrt(w))  # w_i = 4 (eta (L_i - x))^-2 with one x per run
+    np.testing.assert_allclose(x, x[:, :1].repeat(4, axis=1), rtol=1e-6, atol=1e-6)
+
+
+def test_ldp_linucb_runs_and_prefers_the_best_arm_without_noise():
+    x = np.random.default_rng(1).standard_normal((5, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    d = np.tile(x @ (0.9 * x[3]), (200, 1))  # arm 3 is best by a clear gap
+    assert int(np.argmax(d[0])) == 3 and np.sort(d[0])[-2] < 0.9 - 0.3
+    twin = FixedActionSet(make_policy("linucb", {"horizon": "200"}), x)
+    v = TableDP().run(twin, d, 50, np.random.default_rng(0))
+    assert (v[:, -50:] == 3).mean() > 0.8
+    priv = FixedActionSet(make_policy("ldp-linucb", {"horizon": "200"}), x)
+    TableDP().run(priv, d, 50, np.random.default_rng(0))
+    per_user = ledger_per_user(priv.ledger, 1e-5)
+    assert per_user["max_messages_per_user"] == 2 and per_user["epsilon"] <= 1.0
+
+
+def test_policies_refuse_rewards_outside_the_domain():
+    p = make_policy("ldp-ucb", {})
+    with pytest.raises(DPAuditError, match="outside"):
+        TableDP().run(p, np.full((5, 2), 1.5), 3, np.random.default_rng(0))
+
+
+# ---- the local audit --------------------------------------------------------------------------------
+
+class _ExactGaussian:
+    """A plug-in channel calibrated exactly: its exact epsilon at DELTA is EPS (the sharpest false-alarm case)."""
+
+    def __init__(self, eps: float, delta: float) -> None:
+        self._c = GaussianChannel((0.0, 1.0), gaussian_sigma(eps, delta))
+        self.domain = (0.0, 1.0)
+
+    def channel(self, z, rng):
+        return self._c.send(z, rng)
+
+
+def test_channel_attack_false_alarms_over_50_seeds():
+    eps, delta = 1.0, 1e-3
+    ch = _ExactGaussian(eps, delta)
+    bounds = [channel_attack(ch, delta=delta, confidence=0.95, n_fresh=40000, n_select=4000,
+                             seed=np.random.SeedSequence(s)).epsilon_lower for s in range(50)]
+    assert sum(b > eps for b in bounds) <= 5  # at most 5% expected; the seeds are fixed
+    assert np.median(bounds) > 0.6 * eps  # and the attack has power
+
+
+def test_channel_attack_on_randomized_response_is_near_exact_and_never_above():
+    rr = make_policy("ldp-ucb-rr", {"epsilon": "1"})
+    bounds = [channel_attack(rr, delta=1e-5, confidence=0.95, n_fresh=100000, n_select=2000,
+                             seed=np.random.SeedSequence(s)).epsilon_lower for s in range(50)]
+    assert sum(b > 1.0 for b in bounds) <= 5
+    assert min(bounds) > 0.9
+
+
+def test_local_audit_false_alarms_over_50_seeds():
+    """The whole local audit (ledger, channel, exact, transcript) on randomised response, whose exact
+    epsilon equals its claim: the tightest correct policy, so the hardest case for false alarms."""
+    verdicts = [audit_local("ldp-ucb-rr", {"epsilon": "1"}, runs=1000, horizon=8, seed=s, central=False)["verdict"]
+                for s in range(50)]
+    assert verdicts.count("violation") <= 5
+
+
+@pytest.mark.parametrize("name, by", [
+    ("mutant-ldp-sqrt2-noise", "ledger"),
+    ("mutant-ldp-half-sensitivity", "ledger"),
+    ("mutant-ldp-peek", "transcript"),
+])
+def test_local_audit_flags_every_ldp_mutant(name, by):
+    out = audit_local(name, {}, runs=5000, horizon=16, seed=0, central=False)
+    assert out["verdict"] == "violation", out["reason"]
+    assert by in out["reason"]
+
+
+def test_half_sensitivity_mutant_is_caught_black_box_too():
+    out = audit_local("mutant-ldp-half-sensitivity", {}, runs=50000, horizon=8, seed=1, central=False)
+    assert out["attacks"][0]["attack"] == "channel" and out["attacks"][0]["epsilon_lower"] > out["epsilon_claimed"]
+
+
+@pytest.mark.parametrize("name", ["ldp-ucb", "ldp-ucb-laplace", "ldp-ucb-rr", "ldp-tsallis-inf"])
+def test_local_audit_consistent_on_correct_policies(name):
+    out = audit_local(name, {}, runs=5000, horizon=16, seed=0, central=False)
+    assert out["verdict"] == "consistent", out["reason"]
+    assert out["ledger"]["epsilon"] <= out["epsilon_claimed"] * (1 + 1e-12)
+
+
+def test_cli_local_consistent_violation_and_refusals(capsys):
+    assert main(["check", "policy", "ldp-ucb-rr", "--protocol", "local", "--runs", "2000", "--horizon", "8",
+                 "--workers", "1"]) == 0
+    assert "CONSISTENT" in capsys.readouterr().out
+    assert main(["check", "policy", "mutant-ldp-peek", "--protocol", "local", "--runs", "2000", "--horizon", "8",
+                 "--workers", "1"]) == 1
+    assert "VIOLATION" in capsys.readouterr().out
+    assert main(["check", "policy", "adac-ucb", "--protocol", "local"]) == 2
+    err = capsys.readouterr().err
+    assert "exposes no channel" in err and err.count("\n") == 1
+    assert main(["check", "policy", "seed001-counterexample", "--protocol", "local"]) == 2
+    assert main(["check", "policy", "ldp-ucb", "--protocol", "local", "--param", "epsilon=-1"]) == 2
+    assert "epsilon must be" in capsys.readouterr().err
+
+
+def test_reproduce_ldp_bandits_quick(tmp_path, capsys):
+    assert main(["reproduce", "ldp-bandits", "--quick", "--out", str(tmp_path)]) == 0
+    import json
+
+    out = json.loads((tmp_path / "ldp_bandits.json").read_text())
+    assert (tmp_path / "ldp_bandits.png").stat().st_size > 0
+    final = {(r["policy"], r["epsilon"]): r["mean"][-1] for r in out["rows"]}
+    # local privacy costs regret, less of it as eps grows (seed 003 Thm 11: the factor 1/eps^2)
+    assert final[("ldp-ucb", 1.0)] > final[("ldp-ucb", 4.0)] > final[("ucb-onepoint", None)]
+
+
+def test_alg3_gloc_channel_ledger_and_audit():
+    from dpaudit.mechanisms import GLOCChannel
+
+    ch = GLOCChannel.seed003(3, 1.0, 1e-5)
+    assert math.isclose(ch.sigma, 6 * math.sqrt(2 * math.log(3.75e5)), rel_tol=1e-12)
+    x = np.array([[1.0, 0.0, 0.0], [0.0, 0.6, 0.8]])
+    z = np.concatenate([x, [[1.0], [0.0]]], axis=1)
+    th = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    led = Ledger(2)
+    ch.send(z, np.random.default_rng(0), ledger=led, step=0, theta_hat=th)
+    grad = led.releases[2].centre  # (g(x^T theta_hat) - y) x
+    g = 1 / (1 + np.exp(-np.array([1.0, 0.8])))
+    np.testing.assert_allclose(grad, (g - [1.0, 0.0])[:, None] * x)
+    np.testing.assert_allclose(led.releases[1].centre, np.array([1.0, 0.8])[:, None] * x)
+    per_user = ledger_per_user(led, 1e-5)
+    assert per_user["max_messages_per_user"] == 3
+    assert math.isclose(per_user["mu"], math.sqrt(2 + 4 + 4) / ch.sigma, rel_tol=1e-12)
+    with pytest.raises(DPAuditError, match="unit ball"):
+        ch.send(z, np.random.default_rng(0), theta_hat=2 * th)
+    out = audit_local("ldp-gloc", {}, runs=1000, horizon=8, seed=0, central=False)
+    assert out["verdict"] == "consistent" and out["ledger"]["max_messages_per_user"] == 3
+
+
+def test_lilucb_identifies_the_best_arm_and_pays_for_local_privacy():
+    from dpaudit.environments import BernoulliBandit
+    from dpaudit.simulate import simulate
+
+    stops = {}
+    for name, T in (("lilucb", 3000), ("ldp-lilucb", 20000)):
+        p = make_policy(name, {"n_arms": "3", "epsilon": "4"} if name.startswith("ldp") else {"n_arms": "3"})
+        simulate(p, BernoulliBandit((0.9, 0.5, 0.1)), T, 200, 0)
+        assert (p.stopped_at >= 0).all()
+        assert (p.recommendation == 0).mean() >= 0.95  # gamma = 0.05
+        stops[name] = np.median(p.stopped_at)
+    assert stops["ldp-lilucb"] > 3 * stops["lilucb"]  # seed 003 Thm 12: variance proxy 1/4 + sigma^2
+    out = audit_local("ldp-lilucb", {}, runs=1000, horizon=8, seed=0, central=False)
+    assert out["verdict"] == "consistent"
+
+
+def test_cli_local_report(tmp_path, capsys):
+    md = tmp_path / "rr.md"
+    assert main(["check", "policy", "ldp-ucb-rr", "--protocol", "local", "--runs", "1000", "--horizon", "8",
+                 "--workers", "1", "--report", str(md)]) == 0
+    text = md.read_text()
+    assert "finite channel (exact)" in text and "CONSISTENT" in text and "--protocol local" in text
+    assert (tmp_path / "rr.html").read_text().startswith("<!DOCTYPE html>")
+
+
+PLUGIN = '''
+import numpy as np
+from dpaudit.accountants import PureDP
+
+
+class RRPlugin:
+    """A plug-in written outside dpaudit: randomised response with its own code, no ledger."""
+
+    def __init__(self, n_arms: int = 2, epsilon: float = 1.0, claimed: float = 1.0):
+        self.n_arms, self.eps = n_arms, epsilon
+        self.claim = PureDP(claimed)
+        self.domain = (0.0, 1.0)
+
+    def channel(self, z, rng):
+        p = 1 / (1 + np.exp(-self.eps))
+        bit = rng.random(z.shape) < z
+        return np.where(rng.random(z.shape) < p, bit, ~bit).astype(float)
+
+    def reset(self, n_runs, rng):
+        self.rng, self.n = rng, n_runs
+        self.s, self.c = np.zeros((n_runs, self.n_arms)), np.ones((n_runs, self.n_arms))
+
+    def act(self, t, arms=None):
+        self.a = np.argmax(self.s / self.c + self.rng.random(self.s.shape) * 1e-9, axis=1) if t >= self.n_arms \\
+            else np.full(self.n, t)
+        return self.a
+
+    def observe(self, t, actions, rewards):
+        self.s[np.arange(self.n), self.a] += self.channel(np.asarray(rewards, float), self.rng)
+        self.c[np.arange(self.n), self.a] += 1
+'''
+
+
+def test_plugin_channel_contract(tmp_path):
+    f = tmp_path / "rr_plugin.py"
+    f.write_text(PLUGIN)
+    ok = audit_local(f"{f}:RRPlugin", {}, runs=2000, horizon=8, seed=0, central=False)
+    assert ok["verdict"] == "consistent" and ok["ledger"] is None
+    assert any("no transcript" in n for n in ok["notes"])
+    bad = audit_local(f"{f}:RRPlugin", {"claimed": "0.5"}, runs=2000, horizon=8, seed=0, central=False)
+    assert bad["verdict"] == "violation" and "channel attack" in bad["reason"]
+
+
+def test_seed000_calibration_and_its_lint():
+    p = make_policy("ldp-ucb", {"calibration": "seed000", "epsilon": "2"})
+    assert math.isclose(p.local_channel.sigma, 2 * math.sqrt(math.log(1.25e5)) / 2, rel_tol=1e-12)
+    out = audit_local("ldp-ucb", {"calibration": "seed000", "epsilon": "2"}, runs=1000, horizon=8, central=False)
+    assert out["verdict"] == "consistent"
+    assert out["lints"][0]["rule"].startswith("seed 000") and out["lints"][0]["flagged"] and out["lints"][0]["holds"]
+    with pytest.raises(DPAuditError, match="calibration must be"):
+        make_policy("ldp-ucb", {"calibration": "paper"})
+
+
+def test_local_audit_with_a_reward_alphabet():
+    out = audit_local("ldp-ucb-rr", {}, runs=1000, horizon=8, central=False, rewards=[0, 1])
+    assert out["verdict"] == "consistent" and "other rows 0" in out["attacks"][1]["witness"]["label"]
+    with pytest.raises(DPAuditError, match="reward range|must lie"):
+        audit_local("ldp-ucb-rr", {}, runs=1000, horizon=8, central=False, rewards=[0, 2])
+    with pytest.raises(DPAuditError, match="vectors"):
+        audit_local("ldp-linucb", {}, runs=1000, horizon=8, central=False, rewards=[0, 1])
+
+
+def test_cli_local_json(capsys):
+    import json
+
+    assert main(["check", "policy", "mutant-ldp-half-sensitivity", "--protocol", "local", "--runs", "1000",
+                 "--horizon", "8", "--workers", "1", "--json"]) == 1
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["protocol"] == "local" and obj["verdict"] == "violation"
+    assert {"verdict", "reason", "epsilon_claimed", "epsilon_lower", "gap", "attacks", "ledger", "notes"} <= set(obj)
+    assert obj["ledger"]["epsilon"] > obj["epsilon_claimed"]
+
+
+def test_local_through_the_python_api_and_its_refusals():
+    import dpaudit
+    from dpaudit.check import audit_policy
+
+    a = dpaudit.audit("mutant-ldp-peek", protocol="local", runs=1000, horizon=8, workers=1)
+    assert a.verdict == "violation" and a.exit_status == 1 and a.extra["central"] is not None
+    with pytest.raises(DPAuditError, match="--pair"):
+        audit_policy("ldp-ucb", {}, protocol="local", pair="pair.json")
+    with pytest.raises(DPAuditError, match="not local"):
+        dpaudit.audit("ldp-ucb", protocol="local", horizons=[8, 16])
