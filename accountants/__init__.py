@@ -9,11 +9,15 @@ from .guarantees import RDP, ZCDP, ApproxDP, Composed, Guarantee, MechanismDP, P
 from .conversions import Conversion, rdp_to_approx, zcdp_rho_for_epsilon, zcdp_to_approx
 from .gaussian import gaussian_epsilon, gaussian_sigma, lint_classical_gaussian, lint_seed000_channel
 from .composition import NoiseAccount, compose_parallel, compose_sequential, per_round_account
+from .shuffle import (clones_delta, clones_epsilon, clones_epsilon_closed_form, shuffle_guarantee, tree_max_nodes,
+                      tree_sigma, tree_zcdp)
 
 __all__ = [
     "DPAuditError", "Guarantee", "PureDP", "ApproxDP", "ZCDP", "RDP",
     "Conversion", "zcdp_to_approx", "rdp_to_approx", "zcdp_rho_for_epsilon",
     "gaussian_epsilon", "gaussian_sigma", "lint_classical_gaussian", "lint_seed000_channel",
     "NoiseAccount", "compose_sequential", "compose_parallel", "per_round_account",
+    "clones_delta", "clones_epsilon", "clones_epsilon_closed_form", "shuffle_guarantee",
+    "tree_max_nodes", "tree_zcdp", "tree_sigma",
     "MechanismDP", "Composed", "compose", "as_guarantee",
 ]

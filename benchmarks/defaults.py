@@ -25,10 +25,16 @@ from dpaudit.policies.registry import make_policy, registered
 HERE = Path(__file__).resolve().parent
 
 
+#: families audited under their own protocols by their own benchmarks (ldp_defaults.py, ...)
+OTHER_PROTOCOLS = {"ldp", "glm"}
+
+
 def private_policies(mutants: bool = False) -> list[str]:
-    """Registered names whose policy declares a claim (the non-private baselines declare none)."""
+    """Registered central-DP names whose policy declares a claim (the non-private baselines declare none)."""
     names = []
     for entry in registered() + (registered(mutants=True) if mutants else []):
+        if entry.family in OTHER_PROTOCOLS:
+            continue
         name = getattr(entry, "name", entry)
         if getattr(make_policy(name), "claim", None) is not None:
             names.append(name)

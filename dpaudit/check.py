@@ -408,6 +408,21 @@ def audit_policy(
         return audit_local(spec, params, delta=delta, confidence=confidence, runs=runs, horizon=horizon, seed=seed,
                            workers=workers, executor=executor, progress=progress, command=command, rewards=rewards,
                            claim=claim, adapter=adapter)
+    if protocol in ("joint", "shuffle"):  # issue 13: joint and shuffle DP have their own audits
+        from dpaudit.check_joint import audit_joint, audit_shuffle
+
+        given = [name for name, v in (("--rewards", rewards), ("--claim", claim), ("--adapter", adapter),
+                                      ("--pair", pair), ("--scheduler", scheduler), ("--checkpoint", checkpoint),
+                                      ("--max-hours", max_hours)) if v is not None]
+        if given:
+            raise DPAuditError(f"{', '.join(given)} cannot be combined with --protocol {protocol}: its audit builds "
+                               "its own contextual inputs and judges the policy's own claim.")
+        check_int("--seed", seed, minimum=0)
+        if protocol == "joint":
+            return audit_joint(spec, params, delta=delta, confidence=confidence, runs=runs, horizon=horizon,
+                               seed=seed, command=command, progress=progress)
+        return audit_shuffle(spec, params, delta=delta, confidence=confidence, runs=runs, horizon=horizon, seed=seed,
+                             command=command, progress=progress)
     t0 = time.perf_counter()
     delta = check_delta(delta)
     confidence = check_confidence(confidence)

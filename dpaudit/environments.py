@@ -479,3 +479,72 @@ register_environment("linear", LinearBandit, "linear bandit, K fixed actions on 
 register_environment(
     "contextual-linear", ContextualLinearBandit, "contextual linear bandit, fresh Gaussian action sets (seed 001 OFUL setting)"
 )
+
+
+# ---- GLM contextual bandits (issue 13; seed 002's synthetic probit / logistic experiments) ----------
+
+
+class GLMContextualBandit(Environment):
+    """Seed 002's synthetic GLM bandit: K fresh contexts per step, Bernoulli rewards mu(x^T theta*).
+
+    theta* = S u with u uniform on the unit sphere (from ``instance_seed``, shared by all runs), so
+    ``||theta*|| = S`` (seed 002 uses S in {2, 2.5, 3}); contexts i.i.d. uniform on the unit sphere
+    of R^d (seed 002 leaves their law open; the sphere keeps ``||x|| <= 1`` as the analysis needs);
+    ``link`` is ``logistic`` or ``probit``. Defaults d = 5, K = 20. ``arms(t)`` must be called before
+    ``rewards(t, ...)`` and ``means(t)``.
+    """
+
+    regret_kind = "pseudo"
+
+    def __init__(self, n_arms: int = 20, dim: int = 5, link: str = "logistic", S: float = 2.0,
+                 instance_seed: int = 0) -> None:
+        from dpaudit.errors import check_int
+
+        self.n_arms = check_int("n_arms (K)", n_arms, minimum=2)
+        self.dim = check_int("dim (d)", dim, minimum=1)
+        if link not in ("logistic", "probit"):
+            raise DPAuditError(f"unknown link {link!r}; choose logistic or probit.")
+        self.link = link
+        self.S = check_positive("S (the norm of theta*)", S)
+        inst = np.random.default_rng(np.random.SeedSequence(int(instance_seed)))
+        self.theta = self.S * _unit_sphere(inst, (self.dim,))
+        self._t: int | None = None
+
+    def reset(self, n_runs: int, rng: np.random.Generator) -> None:
+        super().reset(n_runs, rng)
+        self._t = None
+
+    def reward_bounds(self, horizon: int | None = None) -> tuple[float, float]:
+        return (0.0, 1.0)
+
+    def _mu(self, z: np.ndarray) -> np.ndarray:
+        from scipy import special
+
+        return special.expit(z) if self.link == "logistic" else special.ndtr(z)
+
+    def arms(self, t: int) -> np.ndarray:
+        _check_runs(self)
+        x = _unit_sphere(self.rng, (self.n_runs, self.n_arms, self.dim))
+        self._x, self._t = x, t
+        self._means = self._mu(np.einsum("nkd,d->nk", x, self.theta))
+        return x
+
+    def _current(self, t: int) -> None:
+        if self._t != t:
+            raise DPAuditError(f"call arms({t}) before asking the rewards or means of step {t}.")
+
+    def rewards(self, t: int, actions: np.ndarray) -> np.ndarray:
+        self._current(t)
+        p = self._means[np.arange(self.n_runs), actions]
+        return (self.rng.random(p.shape) < p).astype(float)
+
+    def means(self, t: int) -> np.ndarray:
+        self._current(t)
+        return self._means
+
+    def describe(self) -> str:
+        return f"GLMContextualBandit(K={self.n_arms}, d={self.dim}, link={self.link}, S={self.S:g})"
+
+
+__all__ += ["GLMContextualBandit"]
+register_environment("glm", GLMContextualBandit, "GLM contextual bandit, logistic or probit link (seed 002)")

@@ -676,3 +676,225 @@ class GLOCChannel(Channel):
 
 __all__ += ["symmetric_gaussian", "Channel", "GaussianChannel", "LaplaceChannel", "RandomizedResponse",
             "LinearStatsChannel", "GLOCChannel"]
+
+
+# ==================================================================================================
+# Continual release and shuffling (issue 13; seed 002 Algs. 1-2, seed 000's symmetric channel)
+# ==================================================================================================
+
+
+def pack_symmetric(m: np.ndarray) -> np.ndarray:
+    """The upper triangles (``np.triu_indices`` order) of stacked symmetric ``(..., d, d)`` matrices."""
+    d = m.shape[-1]
+    iu = np.triu_indices(d)
+    return m[..., iu[0], iu[1]]
+
+
+def unpack_symmetric(u: np.ndarray, d: int) -> np.ndarray:
+    """Inverse of :func:`pack_symmetric`: ``(..., d(d+1)/2)`` -> ``(..., d, d)``."""
+    iu = np.triu_indices(d)
+    out = np.empty(u.shape[:-1] + (d, d))
+    out[..., iu[0], iu[1]] = u
+    out[..., iu[1], iu[0]] = u
+    return out
+
+
+def tree_node_counts(horizon: int) -> np.ndarray:
+    """How many released nodes of the binary tree each round 0..T-1 lies under (a node is released
+    when its dyadic interval completes within the horizon). The maximum is floor(log2 T) + 1, at most
+    ceil(log2 T) + 1 (Chan, Shi and Song 2011, Thm 3.5)."""
+    T = int(horizon)
+    if T < 1:
+        raise DPAuditError(f"the horizon T must be at least 1, got {horizon!r}.")
+    s = np.arange(T)
+    counts = np.zeros(T, dtype=np.int64)
+    level = 0
+    while (1 << level) <= T:
+        counts += ((s >> level) + 1) << level <= T
+        level += 1
+    return counts
+
+
+class BinaryTreeMechanism:
+    """Binary-tree continual release of a stream (Chan, Shi and Song 2011; Dwork et al. 2010), batched.
+
+    Rounds ``t = 0..T-1`` each add a contribution ``x_t`` (a vector of shape ``shape``, or with
+    ``symmetric=True`` a symmetric ``d x d`` matrix, handled as its packed upper triangle). Every
+    dyadic interval ``[k 2^l, (k+1) 2^l)`` is a node; when its last round arrives the node's sum is
+    released once with independent Gaussian noise N(0, sigma^2) per coordinate (for a matrix this is
+    seed 000's symmetric channel, :func:`symmetric_gaussian`: the packed coordinates are i.i.d.).
+    The noisy prefix sum of rounds ``0..t`` is read from the nodes of the binary decomposition of
+    ``t + 1`` (one per set bit), so each read is post-processing of released nodes.
+
+    Each round lies under at most ``floor(log2 T) + 1`` released nodes (:func:`tree_node_counts`), so
+    with L2-sensitivity ``Delta`` per round (for a matrix stream: of the packed triangle, which is at
+    most the Frobenius norm) the stream is ``(floor(log2 T) + 1) Delta^2 / (2 sigma^2)``-zCDP per round.
+    Every node is recorded in the ledger with the rounds under it; ``Fed.coef`` holds, as for every
+    release, how each round's contribution moves per unit change of that round's reward (``coef`` of
+    :meth:`add`; zero by default, right for statistics of contexts and actions only such as outer
+    products; ``x_s`` for a stream of ``x_s r_s``), so the gray-box attacks can recompute a node's
+    centre under a neighbouring reward.
+    """
+
+    def __init__(self, horizon: int, shape: tuple[int, ...] | int, sigma: float, sensitivity: float, *,
+                 symmetric: bool = False, label: str = "tree") -> None:
+        self.horizon = int(horizon)
+        if self.horizon < 1:
+            raise DPAuditError(f"the tree's horizon T must be at least 1, got {horizon!r}.")
+        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+        self.symmetric = bool(symmetric)
+        if self.symmetric and len(shape) != 1:
+            raise DPAuditError(f"a symmetric-matrix tree takes shape (d,), got {shape}.")
+        self.shape = shape
+        self.d = shape[0]
+        self.width = shape[0] * (shape[0] + 1) // 2 if self.symmetric else int(np.prod(shape))
+        self.sigma = check_nonnegative("sigma (tree noise)", sigma)
+        self.sensitivity = check_positive("sensitivity", sensitivity)
+        self.label = label
+        self.levels = int(math.floor(math.log2(self.horizon))) + 1
+
+    def reset(self, n_runs: int, rng: np.random.Generator, ledger: Ledger | None = None) -> None:
+        n = int(n_runs)
+        self.n_runs, self.rng, self.ledger = n, rng, ledger
+        self._acc = np.zeros((self.levels, n, self.width))  # running sums of the open nodes
+        self._latest = np.zeros((self.levels, n, self.width))  # latest released node per level
+        self._last_noise = np.zeros((self.levels, n, self.width))
+        self._keep = ledger is not None and ledger.enabled
+        self._hist = np.zeros((n, self.horizon, self.width)) if self._keep else None
+        self.t = -1
+
+    def _flat(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        if self.symmetric:
+            if x.shape != (self.n_runs, self.d, self.d):
+                raise DPAuditError(f"{self.label}: a round's matrix has shape {x.shape}; expected {(self.n_runs, self.d, self.d)}.")
+            return pack_symmetric(x)
+        if x.shape != (self.n_runs,) + self.shape:
+            raise DPAuditError(f"{self.label}: a round's contribution has shape {x.shape}; expected {(self.n_runs,) + self.shape}.")
+        return x.reshape(self.n_runs, self.width)
+
+    def _node_noise(self, level: int) -> np.ndarray:
+        """Fresh N(0, sigma^2) per packed coordinate (mutants override this)."""
+        return self.rng.standard_normal((self.n_runs, self.width)) * self.sigma
+
+    def add(self, t: int, x: np.ndarray, coef: np.ndarray | None = None) -> np.ndarray:
+        """Feed round ``t``'s contribution; return the noisy prefix sum of rounds ``0..t``.
+
+        ``coef`` (same shape as ``x``): the change of ``x`` per unit change of round t's reward (default 0).
+        """
+        if t != self.t + 1 or t >= self.horizon:
+            raise DPAuditError(f"{self.label}: rounds must arrive in order 0..{self.horizon - 1}; got {t} after {self.t}.")
+        xf = self._flat(x)
+        if not np.all(np.isfinite(xf)):
+            raise DPAuditError(f"{self.label}: round {t}'s contribution contains NaN or inf.")
+        self.t = t
+        if self._keep and coef is not None:
+            self._hist[:, t] = self._flat(np.asarray(coef, dtype=float))
+        self._acc += xf[None]
+        c = t + 1
+        for level in range(self.levels):
+            if c % (1 << level):
+                break
+            noise = self._node_noise(level)
+            self._last_noise[level] = noise
+            centre = self._acc[level].copy()
+            self._latest[level] = centre + noise
+            self._acc[level] = 0.0
+            if self._keep:
+                lo = c - (1 << level)
+                n = self.n_runs
+                pos = np.repeat(np.arange(n), c - lo)
+                rounds = np.tile(np.arange(lo, c), n)
+                fed = Fed(pos, rounds, self._hist[:, lo:c].reshape(-1, self.width))
+                self.ledger.record(Release(f"{self.label}[level {level}, rounds {lo}..{c - 1}]", t,
+                                           Noise("gaussian", np.full(n, self.sigma)), self.sensitivity,
+                                           np.arange(n), centre, self._latest[level].copy(), fed))
+        bits = [level for level in range(self.levels) if c >> level & 1]
+        total = self._latest[bits].sum(axis=0)
+        return unpack_symmetric(total, self.d) if self.symmetric else total.reshape((self.n_runs,) + self.shape)
+
+    def guarantee(self) -> Guarantee:
+        """Per-round zCDP of the whole stream: (floor(log2 T) + 1) Delta^2 / (2 sigma^2)."""
+        if self.sigma == 0:
+            raise DPAuditError(f"{self.label}: a tree without noise has no privacy guarantee.")
+        return ZCDP(int(tree_node_counts(self.horizon).max()) * self.sensitivity**2 / (2 * self.sigma**2))
+
+
+class Shuffler:
+    """The shuffle model of seed 002 Alg. 1: a local randomizer R per user, a shuffler S, an analyzer A.
+
+    Seed 002 leaves the randomizers' encodings open ("users encode their data into bit sequences");
+    our choice, a pure ``eps0``-DP message per user so Feldman-McMillan-Talwar amplification applies:
+
+    * R: each of the ``m`` coordinates ``v_j`` in ``[lo_j, hi_j]`` (default ``[-bound, bound]``) is
+      rounded stochastically to a bit ``b_j`` in {-1, +1} with ``P(b_j = +1) = (v_j - lo_j)/(hi_j - lo_j)``
+      and then sent through binary randomized response at ``eps1 = eps0 / m`` (kept with probability
+      ``e^eps1 / (e^eps1 + 1)``). Each coordinate's output has probabilities within
+      ``[1, e^eps1] / (e^eps1 + 1)`` whatever ``v``, so it is ``eps1``-DP, and the message is
+      ``eps0``-DP by basic composition.
+    * S: a uniform random permutation of the batch's messages (independent per run).
+    * A: the debiased sum ``sum_i [lo + (hi - lo)/2 (1 + c o_i)]`` with ``c = (e^eps1 + 1)/(e^eps1 - 1)``
+      (unbiased for ``sum_i v_i``).
+
+    ``shuffle=False`` is only for the mutant that keeps arrival order. The shuffled batch is the
+    view of the shuffle protocol; its guarantee is :func:`dpaudit.accountants.shuffle_guarantee`.
+    Nothing is recorded in a ledger: the noise is not additive, and the claim comes from the accountant.
+    """
+
+    def __init__(self, eps0: float, dim: int, bound: float = 1.0, *, lo: np.ndarray | None = None,
+                 hi: np.ndarray | None = None, shuffle: bool = True) -> None:
+        self.eps0 = check_positive("eps0 (local epsilon)", eps0)
+        self.dim = int(dim)
+        if self.dim < 1:
+            raise DPAuditError(f"the message dimension must be at least 1, got {dim!r}.")
+        bound = check_positive("bound B", bound)
+        self.lo = np.broadcast_to(np.asarray(-bound if lo is None else lo, dtype=float), (self.dim,)).copy()
+        self.hi = np.broadcast_to(np.asarray(bound if hi is None else hi, dtype=float), (self.dim,)).copy()
+        if not np.all(self.hi > self.lo):
+            raise DPAuditError("every coordinate's range must satisfy lo < hi.")
+        self.shuffle = bool(shuffle)
+        self.eps1 = self.eps0 / self.dim
+        self.keep = math.exp(self.eps1) / (math.exp(self.eps1) + 1.0)
+        self.c = (math.exp(self.eps1) + 1.0) / math.expm1(self.eps1)
+
+    def randomize(self, rng: np.random.Generator, values: np.ndarray) -> np.ndarray:
+        """R for every user: ``values`` (n_runs, n_users, m) in [lo, hi] -> messages in {-1, +1} (int8)."""
+        v = np.asarray(values, dtype=float)
+        if v.ndim != 3 or v.shape[-1] != self.dim:
+            raise DPAuditError(f"shuffler values must have shape (runs, users, {self.dim}), got {v.shape}.")
+        if not np.all(np.isfinite(v)):
+            raise DPAuditError("shuffler values contain NaN or inf.")
+        span = self.hi - self.lo
+        p = (v - self.lo) / span
+        if p.min() < -1e-9 or p.max() > 1 + 1e-9:
+            raise DPAuditError("a user's value lies outside the range [lo, hi] that the local randomizer's "
+                               "calibration assumes.")
+        # rounding then randomized response, in one draw: P(+1) = keep p + (1 - keep)(1 - p)
+        q = (1.0 - self.keep) + (2.0 * self.keep - 1.0) * p
+        return np.where(rng.random(v.shape) < q, 1, -1).astype(np.int8)
+
+    def permute(self, rng: np.random.Generator, messages: np.ndarray) -> np.ndarray:
+        """S: a uniform permutation of each run's batch of messages (arrival order kept if ``shuffle=False``)."""
+        if not self.shuffle:
+            return messages
+        n, b = messages.shape[:2]
+        order = rng.permuted(np.broadcast_to(np.arange(b), (n, b)), axis=1)
+        return np.take_along_axis(messages, order[..., None], axis=1)
+
+    def analyze(self, messages: np.ndarray) -> np.ndarray:
+        """A: the debiased sum of a batch, (n_runs, m)."""
+        n_users = messages.shape[1]
+        half = 0.5 * (self.hi - self.lo)
+        return n_users * (self.lo + half) + half * self.c * np.asarray(messages, dtype=float).sum(axis=1)
+
+    def run(self, rng: np.random.Generator, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """R, S and A on one batch: (the shuffled messages the analyzer sees, the debiased sum)."""
+        msgs = self.permute(rng, self.randomize(rng, values))
+        return msgs, self.analyze(msgs)
+
+    def local_guarantee(self) -> Guarantee:
+        return PureDP(self.eps0)
+
+
+__all__ += ["pack_symmetric", "unpack_symmetric", "tree_node_counts",
+            "BinaryTreeMechanism", "Shuffler"]

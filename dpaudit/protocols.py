@@ -394,3 +394,112 @@ class LocalDP(TableDP):
 
 PROTOCOLS[LocalDP.name] = LocalDP
 __all__ += ["LocalDP"]
+
+
+# ==================================================================================================
+# Joint DP and shuffle DP (issue 13; seed 000 "anticipating JDP", seed 002 Alg. 1)
+# ==================================================================================================
+
+
+@dataclass(frozen=True)
+class ContextInput:
+    """A contextual input fixed by the adversary: contexts ``X`` (T, K, d) and per-arm rewards ``R`` (T, K)."""
+
+    X: np.ndarray
+    R: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.R.shape
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """As an array, the input is its (T, K) reward table (what round-indexed code needs)."""
+        return np.asarray(self.R, dtype=dtype)
+
+
+def _check_context_input(data: Any, n_arms: int, dim: int | None) -> ContextInput:
+    if not isinstance(data, ContextInput):
+        raise DPAuditError("a contextual input must be a ContextInput(X, R) with contexts X (T, K, d) and rewards R (T, K).")
+    X, R = np.asarray(data.X, dtype=float), np.asarray(data.R, dtype=float)
+    if X.ndim != 3 or X.shape[1] != n_arms or (dim is not None and X.shape[2] != dim) or X.shape[0] < 1:
+        raise DPAuditError(f"contexts must have shape (T, K, d) = (T, {n_arms}, {dim if dim is not None else 'd'}), got {X.shape}.")
+    if R.shape != X.shape[:2]:
+        raise DPAuditError(f"rewards must have shape (T, K) = {X.shape[:2]}, got {R.shape}.")
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(R))):
+        raise DPAuditError("the contextual input contains NaN or inf; contexts and rewards must be finite numbers.")
+    return ContextInput(X, R)
+
+
+class JointDP(Protocol):
+    """Anticipating joint DP (seed 000, Def. "Anticipating JDP").
+
+    The input is the contexts and rewards of every round (fixed by the adversary, who thereby fixes the
+    history before the canary round t and chooses every future context and reward); the policy sees
+    the contexts of round s and the reward of the arm it plays; neighbours differ in round t's
+    contexts and rewards; the view is ``a_{t+1}..a_T`` (the audits drop the columns up to t).
+    :meth:`run` returns all T actions so that the central view ``a_t..a_T`` can be reported beside.
+    """
+
+    name = "joint"
+    summary = ("input: contexts (T x K x d) and rewards (T x K); view: a_{t+1}..a_T; neighbours: round t's "
+               "contexts and rewards changed")
+
+    def check_input(self, data, horizon, n_arms):
+        return _check_context_input(data, n_arms, None)
+
+    def neighbours(self, data, alphabet):
+        raise DPAuditError("joint-DP neighbours are chosen by dpaudit.check_joint's adversaries, not enumerated.")
+
+    def run(self, policy, data, n_runs, rng, adversary=None, *, record=True, path="auto"):
+        if adversary is not None:
+            raise DPAuditError("under joint DP the adversary acts through the fixed contexts and rewards, not by queries.")
+        n_arms = int(policy.n_arms)
+        inp = _check_context_input(data, n_arms, getattr(policy, "dim", None))
+        try:
+            policy.reset(n_runs, rng, record=record)
+        except TypeError:
+            policy.reset(n_runs, rng)
+        T = inp.X.shape[0]
+        who = getattr(policy, "name", "") or type(policy).__name__
+        views = np.empty((n_runs, T), dtype=np.int64)
+        for t in range(T):
+            arms = np.broadcast_to(inp.X[t], (n_runs,) + inp.X.shape[1:])
+            out = check_actions(policy.act(t, arms), n_runs, n_arms, who, t)
+            views[:, t] = out
+            policy.observe(t, out, inp.R[t, out])
+        return views
+
+
+class ShuffleDP(Protocol):
+    """Shuffle DP (seed 002 Alg. 1): the view is what the analyzer receives from one batch.
+
+    The input is one batch of ``B`` users' data, fixed by the adversary: the contexts they played
+    ``X`` (B, d) and their rewards ``r`` (B,) (a ``ContextInput`` with K = 1, ``X`` of shape (B, 1, d));
+    neighbours differ in one user's data. :meth:`run` calls the policy's own batch pipeline
+    (``batch_release``: local randomizers, shuffler, analyzer) and returns the shuffled messages: a
+    dict of arrays over runs. Later batches' actions are post-processing of these messages.
+    """
+
+    name = "shuffle"
+    summary = "input: one batch of users' data; view: the shuffled messages the analyzer receives; neighbours: one user"
+
+    def check_input(self, data, horizon, n_arms):
+        return _check_context_input(data, 1, None)
+
+    def neighbours(self, data, alphabet):
+        raise DPAuditError("shuffle-DP neighbours are chosen by dpaudit.check_joint's adversaries, not enumerated.")
+
+    def run(self, policy, data, n_runs, rng, adversary=None, *, record=True, path="auto"):
+        if not hasattr(policy, "batch_release"):
+            raise DPAuditError(f"{getattr(policy, 'name', '') or type(policy).__name__} has no shuffle pipeline "
+                               "(batch_release), so it cannot be audited under shuffle DP.")
+        inp = _check_context_input(data, 1, getattr(policy, "dim", None))
+        policy.reset(n_runs, rng, record=False)
+        X = np.broadcast_to(inp.X[:, 0], (n_runs,) + inp.X[:, 0].shape)
+        R = np.broadcast_to(inp.R[:, 0], (n_runs, inp.R.shape[0]))
+        view, _, _ = policy.batch_release(rng, X, R, np.zeros((n_runs, X.shape[2])))
+        return view
+
+
+PROTOCOLS.update({JointDP.name: JointDP, ShuffleDP.name: ShuffleDP})
+__all__ += ["ContextInput", "JointDP", "ShuffleDP"]

@@ -174,9 +174,10 @@ def markdown_report(out: Any) -> str:
     lines.append("")
     for a in out["attacks"]:
         d = a["details"]
-        if a["attack"] == "membership":
-            lines += ["### Membership (black-box)", "", _membership_sentence(a), ""]
-        elif "renyi" in d:
+        if a["attack"] == "membership" or "renyi" not in d:  # every threshold-test attack (also issue 13's)
+            title = "### Membership (black-box)" if a["attack"] == "membership" else f"### {a['attack']}"
+            lines += [title, "", _membership_sentence(a), ""]
+        else:
             r = d["renyi"]
             lines += ["### Likelihood (gray-box)", "", _likelihood_sentence(a), "",
                       "| order alpha | D_alpha estimate | D_alpha lower bound |", "| --- | --- | --- |"]

@@ -36,8 +36,9 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         "path/to/file.py:ClassName or package.module:ClassName.",
     )
     c.add_argument("policy", metavar="POLICY")
-    c.add_argument("--protocol", choices=["table", "view", "interactive", "local"], default="table",
-                   help="privacy definition (seed 001 Sec. III; local: seed 003's per-user LDP; default: table)")
+    c.add_argument("--protocol", choices=["table", "view", "interactive", "local", "joint", "shuffle"], default="table",
+                   help="privacy definition (seed 001 Sec. III; local: seed 003's per-user LDP; joint and shuffle: "
+                        "seed 000 / seed 002; default: table)")
     c.add_argument("--epsilon", type=float, default=None, help="finite specs: evaluate delta(epsilon) here (default 1)")
     c.add_argument("--delta", type=float, default=1e-5, help="report the smallest epsilon at this delta (default 1e-5)")
     c.add_argument("--alpha", type=float, default=None, help="finite specs: Rényi order to report (default 2; 'inf' allowed)")
@@ -246,7 +247,7 @@ def _print_human(out: dict[str, Any]) -> None:
         print("ledger      none (the policy does not use dpaudit's mechanisms; black-box attacks only)")
     for a in out["attacks"]:
         extra = ""
-        if a["attack"] == "membership":
+        if a["attack"] == "membership" or "renyi" not in a["details"]:
             d = a["details"]
             extra = f"; statistic {a['witness']['statistic']}, FPR {d['fpr']:.4g}, FNR {d['fnr']:.4g}"
         else:

@@ -320,3 +320,87 @@ class DoubleDividedCounterGreedy(_OutsideStyle):
         rows = np.arange(self.n_runs)
         self.sums[rows, actions] += r
         self.counts[rows, actions] += 1
+
+
+# ==================================================================================================
+# Joint-DP and shuffle-DP mutants (issue 13): seed 002's GLM bandits with one real bug each
+# ==================================================================================================
+
+from dpaudit.mechanisms import BinaryTreeMechanism  # noqa: E402
+from dpaudit.policies.glm import JointDPGLM, ShuffleGLM  # noqa: E402
+
+
+class _ReusedNoiseTree(BinaryTreeMechanism):
+    """A binary tree whose node at level l >= 1 reuses the noise draw of its right child (level l - 1)."""
+
+    def _node_noise(self, level: int) -> np.ndarray:
+        if level >= 1:
+            return self._last_noise[level - 1].copy()
+        return super()._node_noise(level)
+
+
+class _NoLeafNoiseTree(BinaryTreeMechanism):
+    """A binary tree that releases its leaves (single rounds) without noise."""
+
+    def _node_noise(self, level: int) -> np.ndarray:
+        if level == 0:
+            return np.zeros((self.n_runs, self.width))
+        return super()._node_noise(level)
+
+
+@register("mutant-tree-reused-noise", family="glm", mutant=True)
+class TreeReusedNoiseGLM(JointDPGLM):
+    """jdp-glm whose trees reuse one noise draw for a node and its right child: their difference is exact."""
+
+    def _tree(self, label: str) -> BinaryTreeMechanism:
+        return _ReusedNoiseTree(self.horizon, (self.dim,), self.sigma_tree, math.sqrt(2.0), symmetric=True, label=label)
+
+
+@register("mutant-tree-no-leaf-noise", family="glm", mutant=True)
+class TreeNoLeafNoiseGLM(JointDPGLM):
+    """jdp-glm whose trees release every leaf (one round's outer product) without noise."""
+
+    def _tree(self, label: str) -> BinaryTreeMechanism:
+        return _NoLeafNoiseTree(self.horizon, (self.dim,), self.sigma_tree, math.sqrt(2.0), symmetric=True, label=label)
+
+
+@register("mutant-noisy-det-switch", family="glm", mutant=True)
+class NoisyDetSwitchGLM(JointDPGLM):
+    """jdp-glm switching when the current noisy det H~ doubles the previous round's, with no cap on PGD calls.
+
+    The claim still assumes ``max_updates`` calls (seed 002's count bound for the running-maximum
+    rule); the noisy determinant is not monotone, so it crosses the doubling threshold again and again
+    and every extra call composes another ``pgd_steps`` gradient releases over all past rounds: the
+    switching times, which depend on the data, buy releases the claim does not account for.
+    """
+
+    running_max = False
+    enforce_cap = False
+
+    def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, epsilon: float = 4.0,
+                 delta: float = 1e-5, link: str = "logistic", theta_bound: float = 2.0, lam: float = 1.0,
+                 gamma: float = 0.5, beta: float = 1.0, max_updates: int = 4, pgd_steps: int = 5,
+                 shift_scale: float = 0.0) -> None:
+        # defaults: the claim counts on 4 updates, and without the regularising shift the noisy
+        # determinant swings enough at audit horizons (T = 16-32) for the bug to act
+        super().__init__(n_arms, dim, horizon, epsilon, delta, link, theta_bound, lam, gamma, beta, max_updates,
+                         pgd_steps, shift_scale)
+
+
+@register("mutant-shuffle-arrival-order", family="glm", mutant=True)
+class ArrivalOrderShuffleGLM(ShuffleGLM):
+    """shuffle-glm whose shuffler keeps the arrival order: the analyzer sees whose message is whose.
+
+    Defaults d = 1 and K = 2 (the correct policy's are d = 5, K = 20): with one coordinate per message
+    the exposed message carries the whole local eps0, so the missing amplification is visible.
+    """
+
+    shuffle = False
+
+    def __init__(self, n_arms: int = 2, dim: int = 1, horizon: int = 5000, eps0: float = 2.0,
+                 delta: float = 1e-5, link: str = "logistic", theta_bound: float = 2.0, lam: float = 1.0,
+                 beta: float = 1.0, batch0: int = 2000, groups: int = 2, fw_iters: int = 10) -> None:
+        super().__init__(n_arms, dim, horizon, eps0, delta, link, theta_bound, lam, beta, batch0, groups, fw_iters)
+
+
+__all__ += ["TreeReusedNoiseGLM", "TreeNoLeafNoiseGLM", "NoisyDetSwitchGLM", "ArrivalOrderShuffleGLM"]

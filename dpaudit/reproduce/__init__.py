@@ -14,6 +14,8 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
                       "seed 001 Prop. 1(e): a policy that is View DP but not Table DP"),
     "zcdp-bandits": ("dpaudit.reproduce.zcdp_bandits:zcdp_bandits",
                      "seed 001 Fig. 4 (a)-(c): the price of zCDP for UCB, GOPE and OFUL"),
+    "glm-bandits": ("dpaudit.reproduce.glm_bandits:glm_bandits",
+                    "seed 002: joint- and shuffle-DP GLM bandits against their twins and GLM-UCB"),
     "ldp-bandits": ("dpaudit.reproduce.ldp_bandits:ldp_bandits",
                     "seed 003 Alg. 1: regret of local-DP UCB and Tsallis-INF against T, beside central AdaC-UCB"),
 }

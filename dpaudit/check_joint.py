@@ -1,0 +1,468 @@
+"""``dpaudit check policy NAME --protocol joint|shuffle``: audits under joint DP and shuffle DP (issue 13).
+
+Both return the same kind of JSON-ready dict as :func:`dpaudit.check.audit_policy` (verdict, reason,
+epsilon_claimed, epsilon_lower, gap, attacks, ledger, notes, ...).
+
+Joint DP (seed 000, "anticipating JDP"). The adversary fixes every context and reward
+(:class:`dpaudit.protocols.ContextInput`): the history before the canary round t and the future.
+dpaudit's adversaries (a small search, choices of ours): contexts ``+e1`` and ``-e1`` on arms 0 and 1
+(the zero vector on the others) in every round, rewards 1/2, and at round t either
+
+* ``reward``: the canary's rewards are 1 on every arm versus 0 (moves the PGD gradients), or
+* ``context``: the canary's arms all carry ``e1`` versus ``e2`` (moves the trees' outer products; ``-e1``
+  when d = 1),
+
+with t in {0, T/2}. Three attacks, Bonferroni-corrected (each at 1 - (1 - confidence)/3):
+
+* ``membership`` (black-box, the JDP view ``a_{t+1}..a_T``): :class:`dpaudit.attacks.membership.ViewScorer`
+  statistics fitted on a training split, the best (pair, statistic, threshold) chosen on a selection
+  split, and Clopper-Pearson counts on fresh runs (:mod:`dpaudit.attacks.bounds`).
+* ``tree-releases`` (gray-box): the same pipeline on the values of the binary-tree nodes at and beside
+  the canary (every node whose interval contains t, and their siblings), scored by Fisher's linear
+  discriminant fitted on the training split (ridge 1e-9 of the mean variance). A tree whose noise is
+  missing or reused has a noise-free direction that the discriminant finds. Actions are post-processing
+  of these releases, so the claim (which the policy proves for its releases) bounds this attack too.
+* ``ledger``: the per-round composition of every release the policy recorded (exact accounting of its
+  Gaussian releases, :func:`dpaudit.check.ledger_audit`); the policy's own record of releases beyond
+  its claim is a violation without sampling error.
+
+Beside them (not part of the verdict) the central view ``a_t..a_T`` is attacked on a pair whose canary
+swaps which arm carries ``e1``: joint DP does not promise to hide a_t, and the report shows how much it
+reveals.
+
+Shuffle DP (seed 002 Alg. 1). The view is what the analyzer receives from one batch: the policy's
+``batch_release`` runs on a first batch fixed by the adversary (every other user played the zero
+context with reward 0; the canary played ``e1`` with reward 1 versus the zero context, or ``e1`` with
+reward 0 versus 1). Features: the message at the canary's arrival position (in its outer-product
+batch and in its PGD group) and the batch sums; the same discriminant pipeline gives the lower bound,
+compared with the amplified claim at the policy's delta (an (eps, delta)-DP claim says nothing at a
+smaller delta).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from dpaudit.accountants import Guarantee
+from dpaudit.errors import DPAuditError, check_delta, check_int
+
+__all__ = ["JOINT_DEFAULTS", "joint_pairs", "audit_joint", "audit_shuffle", "lda_attack"]
+
+#: a joint audit's horizon, and the most fresh runs per side it uses (larger --runs are capped, with a note)
+JOINT_DEFAULTS = {"horizon": 16, "runs": 20000}
+#: a shuffle audit simulates a whole batch per run, so it caps the fresh runs per side and the fitting sizes
+SHUFFLE_CAPS = {"runs": 10000, "fit": 2000}
+_CHUNK_CELLS = 4_000_000
+
+
+# ---- the statistics ----------------------------------------------------------------------------------
+
+def _lda(F0: np.ndarray, F1: np.ndarray) -> np.ndarray:
+    """Fisher's discriminant direction (pooled covariance + ridge 1e-9 of the mean variance)."""
+    mu0, mu1 = F0.mean(axis=0), F1.mean(axis=0)
+    Z = np.vstack([F0 - mu0, F1 - mu1])
+    C = Z.T @ Z / max(1, Z.shape[0] - 1)
+    ridge = 1e-9 * (np.trace(C) / C.shape[0] + 1e-12)
+    return np.linalg.solve(C + ridge * np.eye(C.shape[0]), mu1 - mu0)
+
+
+def lda_attack(sample: Callable[[int, int, np.random.SeedSequence], np.ndarray], candidates: list[Any],
+               seed: np.random.SeedSequence, *, delta: float, confidence: float, n_train: int, n_select: int,
+               n_test: int, name: str) -> dict[str, Any]:
+    """Black-box threshold attack with a linear discriminant, over candidate neighbouring pairs.
+
+    ``sample(candidate, side, n, seed)`` returns features (n, p) of n fresh views of side 0 (d) or 1
+    (d'). The discriminant is fitted on ``n_train`` views per side, the best (candidate, threshold,
+    direction) chosen on ``n_select`` more, and only that test is counted on ``n_test`` fresh views
+    per side, so the Clopper-Pearson bound needs no correction for the choice.
+    """
+    from dpaudit.attacks.bounds import best_threshold_test, eps_lower_from_counts
+
+    t0 = time.perf_counter()
+    best = None
+    for i, (cand, ss) in enumerate(zip(candidates, seed.spawn(len(candidates)))):
+        s = ss.spawn(4)
+        w = _lda(sample(cand, 0, n_train, s[0]), sample(cand, 1, n_train, s[1]))
+        S0, S1 = sample(cand, 0, n_select, s[2]) @ w, sample(cand, 1, n_select, s[3]) @ w
+        bound, test = best_threshold_test({"lda": S0}, {"lda": S1}, delta, confidence)[0]
+        if best is None or bound > best[0]:
+            best = (bound, test, w, cand)
+    bound, test, w, cand = best
+    f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
+    fp = int(np.count_nonzero(test.reject(sample(cand, 0, n_test, f0) @ w)))
+    tp = int(np.count_nonzero(test.reject(sample(cand, 1, n_test, f1) @ w)))
+    eps = float(eps_lower_from_counts(fp, n_test, n_test - tp, n_test, delta, confidence))
+    return {"attack": name, "epsilon_lower": eps, "delta": delta, "confidence": confidence,
+            "witness": {"label": getattr(cand, "label", ""), "pair": _describe(cand), "statistic": "linear discriminant",
+                        "threshold": test.threshold, "reject_when": _reject_when(test)},
+            "samples": len(candidates) * 2 * (n_train + n_select) + 2 * n_test,
+            "seconds": time.perf_counter() - t0,
+            "details": {"false_positives": fp, "false_negatives": n_test - tp, "n_fresh_per_side": n_test,
+                        "fpr": fp / n_test, "fnr": (n_test - tp) / n_test, "selection_bound": bound,
+                        "tests_corrected_for": 1}}
+
+
+def _reject_when(test: Any) -> str:
+    op = (">=" if test.include_ties else ">") if test.direction > 0 else ("<=" if test.include_ties else "<")
+    return f"score {op} threshold"
+
+
+def _describe(cand: Any) -> Any:
+    return cand.describe() if hasattr(cand, "describe") else cand
+
+
+# ---- joint DP ----------------------------------------------------------------------------------------
+
+class JointPair:
+    """A neighbouring pair of contextual inputs differing at round ``round``."""
+
+    def __init__(self, d0: Any, d1: Any, round_: int, label: str) -> None:
+        self.d0, self.d1, self.round, self.label = d0, d1, int(round_), label
+
+    def describe(self) -> dict[str, Any]:
+        return {"label": self.label, "round": self.round, "horizon": int(self.d0.X.shape[0]),
+                "canary_contexts_d": self.d0.X[self.round].tolist(), "canary_contexts_d_prime": self.d1.X[self.round].tolist(),
+                "canary_rewards_d": self.d0.R[self.round].tolist(), "canary_rewards_d_prime": self.d1.R[self.round].tolist(),
+                "background": "arms 0 and 1 carry +e1 and -e1 (others the zero vector), rewards 1/2, every other round"}
+
+
+def joint_pairs(n_arms: int, dim: int, horizon: int, *, central: bool = False) -> list[JointPair]:
+    """dpaudit's joint-DP adversaries (module docstring); ``central``: the pair for the central view."""
+    from dpaudit.protocols import ContextInput
+
+    K, d, T = n_arms, dim, horizon
+    e1 = np.zeros(d)
+    e1[0] = 1.0
+    e2 = np.zeros(d)
+    e2[min(1, d - 1)] = 1.0
+    if d == 1:
+        e2 = -e1
+    X = np.zeros((T, K, d))
+    X[:, 0], X[:, 1] = e1, -e1
+    R = np.full((T, K), 0.5)
+
+    def variant(t: int, x0: np.ndarray, x1: np.ndarray, r0: np.ndarray, r1: np.ndarray, label: str) -> JointPair:
+        Xa, Xb, Ra, Rb = X.copy(), X.copy(), R.copy(), R.copy()
+        Xa[t], Xb[t], Ra[t], Rb[t] = x0, x1, r0, r1
+        return JointPair(ContextInput(Xa, Ra), ContextInput(Xb, Rb), t, label)
+
+    if central:
+        t = T // 2
+        x0 = np.zeros((K, d))
+        x1 = np.zeros((K, d))
+        x0[0], x1[1] = e1, e1
+        return [variant(t, x0, x1, R[t], R[t], f"central: round {t}'s e1 on arm 0 vs arm 1")]
+    out = []
+    for t in sorted({0, T // 2}):
+        if t >= T - 1:
+            continue
+        out.append(variant(t, X[t], X[t], np.ones(K), np.zeros(K), f"reward: round {t}'s rewards 1 vs 0"))
+        out.append(variant(t, np.tile(e1, (K, 1)), np.tile(e2, (K, 1)), R[t], R[t],
+                           f"context: round {t}'s arms all e1 vs all {'e2' if d > 1 else '-e1'}"))
+    return out
+
+
+def _tree_features(policy: Any, t: int, horizon: int) -> np.ndarray:
+    """Values of the tree nodes containing round t and of their siblings, from the policy's ledger."""
+    feats = []
+    for rel in policy.ledger.releases:
+        label = rel.label
+        if "tree[" not in label:
+            continue
+        lo_hi = label.split("rounds ")[1].rstrip("]").split("..")
+        lo, hi = int(lo_hi[0]), int(lo_hi[1]) + 1
+        size = hi - lo
+        parent_lo = lo - (lo % (2 * size))
+        if lo <= t < hi or parent_lo <= t < parent_lo + 2 * size:
+            feats.append(rel.value)
+    if not feats:
+        raise DPAuditError("the policy's ledger has no binary-tree release near the canary round; the gray-box tree "
+                           "attack needs a policy built on dpaudit.mechanisms.BinaryTreeMechanism.")
+    return np.hstack(feats)
+
+
+def _chunks(n: int, cells_per_run: int, seed: np.random.SeedSequence) -> list[tuple[int, np.random.SeedSequence]]:
+    size = max(1, _CHUNK_CELLS // max(1, cells_per_run))
+    k = max(1, math.ceil(n / size))
+    return [(min(size, n - i * size), ss) for i, ss in enumerate(seed.spawn(k)) if n - i * size > 0]
+
+
+def _versions() -> dict[str, str]:
+    from dpaudit.check import _versions as versions
+
+    return versions()
+
+
+def _build(spec: str, params: dict[str, str], horizon: int | None) -> Any:
+    from dpaudit.check import _build_policy
+
+    return _build_policy(spec, params, horizon if horizon is not None else JOINT_DEFAULTS["horizon"])
+
+
+def _claim(policy: Any, spec: str, delta: float) -> tuple[Guarantee, float, str]:
+    from dpaudit.check import claimed_epsilon
+
+    claim = getattr(policy, "claim", None)
+    if not isinstance(claim, Guarantee):
+        raise DPAuditError(f"policy {spec!r} declares no claim (its `claim` is {claim!r}); a private policy must state "
+                           "a Guarantee from dpaudit.accountants to be judged against.")
+    eps, how = claimed_epsilon(claim, delta)
+    return claim, eps, how
+
+
+def _verdict(out: dict[str, Any], attacks: list[dict[str, Any]], eps_claim: float, delta: float,
+             ledger_eps: float | None) -> None:
+    best = max(attacks, key=lambda a: a["epsilon_lower"])
+    out["attacks"] = attacks
+    out["epsilon_lower"] = best["epsilon_lower"]
+    out["gap"] = eps_claim - best["epsilon_lower"]
+    out["witness"] = {"attack": best["attack"], **best["witness"]}
+    if best["epsilon_lower"] > eps_claim:
+        out["verdict"] = "violation"
+        out["reason"] = (f"the {best['attack']} attack's lower bound eps >= {best['epsilon_lower']:.4g} exceeds the "
+                         f"claimed eps = {eps_claim:.4g} at delta = {delta:g}")
+    elif ledger_eps is not None and ledger_eps > eps_claim * (1 + 1e-9):
+        out["verdict"] = "violation"
+        out["reason"] = (f"the policy's own ledger composes to eps = {ledger_eps:.4g} per round, above the claimed "
+                         f"eps = {eps_claim:.4g} at delta = {delta:g}")
+        out["witness"] = {"attack": "ledger", **(out.get("ledger") or {})}
+    elif best["epsilon_lower"] <= 0:
+        # the project's rule (dpaudit.check): no power on any pair tried is no evidence either way
+        out["verdict"] = "inconclusive"
+        out["reason"] = (f"no attack told the two sides apart on any of the pairs tried (every lower bound is 0; "
+                         f"claimed eps = {eps_claim:.4g}), so this audit is no evidence either way")
+    else:
+        out["verdict"] = "consistent"
+        out["reason"] = (f"no attack's lower bound exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g} "
+                         f"(best: {best['attack']}, eps >= {best['epsilon_lower']:.4g}; gap {out['gap']:.4g})")
+
+
+def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float = 1e-5, confidence: float = 0.95,
+                runs: int = 20000, horizon: int | None = None, seed: int = 0, command: str = "",
+                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The joint-DP audit of a contextual policy (module docstring); returns a JSON-ready dict."""
+    from dpaudit.attacks.bounds import check_confidence
+    from dpaudit.check import ledger_audit
+    from dpaudit.engine import one_blas_thread
+    from dpaudit.protocols import JointDP
+
+    t0 = time.perf_counter()
+    delta = check_delta(delta)
+    confidence = check_confidence(confidence)
+    runs = check_int("--runs", runs, minimum=100)
+    params = dict(params or {})
+    T = check_int("--horizon", horizon if horizon is not None else JOINT_DEFAULTS["horizon"], minimum=3)
+    policy = _build(spec, params, T)
+    dim = getattr(policy, "dim", None)
+    if not isinstance(dim, (int, np.integer)) or dim < 1:
+        raise DPAuditError(f"policy {spec!r} has no context dimension `dim`, so it is not a contextual policy and "
+                           "cannot be audited under joint DP; use --protocol table.")
+    claim, eps_claim, how = _claim(policy, spec, delta)
+    proto = JointDP()
+    K = int(policy.n_arms)
+    out: dict[str, Any] = {"command": command, "policy": spec, "params": params, "protocol": "joint", "horizon": T,
+                           "delta": delta, "confidence": confidence, "seed": seed, "n_arms": K,
+                           "claim": claim.describe(), "claim_method": how, "epsilon_claimed": eps_claim, "notes": []}
+    root = np.random.SeedSequence(seed)
+    s_ledger, s_view, s_tree, s_central = root.spawn(4)
+    has_ledger = hasattr(policy, "ledger")
+    n_att = 2 + (1 if has_ledger else 0)
+    conf_each = 1 - (1 - confidence) / n_att
+    out["confidence_per_attack"] = conf_each
+    if runs > JOINT_DEFAULTS["runs"]:
+        out["notes"].append(f"fresh runs capped at {JOINT_DEFAULTS['runs']} per side (asked {runs}) to keep the audit "
+                            "within two minutes; the bounds hold at their confidence whatever the sample size.")
+        runs = JOINT_DEFAULTS["runs"]
+    small = max(500, min(4000, runs // 5))
+    pairs = joint_pairs(K, int(dim), T)
+
+    def views(pair: JointPair, side: int, n: int, ss: np.random.SeedSequence, record: bool = False) -> np.ndarray:
+        data = pair.d1 if side else pair.d0
+        return np.concatenate([proto.run(policy, data, m, np.random.default_rng(cs), record=record)
+                               for m, cs in _chunks(n, T * K, ss)])
+
+    with one_blas_thread():
+        ledger_eps = None
+        if has_ledger:
+            if progress:
+                progress("joint: ledger accounting")
+            led = ledger_audit(policy, proto, pairs[0].d0, s_ledger)
+            if led is not None:
+                g = led.pop("implied_guarantee", None)
+                if g is not None:
+                    from dpaudit.check import claimed_epsilon
+
+                    ledger_eps = claimed_epsilon(g, delta)[0]
+                    led["implied_epsilon"] = ledger_eps
+            out["ledger"] = led
+        else:
+            out["ledger"] = None
+
+        # black-box on the JDP view a_{t+1}..a_T
+        if progress:
+            progress("joint: membership attack on a_{t+1}..a_T")
+        attacks = [_view_attack(pairs, views, K, T, s_view, delta, conf_each, small, runs, "membership",
+                                lambda p: p.round)]
+
+        if has_ledger:
+            if progress:
+                progress("joint: gray-box attack on the tree releases")
+
+            def tree_sample(pair: JointPair, side: int, n: int, ss: np.random.SeedSequence) -> np.ndarray:
+                data = pair.d1 if side else pair.d0
+                feats = []
+                for m, cs in _chunks(n, 8 * T * T.bit_length() * (int(dim) * (int(dim) + 1) // 2 + 1), ss):
+                    proto.run(policy, data, m, np.random.default_rng(cs), record=True)
+                    feats.append(_tree_features(policy, pair.round, T))
+                return np.concatenate(feats)
+
+            attacks.append(lda_attack(tree_sample, pairs, s_tree, delta=delta, confidence=conf_each, n_train=small,
+                                      n_select=small, n_test=runs, name="tree-releases"))
+
+        # beside the verdict: the central view a_t..a_T
+        cpairs = joint_pairs(K, int(dim), T, central=True)
+        central = _view_attack(cpairs, views, K, T, s_central, delta, confidence, small, runs, "central view",
+                               lambda p: p.round - 1)
+    out["central"] = central
+    out["notes"].append(f"central view a_t..a_T (not promised by joint DP): eps >= {central['epsilon_lower']:.4g} on "
+                        f"the pair '{cpairs[0].label}'.")
+    _verdict(out, attacks, eps_claim, delta, ledger_eps)
+    out["versions"] = _versions()
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _view_attack(pairs: list[JointPair], views: Callable[..., np.ndarray], K: int, T: int,
+                 seed: np.random.SeedSequence, delta: float, confidence: float, small: int, runs: int, name: str,
+                 first_round: Callable[[JointPair], int]) -> dict[str, Any]:
+    """The membership pipeline on action views (``ViewScorer`` statistics after ``first_round(pair)``), the
+    best (pair, statistic, threshold) chosen on the selection split and counted once on fresh views."""
+    from dpaudit.attacks.bounds import best_threshold_test, eps_lower_from_counts
+    from dpaudit.attacks.membership import ViewScorer
+
+    t0 = time.perf_counter()
+    best = None
+    for pair, ss in zip(pairs, seed.spawn(len(pairs))):
+        s = ss.spawn(4)
+        scorer = ViewScorer(K, T, first_round(pair))
+        scorer.fit(views(pair, 0, small, s[0]), views(pair, 1, small, s[1]))
+        w0, w1 = scorer.scores(views(pair, 0, small, s[2])), scorer.scores(views(pair, 1, small, s[3]))
+        bound, test = best_threshold_test(w0, w1, delta, confidence)[0]
+        if best is None or bound > best[0]:
+            best = (bound, test, scorer, pair)
+    bound, test, scorer, pair = best
+    f0, f1 = seed.spawn(len(pairs) + 2)[-2:]
+    fp = int(np.count_nonzero(test.reject(scorer.scores(views(pair, 0, runs, f0))[test.statistic])))
+    tp = int(np.count_nonzero(test.reject(scorer.scores(views(pair, 1, runs, f1))[test.statistic])))
+    eps = float(eps_lower_from_counts(fp, runs, runs - tp, runs, delta, confidence))
+    return {"attack": name, "epsilon_lower": eps, "delta": delta, "confidence": confidence,
+            "witness": {"label": pair.label, "pair": pair.describe(), "statistic": test.statistic,
+                        "threshold": test.threshold, "reject_when": _reject_when(test)},
+            "samples": len(pairs) * 4 * small + 2 * runs, "seconds": time.perf_counter() - t0,
+            "details": {"false_positives": fp, "false_negatives": runs - tp, "n_fresh_per_side": runs,
+                        "fpr": fp / runs, "fnr": (runs - tp) / runs, "selection_bound": bound,
+                        "tests_corrected_for": 1}}
+
+
+# ---- shuffle DP --------------------------------------------------------------------------------------
+
+class ShufflePair:
+    """One batch of users' data (contexts played, rewards) with the canary at position ``pos``."""
+
+    def __init__(self, d0: Any, d1: Any, pos: int, label: str) -> None:
+        self.d0, self.d1, self.pos, self.label = d0, d1, int(pos), label
+
+    def describe(self) -> dict[str, Any]:
+        return {"label": self.label, "canary_position": self.pos, "batch": int(self.d0.X.shape[0]),
+                "background": "every other user played the zero context with reward 0"}
+
+
+def shuffle_pairs(batch: int, dim: int) -> list[ShufflePair]:
+    """dpaudit's shuffle-DP adversaries (module docstring); the canary arrives first."""
+    from dpaudit.protocols import ContextInput
+
+    X = np.zeros((batch, 1, dim))
+    R = np.zeros((batch, 1))
+    e1 = np.zeros(dim)
+    e1[0] = 1.0
+
+    def variant(x0, x1, r0, r1, label):
+        Xa, Xb, Ra, Rb = X.copy(), X.copy(), R.copy(), R.copy()
+        Xa[0, 0], Xb[0, 0], Ra[0, 0], Rb[0, 0] = x0, x1, r0, r1
+        return ShufflePair(ContextInput(Xa, Ra), ContextInput(Xb, Rb), 0, label)
+
+    return [variant(e1, np.zeros(dim), 1.0, 1.0, "context: the canary played e1 vs the zero context (reward 1)"),
+            variant(e1, e1, 0.0, 1.0, "reward: the canary played e1 with reward 0 vs 1")]
+
+
+def _shuffle_features(view: dict[str, Any], pos: int, groups_size: int) -> np.ndarray:
+    outer = view["outer"]
+    g = pos // groups_size
+    grad = view["grads"][g]
+    return np.hstack([outer[:, pos].astype(float), outer.sum(axis=1, dtype=float),
+                      grad[:, pos % groups_size].astype(float), grad.sum(axis=1, dtype=float)])
+
+
+def audit_shuffle(spec: str, params: dict[str, str] | None = None, *, delta: float | None = None,
+                  confidence: float = 0.95, runs: int = 20000, horizon: int | None = None, seed: int = 0,
+                  command: str = "", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The shuffle-DP audit of a batched shuffle policy (module docstring); returns a JSON-ready dict."""
+    from dpaudit.attacks.bounds import check_confidence
+    from dpaudit.protocols import ShuffleDP
+
+    t0 = time.perf_counter()
+    confidence = check_confidence(confidence)
+    runs = check_int("--runs", runs, minimum=100)
+    params = dict(params or {})
+    if horizon is None:  # the policy's own horizon (it only places the later batches; the view is the first)
+        from dpaudit.policies.registry import make_policy
+
+        policy = make_policy(spec, params)
+    else:
+        policy = _build(spec, params, check_int("--horizon", horizon, minimum=2))
+    if not hasattr(policy, "batch_release") or not hasattr(policy, "batch0"):
+        raise DPAuditError(f"policy {spec!r} has no shuffle pipeline (batch_release, batch0), so it cannot be audited "
+                           "under shuffle DP.")
+    pdelta = getattr(policy, "delta", None)
+    delta = check_delta(delta if delta is not None else pdelta)
+    claim, eps_claim, how = _claim(policy, spec, delta)
+    B, dim, groups = int(policy.batch0), int(policy.dim), int(policy.groups)
+    proto = ShuffleDP()
+    out: dict[str, Any] = {"command": command, "policy": spec, "params": params, "protocol": "shuffle",
+                           "horizon": int(getattr(policy, "horizon", B)), "batch": B, "delta": delta, "confidence": confidence, "seed": seed,
+                           "n_arms": int(policy.n_arms), "claim": claim.describe(), "claim_method": how,
+                           "epsilon_claimed": eps_claim, "ledger": None, "confidence_per_attack": confidence,
+                           "notes": [f"view: the shuffled messages of the first batch ({B} users, {groups} PGD groups)."]}
+    if pdelta is not None and delta < pdelta:
+        out["notes"].append(f"the audit's delta {delta:g} is below the claim's {pdelta:g}, where the claim promises nothing.")
+    pairs = shuffle_pairs(B, dim)
+    size = B // groups
+    width = dim * (dim + 1) // 2 + dim
+
+    def sample(pair: ShufflePair, side: int, n: int, ss: np.random.SeedSequence) -> np.ndarray:
+        data = pair.d1 if side else pair.d0
+        return np.concatenate([_shuffle_features(proto.run(policy, data, m, np.random.default_rng(cs)), pair.pos, size)
+                               for m, cs in _chunks(n, B * width * 3, ss)])
+
+    if progress:
+        progress("shuffle: attack on the analyzer's view")
+    if runs > SHUFFLE_CAPS["runs"]:
+        out["notes"].append(f"fresh runs capped at {SHUFFLE_CAPS['runs']} per side (asked {runs}): every run simulates "
+                            f"a batch of {B} users.")
+        runs = SHUFFLE_CAPS["runs"]
+    small = max(500, min(SHUFFLE_CAPS["fit"], runs // 5))
+    att = lda_attack(sample, pairs, np.random.SeedSequence(seed), delta=delta, confidence=confidence, n_train=small,
+                     n_select=small, n_test=runs, name="membership (shuffled view)")
+    parts = getattr(policy, "claim_parts", None)
+    if parts:
+        out["notes"].append("claim = basic composition of the amplified outer-product and gradient messages: "
+                            + " + ".join(p.describe() for p in parts)
+                            + f" (Feldman-McMillan-Talwar numerical bound; local guarantee {policy.eps0:g}-DP per message).")
+    _verdict(out, [att], eps_claim, delta, None)
+    out["versions"] = _versions()
+    out["seconds"] = time.perf_counter() - t0
+    return out

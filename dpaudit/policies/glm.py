@@ -1,0 +1,478 @@
+"""Generalized linear contextual bandits of seed 002 (Sarmasarkar): joint DP, shuffle DP, and baselines.
+
+Registered policies (all batched over runs; ``act(t, arms)`` takes the (n_runs, K, d) contexts):
+
+================== =================================================================================
+``jdp-glm``        seed 002 Alg. 2 (joint DP, adversarial contexts): binary trees for V_t and H_t,
+                   private projected gradient descent (PGD), Criterion I (uncertainty) and
+                   Criterion II (running *maximum* determinant doubling)
+``jdp-glm-np``     its non-private twin (exact sums, exact gradients, no cap on updates)
+``shuffle-glm``    seed 002 Alg. 1 (shuffle DP, stochastic contexts): doubling batches, G-optimal
+                   design on the active arms, shuffled sums of the outer products and of the
+                   gradient information, shuffle-private PGD, UCB/LCB elimination
+``shuffle-glm-np`` its non-private twin (exact batch sums)
+``glm-ucb``        GLM-UCB (Filippi et al. 2010), non-private baseline
+================== =================================================================================
+
+Links: ``logistic`` (mu = 1/(1+e^-z), mu' <= 1/4) and ``probit`` (mu = Phi(z), mu' <= 1/sqrt(2 pi)).
+Rewards lie in [0, 1] and contexts in the unit ball (seed 002's GLM setting); anything else is
+refused by name, never clipped.
+
+Seed 002 is a structured summary, not the paper; where it leaves a step open we chose, and say so:
+
+* Loss. The estimate minimises the regularised GLM quasi-likelihood whose gradient is
+  ``sum_s (mu(x_s^T theta) - r_s) x_s + lam theta`` over ``||theta|| <= S`` (the MLE equation of
+  GLM-UCB; for the logistic link it is the log-likelihood). PGD step ``eta = 1 / (L_mu n + lam)``
+  (the loss's smoothness bound for ``||x|| <= 1``), warm-started at the previous estimate.
+* Joint-DP privacy (Alg. 2). Everything round t's data reaches is released through Gaussian noise:
+  the two trees (each ``rho / 4``-zCDP per round, :func:`dpaudit.accountants.tree_sigma`, L2-
+  sensitivity sqrt(2) of the packed outer product, at most the Frobenius norm of a difference of two
+  unit rank-one PSD matrices) and every PGD gradient (sensitivity 2: each round's term has norm <= 1),
+  whose ``max_updates * pgd_steps`` releases share ``rho / 2``. Seed 002 bounds the number of updates
+  by "count cutoffs"; we enforce the cap ``max_updates`` (after it the estimate is frozen), so the
+  claim ``rho``-zCDP (``rho`` from (epsilon, delta) by the tight conversion) holds for any input.
+  Actions after round t are post-processing of these releases and of later contexts: joint DP.
+* Criterion I: explore (play the arm of largest ``||x||_{V~^{-1}}``) when that width exceeds
+  ``gamma``; V~ is the tree's noisy sum of the exploration rounds' outer products. Otherwise
+  exploit with ``argmax x^T theta + beta ||x||_{H~_tau^{-1}}``. Criterion II: re-estimate when the
+  running maximum of ``det H~_s`` exceeds twice its value at the last update.
+* Noisy matrices are regularised with ``(lam + shift) I`` where ``shift = sigma sqrt(levels)
+  (2 sqrt(d) + sqrt(2 log 2T))`` (times ``shift_scale``, default 1) bounds the tree noise's operator
+  norm with high probability, and then projected to eigenvalues ``>= lam`` (post-processing).
+* Shuffle DP (Alg. 1). Batch k has ``batch0 2^(k-1)`` users; only full batches release. Each user
+  sends two messages, each through :class:`dpaudit.mechanisms.Shuffler` (``eps0``-DP): its packed
+  outer product (all the batch's messages shuffled together) and its gradient term at the current
+  iterate (the batch is split into ``groups`` consecutive groups; group g's messages are shuffled
+  together and give PGD step g: one step per group, so each user feeds one step). The claim is the
+  basic composition of the two amplified guarantees (Feldman-McMillan-Talwar numerical bound,
+  :func:`dpaudit.accountants.shuffle_guarantee`, at delta/2 each) for the smallest batch; users
+  are in one batch only (parallel composition). It keeps no ledger (randomized response is not
+  additive noise), so table/view audits judge it black-box. The G-optimal design is Frank-Wolfe
+  (``fw_iters`` Kiefer-Wolfowitz steps, batched) on each user's active arms.
+* Widths: ``beta`` (default 1) scales ``||x||_{M^{-1}}`` in every UCB/LCB; the papers' theoretical
+  constants are far too large at these horizons.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from dpaudit.accountants import ZCDP, ApproxDP, Guarantee, shuffle_guarantee, tree_max_nodes, tree_sigma, zcdp_rho_for_epsilon
+from dpaudit.errors import DPAuditError, check_delta, check_int, check_nonnegative, check_positive
+from dpaudit.mechanisms import BinaryTreeMechanism, Fed, GaussianMechanism, Shuffler, pack_symmetric, unpack_symmetric
+from dpaudit.policies.base import Policy
+from dpaudit.policies.registry import register
+
+__all__ = ["LINKS", "link_mean", "JointDPGLM", "JointGLM", "ShuffleGLM", "ShuffleGLMNonPrivate", "GLMUCB"]
+
+#: link -> the bound L_mu on mu'
+LINKS = {"logistic": 0.25, "probit": 1.0 / math.sqrt(2 * math.pi)}
+_NORM_TOL = 1e-9
+
+
+def check_link(link: Any) -> str:
+    if link not in LINKS:
+        raise DPAuditError(f"unknown link {link!r}; the GLM policies know: {', '.join(LINKS)}.")
+    return link
+
+
+def link_mean(link: str, z: np.ndarray) -> np.ndarray:
+    """mu(z): the logistic sigmoid or the standard normal cdf."""
+    return special.expit(z) if link == "logistic" else special.ndtr(z)
+
+
+def project_ball(theta: np.ndarray, radius: float) -> np.ndarray:
+    """Euclidean projection of each row onto the ball of the given radius."""
+    norm = np.linalg.norm(theta, axis=-1, keepdims=True)
+    return theta * np.minimum(1.0, radius / np.maximum(norm, 1e-300))
+
+
+def psd_floor(M: np.ndarray, floor: float) -> np.ndarray:
+    """Symmetric matrices with every eigenvalue raised to at least ``floor`` (post-processing)."""
+    w, U = np.linalg.eigh(M)
+    if np.all(w >= floor):
+        return M
+    return np.einsum("nij,nj,nkj->nik", U, np.maximum(w, floor), U)
+
+
+def check_contexts(arms: Any, n_runs: int, n_arms: int, dim: int, who: str, t: int) -> np.ndarray:
+    """(n_runs, K, d) finite contexts in the unit ball, or one sentence saying what is wrong."""
+    if arms is None:
+        raise DPAuditError(f"{who} needs the contexts of step {t} as an (n_runs, K, d) array, got none.")
+    x = np.asarray(arms, dtype=float)
+    if x.shape != (n_runs, n_arms, dim):
+        raise DPAuditError(f"{who} got contexts of shape {x.shape} at step {t}; expected {(n_runs, n_arms, dim)} (runs, K, d).")
+    if not np.all(np.isfinite(x)):
+        raise DPAuditError(f"{who} got NaN or inf contexts at step {t}.")
+    sq = np.einsum("nkd,nkd->nk", x, x)
+    if sq.max() > 1 + _NORM_TOL:
+        raise DPAuditError(f"{who} got a context of norm {math.sqrt(float(sq.max())):g} at step {t}; contexts must lie "
+                           "in the unit ball (||x|| <= 1), which the sensitivity analysis assumes.")
+    return x
+
+
+class _GLMBase(Policy):
+    """Shared parameters and helpers of the GLM policies."""
+
+    accepts_queries = False
+    reward_range = (0.0, 1.0)
+
+    def __init__(self, n_arms: int, dim: int, horizon: int, link: str, theta_bound: float, lam: float,
+                 beta: float) -> None:
+        super().__init__()
+        self.n_arms = check_int("n_arms (K)", n_arms, minimum=2)
+        self.dim = check_int("dim (d)", dim, minimum=1)
+        self.horizon = check_int("horizon (T)", horizon, minimum=2)
+        self.link = check_link(link)
+        self.theta_bound = check_positive("theta_bound (S)", theta_bound)
+        self.lam = check_positive("lam", lam)
+        self.beta = check_nonnegative("beta", beta)
+        self.Lmu = LINKS[self.link]
+
+    def _who(self) -> str:
+        return type(self).name or type(self).__name__
+
+    def _contexts(self, t: int, arms: Any) -> np.ndarray:
+        if t >= self.horizon:
+            raise DPAuditError(f"{self._who()} was built for horizon T = {self.horizon} but was asked to act at step {t}.")
+        return check_contexts(arms, self.n_runs, self.n_arms, self.dim, self._who(), t)
+
+    def _played(self, x: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        return x[np.arange(self.n_runs), actions]
+
+    def _gradients(self, theta: np.ndarray, X: np.ndarray, R: np.ndarray) -> np.ndarray:
+        """Per-round gradient terms (mu(x_s^T theta) - r_s) x_s: (n, m, d)."""
+        z = np.einsum("nmd,nd->nm", X, theta)
+        return (link_mean(self.link, z) - R)[..., None] * X
+
+
+# ---- seed 002 Alg. 2: joint DP ---------------------------------------------------------------------
+
+@register("jdp-glm", family="glm")
+class JointDPGLM(_GLMBase):
+    """Seed 002 Alg. 2: joint-DP GLM bandit (binary trees for V and H, private PGD, Criteria I and II)."""
+
+    private = True
+    #: Criterion II on the running maximum of det H~ (False: the current noisy determinant; a mutant)
+    running_max = True
+    #: stop updating after max_updates PGD calls (False: a mutant that trusts the count bound)
+    enforce_cap = True
+
+    def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, epsilon: float = 4.0,
+                 delta: float = 1e-5, link: str = "logistic", theta_bound: float = 2.0, lam: float = 1.0,
+                 gamma: float = 0.5, beta: float = 1.0, max_updates: int = 8, pgd_steps: int = 5,
+                 shift_scale: float = 1.0) -> None:
+        super().__init__(n_arms, dim, horizon, link, theta_bound, lam, beta)
+        self.shift_scale = check_nonnegative("shift_scale", shift_scale)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.delta = check_delta(delta)
+        self.gamma = check_positive("gamma (Criterion I threshold)", gamma)
+        self.max_updates = check_int("max_updates", max_updates, minimum=1)
+        self.pgd_steps = check_int("pgd_steps", pgd_steps, minimum=1)
+        if self.private:
+            self.rho = zcdp_rho_for_epsilon(self.epsilon, self.delta)
+            self.claim: Guarantee | None = ZCDP(self.rho)
+            self.sigma_tree = tree_sigma(self.horizon, self.rho / 4, math.sqrt(2.0))
+            self.sigma_grad = 2.0 / math.sqrt(2 * (self.rho / 2) / (self.max_updates * self.pgd_steps))
+        else:
+            self.rho, self.claim, self.sigma_tree, self.sigma_grad = 0.0, None, 0.0, 0.0
+        levels = tree_max_nodes(self.horizon)
+        self.shift = self.shift_scale * self.sigma_tree * math.sqrt(levels) * (2 * math.sqrt(self.dim) + math.sqrt(2 * math.log(2 * self.horizon)))
+
+    def _tree(self, label: str) -> BinaryTreeMechanism:
+        return BinaryTreeMechanism(self.horizon, (self.dim,), self.sigma_tree, math.sqrt(2.0), symmetric=True, label=label)
+
+    def _reset(self) -> None:
+        n, d = self.n_runs, self.dim
+        self.treeV, self.treeH = self._tree("V-tree"), self._tree("H-tree")
+        # the non-private twin releases nothing (its trees add no noise), so it records nothing
+        ledger = self.ledger if self.record and self.private else None
+        self.treeV.reset(n, self.rng, ledger)
+        self.treeH.reset(n, self.rng, ledger)
+        base = self.lam + self.shift
+        self.Vinv = np.broadcast_to(np.eye(d) / base, (n, d, d)).copy()
+        self.Htau_inv = self.Vinv.copy()
+        self.det_tau = np.full(n, base**d)
+        self.maxdet = self.det_tau.copy()
+        self.prev_det = self.det_tau.copy()
+        self.theta = np.zeros((n, d))
+        self.X = np.zeros((n, self.horizon, d))
+        self.R = np.zeros((n, self.horizon))
+        self.updates = np.zeros(n, dtype=np.int64)
+        self.explored = np.zeros((n, self.horizon), dtype=bool)
+        self._grad_mech = GaussianMechanism(2.0, self.sigma_grad) if self.private else None
+
+    def _regularise(self, M: np.ndarray) -> np.ndarray:
+        d = self.dim
+        return psd_floor(M + (self.lam + self.shift) * np.eye(d), self.lam)
+
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
+        x = self._contexts(t, arms)
+        wV = np.sqrt(np.maximum(np.einsum("nkd,nde,nke->nk", x, self.Vinv, x), 0.0))
+        wH = np.sqrt(np.maximum(np.einsum("nkd,nde,nke->nk", x, self.Htau_inv, x), 0.0))
+        explore = wV.max(axis=1) > self.gamma
+        score = np.einsum("nkd,nd->nk", x, self.theta) + self.beta * wH
+        actions = np.where(explore, np.argmax(wV, axis=1), np.argmax(score, axis=1))
+        self._x_played = self._played(x, actions)
+        self.explored[:, t] = explore
+        return actions
+
+    def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        x = self._x_played
+        outer = x[:, :, None] * x[:, None, :]
+        V = self.treeV.add(t, outer * self.explored[:, t, None, None])
+        H = self.treeH.add(t, outer)
+        self.X[:, t] = x
+        self.R[:, t] = rewards
+        self.Vinv = np.linalg.inv(self._regularise(V))
+        Hreg = self._regularise(H)
+        det = np.linalg.det(Hreg)
+        self.maxdet = np.maximum(self.maxdet, det)
+        if self.running_max:
+            cur, ref = self.maxdet, self.det_tau
+        else:  # the mutant's rule: the current noisy determinant against the previous round's
+            cur, ref = det, self.prev_det
+        self.prev_det = det
+        switch = cur > 2.0 * ref
+        if self.enforce_cap and self.private:
+            switch &= self.updates < self.max_updates
+        idx = np.flatnonzero(switch)
+        if idx.size:
+            self._pgd(t, idx)
+            self.Htau_inv[idx] = np.linalg.inv(Hreg[idx])
+            self.det_tau[idx] = cur[idx]
+            self.updates[idx] += 1
+
+    def _pgd(self, t: int, idx: np.ndarray) -> None:
+        """Private PGD on rounds 0..t of the runs ``idx`` (each gradient through the Gaussian mechanism)."""
+        tau = t + 1
+        X, R = self.X[idx, :tau], self.R[idx, :tau]
+        theta = self.theta[idx]
+        eta = 1.0 / (self.Lmu * tau + self.lam)
+        steps = self.pgd_steps if self.private else max(20, self.pgd_steps)
+        for k in range(steps):
+            g = self._gradients(theta, X, R)
+            G = g.sum(axis=1)
+            if self._grad_mech is not None:
+                fed = None
+                if self.record:
+                    m = idx.size
+                    # d/dr_s of the round's term (mu(x_s^T theta) - r_s) x_s is -x_s (the ledger's coef)
+                    fed = Fed(np.repeat(np.arange(m), tau), np.tile(np.arange(tau), m), -X.reshape(-1, self.dim))
+                G = self._grad_mech.release(G, self.rng, ledger=self.ledger, label=f"PGD gradient (step {k})",
+                                            step=t, runs=idx, fed=fed)
+            theta = project_ball(theta - eta * (G + self.lam * theta), self.theta_bound)
+        self.theta[idx] = theta
+
+
+@register("jdp-glm-np", family="glm")
+class JointGLM(JointDPGLM):
+    """Non-private twin of seed 002 Alg. 2 (same criteria, exact sums and gradients, no update cap)."""
+
+    private = False
+
+    def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, link: str = "logistic",
+                 theta_bound: float = 2.0, lam: float = 1.0, gamma: float = 0.5, beta: float = 1.0,
+                 pgd_steps: int = 20) -> None:
+        super().__init__(n_arms, dim, horizon, 1.0, 1e-5, link, theta_bound, lam, gamma, beta, 1, pgd_steps)
+
+
+# ---- GLM-UCB baseline ------------------------------------------------------------------------------
+
+@register("glm-ucb", family="glm")
+class GLMUCB(_GLMBase):
+    """GLM-UCB (Filippi, Cappé, Garivier and Szepesvári 2010), non-private baseline.
+
+    Each round: one Newton step (warm start) on the regularised quasi-likelihood over all past rounds,
+    projected onto ``||theta|| <= S``, then ``argmax x^T theta + beta sqrt(2 d log(1 + t)) ||x||_{V^-1}``
+    with ``V = lam I + sum x x^T``. (Filippi et al. solve the MLE exactly and scale the width by
+    ``rho(t) ~ kappa sqrt(d log t)``; the single warm-started Newton step and ``beta`` are our choices.)
+    """
+
+    def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, link: str = "logistic",
+                 theta_bound: float = 2.0, lam: float = 1.0, beta: float = 1.0) -> None:
+        super().__init__(n_arms, dim, horizon, link, theta_bound, lam, beta)
+        self.claim = None
+
+    def _reset(self) -> None:
+        n, d = self.n_runs, self.dim
+        self.V = np.broadcast_to(self.lam * np.eye(d), (n, d, d)).copy()
+        self.Vinv = np.linalg.inv(self.V)
+        self.theta = np.zeros((n, d))
+        self.X = np.zeros((n, self.horizon, d))
+        self.R = np.zeros((n, self.horizon))
+
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
+        x = self._contexts(t, arms)
+        w = np.sqrt(np.maximum(np.einsum("nkd,nde,nke->nk", x, self.Vinv, x), 0.0))
+        width = self.beta * math.sqrt(2 * self.dim * math.log(2 + t))
+        actions = np.argmax(np.einsum("nkd,nd->nk", x, self.theta) + width * w, axis=1)
+        self._x_played = self._played(x, actions)
+        return actions
+
+    def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        x = self._x_played
+        self.X[:, t], self.R[:, t] = x, rewards
+        self.V += x[:, :, None] * x[:, None, :]
+        self.Vinv = np.linalg.inv(self.V)
+        X, R = self.X[:, : t + 1], self.R[:, : t + 1]
+        z = np.einsum("nmd,nd->nm", X, self.theta)
+        mu = link_mean(self.link, z)
+        dmu = mu * (1 - mu) if self.link == "logistic" else np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+        g = np.einsum("nm,nmd->nd", mu - R, X) + self.lam * self.theta
+        Hs = np.einsum("nm,nmd,nme->nde", dmu, X, X) + self.lam * np.eye(self.dim)
+        self.theta = project_ball(self.theta - np.linalg.solve(Hs, g[..., None])[..., 0], self.theta_bound)
+
+
+# ---- seed 002 Alg. 1: shuffle DP -------------------------------------------------------------------
+
+@register("shuffle-glm", family="glm")
+class ShuffleGLM(_GLMBase):
+    """Seed 002 Alg. 1: shuffle-DP GLM bandit (batches, G-optimal design, shuffled sums, PGD, elimination)."""
+
+    private = True
+    shuffle = True
+
+    # No ledger: the messages carry randomized response, not additive noise, so the claim comes from the
+    # shuffle accountant and the audits treat the policy like one without a ledger (hasattr is False).
+    @property
+    def ledger(self) -> Any:
+        raise AttributeError("shuffle-glm keeps no ledger (its noise is randomized response in the shuffler)")
+
+    @ledger.setter
+    def ledger(self, value: Any) -> None:
+        self._unused_ledger = value
+
+    def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, eps0: float = 2.0,
+                 delta: float = 1e-5, link: str = "logistic", theta_bound: float = 2.0, lam: float = 1.0,
+                 beta: float = 1.0, batch0: int = 2000, groups: int = 2, fw_iters: int = 10) -> None:
+        super().__init__(n_arms, dim, horizon, link, theta_bound, lam, beta)
+        self.eps0 = check_positive("eps0 (local epsilon per message)", eps0)
+        self.delta = check_delta(delta)
+        self.batch0 = check_int("batch0 (first batch size)", batch0, minimum=1)
+        self.groups = check_int("groups (PGD steps per batch)", groups, minimum=1)
+        self.fw_iters = check_int("fw_iters", fw_iters, minimum=1)
+        if self.batch0 % self.groups:
+            raise DPAuditError(f"batch0 = {self.batch0} must be a multiple of groups = {self.groups}, so that every "
+                               "batch splits into equal PGD groups.")
+        m_outer = self.dim * (self.dim + 1) // 2
+        iu = np.triu_indices(self.dim)
+        diag = iu[0] == iu[1]
+        self._outer_lo = np.where(diag, 0.0, -1.0)  # diagonal x_i^2 in [0, 1], off-diagonal x_i x_j in [-1, 1]
+        self.shuffler_outer = Shuffler(self.eps0, m_outer, lo=self._outer_lo, hi=np.ones(m_outer), shuffle=self.shuffle)
+        self.shuffler_grad = Shuffler(self.eps0, self.dim, shuffle=self.shuffle)
+        if self.private:
+            g1 = shuffle_guarantee(self.batch0, self.eps0, self.delta / 2)
+            g2 = shuffle_guarantee(self.batch0 // self.groups, self.eps0, self.delta / 2)
+            self.claim = ApproxDP(g1.epsilon + g2.epsilon, self.delta)
+            self.claim_parts = (g1, g2)
+        else:
+            self.claim = None
+        self.capture = False  # keep every released batch's shuffled messages (the shuffle protocol's view)
+
+    def batch_bounds(self) -> list[tuple[int, int]]:
+        """[start, stop) of every full batch within the horizon (sizes batch0, 2 batch0, 4 batch0, ...)."""
+        out, start, size = [], 0, self.batch0
+        while start + size <= self.horizon:
+            out.append((start, start + size))
+            start, size = start + size, 2 * size
+        return out
+
+    def _reset(self) -> None:
+        n, d = self.n_runs, self.dim
+        self.theta = np.zeros((n, d))
+        self.Vinv = np.broadcast_to(np.eye(d) / self.lam, (n, d, d)).copy()
+        self._bounds = self.batch_bounds()
+        self._ends = {stop: (start, stop) for start, stop in self._bounds}
+        self.X = np.zeros((n, self.horizon, d))
+        self.R = np.zeros((n, self.horizon))
+        self.views: list[dict[str, Any]] = []
+        self.first_batch = True
+
+    def design(self, x: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """G-optimal design weights on each run's active arms: Frank-Wolfe (Kiefer-Wolfowitz steps)."""
+        n, K, d = x.shape
+        pi = active / active.sum(axis=1, keepdims=True)
+        eye = 1e-9 * np.eye(d)
+        for _ in range(self.fw_iters):
+            M = np.einsum("nk,nkd,nke->nde", pi, x, x) + eye
+            g = np.einsum("nkd,nde,nke->nk", x, np.linalg.inv(M), x)
+            g = np.where(active, g, -np.inf)
+            j = np.argmax(g, axis=1)
+            gj = g[np.arange(n), j]
+            step = np.clip((gj / d - 1.0) / np.maximum(gj - 1.0, 1e-12), 0.0, 1.0)
+            step = np.where(gj > d * (1 + 1e-3), step, 0.0)
+            pi = pi * (1 - step)[:, None]
+            pi[np.arange(n), j] += step
+        return pi
+
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
+        x = self._contexts(t, arms)
+        w = self.beta * np.sqrt(np.maximum(np.einsum("nkd,nde,nke->nk", x, self.Vinv, x), 0.0))
+        mean = np.einsum("nkd,nd->nk", x, self.theta)
+        if self.first_batch:
+            active = np.ones(mean.shape, dtype=bool)
+        else:
+            active = mean + w >= (mean - w).max(axis=1, keepdims=True)
+        pi = self.design(x, active)
+        u = self.rng.random((self.n_runs, 1))
+        actions = np.minimum((np.cumsum(pi, axis=1) < u).sum(axis=1), self.n_arms - 1)
+        self._x_played = self._played(x, actions)
+        return actions
+
+    def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        self.X[:, t], self.R[:, t] = self._x_played, rewards
+        if t + 1 in self._ends:
+            start, stop = self._ends[t + 1]
+            view, self.theta, V = self.batch_release(self.rng, self.X[:, start:stop], self.R[:, start:stop], self.theta)
+            self.Vinv = np.linalg.inv(V)
+            self.first_batch = False
+            if self.capture:
+                self.views.append({"start": start, "stop": stop, **view})
+
+    def batch_release(self, rng: np.random.Generator, X: np.ndarray, R: np.ndarray,
+                      theta: np.ndarray) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+        """R, S, A on one batch: the users' played contexts ``X`` (n, B, d) and rewards ``R`` (n, B).
+
+        Returns (the analyzer's view: shuffled outer-product messages and each group's shuffled
+        gradient messages; the new estimate; the regularised design matrix). The shuffle protocol's
+        audit calls this directly on an adversarially fixed batch.
+        """
+        n, B, d = X.shape
+        if B % self.groups:
+            raise DPAuditError(f"a batch of {B} users does not split into {self.groups} equal PGD groups.")
+        outer = pack_symmetric(X[:, :, :, None] * X[:, :, None, :])
+        if self.private:
+            msgs_outer, S = self.shuffler_outer.run(rng, outer)
+        else:
+            msgs_outer, S = outer, outer.sum(axis=1)
+        V = psd_floor(unpack_symmetric(S, d) + self.lam * np.eye(d), self.lam)
+        size = B // self.groups
+        eta = 1.0 / (self.Lmu + self.lam / size)
+        grads = []
+        for g in range(self.groups):
+            sl = slice(g * size, (g + 1) * size)
+            vals = self._gradients(theta, X[:, sl], R[:, sl])
+            if self.private:
+                msgs, G = self.shuffler_grad.run(rng, vals)
+            else:
+                msgs, G = vals, vals.sum(axis=1)
+            grads.append(msgs)
+            theta = project_ball(theta - eta * (G / size + self.lam / size * theta), self.theta_bound)
+        return {"outer": msgs_outer, "grads": grads}, theta, V
+
+
+@register("shuffle-glm-np", family="glm")
+class ShuffleGLMNonPrivate(ShuffleGLM):
+    """Non-private twin of seed 002 Alg. 1 (exact batch sums)."""
+
+    private = False
+
+    def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, link: str = "logistic",
+                 theta_bound: float = 2.0, lam: float = 1.0, beta: float = 1.0, batch0: int = 2000,
+                 groups: int = 2, fw_iters: int = 10) -> None:
+        super().__init__(n_arms, dim, horizon, 1.0, 1e-5, link, theta_bound, lam, beta, batch0, groups, fw_iters)
