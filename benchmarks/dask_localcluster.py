@@ -17,22 +17,12 @@ import platform
 import time
 from pathlib import Path
 
-from dpaudit.attacks.result import jsonable
-from dpaudit.check import audit_policy
+from dpaudit.check import audit_policy, findings_json
 
 HERE = Path(__file__).resolve().parent
-VOLATILE = ("seconds", "workers")
 
 
-def stable(out: dict) -> str:
-    def strip(x):
-        if isinstance(x, dict):
-            return {k: strip(v) for k, v in x.items() if k not in VOLATILE}
-        if isinstance(x, list):
-            return [strip(v) for v in x]
-        return x
-
-    return json.dumps(strip(jsonable(out)), sort_keys=True)
+stable = findings_json  # the findings, without how the audit ran
 
 
 def main() -> None:
@@ -73,7 +63,7 @@ def main() -> None:
            "rows": [{"where": w, "seconds": s, "speedup": base / s} for w, s in rows],
            "machine": {"python": platform.python_version(), "cores": __import__("os").cpu_count()}}
     (HERE / "dask_localcluster.json").write_text(json.dumps(out, indent=2) + "\n")
-    md = [f"# One audit on a Dask LocalCluster\n", f"`{out['command']}`: {args.policy} {params}, T = {args.horizon}, "
+    md = ["# One audit on a Dask LocalCluster\n", f"`{out['command']}`: {args.policy} {params}, T = {args.horizon}, "
           f"{args.runs:,} fresh runs per side, seed {args.seed}; verdict {serial['verdict']}, best lower bound "
           f"{serial['epsilon_lower']:.4g}; findings identical on all three: **{same}**. Cluster start-up "
           f"(not counted): {startup:.1f} s.\n", "| where the pieces ran | seconds | speed-up |", "| --- | ---: | ---: |"]

@@ -17,8 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from dpaudit.attacks.result import jsonable
-from dpaudit.check import audit_policy
+from dpaudit.check import audit_policy, findings_json
 from dpaudit.engine import default_workers
 from dpaudit.policies.registry import make_policy, registered
 
@@ -41,14 +40,7 @@ def private_policies(mutants: bool = False) -> list[str]:
     return sorted(names)
 
 
-def _findings(out: dict) -> str:
-    """The findings without run times and the engine's description (they must not depend on the engine)."""
-    def strip(x):
-        if isinstance(x, dict):
-            return {k: strip(v) for k, v in x.items() if k not in ("seconds", "workers")}
-        return [strip(v) for v in x] if isinstance(x, list) else x
-
-    return json.dumps(strip(jsonable(out)), sort_keys=True)
+_findings = findings_json  # the findings, without how the audit ran
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ from dpaudit.accountants import ApproxDP, Guarantee
 from dpaudit.errors import DPAuditError, check_delta, check_int
 from dpaudit.protocols import FixedActionSet
 
-__all__ = ["claimed_epsilon", "ledger_audit", "audit_horizon", "audit_policy", "AuditInterrupted", "DEFAULTS"]
+__all__ = ["findings_json", "claimed_epsilon", "ledger_audit", "audit_horizon", "audit_policy", "AuditInterrupted", "DEFAULTS"]
 
 #: default sample sizes: fresh views per side, likelihood runs, and the ranking sizes; the horizon is
 #: the starting point of :func:`audit_horizon` when ``--horizon`` is not given
@@ -335,6 +335,25 @@ def _with_features(policy: Any, seed: int) -> Any:
     x = np.random.default_rng([int(seed), 7]).standard_normal((int(policy.n_arms), int(dim)))
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     return FixedActionSet(policy, x)
+
+
+#: keys of an audit's findings that describe how it ran, not what it found
+RUN_KEYS = ("seconds", "workers", "checkpoint", "attacks_seconds")
+
+
+def findings_json(out: dict[str, Any]) -> str:
+    """An audit's findings as canonical JSON without run times and the engine's description: what must
+    not depend on where (or whether from a checkpoint) its pieces ran."""
+    import json
+
+    from dpaudit.attacks.result import jsonable
+
+    def strip(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k not in RUN_KEYS}
+        return [strip(v) for v in x] if isinstance(x, list) else x
+
+    return json.dumps(strip(jsonable(out)), sort_keys=True)
 
 
 class AuditInterrupted(Exception):

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-__all__ = ["ProgressBar"]
+__all__ = ["ProgressBar", "counted"]
 
 #: words of a progress message that name what is counted (the bar's unit)
 _UNITS = frozenset({"views", "runs", "pairs", "simulations", "adversaries", "rounds"})
@@ -85,3 +85,18 @@ class ProgressBar:
     def close(self) -> None:
         """End the current bar (if any)."""
         self._close_bar()
+
+
+def counted(fn: Any, stage: str, total: int, unit: str = "simulations") -> tuple[Any, ProgressBar]:
+    """``fn`` wrapped so that each call advances a :class:`ProgressBar` of ``total`` steps (the
+    reproductions count their simulations this way); close the bar when done."""
+    bar, done = ProgressBar("dpaudit reproduce"), [0]
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        out = fn(*args, **kwargs)
+        done[0] += 1
+        bar(f"{stage}: {done[0]}/{total} {unit}")
+        return out
+
+    return call, bar
+

@@ -13,21 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from dpaudit.check import findings_json
 from dpaudit.engine import Checkpoint, Engine
 from dpaudit.errors import DPAuditError
 
 DPAUDIT = shutil.which("dpaudit") or str(Path(sys.executable).with_name("dpaudit"))
 ARGS = ["check", "policy", "adac-ucb", "--param", "n_arms=3", "--runs", "2000", "--horizon", "12", "--seed", "7",
         "--json"]
-VOLATILE = ("seconds", "workers", "checkpoint", "attacks_seconds")
 
 
-def _stable(obj):
-    if isinstance(obj, dict):
-        return {k: _stable(v) for k, v in obj.items() if k not in VOLATILE}
-    if isinstance(obj, list):
-        return [_stable(v) for v in obj]
-    return obj
+_stable = findings_json  # the findings, without how the audit ran (checkpoint use included)
 
 
 def _run(*extra: str, timeout: float = 300) -> dict:

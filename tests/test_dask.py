@@ -10,7 +10,6 @@ cluster without workers is one sentence, never a hang.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import textwrap
@@ -21,25 +20,14 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from dpaudit.check import audit_policy  # noqa: E402
+from dpaudit.check import audit_policy, findings_json  # noqa: E402
 from dpaudit.engine import Engine, dask_executor  # noqa: E402
 from dpaudit.errors import DPAuditError  # noqa: E402
 
-VOLATILE = ("seconds", "workers")
 KW = dict(runs=1000, horizon=10, seed=3)
 
 
-def _stable(out: dict) -> str:
-    from dpaudit.attacks.result import jsonable
-
-    def strip(x):
-        if isinstance(x, dict):
-            return {k: strip(v) for k, v in x.items() if k not in VOLATILE}
-        if isinstance(x, list):
-            return [strip(v) for v in x]
-        return x
-
-    return json.dumps(strip(jsonable(out)), sort_keys=True)
+_stable = findings_json  # the findings, without how the audit ran
 
 
 @pytest.fixture(scope="module")

@@ -2,32 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from dpaudit.errors import DPAuditError
-from dpaudit.check import AuditInterrupted, audit_policy
+from dpaudit.check import AuditInterrupted, audit_policy, findings_json
 from dpaudit.cli import main
 from dpaudit.engine import Engine
 
-VOLATILE = ("seconds", "workers")
 
 
-def _stable(out: dict) -> str:
-    """The findings without run times and the engine's description, as canonical JSON."""
-    from dpaudit.attacks.result import jsonable
-
-    def strip(x):
-        if isinstance(x, dict):
-            return {k: strip(v) for k, v in x.items() if k not in VOLATILE}
-        if isinstance(x, list):
-            return [strip(v) for v in x]
-        return x
-
-    return json.dumps(strip(jsonable(out)), sort_keys=True)
+_stable = findings_json  # the findings, without how the audit ran
 
 
 @pytest.mark.parametrize("name,params", [("adac-ucb", {"n_arms": "3", "rho": "0.5"}),

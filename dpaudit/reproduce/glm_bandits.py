@@ -76,6 +76,9 @@ def glm_bandits(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
+    from dpaudit.progress import counted
+
+    simulate, bar = counted(run_policy, "glm-bandits", 22)
     result: dict[str, Any] = {"runs": runs, "horizon": T, "seed": seed}
     policies = {
         "jdp-glm (eps = 4)": ("jdp-glm", {"epsilon": 4.0}),
@@ -94,7 +97,7 @@ def glm_bandits(args: argparse.Namespace) -> int:
     rows: dict[str, list[str]] = {}
     for ax, link in zip(axes, ("probit", "logistic")):
         for label, (name, params) in policies.items():
-            r = run_policy(name, {**params, "link": link}, {"link": link, "S": 2.0}, T, runs, seed)
+            r = simulate(name, {**params, "link": link}, {"link": link, "S": 2.0}, T, runs, seed)
             m, h = _ci(r["curve"][:, -1])
             result["regret"].setdefault(label, {})[link] = {"mean": m, "half_width": h, "claim": r["claim"],
                                                            "seconds": r["seconds"]}
@@ -112,13 +115,13 @@ def glm_bandits(args: argparse.Namespace) -> int:
         lines.append(f"| {label} | {cells[0]} | {cells[1]} | {cells[3]} | {int(cells[2]) + int(cells[4])} |")
 
     # 2. the epsilon ablation (logistic, S = 2)
-    base = run_policy("jdp-glm-np", {"link": "logistic"}, {"link": "logistic", "S": 2.0}, T, runs, seed)["curve"][:, -1]
+    base = simulate("jdp-glm-np", {"link": "logistic"}, {"link": "logistic", "S": 2.0}, T, runs, seed)["curve"][:, -1]
     gaps = []
     lines += ["", f"## jdp-glm over epsilon (logistic, T = {T})", "", "| epsilon | regret | gap to the twin |",
               "| ---: | ---: | ---: |"]
     result["epsilon"] = []
     for eps in (2.0, 4.0, 6.0, 8.0):
-        r = run_policy("jdp-glm", {"epsilon": eps, "link": "logistic"}, {"link": "logistic", "S": 2.0}, T, runs, seed)
+        r = simulate("jdp-glm", {"epsilon": eps, "link": "logistic"}, {"link": "logistic", "S": 2.0}, T, runs, seed)
         m, h = _ci(r["curve"][:, -1])
         gm, gh = _ci(r["curve"][:, -1] - base)
         gaps.append(gm)
@@ -134,14 +137,14 @@ def glm_bandits(args: argparse.Namespace) -> int:
               "| ---: | ---: | ---: |"]
     result["kappa"] = []
     for S in (2.0, 2.5, 3.0):
-        a = run_policy("jdp-glm", {"link": "logistic", "theta_bound": S}, {"link": "logistic", "S": S}, T, runs, seed)
-        b = run_policy("jdp-glm-np", {"link": "logistic", "theta_bound": S}, {"link": "logistic", "S": S}, T, runs, seed)
+        a = simulate("jdp-glm", {"link": "logistic", "theta_bound": S}, {"link": "logistic", "S": S}, T, runs, seed)
+        b = simulate("jdp-glm-np", {"link": "logistic", "theta_bound": S}, {"link": "logistic", "S": S}, T, runs, seed)
         (ma, ha), (mb, hb) = _ci(a["curve"][:, -1]), _ci(b["curve"][:, -1])
         result["kappa"].append({"S": S, "jdp-glm": ma, "jdp-glm-np": mb})
         lines.append(f"| {S:g} | {ma:.1f} ± {ha:.1f} | {mb:.1f} ± {hb:.1f} |")
 
     # 4. switching counts
-    r = run_policy("jdp-glm", {"link": "logistic"}, {"link": "logistic", "S": 2.0}, T_switch, runs, seed)
+    r = simulate("jdp-glm", {"link": "logistic"}, {"link": "logistic", "S": 2.0}, T_switch, runs, seed)
     d, lam = 5, 1.0
     simple = d * math.log2(1 + T_switch / (d * lam))
     stated = d * math.log(2 + 2 * T_switch / (lam * d)) ** 2
@@ -153,6 +156,7 @@ def glm_bandits(args: argparse.Namespace) -> int:
               f"Criterion I (exploration rounds): mean {c1.mean():.1f}, max {int(c1.max())}. "
               f"Criterion II (PGD updates, capped at max_updates = 8): mean {c2.mean():.1f}, max {int(c2.max())}; "
               f"doubling bound d log2(1 + T/(d lam)) = {simple:.1f}, seed 002's d log^2(2 + 2T/(lam d)) = {stated:.1f}."]
+    bar.close()
     result["seconds"] = time.perf_counter() - t_start
     lines += ["", f"Total time {result['seconds']:.0f} s; figure `glm-bandits-regret.png`."]
     (out_dir / "glm-bandits.md").write_text("\n".join(lines) + "\n")

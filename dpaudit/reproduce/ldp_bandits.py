@@ -95,25 +95,29 @@ def ldp_bandits(args: argparse.Namespace) -> int:
     eps_grid = (1.0, 4.0) if quick else EPSILONS
     cps = [c for c in (100, 300, 1000, 3000, 10_000) if c <= horizon]
     t0 = time.perf_counter()
+    from dpaudit.progress import counted
+
+    run, bar = counted(_run, "ldp-bandits", 5 * len(eps_grid) + 4)
     K = len(MEANS)
     rows: list[dict[str, Any]] = []
     for box, twin in (("ldp-ucb", "ucb-onepoint"), ("ldp-tsallis-inf", "tsallis-inf")):
-        rows.append({**_run(twin, {"n_arms": K}, horizon, runs, seed, cps), "family": box, "epsilon": None})
+        rows.append({**run(twin, {"n_arms": K}, horizon, runs, seed, cps), "family": box, "epsilon": None})
         for eps in eps_grid:
-            rows.append({**_run(box, {"n_arms": K, "epsilon": eps, "delta": DELTA}, horizon, runs, seed, cps),
+            rows.append({**run(box, {"n_arms": K, "epsilon": eps, "delta": DELTA}, horizon, runs, seed, cps),
                          "family": box, "epsilon": eps})
     for eps in eps_grid:
         rho = zcdp_rho_for_epsilon(eps, DELTA)
-        rows.append({**_run("adac-ucb", {"n_arms": K, "rho": rho, "beta": 1.0}, horizon, runs, seed, cps),
+        rows.append({**run("adac-ucb", {"n_arms": K, "rho": rho, "beta": 1.0}, horizon, runs, seed, cps),
                      "family": "central", "epsilon": eps})
     h2, r2 = (300, 10) if quick else (3000, 50)
     cps2 = [c for c in (100, 300, 1000, 3000) if c <= h2]
     for box, twin, env in (("ldp-linucb", "linucb", "linear"), ("ldp-gloc", "gloc", "logistic")):
         base = {"n_arms": 10, "dim": 3, "horizon": h2}
-        rows.append({**_run(twin, base, h2, r2, seed, cps2, env), "family": box, "epsilon": None})
+        rows.append({**run(twin, base, h2, r2, seed, cps2, env), "family": box, "epsilon": None})
         for eps in eps_grid:
-            rows.append({**_run(box, {**base, "epsilon": eps, "delta": DELTA}, h2, r2, seed, cps2, env),
+            rows.append({**run(box, {**base, "epsilon": eps, "delta": DELTA}, h2, r2, seed, cps2, env),
                          "family": box, "epsilon": eps})
+    bar.close()
     out = {"experiment": "ldp-bandits", "means": MEANS, "delta": DELTA, "horizon": horizon, "runs": runs, "seed": seed,
            "command": f"dpaudit reproduce ldp-bandits --seed {seed}" + (" --quick" if quick else ""), "rows": rows,
            "seconds": time.perf_counter() - t0}
@@ -138,7 +142,7 @@ def _label(r: dict[str, Any]) -> str:
 
 
 def _table(out: dict[str, Any]) -> str:
-    lines = [f"# Seed 003: regret of LDP bandits against T", "",
+    lines = ["# Seed 003: regret of LDP bandits against T", "",
              f"`{out['command']}` (delta = {out['delta']:g}, mean regret +- 95% half-width; {out['seconds']:.0f} s on a "
              "2-core machine shared with other jobs).", ""]
     panels = [("MAB: Bernoulli " + ", ".join(map(str, out["means"])) + f", {out['runs']} runs",
