@@ -171,7 +171,12 @@ def test_readable_reprs():
 
 
 def _fresh_python(code: str) -> str:
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # outside the repository: `python -c` puts the working directory first on sys.path, where the
+    # source folder dpaudit/ (without attacks/ and accountants/) would shadow the installed package
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as away:
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=away)
     assert run.returncode == 0, run.stderr
     return run.stdout.strip()
 
