@@ -39,7 +39,7 @@ def main() -> None:
     f = (lambda x: "-" if x is None else f"{x:.4g}")
     lines = ["# Local audits at the defaults", "",
              "`python benchmarks/ldp_defaults.py` (= `dpaudit check policy NAME --protocol local --workers 1`; a 2-core "
-             "machine shared with other jobs: wall time includes the contention, CPU time is the work).", "",
+             "machine: wall time, and CPU time, the work, which does not grow when other jobs load the machine).", "",
              "| policy | verdict | claimed eps | ledger per-user eps | exact (finite) | channel lower | transcript lower "
              "| central (Table DP) lower | wall s | CPU s |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
