@@ -592,8 +592,9 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
     claim = getattr(policy, "claim", None)
     if not isinstance(claim, Guarantee):
         raise DPAuditError(
-            f"policy {spec!r} declares no claim (its `claim` is {claim!r}); a policy must state a Guarantee from "
-            "dpaudit.accountants (e.g. ZCDP(0.1)) to be judged against."
+            f"policy {spec!r} declares no claim (its `claim` is {claim!r}); give the guarantee to check with --claim "
+            "(e.g. --claim pure:eps=1 or --claim zcdp:rho=0.1; claim= in dpaudit.audit), or have the policy state a "
+            "Guarantee from dpaudit.accountants."
         )
     claim_delta = getattr(claim, "delta", None)
     if isinstance(claim, ApproxDP) and claim_delta is not None and claim_delta > delta:
