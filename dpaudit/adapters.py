@@ -46,6 +46,8 @@ __all__ = [
     "reward_alphabet",
     "realise_means",
     "PerRun",
+    "ADAPTER_OPTIONS",
+    "parse_adapter",
     "make_per_run",
     "build_policy",
 ]
@@ -624,7 +626,8 @@ class PerRun:
             if step is not None:
                 raise DPAuditError(f"{who}.{step} must accept two arguments (last_arm, last_reward).")
         raise DPAuditError(f"{who} has none of the method shapes the per-run adapter drives ({_SHAPES}); name "
-                           "its selection and feedback methods explicitly.")
+                           "its selection and feedback methods explicitly (--adapter per-run:select=NAME,update=NAME, "
+                           "or per-run:step=NAME).")
 
     def _detect_arms(self, obj: Any, n_arms: int | None) -> int:
         who = self._who
@@ -640,7 +643,7 @@ class PerRun:
                 if isinstance(v, (Sequence, np.ndarray)) and not isinstance(v, (str, bytes)):
                     return check_int(f"the number of {who}'s {source} {n}", len(v), minimum=2)
         raise DPAuditError(f"cannot tell how many arms {who} has: it has none of the attributes or parameters "
-                           f"{', '.join(N_ARMS_NAMES)}; give n_arms explicitly.")
+                           f"{', '.join(N_ARMS_NAMES)}; give n_arms explicitly (--adapter per-run:n_arms=K).")
 
     # ---- the probe ---------------------------------------------------------------------------
     def _probe(self) -> tuple[str, str]:
@@ -780,7 +783,8 @@ class PerRun:
             raise DPAuditError(
                 f"{self._who} drew from the global {' and '.join(moved)} generator at round {t} in a way the probe "
                 f"over its first {self.probe_steps} rounds did not see; rerun with the adapter swapping the global "
-                "generators per copy (PerRun(..., globals_mode='swap')) so that each copy keeps its own state.")
+                "generators per copy (--adapter per-run:globals=swap, or PerRun(..., globals_mode='swap')) so that "
+                "each copy keeps its own state.")
         return out
 
     def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
@@ -846,6 +850,35 @@ class PerRun:
         return state
 
 
+#: options of ``--adapter per-run:KEY=VALUE,...`` and the PerRun argument each sets
+ADAPTER_OPTIONS = {"select": "select", "update": "update", "step": "step", "first_round": "first_round",
+                   "globals": "globals_mode", "n_arms": "n_arms"}
+
+
+def parse_adapter(text: str) -> tuple[str, dict[str, Any]]:
+    """``"per-run"`` or ``"per-run:select=choose_arm,update=learn,first_round=1,globals=swap"`` ->
+    (adapter name, PerRun options): the command line's way to name a class's methods, say that it
+    counts rounds from 1, or force how its global generators are kept apart."""
+    name, _, rest = str(text).partition(":")
+    if name.strip() != "per-run":
+        raise DPAuditError(f"unknown adapter {text!r}; the one adapter is 'per-run' (a one-run class run as N copies), "
+                           "optionally with options as in per-run:select=NAME,update=NAME,first_round=1,globals=swap.")
+    options: dict[str, Any] = {}
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in ADAPTER_OPTIONS or not value:
+            raise DPAuditError(f"adapter option {item!r} must be KEY=VALUE with KEY one of "
+                               f"{', '.join(ADAPTER_OPTIONS)}.")
+        if key in ("first_round", "n_arms"):
+            try:
+                value = int(value)
+            except ValueError:
+                raise DPAuditError(f"adapter option {key} must be an integer, got {value!r}.") from None
+        options[ADAPTER_OPTIONS[key]] = value
+    return "per-run", options
+
+
 def make_per_run(spec: str, params: Mapping[str, Any] | None = None, claim: Guarantee | str | None = None,
                  horizon: int | None = None, **options: Any) -> PerRun:
     """The CLI's ``--adapter per-run``: load ``spec`` (``file.py:Class`` or ``module:Class``), type the
@@ -876,9 +909,9 @@ def build_policy(spec: str, params: Mapping[str, Any] | None = None, horizon: in
     """
     from dpaudit.policies.registry import load_policy_class, make_policy
 
-    if adapter not in (None, "per-run"):
-        raise DPAuditError(f"unknown adapter {adapter!r}; the one adapter is 'per-run' (a one-run class run as "
-                           "N copies).")
+    if adapter is not None:
+        adapter, more = parse_adapter(adapter)
+        options = {**more, **options}
     if adapter == "per-run":
         return make_per_run(spec, params, claim, horizon, **options)
     if options:

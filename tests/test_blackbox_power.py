@@ -297,3 +297,44 @@ def test_a_given_pair_is_audited_exactly_and_fixes_the_horizon(capsys):
     assert out["witness"]["round"] == 2 and out["witness"]["row_d"] == [0.0, 1.0]
     assert main(["check", "policy", "adap-ucb", "--pair", pair, "--horizon", "9"]) == 2
     assert "fixes the horizon" in capsys.readouterr().err
+
+
+ODD_NAMES = """
+import random
+
+class Odd:
+    '''Public code with its own method names, counting rounds from 1.'''
+
+    def __init__(self, K=2):
+        self.K, self.sums, self.counts = K, [0.0] * K, [0] * K
+
+    def choose_arm(self, t):
+        assert t >= 1
+        if t <= self.K:
+            return t - 1
+        return max(range(self.K), key=lambda a: self.sums[a] / self.counts[a] + random.gauss(0, 1))
+
+    def learn(self, arm, reward):
+        self.sums[arm] += reward
+        self.counts[arm] += 1
+"""
+
+
+def test_adapter_options_name_the_methods_and_the_first_round(tmp_path, capsys):
+    from dpaudit.adapters import parse_adapter
+
+    assert parse_adapter("per-run") == ("per-run", {})
+    assert parse_adapter("per-run:select=a,update=b,first_round=1,globals=swap") == (
+        "per-run", {"select": "a", "update": "b", "first_round": 1, "globals_mode": "swap"})
+    path = tmp_path / "odd.py"
+    path.write_text(ODD_NAMES)
+    base = ["check", "policy", f"{path}:Odd", "--claim", "pure:eps=1", "--runs", "500", "--horizon", "8",
+            "--workers", "1"]
+    assert main(base + ["--adapter", "per-run"]) == 2
+    assert "per-run:select=NAME,update=NAME" in capsys.readouterr().err
+    status = main(base + ["--adapter", "per-run:select=choose_arm,update=learn,first_round=1"])
+    assert status in (0, 1, 3)
+    assert "verdict" in capsys.readouterr().out
+    for bad in ("per-run:colour=red", "per-run:first_round=one", "per-batch"):
+        assert main(base + ["--adapter", bad]) == 2
+        assert "adapter" in capsys.readouterr().err

@@ -203,9 +203,11 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--horizons", default=None, metavar="T1,T2,...",
                    help="also measure leakage against the horizon: the witness pair rebuilt at each T and "
                         "attacked afresh (a figure in the report)")
-    c.add_argument("--adapter", choices=["per-run"], default=None,
+    c.add_argument("--adapter", default=None, metavar="per-run[:KEY=VALUE,...]",
                    help="per-run: POLICY is a one-run class (select_arm()/update(arm, reward), pull(), step(...)); "
-                        "dpaudit runs N seeded copies of it as a batched policy (give its claim with --claim)")
+                        "dpaudit runs N seeded copies of it as a batched policy (give its claim with --claim). "
+                        "Options: select=NAME,update=NAME or step=NAME (its methods), first_round=1 (it counts "
+                        "rounds from 1), n_arms=K, globals=off|redirect|swap")
     c.add_argument("--claim", default=None, metavar="CLAIM",
                    help="the guarantee to check, replacing any the policy declares: pure:eps=E, zcdp:rho=R, "
                         "approx:eps=E,delta=D or rdp:alpha=A,eps=E")
