@@ -65,6 +65,7 @@ __all__ = [
     "PairSpec",
     "make_pair",
     "background_table",
+    "audit_range",
     "candidate_pairs",
     "run_tables",
     "HorizonChoice",
@@ -145,6 +146,17 @@ def background_table(means: Sequence[float], horizon: int, reward_range: tuple[f
     p = np.clip((mu - lo) / (hi - lo), 0.0, 1.0)
     u = np.random.default_rng([0xBAC6, horizon, mu.size]).random((horizon, mu.size))
     return np.where(u < p, hi, lo)
+
+
+def audit_range(policy: Any) -> tuple[float, float]:
+    """The reward range an audit builds inputs in: the policy's ``reward_range`` when it is finite
+    with low < high, else [0, 1] (a policy without a finite range accepts any reward)."""
+    rr = getattr(policy, "reward_range", (0.0, 1.0))
+    try:
+        lo, hi = (float(x) for x in rr)
+    except (TypeError, ValueError):
+        return (0.0, 1.0)
+    return (lo, hi) if math.isfinite(lo) and math.isfinite(hi) and lo < hi else (0.0, 1.0)
 
 
 def _range_of(reward_range: tuple[float, float], alphabet: Sequence[float] | None) -> tuple[float, float]:
@@ -468,9 +480,7 @@ def search(
     ``membership`` and ``likelihood`` results), so an interrupted search can report what it did.
     """
     K = int(policy.n_arms)
-    rr = reward_range or tuple(getattr(policy, "reward_range", (0.0, 1.0)))
-    if not all(math.isfinite(x) for x in rr):
-        rr = (0.0, 1.0)
+    rr = reward_range or audit_range(policy)
     specs = list(specs) if specs is not None else candidate_pairs(protocol, K, horizon)
     s_rank, s_final_m, s_final_l = seed.spawn(3)
     rank_seeds = s_rank.spawn(len(specs))
@@ -549,9 +559,7 @@ def leakage_vs_horizon(
     for T, ss in zip(horizons, seed.spawn(len(horizons))):
         policy = make_policy()
         K = int(policy.n_arms)
-        rr = tuple(getattr(policy, "reward_range", (0.0, 1.0)))
-        if not all(math.isfinite(x) for x in rr):
-            rr = (0.0, 1.0)
+        rr = audit_range(policy)
         pair = make_pair(PairSpec(min(spec.round, T - 2), spec.background, spec.adversary, spec.means), protocol, K,
                          int(T), rr)
         s_fit, s_eval, s_lik = ss.spawn(3)

@@ -261,23 +261,16 @@ def _claim_as_guarantee(policy: Any) -> Any:
     return policy
 
 
-def _reward_range(policy: Any) -> tuple[float, float]:
-    rr = tuple(getattr(policy, "reward_range", (0.0, 1.0)))
-    return rr if len(rr) == 2 and all(math.isfinite(x) for x in rr) and rr[0] < rr[1] else (0.0, 1.0)
-
-
 def _alphabet(policy: Any, given: Sequence[float] | None, rr: tuple[float, float]) -> tuple[float, ...] | None:
     """The rewards the audit may feed: ``given`` (``--rewards``), else the policy's ``reward_alphabet``,
     else None (any value in the reward range)."""
+    from dpaudit.adapters import _check_alphabet
+
     raw = given if given is not None else getattr(policy, "reward_alphabet", None)
     if raw is None:
         return None
-    try:
-        letters = tuple(sorted({float(x) for x in raw}))
-    except (TypeError, ValueError):
-        raise DPAuditError(f"a reward alphabet must be a list of numbers, got {raw!r}.") from None
-    if len(letters) < 2 or not all(math.isfinite(x) for x in letters):
-        raise DPAuditError(f"a reward alphabet needs at least two distinct finite rewards, got {raw!r}.")
+    letters = _check_alphabet(raw, "the reward alphabet (--rewards)" if given is not None else
+                              "the policy's reward_alphabet")
     if letters[0] < rr[0] or letters[-1] > rr[1]:
         raise DPAuditError(f"the reward alphabet {list(letters)} must lie in the policy's reward range "
                            f"[{rr[0]:g}, {rr[1]:g}].")
@@ -541,7 +534,7 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
     notes: list[str] = out["notes"]
     out["_stage"] = "choice of the horizon"
     from dpaudit.adapters import PerRun
-    from dpaudit.attacks.neighbours import PILOT_CELLS
+    from dpaudit.attacks.neighbours import PILOT_CELLS, audit_range
 
     features = None
 
@@ -550,7 +543,7 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
         return FixedActionSet(policy, features) if features is not None else _with_features(policy, seed)
 
     probe = build(DEFAULTS["horizon"])
-    rr = _reward_range(probe)
+    rr = audit_range(probe)
     alphabet = _alphabet(probe, rewards, rr)
     if alphabet is None:
         alphabet = _probe_alphabet(probe, proto, rr, notes)

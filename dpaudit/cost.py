@@ -214,7 +214,8 @@ def audit_preflight(policy_for: Callable[[int], Any], protocol: Any, *, runs: in
 
     T = check_int("--horizon", horizon, minimum=2)
     policy = policy_for(T)
-    rr = tuple(getattr(policy, "reward_range", (0.0, 1.0)))
-    rr = rr if len(rr) == 2 and all(isinstance(x, (int, float)) and math.isfinite(x) for x in rr) else (0.0, 1.0)
+    from dpaudit.attacks.neighbours import audit_range
+
+    rr = audit_range(policy)
     return preflight(policy, protocol, runs=runs, horizon=T, workers=workers, local=local, max_hours=max_hours,
                      reward_range=rr)
