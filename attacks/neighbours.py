@@ -388,7 +388,9 @@ def _as_pair(item: PairSpec | Pair, protocol: Protocol, n_arms: int, horizon: in
 
 
 def _label(item: PairSpec | Pair) -> str:
-    return item.label or "the given pair" if isinstance(item, Pair) else item.label()
+    if isinstance(item, Pair):
+        return item.label or "the given pair"
+    return item.label()
 
 
 def _has_ledger(policy: Any) -> bool:
