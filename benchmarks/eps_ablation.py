@@ -142,7 +142,7 @@ def main() -> None:
     stats: dict[str, float] = {}
     twin = final(JointGLM(**common))
     # epsilon only sets noise scales, all zeroed here
-    structure = final(StructureOnly(**common, **private_kw, epsilon=4.0)) if len(args.variants) >= 3 else None
+    structure = final(StructureOnly(**common, **private_kw, epsilon=4.0)) if "gradient noise only" in args.variants else None
     rows = []
     for eps in args.eps:
         row = {"epsilon": eps}
