@@ -12,6 +12,8 @@ Registered policies (all batched over runs; ``act(t, arms)`` takes the (n_runs, 
                    gradient information, shuffle-private PGD, UCB/LCB elimination
 ``shuffle-glm-np`` its non-private twin (exact batch sums)
 ``glm-ucb``        GLM-UCB (Filippi et al. 2010), non-private baseline
+``glm-gloc``       GLOC with ONS-GLM (Jun et al. 2017), non-private baseline (section at the end)
+``rs-glinucb``     RS-GLinCB (Sawarni et al. 2024, Alg. 2), non-private baseline (section at the end)
 ================== =================================================================================
 
 Links: ``logistic`` (mu = 1/(1+e^-z), mu' <= 1/4) and ``probit`` (mu = Phi(z), mu' <= 1/sqrt(2 pi)).
