@@ -573,7 +573,8 @@ def local_markdown(out: dict[str, Any]) -> str:
     lines = [f"# dpaudit check (local DP): {out['policy']}", "",
              f"**{out['verdict'].upper()}**: {out['reason']}.", "",
              f"- command: `{out.get('command', '')}`",
-             f"- parameters: {out.get('params')}; K = {out.get('n_arms')}, T = {out.get('horizon')}, seed {out.get('seed')}",
+             f"- parameters: {out.get('params')}; {out.get('action_space') or 'K = ' + str(out.get('n_arms'))}, "
+             f"T = {out.get('horizon')}, seed {out.get('seed')}",
              f"- claim: {out['claim_method']}: eps = {f(out['epsilon_claimed'])} at delta = {out['delta']:g}",
              f"- channel: {out.get('channel', 'given by the plug-in')}", "", "## Findings", "",
              "| part | epsilon | confidence | witness |", "| --- | ---: | ---: | --- |"]

@@ -167,8 +167,14 @@ class BCOPolicy(Policy):
         self._params: dict[str, Any] = {"d": self.d, "horizon": self.horizon, "radius": self.radius,
                                         "loss_bound": self.loss_bound, "lipschitz": self.lipschitz}
 
+    def params(self) -> dict[str, Any]:
+        """Every constructor parameter of this instance (the problem's, and eps, delta for a private one)."""
+        out = self.twin_params()
+        out.update({k: getattr(self, k) for k in ("epsilon", "delta", "peek_round") if hasattr(self, k)})
+        return out
+
     def twin_params(self) -> dict[str, Any]:
-        return {k: self._params[k] for k in ("d", "horizon", "radius", "loss_bound", "lipschitz")}
+        return {k: getattr(self, k) for k in ("d", "horizon", "radius", "loss_bound", "lipschitz")}
 
     # ---- the LDP plug-in -------------------------------------------------------------------------
     def channel(self, z_batch: np.ndarray, rng: np.random.Generator) -> np.ndarray:
