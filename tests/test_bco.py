@@ -11,7 +11,8 @@ from dpaudit.accountants.gaussian import gaussian_epsilon
 from dpaudit.bco import LossSequence, audit_pair, is_bco, make_losses, simulate_bco
 from dpaudit.check_local import audit_local, channel_attack, ledger_per_user
 from dpaudit.errors import DPAuditError
-from dpaudit.policies.bco import FKM, LDPFKM, LDPTwoPoint, TwoPoint, TwoPointChannel, project_ball
+from dpaudit.policies.bco import (FKM, LDPFKM, LDPSCS, SCS, LDPTwoPoint, TwoPoint, TwoPointChannel, _ftrl_barrier_step,
+                                  project_ball)
 from dpaudit.policies.registry import make_policy, registered
 
 DELTA = 1e-5
@@ -25,7 +26,7 @@ def _run(policy, T=20, n=50, seed=0):
 
 # ---- the contract -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cls, m", [(FKM, 1), (LDPFKM, 1), (TwoPoint, 2), (LDPTwoPoint, 2)])
+@pytest.mark.parametrize("cls, m", [(FKM, 1), (LDPFKM, 1), (TwoPoint, 2), (LDPTwoPoint, 2), (SCS, 1), (LDPSCS, 1)])
 def test_points_have_the_contract_shape_and_lie_in_the_body(cls, m):
     pol = cls(d=3, horizon=200)
     assert is_bco(pol) and is_bco(pol.name) and pol.n_points == m
@@ -40,6 +41,8 @@ def test_points_have_the_contract_shape_and_lie_in_the_body(cls, m):
         pol.observe(t, P, losses.values(t, P, rng))
     if m == 2:  # x_{t,1} - x_{t,2} = 2 rho u_t with ||u_t|| = 1 (seed 003 App. C, line 5)
         assert np.allclose(np.linalg.norm(P[:, 0] - P[:, 1], axis=1), 2 * pol.rho)
+    elif cls in (SCS, LDPSCS):  # y_t = x_t + B_t u_t inside the Dikin ellipsoid of the barrier, so strictly inside X
+        assert np.linalg.norm(P, axis=-1).max() < pol.radius
     else:  # x_t = y_t + delta u_t (FKM), y_t inside (1 - alpha) X
         assert np.allclose(np.linalg.norm(P[:, 0] - y, axis=1), pol.delta_)
         assert np.linalg.norm(y, axis=1).max() <= (1 - pol.alpha) * pol.radius + 1e-12
@@ -65,6 +68,24 @@ def test_two_point_update_is_algorithm_4():
     pol.observe(0, P, f)
     g = pol.d / (2 * pol.rho) * (f[:, 0] - f[:, 1])[:, None] * u
     assert np.allclose(pol.y, project_ball(-pol.eta * g, 1 - pol.xi))
+
+
+def test_scs_ftrl_step_is_the_barrier_regularised_minimum():
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((6, 3)) * np.array([[0.1], [1], [5], [30], [200], [0.0]])
+    c, eta, R = 2.5, 0.05, 1.5
+    x = _ftrl_barrier_step(a, c, eta, R)
+    assert np.linalg.norm(x, axis=1).max() < R
+
+    def obj(z, ai):
+        return ai @ z + 0.5 * c * z @ z - math.log(R ** 2 - z @ z) / eta if z @ z < R ** 2 else np.inf
+
+    for xi, ai in zip(x, a):
+        best = minimize(obj, np.zeros(3), args=(ai,), method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12,
+                                                                                        "maxiter": 20000})
+        assert obj(xi, ai) <= best.fun + 1e-9
 
 
 def test_the_loss_sequences_best_point_is_the_minimum():
@@ -132,6 +153,10 @@ def test_the_ledger_gives_the_closed_form_per_user_epsilon():
     assert led["max_messages_per_user"] == 1 and led["users"] == 50 * 20
     assert led["mu"] == pytest.approx(2.0 / SIG1, rel=1e-12)  # sensitivity 2B over sigma
     assert led["epsilon"] == pytest.approx(gaussian_epsilon(DELTA, mu=2.0 / SIG1).epsilon, rel=1e-12)
+    scs = LDPSCS(d=2, horizon=20, loss_bound=2.0, epsilon=0.5)
+    _run(scs)
+    led_s = ledger_per_user(scs.ledger, DELTA)
+    assert scs.sigma == pytest.approx(2.0 * SIG1 / 0.5) and led_s["mu"] == pytest.approx(4.0 / scs.sigma, rel=1e-12)
     two = LDPTwoPoint(d=3, horizon=20, lipschitz=0.5, epsilon=2.0)
     _run(two)
     led2 = ledger_per_user(two.ledger, DELTA)
@@ -164,7 +189,7 @@ def test_channel_exact_epsilon_is_the_analytic_gaussian_and_the_attack_stays_bel
 
 
 def test_twins_have_no_channel_and_are_refused_under_local():
-    for name in ("bco-fkm", "bco-2pt"):
+    for name in ("bco-fkm", "bco-2pt", "bco-scs"):
         pol = make_policy(name)
         assert pol.local_channel is None and pol.claim is None
         pol.reset(3, np.random.default_rng(0))
@@ -180,6 +205,7 @@ def test_twins_have_no_channel_and_are_refused_under_local():
 @pytest.mark.parametrize("name, verdict, part", [
     ("ldp-bco-fkm", "consistent", None),
     ("ldp-bco-2pt", "consistent", None),
+    ("ldp-bco-scs", "consistent", None),
     ("mutant-bco-fkm-half-sensitivity", "violation", "ledger"),
     ("mutant-bco-2pt-half-gap", "violation", "ledger"),
     ("mutant-bco-fkm-peek", "violation", "transcript"),
@@ -198,7 +224,7 @@ def test_local_audit_verdicts(name, verdict, part):
 def test_mutants_are_registered_as_mutants():
     names = {e.name for e in registered(mutants=True)}
     assert {"mutant-bco-fkm-half-sensitivity", "mutant-bco-2pt-half-gap", "mutant-bco-fkm-peek"} <= names
-    assert {"ldp-bco-fkm", "ldp-bco-2pt", "bco-fkm", "bco-2pt"} <= {e.name for e in registered()}
+    assert {"ldp-bco-fkm", "ldp-bco-2pt", "ldp-bco-scs", "bco-fkm", "bco-2pt", "bco-scs"} <= {e.name for e in registered()}
 
 
 def test_audit_pairs_differ_in_one_user_at_the_extremes():
@@ -213,7 +239,7 @@ def test_audit_pairs_differ_in_one_user_at_the_extremes():
 
 # ---- utility: regret falls as eps grows ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["ldp-bco-fkm", "ldp-bco-2pt"])
+@pytest.mark.parametrize("name", ["ldp-bco-fkm", "ldp-bco-2pt", "ldp-bco-scs"])
 def test_regret_decreases_in_epsilon(name):
     losses = LossSequence.adversarial(2, 400, seed=2)
     regs = {}
