@@ -239,13 +239,15 @@ def test_audit_pairs_differ_in_one_user_at_the_extremes():
 
 # ---- utility: regret falls as eps grows ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["ldp-bco-fkm", "ldp-bco-2pt", "ldp-bco-scs"])
-def test_regret_decreases_in_epsilon(name):
+@pytest.mark.parametrize("name, runs", [("ldp-bco-fkm", 1000), ("ldp-bco-2pt", 400), ("ldp-bco-scs", 400)])
+def test_regret_decreases_in_epsilon(name, runs):
+    """Mean regret at eps = 0.5 above eps = 4 by more than 4 (unpaired) standard errors; FKM's gap is the smallest
+    (its black box barely moves at T = 400 when tuned for the noisy loss range, reports/ldp_bandits.md), hence more runs."""
     losses = LossSequence.adversarial(2, 400, seed=2)
     regs = {}
     for eps in (0.5, 4.0):
         pol = make_policy(name, {"horizon": "400", "epsilon": str(eps)})
-        regs[eps] = simulate_bco(pol, losses, 400, seed=9)["regret"]
+        regs[eps] = simulate_bco(pol, losses, runs, seed=9)["regret"]
     diff = regs[0.5].mean() - regs[4.0].mean()
-    se = math.sqrt(regs[0.5].var(ddof=1) / 400 + regs[4.0].var(ddof=1) / 400)
+    se = math.sqrt(regs[0.5].var(ddof=1) / runs + regs[4.0].var(ddof=1) / runs)
     assert diff / se > 4, (regs[0.5].mean(), regs[4.0].mean())
