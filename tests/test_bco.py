@@ -136,6 +136,21 @@ def test_bad_input_is_refused_by_name():
         make_losses("stochastic", 2, 10, {"sigma": "1"})
 
 
+def test_a_difference_at_the_domain_extreme_is_accepted_despite_rounding():
+    """d = 1: f(x) = -G x gives f(x1) - f(x2) = -2 rho G u up to one rounding; accepted, while a real excess is not."""
+    pol = LDPTwoPoint(d=1, horizon=16)
+    pol.reset(2000, np.random.default_rng(0))
+    P = pol.act(0)
+    pol.observe(0, P, -1.0 * P[:, :, 0])  # G = 1
+    assert len(pol.ledger) == 1
+    z = pol.ledger.releases[0].centre[:, 0]
+    assert np.abs(z).max() <= 2 * pol.rho
+    pol.reset(2000, np.random.default_rng(0))
+    P = pol.act(0)
+    with pytest.raises(DPAuditError, match="outside the channel's declared domain"):
+        pol.observe(0, P, -1.001 * P[:, :, 0])  # 1.001-Lipschitz: refused, not clipped
+
+
 def test_bco_is_refused_outside_the_local_protocol():
     from dpaudit.check import audit_policy
 
@@ -219,6 +234,15 @@ def test_local_audit_verdicts(name, verdict, part):
     else:
         assert out["ledger"]["epsilon"] == pytest.approx(0.751, abs=1e-3)
         assert 0.2 < out["attacks"][0]["epsilon_lower"] <= 0.751  # power: the channel bound is not vacuous
+
+
+def test_the_central_point_sequence_part_has_power():
+    """In d = 1 FKM's points reveal the peeked raw loss (x_0 = delta u_0 gives u_0; y_1 = -nu f_0 u_0): the central
+    part alone must exceed the claim, so its 0 on the honest policies is not a dead test."""
+    out = audit_local("mutant-bco-fkm-peek", {"d": "1"}, runs=3000, horizon=16, seed=1)
+    assert out["central"]["verdict"] == "violation" and out["central"]["epsilon_lower"] > 2
+    honest = audit_local("ldp-bco-fkm", {"d": "1", "epsilon": "4"}, runs=3000, horizon=16, seed=1)
+    assert 0 < honest["central"]["epsilon_lower"] <= honest["ledger"]["epsilon"]
 
 
 def test_mutants_are_registered_as_mutants():

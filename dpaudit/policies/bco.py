@@ -116,6 +116,17 @@ class TwoPointChannel(Channel):
         ch.calibration = ("seed003", epsilon, delta)
         return ch
 
+    def check_data(self, z, label="user data"):
+        """The datum f(x1) - f(x2) is computed in floating point: a value within 1e-9 of the domain's width beyond
+        +-2 rho G (the rounding of a loss that is exactly G-Lipschitz along u_t) is set to the boundary; anything
+        further is refused (:meth:`Channel.check_data`)."""
+        z = np.asarray(z, dtype=float)
+        lo, hi = self.domain
+        tol = 1e-9 * (hi - lo)
+        if z.size and np.all(np.isfinite(z)) and z.min() >= lo - tol and z.max() <= hi + tol:
+            return np.clip(z, lo, hi)
+        return Channel.check_data(self, z, label)
+
     def message_scale(self) -> float:
         """The standard deviation of the noise n^T (gap_factor gap) for a gap of norm 2 rho."""
         return self.sigma * self.gap_factor * 2 * self.rho
@@ -380,7 +391,8 @@ class TwoPoint(BCOPolicy):
     def _user_datum(self, losses):
         z = losses[:, 0] - losses[:, 1]
         lo, hi = self.data_domain()
-        if self._chan is None and z.size and (z.min() < lo - 1e-12 or z.max() > hi + 1e-12):
+        tol = 1e-9 * (hi - lo)  # floating-point rounding of an exactly G-Lipschitz difference, as in the channel
+        if self._chan is None and z.size and (z.min() < lo - tol or z.max() > hi + tol):
             bad = z[(z < lo) | (z > hi)][0]
             raise DPAuditError(f"{self.name}: loss difference {bad:g} lies outside [{lo:.4g}, {hi:.4g}] = +-2 rho G: "
                                f"the losses are not G-Lipschitz with G = {self.lipschitz:g}.")
