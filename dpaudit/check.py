@@ -240,7 +240,7 @@ def _policy_from_object(obj: Any, params: dict[str, Any], horizon: int, adapter:
             pass
     else:
         policy = obj
-    if not hasattr(policy, "n_arms"):
+    if not hasattr(policy, "n_arms") and not getattr(policy, "continuous_actions", False):  # BCO: dpaudit.bco
         raise DPAuditError(f"policy {policy!r} has no n_arms attribute; a policy must say how many arms it has.")
     if claim is not None:
         policy.claim = parse_claim(claim) if isinstance(claim, str) else claim

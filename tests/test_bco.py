@@ -275,3 +275,12 @@ def test_regret_decreases_in_epsilon(name, runs):
     diff = regs[0.5].mean() - regs[4.0].mean()
     se = math.sqrt(regs[0.5].var(ddof=1) / runs + regs[4.0].var(ddof=1) / runs)
     assert diff / se > 4, (regs[0.5].mean(), regs[4.0].mean())
+
+
+def test_python_api_takes_a_bco_class_or_instance():
+    import dpaudit
+
+    a = dpaudit.audit(LDPTwoPoint, protocol="local", runs=1000, horizon=8)
+    assert a.verdict == "consistent" and 0 <= a.epsilon_lower <= 0.751
+    with pytest.raises(DPAuditError, match="plays points of a convex body"):
+        dpaudit.audit(LDPFKM(), protocol="view")
