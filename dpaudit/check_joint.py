@@ -50,7 +50,7 @@ import numpy as np
 from dpaudit.accountants import Guarantee
 from dpaudit.errors import DPAuditError, check_delta, check_int
 
-__all__ = ["JOINT_DEFAULTS", "joint_pairs", "audit_joint", "audit_shuffle", "lda_attack"]
+__all__ = ["JOINT_DEFAULTS", "joint_pairs", "audit_joint", "audit_shuffle", "lda_attack", "audit_joint_finite"]
 
 #: a joint audit's horizon, and the most fresh runs per side it uses (larger --runs are capped, with a note)
 JOINT_DEFAULTS = {"horizon": 16, "runs": 20000}
@@ -244,7 +244,12 @@ def _verdict(out: dict[str, Any], attacks: list[dict[str, Any]], eps_claim: floa
 def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float = 1e-5, confidence: float = 0.95,
                 runs: int = 20000, horizon: int | None = None, seed: int = 0, command: str = "",
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The joint-DP audit of a contextual policy (module docstring); returns a JSON-ready dict."""
+    """The joint-DP audit of a contextual policy (module docstring); returns a JSON-ready dict. A finite
+    contextual policy (a bundled name or a ``.json`` spec) is audited exactly instead (:func:`audit_joint_finite`)."""
+    from dpaudit.policies.finite_contextual import is_contextual_spec
+
+    if is_contextual_spec(spec):
+        return audit_joint_finite(spec, params, delta=delta, command=command, progress=progress)
     from dpaudit.attacks.bounds import check_confidence
     from dpaudit.check import ledger_audit
     from dpaudit.engine import one_blas_thread
@@ -466,3 +471,124 @@ def audit_shuffle(spec: str, params: dict[str, str] | None = None, *, delta: flo
     out["versions"] = _versions()
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+# ==================================================================================================
+# Exact joint-DP audits of finite contextual policies (issue 13; dpaudit.attacks.exact_joint). Appended.
+# ==================================================================================================
+
+#: relative tolerance of the exact comparison with the claim (float rounding of e^eps and of sums of
+#: products of table entries; a finite spec's rows themselves are checked to sum to 1 within 1e-9)
+EXACT_TOLERANCE = 1e-9
+
+
+def audit_joint_finite(spec: Any, params: dict[str, str] | None = None, *, delta: float = 1e-5,
+                       epsilon: float = 1.0, alpha: float = 2.0, max_work: float | None = None, command: str = "",
+                       progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The exact joint-DP audit of a finite contextual policy (a bundled name such as ``jdp-finite-rr``, a
+    ``.json`` spec of either finite format, or a ``FiniteContextualPolicy``): the exact eps at ``delta``,
+    delta at ``epsilon`` and D_alpha under seed 000's definition (:mod:`dpaudit.attacks.exact_joint`),
+    compared with the spec's claim. No sampling: ``consistent`` and ``violation`` are exact (up to
+    :data:`EXACT_TOLERANCE`); a spec without a claim gets the numbers and verdict ``None``."""
+    from dpaudit.accountants import ApproxDP, PureDP
+    from dpaudit.attacks.exact import DEFAULT_MAX_WORK
+    from dpaudit.attacks.exact_joint import exact_joint_profile
+    from dpaudit.check import claimed_epsilon
+    from dpaudit.policies.finite_contextual import load_contextual
+
+    t0 = time.perf_counter()
+    if params:
+        raise DPAuditError(f"a finite contextual policy has no parameters (its rules are its spec), got {dict(params)}.")
+    delta = check_delta(delta)
+    policy = load_contextual(spec)
+    claim = policy.claim
+    deltas, epsilons = [delta], [float(epsilon)]
+    point = None  # the claim's own (eps, delta) point, checked exactly as well
+    if isinstance(claim, PureDP):
+        point = (claim.epsilon, 0.0)
+    elif isinstance(claim, ApproxDP):
+        point = (claim.epsilon, claim.delta)
+    if point is not None:
+        epsilons.append(point[0])
+    if progress:
+        progress("joint: exact enumeration")
+    prof = exact_joint_profile(policy, epsilons=epsilons, deltas=deltas, alphas=[alpha],
+                               max_work=DEFAULT_MAX_WORK if max_work is None else max_work)
+    label = spec if isinstance(spec, str) else (policy.label or "finite contextual policy")
+    exact = {m: {"epsilon": prof.epsilon_at[m][0], "delta_at_epsilon": prof.delta_at[m][0], "renyi": prof.renyi[m][0],
+                 "witness_epsilon": _wd(prof.witnesses[m]["epsilon"][0]),
+                 "witness_delta": _wd(prof.witnesses[m]["delta"][0]),
+                 "witness_renyi": _wd(prof.witnesses[m]["renyi"][0])} for m in prof.epsilon_at}
+    eps_h = exact["history"]["epsilon"]
+    out: dict[str, Any] = {
+        "command": command, "policy": label, "params": {}, "protocol": "joint", "method": "exact enumeration",
+        "horizon": policy.horizon, "n_arms": policy.n_arms, "contexts": list(policy.contexts),
+        "rewards": [float(r) for r in policy.rewards], "delta": delta, "confidence": 1.0, "seed": 0,
+        "at": {"epsilon": float(epsilon), "delta": delta, "alpha": float(alpha)}, "exact": exact, "sizes": prof.sizes,
+        "ledger": None, "epsilon_lower": eps_h,
+        "notes": [f"exact enumeration ({prof.seconds:.3g} s): every canary round, every history before it the policy "
+                  "can produce, every pair of round-t triples (context, action, reward), every future of contexts and "
+                  "per-arm rewards; no sampling.",
+                  f"user-data neighbours (a_t drawn by the policy): eps = {_f(exact['data']['epsilon'])} at delta = "
+                  f"{delta:g}; the central view a_t..a_T (not promised by joint DP): eps = "
+                  f"{_f(exact['central']['epsilon'])}."],
+    }
+    attack = {"attack": "exact-joint", "epsilon_lower": eps_h, "delta": delta, "confidence": 1.0,
+              "witness": {"label": _witness_label(exact["history"]["witness_epsilon"]),
+                          **(exact["history"]["witness_epsilon"] or {})},
+              "samples": 0, "seconds": prof.seconds,
+              "details": {"renyi": {"orders": [float(alpha)], "lower": [exact["history"]["renyi"]]},
+                          "delta_at_epsilon": {"epsilon": float(epsilon), "delta": exact["history"]["delta_at_epsilon"]},
+                          "sizes": prof.sizes}}
+    out["attacks"] = [attack]
+    out["central"] = {"attack": "exact central view", "epsilon_lower": exact["central"]["epsilon"],
+                      "witness": exact["central"]["witness_epsilon"]}
+    out["witness"] = {"attack": "exact-joint", **attack["witness"]}
+    if claim is None:
+        out.update({"claim": None, "claim_method": None, "epsilon_claimed": None, "gap": None, "verdict": None,
+                    "reason": "the spec states no claim, so there is nothing to judge; the exact numbers stand alone"})
+    else:
+        from dpaudit.api import claim_curves
+
+        eps_claim, how = claimed_epsilon(claim, delta)
+        out.update({"claim": claim.describe(), "claim_method": how, "epsilon_claimed": eps_claim,
+                    "gap": eps_claim - eps_h, "claim_curves": claim_curves(claim)})
+        reasons = []
+        if eps_h > eps_claim * (1 + EXACT_TOLERANCE) + EXACT_TOLERANCE:
+            reasons.append(f"the exact joint-DP epsilon at delta = {delta:g} is {_f(eps_h)}, above the claimed "
+                           f"eps = {eps_claim:.6g}")
+        if point is not None:
+            d_exact = prof.delta_at["history"][1]
+            out["claim_point"] = {"epsilon": point[0], "delta_claimed": point[1], "delta_exact": d_exact}
+            if d_exact > point[1] + EXACT_TOLERANCE:
+                reasons.append(f"at the claim's own eps = {point[0]:.6g} the exact delta is {d_exact:.6g}, above its "
+                               f"delta = {point[1]:g}")
+        if reasons:
+            out["verdict"], out["reason"] = "violation", "; ".join(reasons) + " (exact, no sampling)"
+        else:
+            out["verdict"] = "consistent"
+            out["reason"] = (f"the exact joint-DP epsilon at delta = {delta:g} is {_f(eps_h)} <= the claimed "
+                             f"{eps_claim:.6g}" + (f", and delta at the claim's eps = {point[0]:.6g} is "
+                                                   f"{prof.delta_at['history'][1]:.6g} <= {point[1]:g}" if point else "")
+                             + " (exact, no sampling)")
+    out["protocol_summary"] = ("input: per round a context label and per-arm rewards; view: a_{t+1}..a_T; neighbours: "
+                               "round t's (context, action, reward) changed, the history before t and every future "
+                               "context and reward fixed by the adversary (seed 000, anticipating JDP)")
+    out["versions"] = _versions()
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _f(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.6g}"
+
+
+def _wd(w: Any) -> dict[str, Any] | None:
+    return None if w is None else w.to_dict()
+
+
+def _witness_label(w: dict[str, Any] | None) -> str:
+    if not w:
+        return "no pair differs"
+    return (f"round {w['round']}: {tuple(w['canary'])} vs {tuple(w['neighbour'])} after history {w['history']}, "
+            f"future contexts {w['future_contexts']}")
