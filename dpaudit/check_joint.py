@@ -310,7 +310,8 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
         # black-box on the JDP view a_{t+1}..a_T
         if progress:
             progress("joint: membership attack on a_{t+1}..a_T")
-        attacks = [_view_attack(pairs, views, K, T, s_view, delta, conf_each, small, runs, "membership",
+        view_pairs = pairs + readout_pairs(K, int(dim), T)  # + the PGD read-out adversary (appended section)
+        attacks = [_view_attack(view_pairs, views, K, T, s_view, delta, conf_each, small, runs, "membership",
                                 lambda p: p.round)]
 
         if has_ledger:
@@ -335,6 +336,9 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
     out["central"] = central
     out["notes"].append(f"central view a_t..a_T (not promised by joint DP): eps >= {central['epsilon_lower']:.4g} on "
                         f"the pair '{cpairs[0].label}'.")
+    out["power"] = membership_power(attacks[0], len(view_pairs), runs, delta, conf_each, eps_claim, T)
+    if out["power"]["note"]:
+        out["notes"].append(out["power"]["note"])
     _verdict(out, attacks, eps_claim, delta, ledger_eps)
     out["versions"] = _versions()
     out["seconds"] = time.perf_counter() - t0
@@ -592,3 +596,85 @@ def _witness_label(w: dict[str, Any] | None) -> str:
         return "no pair differs"
     return (f"round {w['round']}: {tuple(w['canary'])} vs {tuple(w['neighbour'])} after history {w['history']}, "
             f"future contexts {w['future_contexts']}")
+
+
+# ==================================================================================================
+# The black-box attack's power under joint DP (issue 13): the PGD read-out adversary and the power
+# section of the joint audit. Appended.
+# ==================================================================================================
+
+#: the read-out arms' context length: small, so that read-out rounds barely move the estimate they read
+READOUT_NORM = 0.05
+#: every READOUT_EVERY-th round is a read-out round; the others grow the design matrix
+READOUT_EVERY = 4
+
+
+class ReadoutPair(JointPair):
+    """The PGD read-out adversary's pair (:func:`readout_pairs`)."""
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        d["background"] = (f"every {READOUT_EVERY}th round arms 0 and 1 carry +/-{READOUT_NORM:g} e1 (the others the zero "
+                           "vector); every other round all arms carry one of e2..ed in turn; rewards 1/2")
+        return d
+
+
+def readout_pairs(n_arms: int, dim: int, horizon: int) -> list[JointPair]:
+    """The PGD read-out adversary: a canary whose reward moves the private estimate's e1 coordinate,
+    a background that triggers the estimate's updates and then reads its sign out of the actions.
+
+    Built for seed 002 Alg. 2 (``jdp-glm``), whose actions depend on the canary only through the
+    private PGD estimate theta (Criterion II's update), choices of ours:
+
+    * round 0 (the canary): every arm carries e1, so the played context is e1 whatever the arm; the
+      rewards are 1 on every arm versus 0. Its gradient term (mu(theta_1) - r) e1 differs by e1 between
+      the sides in every PGD step that follows.
+    * growth rounds (all but every ``READOUT_EVERY``-th): every arm carries e_k, k cycling over 2..d, with
+      reward 1/2. The played outer products grow det H in directions orthogonal to e1, so Criterion II
+      fires, while the gradient's e1 coordinate keeps only the canary's term (no background pull
+      towards theta_1 = 0).
+    * read-out rounds: arms 0 and 1 carry +/-``READOUT_NORM`` e1, the others the zero vector. Both
+      widths ||x||_{H^-1} are equal, so the exploit rule plays arm 0 exactly when theta_1 > 0: the view
+      reads the sign of the canary's coordinate after each update.
+
+    Needs d >= 2 and T >= 8 (else no pair). Under the audit's defaults the first update comes after
+    about a hundred rounds (``benchmarks/joint_power.md``); at T = 16 the pair shows nothing.
+    """
+    from dpaudit.protocols import ContextInput
+
+    K, d, T = int(n_arms), int(dim), int(horizon)
+    if d < 2 or T < 8:
+        return []
+    X = np.zeros((T, K, d))
+    s = np.arange(1, T)
+    read = s[s % READOUT_EVERY == 0]
+    grow = s[s % READOUT_EVERY != 0]
+    X[read, 0, 0], X[read, 1, 0] = READOUT_NORM, -READOUT_NORM
+    X[grow, :, 1 + grow % (d - 1)] = 1.0
+    X[0, :, 0] = 1.0
+    R = np.full((T, K), 0.5)
+    Ra, Rb = R.copy(), R.copy()
+    Ra[0], Rb[0] = 1.0, 0.0
+    return [ReadoutPair(ContextInput(X, Ra), ContextInput(X.copy(), Rb), 0,
+                        "pgd read-out: round 0's rewards 1 vs 0 (all arms e1), growth rounds e2..ed, read-out rounds "
+                        f"+/-{READOUT_NORM:g} e1")]
+
+
+def membership_power(attack: dict[str, Any], pairs_tried: int, runs: int, delta: float, confidence: float,
+                     eps_claim: float, horizon: int) -> dict[str, Any]:
+    """What the black-box attack on a_{t+1}..a_T could show at this sample size, and a plain note when the
+    claim lies beyond what it showed (the verdict then rests on the gray-box and ledger parts)."""
+    from dpaudit.attacks.bounds import eps_lower_from_counts
+    from dpaudit.check import _smallest_detectable
+
+    ceiling = float(eps_lower_from_counts(0, runs, 0, runs, delta, confidence, 1))
+    smallest = _smallest_detectable(runs, delta, confidence)
+    got = float(attack["epsilon_lower"])
+    note = ""
+    if got <= eps_claim:
+        seen = "shows nothing (bound 0)" if got <= 0 else f"shows eps >= {got:.3g}"
+        note = (f"power: the black-box attack on a_{{t+1}}..a_T {seen} at T = {horizon} with {runs} fresh runs per side "
+                f"(it could show eps from {smallest:.3g} up to {ceiling:.3g}); the claimed eps = {eps_claim:.4g} is beyond "
+                "what the actions revealed, so this verdict rests on the gray-box tree attack and the ledger")
+    return {"pairs_tried": pairs_tried, "fresh_runs_per_side": runs, "membership_epsilon_lower": got,
+            "membership_smallest_detectable": smallest, "membership_largest_bound": ceiling, "note": note}
