@@ -678,3 +678,34 @@ def membership_power(attack: dict[str, Any], pairs_tried: int, runs: int, delta:
                 "what the actions revealed, so this verdict rests on the gray-box tree attack and the ledger")
     return {"pairs_tried": pairs_tried, "fresh_runs_per_side": runs, "membership_epsilon_lower": got,
             "membership_smallest_detectable": smallest, "membership_largest_bound": ceiling, "note": note}
+
+
+def membership_only(spec: str, params: dict[str, str] | None = None, *, horizon: int, pairs: str = "all",
+                    delta: float = 1e-5, confidence: float = 0.95, runs: int = 20000, fit: int | None = None,
+                    seed: int = 0) -> dict[str, Any]:
+    """The joint audit's black-box attack alone (for measuring its power, ``benchmarks/joint_power.py``):
+    ``pairs`` is ``"all"`` (the audit's pairs and the read-out pair), ``"default"`` or ``"readout"``;
+    ``fit`` the views per side for fitting and for selection (default as the audit: runs/5 in [500, 4000])."""
+    from dpaudit.engine import one_blas_thread
+    from dpaudit.protocols import JointDP
+
+    T = check_int("--horizon", horizon, minimum=3)
+    runs = check_int("--runs", runs, minimum=100)
+    policy = _build(spec, dict(params or {}), T)
+    K, dim = int(policy.n_arms), int(policy.dim)
+    chosen = {"all": joint_pairs(K, dim, T) + readout_pairs(K, dim, T), "default": joint_pairs(K, dim, T),
+              "readout": readout_pairs(K, dim, T)}.get(pairs)
+    if not chosen:
+        raise DPAuditError(f"pairs must be 'all', 'default' or 'readout' (the read-out pair needs d >= 2 and T >= 8), "
+                           f"got {pairs!r} at d = {dim}, T = {T}.")
+    small = fit if fit is not None else max(500, min(4000, runs // 5))
+    proto = JointDP()
+
+    def views(pair: JointPair, side: int, n: int, ss: np.random.SeedSequence, record: bool = False) -> np.ndarray:
+        data = pair.d1 if side else pair.d0
+        return np.concatenate([proto.run(policy, data, m, np.random.default_rng(cs), record=False)
+                               for m, cs in _chunks(n, T * K, ss)])
+
+    with one_blas_thread():
+        return _view_attack(chosen, views, K, T, np.random.SeedSequence(seed), delta, confidence, small, runs,
+                            "membership", lambda p: p.round)
