@@ -196,48 +196,53 @@ def exact_joint_profile(policy: FiniteContextualPolicy, *, epsilons: Sequence[fl
     upairs = np.array([(i, j) for i in range(U) for j in range(U) if i != j]).reshape(-1, 2)
     dpairs = np.array([(i, j) for i in range(D) for j in range(D) if i != j]).reshape(-1, 2)
 
-    def update(mode: str, key: tuple[str, int], values: np.ndarray, t: int, pre: np.ndarray) -> None:
+    def update(mode: str, key: tuple[str, int], values: np.ndarray, t: int, pre: np.ndarray, f0: int) -> None:
         flat = int(np.argmax(values))
         v = float(values.flat[flat])
         if key not in best[mode] or v > best[mode][key][0]:
             p, q, f = np.unravel_index(flat, values.shape)
-            best[mode][key] = (v, t, int(pre[p]), int(q), int(f))
+            best[mode][key] = (v, t, int(pre[p]), int(q), f0 + int(f))
 
-    def measure(mode: str, P: np.ndarray, Q: np.ndarray, ok: np.ndarray, t: int, pre: np.ndarray) -> None:
+    def measure(mode: str, P: np.ndarray, Q: np.ndarray, ok: np.ndarray, t: int, pre: np.ndarray, f0: int) -> None:
         """P, Q: (prefixes, pairs, futures, atoms); ok: (prefixes, pairs) pairs the relation allows."""
         mask = ok[:, :, None]
         for n, e in enumerate(epsilons):
-            update(mode, ("delta", n), np.where(mask, hockey_stick(P, Q, e), -1.0), t, pre)
+            update(mode, ("delta", n), np.where(mask, hockey_stick(P, Q, e), -1.0), t, pre, f0)
         for n, d in enumerate(deltas):
-            update(mode, ("epsilon", n), np.where(mask, epsilon_for_delta(P, Q, d)[0], -1.0), t, pre)
+            update(mode, ("epsilon", n), np.where(mask, epsilon_for_delta(P, Q, d)[0], -1.0), t, pre, f0)
         for n, al in enumerate(alphas):
-            update(mode, ("renyi", n), np.where(mask, renyi_divergence(P, Q, al), -1.0), t, pre)
+            update(mode, ("renyi", n), np.where(mask, renyi_divergence(P, Q, al), -1.0), t, pre, f0)
 
     for t in range(T - 1):
         s = _sizes(policy, t)
         L = T - 1 - t
-        ctx, rew = _futures(C, K, R, L)
+        ctx_all, rew_all = _futures(C, K, R, L)
         outs = _digits(K**L, K, L)
         reach = np.flatnonzero(_reachable_prefixes(policy, t))
-        per_prefix = max(len(upairs), len(dpairs) * K) * s["futures"] * s["views"]
-        step = max(1, _CHUNK_ELEMENTS // max(1, per_prefix))
-        for i0 in range(0, reach.size, step):
-            pre = reach[i0:i0 + step]
-            hist = (pre[:, None] * U + np.arange(U)[None, :]).reshape(-1)
-            P = _view_probs(policy, t, hist, ctx, rew, outs).reshape(pre.size, U, s["futures"], s["views"])
-            pi_t = policy.rules[t][pre[:, None] * C + np.arange(C)[None, :]]  # (np, C, K)
-            tri_ok = pi_t[:, triples[:, 0], triples[:, 1]] > 0  # (np, U): a_t possible under c_t
-            ok = tri_ok[:, upairs[:, 0]] & tri_ok[:, upairs[:, 1]]
-            measure("history", P[:, upairs[:, 0]], P[:, upairs[:, 1]], ok, t, pre)
-            # user data (c, r(.)): a_t drawn by the policy; atoms (a_t, view) for the central view
-            w = pi_t[:, datas[:, 0]]  # (np, D, K)
-            u_of = (datas[:, 0, None] * K + np.arange(K)[None, :]) * R + datas[:, 1:]  # (D, K) triple per a_t
-            J = w[:, :, None, :, None] * np.moveaxis(P[:, u_of], 2, 3)  # (np, D, F, K, V)
-            M = J.sum(axis=3)
-            allok = np.ones((pre.size, len(dpairs)), dtype=bool)
-            measure("data", M[:, dpairs[:, 0]], M[:, dpairs[:, 1]], allok, t, pre)
-            Jf = J.reshape(pre.size, D, s["futures"], K * s["views"])
-            measure("central", Jf[:, dpairs[:, 0]], Jf[:, dpairs[:, 1]], allok, t, pre)
+        # chunks of (histories, futures) of at most _CHUNK_ELEMENTS pair elements each: bounded memory
+        per_future = max(len(upairs), len(dpairs) * K) * s["views"]
+        fstep = max(1, _CHUNK_ELEMENTS // per_future)
+        for f0 in range(0, s["futures"], fstep):
+            ctx, rew = ctx_all[f0:f0 + fstep], rew_all[f0:f0 + fstep]
+            nf = ctx.shape[0]
+            step = max(1, _CHUNK_ELEMENTS // (per_future * nf))
+            for i0 in range(0, reach.size, step):
+                pre = reach[i0:i0 + step]
+                hist = (pre[:, None] * U + np.arange(U)[None, :]).reshape(-1)
+                P = _view_probs(policy, t, hist, ctx, rew, outs).reshape(pre.size, U, nf, s["views"])
+                pi_t = policy.rules[t][pre[:, None] * C + np.arange(C)[None, :]]  # (np, C, K)
+                tri_ok = pi_t[:, triples[:, 0], triples[:, 1]] > 0  # (np, U): a_t possible under c_t
+                ok = tri_ok[:, upairs[:, 0]] & tri_ok[:, upairs[:, 1]]
+                measure("history", P[:, upairs[:, 0]], P[:, upairs[:, 1]], ok, t, pre, f0)
+                # user data (c, r(.)): a_t drawn by the policy; atoms (a_t, view) for the central view
+                w = pi_t[:, datas[:, 0]]  # (np, D, K)
+                u_of = (datas[:, 0, None] * K + np.arange(K)[None, :]) * R + datas[:, 1:]  # (D, K) triple per a_t
+                J = w[:, :, None, :, None] * np.moveaxis(P[:, u_of], 2, 3)  # (np, D, F, K, V)
+                M = J.sum(axis=3)
+                allok = np.ones((pre.size, len(dpairs)), dtype=bool)
+                measure("data", M[:, dpairs[:, 0]], M[:, dpairs[:, 1]], allok, t, pre, f0)
+                Jf = J.reshape(pre.size, D, nf, K * s["views"])
+                measure("central", Jf[:, dpairs[:, 0]], Jf[:, dpairs[:, 1]], allok, t, pre, f0)
 
     def witness(mode: str, kind: str, n: int) -> JointWitness | None:
         if (kind, n) not in best[mode]:

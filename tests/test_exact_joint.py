@@ -232,3 +232,16 @@ def test_python_api_audits_a_finite_contextual_policy_exactly():
     assert a.verdict == "violation" and a.epsilon_lower == pytest.approx(math.log(6.99992), rel=1e-9)
     with pytest.raises(DPAuditError, match="no parameters"):
         dpaudit.audit("jdp-finite-rr", protocol="joint", params={"horizon": 3})
+
+
+def test_chunking_over_histories_and_futures_changes_nothing(monkeypatch):
+    import dpaudit.attacks.exact_joint as ej
+
+    pol = _random_policy(np.random.default_rng(11), 4, 2, 2, 2, 0.2)
+    whole = exact_joint_profile(pol, epsilons=[0.5], deltas=[0.05], alphas=[3.0])
+    monkeypatch.setattr(ej, "_CHUNK_ELEMENTS", 500)  # one future and one history at a time
+    parts = ej.exact_joint_profile(pol, epsilons=[0.5], deltas=[0.05], alphas=[3.0])
+    for mode in ("history", "data", "central"):
+        assert (parts.delta(0.5, mode), parts.epsilon(0.05, mode), parts.divergence(3.0, mode)) == pytest.approx(
+            (whole.delta(0.5, mode), whole.epsilon(0.05, mode), whole.divergence(3.0, mode)), rel=1e-12)
+    assert parts.witnesses["history"]["delta"][0].to_dict() == whole.witnesses["history"]["delta"][0].to_dict()
