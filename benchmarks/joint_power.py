@@ -53,7 +53,8 @@ def main() -> None:
             print(rows[-1], flush=True)
             (HERE / "joint_power.json").write_text(json.dumps(rows, indent=2) + "\n")
     lines = ["# The black-box joint attack's power on jdp-glm and its mutants", "",
-             f"`python benchmarks/joint_power.py --runs {args.runs} --long {args.long}` (seed 0; claimed eps = 4 at "
+             f"`python benchmarks/joint_power.py --runs {args.runs} --long {args.long}` for the first table, "
+             f"`python benchmarks/joint_power.py --skip-attacks --share-runs N` for the second (seed 0; claimed eps = 4 at "
              "delta = 1e-5 for every policy; shared 2-core machine, other jobs running).", "",
              "| policy | T | pairs | fresh runs per side | membership lower bound | witness pair | statistic | FPR | FNR | wall s |",
              "| --- | ---: | --- | ---: | ---: | --- | --- | ---: | ---: | ---: |"]
