@@ -336,7 +336,7 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
     out["central"] = central
     out["notes"].append(f"central view a_t..a_T (not promised by joint DP): eps >= {central['epsilon_lower']:.4g} on "
                         f"the pair '{cpairs[0].label}'.")
-    out["power"] = membership_power(attacks[0], len(view_pairs), runs, delta, conf_each, eps_claim, T)
+    out["power"] = membership_power(attacks[0], len(view_pairs), runs, delta, conf_each, eps_claim, T, has_ledger)
     if out["power"]["note"]:
         out["notes"].append(out["power"]["note"])
     _verdict(out, attacks, eps_claim, delta, ledger_eps)
@@ -661,7 +661,7 @@ def readout_pairs(n_arms: int, dim: int, horizon: int) -> list[JointPair]:
 
 
 def membership_power(attack: dict[str, Any], pairs_tried: int, runs: int, delta: float, confidence: float,
-                     eps_claim: float, horizon: int) -> dict[str, Any]:
+                     eps_claim: float, horizon: int, has_ledger: bool = True) -> dict[str, Any]:
     """What the black-box attack on a_{t+1}..a_T could show at this sample size, and a plain note when the
     claim lies beyond what it showed (the verdict then rests on the gray-box and ledger parts)."""
     from dpaudit.attacks.bounds import eps_lower_from_counts
@@ -675,7 +675,9 @@ def membership_power(attack: dict[str, Any], pairs_tried: int, runs: int, delta:
         seen = "shows nothing (bound 0)" if got <= 0 else f"shows eps >= {got:.3g}"
         note = (f"power: the black-box attack on a_{{t+1}}..a_T {seen} at T = {horizon} with {runs} fresh runs per side "
                 f"(it could show eps from {smallest:.3g} up to {ceiling:.3g}); the claimed eps = {eps_claim:.4g} is beyond "
-                "what the actions revealed, so this verdict rests on the gray-box tree attack and the ledger")
+                "what the actions revealed, so " + ("this verdict rests on the gray-box tree attack and the ledger"
+                                                    if has_ledger else "with no ledger for a gray-box attack, "
+                                                    "nothing in this audit tests the claim near its value"))
     return {"pairs_tried": pairs_tried, "fresh_runs_per_side": runs, "membership_epsilon_lower": got,
             "membership_smallest_detectable": smallest, "membership_largest_bound": ceiling, "note": note}
 
