@@ -50,7 +50,8 @@ import numpy as np
 from dpaudit.accountants import Guarantee
 from dpaudit.errors import DPAuditError, check_delta, check_int
 
-__all__ = ["JOINT_DEFAULTS", "joint_pairs", "audit_joint", "audit_shuffle", "lda_attack", "audit_joint_finite"]
+__all__ = ["JOINT_DEFAULTS", "joint_pairs", "audit_joint", "audit_shuffle", "lda_attack", "audit_joint_finite",
+           "readout_pairs", "membership_power", "membership_only"]
 
 #: a joint audit's horizon, and the most fresh runs per side it uses (larger --runs are capped, with a note)
 JOINT_DEFAULTS = {"horizon": 16, "runs": 20000}
