@@ -243,7 +243,8 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
 
 
 def _print_human(out: dict[str, Any]) -> None:
-    print(f"policy      {out['policy']}  {out['params'] or ''}  (K = {out.get('n_arms', '?')}, T = {out.get('horizon')}, "
+    acts = out.get("action_space") or f"K = {out.get('n_arms', '?')}"  # BCO (dpaudit.bco): points, not arms
+    print(f"policy      {out['policy']}  {out['params'] or ''}  ({acts}, T = {out.get('horizon')}, "
           f"protocol {out['protocol']})")
     if "epsilon_claimed" in out:
         print(f"claim       {out['claim_method']}: eps = {out['epsilon_claimed']:.4g} at delta = {out['delta']:g}")
