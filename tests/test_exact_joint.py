@@ -245,3 +245,23 @@ def test_chunking_over_histories_and_futures_changes_nothing(monkeypatch):
         assert (parts.delta(0.5, mode), parts.epsilon(0.05, mode), parts.divergence(3.0, mode)) == pytest.approx(
             (whole.delta(0.5, mode), whole.epsilon(0.05, mode), whole.divergence(3.0, mode)), rel=1e-12)
     assert parts.witnesses["history"]["delta"][0].to_dict() == whole.witnesses["history"]["delta"][0].to_dict()
+
+
+def test_the_json_loader_keeps_the_finite_loaders_bounds(tmp_path, capsys):
+    # the contextual loader reads files through FinitePolicy.from_json's bounded reader
+    with pytest.raises(DPAuditError, match="not a regular file"):
+        FiniteContextualPolicy.from_json(tmp_path)
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(DPAuditError, match="not UTF-8"):
+        load_contextual(str(bad))
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"format": "dpaudit.finite-contextual-policy/1", "horizon": NaN}')
+    assert main(["check", "policy", str(nan), "--protocol", "joint"]) == 2
+    assert "not a number dpaudit accepts" in capsys.readouterr().err
+    plain = tmp_path / "plain.json"  # a dpaudit.finite-policy/1 file is the one-context case
+    plain.write_text(json.dumps({"format": "dpaudit.finite-policy/1", "horizon": 2, "arms": 2, "rewards": [0, 1],
+                                 "rules": [[[0.5, 0.5]], [[1, 0], [0, 1], [0.5, 0.5], [0.5, 0.5]]]}))
+    assert load_contextual(str(plain)).contexts == ["-"]
+    assert main(["check", "policy", str(plain), "--protocol", "joint"]) == 0
+    assert "inf" in capsys.readouterr().out  # round 1's reward decides a_2 after arm 0
