@@ -47,7 +47,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from dpaudit.errors import DPAuditError, check_int, check_nonnegative, check_positive
+from dpaudit.errors import DPAuditError, check_int, check_nonnegative
 
 __all__ = ["LossSequence", "simulate_bco", "is_bco", "audit_local_bco", "audit_pair", "run_for_account"]
 
@@ -304,7 +304,7 @@ def audit_local_bco(policy_for: Callable[[], Any], out: dict[str, Any], *, delta
                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The local audit of a BCO policy (module docstring); ``out`` holds what audit_local filled in already."""
     from dpaudit import __version__
-    from dpaudit.check_local import LOCAL_DEFAULTS, _lints, channel_attack, ledger_per_user
+    from dpaudit.check_local import LOCAL_DEFAULTS, _lints, channel_attack, ledger_per_user, local_verdict
 
     t_start = time.perf_counter()
     T = horizon
@@ -361,29 +361,7 @@ def audit_local_bco(policy_for: Callable[[], Any], out: dict[str, Any], *, delta
                                  "test, not the K-armed audit's attacks"], "seconds": c.seconds}
     out["central"] = central_out
 
-    findings: list[tuple[float, str, float]] = []
-    if ledger.get("epsilon") is not None:
-        findings.append((ledger["epsilon"], f"the ledger's exact per-user epsilon {ledger['epsilon']:.4g} "
-                                            f"({ledger['method']})", 1e-9))
-    for a in attacks:
-        findings.append((a.epsilon_lower, f"the {a.attack} attack's lower bound eps >= {a.epsilon_lower:.4g}", 0.0))
-    bounds = [a.epsilon_lower for a in attacks]
-    if central_out is not None:
-        findings.append((central_out["epsilon_lower"], f"the central Table-DP audit's lower bound eps >= "
-                                                        f"{central_out['epsilon_lower']:.4g}", 0.0))
-        bounds.append(central_out["epsilon_lower"])
-    best_lower = max(bounds)
-    over = [f for f in findings if f[0] > eps_claim * (1 + f[2])]
-    if over:
-        worst = max(over, key=lambda f: f[0])
-        verdict = "violation"
-        reason = f"{worst[1]} exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g}"
-        if len(over) > 1:
-            reason += f" (and {len(over) - 1} more finding{'s' if len(over) > 2 else ''})"
-    else:
-        verdict = "consistent"
-        reason = (f"no lower bound or ledger figure exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g} "
-                  f"(best lower bound {best_lower:.4g}; gap {eps_claim - best_lower:.4g})")
+    verdict, reason, best_lower = local_verdict(eps_claim, delta, ledger, None, attacks, central_out)
     out.update({"verdict": verdict, "reason": reason, "epsilon_lower": best_lower, "gap": eps_claim - best_lower,
                 "attacks": [a.to_dict() for a in attacks],
                 "versions": {"dpaudit": __version__, "numpy": np.__version__},

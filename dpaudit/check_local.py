@@ -49,7 +49,7 @@ import numpy as np
 from dpaudit.accountants import ApproxDP, Guarantee
 from dpaudit.errors import DPAuditError, check_delta, check_int
 
-__all__ = ["audit_local", "channel_attack", "exact_channel_epsilon", "ledger_per_user", "local_markdown",
+__all__ = ["audit_local", "channel_attack", "exact_channel_epsilon", "ledger_per_user", "local_markdown", "local_verdict",
            "write_local_report", "LOCAL_DEFAULTS"]
 
 #: fresh channel samples per side = ``channel_factor`` x runs; transcript runs per side = runs / ``transcript_div``
@@ -371,6 +371,42 @@ def _transcript_attack(policy_for: Callable[[], Any], horizon: int, *, delta: fl
                        seconds=time.perf_counter() - t0, details={"fpr": best["fpr"], "fnr": best["fnr"], "rounds": rows})
 
 
+def local_verdict(eps_claim: float, delta: float, ledger: dict[str, Any] | None, exact: dict[str, Any] | None,
+                  attacks: list[Any], central_out: dict[str, Any] | None) -> tuple[str, str, float]:
+    """(verdict, reason, best lower bound) of a local audit: ``violation`` when the ledger's exact per-user
+    epsilon, a finite channel's exact epsilon, any attack's lower bound or the central audit exceeds the claim.
+
+    Exact figures are compared up to their numerical precision (the conversions and the bisection solve to
+    ~1e-12 relative), lower bounds strictly.
+    """
+    findings: list[tuple[float, str, float]] = []  # (value, text, relative tolerance)
+    if ledger and ledger.get("epsilon") is not None:
+        findings.append((ledger["epsilon"], f"the ledger's exact per-user epsilon {ledger['epsilon']:.4g} "
+                                            f"({ledger['method']})", 1e-9))
+    if exact is not None:
+        findings.append((exact["epsilon"], f"the finite channel's exact epsilon {exact['epsilon']:.4g}", 1e-9))
+    for a in attacks:
+        findings.append((a.epsilon_lower, f"the {a.attack} attack's lower bound eps >= {a.epsilon_lower:.4g}", 0.0))
+    bounds = [a.epsilon_lower for a in attacks]
+    if central_out is not None and central_out.get("epsilon_lower") is not None:
+        findings.append((central_out["epsilon_lower"], f"the central Table-DP audit's lower bound eps >= "
+                                                        f"{central_out['epsilon_lower']:.4g}", 0.0))
+        bounds.append(central_out["epsilon_lower"])
+    best_lower = max(bounds) if bounds else 0.0
+    over = [f for f in findings if f[0] > eps_claim * (1 + f[2])]
+    if central_out is not None and central_out.get("verdict") == "violation" and not over:
+        over.append((central_out["epsilon_lower"], f"the central Table-DP audit: {central_out['reason']}", 0.0))
+    if over:
+        worst = max(over, key=lambda f: f[0])
+        reason = f"{worst[1]} exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g}"
+        if len(over) > 1:
+            reason += f" (and {len(over) - 1} more finding{'s' if len(over) > 2 else ''})"
+        return "violation", reason, best_lower
+    return "consistent", (f"no lower bound, exact channel or ledger figure exceeds the claimed eps = {eps_claim:.4g} "
+                          f"at delta = {delta:g} (best lower bound {best_lower:.4g}; gap {eps_claim - best_lower:.4g})"), \
+        best_lower
+
+
 def audit_local(
     spec: str,
     params: dict[str, str] | None = None,
@@ -534,37 +570,7 @@ def audit_local(
     else:
         out["central"] = None
 
-    # verdict
-    # (value, text, relative tolerance): exact figures are compared up to their numerical precision (the
-    # conversions and the bisection solve to ~1e-12 relative), lower bounds strictly
-    findings: list[tuple[float, str, float]] = []
-    if ledger and ledger.get("epsilon") is not None:
-        findings.append((ledger["epsilon"], f"the ledger's exact per-user epsilon {ledger['epsilon']:.4g} "
-                                            f"({ledger['method']})", 1e-9))
-    if exact is not None:
-        findings.append((exact["epsilon"], f"the finite channel's exact epsilon {exact['epsilon']:.4g}", 1e-9))
-    for a in attacks:
-        findings.append((a.epsilon_lower, f"the {a.attack} attack's lower bound eps >= {a.epsilon_lower:.4g}", 0.0))
-    if central_out is not None and central_out.get("epsilon_lower") is not None:
-        findings.append((central_out["epsilon_lower"], f"the central Table-DP audit's lower bound eps >= "
-                                                        f"{central_out['epsilon_lower']:.4g}", 0.0))
-    bounds = [a.epsilon_lower for a in attacks]
-    if central_out is not None and central_out.get("epsilon_lower") is not None:
-        bounds.append(central_out["epsilon_lower"])
-    best_lower = max(bounds) if bounds else 0.0
-    over = [f for f in findings if f[0] > eps_claim * (1 + f[2])]
-    if central_out is not None and central_out.get("verdict") == "violation" and not over:
-        over.append((central_out["epsilon_lower"], f"the central Table-DP audit: {central_out['reason']}", 0.0))
-    if over:
-        worst = max(over, key=lambda f: f[0])
-        verdict = "violation"
-        reason = f"{worst[1]} exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g}"
-        if len(over) > 1:
-            reason += f" (and {len(over) - 1} more finding{'s' if len(over) > 2 else ''})"
-    else:
-        verdict = "consistent"
-        reason = (f"no lower bound, exact channel or ledger figure exceeds the claimed eps = {eps_claim:.4g} at "
-                  f"delta = {delta:g} (best lower bound {best_lower:.4g}; gap {eps_claim - best_lower:.4g})")
+    verdict, reason, best_lower = local_verdict(eps_claim, delta, ledger, exact, attacks, central_out)
     out.update({
         "verdict": verdict, "reason": reason, "epsilon_lower": best_lower, "gap": eps_claim - best_lower,
         "attacks": [a.to_dict() for a in attacks],

@@ -126,6 +126,23 @@ def _check_rewards_alphabet(rewards: Sequence[Any]) -> list[float]:
     return out
 
 
+def spec_shape(spec: dict[str, Any]) -> tuple[int, int, list[Any], list[Any]]:
+    """(T, K, rules, rewards) of a finite-policy spec (either format), each checked for its type and size."""
+    T, K = spec["horizon"], spec["arms"]
+    if isinstance(T, bool) or not isinstance(T, int) or T < 1:
+        raise DPAuditError(f"horizon must be an integer T >= 1, got {_short(T)}.")
+    if isinstance(K, bool) or not isinstance(K, int) or K < 2:
+        raise DPAuditError(f"arms must be an integer K >= 2, got {_short(K)}.")
+    rules = spec["rules"]
+    if not isinstance(rules, list) or len(rules) != T:
+        got = len(rules) if isinstance(rules, list) else type(rules).__name__
+        raise DPAuditError(f"rules must list one decision rule per step: horizon is {T}, got {got}.")
+    rewards = spec["rewards"]
+    if not isinstance(rewards, list) or not all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in rewards):
+        raise DPAuditError(f"rewards must be a list of numbers, got {_short(rewards)}.")
+    return T, K, rules, rewards
+
+
 class FinitePolicy(Policy):
     """A policy given by its decision-rule tables (seed 001, App. B, proof of Prop. 1(e))."""
 
@@ -188,18 +205,7 @@ class FinitePolicy(Policy):
         for key in ("horizon", "arms", "rewards", "rules"):
             if key not in spec:
                 raise DPAuditError(f"spec is missing the key {key!r}.")
-        T, K = spec["horizon"], spec["arms"]
-        if isinstance(T, bool) or not isinstance(T, int) or T < 1:
-            raise DPAuditError(f"horizon must be an integer T >= 1, got {T!r}.")
-        if isinstance(K, bool) or not isinstance(K, int) or K < 2:
-            raise DPAuditError(f"arms must be an integer K >= 2, got {K!r}.")
-        rules = spec["rules"]
-        if not isinstance(rules, list) or len(rules) != T:
-            got = len(rules) if isinstance(rules, list) else type(rules).__name__
-            raise DPAuditError(f"rules must list one decision rule per step: horizon is {T}, got {got}.")
-        rewards = spec["rewards"]
-        if not isinstance(rewards, list) or not all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in rewards):
-            raise DPAuditError(f"rewards must be a list of numbers, got {_short(rewards)}.")
+        T, K, rules, rewards = spec_shape(spec)
         policy = cls(rules, rewards, label=label)
         if policy.n_arms != K:
             raise DPAuditError(f"arms is {K} but step 1, row 0 has {policy.n_arms} probabilities.")

@@ -46,7 +46,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dpaudit.errors import DPAuditError
-from dpaudit.policies.finite import SUM_TOLERANCE, BUNDLED, FinitePolicy, _check_rewards_alphabet, _prob, _short
+from dpaudit.policies.finite import SUM_TOLERANCE, BUNDLED, FinitePolicy, _check_rewards_alphabet, _prob, _short, spec_shape
 
 __all__ = ["FiniteContextualPolicy", "FORMAT_CONTEXTUAL", "BUNDLED_CONTEXTUAL", "load_contextual",
            "is_contextual_spec", "rr_wsls", "copy_context"]
@@ -175,18 +175,7 @@ class FiniteContextualPolicy:
         if extra:
             raise DPAuditError(f"spec has unknown keys {sorted(extra)}; the format's keys are format, horizon, arms, "
                                "contexts, rewards, rules, and optionally claim and description.")
-        T, K = spec["horizon"], spec["arms"]
-        if isinstance(T, bool) or not isinstance(T, int) or T < 1:
-            raise DPAuditError(f"horizon must be an integer T >= 1, got {_short(T)}.")
-        if isinstance(K, bool) or not isinstance(K, int) or K < 2:
-            raise DPAuditError(f"arms must be an integer K >= 2, got {_short(K)}.")
-        rules = spec["rules"]
-        if not isinstance(rules, list) or len(rules) != T:
-            got = len(rules) if isinstance(rules, list) else type(rules).__name__
-            raise DPAuditError(f"rules must list one decision rule per step: horizon is {T}, got {got}.")
-        rewards = spec["rewards"]
-        if not isinstance(rewards, list) or not all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in rewards):
-            raise DPAuditError(f"rewards must be a list of numbers, got {_short(rewards)}.")
+        T, K, rules, rewards = spec_shape(spec)
         policy = cls(rules, spec["contexts"], rewards, claim=_check_claim(spec.get("claim")), label=label)
         if policy.n_arms != K:
             raise DPAuditError(f"arms is {K} but step 1, row 0 has {policy.n_arms} probabilities.")

@@ -712,7 +712,6 @@ class RSGLinUCB(_GLMBase):
 
     def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
         x = self._contexts(t, arms)
-        n = self.n_runs
         wV2 = np.maximum(np.einsum("nkd,nde,nke->nk", x, self.Vinv, x), 0.0)
         warm = wV2.max(axis=1) >= self.threshold
         # Criterion II on the runs that do not warm up
