@@ -397,9 +397,9 @@ class ArrivalOrderShuffleGLM(ShuffleGLM):
 
     shuffle = False
 
-    def __init__(self, n_arms: int = 2, dim: int = 1, horizon: int = 5000, eps0: float = 2.0,
+    def __init__(self, n_arms: int = 2, dim: int = 1, horizon: int = 5000, eps0: float = 3.5,
                  delta: float = 1e-5, link: str = "logistic", theta_bound: float = 2.0, lam: float = 1.0,
-                 beta: float = 1.0, batch0: int = 2000, groups: int = 2, fw_iters: int = 10) -> None:
+                 beta: float = 1.0, batch0: int = 1000, groups: int = 1, fw_iters: int = 10) -> None:
         super().__init__(n_arms, dim, horizon, eps0, delta, link, theta_bound, lam, beta, batch0, groups, fw_iters)
 
 
