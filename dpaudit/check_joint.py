@@ -462,24 +462,40 @@ def _screened_lda(F0: np.ndarray, F1: np.ndarray, k: int) -> np.ndarray:
     return w
 
 
-def _threshold_on_selection(S0: np.ndarray, S1: np.ndarray, delta: float, confidence: float) -> tuple[float, Any]:
-    """The best threshold test on the selection split; when no threshold has a positive bound there, the one
-    with the largest standardised gap between the sides' rejection rates (still chosen on the selection split)."""
-    from dpaudit.attacks.bounds import TestCounts, _candidate_tests, best_threshold_test
+def _threshold_on_selection(S0: np.ndarray, S1: np.ndarray, delta: float, confidence: float,
+                            n_test: int) -> tuple[float, Any]:
+    """The threshold test chosen on the selection split for ``n_test`` fresh views per side.
 
-    bound, test = best_threshold_test({"lda": S0}, {"lda": S1}, delta, confidence)[0]
-    if bound > 0:
-        return bound, test
+    Each candidate threshold's rates on the selection split are taken conservatively (the one-sided 95%
+    Clopper-Pearson ends: false positives up, true positives down), scaled to ``n_test`` views, and the test
+    whose projected bound is largest wins: a far-tail threshold that looked good on a few selection views is
+    not preferred to a central one that will hold up on fresh views. When no projection is positive, the
+    threshold with the largest standardised gap between the sides' rejection rates is taken.
+    Returns (projected bound, test)."""
+    from scipy import stats as sstats
+
+    from dpaudit.attacks.bounds import TestCounts, _candidate_tests, eps_lower_from_counts
+
     thr, c0, c1 = _candidate_tests(S0, S1, 512)
     n0, n1 = S0.size, S1.size
-    best = (-np.inf, test)
+    best, best_z = (-1.0, None), (-np.inf, None)
     for row, (direction, ties) in enumerate(((1, False), (1, True), (-1, False), (-1, True))):
-        p0, p1 = c0[row] / n0, c1[row] / n1
+        fp, tp = c0[row], c1[row]
+        fpr_hi = np.where(fp >= n0, 1.0, sstats.beta.ppf(0.95, fp + 1, np.maximum(n0 - fp, 1)))
+        tpr_lo = np.where(tp <= 0, 0.0, sstats.beta.ppf(0.05, np.maximum(tp, 1), n1 - tp + 1))
+        proj = eps_lower_from_counts(np.ceil(fpr_hi * n_test).astype(np.int64), n_test,
+                                     np.ceil((1 - tpr_lo) * n_test).astype(np.int64), n_test, delta, confidence)
+        i = int(np.argmax(proj))
+        if proj[i] > best[0]:
+            best = (float(proj[i]), TestCounts("lda", float(thr[i]), direction, ties))
+        p0, p1 = fp / n0, tp / n1
         z = (p1 - p0) / np.sqrt(p0 * (1 - p0) / n0 + p1 * (1 - p1) / n1 + 1e-12)
-        i = int(np.argmax(z))
-        if z[i] > best[0]:
-            best = (float(z[i]), TestCounts("lda", float(thr[i]), direction, ties))
-    return 0.0, best[1]
+        j = int(np.argmax(z))
+        if z[j] > best_z[0]:
+            best_z = (float(z[j]), TestCounts("lda", float(thr[j]), direction, ties))
+    if best[0] > 0:
+        return best
+    return 0.0, best_z[1]
 
 
 def shuffle_attack(sample: Callable[[ShufflePair, int, int, np.random.SeedSequence], dict[str, np.ndarray]],
@@ -498,7 +514,7 @@ def shuffle_attack(sample: Callable[[ShufflePair, int, int, np.random.SeedSequen
         se0, se1 = sample(pair, 0, n_fit, s[2]), sample(pair, 1, n_fit, s[3])
         for fam in tr0:
             w = _screened_lda(tr0[fam], tr1[fam], screen)
-            bound, test = _threshold_on_selection(se0[fam] @ w, se1[fam] @ w, delta, confidence)
+            bound, test = _threshold_on_selection(se0[fam] @ w, se1[fam] @ w, delta, confidence, n_test)
             if best is None or bound > best[0]:
                 best = (bound, test, w, pair, fam)
     bound, test, w, pair, fam = best
