@@ -31,12 +31,20 @@ swaps which arm carries ``e1``: joint DP does not promise to hide a_t, and the r
 reveals.
 
 Shuffle DP (seed 002 Alg. 1). The view is what the analyzer receives from one batch: the policy's
-``batch_release`` runs on a first batch fixed by the adversary (every other user played the zero
-context with reward 0; the canary played ``e1`` with reward 1 versus the zero context, or ``e1`` with
-reward 0 versus 1). Features: the message at the canary's arrival position (in its outer-product
-batch and in its PGD group) and the batch sums; the same discriminant pipeline gives the lower bound,
-compared with the amplified claim at the policy's delta (an (eps, delta)-DP claim says nothing at a
-smaller delta).
+``batch_release`` runs on a first batch (the smallest, where amplification is weakest) fixed by the
+adversary (:func:`shuffle_pairs`): the ``context`` pair puts the canary's outer-product coordinate (1, 1)
+at the top of its range against a background at the bottom (the extreme canary), the ``reward`` pair
+moves her gradient term by half its range against a background at the other side. Two feature
+families (:func:`_shuffle_features`): the binned multiset (counts of every message cell: coordinate and
+y-bin, with bins cut at the Piecewise Mechanism's pieces; a shuffler leaves nothing else) and the
+cells of the messages at the canary's arrival position (informative only if the order was kept). For
+each (pair, family) a discriminant on the 8 most separated cells is fitted on a training split, the
+threshold chosen on a selection split for the fresh sample size (:func:`_threshold_on_selection`), and
+the best candidate counted once on fresh views (Clopper-Pearson). The bound is compared with the
+amplified claim at the policy's delta (an (eps, delta)-DP claim says nothing at a smaller delta);
+``consistent`` needs a positive bound, and the findings carry the power (pairs and families tried,
+fresh runs per side, the smallest and largest bound that sample size can show). The defaults: 40,000
+fresh runs and 10,000 fitting runs per side (a batch of users is simulated per run).
 """
 
 from __future__ import annotations

@@ -351,11 +351,11 @@ class ShuffleGLM(_GLMBase):
     private = True
     shuffle = True
 
-    # No ledger: the messages carry randomized response, not additive noise, so the claim comes from the
+    # No ledger: the messages carry the Piecewise Mechanism's output, not additive noise, so the claim comes from the
     # shuffle accountant and the audits treat the policy like one without a ledger (hasattr is False).
     @property
     def ledger(self) -> Any:
-        raise AttributeError("shuffle-glm keeps no ledger (its noise is randomized response in the shuffler)")
+        raise AttributeError("shuffle-glm keeps no ledger (its noise is the local randomizers' in the shuffler)")
 
     @ledger.setter
     def ledger(self, value: Any) -> None:
