@@ -7,7 +7,7 @@ threshold, 10^7 fresh samples per side give the Clopper-Pearson bound (confidenc
 the best any threshold test can reach with 10^7 samples per side (the exact error rates of every
 threshold plugged into the same bound). Writes benchmarks/ldp_tightness.{json,md}.
 
-    python benchmarks/ldp_tightness.py [--fresh 10000000] [--seed 0]
+    python benchmarks/ldp_tightness.py [--fresh 10000000] [--seed 0] [--deltas 1e-5 1e-3 1e-2] [--out ldp_tightness]
 """
 
 from __future__ import annotations
@@ -42,9 +42,11 @@ def main() -> None:
     ap.add_argument("--fresh", type=int, default=10_000_000)
     ap.add_argument("--select", type=int, default=1_000_000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--deltas", type=float, nargs="+", default=[1e-5, 1e-3, 1e-2])
+    ap.add_argument("--out", default="ldp_tightness", help="stem of the .json/.md written in benchmarks/")
     args = ap.parse_args()
     rows = []
-    for delta in (1e-5, 1e-3, 1e-2):
+    for delta in args.deltas:
         for eps in (0.5, 1.0, 2.0, 4.0):
             sigma = gaussian_sigma(eps, delta)
             exact = gaussian_epsilon(delta, sigma).epsilon
@@ -59,16 +61,17 @@ def main() -> None:
                          "fnr": res.details["fnr"], "seconds": secs})
             print(rows[-1], flush=True)
     here = Path(__file__).parent
-    (here / "ldp_tightness.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
+    (here / f"{args.out}.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
     lines = ["# Black-box channel attack vs the exact epsilon of a Gaussian channel", "",
-             f"`python benchmarks/ldp_tightness.py --fresh {args.fresh} --select {args.select} --seed {args.seed}` "
+             f"`python benchmarks/ldp_tightness.py --fresh {args.fresh} --select {args.select} --seed {args.seed} "
+             f"--deltas {' '.join(f'{d:g}' for d in args.deltas)} --out {args.out}` "
              "(confidence 0.95; 2-core machine shared with other jobs, so the seconds are indicative).", "",
              "| delta | exact eps | sigma | black-box lower bound | ratio | best threshold test (oracle) | s |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         lines.append(f"| {r['delta']:g} | {r['epsilon_exact']:.4g} | {r['sigma']:.4g} | {r['black_box']:.4f} | "
                      f"{r['ratio']:.3f} | {r['oracle_threshold']:.4f} | {r['seconds']:.1f} |")
-    (here / "ldp_tightness.md").write_text("\n".join(lines) + "\n")
+    (here / f"{args.out}.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -120,6 +120,14 @@ def _cp_up(k: np.ndarray, n: int, alpha: float) -> np.ndarray:
     return np.where(k >= n, 1.0, up)
 
 
+def _candidate_thresholds(pooled: np.ndarray, n_grid: int, n_tail: int) -> np.ndarray:
+    """Sorted pooled scores -> candidate thresholds: ``n_grid`` even quantiles, plus ``n_tail`` order
+    statistics per tail at depths log-spaced from 1 sample to 5% of the pool."""
+    depth = np.unique(np.geomspace(1, max(1.0, 0.05 * pooled.size), n_tail).astype(np.int64))
+    return np.unique(np.concatenate([np.quantile(pooled, np.linspace(0, 1, n_grid + 1)), pooled[depth - 1],
+                                     pooled[pooled.size - depth]]))
+
+
 def _select_threshold(s0: np.ndarray, s1: np.ndarray, n_fresh: int, delta: float, confidence: float,
                       n_tests: int, n_grid: int = 1024, n_tail: int = 500):
     """Choose the threshold test (threshold, direction) on the selection split.
@@ -129,15 +137,14 @@ def _select_threshold(s0: np.ndarray, s1: np.ndarray, n_fresh: int, delta: float
     rare tail event, whose estimate is noisiest, is not chosen for luck): what a test *will* certify
     at the fresh sample size, which favours more extreme thresholds than scoring at the selection
     size (the idea of :func:`dpaudit.attacks.bounds.oracle_threshold_bound`). Candidates: a quantile
-    grid of the pooled scores plus the ``n_tail`` smallest and largest (the tails hold the best
-    events when delta is small). The choice never touches the fresh samples, so the final bound keeps
-    its confidence whatever is chosen here.
+    grid of the pooled scores plus ``n_tail`` order statistics log-spaced into each tail, from the
+    most extreme sample to the 5% quantile (the tails hold the best events when delta is small, at
+    any depth the sample sizes allow). The choice never touches the fresh samples, so the final bound
+    keeps its confidence whatever is chosen here.
     """
     from dpaudit.attacks.bounds import TestCounts, eps_lower_from_rates
 
-    pooled = np.sort(np.concatenate([s0, s1]))
-    thr = np.unique(np.concatenate([np.quantile(pooled, np.linspace(0, 1, n_grid + 1)), pooled[:n_tail],
-                                    pooled[-n_tail:]]))
+    thr = _candidate_thresholds(np.sort(np.concatenate([s0, s1])), n_grid, n_tail)
     a0, a1 = np.sort(s0), np.sort(s1)
     n0, n1 = a0.size, a1.size
     best = (-1.0, None)

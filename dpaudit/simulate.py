@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -116,12 +116,15 @@ def simulate(
     trajectory: bool = False,
     checkpoints: Sequence[int] | None = None,
     record: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> SimResult:
     """Run ``n_runs`` independent runs of ``policy`` on ``env`` for ``horizon`` rounds from one seed.
 
     ``path`` is ``"auto"`` (the episode path when both sides support it), ``"step"`` or
     ``"episode"``. ``checkpoints`` (rounds in 1..horizon, default ``[horizon]``) get the regret of
     every run after that many rounds (the horizon is always one). ``record=True`` keeps the policy's ledger (``result.policy.ledger``).
+    ``progress`` (e.g. a :class:`dpaudit.progress.ProgressBar`) is told ``"simulate NAME: t/T rounds"`` about a
+    hundred times per simulation.
     """
     horizon = check_int("horizon T", horizon, minimum=1)
     n_runs = check_int("n_runs", n_runs, minimum=1)
@@ -154,7 +157,7 @@ def simulate(
     run = _run_episodes if path == "episode" else _run_steps
     with one_blas_thread():  # tiny batched matrices: BLAS threads only cost (dpaudit.engine)
         t0 = time.perf_counter()
-        out = run(policy, env, horizon, n_runs, cps, trajectory)
+        out = run(policy, env, horizon, n_runs, cps, trajectory, _rounds_done(policy, horizon, progress))
         seconds = time.perf_counter() - t0
     reward_sum, regret_at, extra = out
     kind = env.regret_kind
@@ -173,7 +176,23 @@ def simulate(
     return res
 
 
-def _run_steps(policy, env, horizon, n_runs, cps, trajectory):
+def _rounds_done(policy: Any, horizon: int, progress: Callable[[str], None] | None) -> Callable[[int], None]:
+    """``done(t)``: tell ``progress`` that t of the horizon's rounds are simulated (every 1% and at the end)."""
+    if progress is None:
+        return lambda t: None
+    who = getattr(policy, "name", "") or type(policy).__name__
+    every = max(1, horizon // 100)
+    last = [-1]
+
+    def done(t: int) -> None:
+        if t == horizon or t // every != last[0] // every:
+            last[0] = t
+            progress(f"simulate {who}: {t}/{horizon} rounds")
+
+    return done
+
+
+def _run_steps(policy, env, horizon, n_runs, cps, trajectory, done):
     who = getattr(policy, "name", "") or type(policy).__name__
     K = int(policy.n_arms)
     reward_sum = np.zeros(n_runs)
@@ -215,13 +234,14 @@ def _run_steps(policy, env, horizon, n_runs, cps, trajectory):
             reward_at[:, j] = reward_sum
             j += 1
             next_cp = int(cps[j]) if j < cps.size else -1
+        done(t + 1)
     extra: dict[str, Any] = {"reward_at": reward_at}
     if trajectory:
         extra["actions"], extra["rewards"] = acts, rews
     return reward_sum, regret_at, extra
 
 
-def _run_episodes(policy, env, horizon, n_runs, cps, trajectory):
+def _run_episodes(policy, env, horizon, n_runs, cps, trajectory, done):
     reward_sum = np.zeros(n_runs)
     regret_at = np.zeros((n_runs, cps.size))
     reward_at = np.zeros((n_runs, cps.size))
@@ -273,6 +293,7 @@ def _run_episodes(policy, env, horizon, n_runs, cps, trajectory):
         if full.any():
             policy.complete(idx[full], sums[full])
         active[idx[end >= horizon]] = False
+        done(int(min(horizon, end.min())))  # every run has been simulated up to its earliest episode end
     extra: dict[str, Any] = {"reward_at": reward_at, "iterations": iterations}
     if trajectory:
         cat = [np.concatenate(c) if log else np.zeros(0, dtype=np.int64) for c in zip(*log)] if log else [np.zeros(0, dtype=np.int64)] * 4

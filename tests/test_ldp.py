@@ -207,6 +207,20 @@ def test_channel_attack_false_alarms_over_50_seeds():
     assert np.median(bounds) > 0.6 * eps  # and the attack has power
 
 
+def test_channel_attack_offers_thresholds_at_every_tail_depth():
+    """At delta 1e-5 with 1e8 fresh samples the best Gaussian test rejects ~1e-4 of a side: deeper than an
+    even 1024-point grid reaches, shallower than the 500 most extreme of 2e7 selection samples. Regression:
+    candidates used to be the grid plus the 500 extremes, and the bound stalled at 0.89 of the exact eps
+    (benchmarks/ldp_tightness_1e8.md)."""
+    from dpaudit.check_local import _candidate_thresholds
+
+    pooled = np.arange(20_000_000, dtype=float)  # sorted scores; a threshold's value is its depth
+    thr = _candidate_thresholds(pooled, 1024, 500)
+    for lo, hi in ((1, 10), (500, 2_000), (2_000, 19_000), (20_000, 1_000_000)):  # depths, from the top
+        assert np.any((thr >= pooled.size - hi) & (thr < pooled.size - lo)), (lo, hi)
+        assert np.any((thr > lo) & (thr <= hi)), (lo, hi)
+
+
 def test_channel_attack_on_randomized_response_is_near_exact_and_never_above():
     rr = make_policy("ldp-ucb-rr", {"epsilon": "1"})
     bounds = [channel_attack(rr, delta=1e-5, confidence=0.95, n_fresh=100000, n_select=2000,

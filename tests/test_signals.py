@@ -145,3 +145,21 @@ def test_workers_die_with_their_parent(tmp_path, rep):
     proc.kill()  # SIGKILL: the parent cannot clean up; the kernel must take the workers with it
     proc.communicate(timeout=TIMEOUT)
     assert_no_orphans(kids)
+
+
+def test_ctrl_c_while_the_commands_import_is_an_interrupt_not_a_traceback(tmp_path):
+    """The first second of ``dpaudit check`` imports numpy and scipy; a Ctrl-C then exits 130 with one line."""
+    proc = subprocess.Popen([DPAUDIT, "check", "policy", "adac-ucb", "--param", "n_arms=3"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:  # numpy's extension mapped: the imports are under way, inside main()
+        try:
+            if "_multiarray_umath" in Path(f"/proc/{proc.pid}/maps").read_text():
+                break
+        except OSError:
+            pass
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc)
+    assert code == 130, err
+    assert "Traceback" not in err and "interrupted" in err

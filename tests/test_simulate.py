@@ -222,3 +222,16 @@ def test_hoisted_and_checked_observe_give_the_same_trajectory():
     pol.observe_checked = pol.observe  # force the checked path
     b = simulate(pol, RewardTable(table), 400, 50, seed=2, path="step", trajectory=True)
     assert np.array_equal(a.actions, b.actions) and np.array_equal(a.reward_sum, b.reward_sum)
+
+
+@pytest.mark.parametrize("path", ["step", "episode"])
+def test_simulate_reports_progress_in_rounds_up_to_the_horizon(path):
+    from dpaudit.environments import make_environment
+    from dpaudit.policies import make_policy
+
+    seen: list[str] = []
+    simulate(make_policy("adac-ucb", {"n_arms": "3"}), make_environment("bernoulli", means=[0.7, 0.5, 0.3]),
+             5000, 50, 0, path=path, progress=seen.append)
+    done = [int(m.split(": ")[1].split("/")[0]) for m in seen]
+    assert seen[-1] == "simulate adac-ucb: 5000/5000 rounds"
+    assert done == sorted(done) and 2 <= len(seen) <= 102

@@ -113,15 +113,18 @@ def _print_debug(exc: BaseException) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    debug = bool(getattr(args, "debug", False))
-    from dpaudit.engine import one_blas_thread
-
+    # the handlers go in first: a Ctrl-C while the command modules (numpy, scipy) are still importing
+    # is an interrupt like any other (exit 130, one line), not Python's traceback
     signals = _Signals()
     signals.install()
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     status = 2
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        debug = bool(getattr(args, "debug", False))
+        from dpaudit.engine import one_blas_thread
+
         with one_blas_thread():
             status = int(args.func(args) or 0)
         if status == 130 and signals.first is not None:

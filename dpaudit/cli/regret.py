@@ -96,7 +96,21 @@ def _cmd_regret(args: argparse.Namespace) -> int:
     policy = make_policy(args.policy, params)
     n_cp = 40
     cps = np.unique(np.geomspace(1, args.horizon, n_cp).round().astype(np.int64))
-    res = simulate(policy, env, args.horizon, args.runs, args.seed, path=args.path, checkpoints=cps)
+    from dpaudit.progress import ProgressBar
+
+    bar = ProgressBar("dpaudit regret")  # a bar with an ETA on a terminal; logs get no progress lines (runs are short)
+    if not bar.tty:
+        bar = None  # type: ignore[assignment]
+    try:
+        res = simulate(policy, env, args.horizon, args.runs, args.seed, path=args.path, checkpoints=cps, progress=bar)
+        twin = None if args.no_twin else twin_of(policy)
+        tres = None
+        if twin is not None and twin[0] != getattr(policy, "name", args.policy):
+            tres = simulate(make_policy(twin[0], twin[1]), env, args.horizon, args.runs, args.seed, path=args.path,
+                            checkpoints=cps, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
     if res.regret is None:
         raise DPAuditError(f"regret is not defined on {env.describe()}; choose a stochastic environment.")
     out: dict[str, Any] = {
@@ -113,13 +127,8 @@ def _cmd_regret(args: argparse.Namespace) -> int:
         "checkpoints": res.checkpoints.tolist(),
         "curve": res.regret_at.mean(axis=0).tolist(),
     }
-    twin = None if args.no_twin else twin_of(policy)
-    tres = None
-    if twin is not None and twin[0] != out["policy"]:
-        from dpaudit.policies import get_policy_class  # noqa: F401
-
-        tpol = make_policy(twin[0], twin[1])
-        tres = simulate(tpol, env, args.horizon, args.runs, args.seed, path=args.path, checkpoints=cps)
+    if tres is not None:
+        assert twin is not None
         diff = res.regret - tres.regret
         out["twin"] = {"policy": twin[0], "params": twin[1], "regret": tres.summary(), "seconds": tres.seconds,
                        "curve": tres.regret_at.mean(axis=0).tolist()}
