@@ -934,7 +934,7 @@ class PiecewiseShuffler(Shuffler):
 
     def __init__(self, eps0: float, dim: int, bound: float = 1.0, *, lo: np.ndarray | None = None,
                  hi: np.ndarray | None = None, shuffle: bool = True) -> None:
-        super().__init__(eps0, dim, bound, lo=lo, hi=hi, shuffle=shuffle)
+        super().__init__(eps0, dim, bound, lo=lo, hi=hi, shuffle=shuffle)  # the range checks; keep/c are unused here
         self.eps1 = self.eps0  # the whole eps0 goes to the one sampled coordinate
         self.s = math.exp(self.eps0 / 2)
         self.C = (self.s + 1.0) / (self.s - 1.0)

@@ -75,7 +75,7 @@ def test_sampled_randomizer_beats_the_split_one():
     vals = np.broadcast_to(rng.uniform(-0.3, 0.3, (1, 500, 15)), (2000, 500, 15))
     new = PiecewiseShuffler(2.0, 15).run(rng, vals)[1]
     old = Shuffler(2.0, 15).run(rng, vals)[1]
-    assert old.var(axis=0).mean() > 20 * new.var(axis=0).mean()
+    assert old.var(axis=0).mean() > 15 * new.var(axis=0).mean()  # about 22 times at eps0 = 2 (analytic)
 
 
 def test_shuffler_messages_are_a_permutation_and_bad_values_are_refused():
