@@ -46,7 +46,9 @@ def main() -> None:
                      "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0})
         print(rows[-1], flush=True)
     lines = ["# Joint-DP and shuffle-DP audits at the defaults", "",
-             "`python benchmarks/joint_defaults.py` (the CLI's defaults; shared 2-core machine, other jobs running).", "",
+             "`python benchmarks/joint_defaults.py` (the CLI's defaults; shared 2-core machine, other jobs running)."
+             + (f" The {only} rows were re-measured with `--protocol {only}`; the others are kept from the last full run."
+                if only is not None else ""), "",
              "| policy | protocol | claimed eps | best lower bound | by | central view a_t..a_T | verdict | wall s | CPU s |",
              "| --- | --- | ---: | ---: | --- | ---: | --- | ---: | ---: |"]
     for r in rows:
