@@ -610,8 +610,9 @@ def audit_shuffle(spec: str, params: dict[str, str] | None = None, *, delta: flo
                           " at best for a pair as separable as randomised response, and a shuffled canary among "
                           f"{B} users is far less separable")
     elif out["verdict"] == "consistent":
-        out["reason"] += (f"; power: {len(pairs)} pairs x 2 feature families tried, {runs} fresh runs per side "
-                          f"(bounds from {out['power']['membership_smallest_detectable']:.3g} to {ceiling:.3g} reachable)")
+        out["reason"] += (f"; power: {len(pairs)} pairs x 2 feature families tried, {runs} fresh runs per side (at most "
+                          f"eps {ceiling:.3g} can be shown; a pair as separable as randomised response at eps "
+                          f"{out['power']['membership_smallest_detectable']:.3g} would show a positive bound)")
     out["versions"] = _versions()
     out["seconds"] = time.perf_counter() - t0
     return out
