@@ -3,7 +3,8 @@
 Every correct seed 003 policy (Alg. 1 with UCB or Tsallis-INF, Gaussian / Laplace / randomised-
 response channels) and every LDP mutant is audited with seeds 0..S-1 by
 dpaudit.check_local.audit_local (ledger, channel attack, exact finite channel, transcript attack and
-with --central, the central Table-DP audit), K = 2, eps = 1, delta = 1e-5, confidence 0.95. Writes
+with --central, the central Table-DP audit; for BCO policies the point-sequence test of dpaudit.bco), K = 2
+(BCO: d = 2), eps = 1, delta = 1e-5, confidence 0.95. Writes
 benchmarks/ldp_controls.{json,md}.
 
     python benchmarks/ldp_controls.py [--seeds 50] [--runs 10000] [--horizon 24]
@@ -19,8 +20,10 @@ from pathlib import Path
 
 from dpaudit.check_local import audit_local
 
-CORRECT = ["ldp-ucb", "ldp-ucb-laplace", "ldp-ucb-rr", "ldp-tsallis-inf"]
-MUTANTS = ["mutant-ldp-sqrt2-noise", "mutant-ldp-half-sensitivity", "mutant-ldp-peek"]
+CORRECT = ["ldp-ucb", "ldp-ucb-laplace", "ldp-ucb-rr", "ldp-tsallis-inf", "ldp-bco-fkm", "ldp-bco-2pt",
+           "ldp-bco-scs"]
+MUTANTS = ["mutant-ldp-sqrt2-noise", "mutant-ldp-half-sensitivity", "mutant-ldp-peek", "mutant-bco-fkm-half-sensitivity",
+           "mutant-bco-2pt-half-gap", "mutant-bco-fkm-peek"]
 
 
 def main() -> None:
@@ -66,7 +69,7 @@ def main() -> None:
              f"`python benchmarks/ldp_controls.py --seeds {args.seeds} --runs {args.runs} --horizon {args.horizon}"
              + (" --central" if args.central else "") + (f" --only {args.only}" if args.only else "")
              + (f" --out {args.out}" if args.out != "ldp_controls" else "") + "` "
-             "(K = 2, eps = 1, delta = 1e-5, confidence 0.95; " + ("with" if args.central else "without")
+             "(K = 2; BCO: d = 2; eps = 1, delta = 1e-5, confidence 0.95; " + ("with" if args.central else "without")
              + " the central Table-DP part; 2-core machine shared with other jobs).", "",
              "| policy | claimed eps | ledger per-user eps | violations | median best lower bound | max | "
              "part above the claim (seeds) | median s |",

@@ -218,6 +218,10 @@ def run_policy(policy: Any, horizon: int, n_runs: int, seed: int) -> dict[str, A
     """
     horizon = check_int("horizon", horizon, minimum=1)
     n_runs = check_int("runs", n_runs, minimum=1)
+    if getattr(policy, "continuous_actions", False):  # BCO (issue 10): loss functions, not a reward table
+        from dpaudit.bco import run_for_account
+
+        return run_for_account(policy, horizon, n_runs, seed)
     data_rng, policy_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     K = int(policy.n_arms)
     lo, hi = getattr(policy, "reward_range", (0.0, 1.0))

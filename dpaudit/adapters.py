@@ -922,7 +922,7 @@ def build_policy(spec: str, params: Mapping[str, Any] | None = None, horizon: in
     if horizon is not None and hp is not None and hp not in params:
         params[hp] = str(check_int("horizon", horizon, minimum=1))
     policy = make_policy(spec, params)
-    if not hasattr(policy, "n_arms"):
+    if not hasattr(policy, "n_arms") and not getattr(policy, "continuous_actions", False):  # BCO: dpaudit.bco
         raise DPAuditError(f"policy {spec!r} has no n_arms attribute; a policy must say how many arms it has.")
     if claim is not None:
         policy.claim = parse_claim(claim) if isinstance(claim, str) else claim

@@ -240,7 +240,7 @@ def _policy_from_object(obj: Any, params: dict[str, Any], horizon: int, adapter:
             pass
     else:
         policy = obj
-    if not hasattr(policy, "n_arms"):
+    if not hasattr(policy, "n_arms") and not getattr(policy, "continuous_actions", False):  # BCO: dpaudit.bco
         raise DPAuditError(f"policy {policy!r} has no n_arms attribute; a policy must say how many arms it has.")
     if claim is not None:
         policy.claim = parse_claim(claim) if isinstance(claim, str) else claim
@@ -405,6 +405,12 @@ def audit_policy(
     from dpaudit.engine import Checkpoint, dask_executor
     from dpaudit.sandbox import file_digest, plugin_digest
 
+    from dpaudit.bco import is_bco
+
+    if protocol != "local" and is_bco(spec):  # issue 10: BCO plays points, not arms (dpaudit.bco)
+        raise DPAuditError(f"{spec!r} plays points of a convex body (BCO), not one of K arms, so the {protocol} audit's "
+                           "reward tables do not apply; its central Table-DP view (the point sequence) is audited as "
+                           "the 'central' part of --protocol local.")
     if protocol == "local":  # local DP is audited per user (issue 10): dpaudit.check_local
         from dpaudit.check_local import audit_local
 

@@ -58,7 +58,8 @@ import numpy as np
 from dpaudit.accountants import Guarantee
 from dpaudit.errors import DPAuditError, check_delta, check_int
 
-__all__ = ["JOINT_DEFAULTS", "joint_pairs", "audit_joint", "audit_shuffle", "lda_attack"]
+__all__ = ["JOINT_DEFAULTS", "joint_pairs", "audit_joint", "audit_shuffle", "lda_attack", "audit_joint_finite",
+           "readout_pairs", "membership_power", "membership_only"]
 
 #: a joint audit's horizon, and the most fresh runs per side it uses (larger --runs are capped, with a note)
 JOINT_DEFAULTS = {"horizon": 16, "runs": 20000}
@@ -252,7 +253,12 @@ def _verdict(out: dict[str, Any], attacks: list[dict[str, Any]], eps_claim: floa
 def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float = 1e-5, confidence: float = 0.95,
                 runs: int = 20000, horizon: int | None = None, seed: int = 0, command: str = "",
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The joint-DP audit of a contextual policy (module docstring); returns a JSON-ready dict."""
+    """The joint-DP audit of a contextual policy (module docstring); returns a JSON-ready dict. A finite
+    contextual policy (a bundled name or a ``.json`` spec) is audited exactly instead (:func:`audit_joint_finite`)."""
+    from dpaudit.policies.finite_contextual import is_contextual_spec
+
+    if is_contextual_spec(spec):
+        return audit_joint_finite(spec, params, delta=delta, command=command, progress=progress)
     from dpaudit.attacks.bounds import check_confidence
     from dpaudit.check import ledger_audit
     from dpaudit.engine import one_blas_thread
@@ -313,7 +319,8 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
         # black-box on the JDP view a_{t+1}..a_T
         if progress:
             progress("joint: membership attack on a_{t+1}..a_T")
-        attacks = [_view_attack(pairs, views, K, T, s_view, delta, conf_each, small, runs, "membership",
+        view_pairs = pairs + readout_pairs(K, int(dim), T)  # + the PGD read-out adversary (appended section)
+        attacks = [_view_attack(view_pairs, views, K, T, s_view, delta, conf_each, small, runs, "membership",
                                 lambda p: p.round)]
 
         if has_ledger:
@@ -338,6 +345,9 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
     out["central"] = central
     out["notes"].append(f"central view a_t..a_T (not promised by joint DP): eps >= {central['epsilon_lower']:.4g} on "
                         f"the pair '{cpairs[0].label}'.")
+    out["power"] = membership_power(attacks[0], len(view_pairs), runs, delta, conf_each, eps_claim, T, has_ledger)
+    if out["power"]["note"]:
+        out["notes"].append(out["power"]["note"])
     _verdict(out, attacks, eps_claim, delta, ledger_eps)
     out["versions"] = _versions()
     out["seconds"] = time.perf_counter() - t0
@@ -616,3 +626,239 @@ def audit_shuffle(spec: str, params: dict[str, str] | None = None, *, delta: flo
     out["versions"] = _versions()
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+# ==================================================================================================
+# Exact joint-DP audits of finite contextual policies (issue 13; dpaudit.attacks.exact_joint). Appended.
+# ==================================================================================================
+
+#: relative tolerance of the exact comparison with the claim (float rounding of e^eps and of sums of
+#: products of table entries; a finite spec's rows themselves are checked to sum to 1 within 1e-9)
+EXACT_TOLERANCE = 1e-9
+
+
+def audit_joint_finite(spec: Any, params: dict[str, str] | None = None, *, delta: float = 1e-5,
+                       epsilon: float = 1.0, alpha: float = 2.0, max_work: float | None = None, command: str = "",
+                       progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The exact joint-DP audit of a finite contextual policy (a bundled name such as ``jdp-finite-rr``, a
+    ``.json`` spec of either finite format, or a ``FiniteContextualPolicy``): the exact eps at ``delta``,
+    delta at ``epsilon`` and D_alpha under seed 000's definition (:mod:`dpaudit.attacks.exact_joint`),
+    compared with the spec's claim. No sampling: ``consistent`` and ``violation`` are exact (up to
+    :data:`EXACT_TOLERANCE`); a spec without a claim gets the numbers and verdict ``None``."""
+    from dpaudit.accountants import ApproxDP, PureDP
+    from dpaudit.attacks.exact import DEFAULT_MAX_WORK
+    from dpaudit.attacks.exact_joint import exact_joint_profile
+    from dpaudit.check import claimed_epsilon
+    from dpaudit.policies.finite_contextual import load_contextual
+
+    t0 = time.perf_counter()
+    if params:
+        raise DPAuditError(f"a finite contextual policy has no parameters (its rules are its spec), got {dict(params)}.")
+    delta = check_delta(delta)
+    policy = load_contextual(spec)
+    claim = policy.claim
+    deltas, epsilons = [delta], [float(epsilon)]
+    point = None  # the claim's own (eps, delta) point, checked exactly as well
+    if isinstance(claim, PureDP):
+        point = (claim.epsilon, 0.0)
+    elif isinstance(claim, ApproxDP):
+        point = (claim.epsilon, claim.delta)
+    if point is not None:
+        epsilons.append(point[0])
+    if progress:
+        progress("joint: exact enumeration")
+    prof = exact_joint_profile(policy, epsilons=epsilons, deltas=deltas, alphas=[alpha],
+                               max_work=DEFAULT_MAX_WORK if max_work is None else max_work)
+    label = spec if isinstance(spec, str) else (policy.label or "finite contextual policy")
+    exact = {m: {"epsilon": prof.epsilon_at[m][0], "delta_at_epsilon": prof.delta_at[m][0], "renyi": prof.renyi[m][0],
+                 "witness_epsilon": _wd(prof.witnesses[m]["epsilon"][0]),
+                 "witness_delta": _wd(prof.witnesses[m]["delta"][0]),
+                 "witness_renyi": _wd(prof.witnesses[m]["renyi"][0])} for m in prof.epsilon_at}
+    eps_h = exact["history"]["epsilon"]
+    out: dict[str, Any] = {
+        "command": command, "policy": label, "params": {}, "protocol": "joint", "method": "exact enumeration",
+        "horizon": policy.horizon, "n_arms": policy.n_arms, "contexts": list(policy.contexts),
+        "rewards": [float(r) for r in policy.rewards], "delta": delta, "confidence": 1.0, "seed": 0,
+        "at": {"epsilon": float(epsilon), "delta": delta, "alpha": float(alpha)}, "exact": exact, "sizes": prof.sizes,
+        "ledger": None, "epsilon_lower": eps_h,
+        "notes": [f"exact enumeration ({prof.seconds:.3g} s): every canary round, every history before it the policy "
+                  "can produce, every pair of round-t triples (context, action, reward), every future of contexts and "
+                  "per-arm rewards; no sampling.",
+                  f"user-data neighbours (a_t drawn by the policy): eps = {_f(exact['data']['epsilon'])} at delta = "
+                  f"{delta:g}; the central view a_t..a_T (not promised by joint DP): eps = "
+                  f"{_f(exact['central']['epsilon'])}."],
+    }
+    attack = {"attack": "exact-joint", "epsilon_lower": eps_h, "delta": delta, "confidence": 1.0,
+              "witness": {"label": _witness_label(exact["history"]["witness_epsilon"]),
+                          **(exact["history"]["witness_epsilon"] or {})},
+              "samples": 0, "seconds": prof.seconds,
+              "details": {"renyi": {"orders": [float(alpha)], "lower": [exact["history"]["renyi"]]},
+                          "delta_at_epsilon": {"epsilon": float(epsilon), "delta": exact["history"]["delta_at_epsilon"]},
+                          "sizes": prof.sizes}}
+    out["attacks"] = [attack]
+    out["central"] = {"attack": "exact central view", "epsilon_lower": exact["central"]["epsilon"],
+                      "witness": exact["central"]["witness_epsilon"]}
+    out["witness"] = {"attack": "exact-joint", **attack["witness"]}
+    if claim is None:
+        out.update({"claim": None, "claim_method": None, "epsilon_claimed": None, "gap": None, "verdict": None,
+                    "reason": "the spec states no claim, so there is nothing to judge; the exact numbers stand alone"})
+    else:
+        from dpaudit.api import claim_curves
+
+        eps_claim, how = claimed_epsilon(claim, delta)
+        out.update({"claim": claim.describe(), "claim_method": how, "epsilon_claimed": eps_claim,
+                    "gap": eps_claim - eps_h, "claim_curves": claim_curves(claim)})
+        reasons = []
+        if eps_h > eps_claim * (1 + EXACT_TOLERANCE) + EXACT_TOLERANCE:
+            reasons.append(f"the exact joint-DP epsilon at delta = {delta:g} is {_f(eps_h)}, above the claimed "
+                           f"eps = {eps_claim:.6g}")
+        if point is not None:
+            d_exact = prof.delta_at["history"][1]
+            out["claim_point"] = {"epsilon": point[0], "delta_claimed": point[1], "delta_exact": d_exact}
+            if d_exact > point[1] + EXACT_TOLERANCE:
+                reasons.append(f"at the claim's own eps = {point[0]:.6g} the exact delta is {d_exact:.6g}, above its "
+                               f"delta = {point[1]:g}")
+        if reasons:
+            out["verdict"], out["reason"] = "violation", "; ".join(reasons) + " (exact, no sampling)"
+        else:
+            out["verdict"] = "consistent"
+            out["reason"] = (f"the exact joint-DP epsilon at delta = {delta:g} is {_f(eps_h)} <= the claimed "
+                             f"{eps_claim:.6g}" + (f", and delta at the claim's eps = {point[0]:.6g} is "
+                                                   f"{prof.delta_at['history'][1]:.6g} <= {point[1]:g}" if point else "")
+                             + " (exact, no sampling)")
+    out["protocol_summary"] = ("input: per round a context label and per-arm rewards; view: a_{t+1}..a_T; neighbours: "
+                               "round t's (context, action, reward) changed, the history before t and every future "
+                               "context and reward fixed by the adversary (seed 000, anticipating JDP)")
+    out["versions"] = _versions()
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _f(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.6g}"
+
+
+def _wd(w: Any) -> dict[str, Any] | None:
+    return None if w is None else w.to_dict()
+
+
+def _witness_label(w: dict[str, Any] | None) -> str:
+    if not w:
+        return "no pair differs"
+    return (f"round {w['round']}: {tuple(w['canary'])} vs {tuple(w['neighbour'])} after history {w['history']}, "
+            f"future contexts {w['future_contexts']}")
+
+
+# ==================================================================================================
+# The black-box attack's power under joint DP (issue 13): the PGD read-out adversary and the power
+# section of the joint audit. Appended.
+# ==================================================================================================
+
+#: the read-out arms' context length: small, so that read-out rounds barely move the estimate they read
+READOUT_NORM = 0.05
+#: every READOUT_EVERY-th round is a read-out round; the others grow the design matrix
+READOUT_EVERY = 4
+
+
+class ReadoutPair(JointPair):
+    """The PGD read-out adversary's pair (:func:`readout_pairs`)."""
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        d["background"] = (f"every {READOUT_EVERY}th round arms 0 and 1 carry +/-{READOUT_NORM:g} e1 (the others the zero "
+                           "vector); every other round all arms carry one of e2..ed in turn; rewards 1/2")
+        return d
+
+
+def readout_pairs(n_arms: int, dim: int, horizon: int) -> list[JointPair]:
+    """The PGD read-out adversary: a canary whose reward moves the private estimate's e1 coordinate,
+    a background that triggers the estimate's updates and then reads its sign out of the actions.
+
+    Built for seed 002 Alg. 2 (``jdp-glm``), whose actions depend on the canary only through the
+    private PGD estimate theta (Criterion II's update), choices of ours:
+
+    * round 0 (the canary): every arm carries e1, so the played context is e1 whatever the arm; the
+      rewards are 1 on every arm versus 0. Its gradient term (mu(theta_1) - r) e1 differs by e1 between
+      the sides in every PGD step that follows.
+    * growth rounds (all but every ``READOUT_EVERY``-th): every arm carries e_k, k cycling over 2..d, with
+      reward 1/2. The played outer products grow det H in directions orthogonal to e1, so Criterion II
+      fires, while the gradient's e1 coordinate keeps only the canary's term (no background pull
+      towards theta_1 = 0).
+    * read-out rounds: arms 0 and 1 carry +/-``READOUT_NORM`` e1, the others the zero vector. Both
+      widths ||x||_{H^-1} are equal, so the exploit rule plays arm 0 exactly when theta_1 > 0: the view
+      reads the sign of the canary's coordinate after each update.
+
+    Needs d >= 2 and T >= 8 (else no pair). Under the audit's defaults the first update comes after
+    about a hundred rounds (``benchmarks/joint_power.md``); at T = 16 the pair shows nothing.
+    """
+    from dpaudit.protocols import ContextInput
+
+    K, d, T = int(n_arms), int(dim), int(horizon)
+    if d < 2 or T < 8:
+        return []
+    X = np.zeros((T, K, d))
+    s = np.arange(1, T)
+    read = s[s % READOUT_EVERY == 0]
+    grow = s[s % READOUT_EVERY != 0]
+    X[read, 0, 0], X[read, 1, 0] = READOUT_NORM, -READOUT_NORM
+    X[grow, :, 1 + grow % (d - 1)] = 1.0
+    X[0, :, 0] = 1.0
+    R = np.full((T, K), 0.5)
+    Ra, Rb = R.copy(), R.copy()
+    Ra[0], Rb[0] = 1.0, 0.0
+    return [ReadoutPair(ContextInput(X, Ra), ContextInput(X.copy(), Rb), 0,
+                        "pgd read-out: round 0's rewards 1 vs 0 (all arms e1), growth rounds e2..ed, read-out rounds "
+                        f"+/-{READOUT_NORM:g} e1")]
+
+
+def membership_power(attack: dict[str, Any], pairs_tried: int, runs: int, delta: float, confidence: float,
+                     eps_claim: float, horizon: int, has_ledger: bool = True) -> dict[str, Any]:
+    """What the black-box attack on a_{t+1}..a_T could show at this sample size, and a plain note when the
+    claim lies beyond what it showed (the verdict then rests on the gray-box and ledger parts)."""
+    from dpaudit.attacks.bounds import eps_lower_from_counts
+    from dpaudit.check import _smallest_detectable
+
+    ceiling = float(eps_lower_from_counts(0, runs, 0, runs, delta, confidence, 1))
+    smallest = _smallest_detectable(runs, delta, confidence)
+    got = float(attack["epsilon_lower"])
+    note = ""
+    if got <= eps_claim:
+        seen = "shows nothing (bound 0)" if got <= 0 else f"shows eps >= {got:.3g}"
+        note = (f"power: the black-box attack on a_{{t+1}}..a_T {seen} at T = {horizon} with {runs} fresh runs per side "
+                f"(it could show eps from {smallest:.3g} up to {ceiling:.3g}); the claimed eps = {eps_claim:.4g} is beyond "
+                "what the actions revealed, so " + ("this verdict rests on the gray-box tree attack and the ledger"
+                                                    if has_ledger else "with no ledger for a gray-box attack, "
+                                                    "nothing in this audit tests the claim near its value"))
+    return {"pairs_tried": pairs_tried, "fresh_runs_per_side": runs, "membership_epsilon_lower": got,
+            "membership_smallest_detectable": smallest, "membership_largest_bound": ceiling, "note": note}
+
+
+def membership_only(spec: str, params: dict[str, str] | None = None, *, horizon: int, pairs: str = "all",
+                    delta: float = 1e-5, confidence: float = 0.95, runs: int = 20000, fit: int | None = None,
+                    seed: int = 0) -> dict[str, Any]:
+    """The joint audit's black-box attack alone (for measuring its power, ``benchmarks/joint_power.py``):
+    ``pairs`` is ``"all"`` (the audit's pairs and the read-out pair), ``"default"`` or ``"readout"``;
+    ``fit`` the views per side for fitting and for selection (default as the audit: runs/5 in [500, 4000])."""
+    from dpaudit.engine import one_blas_thread
+    from dpaudit.protocols import JointDP
+
+    T = check_int("--horizon", horizon, minimum=3)
+    runs = check_int("--runs", runs, minimum=100)
+    policy = _build(spec, dict(params or {}), T)
+    K, dim = int(policy.n_arms), int(policy.dim)
+    chosen = {"all": joint_pairs(K, dim, T) + readout_pairs(K, dim, T), "default": joint_pairs(K, dim, T),
+              "readout": readout_pairs(K, dim, T)}.get(pairs)
+    if not chosen:
+        raise DPAuditError(f"pairs must be 'all', 'default' or 'readout' (the read-out pair needs d >= 2 and T >= 8), "
+                           f"got {pairs!r} at d = {dim}, T = {T}.")
+    small = fit if fit is not None else max(500, min(4000, runs // 5))
+    proto = JointDP()
+
+    def views(pair: JointPair, side: int, n: int, ss: np.random.SeedSequence, record: bool = False) -> np.ndarray:
+        data = pair.d1 if side else pair.d0
+        return np.concatenate([proto.run(policy, data, m, np.random.default_rng(cs), record=False)
+                               for m, cs in _chunks(n, T * K, ss)])
+
+    with one_blas_thread():
+        return _view_attack(chosen, views, K, T, np.random.SeedSequence(seed), delta, confidence, small, runs,
+                            "membership", lambda p: p.round)

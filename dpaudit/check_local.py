@@ -432,6 +432,21 @@ def audit_local(
                      f"audited at delta = {stated.delta:g}.")
         delta = stated.delta
     eps_claim, claim_method = claimed_epsilon(stated, delta)
+    if getattr(policy, "continuous_actions", False):  # BCO plays points, not arms: dpaudit.bco's parts (issue 10)
+        from dpaudit.bco import audit_local_bco
+
+        if rewards is not None or adapter is not None:
+            raise DPAuditError("--rewards and --adapter apply to K-armed policies; a BCO policy's users hold loss "
+                               "functions, so drop them.")
+        chan = getattr(policy, "local_channel", None)
+        out_bco: dict[str, Any] = {
+            "command": command, "policy": spec, "params": policy.params(), "protocol": "local", "horizon": T,
+            "delta": delta, "confidence": confidence, "seed": seed, "claim": stated.describe(),
+            "claim_method": claim_method, "epsilon_claimed": eps_claim, "notes": notes,
+            "channel": chan.describe() if chan is not None else None,
+            "seconds_before": time.perf_counter() - t_start}
+        return audit_local_bco(policy_for, out_bco, delta=delta, confidence=confidence, runs=runs, horizon=T,
+                               seed=seed, central=central, eps_claim=eps_claim, progress=progress)
     alphabet = None
     if rewards is not None:
         if callable(getattr(policy, "domain_pairs", None)):
@@ -565,7 +580,8 @@ def local_markdown(out: dict[str, Any]) -> str:
     lines = [f"# dpaudit check (local DP): {out['policy']}", "",
              f"**{out['verdict'].upper()}**: {out['reason']}.", "",
              f"- command: `{out.get('command', '')}`",
-             f"- parameters: {out.get('params')}; K = {out.get('n_arms')}, T = {out.get('horizon')}, seed {out.get('seed')}",
+             f"- parameters: {out.get('params')}; {out.get('action_space') or 'K = ' + str(out.get('n_arms'))}, "
+             f"T = {out.get('horizon')}, seed {out.get('seed')}",
              f"- claim: {out['claim_method']}: eps = {f(out['epsilon_claimed'])} at delta = {out['delta']:g}",
              f"- channel: {out.get('channel', 'given by the plug-in')}", "", "## Findings", "",
              "| part | epsilon | confidence | witness |", "| --- | ---: | ---: | --- |"]

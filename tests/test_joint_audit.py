@@ -92,3 +92,48 @@ def test_python_api_audits_under_joint_and_shuffle():
     assert a.verdict == "violation" and a.epsilon_lower > a.epsilon_claimed
     b = dpaudit.audit("mutant-shuffle-arrival-order", protocol="shuffle", runs=1000, workers=1)
     assert b.verdict == "violation" and b.epsilon_lower > b.epsilon_claimed
+
+
+# ---- the PGD read-out adversary and the power section (issue 13, the black-box attack's power) ----------
+
+def test_readout_pair_differs_only_in_the_canary_reward_and_reads_theta_1():
+    from dpaudit.check_joint import READOUT_EVERY, READOUT_NORM, readout_pairs
+
+    (pair,) = readout_pairs(4, 3, 16)
+    assert pair.round == 0 and np.array_equal(pair.d0.X, pair.d1.X)
+    assert np.flatnonzero(np.any(pair.d0.R != pair.d1.R, axis=1)).tolist() == [0]
+    read = np.arange(READOUT_EVERY, 16, READOUT_EVERY)
+    assert np.allclose(pair.d0.X[read, 0, 0], READOUT_NORM) and np.allclose(pair.d0.X[read, 1, 0], -READOUT_NORM)
+    grow = [s for s in range(1, 16) if s % READOUT_EVERY]
+    assert np.all(pair.d0.X[grow, :, 0] == 0) and np.allclose(np.linalg.norm(pair.d0.X[grow], axis=2), 1.0)
+    assert readout_pairs(4, 1, 16) == [] and readout_pairs(4, 3, 4) == []
+    # the exploit rule reads the sign of theta_1 on a read-out round: arm 0 iff theta_1 > 0
+    pol = make_policy("jdp-glm", {"n_arms": 4, "dim": 3, "horizon": 16})
+    pol.reset(2, np.random.default_rng(0), record=False)
+    pol.theta[:] = [[0.3, -1.0, 0.5], [-0.3, 1.0, -0.5]]
+    x = np.broadcast_to(pair.d0.X[read[0]], (2, 4, 3))
+    assert pol.act(int(read[0]), x).tolist() == [0, 1]
+
+
+def test_the_joint_audit_reports_the_black_box_attacks_power():
+    out = audit_joint("jdp-glm", TINY, runs=1000, horizon=8, seed=0)
+    pw = out["power"]
+    assert pw["pairs_tried"] == len(joint_pairs(2, 2, 8)) + 1 and pw["fresh_runs_per_side"] == 1000
+    assert 0 < pw["membership_smallest_detectable"] < pw["membership_largest_bound"] < 10
+    membership = next(a for a in out["attacks"] if a["attack"] == "membership")
+    assert pw["membership_epsilon_lower"] == membership["epsilon_lower"] < out["epsilon_claimed"]
+    assert any(n.startswith("power: the black-box attack") and "rests on the gray-box tree attack" in n
+               for n in out["notes"])
+
+
+def test_the_readout_adversary_sees_the_uncapped_update_mutant_through_the_actions_alone():
+    # the mutant updates its PGD estimate without a cap, so the canary's reward reaches many updates; the
+    # black-box attack on a_{t+1}..a_T with the read-out pair alone shows a positive bound (seeded: 0.19 here;
+    # 0.38 and 0.30 with seeds 1 and 2; 1.59 at the defaults K = 20, d = 5, T = 256, benchmarks/joint_power.md)
+    from dpaudit.check_joint import membership_only
+
+    out = membership_only("mutant-noisy-det-switch", {"n_arms": "2", "dim": "3"}, horizon=64, pairs="readout",
+                          runs=2000, fit=1000, seed=0)
+    assert out["epsilon_lower"] > 0.1 and out["witness"]["label"].startswith("pgd read-out")
+    with pytest.raises(DPAuditError, match="pairs must be"):
+        membership_only("jdp-glm", TINY, horizon=16, pairs="nope")

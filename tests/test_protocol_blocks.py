@@ -14,7 +14,8 @@ from dpaudit.policies.ucb import AdaCUCB
 from dpaudit.protocols import ConstantAdversary, InteractiveDP, TableDP, ViewDP, offers_blocks
 
 BLOCK_POLICIES = [e.name for e in registered(mutants=False) + registered(mutants=True)
-                  if offers_blocks(_with_features(_build_policy(e.name, {"n_arms": "3"}, 64), 0))]
+                  if not getattr(e.cls, "continuous_actions", False)  # BCO plays points, not arms (dpaudit.bco)
+                  and offers_blocks(_with_features(_build_policy(e.name, {"n_arms": "3"}, 64), 0))]
 
 
 def _audit_policy(name: str):

@@ -81,6 +81,17 @@ def refuse_inapplicable(args: argparse.Namespace, finite: bool) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from dpaudit.policies.finite_contextual import BUNDLED_CONTEXTUAL, is_contextual_spec
+
+    if args.protocol == "joint" and is_contextual_spec(args.policy):  # issue 13: exact joint-DP enumeration
+        refuse_inapplicable(args, True)
+        for dest, value in FINITE_DEFAULTS.items():
+            if getattr(args, dest) is None:
+                setattr(args, dest, value)
+        return check_finite_joint(args)
+    if args.policy in BUNDLED_CONTEXTUAL:
+        raise DPAuditError(f"{args.policy!r} is a finite contextual policy, audited exactly under --protocol joint only "
+                           f"(got --protocol {args.protocol}).")
     finite = is_finite_spec(args.policy)
     if finite and args.protocol == "local":
         raise DPAuditError(f"{args.policy!r} is a finite policy spec without channels, so it cannot be audited under "
@@ -232,7 +243,8 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
 
 
 def _print_human(out: dict[str, Any]) -> None:
-    print(f"policy      {out['policy']}  {out['params'] or ''}  (K = {out.get('n_arms', '?')}, T = {out.get('horizon')}, "
+    acts = out.get("action_space") or f"K = {out.get('n_arms', '?')}"  # BCO (dpaudit.bco): points, not arms
+    print(f"policy      {out['policy']}  {out['params'] or ''}  ({acts}, T = {out.get('horizon')}, "
           f"protocol {out['protocol']})")
     if "epsilon_claimed" in out:
         print(f"claim       {out['claim_method']}: eps = {out['epsilon_claimed']:.4g} at delta = {out['delta']:g}")
@@ -400,3 +412,50 @@ def _print_local(out: dict[str, Any]) -> None:
     for note in out.get("notes", []):
         print(f"note        {note}")
     print(f"verdict     {out['verdict'].upper()}: {out['reason']}.")
+
+
+# ---- --protocol joint on a finite contextual spec (issue 13): dpaudit.check_joint.audit_joint_finite -------
+
+def check_finite_joint(args: argparse.Namespace) -> int:
+    """Print the exact joint-DP audit of a finite contextual policy; exit status by verdict (0 without a claim)."""
+    from dpaudit.attacks.result import jsonable
+    from dpaudit.check_joint import audit_joint_finite
+
+    argv = ["dpaudit", "check", "policy", args.policy, "--protocol", "joint", "--delta", f"{args.delta:g}",
+            "--epsilon", f"{args.epsilon:g}", "--alpha", f"{args.alpha:g}"]
+    if args.max_work is not None:
+        argv += ["--max-work", f"{args.max_work:g}"]
+    out = audit_joint_finite(args.policy, delta=args.delta, epsilon=args.epsilon, alpha=args.alpha,
+                             max_work=args.max_work, command=" ".join(shlex.quote(a) for a in argv))
+    status = EXIT_STATUS.get(out["verdict"], 0)
+    if args.json:
+        print(json.dumps(jsonable(out), indent=2))
+        return status
+    ex = out["exact"]
+    rewards = ", ".join(f"{r:g}" for r in out["rewards"])
+    print(f"policy    {out['policy']}  (finite contextual: T = {out['horizon']}, K = {out['n_arms']}, contexts "
+          f"{{{', '.join(out['contexts'])}}}, rewards {{{rewards}}})")
+    print(f"protocol  joint: {out['protocol_summary']}")
+    n_pairs = out["sizes"]["pairs"]
+    print(f"method    exact enumeration: {n_pairs} (history, neighbouring round-t triples, future) cases "
+          f"({out['attacks'][0]['seconds']:.3f} s)")
+    if out["claim"] is not None:
+        print(f"claim     {out['claim_method']}: eps = {out['epsilon_claimed']:.6g} at delta = {out['delta']:g}")
+    print()
+    print(f"{'':<24} {'history (seed 000)':>18} {'user data':>12} {'central a_t..a_T':>17}")
+    for label, key in ((f"delta(eps = {args.epsilon:g})", "delta_at_epsilon"), (f"eps(delta = {args.delta:g})", "epsilon"),
+                       (f"D_alpha(alpha = {args.alpha:g})", "renyi")):
+        print(f"{label:<24} {_fmt(ex['history'][key]):>18} {_fmt(ex['data'][key]):>12} {_fmt(ex['central'][key]):>17}")
+    w = ex["history"]["witness_epsilon"]
+    if w:
+        print(f"witness   round {w['round']}: {tuple(w['canary'])} vs {tuple(w['neighbour'])}; history before it "
+              f"{w['history'] or 'empty'}; future contexts {w['future_contexts']}, rewards {w['future_rewards']}")
+        print(f"          event {_event(w['event'])} (arms of rounds {w['round'] + 1}..{out['horizon']}): "
+              f"P = {w['p_event']:.6g}, Q = {w['q_event']:.6g}")
+    if out.get("claim_point"):
+        cp = out["claim_point"]
+        print(f"claim pt  delta at the claim's eps = {cp['epsilon']:.6g}: exact {cp['delta_exact']:.6g} vs claimed "
+              f"{cp['delta_claimed']:g}")
+    verdict = (out["verdict"] or "no claim").upper()
+    print(f"verdict   {verdict}: {out['reason']}.")
+    return status

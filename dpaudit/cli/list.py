@@ -19,6 +19,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 def _cmd_list(args: argparse.Namespace) -> int:
     from dpaudit.policies import registered
     from dpaudit.policies.finite import BUNDLED
+    from dpaudit.policies.finite_contextual import BUNDLED_CONTEXTUAL
 
     entries = registered(mutants=args.mutants)
     if args.json:
@@ -26,6 +27,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
             "policies": [{"name": e.name, "family": e.family, "summary": e.summary, "mutant": e.mutant,
                           "class": f"{e.cls.__module__}:{e.cls.__qualname__}"} for e in entries],
             "finite_specs": [] if args.mutants else list(BUNDLED),
+            "finite_contextual_specs": [] if args.mutants else list(BUNDLED_CONTEXTUAL),
         }, indent=2))
         return 0
     title = "Mutants (deliberately broken policies; positive controls)" if args.mutants else "Registered policies"
@@ -41,4 +43,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print("\n  [finite specs, bundled]")
         for name in BUNDLED:
             print(f"  {name:<{width}}  decision-rule tables, format dpaudit.finite-policy/1")
+        print("\n  [finite contextual specs, bundled; exact under --protocol joint]")
+        for name in BUNDLED_CONTEXTUAL:
+            print(f"  {name:<{width}}  decision-rule tables, format dpaudit.finite-contextual-policy/1")
     return 0

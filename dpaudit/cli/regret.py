@@ -86,6 +86,10 @@ def _cmd_regret(args: argparse.Namespace) -> int:
     check_int("--seed", args.seed, minimum=0)
     params = parse_params(args.param)
     cls = load_policy_class(args.policy)
+    if getattr(cls, "continuous_actions", False):  # BCO (issue 10): loss functions on a ball, dpaudit.bco
+        from dpaudit.bco import regret_command
+
+        return regret_command(args, params)
     entry = _REGISTRY.get(args.policy)
     env = _env_from_args(args, entry.family if entry is not None else None)
     accepted = inspect.signature(cls.__init__).parameters

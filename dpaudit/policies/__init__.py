@@ -35,3 +35,4 @@ from dpaudit.policies import gope as _gope  # noqa: E402,F401  registers adac-go
 from dpaudit.policies import oful as _oful  # noqa: E402,F401  registers adac-oful, adar-oful, rs-oful, oful
 from dpaudit.policies import glm as _glm  # noqa: E402,F401  registers jdp-glm, shuffle-glm, their twins, glm-ucb (issue 13)
 from dpaudit.policies import ldp as _ldp  # noqa: E402,F401  registers the local-DP policies (seed 003) and twins
+from dpaudit.policies import bco as _bco  # noqa: E402,F401  registers the BCO policies of seed 003 (Alg. 1 + FKM, Alg. 2) and twins

@@ -61,8 +61,8 @@ Choices the seed leaves open, made here:
   log log(max((1 + eps) T_i, e)) so that it is defined and >= 0 for the first pulls, sub-Gaussian
   scale sigma_0^2 = 1/4 + sigma^2 (seed 003 Thm 12); after the stopping rule fires the run keeps playing (and its users keep sending)
   the recommended arm, the most pulled one, since a policy must act at every step; ``recommendation``
-  and ``stopped_at`` hold the outcome. BCO (Cor. 4 and Alg. 2) plays points of a convex body, not one
-  of K arms, so it does not fit dpaudit's K-armed policy contract and is not implemented.
+  and ``stopped_at`` hold the outcome. BCO (Alg. 1 with FKM, Alg. 2) plays points of a convex body, not
+  one of K arms: it is in :mod:`dpaudit.policies.bco`, on the continuous-action contract of :mod:`dpaudit.bco`.
 """
 
 from __future__ import annotations

@@ -405,3 +405,55 @@ class ArrivalOrderShuffleGLM(ShuffleGLM):
 
 
 __all__ += ["TreeReusedNoiseGLM", "TreeNoLeafNoiseGLM", "NoisyDetSwitchGLM", "ArrivalOrderShuffleGLM"]
+
+
+# ==================================================================================================
+# BCO mutants (issue 10): seed 003's BCO policies (dpaudit.policies.bco) with one bug each, keeping the
+# correct policy's (eps, delta)-LDP claim; their ledgers record the noise really added.
+#
+# ``mutant-bco-fkm-half-sensitivity``  Alg. 1 + FKM calibrated with B (|f| <= B) instead of the domain's
+#                                      sensitivity 2B: sigma = B sqrt(2 ln(1.25/delta))/eps, halved
+# ``mutant-bco-2pt-half-gap``          Alg. 2 whose noise is n^T (x_{t,1} - y_t) = rho n^T u_t, the
+#                                      perturbation, instead of n^T (x_{t,1} - x_{t,2}) = 2 rho n^T u_t: the
+#                                      message noise sd is rho sigma for a datum of range 4 rho G, half of
+#                                      what Thm 5 needs. (The brief's n^T u_t, no rho at all, is MORE noise
+#                                      whenever rho < 1/2, always the case for rho = ln T / T: not a leak.)
+# ``mutant-bco-fkm-peek``              Alg. 1 + FKM whose server uses user ``peek_round``'s raw loss (her
+#                                      message is sent and recorded as usual): only the transcript shows it
+# ==================================================================================================
+
+from dpaudit.policies.bco import LDPFKM, LDPTwoPoint  # noqa: E402
+
+
+@register("mutant-bco-fkm-half-sensitivity", family="ldp", mutant=True)
+class BCOFKMHalfSensitivity(LDPFKM):
+    """Seed 003 Alg. 1 + FKM calibrated with B instead of the sensitivity 2B: sigma = B sqrt(2 ln(1.25/delta))/eps."""
+
+    def _make_channel(self):
+        B = self.loss_bound
+        return GaussianChannel((-B, B), B * math.sqrt(2 * math.log(1.25 / self.delta)) / self.epsilon)
+
+
+@register("mutant-bco-2pt-half-gap", family="ldp", mutant=True)
+class BCOTwoPointHalfGap(LDPTwoPoint):
+    """Seed 003 Alg. 2 whose message noise is n^T (x_{t,1} - y_t) (half the gap x_{t,1} - x_{t,2}): sd rho sigma, not 2 rho sigma."""
+
+    gap_factor = 0.5
+
+
+@register("mutant-bco-fkm-peek", family="ldp", mutant=True)
+class BCOFKMPeek(LDPFKM):
+    """Seed 003 Alg. 1 + FKM whose server uses user ``peek_round``'s raw loss instead of her message."""
+
+    def __init__(self, d: int = 2, horizon: int = 1000, radius: float = 1.0, loss_bound: float = 1.0,
+                 lipschitz: float = 1.0, epsilon: float = 1.0, delta: float = 1e-5, peek_round: int = 0) -> None:
+        super().__init__(d, horizon, radius, loss_bound, lipschitz, epsilon, delta)
+        self.peek_round = int(peek_round)
+        self._params["peek_round"] = self.peek_round
+
+    def _send(self, t, z):
+        msg = super()._send(t, z)  # the user's message is sent (and recorded) as usual
+        return np.array(z, dtype=float) if t == self.peek_round else msg
+
+
+__all__ += ["BCOFKMHalfSensitivity", "BCOTwoPointHalfGap", "BCOFKMPeek"]

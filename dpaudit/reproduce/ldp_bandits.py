@@ -19,6 +19,12 @@ norm <= 1, theta* on the unit sphere, rewards in {-1, +1} with mean <x, theta*>)
 regret in g; 50 runs, T = 3000 (the per-step d x d solves make these the slow part). There is no
 central-DP contextual policy at the same (eps, delta) here (seed 003 Sec. 1: central DP costs
 Omega(T) regret in contextual bandits), so these panels show the twin only.
+BCO panels (seed 003 Sec. 3, Table 1): Alg. 1 with FKM (``ldp-bco-fkm`` vs ``bco-fkm``, expected
+O~(T^(3/4)/eps)) and Alg. 2 (``ldp-bco-2pt`` vs ``bco-2pt``, expected O~(d^3 sqrt(T)/eps^2)) on an
+oblivious adversarial sequence of linear losses f_t(x) = <c_t, x> on the unit disc (d = 2,
+c_t = 0.5 v + 0.25 w_t with v, w_t unit vectors drawn once from the seed; :meth:`dpaudit.bco.LossSequence.adversarial`),
+100 runs; each T in {300, 1000, 3000, 10^4} is a separate game (both algorithms tune their parameters
+to T), and the slope of log mean regret against log T is fitted by least squares over those four T.
 Figures and tables go to ``--out`` (default ``reports``).
 """
 
@@ -86,6 +92,27 @@ def _run(name: str, params: dict[str, Any], horizon: int, runs: int, seed: int, 
             "ci95": half.tolist(), "seconds": res.seconds}
 
 
+BCO_HORIZONS = (300, 1000, 3000, 10_000)
+
+
+def _run_bco(name: str, params: dict[str, Any], horizons: tuple[int, ...], runs: int, seed: int) -> dict[str, Any]:
+    """Mean regret of a BCO policy at each T (a separate game per T) and the fitted log-log slope."""
+    from dpaudit.bco import LossSequence, simulate_bco
+    from dpaudit.policies import make_policy
+
+    means, halves, secs = [], [], 0.0
+    for T in horizons:
+        pol = make_policy(name, {**{k: str(v) for k, v in params.items()}, "horizon": str(T)})
+        res = simulate_bco(pol, LossSequence.adversarial(pol.d, T, seed=seed), runs, seed)
+        R = res["regret"]
+        means.append(float(R.mean()))
+        halves.append(1.96 * float(R.std(ddof=1)) / math.sqrt(runs))
+        secs += res["seconds"]
+    slope = float(np.polyfit(np.log(horizons), np.log(np.maximum(means, 1e-12)), 1)[0]) if len(horizons) > 1 else None
+    return {"policy": name, "params": params, "checkpoints": list(horizons), "mean": means, "ci95": halves,
+            "slope": slope, "seconds": secs}
+
+
 def ldp_bandits(args: argparse.Namespace) -> int:
     from dpaudit.accountants import zcdp_rho_for_epsilon
 
@@ -118,6 +145,14 @@ def ldp_bandits(args: argparse.Namespace) -> int:
             rows.append({**run(box, {**base, "epsilon": eps, "delta": DELTA}, h2, r2, seed, cps2, env),
                          "family": box, "epsilon": eps})
     bar.close()
+    horizons, r3 = ((300, 1000), 20) if quick else (BCO_HORIZONS, 100)
+    run_bco, bar = counted(_run_bco, "ldp-bandits BCO", 2 * (len(eps_grid) + 1))
+    for box, twin in (("ldp-bco-fkm", "bco-fkm"), ("ldp-bco-2pt", "bco-2pt")):
+        rows.append({**run_bco(twin, {"d": 2}, horizons, r3, seed), "family": box, "epsilon": None})
+        for eps in eps_grid:
+            rows.append({**run_bco(box, {"d": 2, "epsilon": eps, "delta": DELTA}, horizons, r3, seed),
+                         "family": box, "epsilon": eps})
+    bar.close()
     out = {"experiment": "ldp-bandits", "means": MEANS, "delta": DELTA, "horizon": horizon, "runs": runs, "seed": seed,
            "command": f"dpaudit reproduce ldp-bandits --seed {seed}" + (" --quick" if quick else ""), "rows": rows,
            "seconds": time.perf_counter() - t0}
@@ -148,17 +183,23 @@ def _table(out: dict[str, Any]) -> str:
     panels = [("MAB: Bernoulli " + ", ".join(map(str, out["means"])) + f", {out['runs']} runs",
                ("ldp-ucb", "ldp-tsallis-inf", "central")),
               ("contextual: Alg. 5 on the linear, Alg. 3 on the logistic contextual bandit (K = 10, d = 3)",
-               ("ldp-linucb", "ldp-gloc"))]
+               ("ldp-linucb", "ldp-gloc")),
+              ("BCO: Alg. 1 with FKM (expected slope 3/4) and Alg. 2 (expected slope 1/2) on oblivious linear losses "
+               "on the unit disc, one game per T; last column: fitted slope of log regret against log T",
+               ("ldp-bco-fkm", "ldp-bco-2pt"))]
     for title, fams in panels:
         rows = [r for r in out["rows"] if r["family"] in fams]
         if not rows:
             continue
         cps = rows[0]["checkpoints"]
-        lines += [f"## {title}", "", "| policy | eps | " + " | ".join(f"T = {c}" for c in cps) + " |",
-                  "| --- | ---: | " + " | ".join("---:" for _ in cps) + " |"]
+        slopes = "slope" in rows[0]
+        lines += [f"## {title}", "", "| policy | eps | " + " | ".join(f"T = {c}" for c in cps) + (" | slope |" if slopes else " |"),
+                  "| --- | ---: | " + " | ".join("---:" for _ in cps) + (" | ---: |" if slopes else " |")]
         for r in rows:
             eps = "-" if r["epsilon"] is None else f"{r['epsilon']:g}"
             cells = " | ".join(f"{m:.1f} +- {h:.1f}" for m, h in zip(r["mean"], r["ci95"]))
+            if slopes:
+                cells += " | -" if r.get("slope") is None else f" | {r['slope']:.2f}"
             lines.append(f"| {_label(r)} | {eps} | {cells} |")
         lines.append("")
     return "\n".join(lines)
@@ -170,13 +211,15 @@ def _figure(out: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, grid = plt.subplots(2, 2, figsize=(11, 8.4))
+    fig, grid = plt.subplots(3, 2, figsize=(11, 12.6))
     axes = grid.ravel()
     colours = dict(zip(EPSILONS, ("tab:red", "tab:orange", "tab:green", "tab:blue")))
     titles = {"ldp-ucb": "Alg. 1 with UCB (local) vs central AdaC-UCB",
               "ldp-tsallis-inf": "Alg. 1 with Tsallis-INF (local) vs central AdaC-UCB",
-              "ldp-linucb": "Alg. 5, LDP LinUCB (linear contextual)", "ldp-gloc": "Alg. 3, GLOC-LDP (logistic contextual)"}
-    for ax, box in zip(axes, ("ldp-ucb", "ldp-tsallis-inf", "ldp-linucb", "ldp-gloc")):
+              "ldp-linucb": "Alg. 5, LDP LinUCB (linear contextual)", "ldp-gloc": "Alg. 3, GLOC-LDP (logistic contextual)",
+              "ldp-bco-fkm": "Alg. 1 with FKM (BCO, one point; one game per T)",
+              "ldp-bco-2pt": "Alg. 2 (BCO, two points; one game per T)"}
+    for ax, box in zip(axes, ("ldp-ucb", "ldp-tsallis-inf", "ldp-linucb", "ldp-gloc", "ldp-bco-fkm", "ldp-bco-2pt")):
         for r in out["rows"]:
             x = r["checkpoints"]
             if r["family"] == box:
