@@ -573,6 +573,9 @@ def audit_shuffle(spec: str, params: dict[str, str] | None = None, *, delta: flo
     if not all(hasattr(policy, a) for a in ("batch_release", "batch0", "shuffler_outer", "shuffler_grad")):
         raise DPAuditError(f"policy {spec!r} has no shuffle pipeline (batch_release, batch0 and its shufflers), so it "
                            "cannot be audited under shuffle DP.")
+    if not all(hasattr(sh, "decode") and hasattr(sh, "C") for sh in (policy.shuffler_outer, policy.shuffler_grad)):
+        raise DPAuditError(f"policy {spec!r} shuffles messages the shuffle audit cannot read: it reads the messages of "
+                           "dpaudit.mechanisms.PiecewiseShuffler (one sampled coordinate per message).")
     pdelta = getattr(policy, "delta", None)
     delta = check_delta(delta if delta is not None else pdelta)
     claim, eps_claim, how = _claim(policy, spec, delta)

@@ -185,3 +185,19 @@ def test_shuffle_audit_at_the_defaults():
     assert ok["verdict"] == "consistent" and ok["epsilon_lower"] > 0
     bad = audit_shuffle("mutant-shuffle-arrival-order", {}, runs=40000, seed=0)
     assert bad["verdict"] == "violation"
+
+
+def test_shuffle_audit_refuses_a_shuffler_it_cannot_read(monkeypatch):
+    import dpaudit.policies.registry as reg
+    from dpaudit.mechanisms import Shuffler
+
+    real = reg.make_policy
+
+    def make(spec, params):  # shuffle-glm with the old split-and-round shuffler for its gradient terms
+        pol = real(spec, params)
+        pol.shuffler_grad = Shuffler(pol.eps0, pol.dim)
+        return pol
+
+    monkeypatch.setattr(reg, "make_policy", make)
+    with pytest.raises(DPAuditError, match="cannot read"):
+        audit_shuffle("shuffle-glm", {}, runs=200)
