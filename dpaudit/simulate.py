@@ -304,7 +304,8 @@ def _run_episodes(policy, env, horizon, n_runs, cps, trajectory, done):
 # ---- the non-private twin -------------------------------------------------------------------
 
 #: Fallback twins for policies that do not name one (``non_private_twin`` attribute).
-TWINS = {"adac-gope": "gope", "adar-gope": "gope", "adac-oful": "rs-oful", "adar-oful": "rs-oful"}
+TWINS = {"adac-gope": "gope", "adar-gope": "gope", "adac-oful": "rs-oful", "adar-oful": "rs-oful",
+         "jdp-glm": "jdp-glm-np", "shuffle-glm": "shuffle-glm-np"}
 
 
 def twin_of(policy: Any) -> tuple[str, dict[str, Any]] | None:

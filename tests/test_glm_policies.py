@@ -153,3 +153,14 @@ def test_reproduction_runner_counts_switches():
     assert r["curve"].shape == (3, 64) and np.all(np.diff(r["curve"], axis=1) >= -1e-12)
     assert r["criterion2"].max() <= 8 and r["criterion1"].shape == (3,)
     assert r["claim"].endswith("-zCDP")
+
+
+def test_regret_command_defaults_to_seed002_glm_bandit_and_its_twin(capsys):
+    import json
+
+    from dpaudit.cli import main
+
+    assert main(["regret", "jdp-glm", "--horizon", "200", "--runs", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["environment"].startswith("GLMContextualBandit(K=20, d=5")
+    assert out["twin"]["policy"] == "jdp-glm-np"

@@ -47,6 +47,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 DEFAULT_ENVS = {
     "gope": ("linear", {"noise": "bernoulli"}),
     "oful": ("contextual-linear", {"noise": "bernoulli", "normalize": True}),
+    "glm": ("glm", {}),  # seed 002's synthetic GLM bandit (K = 20, d = 5, logistic)
 }
 
 

@@ -12,6 +12,8 @@ Registered policies (all batched over runs; ``act(t, arms)`` takes the (n_runs, 
                    gradient information, shuffle-private PGD, UCB/LCB elimination
 ``shuffle-glm-np`` its non-private twin (exact batch sums)
 ``glm-ucb``        GLM-UCB (Filippi et al. 2010), non-private baseline
+``glm-gloc``       GLOC with ONS-GLM (Jun et al. 2017), non-private baseline (section at the end)
+``rs-glinucb``     RS-GLinCB (Sawarni et al. 2024, Alg. 2), non-private baseline (section at the end)
 ================== =================================================================================
 
 Links: ``logistic`` (mu = 1/(1+e^-z), mu' <= 1/4) and ``probit`` (mu = Phi(z), mu' <= 1/sqrt(2 pi)).
@@ -81,7 +83,8 @@ from dpaudit.mechanisms import BinaryTreeMechanism, Fed, GaussianMechanism, Piec
 from dpaudit.policies.base import Policy
 from dpaudit.policies.registry import register
 
-__all__ = ["LINKS", "link_mean", "JointDPGLM", "JointGLM", "ShuffleGLM", "ShuffleGLMNonPrivate", "GLMUCB"]
+__all__ = ["LINKS", "link_mean", "JointDPGLM", "JointGLM", "ShuffleGLM", "ShuffleGLMNonPrivate", "GLMUCB",
+           "GLOCONS", "RSGLinUCB"]
 
 #: link -> the bound L_mu on mu'
 LINKS = {"logistic": 0.25, "probit": 1.0 / math.sqrt(2 * math.pi)}
@@ -560,3 +563,278 @@ def shuffle_eps0_for(epsilon: float, batch0: int = 1000, groups: int = 1, delta:
 
 
 __all__ += ["shuffle_eps0_for"]
+
+
+# ==== non-private baselines of seed 002's comparison: GLOC and RS-GLinUCB (issue 13, branch baselines) ====
+#
+# Seed 002 compares its algorithms with GLM-UCB, GLOC and RS-GLinUCB. The ``gloc`` policy of
+# ``dpaudit.policies.ldp`` is *not* Jun et al.'s GLOC: it is the non-private twin of seed 003's
+# Alg. 3, with online *gradient* descent (step 1/sqrt(T)) on the unit ball, the logistic link only,
+# rewards fed through the LDP channel interface, and the OFUL radius of a linear model as its width.
+# Jun et al.'s GLOC runs the online *Newton* step (ONS-GLM) on the ball of radius S and converts its
+# online regret bound B_t into the confidence width; so ``glm-gloc`` below is written anew (sharing
+# only the GLM helpers of this module).
+
+def link_slope(link: str, z: np.ndarray | float) -> np.ndarray:
+    """mu'(z): sigma(z)(1 - sigma(z)) for the logistic link, the normal density for probit."""
+    z = np.asarray(z, dtype=float)
+    if link == "logistic":
+        m = special.expit(z)
+        return m * (1.0 - m)
+    return np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+
+
+def min_slope(link: str, S: float) -> float:
+    """inf of mu' over |z| <= S (contexts in the unit ball, ||theta|| <= S): mu'(S), as mu' is even and decreasing in |z|."""
+    return float(link_slope(link, S))
+
+
+def project_ball_in_norm(theta: np.ndarray, A: np.ndarray, radius: float, iters: int = 60) -> np.ndarray:
+    """argmin over ||u|| <= radius of ||u - theta||_A, batched over rows (A: (n, d, d) positive definite).
+
+    Rows already inside the ball are returned unchanged. Outside, the KKT point is
+    u = (A + nu I)^{-1} A theta with nu >= 0 such that ||u|| = radius; ||u(nu)|| decreases in nu, so nu
+    is found by bisection on [0, max eig(A) ||theta|| / radius] (``iters`` halvings, relative error 2^-60).
+    """
+    out = theta.copy()
+    norm = np.linalg.norm(theta, axis=1)
+    idx = np.flatnonzero(norm > radius)
+    if idx.size == 0:
+        return out
+    w, U = np.linalg.eigh(A[idx])
+    c = np.einsum("nji,nj->ni", U, theta[idx]) * w  # U^T A theta in the eigenbasis
+    lo = np.zeros(idx.size)
+    hi = w.max(axis=1) * norm[idx] / radius
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        big = np.sum((c / (w + mid[:, None])) ** 2, axis=1) > radius**2
+        lo, hi = np.where(big, mid, lo), np.where(big, hi, mid)
+    u = np.einsum("nij,nj->ni", U, c / (w + hi[:, None]))
+    out[idx] = project_ball(u, radius)  # hi is on the feasible side; this only removes rounding
+    return out
+
+
+def glm_mle(link: str, X: np.ndarray, R: np.ndarray, weight: np.ndarray, theta0: np.ndarray, lam: float,
+            radius: float, iters: int = 10) -> np.ndarray:
+    """Regularised GLM estimate over ``||theta|| <= radius``, batched over runs: projected Newton steps.
+
+    Minimises the quasi-likelihood whose gradient is sum_s w_s (mu(x_s^T theta) - r_s) x_s + lam theta
+    (this module's loss; w_s in {0, 1} selects the rounds that count), from ``theta0``, with ``iters``
+    Newton steps each followed by the Euclidean projection onto the ball (the papers solve the
+    constrained problem exactly; a projected Newton step from a warm start is our approximation).
+    """
+    theta = theta0.copy()
+    eye = lam * np.eye(X.shape[-1])
+    for _ in range(iters):
+        z = np.einsum("nmd,nd->nm", X, theta)
+        g = np.einsum("nm,nmd->nd", weight * (link_mean(link, z) - R), X) + lam * theta
+        H = np.einsum("nm,nmd,nme->nde", weight * link_slope(link, z), X, X) + eye
+        theta = project_ball(theta - np.linalg.solve(H, g[..., None])[..., 0], radius)
+    return theta
+
+
+@register("glm-gloc", family="glm")
+class GLOCONS(_GLMBase):
+    """GLOC with ONS-GLM (Jun, Bhargava, Nowak and Willett 2017, Alg. 1 and 2), non-private baseline.
+
+    Online learner, ONS-GLM (Jun et al. Alg. 2): theta_1 = 0, A_0 = lam I, and after round t with
+    g_t = mu(x_t^T theta_t) - y_t: A_t = A_{t-1} + x_t x_t^T,
+    theta'_{t+1} = theta_t - (g_t / kappa) A_t^{-1} x_t, theta_{t+1} = argmin_{||u|| <= S} ||u - theta'_{t+1}||_{A_t}.
+    Its online regret bound (Jun et al. Thm 3, data-dependent form):
+    B_t = 2 kappa S^2 lam + (1 / (2 kappa)) sum_{s <= t} g_s^2 ||x_s||^2_{A_s^{-1}}.
+
+    Conversion (Jun et al. Alg. 1 and Thm 2): z_s = x_s^T theta_s (the learner's prediction before it
+    sees y_s), V_t = lam I + sum x_s x_s^T, theta_hat_t = V_t^{-1} sum z_s x_s and
+    beta_t = alpha(B_t) + lam S^2 - (||z||^2 - theta_hat_t^T X^T z) with
+    alpha(B) = 1 + 4 B / kappa + (8 R^2 / kappa^2) log((2 / delta) sqrt(1 + 2 B / kappa + 4 R^4 / (kappa^4 delta^2))).
+    Action: argmax_x x^T theta_hat + ``beta`` sqrt(beta_t) ||x||_{V_t^{-1}} (mu is increasing, so the
+    optimistic mean and the optimistic linear score pick the same arm).
+
+    Constants: kappa = inf mu' over |z| <= S (= mu'(S)), R = 1/2 (rewards in [0, 1] are 1/2-sub-Gaussian),
+    ONS regulariser eps = lam (Jun et al. keep eps and lambda separate; we use one ``lam``, default 1,
+    as every GLM policy of this module), delta = 0.05. The theoretical width sqrt(beta_t) is about 60
+    at d = 5, S = 2, T = 5000, far too wide to learn within T; ``beta`` (default 0.03) scales it, chosen
+    on instance seed 1 (the reproduction runs instance 0) from {0.01, 0.03, 0.1, 0.3, 1}
+    (``benchmarks/glm_baselines_tuning.py``).
+    """
+
+    def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, link: str = "logistic",
+                 theta_bound: float = 2.0, lam: float = 1.0, beta: float = 0.03, delta: float = 0.05) -> None:
+        super().__init__(n_arms, dim, horizon, link, theta_bound, lam, beta)
+        self.delta = check_delta(delta)
+        self.claim = None
+        self.kappa = min_slope(self.link, self.theta_bound)
+        self.R = 0.5
+
+    def _alpha(self, B: np.ndarray) -> np.ndarray:
+        k, R, dl = self.kappa, self.R, self.delta
+        inner = np.sqrt(1.0 + 2.0 * B / k + 4.0 * R**4 / (k**4 * dl**2))
+        return 1.0 + 4.0 * B / k + (8.0 * R**2 / k**2) * np.log(2.0 / dl * inner)
+
+    def _reset(self) -> None:
+        n, d = self.n_runs, self.dim
+        eye = np.broadcast_to(np.eye(d), (n, d, d))
+        self.Vinv = eye / self.lam
+        self.A = self.lam * eye.copy()
+        self.theta = np.zeros((n, d))      # the ONS iterate theta_t
+        self.u = np.zeros((n, d))          # sum z_s x_s
+        self.zz = np.zeros(n)              # sum z_s^2
+        self.B = np.full(n, 2.0 * self.kappa * self.theta_bound**2 * self.lam)
+
+    def width(self) -> np.ndarray:
+        """sqrt(beta_t) of Jun et al. Thm 2 for every run (before the ``beta`` scale)."""
+        theta_hat = np.einsum("nij,nj->ni", self.Vinv, self.u)
+        resid = self.zz - np.einsum("nd,nd->n", theta_hat, self.u)  # ||z||^2 - theta_hat^T X^T z >= 0
+        b = self._alpha(self.B) + self.lam * self.theta_bound**2 - resid
+        return np.sqrt(np.maximum(b, 0.0))
+
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
+        x = self._contexts(t, arms)
+        theta_hat = np.einsum("nij,nj->ni", self.Vinv, self.u)
+        w = np.sqrt(np.maximum(np.einsum("nkd,nde,nke->nk", x, self.Vinv, x), 0.0))
+        score = np.einsum("nkd,nd->nk", x, theta_hat) + (self.beta * self.width())[:, None] * w
+        actions = np.argmax(score, axis=1)
+        self._x_played = self._played(x, actions)
+        return actions
+
+    def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        x = self._x_played
+        z = np.einsum("nd,nd->n", x, self.theta)
+        self.u += z[:, None] * x
+        self.zz += z * z
+        Vx = np.einsum("nij,nj->ni", self.Vinv, x)
+        self.Vinv = self.Vinv - Vx[:, :, None] * Vx[:, None, :] / (1.0 + np.einsum("nd,nd->n", x, Vx))[:, None, None]
+        g = link_mean(self.link, z) - rewards
+        self.A = self.A + x[:, :, None] * x[:, None, :]
+        Ax = np.linalg.solve(self.A, x[..., None])[..., 0]
+        self.B += g * g * np.einsum("nd,nd->n", x, Ax) / (2.0 * self.kappa)
+        step = self.theta - (g / self.kappa)[:, None] * Ax
+        self.theta = project_ball_in_norm(step, self.A, self.theta_bound)
+
+
+@register("rs-glinucb", family="glm")
+class RSGLinUCB(_GLMBase):
+    """RS-GLinUCB (Sawarni, Das, Barman and Sinha 2024, "Generalized Linear Bandits with Limited Adaptivity", Alg. 2 RS-GLinCB).
+
+    Each round, with V = lam I + sum over warm-up rounds of x x^T and
+    H = lam I + sum over the other rounds of (mu'(x^T theta_o) / e) x x^T:
+
+    * Switching Criterion I (warm-up): if max_x ||x||^2_{V^{-1}} >= 1 / (kappa gamma^2), play that
+      arm, add it to V, and refit theta_o, the regularised GLM estimate on the warm-up rounds.
+    * Otherwise, Switching Criterion II: if det H > 2 det H_tau, set tau = t, H_tau = H and refit
+      theta_tau on every earlier non-warm-up round. Keep the arms with
+      x^T theta_o + gamma sqrt(kappa) ||x||_{V^{-1}} >= max_y (y^T theta_o - gamma sqrt(kappa) ||y||_{V^{-1}})
+      and play argmax over them of x^T theta_tau + beta_w ||x||_{H_tau^{-1}}; after the reward,
+      H += (mu'(x^T theta_o) / e) x x^T.
+
+    The kappa-free leading term comes from H's weights mu'(x^T theta_o) / e (self-concordance: they
+    lower-bound mu' near theta*), so the optimistic width is in the H-norm, not kappa times the V-norm.
+
+    Constants: kappa = 1 / inf mu' over |z| <= S (the paper's kappa), gamma = ``gamma_scale`` S
+    sqrt(d log(T / delta)), beta_w = ``beta`` sqrt(d log(T / delta)), delta = 0.05, lam = 1 (the same
+    ridge as the other GLM policies of this module). The paper's analysis takes large absolute constants
+    in gamma and beta_w; with them at T = 5000 every round would be a warm-up round (threshold
+    1 / (kappa gamma^2) ~ 1e-6), so ``gamma_scale`` (default 0.03: threshold 0.51 for the logistic
+    link, 0.26 for probit, at S = 2, d = 5) and ``beta`` (default 0.03) scale them, chosen on instance
+    seed 1 from {0.03, 0.05, 0.1} x {0.01, 0.03, 0.1, 0.3, 1} (``benchmarks/glm_baselines_tuning.py``;
+    gamma_scale = 0.02 did as well there but puts the threshold above 1/lam, which switches Criterion I
+    off: that is no longer RS-GLinUCB). Both estimates are :func:`glm_mle` (10 projected
+    Newton steps, warm-started) over ``||theta|| <= S``.
+
+    ``warmups`` (rounds of Criterion I) and ``updates`` (refits by Criterion II) count the switches per
+    run: each warm-up round satisfies log(1 + ||x||^2_{V^{-1}}) >= log(1 + 1/(kappa gamma^2)), so
+    n_I log(1 + 1/(kappa gamma^2)) <= d log(1 + n_I / (d lam)); det H_tau doubles at each update and
+    det H <= (lam + T L_mu / (e d))^d, so n_II <= d log2(1 + T L_mu / (e d lam)) (:meth:`switch_bounds`).
+    """
+
+    def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, link: str = "logistic",
+                 theta_bound: float = 2.0, lam: float = 1.0, beta: float = 0.03, gamma_scale: float = 0.03,
+                 delta: float = 0.05, mle_iters: int = 10) -> None:
+        super().__init__(n_arms, dim, horizon, link, theta_bound, lam, beta)
+        self.delta = check_delta(delta)
+        self.gamma_scale = check_positive("gamma_scale", gamma_scale)
+        self.mle_iters = check_int("mle_iters", mle_iters, minimum=1)
+        self.claim = None
+        self.kappa = 1.0 / min_slope(self.link, self.theta_bound)
+        logterm = self.dim * math.log(self.horizon / self.delta)
+        self.gamma = self.gamma_scale * self.theta_bound * math.sqrt(logterm)
+        self.width_ucb = self.beta * math.sqrt(logterm)
+        self.threshold = 1.0 / (self.kappa * self.gamma**2)
+
+    def switch_bounds(self, horizon: int | None = None) -> tuple[float, float]:
+        """(the most warm-up rounds, the most Criterion II updates) any input allows within ``horizon``."""
+        T = self.horizon if horizon is None else horizon
+        d, lam, c = self.dim, self.lam, math.log1p(self.threshold)
+
+        def slack(n: float) -> float:  # concave, 0 at n = 0: the warm-up counts allowed are [0, its root]
+            return d * math.log1p(n / (d * lam)) - n * c
+
+        if slack(T) >= 0:
+            n = float(T)
+        else:
+            lo, hi = 0.0, float(T)
+            for _ in range(100):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if slack(mid) >= 0 else (lo, mid)
+            n = lo
+        return n, d * math.log2(1.0 + T * self.Lmu / (math.e * d * lam))
+
+    def _reset(self) -> None:
+        n, d = self.n_runs, self.dim
+        eye = np.broadcast_to(np.eye(d), (n, d, d))
+        self.Vinv = eye / self.lam
+        self.H = self.lam * eye.copy()
+        self.Htau_inv = eye / self.lam
+        self.det_tau = np.full(n, self.lam**d)
+        self.theta_o = np.zeros((n, d))
+        self.theta_tau = np.zeros((n, d))
+        self.X = np.zeros((n, self.horizon, d))
+        self.R = np.zeros((n, self.horizon))
+        self.warm = np.zeros((n, self.horizon))   # 1 on warm-up rounds
+        self.warmups = np.zeros(n, dtype=np.int64)
+        self.updates = np.zeros(n, dtype=np.int64)
+
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
+        x = self._contexts(t, arms)
+        n = self.n_runs
+        wV2 = np.maximum(np.einsum("nkd,nde,nke->nk", x, self.Vinv, x), 0.0)
+        warm = wV2.max(axis=1) >= self.threshold
+        # Criterion II on the runs that do not warm up
+        switch = ~warm & (np.linalg.det(self.H) > 2.0 * self.det_tau)
+        idx = np.flatnonzero(switch)
+        if idx.size and t > 0:
+            cold = 1.0 - self.warm[idx, :t]
+            self.theta_tau[idx] = glm_mle(self.link, self.X[idx, :t], self.R[idx, :t], cold, self.theta_tau[idx],
+                                          self.lam, self.theta_bound, self.mle_iters)
+            self.Htau_inv[idx] = np.linalg.inv(self.H[idx])
+            self.det_tau[idx] = np.linalg.det(self.H[idx])
+            self.updates[idx] += 1
+        # elimination with the warm-up estimate, then optimism in the H_tau-norm
+        wV = np.sqrt(wV2)
+        mo = np.einsum("nkd,nd->nk", x, self.theta_o)
+        half = self.gamma * math.sqrt(self.kappa) * wV
+        keep = mo + half >= (mo - half).max(axis=1, keepdims=True)
+        wH = np.sqrt(np.maximum(np.einsum("nkd,nde,nke->nk", x, self.Htau_inv, x), 0.0))
+        score = np.where(keep, np.einsum("nkd,nd->nk", x, self.theta_tau) + self.width_ucb * wH, -np.inf)
+        actions = np.where(warm, np.argmax(wV2, axis=1), np.argmax(score, axis=1))
+        self._x_played = self._played(x, actions)
+        self._warm_now = warm
+        return actions
+
+    def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        x, warm = self._x_played, self._warm_now
+        self.X[:, t], self.R[:, t] = x, rewards
+        self.warm[:, t] = warm
+        idx = np.flatnonzero(warm)
+        if idx.size:
+            xi = x[idx]
+            Vx = np.einsum("nij,nj->ni", self.Vinv[idx], xi)
+            self.Vinv[idx] -= Vx[:, :, None] * Vx[:, None, :] / (1.0 + np.einsum("nd,nd->n", xi, Vx))[:, None, None]
+            self.theta_o[idx] = glm_mle(self.link, self.X[idx, : t + 1], self.R[idx, : t + 1], self.warm[idx, : t + 1],
+                                        self.theta_o[idx], self.lam, self.theta_bound, self.mle_iters)
+            self.warmups[idx] += 1
+        rest = np.flatnonzero(~warm)
+        if rest.size:
+            xr = x[rest]
+            wt = link_slope(self.link, np.einsum("nd,nd->n", xr, self.theta_o[rest])) / math.e
+            self.H[rest] += wt[:, None, None] * xr[:, :, None] * xr[:, None, :]

@@ -5,19 +5,24 @@ runs and every curve from the same environment seeds (common random numbers):
 
 1. ``regret``: cumulative regret of ``jdp-glm`` (epsilon = 4, delta = 1e-5), ``shuffle-glm``
    (its defaults: eps0 = 3.5 per message, first batch 1000, claim (3.62, 1e-5) printed beside it), their
-   non-private twins and GLM-UCB, on probit and logistic bandits with d = 5, K = 20, ||theta*|| = S = 2,
-   T = 5000, and uniform play as the reference (:func:`uniform_regret`).
+   non-private twins and the non-private baselines seed 002 compares with, GLM-UCB, GLOC (``glm-gloc``)
+   and RS-GLinUCB (``rs-glinucb``), on probit and logistic bandits with d = 5, K = 20,
+   ||theta*|| = S = 2, T = 5000, and uniform play as the reference (:func:`uniform_regret`); the same
+   table at d = 3 (seed 002 uses d = 3 to 5).
 2. ``epsilon``: jdp-glm's final regret for epsilon in {2, 4, 6, 8} and its gap to the non-private
-   twin; seed 002 says the gap should scale like 1/sqrt(epsilon), so the log-log slope is reported
-   (-0.5 expected).
+   twin and to RS-GLinUCB (the baseline seed 002 names for this ablation); seed 002 says the gap should
+   scale like 1/sqrt(epsilon), so the log-log slopes are reported (-0.5 expected;
+   ``benchmarks/eps_ablation.py`` decomposes the gap).
 2b. ``shuffle_epsilon``: shuffle-glm's final regret for central epsilon in {2, 4, 6, 8} (eps0 the largest
    whose claim fits, :func:`dpaudit.policies.glm.shuffle_eps0_for`) and its gap to the non-private twin.
-3. ``kappa``: jdp-glm and its twin for S in {2, 2.5, 3} (kappa grows like e^S for the logistic link);
-   the claim is that the dominant term does not grow with kappa.
+3. ``kappa``: jdp-glm, its twin, GLOC and RS-GLinUCB for S in {2, 2.5, 3} (kappa grows like e^S for the
+   logistic link); the claim is that the dominant term does not grow with kappa (GLOC's width has
+   1/kappa factors, RS-GLinUCB's leading term is kappa-free).
 4. ``switching``: at T = 10^4, jdp-glm's count of Criterion I (exploration) rounds and of Criterion II
    updates, beside the count bound d log2(1 + T / (d lam)) of a doubling determinant that starts at
    lam^d and cannot exceed (lam + T/d)^d (trace bound), and seed 002's stated bound
-   d log^2(2 + 2 T L^2 / (lam d)) (L = 1).
+   d log^2(2 + 2 T L^2 / (lam d)) (L = 1); and RS-GLinUCB's warm-up rounds and refits against their
+   bounds (:meth:`dpaudit.policies.glm.RSGLinUCB.switch_bounds`).
 
 Runs per curve: 10 (``--quick``: 3 runs, T = 500 and 1000). Figures (PNG) and a Markdown table go
 to ``--out`` (default ``reports/``); the numbers are also printed (or ``--json``).
@@ -34,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["glm_bandits", "run_policy", "uniform_regret"]
+__all__ = ["glm_bandits", "run_policy", "run_built", "uniform_regret"]
 
 
 def run_policy(name: str, params: dict[str, Any], env_params: dict[str, Any], T: int, runs: int,
@@ -45,6 +50,14 @@ def run_policy(name: str, params: dict[str, Any], env_params: dict[str, Any], T:
 
     env = GLMContextualBandit(**env_params)
     pol = make_policy(name, {**params, "horizon": T, "n_arms": env.n_arms, "dim": env.dim})
+    return run_built(pol, env_params, T, runs, seed)
+
+
+def run_built(pol: Any, env_params: dict[str, Any], T: int, runs: int, seed: int) -> dict[str, Any]:
+    """:func:`run_policy` for a policy object already built (diagnostic variants, e.g. ``benchmarks/eps_ablation.py``)."""
+    from dpaudit.environments import GLMContextualBandit
+
+    env = GLMContextualBandit(**env_params)
     env.reset(runs, np.random.default_rng([seed, 1]))
     pol.reset(runs, np.random.default_rng([seed, 2]), record=False)
     reg = np.zeros((runs, T))
@@ -59,6 +72,9 @@ def run_policy(name: str, params: dict[str, Any], env_params: dict[str, Any], T:
            "claim": pol.claim.describe() if getattr(pol, "claim", None) is not None else "non-private"}
     if hasattr(pol, "explored"):
         out["criterion1"] = pol.explored.sum(axis=1)
+        out["criterion2"] = pol.updates
+    if hasattr(pol, "warmups"):  # rs-glinucb: Criterion I (warm-up rounds) and II (refits)
+        out["criterion1"] = pol.warmups
         out["criterion2"] = pol.updates
     return out
 
@@ -95,7 +111,7 @@ def glm_bandits(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
     from dpaudit.progress import counted
 
-    simulate, bar = counted(run_policy, "glm-bandits", 27)
+    simulate, bar = counted(run_policy, "glm-bandits", 53)
     result: dict[str, Any] = {"runs": runs, "horizon": T, "seed": seed}
     policies = {
         "jdp-glm (eps = 4)": ("jdp-glm", {"epsilon": 4.0}),
@@ -103,9 +119,12 @@ def glm_bandits(args: argparse.Namespace) -> int:
         f"shuffle-glm (eps0 = 3.5, first batch {1000 if not quick else 100})": ("shuffle-glm", {"eps0": 3.5, "batch0": 1000 if not quick else 100}),
         "shuffle-glm-np": ("shuffle-glm-np", {"batch0": 1000 if not quick else 100}),
         "glm-ucb": ("glm-ucb", {}),
+        "glm-gloc": ("glm-gloc", {}),
+        "rs-glinucb": ("rs-glinucb", {}),
     }
     lines = ["# Seed 002's GLM bandits, reproduced (`dpaudit reproduce glm-bandits`)", "",
-             f"{runs} runs per curve, seed {seed}; d = 5, K = 20. Mean final regret with 95% half-widths.", ""]
+             f"{runs} runs per curve, seed {seed}; d = 5 (and d = 3 in the second table), K = 20. Mean final regret with "
+             "95% half-widths.", ""]
 
     # 1. regret on probit and logistic bandits
     result["regret"] = {}
@@ -140,34 +159,59 @@ def glm_bandits(args: argparse.Namespace) -> int:
               + "; ".join(f"{k} {v['probit']:.1f} / {v['logistic']:.1f}" for k, v in late.items())
               + f"; uniform play {uni['probit'] / 5:.1f} / {uni['logistic'] / 5:.1f}."]
 
+    # 1b. the same table at d = 3 (seed 002 runs d = 3 to 5); no figure
+    result["regret_d3"] = {}
+    lines += ["", f"## Regret at T = {T}, d = 3 (S = 2)", "", "| policy | probit | logistic |", "| --- | ---: | ---: |"]
+    for label, (name, params) in policies.items():
+        cells = []
+        for link in ("probit", "logistic"):
+            r = simulate(name, {**params, "link": link}, {"link": link, "S": 2.0, "dim": 3}, T, runs, seed)
+            m, h = _ci(r["curve"][:, -1])
+            result["regret_d3"].setdefault(label, {})[link] = {"mean": m, "half_width": h}
+            cells.append(f"{m:.1f} ± {h:.1f}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
     # 2. the epsilon ablation (logistic, S = 2)
     base = simulate("jdp-glm-np", {"link": "logistic"}, {"link": "logistic", "S": 2.0}, T, runs, seed)["curve"][:, -1]
-    gaps = []
-    lines += ["", f"## jdp-glm over epsilon (logistic, T = {T})", "", "| epsilon | regret | gap to the twin |",
-              "| ---: | ---: | ---: |"]
+    rs = simulate("rs-glinucb", {"link": "logistic"}, {"link": "logistic", "S": 2.0}, T, runs, seed)["curve"][:, -1]
+    gaps, gaps_rs = [], []
+    lines += ["", f"## jdp-glm over epsilon (logistic, T = {T})", "",
+              "| epsilon | regret | gap to the twin | gap to RS-GLinUCB |", "| ---: | ---: | ---: | ---: |"]
     result["epsilon"] = []
     for eps in (2.0, 4.0, 6.0, 8.0):
         r = simulate("jdp-glm", {"epsilon": eps, "link": "logistic"}, {"link": "logistic", "S": 2.0}, T, runs, seed)
         m, h = _ci(r["curve"][:, -1])
         gm, gh = _ci(r["curve"][:, -1] - base)
+        rm, rh = _ci(r["curve"][:, -1] - rs)
         gaps.append(gm)
-        result["epsilon"].append({"epsilon": eps, "regret": m, "gap": gm, "gap_half_width": gh})
-        lines.append(f"| {eps:g} | {m:.1f} ± {h:.1f} | {gm:.1f} ± {gh:.1f} |")
-    g = np.asarray(gaps)
-    slope = float(np.polyfit(np.log([2, 4, 6, 8]), np.log(g), 1)[0]) if np.all(g > 0) else float("nan")
-    result["epsilon_slope"] = slope
-    lines += ["", f"log-log slope of the gap against epsilon: {slope:.2f} (seed 002: about -0.5)."]
+        gaps_rs.append(rm)
+        result["epsilon"].append({"epsilon": eps, "regret": m, "gap": gm, "gap_half_width": gh,
+                                  "gap_rs_glinucb": rm, "gap_rs_glinucb_half_width": rh})
+        lines.append(f"| {eps:g} | {m:.1f} ± {h:.1f} | {gm:.1f} ± {gh:.1f} | {rm:.1f} ± {rh:.1f} |")
+
+    def _slope(g: list[float]) -> float:
+        a = np.asarray(g)
+        return float(np.polyfit(np.log([2, 4, 6, 8]), np.log(a), 1)[0]) if np.all(a > 0) else float("nan")
+
+    slope, slope_rs = _slope(gaps), _slope(gaps_rs)
+    result["epsilon_slope"], result["epsilon_slope_rs_glinucb"] = slope, slope_rs
+    lines += ["", f"log-log slope of the gap against epsilon: {slope:.2f} to the twin, {slope_rs:.2f} to RS-GLinUCB "
+              "(seed 002: about -0.5; why it is steeper here: `benchmarks/eps_ablation.md`)."]
 
     # 3. kappa independence over S
-    lines += ["", f"## Over S (logistic; kappa grows like e^S; T = {T})", "", "| S | jdp-glm | jdp-glm-np |",
-              "| ---: | ---: | ---: |"]
+    over_s = ("jdp-glm", "jdp-glm-np", "glm-gloc", "rs-glinucb")
+    lines += ["", f"## Over S (logistic; kappa grows like e^S; T = {T})", "", "| S | " + " | ".join(over_s) + " |",
+              "| ---: | " + " | ".join("---:" for _ in over_s) + " |"]
     result["kappa"] = []
     for S in (2.0, 2.5, 3.0):
-        a = simulate("jdp-glm", {"link": "logistic", "theta_bound": S}, {"link": "logistic", "S": S}, T, runs, seed)
-        b = simulate("jdp-glm-np", {"link": "logistic", "theta_bound": S}, {"link": "logistic", "S": S}, T, runs, seed)
-        (ma, ha), (mb, hb) = _ci(a["curve"][:, -1]), _ci(b["curve"][:, -1])
-        result["kappa"].append({"S": S, "jdp-glm": ma, "jdp-glm-np": mb})
-        lines.append(f"| {S:g} | {ma:.1f} ± {ha:.1f} | {mb:.1f} ± {hb:.1f} |")
+        cells, entry = [], {"S": S}
+        for name in over_s:
+            r = simulate(name, {"link": "logistic", "theta_bound": S}, {"link": "logistic", "S": S}, T, runs, seed)
+            m, h = _ci(r["curve"][:, -1])
+            entry[name] = m
+            cells.append(f"{m:.1f} ± {h:.1f}")
+        result["kappa"].append(entry)
+        lines.append(f"| {S:g} | " + " | ".join(cells) + " |")
 
     # 2b. shuffle-glm over the central epsilon (logistic, S = 2): eps0 is the largest whose claim fits
     from dpaudit.policies.glm import shuffle_eps0_for
@@ -203,6 +247,17 @@ def glm_bandits(args: argparse.Namespace) -> int:
               f"Criterion I (exploration rounds): mean {c1.mean():.1f}, max {int(c1.max())}. "
               f"Criterion II (PGD updates, capped at max_updates = 8): mean {c2.mean():.1f}, max {int(c2.max())}; "
               f"doubling bound d log2(1 + T/(d lam)) = {simple:.1f}, seed 002's d log^2(2 + 2T/(lam d)) = {stated:.1f}."]
+    r = simulate("rs-glinucb", {"link": "logistic"}, {"link": "logistic", "S": 2.0}, T_switch, runs, seed)
+    from dpaudit.policies import make_policy
+
+    b1, b2 = make_policy("rs-glinucb", {"link": "logistic", "horizon": T_switch}).switch_bounds()
+    w, u = r["criterion1"], r["criterion2"]
+    result["switching_rs_glinucb"] = {"warmup_mean": float(w.mean()), "warmup_max": int(w.max()),
+                                      "updates_mean": float(u.mean()), "updates_max": int(u.max()),
+                                      "bound_warmup": b1, "bound_updates": b2}
+    lines += ["", f"RS-GLinUCB at T = {T_switch} (logistic, S = 2): Criterion I (warm-up rounds): mean {w.mean():.1f}, "
+              f"max {int(w.max())} (bound {b1:.1f}); Criterion II (refits): mean {u.mean():.1f}, max {int(u.max())} "
+              f"(bound d log2(1 + T L_mu / (e d lam)) = {b2:.1f})."]
     bar.close()
     result["seconds"] = time.perf_counter() - t_start
     lines += ["", f"Total time {result['seconds']:.0f} s; figure `glm-bandits-regret.png`."]
