@@ -114,7 +114,7 @@ def test_shuffle_batches_double_and_only_full_batches_release():
     env = GLMContextualBandit(n_arms=2, dim=2)
     _regret(pol, env, 3, 75, 0)
     assert [v["stop"] - v["start"] for v in pol.views] == [10, 20, 40]
-    assert pol.views[0]["outer"].shape == (3, 10, 3)
+    assert pol.views[0]["outer"].shape == (3, 10)  # one encoded message per user (PiecewiseShuffler)
 
 
 @pytest.mark.parametrize("name,params,match", [

@@ -41,16 +41,30 @@ Seed 002 is a structured summary, not the paper; where it leaves a step open we 
 * Noisy matrices are regularised with ``(lam + shift) I`` where ``shift = sigma sqrt(levels)
   (2 sqrt(d) + sqrt(2 log 2T))`` (times ``shift_scale``, default 1) bounds the tree noise's operator
   norm with high probability, and then projected to eigenvalues ``>= lam`` (post-processing).
-* Shuffle DP (Alg. 1). Batch k has ``batch0 2^(k-1)`` users; only full batches release. Each user
-  sends two messages, each through :class:`dpaudit.mechanisms.Shuffler` (``eps0``-DP): its packed
-  outer product (all the batch's messages shuffled together) and its gradient term at the current
-  iterate (the batch is split into ``groups`` consecutive groups; group g's messages are shuffled
-  together and give PGD step g: one step per group, so each user feeds one step). The claim is the
-  basic composition of the two amplified guarantees (Feldman-McMillan-Talwar numerical bound,
-  :func:`dpaudit.accountants.shuffle_guarantee`, at delta/2 each) for the smallest batch; users
-  are in one batch only (parallel composition). It keeps no ledger (randomized response is not
-  additive noise), so table/view audits judge it black-box. The G-optimal design is Frank-Wolfe
+* Shuffle DP (Alg. 1). Batch k has ``batch0 2^(k-1)`` users (default first batch 1000, so that at
+  T = 5000 two batches release: 1000 and 2000 users); only full batches release. Each user sends two
+  messages, each one uniformly sampled coordinate of her vector through the Piecewise Mechanism at
+  ``eps0`` (:class:`dpaudit.mechanisms.PiecewiseShuffler`: exactly ``eps0``-DP, an unbiased analyzer):
+  one coordinate of her packed outer product ``x x^T`` (diagonal in [0, 1], off-diagonal in
+  [-1/2, 1/2], since ``x_i^2 + x_j^2 <= 1``), shuffled with the whole batch's, and one coordinate of
+  her gradient term ``(mu(x^T theta) - r) x`` in [-1, 1]^d at the current iterate (the batch splits
+  into ``groups`` consecutive groups, default 1; group g's messages are shuffled together and give PGD
+  step g, so each user feeds one step). An earlier version split ``eps0`` over the d(d+1)/2
+  coordinates and rounded each to a bit: its batch sums were noise and it did not learn. The claim is
+  the basic composition of the two amplified guarantees (Feldman-McMillan-Talwar numerical bound,
+  :func:`dpaudit.accountants.shuffle_guarantee`, at delta/2 each) for the smallest shuffles (the first
+  batch and its groups); users are in one batch only (parallel composition), and each message's
+  randomizer is ``eps0``-DP whatever the iterate, which depends only on earlier batches. At the
+  defaults (eps0 = 3.5, first batch 1000) the claim is (3.62, 1e-5). It keeps no ledger (the noise is
+  not additive), so table/view audits judge it black-box. The G-optimal design is Frank-Wolfe
   (``fw_iters`` Kiefer-Wolfowitz steps, batched) on each user's active arms.
+* Shuffle-DP estimation (post-processing of the analyzer's sums, our choices): the design matrix is
+  shrunk toward ``(tr/d) I`` by the Ledoit-Wolf weight that the randomizer's public noise bound
+  implies and its eigenvalues clipped to [0, B] (:meth:`ShuffleGLM.design_estimate`); the PGD step is
+  ``1 / L`` with ``L = L_mu lambda_max(M) / B + lam / size`` (the smoothness of the group's mean loss
+  as the estimated design matrix bounds it; the previous constant ``L_mu`` ignored that ``E[x x^T]``
+  has eigenvalues near ``1/d``, so two steps went a fraction ``2/d`` of the way), scaled by
+  ``B / (B + prior)`` where ``prior`` counts the earlier batches' users the warm start summarises.
 * Widths: ``beta`` (default 1) scales ``||x||_{M^{-1}}`` in every UCB/LCB; the papers' theoretical
   constants are far too large at these horizons.
 """
@@ -65,7 +79,7 @@ from scipy import special
 
 from dpaudit.accountants import ZCDP, ApproxDP, Guarantee, shuffle_guarantee, tree_max_nodes, tree_sigma, zcdp_rho_for_epsilon
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_nonnegative, check_positive
-from dpaudit.mechanisms import BinaryTreeMechanism, Fed, GaussianMechanism, Shuffler, pack_symmetric, unpack_symmetric
+from dpaudit.mechanisms import BinaryTreeMechanism, Fed, GaussianMechanism, PiecewiseShuffler, pack_symmetric, unpack_symmetric
 from dpaudit.policies.base import Policy
 from dpaudit.policies.registry import register
 
@@ -340,19 +354,19 @@ class ShuffleGLM(_GLMBase):
     private = True
     shuffle = True
 
-    # No ledger: the messages carry randomized response, not additive noise, so the claim comes from the
+    # No ledger: the messages carry the Piecewise Mechanism's output, not additive noise, so the claim comes from the
     # shuffle accountant and the audits treat the policy like one without a ledger (hasattr is False).
     @property
     def ledger(self) -> Any:
-        raise AttributeError("shuffle-glm keeps no ledger (its noise is randomized response in the shuffler)")
+        raise AttributeError("shuffle-glm keeps no ledger (its noise is the local randomizers' in the shuffler)")
 
     @ledger.setter
     def ledger(self, value: Any) -> None:
         self._unused_ledger = value
 
-    def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, eps0: float = 2.0,
+    def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, eps0: float = 3.5,
                  delta: float = 1e-5, link: str = "logistic", theta_bound: float = 2.0, lam: float = 1.0,
-                 beta: float = 1.0, batch0: int = 2000, groups: int = 2, fw_iters: int = 10) -> None:
+                 beta: float = 1.0, batch0: int = 1000, groups: int = 1, fw_iters: int = 10) -> None:
         super().__init__(n_arms, dim, horizon, link, theta_bound, lam, beta)
         self.eps0 = check_positive("eps0 (local epsilon per message)", eps0)
         self.delta = check_delta(delta)
@@ -365,9 +379,13 @@ class ShuffleGLM(_GLMBase):
         m_outer = self.dim * (self.dim + 1) // 2
         iu = np.triu_indices(self.dim)
         diag = iu[0] == iu[1]
-        self._outer_lo = np.where(diag, 0.0, -1.0)  # diagonal x_i^2 in [0, 1], off-diagonal x_i x_j in [-1, 1]
-        self.shuffler_outer = Shuffler(self.eps0, m_outer, lo=self._outer_lo, hi=np.ones(m_outer), shuffle=self.shuffle)
-        self.shuffler_grad = Shuffler(self.eps0, self.dim, shuffle=self.shuffle)
+        # diagonal x_i^2 in [0, 1]; off-diagonal x_i x_j in [-1/2, 1/2] (x_i^2 + x_j^2 <= ||x||^2 <= 1)
+        self._iu = iu
+        self._outer_lo = np.where(diag, 0.0, -0.5)
+        self._outer_hi = np.where(diag, 1.0, 0.5)
+        self.shuffler_outer = PiecewiseShuffler(self.eps0, m_outer, lo=self._outer_lo, hi=self._outer_hi,
+                                              shuffle=self.shuffle)
+        self.shuffler_grad = PiecewiseShuffler(self.eps0, self.dim, shuffle=self.shuffle)
         if self.private:
             g1 = shuffle_guarantee(self.batch0, self.eps0, self.delta / 2)
             g2 = shuffle_guarantee(self.batch0 // self.groups, self.eps0, self.delta / 2)
@@ -431,14 +449,38 @@ class ShuffleGLM(_GLMBase):
         self.X[:, t], self.R[:, t] = self._x_played, rewards
         if t + 1 in self._ends:
             start, stop = self._ends[t + 1]
-            view, self.theta, V = self.batch_release(self.rng, self.X[:, start:stop], self.R[:, start:stop], self.theta)
+            view, self.theta, V = self.batch_release(self.rng, self.X[:, start:stop], self.R[:, start:stop], self.theta,
+                                                     prior=start)
             self.Vinv = np.linalg.inv(V)
             self.first_batch = False
             if self.capture:
                 self.views.append({"start": start, "stop": stop, **view})
 
+    def design_estimate(self, S: np.ndarray, B: int) -> np.ndarray:
+        """The analyzer's packed estimate ``S`` of ``sum x x^T`` over a batch of ``B`` users -> (n, d, d) (post-processing).
+
+        Private: shrunk toward ``(tr/d) I`` with the Ledoit-Wolf weight ``min(1, N / ||M - (tr/d) I||_F^2)``,
+        where ``N`` bounds the noise's expected squared Frobenius norm (``B`` times the randomizer's
+        per-user variance bound, off-diagonal coordinates counted twice; public, so this is
+        post-processing). Then, private or not, eigenvalues are clipped to ``[0, B]`` (for contexts in
+        the unit ball, ``0 <= sum x x^T <= B I``).
+        """
+        d = self.dim
+        M = unpack_symmetric(S, d)
+        if self.private:
+            iu = np.triu_indices(d)
+            weights = np.where(iu[0] == iu[1], 1.0, 2.0)
+            noise = B * float(weights @ self.shuffler_outer.variance_bound())
+            nu = np.trace(M, axis1=1, axis2=2) / d
+            dev = M - nu[:, None, None] * np.eye(d)
+            energy = np.einsum("nij,nij->n", dev, dev)
+            alpha = np.minimum(1.0, noise / np.maximum(energy, 1e-300))
+            M = M - alpha[:, None, None] * dev
+        w, U = np.linalg.eigh(M)
+        return np.einsum("nij,nj,nkj->nik", U, np.clip(w, 0.0, float(B)), U)
+
     def batch_release(self, rng: np.random.Generator, X: np.ndarray, R: np.ndarray,
-                      theta: np.ndarray) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+                      theta: np.ndarray, prior: int = 0) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
         """R, S, A on one batch: the users' played contexts ``X`` (n, B, d) and rewards ``R`` (n, B).
 
         Returns (the analyzer's view: shuffled outer-product messages and each group's shuffled
@@ -448,22 +490,35 @@ class ShuffleGLM(_GLMBase):
         n, B, d = X.shape
         if B % self.groups:
             raise DPAuditError(f"a batch of {B} users does not split into {self.groups} equal PGD groups.")
-        outer = pack_symmetric(X[:, :, :, None] * X[:, :, None, :])
         if self.private:
-            msgs_outer, S = self.shuffler_outer.run(rng, outer)
+            # each user's message carries one sampled coordinate of her packed outer product x x^T
+            sh = self.shuffler_outer
+            J = sh.sample_coordinates(rng, n, B)
+            vJ = np.take_along_axis(X, self._iu[0][J][..., None], 2)[..., 0] * np.take_along_axis(X, self._iu[1][J][..., None], 2)[..., 0]
+            msgs_outer, S = sh.run_at(rng, J, vJ)
         else:
-            msgs_outer, S = outer, outer.sum(axis=1)
-        V = psd_floor(unpack_symmetric(S, d) + self.lam * np.eye(d), self.lam)
+            msgs_outer = None
+            S = pack_symmetric(np.einsum("nbd,nbe->nde", X, X))
+        M = self.design_estimate(S, B)
+        V = M + self.lam * np.eye(d)
         size = B // self.groups
-        eta = 1.0 / (self.Lmu + self.lam / size)
+        # step 1/L for the group's mean loss: L = L_mu lambda_max(M) / B (the batch's curvature bound) + lam/size
+        lmax = np.linalg.eigvalsh(M)[:, -1]
+        eta = (1.0 / (self.Lmu * np.maximum(lmax, self.lam) / B + self.lam / size))[:, None]
+        # the warm start summarises the ``prior`` users of earlier batches: step on the pooled mean loss, whose
+        # curvature counts them too (for a quadratic loss of equal curvature, this is the pooled minimiser)
+        eta = eta * B / (B + prior)
         grads = []
         for g in range(self.groups):
             sl = slice(g * size, (g + 1) * size)
-            vals = self._gradients(theta, X[:, sl], R[:, sl])
-            if self.private:
-                msgs, G = self.shuffler_grad.run(rng, vals)
+            Xg = X[:, sl]
+            resid = link_mean(self.link, np.einsum("nmd,nd->nm", Xg, theta)) - R[:, sl]
+            if self.private:  # one sampled coordinate of her gradient term (mu(x^T theta) - r) x per user
+                sh = self.shuffler_grad
+                J = sh.sample_coordinates(rng, n, size)
+                msgs, G = sh.run_at(rng, J, resid * np.take_along_axis(Xg, J[..., None], 2)[..., 0])
             else:
-                msgs, G = vals, vals.sum(axis=1)
+                msgs, G = None, np.einsum("nm,nmd->nd", resid, Xg)
             grads.append(msgs)
             theta = project_ball(theta - eta * (G / size + self.lam / size * theta), self.theta_bound)
         return {"outer": msgs_outer, "grads": grads}, theta, V
@@ -476,9 +531,38 @@ class ShuffleGLMNonPrivate(ShuffleGLM):
     private = False
 
     def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, link: str = "logistic",
-                 theta_bound: float = 2.0, lam: float = 1.0, beta: float = 1.0, batch0: int = 2000,
-                 groups: int = 2, fw_iters: int = 10) -> None:
+                 theta_bound: float = 2.0, lam: float = 1.0, beta: float = 1.0, batch0: int = 1000,
+                 groups: int = 1, fw_iters: int = 10) -> None:
         super().__init__(n_arms, dim, horizon, 1.0, 1e-5, link, theta_bound, lam, beta, batch0, groups, fw_iters)
+
+
+def shuffle_eps0_for(epsilon: float, batch0: int = 1000, groups: int = 1, delta: float = 1e-5) -> float:
+    """The largest ``eps0`` (to 1e-3, rounded down) whose ``shuffle-glm`` claim is at most ``epsilon`` at these sizes.
+
+    The claim is ``clones_epsilon(batch0, eps0, delta/2) + clones_epsilon(batch0/groups, eps0, delta/2)``, which
+    increases with ``eps0``, is at most ``2 eps0`` and reaches ``2 eps0`` once amplification fails (``eps0`` past
+    about ``log(n)``); bisection between ``epsilon/2`` and the first ``epsilon 2^k`` whose claim exceeds ``epsilon``.
+    """
+    from dpaudit.accountants import clones_epsilon
+
+    epsilon = check_positive("epsilon (target central epsilon)", epsilon)
+    delta = check_delta(delta)
+    batch0 = check_int("batch0", batch0, minimum=1)
+    groups = check_int("groups", groups, minimum=1)
+
+    def claim(e0: float) -> float:
+        return clones_epsilon(batch0, e0, delta / 2) + clones_epsilon(batch0 // groups, e0, delta / 2)
+
+    lo, hi = epsilon / 2, epsilon
+    while claim(hi) <= epsilon:
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1e-3:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if claim(mid) <= epsilon else (lo, mid)
+    return lo
+
+
+__all__ += ["shuffle_eps0_for"]
 
 
 # ==== non-private baselines of seed 002's comparison: GLOC and RS-GLinUCB (issue 13, branch baselines) ====

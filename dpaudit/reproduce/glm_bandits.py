@@ -4,14 +4,17 @@ Four panels (seed 002, "First 3 experiments" and the switching check), every pol
 runs and every curve from the same environment seeds (common random numbers):
 
 1. ``regret``: cumulative regret of ``jdp-glm`` (epsilon = 4, delta = 1e-5), ``shuffle-glm``
-   (eps0 = 2 per message, first batch 500, so its claim is printed beside it), their non-private twins
-   and the non-private baselines seed 002 compares with, GLM-UCB, GLOC (``glm-gloc``) and RS-GLinUCB
-   (``rs-glinucb``), on probit and logistic bandits with d = 5, K = 20, ||theta*|| = S = 2, T = 5000;
-   the same table at d = 3 (seed 002 uses d = 3 to 5).
+   (its defaults: eps0 = 3.5 per message, first batch 1000, claim (3.62, 1e-5) printed beside it), their
+   non-private twins and the non-private baselines seed 002 compares with, GLM-UCB, GLOC (``glm-gloc``)
+   and RS-GLinUCB (``rs-glinucb``), on probit and logistic bandits with d = 5, K = 20,
+   ||theta*|| = S = 2, T = 5000, and uniform play as the reference (:func:`uniform_regret`); the same
+   table at d = 3 (seed 002 uses d = 3 to 5).
 2. ``epsilon``: jdp-glm's final regret for epsilon in {2, 4, 6, 8} and its gap to the non-private
    twin and to RS-GLinUCB (the baseline seed 002 names for this ablation); seed 002 says the gap should
    scale like 1/sqrt(epsilon), so the log-log slopes are reported (-0.5 expected;
    ``benchmarks/eps_ablation.py`` decomposes the gap).
+2b. ``shuffle_epsilon``: shuffle-glm's final regret for central epsilon in {2, 4, 6, 8} (eps0 the largest
+   whose claim fits, :func:`dpaudit.policies.glm.shuffle_eps0_for`) and its gap to the non-private twin.
 3. ``kappa``: jdp-glm, its twin, GLOC and RS-GLinUCB for S in {2, 2.5, 3} (kappa grows like e^S for the
    logistic link); the claim is that the dominant term does not grow with kappa (GLOC's width has
    1/kappa factors, RS-GLinUCB's leading term is kappa-free).
@@ -36,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["glm_bandits", "run_policy", "run_built"]
+__all__ = ["glm_bandits", "run_policy", "run_built", "uniform_regret"]
 
 
 def run_policy(name: str, params: dict[str, Any], env_params: dict[str, Any], T: int, runs: int,
@@ -76,6 +79,20 @@ def run_built(pol: Any, env_params: dict[str, Any], T: int, runs: int, seed: int
     return out
 
 
+def uniform_regret(env_params: dict[str, Any], T: int, runs: int, seed: int) -> float:
+    """Mean cumulative pseudo-regret of uniform play (the reference a learner must beat), same environment seeds."""
+    from dpaudit.environments import GLMContextualBandit
+
+    env = GLMContextualBandit(**env_params)
+    env.reset(runs, np.random.default_rng([seed, 1]))
+    total = 0.0
+    for t in range(T):
+        env.arms(t)
+        m = env.means(t)
+        total += float((m.max(axis=1) - m.mean(axis=1)).mean())
+    return total
+
+
 def _ci(x: np.ndarray) -> tuple[float, float]:
     return float(np.mean(x)), 1.96 * float(np.std(x, ddof=1)) / math.sqrt(x.size) if x.size > 1 else 0.0
 
@@ -94,13 +111,13 @@ def glm_bandits(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
     from dpaudit.progress import counted
 
-    simulate, bar = counted(run_policy, "glm-bandits", 48)
+    simulate, bar = counted(run_policy, "glm-bandits", 53)
     result: dict[str, Any] = {"runs": runs, "horizon": T, "seed": seed}
     policies = {
         "jdp-glm (eps = 4)": ("jdp-glm", {"epsilon": 4.0}),
         "jdp-glm-np": ("jdp-glm-np", {}),
-        "shuffle-glm (eps0 = 2)": ("shuffle-glm", {"eps0": 2.0, "batch0": 500 if not quick else 50}),
-        "shuffle-glm-np": ("shuffle-glm-np", {"batch0": 500 if not quick else 50}),
+        f"shuffle-glm (eps0 = 3.5, first batch {1000 if not quick else 100})": ("shuffle-glm", {"eps0": 3.5, "batch0": 1000 if not quick else 100}),
+        "shuffle-glm-np": ("shuffle-glm-np", {"batch0": 1000 if not quick else 100}),
         "glm-ucb": ("glm-ucb", {}),
         "glm-gloc": ("glm-gloc", {}),
         "rs-glinucb": ("rs-glinucb", {}),
@@ -114,6 +131,7 @@ def glm_bandits(args: argparse.Namespace) -> int:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     lines += [f"## Regret at T = {T} (S = 2)", "", "| policy | claim | probit | logistic | s |", "| --- | --- | ---: | ---: | ---: |"]
     rows: dict[str, list[str]] = {}
+    late: dict[str, dict[str, float]] = {}  # regret over the last T/5 rounds: does the curve flatten?
     for ax, link in zip(axes, ("probit", "logistic")):
         for label, (name, params) in policies.items():
             r = simulate(name, {**params, "link": link}, {"link": link, "S": 2.0}, T, runs, seed)
@@ -121,6 +139,7 @@ def glm_bandits(args: argparse.Namespace) -> int:
             result["regret"].setdefault(label, {})[link] = {"mean": m, "half_width": h, "claim": r["claim"],
                                                            "seconds": r["seconds"]}
             rows.setdefault(label, [r["claim"]]).append(f"{m:.1f} ± {h:.1f}")
+            late.setdefault(label, {})[link] = float((r["curve"][:, -1] - r["curve"][:, -1 - T // 5]).mean())
             rows[label].append(f"{r['seconds']:.0f}")
             ax.plot(r["curve"].mean(axis=0), label=label)
         ax.set_title(f"{link} bandit, d = 5, K = 20, S = 2")
@@ -132,6 +151,13 @@ def glm_bandits(args: argparse.Namespace) -> int:
     plt.close(fig)
     for label, cells in rows.items():
         lines.append(f"| {label} | {cells[0]} | {cells[1]} | {cells[3]} | {int(cells[2]) + int(cells[4])} |")
+    uni = {link: uniform_regret({"link": link, "S": 2.0}, T, runs, seed) for link in ("probit", "logistic")}
+    result["regret"]["uniform play"] = {link: {"mean": v} for link, v in uni.items()}
+    lines.append(f"| uniform play (reference) | - | {uni['probit']:.1f} | {uni['logistic']:.1f} | - |")
+    result["late_regret"] = late
+    lines += ["", f"Regret over the last {T // 5} rounds (probit / logistic): "
+              + "; ".join(f"{k} {v['probit']:.1f} / {v['logistic']:.1f}" for k, v in late.items())
+              + f"; uniform play {uni['probit'] / 5:.1f} / {uni['logistic'] / 5:.1f}."]
 
     # 1b. the same table at d = 3 (seed 002 runs d = 3 to 5); no figure
     result["regret_d3"] = {}
@@ -186,6 +212,27 @@ def glm_bandits(args: argparse.Namespace) -> int:
             cells.append(f"{m:.1f} ± {h:.1f}")
         result["kappa"].append(entry)
         lines.append(f"| {S:g} | " + " | ".join(cells) + " |")
+
+    # 2b. shuffle-glm over the central epsilon (logistic, S = 2): eps0 is the largest whose claim fits
+    from dpaudit.policies.glm import shuffle_eps0_for
+
+    b0 = 1000 if not quick else 100
+    sbase = simulate("shuffle-glm-np", {"link": "logistic", "batch0": b0}, {"link": "logistic", "S": 2.0}, T, runs,
+                     seed)["curve"][:, -1]
+    lines += ["", f"## shuffle-glm over epsilon (logistic, T = {T}, first batch {b0})", "",
+              "| epsilon | eps0 per message | claim | regret | gap to the twin |", "| ---: | ---: | --- | ---: | ---: |"]
+    result["shuffle_epsilon"] = []
+    for eps in (2.0, 4.0, 6.0, 8.0):
+        e0 = shuffle_eps0_for(eps, b0, 1, 1e-5)
+        r = simulate("shuffle-glm", {"eps0": e0, "link": "logistic", "batch0": b0}, {"link": "logistic", "S": 2.0}, T,
+                     runs, seed)
+        m, h = _ci(r["curve"][:, -1])
+        gm, gh = _ci(r["curve"][:, -1] - sbase)
+        result["shuffle_epsilon"].append({"epsilon": eps, "eps0": e0, "claim": r["claim"], "regret": m, "gap": gm,
+                                          "gap_half_width": gh})
+        lines.append(f"| {eps:g} | {e0:.3f} | {r['claim']} | {m:.1f} ± {h:.1f} | {gm:.1f} ± {gh:.1f} |")
+    lines += ["", "eps0 stops growing with epsilon once amplification fails (eps0 past about log of the batch size), "
+              "so the larger budgets buy little."]
 
     # 4. switching counts
     r = simulate("jdp-glm", {"link": "logistic"}, {"link": "logistic", "S": 2.0}, T_switch, runs, seed)
