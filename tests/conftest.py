@@ -8,8 +8,34 @@ random examples to hunt for new failures (keep any it finds as an explicit examp
 
 import os
 
+import numpy as np
+import pytest
 from hypothesis import settings
 
 settings.register_profile("repro", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repro"))
+
+
+def _contextual_regret(policy, env, n_runs: int, T: int, seed: int) -> np.ndarray:
+    """Per-run pseudo-regret of a contextual policy on ``env`` (uniform play when ``policy`` is None)."""
+    env.reset(n_runs, np.random.default_rng([seed, 1]))
+    if policy is not None:
+        policy.reset(n_runs, np.random.default_rng([seed, 2]), record=False)
+    rng = np.random.default_rng([seed, 3])
+    reg = np.zeros(n_runs)
+    for t in range(T):
+        x = env.arms(t)
+        a = policy.act(t, x) if policy is not None else rng.integers(0, env.n_arms, n_runs)
+        m = env.means(t)
+        reg += m.max(axis=1) - m[np.arange(n_runs), a]
+        r = env.rewards(t, a)
+        if policy is not None:
+            policy.observe(t, a, r)
+    return reg
+
+
+@pytest.fixture
+def contextual_regret():
+    """``contextual_regret(policy, env, n_runs, T, seed)``: per-run pseudo-regret, step by step."""
+    return _contextual_regret

@@ -22,23 +22,6 @@ from dpaudit.policies.glm import glm_mle, link_mean, min_slope, project_ball_in_
 NAMES = ["glm-gloc", "rs-glinucb"]
 
 
-def _run(policy, env, n_runs: int, T: int, seed: int, arms=None) -> np.ndarray:
-    """Per-run pseudo-regret (uniform play when ``policy`` is None)."""
-    env.reset(n_runs, np.random.default_rng([seed, 1]))
-    if policy is not None:
-        policy.reset(n_runs, np.random.default_rng([seed, 2]), record=False)
-    rng = np.random.default_rng([seed, 3])
-    reg = np.zeros(n_runs)
-    for t in range(T):
-        x = env.arms(t)
-        a = policy.act(t, x) if policy is not None else rng.integers(0, env.n_arms, n_runs)
-        m = env.means(t)
-        reg += m.max(axis=1) - m[np.arange(n_runs), a]
-        if policy is not None:
-            policy.observe(t, a, env.rewards(t, a))
-    return reg
-
-
 def test_registered_non_private_glm_family():
     entries = {e.name: e for e in registered()}
     for name in NAMES:
@@ -48,21 +31,22 @@ def test_registered_non_private_glm_family():
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("link", ["logistic", "probit"])
-def test_deterministic_by_seed(name, link):
+def test_deterministic_by_seed(name, link, contextual_regret):
     env = GLMContextualBandit(n_arms=5, dim=3, link=link, S=2.0)
     pol = make_policy(name, {"n_arms": 5, "dim": 3, "horizon": 150, "link": link})
-    a, b, c = _run(pol, env, 6, 150, 0), _run(pol, env, 6, 150, 0), _run(pol, env, 6, 150, 1)
+    a, b, c = (contextual_regret(pol, env, 6, 150, s) for s in (0, 0, 1))
     assert np.array_equal(a, b) and not np.array_equal(a, c)
 
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("link", ["logistic", "probit"])
-def test_learns_far_below_uniform_play(name, link):
+def test_learns_far_below_uniform_play(name, link, contextual_regret):
     """40 runs, T = 400, d = 3, K = 5, S = 3: regret below 0.5 x uniform's, and the one-sided Welch test
     of 'no better than half of uniform' rejects at 1e-3."""
     env = GLMContextualBandit(n_arms=5, dim=3, link=link, S=3.0)
-    ours = _run(make_policy(name, {"n_arms": 5, "dim": 3, "horizon": 400, "link": link, "theta_bound": 3.0}), env, 40, 400, 4)
-    rand = _run(None, env, 40, 400, 4)
+    pol = make_policy(name, {"n_arms": 5, "dim": 3, "horizon": 400, "link": link, "theta_bound": 3.0})
+    ours = contextual_regret(pol, env, 40, 400, 4)
+    rand = contextual_regret(None, env, 40, 400, 4)
     assert ours.mean() < 0.5 * rand.mean()
     assert stats.ttest_ind(ours, 0.5 * rand, equal_var=False, alternative="less").pvalue < 1e-3
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
@@ -26,23 +25,6 @@ def _params(name: str) -> dict:
     return p
 
 
-def _regret(policy, env, n_runs: int, T: int, seed: int) -> np.ndarray:
-    env.reset(n_runs, np.random.default_rng([seed, 1]))
-    if policy is not None:
-        policy.reset(n_runs, np.random.default_rng([seed, 2]), record=False)
-    rng = np.random.default_rng([seed, 3])
-    reg = np.zeros(n_runs)
-    for t in range(T):
-        x = env.arms(t)
-        a = policy.act(t, x) if policy is not None else rng.integers(0, env.n_arms, n_runs)
-        m = env.means(t)
-        reg += m.max(axis=1) - m[np.arange(n_runs), a]
-        r = env.rewards(t, a)
-        if policy is not None:
-            policy.observe(t, a, r)
-    return reg
-
-
 def test_registered():
     names = {e.name for e in registered()}
     assert set(GLM) <= names
@@ -53,21 +35,21 @@ def test_registered():
 
 @pytest.mark.parametrize("name", GLM)
 @pytest.mark.parametrize("link", ["logistic", "probit"])
-def test_runs_batched_and_reproducibly(name, link):
+def test_runs_batched_and_reproducibly(name, link, contextual_regret):
     env = make_environment("glm", n_arms=5, dim=3, link=link, S=2.0)
     pol = make_policy(name, {**_params(name), "link": link})
-    r1 = _regret(pol, env, 8, 120, 0)
-    r2 = _regret(pol, env, 8, 120, 0)
+    r1 = contextual_regret(pol, env, 8, 120, 0)
+    r2 = contextual_regret(pol, env, 8, 120, 0)
     assert np.array_equal(r1, r2)
     assert np.all(r1 >= 0)
 
 
 @pytest.mark.parametrize("name", ["glm-ucb", "jdp-glm-np", "shuffle-glm-np"])
-def test_non_private_policies_learn(name):
+def test_non_private_policies_learn(name, contextual_regret):
     """Over 40 runs of T = 300 they beat uniform play by a wide margin (random: ~300 x the mean gap)."""
     env = GLMContextualBandit(n_arms=5, dim=3, link="logistic", S=3.0)
-    ours = _regret(make_policy(name, _params(name)), env, 40, 300, 1).mean()
-    rand = _regret(None, env, 40, 300, 1).mean()
+    ours = contextual_regret(make_policy(name, _params(name)), env, 40, 300, 1).mean()
+    rand = contextual_regret(None, env, 40, 300, 1).mean()
     assert ours < 0.6 * rand
 
 
@@ -107,12 +89,12 @@ def test_shuffle_claim_is_the_amplified_composition():
     assert pol.claim.epsilon < 2 * 1.5  # amplification helps: below the two local guarantees
 
 
-def test_shuffle_batches_double_and_only_full_batches_release():
+def test_shuffle_batches_double_and_only_full_batches_release(contextual_regret):
     pol = make_policy("shuffle-glm", {"batch0": 10, "horizon": 75, "n_arms": 2, "dim": 2})
     assert pol.batch_bounds() == [(0, 10), (10, 30), (30, 70)]
     pol.capture = True
     env = GLMContextualBandit(n_arms=2, dim=2)
-    _regret(pol, env, 3, 75, 0)
+    contextual_regret(pol, env, 3, 75, 0)
     assert [v["stop"] - v["start"] for v in pol.views] == [10, 20, 40]
     assert pol.views[0]["outer"].shape == (3, 10)  # one encoded message per user (PiecewiseShuffler)
 
