@@ -41,7 +41,6 @@ The verdict rule is :func:`dpaudit.check_local.audit_local`'s.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Callable
 
@@ -391,46 +390,3 @@ def make_losses(name: str | None, d: int, horizon: int, params: dict[str, str] |
     if name == "stochastic":
         return LossSequence.stochastic(d, horizon, **kw)
     return LossSequence.adversarial(d, horizon, **kw)
-
-
-def regret_command(args: Any, params: dict[str, str]) -> int:
-    """``dpaudit regret NAME`` for a BCO policy: its mean regret and its twin's on a :class:`LossSequence`."""
-    import json
-
-    from dpaudit.policies.registry import make_policy, parse_params
-    from dpaudit.simulate import twin_of
-
-    if args.plot or args.path != "auto":
-        raise DPAuditError("--plot and --path apply to K-armed policies; drop them for a BCO policy.")
-    params = dict(params)
-    params.setdefault("horizon", str(args.horizon))
-    policy = make_policy(args.policy, params)
-    losses = make_losses(args.env, policy.d, args.horizon, parse_params(args.env_param))
-
-    def summary(r: np.ndarray) -> dict[str, float]:
-        half = 1.96 * float(r.std(ddof=1)) / math.sqrt(r.size) if r.size > 1 else math.nan
-        return {"mean": float(r.mean()), "lo": float(r.mean() - half), "hi": float(r.mean() + half)}
-
-    res = simulate_bco(policy, losses, args.runs, args.seed)
-    out: dict[str, Any] = {"policy": policy.name, "params": policy.params(),
-                           "claim": str(policy.claim) if policy.claim is not None else None,
-                           "environment": f"{args.env or 'stochastic'} BCO losses {parse_params(args.env_param)}",
-                           "horizon": args.horizon, "runs": args.runs, "seed": args.seed,
-                           "regret": summary(res["regret"]), "seconds": res["seconds"]}
-    twin = None if args.no_twin else twin_of(policy)
-    if twin is not None and twin[0] != policy.name:
-        tres = simulate_bco(make_policy(twin[0], {k: str(v) for k, v in twin[1].items()}), losses, args.runs, args.seed)
-        out["twin"] = {"policy": twin[0], "regret": summary(tres["regret"]), "seconds": tres["seconds"]}
-        out["difference"] = summary(res["regret"] - tres["regret"])
-    if args.json:
-        print(json.dumps(out, indent=2))
-        return 0
-    r = out["regret"]
-    print(f"{out['policy']} {out['params']}  claim: {out['claim'] or 'none (non-private)'}")
-    print(f"environment {out['environment']}, T = {args.horizon}, {args.runs} runs, seed {args.seed}")
-    print(f"  mean regret            {r['mean']:12.2f}   95% CI [{r['lo']:.2f}, {r['hi']:.2f}]   ({res['seconds']:.2f} s)")
-    if "twin" in out:
-        t, d = out["twin"]["regret"], out["difference"]
-        print(f"  twin {out['twin']['policy']:<17} {t['mean']:12.2f}   95% CI [{t['lo']:.2f}, {t['hi']:.2f}]")
-        print(f"  price of privacy       {d['mean']:12.2f}   95% CI [{d['lo']:.2f}, {d['hi']:.2f}] (paired, same seed)")
-    return 0

@@ -88,9 +88,7 @@ def _cmd_regret(args: argparse.Namespace) -> int:
     params = parse_params(args.param)
     cls = load_policy_class(args.policy)
     if getattr(cls, "continuous_actions", False):  # BCO (issue 10): loss functions on a ball, dpaudit.bco
-        from dpaudit.bco import regret_command
-
-        return regret_command(args, params)
+        return _bco_regret(args, params)
     entry = _REGISTRY.get(args.policy)
     env = _env_from_args(args, entry.family if entry is not None else None)
     accepted = inspect.signature(cls.__init__).parameters
@@ -145,19 +143,25 @@ def _cmd_regret(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
+    _print_regret(out, f"environment {out['environment']}, T = {args.horizon}, {args.runs} runs, seed {args.seed}, "
+                       f"{res.path} path", res.seconds)
+    if args.plot:
+        print(f"  plot: {args.plot}")
+    return 0
+
+
+def _print_regret(out: dict[str, Any], setting: str, seconds: float) -> None:
+    """The human-readable regret summary (``--json`` prints ``out`` itself)."""
     r = out["regret"]
     print(f"{out['policy']} {out['params']}  claim: {out['claim'] or 'none (non-private)'}")
-    print(f"environment {out['environment']}, T = {args.horizon}, {args.runs} runs, seed {args.seed}, {res.path} path")
-    print(f"  mean regret            {r['mean']:12.2f}   95% CI [{r['lo']:.2f}, {r['hi']:.2f}]   ({res.seconds:.2f} s)")
+    print(setting)
+    print(f"  mean regret            {r['mean']:12.2f}   95% CI [{r['lo']:.2f}, {r['hi']:.2f}]   ({seconds:.2f} s)")
     if "twin" in out:
         tr = out["twin"]["regret"]
         d = out["difference"]
         print(f"  non-private twin       {tr['mean']:12.2f}   95% CI [{tr['lo']:.2f}, {tr['hi']:.2f}]   ({out['twin']['policy']})")
         print(f"  price of privacy       {d['mean']:12.2f}   95% CI [{d['lo']:.2f}, {d['hi']:.2f}]   "
               f"(relative {d['mean'] / tr['mean'] if tr['mean'] else float('nan'):.3f})")
-    if args.plot:
-        print(f"  plot: {args.plot}")
-    return 0
 
 
 def _plot_regret(path: str, res: SimResult, tres: SimResult | None, out: dict[str, Any]) -> None:
@@ -186,3 +190,35 @@ def _plot_regret(path: str, res: SimResult, tres: SimResult | None, out: dict[st
         raise DPAuditError(f"cannot write the plot to {path!r}: {exc}.") from exc
     finally:
         plt.close(fig)
+
+
+def _bco_regret(args: argparse.Namespace, params: dict[str, str]) -> int:
+    """``dpaudit regret NAME`` for a BCO policy: its mean regret and its twin's on a :class:`dpaudit.bco.LossSequence`."""
+    from dpaudit.bco import make_losses, simulate_bco
+    from dpaudit.policies import make_policy
+    from dpaudit.policies.registry import parse_params
+
+    if args.plot or args.path != "auto":
+        raise DPAuditError("--plot and --path apply to K-armed policies; drop them for a BCO policy.")
+    params = dict(params)
+    params.setdefault("horizon", str(args.horizon))
+    policy = make_policy(args.policy, params)
+    losses = make_losses(args.env, policy.d, args.horizon, parse_params(args.env_param))
+    res = simulate_bco(policy, losses, args.runs, args.seed)
+    out: dict[str, Any] = {"policy": policy.name, "params": policy.params(),
+                           "claim": str(policy.claim) if policy.claim is not None else None,
+                           "environment": f"{args.env or 'stochastic'} BCO losses {parse_params(args.env_param)}",
+                           "horizon": args.horizon, "runs": args.runs, "seed": args.seed,
+                           "regret": _mean_ci(res["regret"]), "seconds": res["seconds"]}
+    twin = None if args.no_twin else twin_of(policy)
+    if twin is not None and twin[0] != policy.name:
+        tres = simulate_bco(make_policy(twin[0], {k: str(v) for k, v in twin[1].items()}), losses, args.runs, args.seed)
+        out["twin"] = {"policy": twin[0], "params": twin[1], "regret": _mean_ci(tres["regret"]), "seconds": tres["seconds"]}
+        out["difference"] = _mean_ci(res["regret"] - tres["regret"])
+        out["difference"]["note"] = "same seed for both (common random numbers); CI of the mean paired difference"
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    _print_regret(out, f"environment {out['environment']}, T = {args.horizon}, {args.runs} runs, seed {args.seed}",
+                  res["seconds"])
+    return 0
