@@ -303,7 +303,7 @@ def audit_local_bco(policy_for: Callable[[], Any], out: dict[str, Any], *, delta
                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The local audit of a BCO policy (module docstring); ``out`` holds what audit_local filled in already."""
     from dpaudit import __version__
-    from dpaudit.check_local import LOCAL_DEFAULTS, _lints, channel_attack, ledger_per_user, local_verdict
+    from dpaudit.check_local import LOCAL_DEFAULTS, channel_attack, ledger_findings, ledger_per_user, local_verdict
 
     t_start = time.perf_counter()
     T = horizon
@@ -322,13 +322,7 @@ def audit_local_bco(policy_for: Callable[[], Any], out: dict[str, Any], *, delta
     pol = policy_for()
     simulate_bco(pol, audit_pair(pol, T, 0)[0], 200, int(s_ledger.generate_state(1)[0]), record=True)
     ledger = ledger_per_user(pol.ledger, delta)
-    if ledger["messages"] and ledger.get("users", 0) < 200 * T:
-        notes.append(f"only {ledger['users']} of {200 * T} (run, user) pairs sent a recorded message.")
-    out["ledger"] = ledger
-    out["lints"] = _lints(policy)
-    for ln in out["lints"]:
-        if ln["flagged"]:
-            notes.append(ln["message"])
+    ledger_findings(out, notes, policy, ledger, 200 * T)
     out["exact"] = None
 
     # 2. channel, black box

@@ -49,8 +49,8 @@ import numpy as np
 from dpaudit.accountants import ApproxDP, Guarantee
 from dpaudit.errors import DPAuditError, check_delta, check_int
 
-__all__ = ["audit_local", "channel_attack", "exact_channel_epsilon", "ledger_per_user", "local_markdown", "local_verdict",
-           "write_local_report", "LOCAL_DEFAULTS"]
+__all__ = ["audit_local", "channel_attack", "exact_channel_epsilon", "ledger_findings", "ledger_per_user",
+           "local_markdown", "local_verdict", "write_local_report", "LOCAL_DEFAULTS"]
 
 #: fresh channel samples per side = ``channel_factor`` x runs; transcript runs per side = runs / ``transcript_div``
 LOCAL_DEFAULTS = {"channel_factor": 20, "transcript_div": 5, "central_div": 5, "chunk": 250_000}
@@ -371,6 +371,17 @@ def _transcript_attack(policy_for: Callable[[], Any], horizon: int, *, delta: fl
                        seconds=time.perf_counter() - t0, details={"fpr": best["fpr"], "fnr": best["fnr"], "rounds": rows})
 
 
+def ledger_findings(out: dict[str, Any], notes: list[str], policy: Any, ledger: dict[str, Any] | None,
+                    users: int) -> None:
+    """Record the ledger part (``out["ledger"]``, ``out["lints"]``) and its notes: too few recorded
+    messages for the ``users`` (run, user) pairs simulated, and every flagged calibration lint."""
+    if ledger is not None and ledger["messages"] and ledger.get("users", 0) < users:
+        notes.append(f"only {ledger['users']} of {users} (run, user) pairs sent a recorded message.")
+    out["ledger"] = ledger
+    out["lints"] = _lints(policy)
+    notes.extend(ln["message"] for ln in out["lints"] if ln["flagged"])
+
+
 def local_verdict(eps_claim: float, delta: float, ledger: dict[str, Any] | None, exact: dict[str, Any] | None,
                   attacks: list[Any], central_out: dict[str, Any] | None) -> tuple[str, str, float]:
     """(verdict, reason, best lower bound) of a local audit: ``violation`` when the ledger's exact per-user
@@ -517,13 +528,7 @@ def audit_local(
         d = make_pair(PairSpec(0, background), TableDP(), K, T, rng_pair).d0
         TableDP().run(policy, d, 200, np.random.default_rng(s_ledger), None, record=True)
         ledger = ledger_per_user(policy.ledger, delta)
-        if ledger["messages"] and ledger.get("users", 0) < 200 * T:
-            notes.append(f"only {ledger['users']} of {200 * T} (run, user) pairs sent a recorded message.")
-    out["ledger"] = ledger
-    out["lints"] = _lints(policy)
-    for ln in out["lints"]:
-        if ln["flagged"]:
-            notes.append(ln["message"])
+    ledger_findings(out, notes, policy, ledger, 200 * T)
 
     # 2. the channel, black box
     if progress:
