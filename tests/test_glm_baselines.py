@@ -196,19 +196,10 @@ def test_bad_parameters(name, params, match):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_bad_contexts_and_rewards(name):
+def test_acting_past_the_horizon_is_refused(name):
     pol = make_policy(name, {"n_arms": 2, "dim": 2, "horizon": 8})
     pol.reset(3, np.random.default_rng(0))
-    with pytest.raises(DPAuditError, match="shape"):
-        pol.act(0, np.zeros((3, 2, 3)))
-    with pytest.raises(DPAuditError, match="unit ball"):
-        pol.act(0, np.full((3, 2, 2), 0.9))
-    with pytest.raises(DPAuditError, match="NaN"):
-        pol.act(0, np.full((3, 2, 2), np.nan))
-    with pytest.raises(DPAuditError, match="got none"):
-        pol.act(0, None)
-    a = pol.act(0, np.zeros((3, 2, 2)))
-    with pytest.raises(DPAuditError, match="outside"):
-        pol.observe(0, a, np.full(3, -0.5))
+    # contexts and rewards: tests/test_glm_policies.py::test_bad_contexts_and_rewards covers every GLM policy
+    pol.act(0, np.zeros((3, 2, 2)))
     with pytest.raises(DPAuditError, match="horizon"):
         pol.act(8, np.zeros((3, 2, 2)))

@@ -112,8 +112,9 @@ def test_bad_parameters(name, params, match):
         make_policy(name, params)
 
 
-def test_bad_contexts_and_rewards():
-    pol = make_policy("jdp-glm", {"n_arms": 2, "dim": 2, "horizon": 8})
+@pytest.mark.parametrize("name", ["jdp-glm", "glm-ucb", "shuffle-glm", "glm-gloc", "rs-glinucb"])
+def test_bad_contexts_and_rewards(name):
+    pol = make_policy(name, {"n_arms": 2, "dim": 2, "horizon": 8})
     pol.reset(3, np.random.default_rng(0))
     with pytest.raises(DPAuditError, match="shape"):
         pol.act(0, np.zeros((3, 2, 3)))
@@ -121,9 +122,12 @@ def test_bad_contexts_and_rewards():
         pol.act(0, np.full((3, 2, 2), 0.9))
     with pytest.raises(DPAuditError, match="NaN"):
         pol.act(0, np.full((3, 2, 2), np.nan))
+    with pytest.raises(DPAuditError, match="got none"):
+        pol.act(0, None)
     a = pol.act(0, np.zeros((3, 2, 2)))
-    with pytest.raises(DPAuditError, match="outside"):
-        pol.observe(0, a, np.full(3, 2.0))
+    for bad in (2.0, -0.5):
+        with pytest.raises(DPAuditError, match="outside"):
+            pol.observe(0, a, np.full(3, bad))
     with pytest.raises(DPAuditError, match="unknown link"):
         GLMContextualBandit(link="identity")
 
