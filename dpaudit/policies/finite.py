@@ -126,6 +126,17 @@ def _check_rewards_alphabet(rewards: Sequence[Any]) -> list[float]:
     return out
 
 
+def arms_of_first_row(first: Any) -> int:
+    """K, read from step 1's row 0 of a decision-rule table (either format): a list of K >= 2 probabilities."""
+    row0 = first[0]
+    if not isinstance(row0, (list, tuple, np.ndarray)):
+        raise DPAuditError("step 1, row 0: a row must be a list of K probabilities.")
+    K = len(row0)
+    if K < 2:
+        raise DPAuditError(f"a policy needs K >= 2 arms, got K = {K} (step 1, row 0 has {K} entries).")
+    return K
+
+
 def spec_shape(spec: dict[str, Any]) -> tuple[int, int, list[Any], list[Any]]:
     """(T, K, rules, rewards) of a finite-policy spec (either format), each checked for its type and size."""
     T, K = spec["horizon"], spec["arms"]
@@ -156,12 +167,7 @@ class FinitePolicy(Policy):
         first = rules[0]
         if not isinstance(first, (list, tuple, np.ndarray)) or len(first) != 1:
             raise DPAuditError(f"step 1 must have exactly 1 row (the empty history), got {len(first) if hasattr(first, '__len__') else first!r}.")
-        row0 = first[0]
-        if not isinstance(row0, (list, tuple, np.ndarray)):
-            raise DPAuditError("step 1, row 0: a row must be a list of K probabilities.")
-        K = len(row0)
-        if K < 2:
-            raise DPAuditError(f"a policy needs K >= 2 arms, got K = {K} (step 1, row 0 has {K} entries).")
+        K = arms_of_first_row(first)
         R = len(rewards)
         tables = []
         for t, rows in enumerate(rules):

@@ -46,7 +46,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dpaudit.errors import DPAuditError
-from dpaudit.policies.finite import SUM_TOLERANCE, BUNDLED, FinitePolicy, _check_rewards_alphabet, _prob, _short, spec_shape
+from dpaudit.policies.finite import SUM_TOLERANCE, BUNDLED, FinitePolicy, _check_rewards_alphabet, _prob, _short, arms_of_first_row, spec_shape
 
 __all__ = ["FiniteContextualPolicy", "FORMAT_CONTEXTUAL", "BUNDLED_CONTEXTUAL", "load_contextual",
            "is_contextual_spec", "rr_wsls", "copy_context"]
@@ -119,12 +119,7 @@ class FiniteContextualPolicy:
         if not isinstance(first, (list, tuple, np.ndarray)) or len(first) != C:
             got = len(first) if hasattr(first, "__len__") else first
             raise DPAuditError(f"step 1 must have C = {C} rows (one per current context), got {_short(got)}.")
-        row0 = first[0]
-        if not isinstance(row0, (list, tuple, np.ndarray)):
-            raise DPAuditError("step 1, row 0: a row must be a list of K probabilities.")
-        K = len(row0)
-        if K < 2:
-            raise DPAuditError(f"a policy needs K >= 2 arms, got K = {K} (step 1, row 0 has {K} entries).")
+        K = arms_of_first_row(first)
         tables = []
         for t, rows in enumerate(rules):
             expected = (C * K * R) ** t * C
