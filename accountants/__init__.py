@@ -8,7 +8,9 @@ from dpaudit.errors import DPAuditError
 from .guarantees import RDP, ZCDP, ApproxDP, Composed, Guarantee, MechanismDP, PureDP, as_guarantee, compose
 from .conversions import Conversion, rdp_to_approx, zcdp_rho_for_epsilon, zcdp_to_approx
 from .gaussian import gaussian_epsilon, gaussian_sigma, lint_classical_gaussian, lint_seed000_channel
-from .composition import NoiseAccount, compose_parallel, compose_sequential, per_round_account
+from .guarantees import compose_parallel, compose_sequential
+from .noise import NoiseAccount
+from .composition import per_round_account
 from .shuffle import (clones_delta, clones_epsilon, clones_epsilon_closed_form, shuffle_guarantee, tree_max_nodes,
                       tree_sigma, tree_zcdp)
 

@@ -1,189 +1,29 @@
-"""Composition: of declared guarantees (sequential, parallel) and of noise releases (exact where possible).
+"""Per-round accounting of a ledger: each round's guarantee is the composition of the releases it fed.
 
-* :func:`compose_sequential` — adaptive sequential composition of guarantees: zCDP adds rho
-  (Bun & Steinke 2016, Lemma 2.3), pure DP adds eps, RDP curves add order by order (Mironov 2017,
-  Prop. 1), (eps, delta)-DP adds both (basic composition, Dwork & Roth 2014, Thm 3.16). Mixed
-  types without an (eps, delta) member compose as RDP curves.
-* :func:`compose_parallel` — the same mechanism type applied to disjoint parts of the data
-  (seed 001 Lemma 1 / App. D, seed 004 Lemma 11): the guarantee of the worst part.
-* :class:`NoiseAccount` — a composition of concrete releases (Gaussian multipliers mu_i = D_i /
-  sigma_i and Laplace eps_i = D_i / b_i), with the exact answer first: Gaussians only -> one
-  Gaussian with mu = sqrt(sum mu_i^2) and Balle & Wang's exact profile; one Laplace -> its closed
-  form; anything else (Laplace with Laplace or Gaussian) -> dp-accounting's PLD accountant
-  (``privacy_loss_distribution``, pessimistic estimate, discretisation 1e-3 by default: an upper
-  bound, so valid). The Rényi curve is exact for every mix (Gaussian alpha mu^2/2 plus Mironov's
-  Laplace formula).
-* :func:`per_round_account` — per-round ("per user") accounting of a ledger given as plain arrays:
-  each round's guarantee is the composition of the releases that round fed; the run's realised
-  guarantee is its worst round (parallel composition over rounds). This module takes arrays so the
-  accountants import nothing from dpaudit's core; ``dpaudit.accounting`` turns a Ledger into them.
+:func:`per_round_account` takes a ledger given as plain arrays (one entry per release, run and round):
+each round's guarantee is the sequential composition of the releases that round fed
+(:class:`~dpaudit.accountants.noise.NoiseAccount`, exact where possible); the run's realised guarantee is
+its worst round (parallel composition over rounds, seed 001 Lemma 1). This module takes arrays so the
+accountants import nothing from dpaudit's core; :mod:`dpaudit.accounting` turns a Ledger into them.
+Composition of declared guarantees (:func:`compose_sequential`, :func:`compose_parallel`) lives with the
+guarantees (:mod:`dpaudit.accountants.guarantees`).
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .conversions import Conversion, cks_epsilon, rdp_curve_to_approx
-from dpaudit.errors import DPAuditError, check_delta, check_int, check_nonnegative
-from .gaussian import gaussian_epsilon, laplace_epsilon, laplace_renyi
-from .guarantees import RDP, ZCDP, ApproxDP, Guarantee, PureDP
+from dpaudit.errors import DPAuditError, check_int
 
-__all__ = [
-    "compose_sequential",
-    "compose_parallel",
-    "NoiseAccount",
-    "RoundAccount",
-    "per_round_account",
-    "PLD_DISCRETISATION",
-]
+from .conversions import cks_epsilon
+from .gaussian import laplace_renyi
+from .guarantees import RDP, ZCDP, Guarantee, PureDP
+from .noise import NoiseAccount
 
-#: value_discretization_interval of the PLD accountant (smaller is tighter and slower).
-PLD_DISCRETISATION = 1e-3
-
-
-class _SumCurve:
-    """Order-wise sum of Rényi curves (picklable, named for describe())."""
-
-    def __init__(self, parts: tuple[Guarantee, ...], how: str = "sum") -> None:
-        self.parts = parts
-        self.how = how
-        self.__name__ = f"{how}({', '.join(p.describe() for p in parts)})"
-
-    def __call__(self, alpha: float) -> float:
-        vals = [p.renyi(alpha) for p in self.parts]
-        return float(sum(vals) if self.how == "sum" else max(vals))
-
-
-def _check_guarantees(guarantees: tuple) -> tuple[Guarantee, ...]:
-    if not guarantees:
-        raise DPAuditError("composition needs at least one guarantee, got none.")
-    from .guarantees import as_guarantee  # a dp-accounting DpEvent is converted exactly (issue 11)
-
-    return tuple(as_guarantee(g) for g in guarantees)
-
-
-def compose_sequential(*guarantees: Guarantee) -> Guarantee:
-    """Adaptive sequential composition (see the module docstring for the rule per type)."""
-    gs = _check_guarantees(guarantees)
-    if len(gs) == 1:
-        return gs[0]
-    kinds = {type(g) for g in gs}
-    if kinds == {ZCDP}:
-        return ZCDP(sum(g.rho for g in gs))
-    if kinds == {PureDP}:
-        return PureDP(sum(g.epsilon for g in gs))
-    if kinds <= {PureDP, ApproxDP}:
-        return ApproxDP(sum(g.epsilon for g in gs), min(sum(getattr(g, "delta", 0.0) for g in gs), 1 - 1e-16))
-    if ApproxDP in kinds:
-        raise DPAuditError(
-            "an (eps, delta)-DP guarantee composes only with pure or (eps, delta)-DP ones; convert the "
-            "zCDP/RDP members to (eps, delta) first."
-        )
-    # Mixed zCDP / pure / RDP: add the Rényi curves (a pure member keeps its own min(eps, a eps^2/2)).
-    return RDP(_SumCurve(gs, "sum"))
-
-
-def compose_parallel(*guarantees: Guarantee) -> Guarantee:
-    """Parallel composition over disjoint data (seed 001 Lemma 1, seed 004 Lemma 11): the worst part."""
-    gs = _check_guarantees(guarantees)
-    kinds = {type(g) for g in gs}
-    if kinds == {ZCDP}:
-        return ZCDP(max(g.rho for g in gs))
-    if kinds == {PureDP}:
-        return PureDP(max(g.epsilon for g in gs))
-    if kinds <= {PureDP, ApproxDP}:
-        return ApproxDP(max(g.epsilon for g in gs), max(getattr(g, "delta", 0.0) for g in gs))
-    if ApproxDP in kinds:
-        raise DPAuditError(
-            "an (eps, delta)-DP guarantee and a zCDP/RDP guarantee have no common worst case; convert "
-            "them to (eps, delta) first."
-        )
-    return RDP(_SumCurve(gs, "max"))
-
-
-# ---- composition of concrete releases ---------------------------------------------------------------
-
-@dataclass(frozen=True)
-class NoiseAccount:
-    """A sequential composition of Gaussian releases (multipliers ``mu``) and Laplace releases (``eps``).
-
-    ``mu_i = sensitivity_i / sigma_i`` (L2), ``eps_i = sensitivity_i / b_i`` (L1).
-    """
-
-    gaussian_mu: tuple[float, ...] = ()
-    laplace_eps: tuple[float, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "gaussian_mu", tuple(check_nonnegative("Gaussian multiplier mu", m) for m in self.gaussian_mu))
-        object.__setattr__(self, "laplace_eps", tuple(check_nonnegative("Laplace epsilon", e) for e in self.laplace_eps))
-
-    @classmethod
-    def gaussian(cls, sigma: float, sensitivity: float = 1.0, compositions: int = 1) -> "NoiseAccount":
-        from .gaussian import gaussian_mu
-
-        n = check_int("compositions", compositions, minimum=1)
-        return cls((gaussian_mu(sigma, sensitivity, 1),) * n)
-
-    def __add__(self, other: "NoiseAccount") -> "NoiseAccount":
-        return NoiseAccount(self.gaussian_mu + other.gaussian_mu, self.laplace_eps + other.laplace_eps)
-
-    @property
-    def mu(self) -> float:
-        """The single Gaussian equivalent to all Gaussian members: sqrt(sum mu_i^2)."""
-        return math.sqrt(sum(m * m for m in self.gaussian_mu))
-
-    @property
-    def rho(self) -> float:
-        """zCDP of the whole composition: mu^2/2 plus eps_i^2/2 per Laplace member."""
-        return self.mu**2 / 2 + sum(e * e / 2 for e in self.laplace_eps)
-
-    def renyi(self, alpha: float | np.ndarray) -> float | np.ndarray:
-        """Exact D_alpha of the composition (worst neighbouring pair of each member, added)."""
-        a = np.asarray(alpha, dtype=float)
-        out = a * self.mu**2 / 2
-        for e in self.laplace_eps:
-            out = out + laplace_renyi(a, e)
-        return float(out) if np.ndim(out) == 0 else out
-
-    def guarantee(self) -> Guarantee:
-        """The tightest Guarantee object: ZCDP for Gaussians only, PureDP for Laplace only, else RDP."""
-        if not self.laplace_eps:
-            return ZCDP(self.mu**2 / 2)
-        if not self.gaussian_mu:
-            return PureDP(sum(self.laplace_eps))
-        return RDP(_NoiseCurve(self))
-
-    def epsilon(self, delta: float, *, discretisation: float = PLD_DISCRETISATION) -> Conversion:
-        """eps(delta), exact where a closed form exists, else PLD (see the module docstring)."""
-        delta = check_delta(delta)
-        lap = [e for e in self.laplace_eps if e > 0]
-        if not lap:
-            return gaussian_epsilon(delta, mu=self.mu)
-        if len(lap) == 1 and self.mu == 0:
-            return laplace_epsilon(delta, lap[0])
-        return self._pld_epsilon(delta, discretisation)
-
-    def rdp_epsilon(self, delta: float) -> Conversion:
-        """eps(delta) from the exact Rényi curve, CKS over continuous orders (an upper bound)."""
-        return rdp_curve_to_approx(lambda a: float(self.renyi(a)), check_delta(delta))
-
-    def _pld_epsilon(self, delta: float, discretisation: float) -> Conversion:
-        from dp_accounting.pld import privacy_loss_distribution as pld_mod
-
-        pld = None
-        if self.mu > 0:
-            pld = pld_mod.from_gaussian_mechanism(1.0 / self.mu, 1.0, value_discretization_interval=discretisation)
-        for e, count in sorted(Counter(e for e in self.laplace_eps if e > 0).items()):
-            part = pld_mod.from_laplace_mechanism(1.0 / e, 1.0, value_discretization_interval=discretisation)
-            if count > 1:
-                part = part.self_compose(count)
-            pld = part if pld is None else pld.compose(part)
-        eps = float(pld.get_epsilon_for_delta(delta))
-        return Conversion(max(0.0, eps), delta, "pld", None)
+__all__ = ["RoundAccount", "per_round_account", "RANK_ORDERS"]
 
 
 class _NoiseCurve:
@@ -231,6 +71,16 @@ class RoundAccount:
         sel = (self.lap_run == run) & (self.lap_round == rnd)
         mus = (math.sqrt(self.mu2[run, rnd]),) if self.mu2[run, rnd] > 0 else ()
         return NoiseAccount(mus, tuple(float(e) for e in self.lap_eps_i[sel]))
+
+    def round_guarantee(self, run: int, rnd: int) -> Guarantee:
+        """The tightest Guarantee of round ``rnd``'s composition in run ``run``: ZCDP for Gaussians only,
+        PureDP for Laplace only, else RDP with the exact Rényi curve."""
+        acc = self.round_account(run, rnd)
+        if not acc.laplace_eps:
+            return ZCDP(acc.mu**2 / 2)
+        if not acc.gaussian_mu:
+            return PureDP(sum(acc.laplace_eps))
+        return RDP(_NoiseCurve(acc))
 
     def renyi(self, alpha: float | np.ndarray) -> np.ndarray:
         """(n_runs, horizon[, n_orders]) per-round D_alpha of the composition."""
@@ -322,5 +172,3 @@ def per_round_account(
     usage = np.bincount(flat, minlength=size).reshape(n_runs, horizon)
     return RoundAccount(mu2, lap, usage, run[~kind], rnd[~kind], ratio[~kind])
 
-
-__all__ += ["RANK_ORDERS"]

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 from dpaudit.errors import DPAuditError, check_delta, check_nonnegative, check_order, check_positive
 
-__all__ = ["Guarantee", "PureDP", "ApproxDP", "ZCDP", "RDP"]
+from .noise import NoiseAccount
+
+__all__ = ["Guarantee", "PureDP", "ApproxDP", "ZCDP", "RDP", "compose_sequential", "compose_parallel"]
 
 
 class Guarantee:
@@ -256,7 +258,7 @@ class MechanismDP(Guarantee):
 
     What dp-accounting's ``GaussianDpEvent(s)`` (mu = 1/s) and ``LaplaceDpEvent(b)`` (eps0 = 1/b)
     describe. Tighter than the ZCDP / PureDP it implies, because the profile is the mechanism's own:
-    :class:`~dpaudit.accountants.composition.NoiseAccount` answers (Gaussians only: one Gaussian with
+    :class:`~dpaudit.accountants.noise.NoiseAccount` answers (Gaussians only: one Gaussian with
     mu = sqrt(sum mu_i^2) and Balle & Wang's analytic profile, exact; one Laplace: closed form, exact;
     any other mix: dp-accounting's PLD, pessimistic, an upper bound within its discretisation).
     The Rényi curve is exact for every mix (Gaussian alpha mu^2/2 plus Mironov 2017, Prop. 6).
@@ -273,8 +275,6 @@ class MechanismDP(Guarantee):
             raise DPAuditError("MechanismDP needs at least one Gaussian or Laplace release, got none.")
 
     def _account(self):
-        from .composition import NoiseAccount
-
         return NoiseAccount(self.gaussian_mu, self.laplace_eps)
 
     def renyi(self, alpha: float) -> float:
@@ -391,8 +391,6 @@ def compose(*guarantees: "Guarantee | object") -> Guarantee:
     if kinds == {MechanismDP}:
         return MechanismDP(sum((g.gaussian_mu for g in gs), ()), sum((g.laplace_eps for g in gs), ()))  # type: ignore[attr-defined]
     if ApproxDP in kinds:
-        from .composition import compose_sequential
-
         return compose_sequential(*gs)
     merged: dict[Guarantee, int] = {}
     for g in gs:
@@ -503,3 +501,67 @@ class _XiZcdpCurve:
 
 
 __all__ += ["MechanismDP", "Composed", "compose", "as_guarantee", "PLD_INTERVAL"]
+
+
+# ---- composition of guarantees ------------------------------------------------------------------------
+# Adaptive sequential composition: zCDP adds rho (Bun & Steinke 2016, Lemma 2.3), pure DP adds eps,
+# RDP curves add order by order (Mironov 2017, Prop. 1), (eps, delta)-DP adds both (basic composition,
+# Dwork & Roth 2014, Thm 3.16); mixed types without an (eps, delta) member compose as RDP curves.
+# Parallel composition over disjoint data (seed 001 Lemma 1 / App. D, seed 004 Lemma 11): the worst part.
+
+class _SumCurve:
+    """Order-wise sum of Rényi curves (picklable, named for describe())."""
+
+    def __init__(self, parts: tuple[Guarantee, ...], how: str = "sum") -> None:
+        self.parts = parts
+        self.how = how
+        self.__name__ = f"{how}({', '.join(p.describe() for p in parts)})"
+
+    def __call__(self, alpha: float) -> float:
+        vals = [p.renyi(alpha) for p in self.parts]
+        return float(sum(vals) if self.how == "sum" else max(vals))
+
+
+def _check_guarantees(guarantees: tuple) -> tuple[Guarantee, ...]:
+    if not guarantees:
+        raise DPAuditError("composition needs at least one guarantee, got none.")
+    return tuple(as_guarantee(g) for g in guarantees)
+
+
+def compose_sequential(*guarantees: Guarantee) -> Guarantee:
+    """Adaptive sequential composition (see the module docstring for the rule per type)."""
+    gs = _check_guarantees(guarantees)
+    if len(gs) == 1:
+        return gs[0]
+    kinds = {type(g) for g in gs}
+    if kinds == {ZCDP}:
+        return ZCDP(sum(g.rho for g in gs))
+    if kinds == {PureDP}:
+        return PureDP(sum(g.epsilon for g in gs))
+    if kinds <= {PureDP, ApproxDP}:
+        return ApproxDP(sum(g.epsilon for g in gs), min(sum(getattr(g, "delta", 0.0) for g in gs), 1 - 1e-16))
+    if ApproxDP in kinds:
+        raise DPAuditError(
+            "an (eps, delta)-DP guarantee composes only with pure or (eps, delta)-DP ones; convert the "
+            "zCDP/RDP members to (eps, delta) first."
+        )
+    # Mixed zCDP / pure / RDP: add the Rényi curves (a pure member keeps its own min(eps, a eps^2/2)).
+    return RDP(_SumCurve(gs, "sum"))
+
+
+def compose_parallel(*guarantees: Guarantee) -> Guarantee:
+    """Parallel composition over disjoint data (seed 001 Lemma 1, seed 004 Lemma 11): the worst part."""
+    gs = _check_guarantees(guarantees)
+    kinds = {type(g) for g in gs}
+    if kinds == {ZCDP}:
+        return ZCDP(max(g.rho for g in gs))
+    if kinds == {PureDP}:
+        return PureDP(max(g.epsilon for g in gs))
+    if kinds <= {PureDP, ApproxDP}:
+        return ApproxDP(max(g.epsilon for g in gs), max(getattr(g, "delta", 0.0) for g in gs))
+    if ApproxDP in kinds:
+        raise DPAuditError(
+            "an (eps, delta)-DP guarantee and a zCDP/RDP guarantee have no common worst case; convert "
+            "them to (eps, delta) first."
+        )
+    return RDP(_SumCurve(gs, "max"))

@@ -32,7 +32,7 @@ import dp_accounting
 from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from dpaudit.accountants.composition import NoiseAccount
+from dpaudit.accountants.noise import NoiseAccount
 from dpaudit.accountants.conversions import simple_zcdp_epsilon, zcdp_to_approx
 from dpaudit.accountants.gaussian import gaussian_epsilon, lint_classical_gaussian, lint_seed000_channel
 

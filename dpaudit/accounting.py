@@ -168,7 +168,7 @@ def claim_vs_ledger(claim: Guarantee | None, ledger: Ledger, horizon: int, delta
     order = None
     if not worst.laplace_eps:
         order = zcdp_to_approx(worst.rho, delta).order
-    ledger_g = worst.guarantee()
+    ledger_g = account.round_guarantee(run, rnd)
     n_shared = int(shared.shape[0])
     examples = [tuple(int(v) for v in row) for row in shared[:5]]
     understated = int(e["understated"])

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy import integrate, stats
 
 from dpaudit.accountants import RDP, ZCDP, ApproxDP, DPAuditError, PureDP
-from dpaudit.accountants.composition import NoiseAccount, compose_parallel, compose_sequential, per_round_account
+from dpaudit.accountants import NoiseAccount, compose_parallel, compose_sequential, per_round_account
 from dpaudit.accountants.conversions import (
     approx_to_approx,
     kl_tv_delta,
