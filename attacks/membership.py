@@ -33,7 +33,7 @@ import numpy as np
 
 from dpaudit.errors import DPAuditError, check_delta
 from dpaudit.engine import SERIAL, Engine, progress_counter
-from dpaudit.protocols import Adversary, Protocol
+from dpaudit.protocols import Adversary, Pair, Protocol
 
 from .bounds import TestCounts, best_threshold_test, check_confidence, eps_lower_from_counts
 from .result import AuditResult
@@ -54,42 +54,6 @@ __all__ = [
 CHUNK_CELLS = 2_000_000
 _HASH_SEED = 0x5EED_D9A0
 
-
-@dataclass(frozen=True)
-class Pair:
-    """A neighbouring pair: inputs ``d0`` (null) and ``d1`` differing at round ``round``."""
-
-    d0: np.ndarray
-    d1: np.ndarray
-    round: int
-    adversary: Adversary | None = None
-    label: str = ""
-
-    def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"label": self.label, "round": int(self.round)}
-        d0, d1 = np.asarray(self.d0), np.asarray(self.d1)
-        if d0.ndim == 2:
-            out["row_d"] = d0[self.round].tolist()
-            out["row_d_prime"] = d1[self.round].tolist()
-            bg = np.delete(d0, self.round, axis=0)
-            out["background"] = _summarise_table(bg)
-        else:
-            out["entry_d"] = float(d0[self.round])
-            out["entry_d_prime"] = float(d1[self.round])
-            out["background"] = _summarise_table(np.delete(d0, self.round))
-        out["horizon"] = int(d0.shape[0])
-        out["adversary"] = self.adversary.describe() if self.adversary is not None else "none (the policy's own actions)"
-        return out
-
-
-def _summarise_table(bg: np.ndarray) -> Any:
-    if bg.size == 0:
-        return "empty"
-    if bg.ndim == 2 and np.all(bg == bg[:1]):
-        return f"every other row = {bg[0].tolist()}"
-    if np.all(bg == bg.flat[0]):
-        return f"constant {float(bg.flat[0]):g}"
-    return bg.tolist() if bg.size <= 64 else f"table of shape {list(bg.shape)}"
 
 
 def chunk_seeds(n: int, horizon: int, seed: np.random.SeedSequence) -> list[tuple[int, np.random.SeedSequence]]:

@@ -35,7 +35,6 @@ bounds need no correction for the number of pairs ranked or searched.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -46,27 +45,24 @@ from dpaudit.errors import DPAuditError
 from dpaudit.engine import SERIAL, Engine
 from dpaudit.policies.base import check_actions
 from dpaudit.protocols import (
-    Adversary,
-    ConstantAdversary,
-    IdentityAdversary,
     InteractiveDP,
+    Pair,
+    PairSpec,
     Protocol,
     ViewDP,
+    audit_range,
+    background_table,
+    candidate_pairs,
+    input_range,
+    make_pair,
     offers_blocks,
 )
 
 from .likelihood import likelihood_attack, privacy_losses
-from .membership import Pair, evaluate, fit_select, fit_select_views
+from .membership import evaluate, fit_select, fit_select_views
 from .result import AuditResult
 
 __all__ = [
-    "PinAdversary",
-    "EchoAdversary",
-    "PairSpec",
-    "make_pair",
-    "background_table",
-    "audit_range",
-    "candidate_pairs",
     "run_tables",
     "HorizonChoice",
     "discover_horizon",
@@ -75,146 +71,6 @@ __all__ = [
     "search",
     "leakage_vs_horizon",
 ]
-
-
-@dataclass(frozen=True)
-class PinAdversary(Adversary):
-    """Reactive: q_t = o_t, except that the canary round's query is pinned to ``arm``."""
-
-    round: int
-    arm: int
-
-    def query(self, t: int, outputs: np.ndarray) -> np.ndarray:
-        q = outputs[:, t]
-        return np.full_like(q, self.arm) if t == self.round else q
-
-    def describe(self) -> str:
-        return f"reactive: q_t = o_t except q_{self.round} = arm {self.arm}"
-
-
-class EchoAdversary(Adversary):
-    """Reactive: q_t = o_{t-1} (q_0 = o_0): the policy is told the reward of its previous choice."""
-
-    def query(self, t: int, outputs: np.ndarray) -> np.ndarray:
-        return outputs[:, max(t - 1, 0)]
-
-    def describe(self) -> str:
-        return "reactive: q_t = o_(t-1)"
-
-
-@dataclass(frozen=True)
-class PairSpec:
-    """How a pair is built, so it can be rebuilt at another horizon (leakage against T)."""
-
-    round: int
-    background: str  # "low", "mid", "high", or "means" (per-arm means in ``means``)
-    adversary: str = "none"  # "none", "identity", "constant-0", "round-robin", "pin-<arm>", "echo"
-    means: tuple[float, ...] | None = None
-
-    def label(self) -> str:
-        adv = "" if self.adversary == "none" else f", adversary {self.adversary}"
-        bg = self.background if self.means is None else "arm means (" + ", ".join(f"{m:.6g}" for m in self.means) + ")"
-        return f"canary round {self.round}, background {bg}{adv}"
-
-
-def _adversary(name: str, j: int, K: int, T: int) -> Adversary | None:
-    if name == "none":
-        return None
-    if name == "identity":
-        return IdentityAdversary()
-    if name == "constant-0":
-        return ConstantAdversary(tuple([0] * T))
-    if name == "round-robin":
-        return ConstantAdversary(tuple(t % K for t in range(T)))
-    if name.startswith("pin-"):
-        return PinAdversary(j, int(name[4:]))
-    if name == "echo":
-        return EchoAdversary()
-    raise DPAuditError(f"unknown adversary {name!r}.")
-
-
-def background_table(means: Sequence[float], horizon: int, reward_range: tuple[float, float],
-                     alphabet: Sequence[float] | None = None) -> np.ndarray:
-    """A (T, K) table whose arm a has mean ``means[a]``: constant without an alphabet; with one, the
-    alphabet's extremes lo and hi in a fixed pattern (entry (t, a) is hi when u[t, a] < (mu_a - lo) /
-    (hi - lo) for fixed uniforms u), so tables are nested in the means: raising a mean only turns lo
-    entries into hi ones, one at a time, which keeps a search over means monotone."""
-    mu = np.asarray(means, dtype=float)
-    if alphabet is None:
-        return np.broadcast_to(mu, (horizon, mu.size)).copy()
-    lo, hi = float(min(alphabet)), float(max(alphabet))
-    p = np.clip((mu - lo) / (hi - lo), 0.0, 1.0)
-    u = np.random.default_rng([0xBAC6, horizon, mu.size]).random((horizon, mu.size))
-    return np.where(u < p, hi, lo)
-
-
-def audit_range(policy: Any) -> tuple[float, float]:
-    """The reward range an audit builds inputs in: the policy's ``reward_range`` when it is finite
-    with low < high, else [0, 1] (a policy without a finite range accepts any reward)."""
-    rr = getattr(policy, "reward_range", (0.0, 1.0))
-    try:
-        lo, hi = (float(x) for x in rr)
-    except (TypeError, ValueError):
-        return (0.0, 1.0)
-    return (lo, hi) if math.isfinite(lo) and math.isfinite(hi) and lo < hi else (0.0, 1.0)
-
-
-def _range_of(reward_range: tuple[float, float], alphabet: Sequence[float] | None) -> tuple[float, float]:
-    if alphabet is not None:
-        return float(min(alphabet)), float(max(alphabet))
-    return reward_range
-
-
-def make_pair(spec: PairSpec, protocol: Protocol, n_arms: int, horizon: int,
-              reward_range: tuple[float, float] = (0.0, 1.0), alphabet: Sequence[float] | None = None) -> Pair:
-    """Build the neighbouring inputs for ``spec``: the canary row/entry goes from low to high
-    (from high to low on a high background). With a reward ``alphabet`` every entry is a letter of it."""
-    lo, hi = _range_of(reward_range, alphabet)
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise DPAuditError(f"the reward range must be finite with low < high, got {reward_range!r}.")
-    if not 0 <= spec.round < horizon - 1:
-        raise DPAuditError(f"canary round {spec.round} must lie in 0..T-2 = 0..{horizon - 2}.")
-    a, b = (hi, lo) if spec.background == "high" else (lo, hi)
-    view = isinstance(protocol, ViewDP)
-    if spec.means is not None:
-        if view:
-            raise DPAuditError("per-arm background means apply to reward tables (Table or Interactive DP), not to "
-                               "View DP's reward list.")
-        d0 = background_table(spec.means, horizon, (lo, hi), alphabet)
-    else:
-        level = {"low": lo, "mid": 0.5 * (lo + hi), "high": hi}[spec.background]
-        if alphabet is not None and level not in set(map(float, alphabet)):
-            d0 = background_table([level] * (1 if view else n_arms), horizon, (lo, hi), alphabet)
-            d0 = d0[:, 0] if view else d0
-        else:
-            d0 = np.full((horizon,) if view else (horizon, n_arms), level, dtype=float)
-    d1 = d0.copy()
-    d0[spec.round] = a
-    d1[spec.round] = b
-    adv = _adversary(spec.adversary, spec.round, n_arms, horizon) if isinstance(protocol, InteractiveDP) else None
-    return Pair(d0, d1, spec.round, adv, spec.label())
-
-
-def candidate_pairs(protocol: Protocol, n_arms: int, horizon: int, *,
-                    rounds: Sequence[int] | None = None, backgrounds: Sequence[str] = ("low", "mid", "high"),
-                    adversaries: Sequence[str] | None = None) -> list[PairSpec]:
-    """The search space above as a list of pair specs (small; each costs one short sampling run)."""
-    if horizon < 2:
-        raise DPAuditError(f"the horizon must be at least 2 so that an action can depend on a reward, got {horizon}.")
-    K = int(n_arms)
-    if rounds is None:
-        base = list(range(min(K, 6))) + [K, K + 1, 2 * K, horizon // 2]
-        rounds = sorted({j for j in base if 0 <= j < horizon - 1})
-    if adversaries is None:
-        adversaries = (["identity", "constant-0", "round-robin", "pin-0", "echo"]
-                       if isinstance(protocol, InteractiveDP) else ["none"])
-    specs = []
-    for adv in adversaries:
-        rs = rounds if adv in ("none", "identity") else rounds[: max(1, min(3, len(rounds)))]
-        for j in rs:
-            for bg in backgrounds:
-                specs.append(PairSpec(int(j), bg, adv))
-    return specs
 
 
 # ---- pilot runs on many inputs at once: horizon discovery and the threshold search --------------
@@ -288,7 +144,7 @@ def discover_horizon(policy_for: Callable[[int], Any], protocol: Protocol, seed:
     the input at some round t (the first data-dependent decision), then audit ``tail`` rounds past
     it. Stops at ``cap`` rounds, or earlier where 2 x 16 pilot runs no longer fit in ``cells``.
     """
-    lo, hi = _range_of(reward_range, alphabet)
+    lo, hi = input_range(reward_range, alphabet)
     T = start
     tried = 0
     view = isinstance(protocol, ViewDP)
@@ -336,7 +192,7 @@ def threshold_pairs(policy: Any, protocol: Protocol, horizon: int, seed: np.rand
     """
     if isinstance(protocol, ViewDP):
         return [], {"skipped": "View DP inputs have no per-arm means"}
-    lo, hi = _range_of(reward_range, alphabet)
+    lo, hi = input_range(reward_range, alphabet)
     K = int(policy.n_arms)
     n_per = int(min(32, cells // max(1, grid * horizon)))
     if n_per < 4:

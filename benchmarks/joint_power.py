@@ -79,7 +79,8 @@ def share_test(name: str, horizon: int, runs: int, seed: int = 1) -> dict:
     import numpy as np
 
     from dpaudit.attacks.bounds import eps_lower_from_counts
-    from dpaudit.check_joint import READOUT_EVERY, _build, readout_pairs
+    from dpaudit.check_joint import _build
+    from dpaudit.protocols.joint import READOUT_EVERY, readout_pairs
     from dpaudit.engine import one_blas_thread
     from dpaudit.protocols import JointDP
 

@@ -219,9 +219,7 @@ def run_policy(policy: Any, horizon: int, n_runs: int, seed: int) -> dict[str, A
     horizon = check_int("horizon", horizon, minimum=1)
     n_runs = check_int("runs", n_runs, minimum=1)
     if getattr(policy, "continuous_actions", False):  # BCO (issue 10): loss functions, not a reward table
-        from dpaudit.bco import run_for_account
-
-        return run_for_account(policy, horizon, n_runs, seed)
+        return run_bco_for_account(policy, horizon, n_runs, seed)
     data_rng, policy_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     K = int(policy.n_arms)
     lo, hi = getattr(policy, "reward_range", (0.0, 1.0))
@@ -245,22 +243,18 @@ def run_policy(policy: Any, horizon: int, n_runs: int, seed: int) -> dict[str, A
 # ---- CLI ----------------------------------------------------------------------------------------
 
 
+def run_bco_for_account(policy: Any, horizon: int, n_runs: int, seed: int) -> dict[str, Any]:
+    """``dpaudit account policy`` for a BCO policy: run it on the stochastic losses (recording its ledger).
 
+    ``reward_span`` is the width of the user datum's domain (what one unit of ledger coefficient spans).
+    """
+    from dpaudit.environments import LossSequence
+    from dpaudit.simulate import simulate_bco
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
+    losses = LossSequence.stochastic(policy.d, horizon)
+    scale = min(1.0, policy.loss_bound / losses.bound(policy.radius),
+                policy.lipschitz / max(losses.lipschitz(policy.radius), 1e-300))
+    losses = LossSequence(losses.a * scale, losses.c * scale, losses.mu * scale, losses.x_star, losses.noise * scale)
+    simulate_bco(policy, losses, n_runs, seed, record=True)
+    lo, hi = policy.domain
+    return {"table": None, "features": None, "reward_span": float(hi - lo)}

@@ -33,6 +33,7 @@ import numpy as np
 
 from dpaudit.accountants import RDP, ZCDP, ApproxDP, Guarantee, PureDP
 from dpaudit.errors import DPAuditError, check_int
+from dpaudit.policies.base import arm_ranges, check_alphabet
 
 __all__ = [
     "HORIZON_NAMES",
@@ -168,19 +169,6 @@ def horizon_parameter(cls: type, name: str | None = None) -> str | None:
 # Reward alphabets and per-arm ranges
 # ---------------------------------------------------------------------------------------------
 
-def _check_alphabet(raw: Any, who: str) -> tuple[float, ...]:
-    if isinstance(raw, (str, bytes)) or not isinstance(raw, (Sequence, np.ndarray, set, frozenset)):
-        raise DPAuditError(f"{who} must be a sequence of reward values such as (0.0, 1.0), got {raw!r}.")
-    out = set()
-    for v in raw:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, Real) or not math.isfinite(float(v)):
-            raise DPAuditError(f"{who} must hold finite numbers, got {v!r}.")
-        out.add(float(v))
-    if len(out) < 2:
-        raise DPAuditError(f"{who} must hold at least two distinct reward values, got {raw!r}.")
-    return tuple(sorted(out))
-
-
 def reward_alphabet(policy: Any) -> tuple[float, ...] | None:
     """The rewards ``policy`` accepts, from its optional ``reward_alphabet`` attribute, sorted; None
     when it has none (any value in its reward range). An alphabet must hold at least two distinct
@@ -189,7 +177,7 @@ def reward_alphabet(policy: Any) -> tuple[float, ...] | None:
     if raw is None:
         return None
     who = f"{getattr(policy, 'name', '') or type(policy).__name__}'s reward_alphabet"
-    alphabet = _check_alphabet(raw, who)
+    alphabet = check_alphabet(raw, who)
     rr = getattr(policy, "reward_range", None)
     if rr is not None:
         lo, hi = (float(x) for x in rr)
@@ -197,23 +185,6 @@ def reward_alphabet(policy: Any) -> tuple[float, ...] | None:
         if outside:
             raise DPAuditError(f"{who} holds {outside[0]:g}, outside the policy's reward range [{lo:g}, {hi:g}].")
     return alphabet
-
-
-def _arm_ranges(reward_range: Any, n_arms: int) -> np.ndarray:
-    """``(lo, hi)`` or K pairs -> a (K, 2) array of finite ranges with lo < hi."""
-    try:
-        rr = np.asarray(reward_range, dtype=float)
-    except (TypeError, ValueError):
-        rr = None
-    if rr is None or not (rr.shape == (2,) or rr.shape == (n_arms, 2)):
-        raise DPAuditError(f"a reward range must be (low, high) or one (low, high) pair per arm ({n_arms}), "
-                           f"got {reward_range!r}.")
-    rr = np.broadcast_to(rr, (n_arms, 2))
-    bad = ~(np.isfinite(rr).all(axis=1) & (rr[:, 0] < rr[:, 1]))
-    if bad.any():
-        a = int(np.flatnonzero(bad)[0])
-        raise DPAuditError(f"the reward range of arm {a} must be finite with low < high, got {rr[a].tolist()}.")
-    return rr
 
 
 def realise_means(means: Any, horizon: int, alphabet: Sequence[float] | None = None,
@@ -238,7 +209,7 @@ def realise_means(means: Any, horizon: int, alphabet: Sequence[float] | None = N
         raise DPAuditError(f"the mean of arm {a} must be a finite number, got {m[a]!r}.")
     T = check_int("horizon", horizon, minimum=1)
     K = m.size
-    rr = _arm_ranges(reward_range, K)
+    rr = arm_ranges(reward_range, K)
     outside = (m < rr[:, 0]) | (m > rr[:, 1])
     if outside.any():
         a = int(np.flatnonzero(outside)[0])
@@ -246,7 +217,7 @@ def realise_means(means: Any, horizon: int, alphabet: Sequence[float] | None = N
                            f"[{rr[a, 0]:g}, {rr[a, 1]:g}].")
     if alphabet is None:
         return np.repeat(m[None, :], T, axis=0)
-    alph = np.asarray(_check_alphabet(alphabet, "the reward alphabet"))
+    alph = np.asarray(check_alphabet(alphabet, "the reward alphabet"))
     table = np.empty((T, K))
     t = np.arange(T + 1, dtype=float)
     for a in range(K):
@@ -548,7 +519,7 @@ class PerRun:
                                f"{CLAIM_FORMS}, got {claim!r}.")
         self.claim = claim
         rr = reward_range if reward_range is not None else getattr(cls, "reward_range", (0.0, 1.0))
-        rr_arr = _arm_ranges(rr, self.n_arms)
+        rr_arr = arm_ranges(rr, self.n_arms)
         if not np.all(rr_arr == rr_arr[0]):
             raise DPAuditError(f"the per-run adapter needs one reward range for all arms, got {rr!r}.")
         self.reward_range = (float(rr_arr[0, 0]), float(rr_arr[0, 1]))

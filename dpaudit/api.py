@@ -305,7 +305,8 @@ def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: dict[str, Any]
     audit's horizon (a policy whose constructor takes ``horizon`` keeps that one at every T)."""
     import numpy as np
 
-    from dpaudit.attacks.neighbours import PairSpec, leakage_vs_horizon
+    from dpaudit.attacks.neighbours import leakage_vs_horizon
+    from dpaudit.protocols import PairSpec
     from dpaudit.check import _build_policy, _with_features
     from dpaudit.engine import one_blas_thread
     from dpaudit.protocols import get_protocol

@@ -158,7 +158,8 @@ def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.rand
     :func:`dpaudit.attacks.neighbours.discover_horizon`, the first round whose action depends on
     the input, plus 48 rounds.
     """
-    from dpaudit.attacks.neighbours import PairSpec, discover_horizon, make_pair
+    from dpaudit.attacks.neighbours import discover_horizon
+    from dpaudit.protocols import PairSpec, make_pair
 
     T = DEFAULTS["horizon"]
     tail = DEFAULTS["horizon"]
@@ -264,12 +265,12 @@ def _claim_as_guarantee(policy: Any) -> Any:
 def _alphabet(policy: Any, given: Sequence[float] | None, rr: tuple[float, float]) -> tuple[float, ...] | None:
     """The rewards the audit may feed: ``given`` (``--rewards``), else the policy's ``reward_alphabet``,
     else None (any value in the reward range)."""
-    from dpaudit.adapters import _check_alphabet
+    from dpaudit.policies.base import check_alphabet
 
     raw = given if given is not None else getattr(policy, "reward_alphabet", None)
     if raw is None:
         return None
-    letters = _check_alphabet(raw, "the reward alphabet (--rewards)" if given is not None else
+    letters = check_alphabet(raw, "the reward alphabet (--rewards)" if given is not None else
                               "the policy's reward_alphabet")
     if letters[0] < rr[0] or letters[-1] > rr[1]:
         raise DPAuditError(f"the reward alphabet {list(letters)} must lie in the policy's reward range "
@@ -280,7 +281,7 @@ def _alphabet(policy: Any, given: Sequence[float] | None, rr: tuple[float, float
 def _probe_alphabet(policy: Any, protocol: Any, rr: tuple[float, float], notes: list[str]) -> tuple[float, ...] | None:
     """None if ``policy`` accepts the middle of its reward range; (lo, hi) if it refuses it but accepts
     the extremes (a policy written for {0, 1} rewards), with a note; else the policy's own error."""
-    from dpaudit.attacks.neighbours import PairSpec, make_pair
+    from dpaudit.protocols import PairSpec, make_pair
 
     d = make_pair(PairSpec(0, "mid"), protocol, int(policy.n_arms), 8, rr).d0
     try:
@@ -405,7 +406,7 @@ def audit_policy(
     from dpaudit.engine import Checkpoint, dask_executor
     from dpaudit.sandbox import file_digest, plugin_digest
 
-    from dpaudit.bco import is_bco
+    from dpaudit.policies.bco import is_bco
 
     if protocol != "local" and is_bco(spec):  # issue 10: BCO plays points, not arms (dpaudit.bco)
         raise DPAuditError(f"{spec!r} plays points of a convex body (BCO), not one of K arms, so the {protocol} audit's "
@@ -525,7 +526,8 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
            claim_given: Any = None, adapter: str | None = None, pair_file: str | None = None) -> None:
     """The stages of :func:`audit_policy`, filling ``out`` as each one finishes."""
     from dpaudit.attacks.bounds import eps_lower_from_counts
-    from dpaudit.attacks.neighbours import candidate_pairs, search, threshold_pairs
+    from dpaudit.attacks.neighbours import search, threshold_pairs
+    from dpaudit.protocols import candidate_pairs
 
     if proto.name == "interactive":
         probe = _build_policy(spec, dict(params), DEFAULTS["horizon"], adapter, claim_given)
@@ -540,7 +542,8 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
     notes: list[str] = out["notes"]
     out["_stage"] = "choice of the horizon"
     from dpaudit.adapters import PerRun
-    from dpaudit.attacks.neighbours import PILOT_CELLS, audit_range
+    from dpaudit.attacks.neighbours import PILOT_CELLS
+    from dpaudit.protocols import audit_range
 
     features = None
 
@@ -559,7 +562,7 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
     cells = PILOT_CELLS // 30 if isinstance(probe, PerRun) else PILOT_CELLS
     user_pair = None
     if pair_file is not None:
-        from dpaudit.pairs import load_pair
+        from dpaudit.protocols.pairs import load_pair
 
         user_pair = load_pair(pair_file, n_arms=int(probe.n_arms), protocol=proto, reward_range=rr, alphabet=alphabet)
         T_pair = int(np.asarray(user_pair.d0).shape[0])
@@ -616,7 +619,7 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
     out["_stage"] = "ledger audit"
     ledger = None
     if has_ledger:
-        from dpaudit.attacks.neighbours import PairSpec, make_pair
+        from dpaudit.protocols import PairSpec, make_pair
 
         d = make_pair(PairSpec(0, "mid"), proto, K, horizon, rr, alphabet).d0
         ledger = ledger_audit(policy, proto, d, s_ledger)

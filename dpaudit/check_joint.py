@@ -57,6 +57,9 @@ import numpy as np
 
 from dpaudit.accountants import Guarantee
 from dpaudit.errors import DPAuditError, check_delta, check_int
+from dpaudit.protocols.joint import (JointPair, joint_pairs, readout_pairs,
+                                     tree_features)
+from dpaudit.protocols.shuffle import ShufflePair, shuffle_features, shuffle_pairs
 
 __all__ = ["JOINT_DEFAULTS", "joint_pairs", "audit_joint", "audit_shuffle", "lda_attack", "audit_joint_finite",
            "readout_pairs", "membership_power", "membership_only"]
@@ -122,76 +125,6 @@ def _reject_when(test: Any) -> str:
 
 def _describe(cand: Any) -> Any:
     return cand.describe() if hasattr(cand, "describe") else cand
-
-
-# ---- joint DP ----------------------------------------------------------------------------------------
-
-class JointPair:
-    """A neighbouring pair of contextual inputs differing at round ``round``."""
-
-    def __init__(self, d0: Any, d1: Any, round_: int, label: str) -> None:
-        self.d0, self.d1, self.round, self.label = d0, d1, int(round_), label
-
-    def describe(self) -> dict[str, Any]:
-        return {"label": self.label, "round": self.round, "horizon": int(self.d0.X.shape[0]),
-                "canary_contexts_d": self.d0.X[self.round].tolist(), "canary_contexts_d_prime": self.d1.X[self.round].tolist(),
-                "canary_rewards_d": self.d0.R[self.round].tolist(), "canary_rewards_d_prime": self.d1.R[self.round].tolist(),
-                "background": "arms 0 and 1 carry +e1 and -e1 (others the zero vector), rewards 1/2, every other round"}
-
-
-def joint_pairs(n_arms: int, dim: int, horizon: int, *, central: bool = False) -> list[JointPair]:
-    """dpaudit's joint-DP adversaries (module docstring); ``central``: the pair for the central view."""
-    from dpaudit.protocols import ContextInput
-
-    K, d, T = n_arms, dim, horizon
-    e1 = np.zeros(d)
-    e1[0] = 1.0
-    e2 = np.zeros(d)
-    e2[min(1, d - 1)] = 1.0
-    if d == 1:
-        e2 = -e1
-    X = np.zeros((T, K, d))
-    X[:, 0], X[:, 1] = e1, -e1
-    R = np.full((T, K), 0.5)
-
-    def variant(t: int, x0: np.ndarray, x1: np.ndarray, r0: np.ndarray, r1: np.ndarray, label: str) -> JointPair:
-        Xa, Xb, Ra, Rb = X.copy(), X.copy(), R.copy(), R.copy()
-        Xa[t], Xb[t], Ra[t], Rb[t] = x0, x1, r0, r1
-        return JointPair(ContextInput(Xa, Ra), ContextInput(Xb, Rb), t, label)
-
-    if central:
-        t = T // 2
-        x0 = np.zeros((K, d))
-        x1 = np.zeros((K, d))
-        x0[0], x1[1] = e1, e1
-        return [variant(t, x0, x1, R[t], R[t], f"central: round {t}'s e1 on arm 0 vs arm 1")]
-    out = []
-    for t in sorted({0, T // 2}):
-        if t >= T - 1:
-            continue
-        out.append(variant(t, X[t], X[t], np.ones(K), np.zeros(K), f"reward: round {t}'s rewards 1 vs 0"))
-        out.append(variant(t, np.tile(e1, (K, 1)), np.tile(e2, (K, 1)), R[t], R[t],
-                           f"context: round {t}'s arms all e1 vs all {'e2' if d > 1 else '-e1'}"))
-    return out
-
-
-def _tree_features(policy: Any, t: int, horizon: int) -> np.ndarray:
-    """Values of the tree nodes containing round t and of their siblings, from the policy's ledger."""
-    feats = []
-    for rel in policy.ledger.releases:
-        label = rel.label
-        if "tree[" not in label:
-            continue
-        lo_hi = label.split("rounds ")[1].rstrip("]").split("..")
-        lo, hi = int(lo_hi[0]), int(lo_hi[1]) + 1
-        size = hi - lo
-        parent_lo = lo - (lo % (2 * size))
-        if lo <= t < hi or parent_lo <= t < parent_lo + 2 * size:
-            feats.append(rel.value)
-    if not feats:
-        raise DPAuditError("the policy's ledger has no binary-tree release near the canary round; the gray-box tree "
-                           "attack needs a policy built on dpaudit.mechanisms.BinaryTreeMechanism.")
-    return np.hstack(feats)
 
 
 def _chunks(n: int, cells_per_run: int, seed: np.random.SeedSequence) -> list[tuple[int, np.random.SeedSequence]]:
@@ -332,7 +265,7 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
                 feats = []
                 for m, cs in _chunks(n, 8 * T * T.bit_length() * (int(dim) * (int(dim) + 1) // 2 + 1), ss):
                     proto.run(policy, data, m, np.random.default_rng(cs), record=True)
-                    feats.append(_tree_features(policy, pair.round, T))
+                    feats.append(tree_features(policy, pair.round, T))
                 return np.concatenate(feats)
 
             attacks.append(lda_attack(tree_sample, pairs, s_tree, delta=delta, confidence=conf_each, n_train=small,
@@ -384,89 +317,6 @@ def _view_attack(pairs: list[JointPair], views: Callable[..., np.ndarray], K: in
             "details": {"false_positives": fp, "false_negatives": runs - tp, "n_fresh_per_side": runs,
                         "fpr": fp / runs, "fnr": (runs - tp) / runs, "selection_bound": bound,
                         "tests_corrected_for": 1}}
-
-
-# ---- shuffle DP ----------------------------------------------------------------------------------------
-
-class ShufflePair:
-    """One batch of users' data (contexts played, rewards) with the canary at position ``pos``."""
-
-    def __init__(self, d0: Any, d1: Any, pos: int, label: str, background: str) -> None:
-        self.d0, self.d1, self.pos, self.label, self.background = d0, d1, int(pos), label, background
-
-    def describe(self) -> dict[str, Any]:
-        return {"label": self.label, "canary_position": self.pos, "batch": int(self.d0.X.shape[0]),
-                "background": self.background}
-
-
-def shuffle_pairs(batch: int, dim: int) -> list[ShufflePair]:
-    """dpaudit's shuffle-DP adversaries (module docstring); the canary arrives first.
-
-    * ``context``: every other user played the zero context with reward 0; the canary played ``e1``
-      versus the zero context (reward 0). Her outer product's coordinate (1, 1) is at the top of its
-      range against the bottom for everyone else (the extreme canary against the background), and her
-      gradient term at theta = 0 is ``e1 / 2`` against 0.
-    * ``reward``: every other user played ``e1`` with reward 1 (gradient term ``-e1 / 2`` at theta = 0);
-      the canary played ``e1`` with reward 0 (``+e1 / 2``) versus reward 1.
-    """
-    from dpaudit.protocols import ContextInput
-
-    e1 = np.zeros(dim)
-    e1[0] = 1.0
-
-    def variant(Xbg, Rbg, x0, x1, r0, r1, label, background):
-        Xa, Ra = np.tile(Xbg, (batch, 1, 1)), np.full((batch, 1), float(Rbg))
-        Xb, Rb = Xa.copy(), Ra.copy()
-        Xa[0, 0], Xb[0, 0], Ra[0, 0], Rb[0, 0] = x0, x1, r0, r1
-        return ShufflePair(ContextInput(Xa, Ra), ContextInput(Xb, Rb), 0, label, background)
-
-    zero = np.zeros((1, dim))
-    return [variant(zero, 0.0, e1, np.zeros(dim), 0.0, 0.0, "context: the canary played e1 vs the zero context (reward 0)",
-                    "every other user played the zero context with reward 0"),
-            variant(e1[None], 1.0, e1, e1, 0.0, 1.0, "reward: the canary played e1 with reward 0 vs 1",
-                    "every other user played e1 with reward 1")]
-
-
-def _cuts(shuffler: Any) -> np.ndarray:
-    """y-bins of a Piecewise-Mechanism message: cut at the ends of the high pieces of u in {-1, -1/2, 0, 1/2, 1}
-    (the randomizer is public, so the attacker may align its cells with the pieces the canary moves)."""
-    u = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
-    left = shuffler._left(u)
-    cuts = np.unique(np.concatenate([left, left + shuffler.C - 1.0]))
-    return cuts[(cuts > -shuffler.C) & (cuts < shuffler.C)]
-
-
-def _cells(shuffler: Any, msgs: np.ndarray) -> tuple[np.ndarray, int]:
-    """Each message's cell (coordinate J, y-bin) as one integer, and the number of cells."""
-    J, y = shuffler.decode(np.asarray(msgs, dtype=float))
-    cuts = _cuts(shuffler)
-    nb = cuts.size + 1
-    return J * nb + np.searchsorted(cuts, y), shuffler.dim * nb
-
-
-def _count_cells(cells: np.ndarray, k: int) -> np.ndarray:
-    n = cells.shape[0]
-    flat = (cells + k * np.arange(n)[:, None]).ravel()
-    return np.bincount(flat, minlength=n * k).reshape(n, k).astype(float)
-
-
-def _shuffle_features(policy: Any, view: dict[str, Any], pos: int, group_size: int) -> dict[str, np.ndarray]:
-    """Two feature families of one batch's view (the analyzer's shuffled messages).
-
-    ``multiset``: the counts of every message cell (coordinate J, y-bin) in the outer-product shuffle and
-    in each gradient group's shuffle (the multiset, binned: what a shuffler leaves). ``position``: the
-    one-hot cells of the messages that arrived at the canary's position (only informative if the
-    shuffler kept the arrival order)."""
-    so, sg = policy.shuffler_outer, policy.shuffler_grad
-    co, ko = _cells(so, view["outer"])
-    multi, position = [_count_cells(co, ko)], [np.eye(ko)[co[:, pos]]]
-    g = pos // group_size
-    for i, msgs in enumerate(view["grads"]):
-        cg, kg = _cells(sg, msgs)
-        multi.append(_count_cells(cg, kg))
-        if i == g:
-            position.append(np.eye(kg)[cg[:, pos % group_size]])
-    return {"multiset": np.hstack(multi), "position": np.hstack(position)}
 
 
 def _screened_lda(F0: np.ndarray, F1: np.ndarray, k: int) -> np.ndarray:
@@ -594,7 +444,7 @@ def audit_shuffle(spec: str, params: dict[str, str] | None = None, *, delta: flo
 
     def sample(pair: ShufflePair, side: int, n: int, ss: np.random.SeedSequence) -> dict[str, np.ndarray]:
         data = pair.d1 if side else pair.d0
-        parts = [_shuffle_features(policy, proto.run(policy, data, m, np.random.default_rng(cs)), pair.pos, size)
+        parts = [shuffle_features(policy, proto.run(policy, data, m, np.random.default_rng(cs)), pair.pos, size)
                  for m, cs in _chunks(n, B * 8, ss)]
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
@@ -756,63 +606,6 @@ def _witness_label(w: dict[str, Any] | None) -> str:
 # The black-box attack's power under joint DP (issue 13): the PGD read-out adversary and the power
 # section of the joint audit. Appended.
 # ==================================================================================================
-
-#: the read-out arms' context length: small, so that read-out rounds barely move the estimate they read
-READOUT_NORM = 0.05
-#: every READOUT_EVERY-th round is a read-out round; the others grow the design matrix
-READOUT_EVERY = 4
-
-
-class ReadoutPair(JointPair):
-    """The PGD read-out adversary's pair (:func:`readout_pairs`)."""
-
-    def describe(self) -> dict[str, Any]:
-        d = super().describe()
-        d["background"] = (f"every {READOUT_EVERY}th round arms 0 and 1 carry +/-{READOUT_NORM:g} e1 (the others the zero "
-                           "vector); every other round all arms carry one of e2..ed in turn; rewards 1/2")
-        return d
-
-
-def readout_pairs(n_arms: int, dim: int, horizon: int) -> list[JointPair]:
-    """The PGD read-out adversary: a canary whose reward moves the private estimate's e1 coordinate,
-    a background that triggers the estimate's updates and then reads its sign out of the actions.
-
-    Built for seed 002 Alg. 2 (``jdp-glm``), whose actions depend on the canary only through the
-    private PGD estimate theta (Criterion II's update), choices of ours:
-
-    * round 0 (the canary): every arm carries e1, so the played context is e1 whatever the arm; the
-      rewards are 1 on every arm versus 0. Its gradient term (mu(theta_1) - r) e1 differs by e1 between
-      the sides in every PGD step that follows.
-    * growth rounds (all but every ``READOUT_EVERY``-th): every arm carries e_k, k cycling over 2..d, with
-      reward 1/2. The played outer products grow det H in directions orthogonal to e1, so Criterion II
-      fires, while the gradient's e1 coordinate keeps only the canary's term (no background pull
-      towards theta_1 = 0).
-    * read-out rounds: arms 0 and 1 carry +/-``READOUT_NORM`` e1, the others the zero vector. Both
-      widths ||x||_{H^-1} are equal, so the exploit rule plays arm 0 exactly when theta_1 > 0: the view
-      reads the sign of the canary's coordinate after each update.
-
-    Needs d >= 2 and T >= 8 (else no pair). Under the audit's defaults the first update comes after
-    about a hundred rounds (``benchmarks/joint_power.md``); at T = 16 the pair shows nothing.
-    """
-    from dpaudit.protocols import ContextInput
-
-    K, d, T = int(n_arms), int(dim), int(horizon)
-    if d < 2 or T < 8:
-        return []
-    X = np.zeros((T, K, d))
-    s = np.arange(1, T)
-    read = s[s % READOUT_EVERY == 0]
-    grow = s[s % READOUT_EVERY != 0]
-    X[read, 0, 0], X[read, 1, 0] = READOUT_NORM, -READOUT_NORM
-    X[grow, :, 1 + grow % (d - 1)] = 1.0
-    X[0, :, 0] = 1.0
-    R = np.full((T, K), 0.5)
-    Ra, Rb = R.copy(), R.copy()
-    Ra[0], Rb[0] = 1.0, 0.0
-    return [ReadoutPair(ContextInput(X, Ra), ContextInput(X.copy(), Rb), 0,
-                        "pgd read-out: round 0's rewards 1 vs 0 (all arms e1), growth rounds e2..ed, read-out rounds "
-                        f"+/-{READOUT_NORM:g} e1")]
-
 
 def membership_power(attack: dict[str, Any], pairs_tried: int, runs: int, delta: float, confidence: float,
                      eps_claim: float, horizon: int, has_ledger: bool = True) -> dict[str, Any]:

@@ -337,7 +337,7 @@ def _transcript_attack(policy_for: Callable[[], Any], horizon: int, *, delta: fl
                        confidence: float, n_fresh: int, n_select: int, seed: np.random.SeedSequence,
                        pair: tuple[float, float] | None = None, background: str = "mid"):
     """Black-box bound on what the server received from user t, over neighbouring tables differing in t's row."""
-    from dpaudit.attacks.neighbours import PairSpec, make_pair
+    from dpaudit.protocols import PairSpec, make_pair
     from dpaudit.attacks.result import AuditResult
     from dpaudit.protocols import LocalDP
 
@@ -450,7 +450,7 @@ def audit_local(
     from dpaudit import __version__
     from dpaudit.attacks.bounds import check_confidence
     from dpaudit.check import _alphabet, _build_policy, _with_features, audit_policy, claimed_epsilon
-    from dpaudit.attacks.neighbours import PairSpec, make_pair
+    from dpaudit.protocols import PairSpec, make_pair
     from dpaudit.protocols import TableDP
 
     t_start = time.perf_counter()

@@ -110,7 +110,7 @@ def run_steps(runs: int, horizon: int, n_candidates: int) -> float:
 
 def _calibrate(policy: Any, protocol: Any, horizon: int, runs: int, reward_range: tuple[float, float]) -> float:
     """Measured run-steps per second of ``policy`` on a table of the audit's shape (one process)."""
-    from dpaudit.attacks.neighbours import PairSpec, make_pair
+    from dpaudit.protocols import PairSpec, make_pair
 
     K = int(policy.n_arms)
     T = int(min(horizon, 32))
@@ -149,7 +149,7 @@ def preflight(policy: Any, protocol: Any, *, runs: int, horizon: int, workers: i
     K, T, runs = int(policy.n_arms), int(horizon), int(runs)
     if n_candidates is None:
         try:
-            from dpaudit.attacks.neighbours import candidate_pairs
+            from dpaudit.protocols import candidate_pairs
 
             n_candidates = len(candidate_pairs(protocol, K, T))
         except Exception:
@@ -214,7 +214,7 @@ def audit_preflight(policy_for: Callable[[int], Any], protocol: Any, *, runs: in
 
     T = check_int("--horizon", horizon, minimum=2)
     policy = policy_for(T)
-    from dpaudit.attacks.neighbours import audit_range
+    from dpaudit.protocols import audit_range
 
     rr = audit_range(policy)
     return preflight(policy, protocol, runs=runs, horizon=T, workers=workers, local=local, max_hours=max_hours,

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpaudit.errors import DPAuditError, check_positive
+from dpaudit.errors import DPAuditError, check_int, check_nonnegative, check_positive
 
 __all__ = [
     "Environment",
@@ -37,6 +37,8 @@ __all__ = [
     "BernoulliBandit",
     "GaussianBandit",
     "PAPER_MEANS",
+    "LossSequence",
+    "make_losses",
     "register_environment",
     "make_environment",
     "environment_names",
@@ -548,3 +550,125 @@ class GLMContextualBandit(Environment):
 
 __all__ += ["GLMContextualBandit"]
 register_environment("glm", GLMContextualBandit, "GLM contextual bandit, logistic or probit link (seed 002)")
+
+
+# ---- convex losses for continuous actions (BCO, seed 003) ------------------------------------------------
+# An oblivious LossSequence f_t(x) = a_t + <c_t, x> + (mu_t/2)||x - x*||^2 + q_t with bounded stochastic
+# noise q_t ~ U[-s, s] (so |f_t| <= B holds without clipping): convex, with a closed-form minimiser of
+# sum_t f_t over the ball, hence exact regret (seed 003 eq. 2) from dpaudit.simulate.simulate_bco. It
+# covers both of the seed's settings (stochastic f + q_t; adversarial c_t) with known B and G, and the
+# audit's neighbours are members of it (dpaudit.protocols.continuous).
+
+class LossSequence:
+    """An oblivious sequence of convex losses f_t(x) = a_t + <c_t, x> + (mu_t/2)||x - x*||^2 + q_t, q_t ~ U[-s, s]."""
+
+    def __init__(self, a: Any, c: Any, mu: Any = 0.0, x_star: Any = None, noise: float = 0.0) -> None:
+        c = np.asarray(c, dtype=float)
+        if c.ndim != 2 or c.shape[0] < 1 or c.shape[1] < 1:
+            raise DPAuditError(f"a loss sequence's c must have shape (T, d) with T, d >= 1, got {c.shape}.")
+        self.horizon, self.d = c.shape
+        self.c = c
+        self.a = np.broadcast_to(np.asarray(a, dtype=float), (self.horizon,)).copy()
+        self.mu = np.broadcast_to(np.asarray(mu, dtype=float), (self.horizon,)).copy()
+        self.x_star = np.zeros(self.d) if x_star is None else np.asarray(x_star, dtype=float).reshape(-1)
+        if self.x_star.shape != (self.d,):
+            raise DPAuditError(f"x_star must have {self.d} coordinates, got {self.x_star.shape[0]}.")
+        for name, arr in (("a", self.a), ("c", self.c), ("mu", self.mu), ("x_star", self.x_star)):
+            if not np.all(np.isfinite(arr)):
+                raise DPAuditError(f"a loss sequence's {name} contains NaN or inf.")
+        if np.any(self.mu < 0):
+            raise DPAuditError(f"mu must be >= 0 (a convex loss), got {self.mu.min():g}.")
+        self.noise = check_nonnegative("noise", noise)
+
+    # ---- factories ------------------------------------------------------------------------------
+    @classmethod
+    def stochastic(cls, d: int, horizon: int, mu: float = 0.5, x_star: Any = None, noise: float = 0.25) -> "LossSequence":
+        """Stochastic BCO: f(x) + q_t with f(x) = (mu/2)||x - x*||^2 (x* = (0.5, 0, ..) by default), q_t ~ U[-noise, noise].
+
+        On the unit ball with the defaults: |f| <= 0.8125, Lipschitz 0.75.
+        """
+        d = check_int("d", d, minimum=1)
+        T = check_int("horizon", horizon, minimum=1)
+        xs = np.r_[0.5, np.zeros(d - 1)] if x_star is None else x_star
+        return cls(np.zeros(T), np.zeros((T, d)), check_nonnegative("mu", mu), xs, noise)
+
+    @classmethod
+    def adversarial(cls, d: int, horizon: int, seed: int = 0, scale: float = 0.5, jitter: float = 0.25,
+                    mu: float = 0.0) -> "LossSequence":
+        """Oblivious adversarial: f_t(x) = <c_t, x> (+ (mu/2)||x||^2), c_t = scale v + jitter w_t, v and w_t unit vectors
+        drawn once from ``seed`` (the same sequence for every run). On the unit ball: |f| <= scale + jitter + mu/2."""
+        d = check_int("d", d, minimum=1)
+        T = check_int("horizon", horizon, minimum=1)
+        rng = np.random.default_rng([check_int("seed", seed, minimum=0), 31])
+        from dpaudit.policies.bco import unit_vectors
+
+        v = unit_vectors(rng, 1, d)[0]
+        c = check_nonnegative("scale", scale) * v + check_nonnegative("jitter", jitter) * unit_vectors(rng, T, d)
+        return cls(np.zeros(T), c, check_nonnegative("mu", mu), None, 0.0)
+
+    # ---- values ---------------------------------------------------------------------------------
+    def mean_values(self, t: int, points: np.ndarray) -> np.ndarray:
+        """f_t without its stochastic part at ``points`` (..., d)."""
+        P = np.asarray(points, dtype=float)
+        diff = P - self.x_star
+        return self.a[t] + P @ self.c[t] + 0.5 * self.mu[t] * np.einsum("...d,...d->...", diff, diff)
+
+    def values(self, t: int, points: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+        """What the users at step t suffer at ``points`` (n, m, d): (n, m), one q_t per run and round."""
+        v = self.mean_values(t, points)
+        if self.noise > 0:
+            if rng is None:
+                raise DPAuditError("a stochastic loss sequence needs a generator for its noise q_t.")
+            v = v + rng.uniform(-self.noise, self.noise, v.shape[:1] + (1,) * (v.ndim - 1))
+        return v
+
+    def bound(self, radius: float) -> float:
+        """An upper bound on |f_t(x)| over ||x|| <= radius and all t."""
+        reach = radius + float(np.linalg.norm(self.x_star))
+        return float(np.max(np.abs(self.a) + np.linalg.norm(self.c, axis=1) * radius + 0.5 * self.mu * reach ** 2)
+                     + self.noise)
+
+    def lipschitz(self, radius: float) -> float:
+        """The Lipschitz constant of the f_t on the ball of radius ``radius``: max_t ||c_t|| + mu_t (R + ||x*||)."""
+        reach = radius + float(np.linalg.norm(self.x_star))
+        return float(np.max(np.linalg.norm(self.c, axis=1) + self.mu * reach))
+
+    def best(self, radius: float, horizon: int | None = None) -> tuple[np.ndarray, float]:
+        """argmin and min over ||x|| <= radius of sum_{t < horizon} f_t(x) (noise-free), in closed form.
+
+        sum_t f_t = A + <C, x> + (M/2)||x - x*||^2: for M > 0 an isotropic quadratic, minimised by the projection
+        of x* - C/M onto the ball; for M = 0 linear, minimised at -R C/||C||.
+        """
+        T = self.horizon if horizon is None else horizon
+        A, C, M = self.a[:T].sum(), self.c[:T].sum(axis=0), self.mu[:T].sum()
+        if M > 0:
+            from dpaudit.policies.bco import project_ball
+
+            x = project_ball(self.x_star - C / M, radius)
+        else:
+            n = float(np.linalg.norm(C))
+            x = -radius * C / n if n > 0 else np.zeros(self.d)
+        diff = x - self.x_star
+        return x, float(A + C @ x + 0.5 * M * diff @ diff)
+
+
+
+def make_losses(name: str | None, d: int, horizon: int, params: dict[str, str] | None = None) -> LossSequence:
+    """``--env stochastic`` (default) or ``adversarial`` with ``--env-param`` values (floats; ``seed`` an int)."""
+    name = name or "stochastic"
+    raw = dict(params or {})
+    allowed = {"stochastic": ("mu", "noise"), "adversarial": ("seed", "scale", "jitter", "mu")}
+    if name not in allowed:
+        raise DPAuditError(f"BCO environment {name!r} is unknown; choose stochastic or adversarial.")
+    kw: dict[str, Any] = {}
+    for k, v in raw.items():
+        if k not in allowed[name]:
+            raise DPAuditError(f"the {name} BCO environment has no parameter {k!r}; its parameters are "
+                               f"{', '.join(allowed[name])}.")
+        try:
+            kw[k] = int(v) if k == "seed" else float(v)
+        except ValueError:
+            raise DPAuditError(f"--env-param {k}={v!r} is not a number.") from None
+    if name == "stochastic":
+        return LossSequence.stochastic(d, horizon, **kw)
+    return LossSequence.adversarial(d, horizon, **kw)

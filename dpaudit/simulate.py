@@ -34,10 +34,11 @@ import numpy as np
 
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.engine import one_blas_thread
-from dpaudit.environments import Environment, RewardTable
+from dpaudit.environments import Environment, LossSequence, RewardTable
 from dpaudit.policies.base import check_actions
+from dpaudit.policies.bco import check_points
 
-__all__ = ["SimResult", "simulate", "twin_of"]
+__all__ = ["SimResult", "simulate", "twin_of", "simulate_bco"]
 
 
 @dataclass
@@ -332,11 +333,48 @@ def twin_of(policy: Any) -> tuple[str, dict[str, Any]] | None:
 # ---- the ``dpaudit regret`` command ----------------------------------------------------------
 
 
+# ---- continuous actions (BCO, seed 003) -------------------------------------------------------------
+
+def _check_env(policy: Any, losses: LossSequence, horizon: int) -> None:
+    who = getattr(policy, "name", "") or type(policy).__name__
+    if losses.d != policy.d:
+        raise DPAuditError(f"the loss sequence is in dimension {losses.d} but {who} plays points of R^{policy.d}.")
+    if horizon > losses.horizon:
+        raise DPAuditError(f"the loss sequence has {losses.horizon} rounds, fewer than the horizon {horizon}.")
+    b = losses.bound(policy.radius)
+    if b > policy.loss_bound * (1 + 1e-12):
+        raise DPAuditError(f"the loss sequence reaches |f| = {b:.4g} on the ball of radius {policy.radius:g}, above "
+                           f"{who}'s loss_bound B = {policy.loss_bound:g}; rescale the losses or raise loss_bound.")
+    if policy.n_points == 2:
+        g = losses.lipschitz(policy.radius)
+        if g > policy.lipschitz * (1 + 1e-12):
+            raise DPAuditError(f"the loss sequence is {g:.4g}-Lipschitz, above {who}'s lipschitz G = {policy.lipschitz:g}.")
 
 
+def simulate_bco(policy: Any, losses: LossSequence, n_runs: int, seed: int = 0, *, horizon: int | None = None,
+                 record: bool = False) -> dict[str, Any]:
+    """Run a BCO policy on ``losses`` for ``horizon`` rounds (default: all) in ``n_runs`` runs.
 
-
-
-
-
-
+    Returns ``regret`` (n_runs,): sum_t (1/m) sum_k f_t(x_{t,k}) - min_x sum_t f_t(x) with the noise-free
+    f_t (the pseudo-regret; seed 003 eq. 2), ``best`` (the minimiser and its value) and ``seconds``.
+    The losses are checked once against the policy's B (and G for two-point policies).
+    """
+    T = losses.horizon if horizon is None else check_int("horizon", horizon, minimum=1)
+    n_runs = check_int("n_runs", n_runs, minimum=1)
+    _check_env(policy, losses, T)
+    t0 = time.perf_counter()
+    env_rng, pol_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(check_int("seed", seed, minimum=0)).spawn(2))
+    policy.reset(n_runs, pol_rng, record=record)
+    total = np.zeros(n_runs)
+    who = getattr(policy, "name", "") or type(policy).__name__
+    for t in range(T):
+        P = np.asarray(policy.act(t), dtype=float)
+        if P.shape != (n_runs, policy.n_points, policy.d):
+            raise DPAuditError(f"{who} returned points of shape {P.shape} at step {t}; expected "
+                               f"({n_runs}, {policy.n_points}, {policy.d}).")
+        check_points(P, policy.radius, who, t)
+        policy.observe_checked(t, P, losses.values(t, P, env_rng))
+        total += losses.mean_values(t, P).mean(axis=1)
+    x_best, v_best = losses.best(policy.radius, T)
+    return {"regret": total - v_best, "best": (x_best, v_best), "horizon": T, "n_runs": n_runs,
+            "seconds": time.perf_counter() - t0}

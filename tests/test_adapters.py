@@ -641,7 +641,7 @@ def test_the_black_box_attack_through_the_adapter_flags_the_leaky_example_only()
     LeakyUCB, 0.76 for PrivateUCB at its own best pair) beats the claim eps = 1 for the leaky class and
     stays below it for the correct one."""
     from dpaudit.attacks.membership import membership_attack
-    from dpaudit.attacks.neighbours import PairSpec, make_pair
+    from dpaudit.protocols import PairSpec, make_pair
 
     pair = make_pair(PairSpec(24, "low"), TableDP(), 2, 48)
     bounds = {}

@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 from dpaudit.accountants.gaussian import gaussian_epsilon
-from dpaudit.bco import LossSequence, audit_pair, is_bco, make_losses, simulate_bco
+from dpaudit.environments import LossSequence, make_losses
+from dpaudit.policies.bco import is_bco
+from dpaudit.protocols.continuous import loss_pair as audit_pair
+from dpaudit.simulate import simulate_bco
 from dpaudit.check_local import audit_local, channel_attack, ledger_per_user
 from dpaudit.errors import DPAuditError
 from dpaudit.policies.bco import (FKM, LDPFKM, LDPSCS, SCS, LDPTwoPoint, TwoPoint, TwoPointChannel, _ftrl_barrier_step,

@@ -8,20 +8,13 @@ import numpy as np
 import pytest
 
 from dpaudit.accountants import ApproxDP, PureDP
-from dpaudit.attacks.neighbours import (
-    PairSpec,
-    background_table,
-    discover_horizon,
-    make_pair,
-    run_tables,
-    threshold_pairs,
-)
+from dpaudit.attacks.neighbours import discover_horizon, run_tables, threshold_pairs
 from dpaudit.check import audit_policy
 from dpaudit.cli import main
 from dpaudit.errors import DPAuditError
 from dpaudit.policies import make_policy
 from dpaudit.policies.elimination import DPExploreThenCommit, DPSuccessiveElimination
-from dpaudit.protocols import TableDP
+from dpaudit.protocols import PairSpec, TableDP, background_table, make_pair
 
 
 def test_dp_se_epoch_lengths_and_first_decision_follow_sajed_sheffet():

@@ -144,7 +144,7 @@ def test_horizon_is_raised_past_a_late_first_release():
     step = int(how.split("first release at step ")[1].split(",")[0])
     assert T == step + 1 + 48
     # the release really is the first one: nothing before `step`, something at it
-    from dpaudit.attacks.neighbours import PairSpec, make_pair
+    from dpaudit.protocols import PairSpec, make_pair
 
     d = make_pair(PairSpec(0, "mid"), proto, 3, T, (0.0, 1.0)).d0
     assert first_release_step(build(T), proto, d, np.random.SeedSequence(1)) == step

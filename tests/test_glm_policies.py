@@ -8,7 +8,7 @@ import pytest
 
 from dpaudit.accountants import ZCDP, shuffle_guarantee
 from dpaudit.check import claimed_epsilon, ledger_audit
-from dpaudit.check_joint import joint_pairs
+from dpaudit.protocols.joint import joint_pairs
 from dpaudit.environments import GLMContextualBandit, make_environment
 from dpaudit.errors import DPAuditError
 from dpaudit.policies import make_policy, registered

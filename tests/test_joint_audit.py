@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from dpaudit.check_joint import audit_joint, audit_shuffle, joint_pairs
+from dpaudit.check_joint import audit_joint, audit_shuffle
+from dpaudit.protocols.joint import joint_pairs
 from dpaudit.cli import main
 from dpaudit.errors import DPAuditError
 from dpaudit.policies import make_policy
@@ -97,7 +98,7 @@ def test_python_api_audits_under_joint_and_shuffle():
 # ---- the PGD read-out adversary and the power section (issue 13, the black-box attack's power) ----------
 
 def test_readout_pair_differs_only_in_the_canary_reward_and_reads_theta_1():
-    from dpaudit.check_joint import READOUT_EVERY, READOUT_NORM, readout_pairs
+    from dpaudit.protocols.joint import READOUT_EVERY, READOUT_NORM, readout_pairs
 
     (pair,) = readout_pairs(4, 3, 16)
     assert pair.round == 0 and np.array_equal(pair.d0.X, pair.d1.X)

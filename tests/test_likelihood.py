@@ -9,7 +9,7 @@ import pytest
 
 from dpaudit.accountants import ZCDP, PureDP, gaussian_epsilon
 from dpaudit.attacks.likelihood import likelihood_attack, privacy_losses, profile_bounds, renyi_bounds
-from dpaudit.attacks.membership import Pair
+from dpaudit.protocols import Pair
 from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism
 from dpaudit.policies.base import Policy
 from dpaudit.protocols import TableDP, ViewDP

@@ -19,7 +19,8 @@ from dpaudit.attacks.bounds import (
     eps_lower_from_rates,
     oracle_threshold_bound,
 )
-from dpaudit.attacks.membership import Pair, membership_attack
+from dpaudit.attacks.membership import membership_attack
+from dpaudit.protocols import Pair
 from dpaudit.policies.finite import bundled_spec
 from dpaudit.protocols import TableDP
 

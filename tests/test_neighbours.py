@@ -6,17 +6,10 @@ import numpy as np
 import pytest
 
 from dpaudit.errors import DPAuditError
-from dpaudit.attacks.neighbours import (
-    EchoAdversary,
-    PairSpec,
-    PinAdversary,
-    candidate_pairs,
-    leakage_vs_horizon,
-    make_pair,
-    search,
-)
+from dpaudit.attacks.neighbours import leakage_vs_horizon, search
 from dpaudit.policies.registry import make_policy
-from dpaudit.protocols import InteractiveDP, TableDP, ViewDP
+from dpaudit.protocols import (EchoAdversary, InteractiveDP, PairSpec, PinAdversary, TableDP, ViewDP, candidate_pairs,
+                               make_pair)
 
 
 @pytest.mark.parametrize("proto", [TableDP(), ViewDP(), InteractiveDP()])

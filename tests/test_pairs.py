@@ -8,11 +8,11 @@ import os
 import numpy as np
 import pytest
 
-import dpaudit.pairs as pairs
-from dpaudit.attacks.membership import Pair
+import dpaudit.protocols.pairs as pairs
+from dpaudit.protocols import Pair
 from dpaudit.errors import DPAuditError
-from dpaudit.pairs import UserPair, load_pair
-from dpaudit.protocols import TableDP
+from dpaudit.protocols.pairs import UserPair, load_pair
+from dpaudit.protocols import TableDP, get_protocol
 
 
 def _write(tmp_path, doc, name="pair.json"):
@@ -40,7 +40,7 @@ def test_a_table_pair_loads_as_a_pair(tmp_path):
 
 def test_a_view_pair_with_integers_and_the_protocol_object(tmp_path):
     doc = {"format": "dpaudit.pair/1", "d": [0, 1, 1, 0, 1], "d_prime": [0, 1, 0, 0, 1]}
-    p = load_pair(_write(tmp_path, doc), n_arms=3, protocol=pairs.get_protocol("view"), alphabet=(0, 1))
+    p = load_pair(_write(tmp_path, doc), n_arms=3, protocol=get_protocol("view"), alphabet=(0, 1))
     assert p.round == 2 and p.d0.shape == (5,) and "entry 2" in p.label
 
 

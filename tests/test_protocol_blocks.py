@@ -7,7 +7,7 @@ import pytest
 
 from dpaudit.errors import DPAuditError
 from dpaudit.attacks.likelihood import privacy_losses
-from dpaudit.attacks.neighbours import PairSpec, make_pair
+from dpaudit.protocols import PairSpec, make_pair
 from dpaudit.check import _build_policy, _with_features
 from dpaudit.policies import registered
 from dpaudit.policies.ucb import AdaCUCB

@@ -194,7 +194,8 @@ def _plot_regret(path: str, res: SimResult, tres: SimResult | None, out: dict[st
 
 def _bco_regret(args: argparse.Namespace, params: dict[str, str]) -> int:
     """``dpaudit regret NAME`` for a BCO policy: its mean regret and its twin's on a :class:`dpaudit.bco.LossSequence`."""
-    from dpaudit.bco import make_losses, simulate_bco
+    from dpaudit.environments import make_losses
+    from dpaudit.simulate import simulate_bco
     from dpaudit.policies import make_policy
     from dpaudit.policies.registry import parse_params
 

@@ -15,6 +15,8 @@ is optional; it adds input checks and a ledger.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from numbers import Real
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -23,7 +25,7 @@ from dpaudit.accountants import Guarantee
 from dpaudit.errors import DPAuditError
 from dpaudit.mechanisms import Ledger
 
-__all__ = ["PolicyLike", "Policy", "check_reset", "check_actions", "check_rewards"]
+__all__ = ["PolicyLike", "Policy", "check_reset", "check_actions", "check_rewards", "check_alphabet", "arm_ranges"]
 
 
 @runtime_checkable
@@ -155,3 +157,37 @@ def check_rewards(rewards: Any, n_runs: int, reward_range: tuple[float, float], 
             "assumes; rescale the rewards or choose a policy calibrated for that range."
         )
     return r
+
+
+# ---- the rewards a policy accepts (its optional reward_range and reward_alphabet members) ----------------
+
+def check_alphabet(raw: Any, who: str) -> tuple[float, ...]:
+    if isinstance(raw, (str, bytes)) or not isinstance(raw, (Sequence, np.ndarray, set, frozenset)):
+        raise DPAuditError(f"{who} must be a sequence of reward values such as (0.0, 1.0), got {raw!r}.")
+    out = set()
+    for v in raw:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, Real) or not math.isfinite(float(v)):
+            raise DPAuditError(f"{who} must hold finite numbers, got {v!r}.")
+        out.add(float(v))
+    if len(out) < 2:
+        raise DPAuditError(f"{who} must hold at least two distinct reward values, got {raw!r}.")
+    return tuple(sorted(out))
+
+
+
+def arm_ranges(reward_range: Any, n_arms: int) -> np.ndarray:
+    """``(lo, hi)`` or K pairs -> a (K, 2) array of finite ranges with lo < hi."""
+    try:
+        rr = np.asarray(reward_range, dtype=float)
+    except (TypeError, ValueError):
+        rr = None
+    if rr is None or not (rr.shape == (2,) or rr.shape == (n_arms, 2)):
+        raise DPAuditError(f"a reward range must be (low, high) or one (low, high) pair per arm ({n_arms}), "
+                           f"got {reward_range!r}.")
+    rr = np.broadcast_to(rr, (n_arms, 2))
+    bad = ~(np.isfinite(rr).all(axis=1) & (rr[:, 0] < rr[:, 1]))
+    if bad.any():
+        a = int(np.flatnonzero(bad)[0])
+        raise DPAuditError(f"the reward range of arm {a} must be finite with low < high, got {rr[a].tolist()}.")
+    return rr
+

@@ -61,9 +61,9 @@ from dpaudit.accountants import ApproxDP
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
 from dpaudit.mechanisms import Channel, GaussianChannel, Noise, Release, _user_fed
 from dpaudit.policies.base import Policy
-from dpaudit.policies.registry import register
+from dpaudit.policies.registry import get_policy_class, register
 
-__all__ = ["BCOPolicy", "FKM", "LDPFKM", "TwoPoint", "LDPTwoPoint", "SCS", "LDPSCS", "TwoPointChannel",
+__all__ = ["is_bco", "BCOPolicy", "FKM", "LDPFKM", "TwoPoint", "LDPTwoPoint", "SCS", "LDPSCS", "TwoPointChannel",
            "unit_vectors", "project_ball"]
 
 
@@ -543,3 +543,15 @@ class LDPSCS(SCS):
     def _tuning_range(self) -> float:
         sigma = 2 * self.loss_bound * math.sqrt(2 * math.log(1.25 / self.delta)) / self.epsilon
         return self.loss_bound + sigma * math.sqrt(2 * math.log(2 * self.horizon ** 2))
+
+
+def is_bco(obj: Any) -> bool:
+    """Whether ``obj`` (a registered name, a class or an instance) follows the continuous-action contract."""
+    if isinstance(obj, str):
+        if ":" in obj:
+            return False  # plug-ins are K-armed unless built; the local audit checks the built policy
+        try:
+            obj = get_policy_class(obj)
+        except DPAuditError:
+            return False
+    return bool(getattr(obj, "continuous_actions", False))

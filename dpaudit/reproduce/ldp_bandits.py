@@ -97,7 +97,8 @@ BCO_HORIZONS = (300, 1000, 3000, 10_000)
 
 def _run_bco(name: str, params: dict[str, Any], horizons: tuple[int, ...], runs: int, seed: int) -> dict[str, Any]:
     """Mean regret of a BCO policy at each T (a separate game per T) and the fitted log-log slope."""
-    from dpaudit.bco import LossSequence, simulate_bco
+    from dpaudit.environments import LossSequence
+    from dpaudit.simulate import simulate_bco
     from dpaudit.policies import make_policy
 
     means, halves, secs = [], [], 0.0

@@ -40,10 +40,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpaudit.adapters import _arm_ranges, _check_alphabet
-from dpaudit.attacks.membership import Pair
 from dpaudit.errors import DPAuditError, check_int
-from dpaudit.protocols import Protocol, ViewDP, get_protocol
+from dpaudit.policies.base import arm_ranges, check_alphabet
+
+from .base import Pair, Protocol
 
 __all__ = ["PAIR_FORMAT", "MAX_PAIR_BYTES", "UserPair", "load_pair", "parse_pair"]
 
@@ -152,10 +152,12 @@ def parse_pair(doc: Any, *, n_arms: int, protocol: Protocol | str, reward_range:
     """Validate an already-parsed ``dpaudit.pair/1`` document (see :func:`load_pair`)."""
     src = source
     K = check_int("n_arms", n_arms, minimum=1)
+    from . import get_protocol  # the registry of protocols is the package's
+
     proto = get_protocol(protocol) if isinstance(protocol, str) else protocol
     if not isinstance(proto, Protocol):
         raise DPAuditError(f"protocol must be a dpaudit Protocol or its name, got {protocol!r}.")
-    view = isinstance(proto, ViewDP)
+    view = proto.list_input
     if not isinstance(doc, dict):
         raise DPAuditError(f"{src}: a pair file holds one JSON object with keys format, d and d_prime, got a "
                            f"{type(doc).__name__}.")
@@ -186,7 +188,7 @@ def parse_pair(doc: Any, *, n_arms: int, protocol: Protocol | str, reward_range:
         raise DPAuditError(f"{src}: d has {T} round; a pair needs T >= 2 rounds so that an action can follow the "
                            "canary.")
     # values: inside the reward range (per arm for a table) and the alphabet
-    rr = _arm_ranges(reward_range, K)
+    rr = arm_ranges(reward_range, K)
     if view:
         lo = np.full(T, rr[:, 0].max())
         hi = np.full(T, rr[:, 1].min())
@@ -196,7 +198,7 @@ def parse_pair(doc: Any, *, n_arms: int, protocol: Protocol | str, reward_range:
     else:
         lo = np.broadcast_to(rr[:, 0], (T, K))
         hi = np.broadcast_to(rr[:, 1], (T, K))
-    alph = None if alphabet is None else np.asarray(_check_alphabet(alphabet, "the reward alphabet"))
+    alph = None if alphabet is None else np.asarray(check_alphabet(alphabet, "the reward alphabet"))
     for key, arr in (("d", d0), ("d_prime", d1)):
         bad = (arr < lo) | (arr > hi)
         if bad.any():

@@ -1,0 +1,268 @@
+"""The protocol base: how a policy is run on an input to produce views, and the neighbouring pair.
+
+A protocol (seed 001 Sec. III, seed 000) says what the private input is, what the policy observes,
+what the adversary sees (the view) and what "neighbouring" means. :class:`Protocol` turns (policy,
+input) into an interactive mechanism: :meth:`Protocol.run` samples views for a batch of runs.
+Adversaries are batched deterministic functions of the outputs so far (seed 001 App. B, Remark 6:
+deterministic adversaries suffice).
+
+Without an adversary, dpaudit's own episode-based policies (the UCB and GOPE families and the
+mutants, which offer ``plan``/``complete``; see :mod:`dpaudit.simulate`) run block by block on
+Table and View DP inputs: a block's reward sums are prefix-sum differences of the input, so the
+cost is O(blocks), not O(T) Python steps, and the views, releases and ledger are those of the
+per-step path (tests check this for every such policy). Plug-ins always run step by step: an audit
+does not trust a policy's claim that its two paths agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from dpaudit.errors import DPAuditError
+from dpaudit.policies.base import check_actions
+
+__all__ = ["Adversary", "Protocol", "Pair", "FixedActionSet", "offers_blocks", "check_table"]
+
+
+class Adversary:
+    """A deterministic adversary B = (B_1, ..., B_T): q_t = B_t(o_1, ..., o_t), batched over runs."""
+
+    def query(self, t: int, outputs: np.ndarray) -> np.ndarray:
+        """``outputs``: (n_runs, t + 1) actions o_1..o_{t+1} (0-based t); returns (n_runs,) queries."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A neighbouring pair: inputs ``d0`` (null) and ``d1`` differing at round ``round``."""
+
+    d0: np.ndarray
+    d1: np.ndarray
+    round: int
+    adversary: Adversary | None = None
+    label: str = ""
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"label": self.label, "round": int(self.round)}
+        d0, d1 = np.asarray(self.d0), np.asarray(self.d1)
+        if d0.ndim == 2:
+            out["row_d"] = d0[self.round].tolist()
+            out["row_d_prime"] = d1[self.round].tolist()
+            bg = np.delete(d0, self.round, axis=0)
+            out["background"] = _summarise_table(bg)
+        else:
+            out["entry_d"] = float(d0[self.round])
+            out["entry_d_prime"] = float(d1[self.round])
+            out["background"] = _summarise_table(np.delete(d0, self.round))
+        out["horizon"] = int(d0.shape[0])
+        out["adversary"] = self.adversary.describe() if self.adversary is not None else "none (the policy's own actions)"
+        return out
+
+
+def _summarise_table(bg: np.ndarray) -> Any:
+    if bg.size == 0:
+        return "empty"
+    if bg.ndim == 2 and np.all(bg == bg[:1]):
+        return f"every other row = {bg[0].tolist()}"
+    if np.all(bg == bg.flat[0]):
+        return f"constant {float(bg.flat[0]):g}"
+    return bg.tolist() if bg.size <= 64 else f"table of shape {list(bg.shape)}"
+
+
+
+class FixedActionSet:
+    """Feeds a linear or contextual policy a fixed public action set (K feature vectors in R^d) every round.
+
+    The protocols call ``act(t, None)``; linear policies need the (n_runs, K, d) features. A fixed
+    set is one admissible choice of the (public, possibly adversarial) contexts, the same in every
+    run. Everything else is the wrapped policy's; phase-based policies (GOPE) get the set before the
+    block path's first ``plan()`` through :meth:`prepare_blocks`.
+    """
+
+    def __init__(self, inner: Any, features: np.ndarray) -> None:
+        self._inner = inner
+        self._features = np.asarray(features, dtype=float)
+        self._arms = self._features[None]
+
+    def __getattr__(self, name: str) -> Any:
+        inner = self.__dict__.get("_inner")  # absent while unpickling: no forwarding then
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
+
+    @property
+    def wrapped(self) -> Any:
+        """The policy inside (:func:`offers_blocks` checks where it comes from)."""
+        return self._inner
+
+    def reset(self, n_runs: int, rng: np.random.Generator, **kw: Any) -> None:
+        try:
+            self._inner.reset(n_runs, rng, **kw)
+        except TypeError:
+            self._inner.reset(n_runs, rng)
+        self._arms = np.broadcast_to(self._features, (n_runs,) + self._features.shape)
+
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
+        return self._inner.act(t, self._arms if arms is None else arms)
+
+    def observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        self._inner.observe(t, actions, rewards)
+
+    def prepare_blocks(self) -> None:
+        """Give a phase-based policy (GOPE) its fixed action set before the block path's plan()."""
+        self._inner.set_arms(self._arms)
+
+
+def offers_blocks(policy) -> bool:
+    """Whether ``Protocol.run`` may advance ``policy`` block by block (see the module docstring)."""
+    if not (getattr(policy, "fast_path", False) and hasattr(policy, "plan") and hasattr(policy, "complete")):
+        return False
+    if getattr(policy, "dim", None) is not None and not hasattr(policy, "prepare_blocks"):
+        return False  # a linear policy needs its fixed action set before plan(); only a wrapper can give it
+    inner = getattr(policy, "wrapped", policy)
+    return type(inner).__module__.startswith("dpaudit.")
+
+
+class Protocol:
+    """Base class: the private input, the observation rule, the view and the neighbouring relation."""
+
+    name: str = ""
+    summary: str = ""
+    #: the input is a list of T rewards (View DP), not a T x K table
+    list_input: bool = False
+    #: the adversaries the neighbouring search tries (names understood by :meth:`adversary`)
+    adversaries: tuple[str, ...] = ("none",)
+
+    def adversary(self, name: str, round_: int, n_arms: int, horizon: int) -> "Adversary | None":
+        """The adversary called ``name`` for a pair whose canary is at ``round_`` (None: the policy's own
+        actions). Protocols without adversaries ignore the name."""
+        return None
+
+    def check_input(self, data: np.ndarray, horizon: int, n_arms: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def reward(self, data: np.ndarray, t: int, actions: np.ndarray, queries: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def neighbours(self, data: np.ndarray, alphabet: Sequence[float]) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield (index changed, neighbouring input) over a finite reward alphabet."""
+        raise NotImplementedError
+
+    def prefix(self, data: np.ndarray) -> np.ndarray:
+        """Prefix sums of the input along the rounds, for :meth:`block_sums` (row 0 is zero)."""
+        return np.concatenate([np.zeros((1,) + data.shape[1:]), np.cumsum(data, axis=0)])
+
+    def block_sums(self, prefix: np.ndarray, arms: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+        """Reward sums of ``length`` plays of ``arms`` from round ``start`` (same shapes; length 0 gives 0)."""
+        raise NotImplementedError
+
+    def run(
+        self,
+        policy,
+        data: np.ndarray,
+        n_runs: int,
+        rng: np.random.Generator,
+        adversary: Adversary | None = None,
+        *,
+        record: bool = True,
+        path: str = "auto",
+    ) -> np.ndarray:
+        """Sample ``n_runs`` views of the interactive mechanism (policy, protocol, data): (n_runs, T).
+
+        ``path``: ``"auto"`` (blocks where :func:`offers_blocks` allows, without an adversary),
+        ``"step"`` or ``"blocks"``; both give the same views and ledger for the same ``rng``. An
+        input with values outside the policy's ``reward_range`` always runs step by step, so that a
+        reward the policy observes there is refused by name, as ``observe`` does.
+        """
+        n_arms = int(policy.n_arms)
+        horizon = data.shape[0]
+        data = self.check_input(data, horizon, n_arms)
+        if adversary is not None and not getattr(policy, "accepts_queries", True):
+            raise DPAuditError(
+                f"{getattr(policy, 'name', '') or type(policy).__name__} only observes the arm it chose, so it "
+                "cannot be run against an Interactive-DP adversary; use the table or view protocol."
+            )
+        try:
+            policy.reset(n_runs, rng, record=record)
+        except TypeError:  # plug-ins need not accept ``record``
+            policy.reset(n_runs, rng)
+        if path not in ("auto", "step", "blocks"):
+            raise DPAuditError(f"path must be 'auto', 'step' or 'blocks', got {path!r}.")
+        blocks_ok = adversary is None and offers_blocks(policy)
+        lo, hi = getattr(policy, "reward_range", (-np.inf, np.inf))
+        if blocks_ok and (data.min() < lo or data.max() > hi):
+            # complete() sees only block sums: an input with rewards outside the range the sensitivity
+            # assumes runs step by step, where observe() refuses the first such reward the policy sees
+            path = "step"
+        if path == "blocks" and not blocks_ok:
+            raise DPAuditError(
+                "the block path needs one of dpaudit's episode-based policies (plan()/complete()) and no adversary; "
+                f"{getattr(policy, 'name', '') or type(policy).__name__} runs step by step."
+            )
+        who = getattr(policy, "name", "") or type(policy).__name__
+        if path != "step" and blocks_ok:
+            return self._run_blocks(policy, data, n_runs, n_arms, who)
+        views = np.empty((n_runs, horizon), dtype=np.int64)
+        for t in range(horizon):
+            out = check_actions(policy.act(t, None), n_runs, n_arms, who, t)
+            views[:, t] = out
+            queries = out if adversary is None else adversary.query(t, views[:, : t + 1])
+            policy.observe(t, queries, self.reward(data, t, out, queries))
+        return views
+
+    def _run_blocks(self, policy, data: np.ndarray, n_runs: int, n_arms: int, who: str) -> np.ndarray:
+        """The block path of :meth:`run`: one iteration advances every run by one whole block.
+
+        Each run's blocks tile rounds 0..T-1 back to back, so the views are the blocks' arms, each
+        repeated for its length, in (run, start) order: one ``np.repeat`` at the end.
+        """
+        horizon = data.shape[0]
+        if hasattr(policy, "prepare_blocks"):
+            policy.prepare_blocks()
+        prefix = self.prefix(data)
+        active = np.ones(n_runs, dtype=bool)
+        segments: list[tuple[np.ndarray, ...]] = []
+        while True:
+            idx = np.flatnonzero(active)
+            if idx.size == 0:
+                break
+            start, arms, lengths = policy.plan()
+            s = np.asarray(start, dtype=np.int64)[idx]
+            A = np.asarray(arms, dtype=np.int64)[idx]
+            L = np.asarray(lengths, dtype=np.int64)[idx]
+            total = L.sum(axis=1)
+            if A.min() < 0 or A.max() >= n_arms or L.min() < 0 or total.min() < 1:
+                raise DPAuditError(f"policy {who} planned a block with an arm outside 0..{n_arms - 1} or no plays.")
+            seg_start = s[:, None] + np.cumsum(L, axis=1) - L
+            seg_len = np.clip(np.minimum(L, horizon - seg_start), 0, None)
+            keep = seg_len > 0
+            segments.append((np.broadcast_to(idx[:, None], A.shape)[keep], seg_start[keep], A[keep], seg_len[keep]))
+            end = s + total
+            full = end <= horizon
+            if full.any():
+                policy.complete(idx[full], self.block_sums(prefix, A[full], seg_start[full], L[full]))
+            active[idx[end >= horizon]] = False
+        run, seg_start, arm, seg_len = (np.concatenate(c) for c in zip(*segments))
+        order = np.lexsort((seg_start, run))
+        run, seg_start, arm, seg_len = run[order], seg_start[order], arm[order], seg_len[order]
+        # the tiling check: within a run, each block starts where the previous one ended, from round 0
+        first = np.r_[True, run[1:] != run[:-1]]
+        expected = np.where(first, 0, np.r_[0, seg_start[:-1] + seg_len[:-1]])
+        if not np.array_equal(seg_start, expected) or np.bincount(run, seg_len, minlength=n_runs).min() != horizon:
+            raise DPAuditError(f"policy {who} planned blocks that do not cover rounds 0..{horizon - 1} back to back.")
+        return np.repeat(arm, seg_len).reshape(n_runs, horizon)
+
+
+def check_table(data: np.ndarray, n_arms: int) -> np.ndarray:
+    d = np.asarray(data, dtype=float)
+    if d.ndim != 2 or d.shape[1] != n_arms or d.shape[0] < 1:
+        raise DPAuditError(f"a reward table must have shape (T, K) = (T, {n_arms}) with T >= 1, got {d.shape}.")
+    if not np.all(np.isfinite(d)):
+        raise DPAuditError("the reward table contains NaN or inf; rewards must be finite numbers.")
+    return d

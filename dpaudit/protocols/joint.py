@@ -1,0 +1,222 @@
+"""Joint DP (seed 000, "anticipating JDP"): the view is every action after the canary round.
+
+The adversary fixes every context and reward (:class:`ContextInput`): the history before the canary
+round t and the future. The pairs (:func:`joint_pairs`, :func:`readout_pairs`) are dpaudit's
+adversaries, choices of ours: contexts ``+e1`` and ``-e1`` on arms 0 and 1 (the zero vector on the
+others) in every round, rewards 1/2, and at round t either
+
+* ``reward``: the canary's rewards are 1 on every arm versus 0 (moves the PGD gradients), or
+* ``context``: the canary's arms all carry ``e1`` versus ``e2`` (moves the trees' outer products; ``-e1``
+  when d = 1),
+
+with t in {0, T/2}; plus the PGD read-out adversary (:func:`readout_pairs`) and, for the central view
+a_t..a_T reported beside the verdict, a canary that swaps which arm carries ``e1``. The gray-box view
+of a policy built on binary trees is :func:`tree_features`: the tree nodes at and beside the canary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpaudit.errors import DPAuditError
+from dpaudit.policies.base import check_actions
+
+from .base import Protocol
+
+__all__ = ["ContextInput", "JointDP", "JointPair", "ReadoutPair", "joint_pairs", "readout_pairs", "tree_features",
+           "READOUT_NORM", "READOUT_EVERY", "check_context_input"]
+
+
+@dataclass(frozen=True)
+class ContextInput:
+    """A contextual input fixed by the adversary: contexts ``X`` (T, K, d) and per-arm rewards ``R`` (T, K)."""
+
+    X: np.ndarray
+    R: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.R.shape
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """As an array, the input is its (T, K) reward table (what round-indexed code needs)."""
+        return np.asarray(self.R, dtype=dtype)
+
+
+def check_context_input(data: Any, n_arms: int, dim: int | None) -> ContextInput:
+    if not isinstance(data, ContextInput):
+        raise DPAuditError("a contextual input must be a ContextInput(X, R) with contexts X (T, K, d) and rewards R (T, K).")
+    X, R = np.asarray(data.X, dtype=float), np.asarray(data.R, dtype=float)
+    if X.ndim != 3 or X.shape[1] != n_arms or (dim is not None and X.shape[2] != dim) or X.shape[0] < 1:
+        raise DPAuditError(f"contexts must have shape (T, K, d) = (T, {n_arms}, {dim if dim is not None else 'd'}), got {X.shape}.")
+    if R.shape != X.shape[:2]:
+        raise DPAuditError(f"rewards must have shape (T, K) = {X.shape[:2]}, got {R.shape}.")
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(R))):
+        raise DPAuditError("the contextual input contains NaN or inf; contexts and rewards must be finite numbers.")
+    return ContextInput(X, R)
+
+
+class JointDP(Protocol):
+    """Anticipating joint DP (seed 000, Def. "Anticipating JDP").
+
+    The input is the contexts and rewards of every round (fixed by the adversary, who thereby fixes the
+    history before the canary round t and chooses every future context and reward); the policy sees
+    the contexts of round s and the reward of the arm it plays; neighbours differ in round t's
+    contexts and rewards; the view is ``a_{t+1}..a_T`` (the audits drop the columns up to t).
+    :meth:`run` returns all T actions so that the central view ``a_t..a_T`` can be reported beside.
+    """
+
+    name = "joint"
+    summary = ("input: contexts (T x K x d) and rewards (T x K); view: a_{t+1}..a_T; neighbours: round t's "
+               "contexts and rewards changed")
+
+    def check_input(self, data, horizon, n_arms):
+        return check_context_input(data, n_arms, None)
+
+    def neighbours(self, data, alphabet):
+        raise DPAuditError("joint-DP neighbours are chosen by the adversaries of dpaudit.protocols.joint, not enumerated.")
+
+    def run(self, policy, data, n_runs, rng, adversary=None, *, record=True, path="auto"):
+        if adversary is not None:
+            raise DPAuditError("under joint DP the adversary acts through the fixed contexts and rewards, not by queries.")
+        n_arms = int(policy.n_arms)
+        inp = check_context_input(data, n_arms, getattr(policy, "dim", None))
+        try:
+            policy.reset(n_runs, rng, record=record)
+        except TypeError:
+            policy.reset(n_runs, rng)
+        T = inp.X.shape[0]
+        who = getattr(policy, "name", "") or type(policy).__name__
+        views = np.empty((n_runs, T), dtype=np.int64)
+        for t in range(T):
+            arms = np.broadcast_to(inp.X[t], (n_runs,) + inp.X.shape[1:])
+            out = check_actions(policy.act(t, arms), n_runs, n_arms, who, t)
+            views[:, t] = out
+            policy.observe(t, out, inp.R[t, out])
+        return views
+
+
+class JointPair:
+    """A neighbouring pair of contextual inputs differing at round ``round``."""
+
+    def __init__(self, d0: Any, d1: Any, round_: int, label: str) -> None:
+        self.d0, self.d1, self.round, self.label = d0, d1, int(round_), label
+
+    def describe(self) -> dict[str, Any]:
+        return {"label": self.label, "round": self.round, "horizon": int(self.d0.X.shape[0]),
+                "canary_contexts_d": self.d0.X[self.round].tolist(), "canary_contexts_d_prime": self.d1.X[self.round].tolist(),
+                "canary_rewards_d": self.d0.R[self.round].tolist(), "canary_rewards_d_prime": self.d1.R[self.round].tolist(),
+                "background": "arms 0 and 1 carry +e1 and -e1 (others the zero vector), rewards 1/2, every other round"}
+
+
+def joint_pairs(n_arms: int, dim: int, horizon: int, *, central: bool = False) -> list[JointPair]:
+    """dpaudit's joint-DP adversaries (module docstring); ``central``: the pair for the central view."""
+    K, d, T = n_arms, dim, horizon
+    e1 = np.zeros(d)
+    e1[0] = 1.0
+    e2 = np.zeros(d)
+    e2[min(1, d - 1)] = 1.0
+    if d == 1:
+        e2 = -e1
+    X = np.zeros((T, K, d))
+    X[:, 0], X[:, 1] = e1, -e1
+    R = np.full((T, K), 0.5)
+
+    def variant(t: int, x0: np.ndarray, x1: np.ndarray, r0: np.ndarray, r1: np.ndarray, label: str) -> JointPair:
+        Xa, Xb, Ra, Rb = X.copy(), X.copy(), R.copy(), R.copy()
+        Xa[t], Xb[t], Ra[t], Rb[t] = x0, x1, r0, r1
+        return JointPair(ContextInput(Xa, Ra), ContextInput(Xb, Rb), t, label)
+
+    if central:
+        t = T // 2
+        x0 = np.zeros((K, d))
+        x1 = np.zeros((K, d))
+        x0[0], x1[1] = e1, e1
+        return [variant(t, x0, x1, R[t], R[t], f"central: round {t}'s e1 on arm 0 vs arm 1")]
+    out = []
+    for t in sorted({0, T // 2}):
+        if t >= T - 1:
+            continue
+        out.append(variant(t, X[t], X[t], np.ones(K), np.zeros(K), f"reward: round {t}'s rewards 1 vs 0"))
+        out.append(variant(t, np.tile(e1, (K, 1)), np.tile(e2, (K, 1)), R[t], R[t],
+                           f"context: round {t}'s arms all e1 vs all {'e2' if d > 1 else '-e1'}"))
+    return out
+
+
+def tree_features(policy: Any, t: int, horizon: int) -> np.ndarray:
+    """Values of the tree nodes containing round t and of their siblings, from the policy's ledger."""
+    feats = []
+    for rel in policy.ledger.releases:
+        label = rel.label
+        if "tree[" not in label:
+            continue
+        lo_hi = label.split("rounds ")[1].rstrip("]").split("..")
+        lo, hi = int(lo_hi[0]), int(lo_hi[1]) + 1
+        size = hi - lo
+        parent_lo = lo - (lo % (2 * size))
+        if lo <= t < hi or parent_lo <= t < parent_lo + 2 * size:
+            feats.append(rel.value)
+    if not feats:
+        raise DPAuditError("the policy's ledger has no binary-tree release near the canary round; the gray-box tree "
+                           "attack needs a policy built on dpaudit.mechanisms.BinaryTreeMechanism.")
+    return np.hstack(feats)
+
+
+
+#: the read-out arms' context length: small, so that read-out rounds barely move the estimate they read
+READOUT_NORM = 0.05
+#: every READOUT_EVERY-th round is a read-out round; the others grow the design matrix
+READOUT_EVERY = 4
+
+
+class ReadoutPair(JointPair):
+    """The PGD read-out adversary's pair (:func:`readout_pairs`)."""
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        d["background"] = (f"every {READOUT_EVERY}th round arms 0 and 1 carry +/-{READOUT_NORM:g} e1 (the others the zero "
+                           "vector); every other round all arms carry one of e2..ed in turn; rewards 1/2")
+        return d
+
+
+def readout_pairs(n_arms: int, dim: int, horizon: int) -> list[JointPair]:
+    """The PGD read-out adversary: a canary whose reward moves the private estimate's e1 coordinate,
+    a background that triggers the estimate's updates and then reads its sign out of the actions.
+
+    Built for seed 002 Alg. 2 (``jdp-glm``), whose actions depend on the canary only through the
+    private PGD estimate theta (Criterion II's update), choices of ours:
+
+    * round 0 (the canary): every arm carries e1, so the played context is e1 whatever the arm; the
+      rewards are 1 on every arm versus 0. Its gradient term (mu(theta_1) - r) e1 differs by e1 between
+      the sides in every PGD step that follows.
+    * growth rounds (all but every ``READOUT_EVERY``-th): every arm carries e_k, k cycling over 2..d, with
+      reward 1/2. The played outer products grow det H in directions orthogonal to e1, so Criterion II
+      fires, while the gradient's e1 coordinate keeps only the canary's term (no background pull
+      towards theta_1 = 0).
+    * read-out rounds: arms 0 and 1 carry +/-``READOUT_NORM`` e1, the others the zero vector. Both
+      widths ||x||_{H^-1} are equal, so the exploit rule plays arm 0 exactly when theta_1 > 0: the view
+      reads the sign of the canary's coordinate after each update.
+
+    Needs d >= 2 and T >= 8 (else no pair). Under the audit's defaults the first update comes after
+    about a hundred rounds (``benchmarks/joint_power.md``); at T = 16 the pair shows nothing.
+    """
+    K, d, T = int(n_arms), int(dim), int(horizon)
+    if d < 2 or T < 8:
+        return []
+    X = np.zeros((T, K, d))
+    s = np.arange(1, T)
+    read = s[s % READOUT_EVERY == 0]
+    grow = s[s % READOUT_EVERY != 0]
+    X[read, 0, 0], X[read, 1, 0] = READOUT_NORM, -READOUT_NORM
+    X[grow, :, 1 + grow % (d - 1)] = 1.0
+    X[0, :, 0] = 1.0
+    R = np.full((T, K), 0.5)
+    Ra, Rb = R.copy(), R.copy()
+    Ra[0], Rb[0] = 1.0, 0.0
+    return [ReadoutPair(ContextInput(X, Ra), ContextInput(X.copy(), Rb), 0,
+                        "pgd read-out: round 0's rewards 1 vs 0 (all arms e1), growth rounds e2..ed, read-out rounds "
+                        f"+/-{READOUT_NORM:g} e1")]
+
