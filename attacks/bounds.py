@@ -10,8 +10,8 @@ so upper confidence bounds FPR_up, FNR_up give, simultaneously with them,
 
     eps >= max{ ln((1 - delta - FPR_up) / FNR_up), ln((1 - delta - FNR_up) / FPR_up) }.
 
-Confidence: the two one-sided Clopper-Pearson bounds (statsmodels ``proportion_confint``,
-``method="beta"``) each get half the error budget, and the budget is further divided (Bonferroni) by
+Confidence: the two one-sided Clopper-Pearson bounds (:func:`cp_upper`, :func:`cp_lower`: the exact
+beta quantiles, through scipy's inverse regularised incomplete beta) each get half the error budget, and the budget is further divided (Bonferroni) by
 the number of tests evaluated on the fresh samples, so the reported bound holds with probability at
 least ``confidence`` whatever was tried. Choices made here that the literature leaves open: the
 union bound over the two rates (rather than a joint region), and bounds clamped below at 0
@@ -36,15 +36,14 @@ __all__ = [
     "TestCounts",
     "best_threshold_test",
     "oracle_threshold_bound",
+    "candidate_tests",
+    "split_confidence",
+    "smallest_detectable",
+    "largest_bound",
+    "select_projected_threshold",
+    "select_threshold_for_fresh",
+    "candidate_thresholds",
 ]
-
-
-def _proportion_confint():
-    """statsmodels' ``proportion_confint``, imported on first use: statsmodels (and the pandas it loads)
-    costs about a second, which ``import dpaudit.attacks`` should not pay."""
-    from statsmodels.stats.proportion import proportion_confint
-
-    return proportion_confint
 
 
 def check_confidence(confidence: float) -> float:
@@ -55,21 +54,59 @@ def check_confidence(confidence: float) -> float:
 
 
 def cp_upper(k: np.ndarray | int, n: np.ndarray | int, alpha: float) -> np.ndarray:
-    """One-sided Clopper-Pearson upper bound on a binomial rate at error ``alpha`` (vectorised)."""
+    """One-sided Clopper-Pearson upper bound on a binomial rate at error ``alpha`` (vectorised).
+
+    The (1 - alpha) quantile of Beta(k + 1, n - k) (Clopper & Pearson 1934), 1 when k = n. The one
+    Clopper-Pearson of dpaudit: every attack's bound goes through it and :func:`cp_lower`.
+    """
+    from scipy.special import betaincinv
+
     k = np.asarray(k, dtype=float)
     n = np.asarray(n, dtype=float)
-    _, hi = _proportion_confint()(k, n, alpha=2 * alpha, method="beta")
-    hi = np.where(k >= n, 1.0, hi)
-    return np.asarray(hi, dtype=float)
+    with np.errstate(all="ignore"):
+        hi = betaincinv(k + 1, np.maximum(n - k, 1e-300), 1 - alpha)
+    return np.asarray(np.where(k >= n, 1.0, hi), dtype=float)
 
 
 def cp_lower(k: np.ndarray | int, n: np.ndarray | int, alpha: float) -> np.ndarray:
-    """One-sided Clopper-Pearson lower bound on a binomial rate at error ``alpha`` (vectorised)."""
+    """One-sided Clopper-Pearson lower bound on a binomial rate at error ``alpha`` (vectorised): the alpha
+    quantile of Beta(k, n - k + 1), 0 when k = 0."""
+    from scipy.special import betaincinv
+
     k = np.asarray(k, dtype=float)
     n = np.asarray(n, dtype=float)
-    lo, _ = _proportion_confint()(k, n, alpha=2 * alpha, method="beta")
-    lo = np.where(k <= 0, 0.0, lo)
-    return np.asarray(lo, dtype=float)
+    with np.errstate(all="ignore"):
+        lo = betaincinv(np.maximum(k, 1e-300), n - k + 1, alpha)
+    return np.asarray(np.where(k <= 0, 0.0, lo), dtype=float)
+
+
+def split_confidence(confidence: float, parts: int) -> float:
+    """The confidence each of ``parts`` sampling parts of an audit runs at so that all their bounds
+    hold together at ``confidence`` (Bonferroni: the error budget 1 - confidence split equally)."""
+    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
+        raise DPAuditError(f"an audit splits its confidence over at least one part, got {parts!r}.")
+    return 1 - (1 - check_confidence(confidence)) / parts
+
+
+def smallest_detectable(runs: int, delta: float, confidence: float) -> float:
+    """The smallest eps an eps-DP pair with an ideal test event (randomised response: P = e^eps/(1+e^eps)
+    against 1/(1+e^eps)) shows as a positive bound at ``runs`` fresh runs per side with the expected
+    counts: how small a leak a black-box attack can see at this sample size once the pair is right."""
+    lo, hi = 0.0, 10.0
+    for _ in range(40):
+        eps = 0.5 * (lo + hi)
+        p = 1.0 / (1.0 + math.exp(eps))
+        fp = int(round(runs * p))
+        if float(eps_lower_from_counts(fp, runs, fp, runs, delta, confidence, 1)) > 0:
+            hi = eps
+        else:
+            lo = eps
+    return hi
+
+
+def largest_bound(runs: int, delta: float, confidence: float) -> float:
+    """The largest bound a threshold test can give with ``runs`` fresh runs per side (no error at all)."""
+    return float(eps_lower_from_counts(0, runs, 0, runs, delta, confidence, 1))
 
 
 def eps_lower_from_rates(fpr_up: np.ndarray, fnr_up: np.ndarray, delta: float) -> np.ndarray:
@@ -120,8 +157,13 @@ class TestCounts:
         s = self.direction * (np.asarray(scores, dtype=float) - self.threshold)
         return s >= 0 if self.include_ties else s > 0
 
+    def reject_when(self) -> str:
+        """The rejection rule in words, e.g. ``score > threshold``."""
+        op = (">=" if self.include_ties else ">") if self.direction > 0 else ("<=" if self.include_ties else "<")
+        return f"score {op} threshold"
 
-def _candidate_tests(s0: np.ndarray, s1: np.ndarray, max_thresholds: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+
+def candidate_tests(s0: np.ndarray, s1: np.ndarray, max_thresholds: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each candidate threshold c: counts of s0 > c, s0 >= c, s1 > c, s1 >= c.
 
     Thresholds are the distinct values (at most ``max_thresholds`` quantiles of the pooled scores).
@@ -161,7 +203,7 @@ def best_threshold_test(
     for name in scores0:
         s0 = np.asarray(scores0[name], dtype=float)
         s1 = np.asarray(scores1[name], dtype=float)
-        thr, c0, c1 = _candidate_tests(s0, s1, max_thresholds)
+        thr, c0, c1 = candidate_tests(s0, s1, max_thresholds)
         n0, n1 = s0.size, s1.size
         # rows: reject if >c, >=c, <c, <=c   (fp = rejected under d, fn = accepted under d')
         for row, (direction, ties) in enumerate(((1, False), (1, True), (-1, False), (-1, True))):
@@ -196,3 +238,83 @@ def log_ratio_bound(k1: int, n1: int, k0: int, n0: int, confidence: float) -> fl
     if lo <= 0 or hi <= 0:
         return 0.0 if lo <= 0 else math.inf
     return max(0.0, math.log(lo / hi))
+
+
+# ---- threshold tests chosen for the bound they will give on the fresh samples ------------------------------
+
+
+
+def candidate_thresholds(pooled: np.ndarray, n_grid: int, n_tail: int) -> np.ndarray:
+    """Sorted pooled scores -> candidate thresholds: ``n_grid`` even quantiles, plus ``n_tail`` order
+    statistics per tail at depths log-spaced from 1 sample to 5% of the pool."""
+    depth = np.unique(np.geomspace(1, max(1.0, 0.05 * pooled.size), n_tail).astype(np.int64))
+    return np.unique(np.concatenate([np.quantile(pooled, np.linspace(0, 1, n_grid + 1)), pooled[depth - 1],
+                                     pooled[pooled.size - depth]]))
+
+
+def select_projected_threshold(s0: np.ndarray, s1: np.ndarray, n_fresh: int, delta: float, confidence: float,
+                               n_tests: int, n_grid: int = 1024, n_tail: int = 500) -> tuple[float, TestCounts | None]:
+    """Choose the threshold test (threshold, direction) on the selection split.
+
+    Each candidate is scored by the bound it would give on ``n_fresh`` fresh samples per side if the
+    fresh error rates equalled one-sigma (84%) Clopper-Pearson upper bounds of the selection's (so a
+    rare tail event, whose estimate is noisiest, is not chosen for luck): what a test *will* certify
+    at the fresh sample size, which favours more extreme thresholds than scoring at the selection
+    size (the idea of :func:`oracle_threshold_bound`). Candidates: a quantile
+    grid of the pooled scores plus ``n_tail`` order statistics log-spaced into each tail, from the
+    most extreme sample to the 5% quantile (the tails hold the best events when delta is small, at
+    any depth the sample sizes allow). The choice never touches the fresh samples, so the final bound
+    keeps its confidence whatever is chosen here.
+    """
+    thr = candidate_thresholds(np.sort(np.concatenate([s0, s1])), n_grid, n_tail)
+    a0, a1 = np.sort(s0), np.sort(s1)
+    n0, n1 = a0.size, a1.size
+    best = (-1.0, None)
+    for direction in (1, -1):
+        if direction > 0:  # reject if score > c
+            rej0 = n0 - np.searchsorted(a0, thr, side="right")
+            rej1 = n1 - np.searchsorted(a1, thr, side="right")
+        else:  # reject if score < c
+            rej0 = np.searchsorted(a0, thr, side="left")
+            rej1 = np.searchsorted(a1, thr, side="left")
+        fpr = cp_upper(rej0, n0, 0.16)  # one-sigma upper bounds: the winner's curse of many thresholds
+        fnr = cp_upper(n1 - rej1, n1, 0.16)
+        a = (1 - confidence) / n_tests / 2
+        b = eps_lower_from_rates(cp_upper(np.round(fpr * n_fresh), n_fresh, a),
+                                 cp_upper(np.round(fnr * n_fresh), n_fresh, a), delta)
+        i = int(np.argmax(b))
+        if b[i] > best[0]:
+            best = (float(b[i]), TestCounts("message", float(thr[i]), direction, False))
+    return best
+
+
+def select_threshold_for_fresh(S0: np.ndarray, S1: np.ndarray, delta: float, confidence: float,
+                               n_test: int) -> tuple[float, TestCounts | None]:
+    """The threshold test chosen on the selection split for ``n_test`` fresh views per side.
+
+    Each candidate threshold's rates on the selection split are taken conservatively (the one-sided 95%
+    Clopper-Pearson ends: false positives up, true positives down), scaled to ``n_test`` views, and the test
+    whose projected bound is largest wins: a far-tail threshold that looked good on a few selection views is
+    not preferred to a central one that will hold up on fresh views. When no projection is positive, the
+    threshold with the largest standardised gap between the sides' rejection rates is taken.
+    Returns (projected bound, test)."""
+    thr, c0, c1 = candidate_tests(S0, S1, 512)
+    n0, n1 = S0.size, S1.size
+    best, best_z = (-1.0, None), (-np.inf, None)
+    for row, (direction, ties) in enumerate(((1, False), (1, True), (-1, False), (-1, True))):
+        fp, tp = c0[row], c1[row]
+        fpr_hi = cp_upper(fp, n0, 0.05)
+        tpr_lo = cp_lower(tp, n1, 0.05)
+        proj = eps_lower_from_counts(np.ceil(fpr_hi * n_test).astype(np.int64), n_test,
+                                     np.ceil((1 - tpr_lo) * n_test).astype(np.int64), n_test, delta, confidence)
+        i = int(np.argmax(proj))
+        if proj[i] > best[0]:
+            best = (float(proj[i]), TestCounts("lda", float(thr[i]), direction, ties))
+        p0, p1 = fp / n0, tp / n1
+        z = (p1 - p0) / np.sqrt(p0 * (1 - p0) / n0 + p1 * (1 - p1) / n1 + 1e-12)
+        j = int(np.argmax(z))
+        if z[j] > best_z[0]:
+            best_z = (float(z[j]), TestCounts("lda", float(thr[j]), direction, ties))
+    if best[0] > 0:
+        return best
+    return 0.0, best_z[1]

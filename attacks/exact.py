@@ -668,3 +668,45 @@ def exact_audit(policy: FinitePolicy, protocol: str = "table", *, delta: float =
         seconds=prof.seconds,
         details={"sizes": prof.sizes},
     )
+
+
+# ---- finite local channels ----------------------------------------------------------------------------
+
+def exact_channel_epsilon(P: np.ndarray, delta: float) -> tuple[float, tuple[int, int]]:
+    """Exact eps(delta) of a finite channel P[z, o] (rows sum to 1): max over ordered pairs of inputs.
+
+    delta(eps) = sum_o (P[z, o] - e^eps P[z', o])_+ is non-increasing in eps; eps(delta) is its
+    smallest root, found by bisection to 1e-12 (inf when some o has P[z', o] = 0 < P[z, o] and that
+    mass exceeds delta).
+    """
+    P = np.asarray(P, dtype=float)
+    if P.ndim != 2 or P.shape[0] < 2 or np.any(P < 0) or not np.allclose(P.sum(axis=1), 1.0):
+        raise DPAuditError(f"a finite channel's table must be (inputs >= 2, outputs) with rows of probabilities "
+                           f"summing to 1, got shape {P.shape}.")
+    best, arg = 0.0, (0, 1)
+    for i in range(P.shape[0]):
+        for j in range(P.shape[0]):
+            if i == j:
+                continue
+            p, q = P[i], P[j]
+
+            def dlt(e: float) -> float:
+                return float(np.maximum(p - math.exp(e) * q, 0.0).sum())
+
+            if dlt(0.0) <= delta:
+                e = 0.0
+            elif p[q == 0].sum() > delta:
+                e = math.inf
+            else:
+                lo, hi = 0.0, 1.0
+                while dlt(hi) > delta:
+                    hi *= 2
+                while hi - lo > 1e-12 * max(1.0, hi):
+                    mid = 0.5 * (lo + hi)
+                    lo, hi = (mid, hi) if dlt(mid) > delta else (lo, mid)
+                e = hi
+            if e > best:
+                best, arg = e, (i, j)
+    return best, arg
+
+

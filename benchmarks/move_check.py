@@ -5,7 +5,11 @@ and compare the printed digests (or ``diff`` the JSON files it writes):
 
     python benchmarks/move_check.py --out /tmp/before   # at the old commit
     python benchmarks/move_check.py --out /tmp/after    # at the new one
-    diff -r /tmp/before /tmp/after
+    python benchmarks/move_check.py --compare /tmp/before /tmp/after
+
+``--compare`` rounds every number to 9 significant digits first (a change of floating-point rounding,
+e.g. one Clopper-Pearson routine for another, is not a change of findings) and names each case whose
+findings differ, with the first differing key.
 
 Run times, the engine's description and the recorded command are left out (they describe how an
 audit ran, not what it found). The audits use small sample sizes: this checks identity, not power.
@@ -55,6 +59,52 @@ def strip(x):
     return x
 
 
+def rounded(x):
+    if isinstance(x, float):
+        return float(f"{x:.9g}")
+    if isinstance(x, dict):
+        return {k: rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [rounded(v) for v in x]
+    return x
+
+
+def first_difference(a, b, where=""):
+    if type(a) is not type(b):
+        return f"{where or '/'}: {str(a)[:80]} != {str(b)[:80]}"
+    if isinstance(a, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                return f"{where}/{k}: only in {'the second' if k in b else 'the first'}"
+            d = first_difference(a[k], b[k], f"{where}/{k}")
+            if d:
+                return d
+        return None
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return f"{where}: {len(a)} items != {len(b)}"
+        for i, (u, v) in enumerate(zip(a, b)):
+            d = first_difference(u, v, f"{where}[{i}]")
+            if d:
+                return d
+        return None
+    return None if a == b else f"{where}: {str(a)[:80]} != {str(b)[:80]}"
+
+
+def compare(one: Path, two: Path) -> int:
+    bad = 0
+    for f in sorted(one.glob("*.json")):
+        g = two / f.name
+        if not g.exists():
+            print(f"{f.stem:<28} missing in {two}")
+            bad += 1
+            continue
+        d = first_difference(rounded(strip(json.loads(f.read_text()))), rounded(strip(json.loads(g.read_text()))))
+        print(f"{f.stem:<28} {'same' if d is None else 'DIFFERS ' + d}")
+        bad += d is not None
+    return bad
+
+
 def run_case(kw: dict) -> dict:
     import dpaudit
 
@@ -65,9 +115,14 @@ def run_case(kw: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="folder for one JSON file per case")
+    ap.add_argument("--out", help="folder for one JSON file per case")
     ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--compare", nargs=2, metavar=("DIR1", "DIR2"), help="compare two earlier runs")
     args = ap.parse_args()
+    if args.compare:
+        sys.exit(1 if compare(Path(args.compare[0]), Path(args.compare[1])) else 0)
+    if not args.out:
+        ap.error("give --out DIR (or --compare DIR1 DIR2)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name, kw in CASES.items():

@@ -18,6 +18,9 @@ import numpy as np
 
 from dpaudit.accountants import ApproxDP, Guarantee
 from dpaudit.accountants.composition import RoundAccount, per_round_account
+from dpaudit.accountants.conversions import pure_to_approx
+from dpaudit.accountants.gaussian import (gaussian_epsilon, laplace_epsilon, lint_classical_gaussian,
+                                          lint_seed000_channel)
 from dpaudit.accountants.conversions import (
     zcdp_to_approx,
 )
@@ -25,6 +28,9 @@ from dpaudit.errors import check_delta, check_int
 from dpaudit.mechanisms import Ledger
 
 __all__ = [
+    "ledger_audit",
+    "ledger_per_user",
+    "calibration_lints",
     "ledger_entries",
     "ledger_account",
     "LedgerAccount",
@@ -258,3 +264,120 @@ def run_bco_for_account(policy: Any, horizon: int, n_runs: int, seed: int) -> di
     simulate_bco(policy, losses, n_runs, seed, record=True)
     lo, hi = policy.domain
     return {"table": None, "features": None, "reward_span": float(hi - lo)}
+
+
+# ---- the ledger part of an audit: per round (central, joint), per user (local) ----------------------
+
+def ledger_audit(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
+                 n_runs: int = 200) -> dict[str, Any] | None:
+    """Per-round accounting of the ledger of ``n_runs`` runs on ``data`` (None without a ledger)."""
+    if not hasattr(policy, "ledger"):
+        return None
+    protocol.run(policy, data, n_runs, np.random.default_rng(seed), None, record=True)
+    ledger = getattr(policy, "ledger", None)
+    if ledger is None or not hasattr(ledger, "releases"):
+        return None
+    T = int(np.asarray(data).shape[0])
+    run, rnd, kind, ratio = [], [], [], []
+    no_fed = 0
+    for rel in ledger.releases:
+        if rel.fed is None:
+            no_fed += 1
+            continue
+        runs = np.asarray(rel.runs)[rel.fed.pos]
+        scale = np.asarray(rel.noise.scale, dtype=float)
+        s = scale if scale.ndim == 0 else (scale[rel.fed.pos] if scale.ndim == 1 else scale[rel.fed.pos].max(axis=-1))
+        run.append(runs)
+        rnd.append(np.asarray(rel.fed.rounds))
+        kind.append(np.full(runs.size, rel.noise.kind == "gaussian"))
+        ratio.append(np.broadcast_to(rel.sensitivity / s, runs.shape).astype(float))
+    if not run:
+        return {"releases": len(ledger.releases), "releases_without_fed": no_fed, "implied": None,
+                "shared_rounds": 0}
+    acc = per_round_account(n_runs, T, np.concatenate(run), np.concatenate(rnd), np.concatenate(kind),
+                            np.concatenate(ratio))
+    implied = acc.guarantee()
+    shared = acc.shared_rounds()
+    return {
+        "runs": n_runs,
+        "releases": len(ledger.releases),
+        "releases_without_fed": no_fed,
+        "implied": implied.describe(),
+        "implied_guarantee": implied,
+        "shared_rounds": int(shared.shape[0]),
+        "max_releases_per_round": int(acc.usage.max(initial=0)),
+        # per round t: the most and the mean number of releases round t fed over the runs (report figure)
+        "usage_max_per_round": acc.usage.max(axis=0).astype(int).tolist(),
+        "usage_mean_per_round": [round(float(x), 4) for x in acc.usage.mean(axis=0)],
+    }
+
+
+
+
+def ledger_per_user(ledger: Any, delta: float) -> dict[str, Any]:
+    """Compose every message in ``ledger`` per user (run, step) and return the worst user's exact epsilon.
+
+    Gaussian messages: mu = sqrt(sum (sensitivity/sigma)^2) (exact; Balle & Wang 2018 Thm 8 for the
+    profile, Dong, Roth & Su 2019 for the composition); one Laplace message: its exact profile;
+    several pure messages (Laplace; randomised response, recorded with scale 1/eps): eps = sum, through the
+    randomised-response profile (tight for pure DP); Gaussian with pure: the two parts' epsilons
+    at delta/2 each, added (valid, not tight).
+    """
+    keys, mu2, pure, n_lap, count = [], [], [], [], []
+    sens = []
+    kinds: set[str] = set()
+    for rel in getattr(ledger, "releases", []):
+        runs = np.asarray(rel.runs)
+        scale = np.broadcast_to(np.asarray(rel.noise.scale, dtype=float), runs.shape)
+        kinds.add(rel.noise.kind)
+        keys.append(runs * 1_000_003 + int(rel.step))
+        ratio = rel.sensitivity / scale
+        g = rel.noise.kind == "gaussian"
+        mu2.append(np.where(g, ratio**2, 0.0))
+        pure.append(np.where(g, 0.0, ratio))  # Laplace: D/b; randomised response: scale 1/eps, so eps
+        n_lap.append(np.full(runs.shape, rel.noise.kind == "laplace", dtype=np.int64))
+        count.append(np.ones(runs.shape, dtype=np.int64))
+        sens.append(rel.sensitivity)
+    if not keys:
+        return {"messages": 0, "epsilon": None, "kinds": []}
+    k = np.concatenate(keys)
+    uniq, inv = np.unique(k, return_inverse=True)
+    agg = {name: np.bincount(inv, np.concatenate(a), minlength=uniq.size)
+           for name, a in (("mu2", mu2), ("pure", pure), ("lap", n_lap), ("count", count))}
+    mu = float(np.sqrt(agg["mu2"].max()))
+    worst_pure = float(agg["pure"].max())
+    g_eps = gaussian_epsilon(delta, mu=mu).epsilon if mu > 0 else 0.0
+    single_laplace = kinds == {"laplace"} and agg["count"].max() == 1
+    if worst_pure == 0:
+        eps, how = g_eps, f"Gaussian messages composed exactly: mu = {mu:.6g} per user"
+    elif mu == 0:
+        if single_laplace:
+            eps, how = laplace_epsilon(delta, worst_pure).epsilon, f"one Laplace message of eps0 = {worst_pure:.6g} per user (exact profile)"
+        else:
+            eps, how = pure_to_approx(worst_pure, delta).epsilon, f"pure messages, eps = {worst_pure:.6g} per user"
+    else:
+        eps = gaussian_epsilon(delta / 2, mu=mu).epsilon + pure_to_approx(worst_pure, delta / 2).epsilon
+        how = f"Gaussian (mu = {mu:.6g}) and pure (eps = {worst_pure:.6g}) messages, each at delta/2, added"
+    return {"messages": int(k.size), "users": int(uniq.size), "max_messages_per_user": int(agg["count"].max()),
+            "kinds": sorted(kinds), "mu": mu, "pure_epsilon": worst_pure, "epsilon": float(eps), "method": how,
+            "min_recorded_sensitivity": float(min(sens))}
+
+
+
+
+def calibration_lints(policy: Any) -> list[dict[str, Any]]:
+    """The calibration lint of the closed-form Gaussian rule a local channel used (:mod:`dpaudit.accountants.gaussian`)."""
+    chan = getattr(policy, "local_channel", None)
+    cal = getattr(chan, "calibration", None)
+    if not cal:
+        return []
+    rule, e, d = cal
+    if rule == "seed000":
+        lints = [lint_seed000_channel(e, d)]
+    elif rule == "seed003-alg5":  # seed 003 Thm 7: the matrix at (eps/3, delta/2), the vector at (2 eps/3, delta/2)
+        lints = [lint_classical_gaussian(e / 3, d / 2), lint_classical_gaussian(2 * e / 3, d / 2)]
+    else:
+        lints = [lint_classical_gaussian(e, d)]
+    return [ln.as_dict() for ln in lints]
+
+

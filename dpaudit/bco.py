@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from dpaudit.attacks.membership import threshold_attack
 from dpaudit.protocols.continuous import central_features, loss_pair, play, transcript_features
 from dpaudit.simulate import simulate_bco
 
@@ -40,7 +41,6 @@ def _view_attack(kind: str, policy_for: Callable[[], Any], probe: Any, horizon: 
                  n_fresh: int, n_select: int, seed: np.random.SeedSequence):
     """Part 4 (kind "transcript": the messages) or 5 (kind "central": the points only), over users j."""
     from dpaudit.attacks.result import AuditResult
-    from dpaudit.check_local import _threshold_attack
 
     t0 = time.perf_counter()
     last = horizon - 2  # the central features need round j + 1
@@ -54,7 +54,7 @@ def _view_attack(kind: str, policy_for: Callable[[], Any], probe: Any, horizon: 
                 return transcript_features(play(policy_for, pair[side], n, rng, j + 1), j)
             return central_features(play(policy_for, pair[side], n, rng, j + 2), j)
 
-        res = _threshold_attack(sample, n_select, n_fresh, ss, delta, confidence, len(rounds), max(n_fresh, 1))
+        res = threshold_attack(sample, n_select, n_fresh, ss, delta, confidence, len(rounds), max(n_fresh, 1))
         res["round"] = j
         rows.append(res)
     best = max(rows, key=lambda r: r["epsilon_lower"])
@@ -77,7 +77,8 @@ def audit_local_bco(policy_for: Callable[[], Any], out: dict[str, Any], *, delta
                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The local audit of a BCO policy (module docstring); ``out`` holds what audit_local filled in already."""
     from dpaudit import __version__
-    from dpaudit.check_local import LOCAL_DEFAULTS, channel_attack, ledger_findings, ledger_per_user, local_verdict
+    from dpaudit.accounting import ledger_per_user
+    from dpaudit.check_local import LOCAL_DEFAULTS, channel_attack, ledger_findings, local_verdict
 
     t_start = time.perf_counter()
     T = horizon

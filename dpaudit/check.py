@@ -29,10 +29,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from dpaudit.accountants import ApproxDP, Guarantee
+from dpaudit.accounting import ledger_audit
+from dpaudit.attacks.bounds import smallest_detectable
 from dpaudit.errors import DPAuditError, check_delta, check_int
 from dpaudit.protocols import FixedActionSet
 
-__all__ = ["findings_json", "claimed_epsilon", "ledger_audit", "audit_horizon", "audit_policy", "AuditInterrupted", "DEFAULTS"]
+__all__ = ["findings_json", "claimed_epsilon", "audit_horizon", "audit_policy", "AuditInterrupted", "DEFAULTS"]
 
 #: default sample sizes: fresh views per side, likelihood runs, and the ranking sizes; the horizon is
 #: the starting point of :func:`audit_horizon` when ``--horizon`` is not given
@@ -88,52 +90,6 @@ def _comparable_epsilon(claim: Guarantee, delta: float, eps: Any) -> float:
                            "bound can exceed, so the audit could never find a violation; audit at a --delta the "
                            "claim covers.")
     return value
-
-
-def ledger_audit(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
-                 n_runs: int = 200) -> dict[str, Any] | None:
-    """Per-round accounting of the ledger of ``n_runs`` runs on ``data`` (None without a ledger)."""
-    from dpaudit.accountants import per_round_account
-
-    if not hasattr(policy, "ledger"):
-        return None
-    protocol.run(policy, data, n_runs, np.random.default_rng(seed), None, record=True)
-    ledger = getattr(policy, "ledger", None)
-    if ledger is None or not hasattr(ledger, "releases"):
-        return None
-    T = int(np.asarray(data).shape[0])
-    run, rnd, kind, ratio = [], [], [], []
-    no_fed = 0
-    for rel in ledger.releases:
-        if rel.fed is None:
-            no_fed += 1
-            continue
-        runs = np.asarray(rel.runs)[rel.fed.pos]
-        scale = np.asarray(rel.noise.scale, dtype=float)
-        s = scale if scale.ndim == 0 else (scale[rel.fed.pos] if scale.ndim == 1 else scale[rel.fed.pos].max(axis=-1))
-        run.append(runs)
-        rnd.append(np.asarray(rel.fed.rounds))
-        kind.append(np.full(runs.size, rel.noise.kind == "gaussian"))
-        ratio.append(np.broadcast_to(rel.sensitivity / s, runs.shape).astype(float))
-    if not run:
-        return {"releases": len(ledger.releases), "releases_without_fed": no_fed, "implied": None,
-                "shared_rounds": 0}
-    acc = per_round_account(n_runs, T, np.concatenate(run), np.concatenate(rnd), np.concatenate(kind),
-                            np.concatenate(ratio))
-    implied = acc.guarantee()
-    shared = acc.shared_rounds()
-    return {
-        "runs": n_runs,
-        "releases": len(ledger.releases),
-        "releases_without_fed": no_fed,
-        "implied": implied.describe(),
-        "implied_guarantee": implied,
-        "shared_rounds": int(shared.shape[0]),
-        "max_releases_per_round": int(acc.usage.max(initial=0)),
-        # per round t: the most and the mean number of releases round t fed over the runs (report figure)
-        "usage_max_per_round": acc.usage.max(axis=0).astype(int).tolist(),
-        "usage_mean_per_round": [round(float(x), 4) for x in acc.usage.mean(axis=0)],
-    }
 
 
 def first_release_step(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
@@ -302,24 +258,6 @@ def _probe_alphabet(policy: Any, protocol: Any, rr: tuple[float, float], notes: 
     notes.append(f"the policy refused the reward {0.5 * (rr[0] + rr[1]):g} ({type(first).__name__}: {first}), so every "
                  f"audit input uses only the rewards {{{rr[0]:g}, {rr[1]:g}}} (give --rewards to choose others).")
     return letters
-
-
-def _smallest_detectable(runs: int, delta: float, confidence: float) -> float:
-    """The smallest eps an eps-DP pair with an ideal test event (randomised response: P = e^eps/(1+e^eps)
-    against 1/(1+e^eps)) shows as a positive bound at ``runs`` fresh runs per side with the expected
-    counts: how small a leak the black-box attack can see at this sample size once the pair is right."""
-    from dpaudit.attacks.bounds import eps_lower_from_counts
-
-    lo, hi = 0.0, 10.0
-    for _ in range(40):
-        eps = 0.5 * (lo + hi)
-        p = 1.0 / (1.0 + math.exp(eps))
-        fp = int(round(runs * p))
-        if float(eps_lower_from_counts(fp, runs, fp, runs, delta, confidence, 1)) > 0:
-            hi = eps
-        else:
-            lo = eps
-    return hi
 
 
 def _with_features(policy: Any, seed: int) -> Any:
@@ -668,7 +606,7 @@ def _audit(out: dict[str, Any], finished: dict[str, Any], spec: str, params: dic
     ceiling = float(eps_lower_from_counts(0, runs, 0, runs, delta, conf_each, 1))
     power = {"pairs_tried": len(specs), "fresh_runs_per_side": runs,
              "membership_largest_bound": ceiling,
-             "membership_smallest_detectable": _smallest_detectable(runs, delta, conf_each)}
+             "membership_smallest_detectable": smallest_detectable(runs, delta, conf_each)}
     out["power"] = power
     unseen = out.pop("_unseen", None)
     if not violated and unseen is None and best.epsilon_lower <= 0:

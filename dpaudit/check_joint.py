@@ -23,7 +23,7 @@ with t in {0, T/2}. Three attacks, Bonferroni-corrected (each at 1 - (1 - confid
   missing or reused has a noise-free direction that the discriminant finds. Actions are post-processing
   of these releases, so the claim (which the policy proves for its releases) bounds this attack too.
 * ``ledger``: the per-round composition of every release the policy recorded (exact accounting of its
-  Gaussian releases, :func:`dpaudit.check.ledger_audit`); the policy's own record of releases beyond
+  Gaussian releases, :func:`dpaudit.accounting.ledger_audit`); the policy's own record of releases beyond
   its claim is a violation without sampling error.
 
 Beside them (not part of the verdict) the central view ``a_t..a_T`` is attacked on a pair whose canary
@@ -56,6 +56,9 @@ from typing import Any, Callable
 import numpy as np
 
 from dpaudit.accountants import Guarantee
+from dpaudit.attacks.bounds import smallest_detectable
+from dpaudit.attacks.discriminant import lda_attack, screened_lda_attack
+from dpaudit.attacks.membership import view_attack
 from dpaudit.errors import DPAuditError, check_delta, check_int
 from dpaudit.protocols.joint import (JointPair, joint_pairs, readout_pairs,
                                      tree_features)
@@ -72,60 +75,6 @@ _CHUNK_CELLS = 4_000_000
 
 
 # ---- the statistics ----------------------------------------------------------------------------------
-
-def _lda(F0: np.ndarray, F1: np.ndarray) -> np.ndarray:
-    """Fisher's discriminant direction (pooled covariance + ridge 1e-9 of the mean variance)."""
-    mu0, mu1 = F0.mean(axis=0), F1.mean(axis=0)
-    Z = np.vstack([F0 - mu0, F1 - mu1])
-    C = Z.T @ Z / max(1, Z.shape[0] - 1)
-    ridge = 1e-9 * (np.trace(C) / C.shape[0] + 1e-12)
-    return np.linalg.solve(C + ridge * np.eye(C.shape[0]), mu1 - mu0)
-
-
-def lda_attack(sample: Callable[[int, int, np.random.SeedSequence], np.ndarray], candidates: list[Any],
-               seed: np.random.SeedSequence, *, delta: float, confidence: float, n_train: int, n_select: int,
-               n_test: int, name: str) -> dict[str, Any]:
-    """Black-box threshold attack with a linear discriminant, over candidate neighbouring pairs.
-
-    ``sample(candidate, side, n, seed)`` returns features (n, p) of n fresh views of side 0 (d) or 1
-    (d'). The discriminant is fitted on ``n_train`` views per side, the best (candidate, threshold,
-    direction) chosen on ``n_select`` more, and only that test is counted on ``n_test`` fresh views
-    per side, so the Clopper-Pearson bound needs no correction for the choice.
-    """
-    from dpaudit.attacks.bounds import best_threshold_test, eps_lower_from_counts
-
-    t0 = time.perf_counter()
-    best = None
-    for i, (cand, ss) in enumerate(zip(candidates, seed.spawn(len(candidates)))):
-        s = ss.spawn(4)
-        w = _lda(sample(cand, 0, n_train, s[0]), sample(cand, 1, n_train, s[1]))
-        S0, S1 = sample(cand, 0, n_select, s[2]) @ w, sample(cand, 1, n_select, s[3]) @ w
-        bound, test = best_threshold_test({"lda": S0}, {"lda": S1}, delta, confidence)[0]
-        if best is None or bound > best[0]:
-            best = (bound, test, w, cand)
-    bound, test, w, cand = best
-    f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
-    fp = int(np.count_nonzero(test.reject(sample(cand, 0, n_test, f0) @ w)))
-    tp = int(np.count_nonzero(test.reject(sample(cand, 1, n_test, f1) @ w)))
-    eps = float(eps_lower_from_counts(fp, n_test, n_test - tp, n_test, delta, confidence))
-    return {"attack": name, "epsilon_lower": eps, "delta": delta, "confidence": confidence,
-            "witness": {"label": getattr(cand, "label", ""), "pair": _describe(cand), "statistic": "linear discriminant",
-                        "threshold": test.threshold, "reject_when": _reject_when(test)},
-            "samples": len(candidates) * 2 * (n_train + n_select) + 2 * n_test,
-            "seconds": time.perf_counter() - t0,
-            "details": {"false_positives": fp, "false_negatives": n_test - tp, "n_fresh_per_side": n_test,
-                        "fpr": fp / n_test, "fnr": (n_test - tp) / n_test, "selection_bound": bound,
-                        "tests_corrected_for": 1}}
-
-
-def _reject_when(test: Any) -> str:
-    op = (">=" if test.include_ties else ">") if test.direction > 0 else ("<=" if test.include_ties else "<")
-    return f"score {op} threshold"
-
-
-def _describe(cand: Any) -> Any:
-    return cand.describe() if hasattr(cand, "describe") else cand
-
 
 def _chunks(n: int, cells_per_run: int, seed: np.random.SeedSequence) -> list[tuple[int, np.random.SeedSequence]]:
     size = max(1, _CHUNK_CELLS // max(1, cells_per_run))
@@ -193,7 +142,7 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
     if is_contextual_spec(spec):
         return audit_joint_finite(spec, params, delta=delta, command=command, progress=progress)
     from dpaudit.attacks.bounds import check_confidence
-    from dpaudit.check import ledger_audit
+    from dpaudit.accounting import ledger_audit
     from dpaudit.engine import one_blas_thread
     from dpaudit.protocols import JointDP
 
@@ -253,7 +202,7 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
         if progress:
             progress("joint: membership attack on a_{t+1}..a_T")
         view_pairs = pairs + readout_pairs(K, int(dim), T)  # + the PGD read-out adversary (appended section)
-        attacks = [_view_attack(view_pairs, views, K, T, s_view, delta, conf_each, small, runs, "membership",
+        attacks = [view_attack(view_pairs, views, K, T, s_view, delta, conf_each, small, runs, "membership",
                                 lambda p: p.round)]
 
         if has_ledger:
@@ -273,7 +222,7 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
 
         # beside the verdict: the central view a_t..a_T
         cpairs = joint_pairs(K, int(dim), T, central=True)
-        central = _view_attack(cpairs, views, K, T, s_central, delta, confidence, small, runs, "central view",
+        central = view_attack(cpairs, views, K, T, s_central, delta, confidence, small, runs, "central view",
                                lambda p: p.round - 1)
     out["central"] = central
     out["notes"].append(f"central view a_t..a_T (not promised by joint DP): eps >= {central['epsilon_lower']:.4g} on "
@@ -287,125 +236,11 @@ def audit_joint(spec: str, params: dict[str, str] | None = None, *, delta: float
     return out
 
 
-def _view_attack(pairs: list[JointPair], views: Callable[..., np.ndarray], K: int, T: int,
-                 seed: np.random.SeedSequence, delta: float, confidence: float, small: int, runs: int, name: str,
-                 first_round: Callable[[JointPair], int]) -> dict[str, Any]:
-    """The membership pipeline on action views (``ViewScorer`` statistics after ``first_round(pair)``), the
-    best (pair, statistic, threshold) chosen on the selection split and counted once on fresh views."""
-    from dpaudit.attacks.bounds import best_threshold_test, eps_lower_from_counts
-    from dpaudit.attacks.membership import ViewScorer
-
-    t0 = time.perf_counter()
-    best = None
-    for pair, ss in zip(pairs, seed.spawn(len(pairs))):
-        s = ss.spawn(4)
-        scorer = ViewScorer(K, T, first_round(pair))
-        scorer.fit(views(pair, 0, small, s[0]), views(pair, 1, small, s[1]))
-        w0, w1 = scorer.scores(views(pair, 0, small, s[2])), scorer.scores(views(pair, 1, small, s[3]))
-        bound, test = best_threshold_test(w0, w1, delta, confidence)[0]
-        if best is None or bound > best[0]:
-            best = (bound, test, scorer, pair)
-    bound, test, scorer, pair = best
-    f0, f1 = seed.spawn(len(pairs) + 2)[-2:]
-    fp = int(np.count_nonzero(test.reject(scorer.scores(views(pair, 0, runs, f0))[test.statistic])))
-    tp = int(np.count_nonzero(test.reject(scorer.scores(views(pair, 1, runs, f1))[test.statistic])))
-    eps = float(eps_lower_from_counts(fp, runs, runs - tp, runs, delta, confidence))
-    return {"attack": name, "epsilon_lower": eps, "delta": delta, "confidence": confidence,
-            "witness": {"label": pair.label, "pair": pair.describe(), "statistic": test.statistic,
-                        "threshold": test.threshold, "reject_when": _reject_when(test)},
-            "samples": len(pairs) * 4 * small + 2 * runs, "seconds": time.perf_counter() - t0,
-            "details": {"false_positives": fp, "false_negatives": runs - tp, "n_fresh_per_side": runs,
-                        "fpr": fp / runs, "fnr": (runs - tp) / runs, "selection_bound": bound,
-                        "tests_corrected_for": 1}}
-
-
-def _screened_lda(F0: np.ndarray, F1: np.ndarray, k: int) -> np.ndarray:
-    """Fisher's discriminant on the ``k`` features with the largest two-sample t statistics (zero weight elsewhere):
-    with many cells and a weak canary, fitting every cell would drown the few informative ones in noise."""
-    m0, m1 = F0.mean(axis=0), F1.mean(axis=0)
-    se = np.sqrt(F0.var(axis=0) / F0.shape[0] + F1.var(axis=0) / F1.shape[0]) + 1e-12
-    top = np.argsort(-np.abs(m1 - m0) / se)[:k]
-    w = np.zeros(F0.shape[1])
-    w[top] = _lda(F0[:, top], F1[:, top])
-    return w
-
-
-def _threshold_on_selection(S0: np.ndarray, S1: np.ndarray, delta: float, confidence: float,
-                            n_test: int) -> tuple[float, Any]:
-    """The threshold test chosen on the selection split for ``n_test`` fresh views per side.
-
-    Each candidate threshold's rates on the selection split are taken conservatively (the one-sided 95%
-    Clopper-Pearson ends: false positives up, true positives down), scaled to ``n_test`` views, and the test
-    whose projected bound is largest wins: a far-tail threshold that looked good on a few selection views is
-    not preferred to a central one that will hold up on fresh views. When no projection is positive, the
-    threshold with the largest standardised gap between the sides' rejection rates is taken.
-    Returns (projected bound, test)."""
-    from scipy import stats as sstats
-
-    from dpaudit.attacks.bounds import TestCounts, _candidate_tests, eps_lower_from_counts
-
-    thr, c0, c1 = _candidate_tests(S0, S1, 512)
-    n0, n1 = S0.size, S1.size
-    best, best_z = (-1.0, None), (-np.inf, None)
-    for row, (direction, ties) in enumerate(((1, False), (1, True), (-1, False), (-1, True))):
-        fp, tp = c0[row], c1[row]
-        fpr_hi = np.where(fp >= n0, 1.0, sstats.beta.ppf(0.95, fp + 1, np.maximum(n0 - fp, 1)))
-        tpr_lo = np.where(tp <= 0, 0.0, sstats.beta.ppf(0.05, np.maximum(tp, 1), n1 - tp + 1))
-        proj = eps_lower_from_counts(np.ceil(fpr_hi * n_test).astype(np.int64), n_test,
-                                     np.ceil((1 - tpr_lo) * n_test).astype(np.int64), n_test, delta, confidence)
-        i = int(np.argmax(proj))
-        if proj[i] > best[0]:
-            best = (float(proj[i]), TestCounts("lda", float(thr[i]), direction, ties))
-        p0, p1 = fp / n0, tp / n1
-        z = (p1 - p0) / np.sqrt(p0 * (1 - p0) / n0 + p1 * (1 - p1) / n1 + 1e-12)
-        j = int(np.argmax(z))
-        if z[j] > best_z[0]:
-            best_z = (float(z[j]), TestCounts("lda", float(thr[j]), direction, ties))
-    if best[0] > 0:
-        return best
-    return 0.0, best_z[1]
-
-
-def shuffle_attack(sample: Callable[[ShufflePair, int, int, np.random.SeedSequence], dict[str, np.ndarray]],
-                   pairs: list[ShufflePair], seed: np.random.SeedSequence, *, delta: float, confidence: float,
-                   n_fit: int, n_test: int, screen: int = 8) -> dict[str, Any]:
-    """The shuffle audit's black-box attack: for every (pair, feature family) a screened discriminant fitted on
-    ``n_fit`` views per side, its best threshold chosen on ``n_fit`` more, and only the best candidate counted
-    on ``n_test`` fresh views per side (so the Clopper-Pearson bound needs no correction for the choice)."""
-    from dpaudit.attacks.bounds import eps_lower_from_counts
-
-    t0 = time.perf_counter()
-    best = None
-    for pair, ss in zip(pairs, seed.spawn(len(pairs))):
-        s = ss.spawn(4)
-        tr0, tr1 = sample(pair, 0, n_fit, s[0]), sample(pair, 1, n_fit, s[1])
-        se0, se1 = sample(pair, 0, n_fit, s[2]), sample(pair, 1, n_fit, s[3])
-        for fam in tr0:
-            w = _screened_lda(tr0[fam], tr1[fam], screen)
-            bound, test = _threshold_on_selection(se0[fam] @ w, se1[fam] @ w, delta, confidence, n_test)
-            if best is None or bound > best[0]:
-                best = (bound, test, w, pair, fam)
-    bound, test, w, pair, fam = best
-    f0, f1 = seed.spawn(len(pairs) + 2)[-2:]
-    fp = int(np.count_nonzero(test.reject(sample(pair, 0, n_test, f0)[fam] @ w)))
-    tp = int(np.count_nonzero(test.reject(sample(pair, 1, n_test, f1)[fam] @ w)))
-    eps = float(eps_lower_from_counts(fp, n_test, n_test - tp, n_test, delta, confidence))
-    return {"attack": "membership (shuffled view)", "epsilon_lower": eps, "delta": delta, "confidence": confidence,
-            "witness": {"label": pair.label, "pair": pair.describe(), "features": fam,
-                        "statistic": f"linear discriminant on the {screen} most separated {fam} cells",
-                        "threshold": test.threshold, "reject_when": _reject_when(test)},
-            "samples": len(pairs) * 4 * n_fit + 2 * n_test, "seconds": time.perf_counter() - t0,
-            "details": {"false_positives": fp, "false_negatives": n_test - tp, "n_fresh_per_side": n_test,
-                        "fpr": fp / n_test, "fnr": (n_test - tp) / n_test, "selection_bound": bound,
-                        "candidates": len(pairs) * 2, "tests_corrected_for": 1}}
-
-
 def audit_shuffle(spec: str, params: dict[str, str] | None = None, *, delta: float | None = None,
                   confidence: float = 0.95, runs: int = 20000, horizon: int | None = None, seed: int = 0,
                   command: str = "", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The shuffle-DP audit of a batched shuffle policy (module docstring); returns a JSON-ready dict."""
     from dpaudit.attacks.bounds import check_confidence
-    from dpaudit.check import _smallest_detectable
     from dpaudit.attacks.bounds import eps_lower_from_counts
     from dpaudit.engine import one_blas_thread
     from dpaudit.protocols import ShuffleDP
@@ -456,7 +291,7 @@ def audit_shuffle(spec: str, params: dict[str, str] | None = None, *, delta: flo
         runs = SHUFFLE_CAPS["runs"]
     n_fit = max(500, min(SHUFFLE_CAPS["fit"], runs // 4))
     with one_blas_thread():
-        att = shuffle_attack(sample, pairs, np.random.SeedSequence(seed), delta=delta, confidence=confidence,
+        att = screened_lda_attack(sample, pairs, np.random.SeedSequence(seed), delta=delta, confidence=confidence,
                              n_fit=n_fit, n_test=runs)
     parts = getattr(policy, "claim_parts", None)
     if parts:
@@ -466,7 +301,7 @@ def audit_shuffle(spec: str, params: dict[str, str] | None = None, *, delta: flo
     ceiling = float(eps_lower_from_counts(0, runs, 0, runs, delta, confidence, 1))
     out["power"] = {"pairs_tried": len(pairs), "candidates": att["details"]["candidates"], "fresh_runs_per_side": runs,
                     "fit_runs_per_side": n_fit, "membership_largest_bound": ceiling,
-                    "membership_smallest_detectable": _smallest_detectable(runs, delta, confidence)}
+                    "membership_smallest_detectable": smallest_detectable(runs, delta, confidence)}
     _verdict(out, [att], eps_claim, delta, None)
     if out["verdict"] == "inconclusive":
         out["reason"] += (f"; with {runs} fresh runs per side the attack shows eps >= {out['power']['membership_smallest_detectable']:.3g}"
@@ -612,10 +447,9 @@ def membership_power(attack: dict[str, Any], pairs_tried: int, runs: int, delta:
     """What the black-box attack on a_{t+1}..a_T could show at this sample size, and a plain note when the
     claim lies beyond what it showed (the verdict then rests on the gray-box and ledger parts)."""
     from dpaudit.attacks.bounds import eps_lower_from_counts
-    from dpaudit.check import _smallest_detectable
 
     ceiling = float(eps_lower_from_counts(0, runs, 0, runs, delta, confidence, 1))
-    smallest = _smallest_detectable(runs, delta, confidence)
+    smallest = smallest_detectable(runs, delta, confidence)
     got = float(attack["epsilon_lower"])
     note = ""
     if got <= eps_claim:
@@ -656,5 +490,5 @@ def membership_only(spec: str, params: dict[str, str] | None = None, *, horizon:
                                for m, cs in _chunks(n, T * K, ss)])
 
     with one_blas_thread():
-        return _view_attack(chosen, views, K, T, np.random.SeedSequence(seed), delta, confidence, small, runs,
+        return view_attack(chosen, views, K, T, np.random.SeedSequence(seed), delta, confidence, small, runs,
                             "membership", lambda p: p.round)

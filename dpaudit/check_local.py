@@ -47,6 +47,9 @@ from typing import Any, Callable
 import numpy as np
 
 from dpaudit.accountants import ApproxDP, Guarantee
+from dpaudit.accounting import calibration_lints, ledger_per_user
+from dpaudit.attacks.exact import exact_channel_epsilon
+from dpaudit.attacks.membership import threshold_attack
 from dpaudit.errors import DPAuditError, check_delta, check_int
 
 __all__ = ["audit_local", "channel_attack", "exact_channel_epsilon", "ledger_findings", "ledger_per_user",
@@ -96,111 +99,6 @@ def _messages(policy: Any, z: np.ndarray, n: int, rng: np.random.Generator) -> n
     return m.reshape(n, -1)
 
 
-def _score(m: np.ndarray, w: np.ndarray | None) -> np.ndarray:
-    return m[:, 0] if w is None else m @ w
-
-
-def _direction(m0: np.ndarray, m1: np.ndarray) -> np.ndarray | None:
-    """Scalar messages need none; vector messages are projected onto the learnt mean difference."""
-    if m0.shape[1] == 1:
-        return None
-    w = m1.mean(axis=0) - m0.mean(axis=0)
-    norm = np.linalg.norm(w)
-    return w / norm if norm > 0 else np.eye(m0.shape[1])[0]
-
-
-def _cp_up(k: np.ndarray, n: int, alpha: float) -> np.ndarray:
-    """One-sided Clopper-Pearson upper bound (the same as dpaudit.attacks.bounds.cp_upper, via scipy's
-    inverse incomplete beta directly: thousands of thresholds at once without statsmodels' overhead)."""
-    from scipy.special import betaincinv
-
-    k = np.asarray(k, dtype=float)
-    with np.errstate(all="ignore"):
-        up = betaincinv(k + 1, np.maximum(n - k, 1e-300), 1 - alpha)
-    return np.where(k >= n, 1.0, up)
-
-
-def _candidate_thresholds(pooled: np.ndarray, n_grid: int, n_tail: int) -> np.ndarray:
-    """Sorted pooled scores -> candidate thresholds: ``n_grid`` even quantiles, plus ``n_tail`` order
-    statistics per tail at depths log-spaced from 1 sample to 5% of the pool."""
-    depth = np.unique(np.geomspace(1, max(1.0, 0.05 * pooled.size), n_tail).astype(np.int64))
-    return np.unique(np.concatenate([np.quantile(pooled, np.linspace(0, 1, n_grid + 1)), pooled[depth - 1],
-                                     pooled[pooled.size - depth]]))
-
-
-def _select_threshold(s0: np.ndarray, s1: np.ndarray, n_fresh: int, delta: float, confidence: float,
-                      n_tests: int, n_grid: int = 1024, n_tail: int = 500):
-    """Choose the threshold test (threshold, direction) on the selection split.
-
-    Each candidate is scored by the bound it would give on ``n_fresh`` fresh samples per side if the
-    fresh error rates equalled one-sigma (84%) Clopper-Pearson upper bounds of the selection's (so a
-    rare tail event, whose estimate is noisiest, is not chosen for luck): what a test *will* certify
-    at the fresh sample size, which favours more extreme thresholds than scoring at the selection
-    size (the idea of :func:`dpaudit.attacks.bounds.oracle_threshold_bound`). Candidates: a quantile
-    grid of the pooled scores plus ``n_tail`` order statistics log-spaced into each tail, from the
-    most extreme sample to the 5% quantile (the tails hold the best events when delta is small, at
-    any depth the sample sizes allow). The choice never touches the fresh samples, so the final bound
-    keeps its confidence whatever is chosen here.
-    """
-    from dpaudit.attacks.bounds import TestCounts, eps_lower_from_rates
-
-    thr = _candidate_thresholds(np.sort(np.concatenate([s0, s1])), n_grid, n_tail)
-    a0, a1 = np.sort(s0), np.sort(s1)
-    n0, n1 = a0.size, a1.size
-    best = (-1.0, None)
-    for direction in (1, -1):
-        if direction > 0:  # reject if score > c
-            rej0 = n0 - np.searchsorted(a0, thr, side="right")
-            rej1 = n1 - np.searchsorted(a1, thr, side="right")
-        else:  # reject if score < c
-            rej0 = np.searchsorted(a0, thr, side="left")
-            rej1 = np.searchsorted(a1, thr, side="left")
-        fpr = _cp_up(rej0, n0, 0.16)  # one-sigma upper bounds: the winner's curse of many thresholds
-        fnr = _cp_up(n1 - rej1, n1, 0.16)
-        a = (1 - confidence) / n_tests / 2
-        b = eps_lower_from_rates(_cp_up(np.round(fpr * n_fresh), n_fresh, a),
-                                 _cp_up(np.round(fnr * n_fresh), n_fresh, a), delta)
-        i = int(np.argmax(b))
-        if b[i] > best[0]:
-            best = (float(b[i]), TestCounts("message", float(thr[i]), direction, False))
-    return best
-
-
-def _threshold_attack(sample: Callable[[int, int, np.random.Generator], np.ndarray], n_select: int, n_fresh: int,
-                      seed: np.random.SeedSequence, delta: float, confidence: float, n_tests: int,
-                      chunk: int) -> dict[str, Any]:
-    """Select a threshold test on one split (training the direction on half of it), count on fresh samples.
-
-    ``sample(side, n, rng)`` returns (n, m) messages under side 0 (z) or 1 (z').
-    """
-    from dpaudit.attacks.bounds import eps_lower_from_counts
-
-    s_sel, s_fresh = seed.spawn(2)
-    r0, r1 = (np.random.default_rng(s) for s in s_sel.spawn(2))
-    half = max(1, n_select // 2)
-    t0, t1 = sample(0, half, r0), sample(1, half, r1)
-    w = _direction(t0, t1)
-    q0, q1 = sample(0, n_select, r0), sample(1, n_select, r1)
-    sel_bound, test = _select_threshold(_score(q0, w), _score(q1, w), n_fresh, delta, confidence, n_tests)
-    fp = fn = 0
-    for side, ss in enumerate(s_fresh.spawn(2)):
-        rng = np.random.default_rng(ss)
-        done = 0
-        while done < n_fresh:
-            m = min(chunk, n_fresh - done)
-            rej = int(np.count_nonzero(test.reject(_score(sample(side, m, rng), w))))
-            if side == 0:
-                fp += rej
-            else:
-                fn += m - rej
-            done += m
-    eps = float(eps_lower_from_counts(fp, n_fresh, fn, n_fresh, delta, confidence, n_tests))
-    return {"epsilon_lower": eps, "fp": fp, "fn": fn, "n": n_fresh, "fpr": fp / n_fresh, "fnr": fn / n_fresh,
-            "threshold": test.threshold, "direction": "reject if score > threshold" if test.direction > 0
-            else "reject if score < threshold", "selection_bound": sel_bound,
-            "score": "message" if w is None else "projection of the message onto the learnt mean difference"}
-
-
 def channel_attack(policy: Any, *, delta: float, confidence: float, n_fresh: int, n_select: int,
                    seed: np.random.SeedSequence, chunk: int = LOCAL_DEFAULTS["chunk"],
                    pair: tuple[float, float] | None = None):
@@ -212,7 +110,7 @@ def channel_attack(policy: Any, *, delta: float, confidence: float, n_fresh: int
     best: dict[str, Any] | None = None
     rows = []
     for (z0, z1), ss in zip(pairs, seed.spawn(len(pairs))):
-        res = _threshold_attack(lambda side, n, rng: _messages(policy, z1 if side else z0, n, rng),
+        res = threshold_attack(lambda side, n, rng: _messages(policy, z1 if side else z0, n, rng),
                                 n_select, n_fresh, ss, delta, confidence, len(pairs), chunk)
         res["z"], res["z_prime"] = z0.tolist(), z1.tolist()
         rows.append(res)
@@ -224,113 +122,6 @@ def channel_attack(policy: Any, *, delta: float, confidence: float, n_fresh: int
     return AuditResult("channel", best["epsilon_lower"], delta, confidence, witness,
                        samples=2 * len(pairs) * (n_fresh + n_select + max(1, n_select // 2)),
                        seconds=time.perf_counter() - t0, details={"fpr": best["fpr"], "fnr": best["fnr"], "pairs": rows})
-
-
-def exact_channel_epsilon(P: np.ndarray, delta: float) -> tuple[float, tuple[int, int]]:
-    """Exact eps(delta) of a finite channel P[z, o] (rows sum to 1): max over ordered pairs of inputs.
-
-    delta(eps) = sum_o (P[z, o] - e^eps P[z', o])_+ is non-increasing in eps; eps(delta) is its
-    smallest root, found by bisection to 1e-12 (inf when some o has P[z', o] = 0 < P[z, o] and that
-    mass exceeds delta).
-    """
-    P = np.asarray(P, dtype=float)
-    if P.ndim != 2 or P.shape[0] < 2 or np.any(P < 0) or not np.allclose(P.sum(axis=1), 1.0):
-        raise DPAuditError(f"a finite channel's table must be (inputs >= 2, outputs) with rows of probabilities "
-                           f"summing to 1, got shape {P.shape}.")
-    best, arg = 0.0, (0, 1)
-    for i in range(P.shape[0]):
-        for j in range(P.shape[0]):
-            if i == j:
-                continue
-            p, q = P[i], P[j]
-
-            def dlt(e: float) -> float:
-                return float(np.maximum(p - math.exp(e) * q, 0.0).sum())
-
-            if dlt(0.0) <= delta:
-                e = 0.0
-            elif p[q == 0].sum() > delta:
-                e = math.inf
-            else:
-                lo, hi = 0.0, 1.0
-                while dlt(hi) > delta:
-                    hi *= 2
-                while hi - lo > 1e-12 * max(1.0, hi):
-                    mid = 0.5 * (lo + hi)
-                    lo, hi = (mid, hi) if dlt(mid) > delta else (lo, mid)
-                e = hi
-            if e > best:
-                best, arg = e, (i, j)
-    return best, arg
-
-
-def ledger_per_user(ledger: Any, delta: float) -> dict[str, Any]:
-    """Compose every message in ``ledger`` per user (run, step) and return the worst user's exact epsilon.
-
-    Gaussian messages: mu = sqrt(sum (sensitivity/sigma)^2) (exact; Balle & Wang 2018 Thm 8 for the
-    profile, Dong, Roth & Su 2019 for the composition); one Laplace message: its exact profile;
-    several pure messages (Laplace; randomised response, recorded with scale 1/eps): eps = sum, through the
-    randomised-response profile (tight for pure DP); Gaussian with pure: the two parts' epsilons
-    at delta/2 each, added (valid, not tight).
-    """
-    from dpaudit.accountants.conversions import pure_to_approx
-    from dpaudit.accountants.gaussian import gaussian_epsilon, laplace_epsilon
-
-    keys, mu2, pure, n_lap, count = [], [], [], [], []
-    sens = []
-    kinds: set[str] = set()
-    for rel in getattr(ledger, "releases", []):
-        runs = np.asarray(rel.runs)
-        scale = np.broadcast_to(np.asarray(rel.noise.scale, dtype=float), runs.shape)
-        kinds.add(rel.noise.kind)
-        keys.append(runs * 1_000_003 + int(rel.step))
-        ratio = rel.sensitivity / scale
-        g = rel.noise.kind == "gaussian"
-        mu2.append(np.where(g, ratio**2, 0.0))
-        pure.append(np.where(g, 0.0, ratio))  # Laplace: D/b; randomised response: scale 1/eps, so eps
-        n_lap.append(np.full(runs.shape, rel.noise.kind == "laplace", dtype=np.int64))
-        count.append(np.ones(runs.shape, dtype=np.int64))
-        sens.append(rel.sensitivity)
-    if not keys:
-        return {"messages": 0, "epsilon": None, "kinds": []}
-    k = np.concatenate(keys)
-    uniq, inv = np.unique(k, return_inverse=True)
-    agg = {name: np.bincount(inv, np.concatenate(a), minlength=uniq.size)
-           for name, a in (("mu2", mu2), ("pure", pure), ("lap", n_lap), ("count", count))}
-    mu = float(np.sqrt(agg["mu2"].max()))
-    worst_pure = float(agg["pure"].max())
-    g_eps = gaussian_epsilon(delta, mu=mu).epsilon if mu > 0 else 0.0
-    single_laplace = kinds == {"laplace"} and agg["count"].max() == 1
-    if worst_pure == 0:
-        eps, how = g_eps, f"Gaussian messages composed exactly: mu = {mu:.6g} per user"
-    elif mu == 0:
-        if single_laplace:
-            eps, how = laplace_epsilon(delta, worst_pure).epsilon, f"one Laplace message of eps0 = {worst_pure:.6g} per user (exact profile)"
-        else:
-            eps, how = pure_to_approx(worst_pure, delta).epsilon, f"pure messages, eps = {worst_pure:.6g} per user"
-    else:
-        eps = gaussian_epsilon(delta / 2, mu=mu).epsilon + pure_to_approx(worst_pure, delta / 2).epsilon
-        how = f"Gaussian (mu = {mu:.6g}) and pure (eps = {worst_pure:.6g}) messages, each at delta/2, added"
-    return {"messages": int(k.size), "users": int(uniq.size), "max_messages_per_user": int(agg["count"].max()),
-            "kinds": sorted(kinds), "mu": mu, "pure_epsilon": worst_pure, "epsilon": float(eps), "method": how,
-            "min_recorded_sensitivity": float(min(sens))}
-
-
-def _lints(policy: Any) -> list[dict[str, Any]]:
-    from dpaudit.accountants.gaussian import lint_classical_gaussian, lint_seed000_channel
-
-    chan = getattr(policy, "local_channel", None)
-    cal = getattr(chan, "calibration", None)
-    if not cal:
-        return []
-    rule, e, d = cal
-    if rule == "seed000":
-        lints = [lint_seed000_channel(e, d)]
-    elif rule == "seed003-alg5":  # seed 003 Thm 7: the matrix at (eps/3, delta/2), the vector at (2 eps/3, delta/2)
-        lints = [lint_classical_gaussian(e / 3, d / 2), lint_classical_gaussian(2 * e / 3, d / 2)]
-    else:
-        lints = [lint_classical_gaussian(e, d)]
-    return [ln.as_dict() for ln in lints]
 
 
 def _transcript_attack(policy_for: Callable[[], Any], horizon: int, *, delta: float,
@@ -359,7 +150,7 @@ def _transcript_attack(policy_for: Callable[[], Any], horizon: int, *, delta: fl
             proto.run(pol, nb.d1 if side else nb.d0, n, rng, None, record=False)
             return pol.transcript()[:, j, :]
 
-        res = _threshold_attack(sample, n_select, n_fresh, ss, delta, confidence, len(rounds), max(n_fresh, 1))
+        res = threshold_attack(sample, n_select, n_fresh, ss, delta, confidence, len(rounds), max(n_fresh, 1))
         res["round"] = j
         rows.append(res)
     best = max(rows, key=lambda r: r["epsilon_lower"])
@@ -378,7 +169,7 @@ def ledger_findings(out: dict[str, Any], notes: list[str], policy: Any, ledger: 
     if ledger is not None and ledger["messages"] and ledger.get("users", 0) < users:
         notes.append(f"only {ledger['users']} of {users} (run, user) pairs sent a recorded message.")
     out["ledger"] = ledger
-    out["lints"] = _lints(policy)
+    out["lints"] = calibration_lints(policy)
     notes.extend(ln["message"] for ln in out["lints"] if ln["flagged"])
 
 

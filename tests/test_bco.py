@@ -12,7 +12,8 @@ from dpaudit.environments import LossSequence, make_losses
 from dpaudit.policies.bco import is_bco
 from dpaudit.protocols.continuous import loss_pair as audit_pair
 from dpaudit.simulate import simulate_bco
-from dpaudit.check_local import audit_local, channel_attack, ledger_per_user
+from dpaudit.accounting import ledger_per_user
+from dpaudit.check_local import audit_local, channel_attack
 from dpaudit.errors import DPAuditError
 from dpaudit.policies.bco import (FKM, LDPFKM, LDPSCS, SCS, LDPTwoPoint, TwoPoint, TwoPointChannel, _ftrl_barrier_step,
                                   project_ball)

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from dpaudit.accountants import ZCDP, shuffle_guarantee
-from dpaudit.check import claimed_epsilon, ledger_audit
+from dpaudit.accounting import ledger_audit
+from dpaudit.check import claimed_epsilon
 from dpaudit.protocols.joint import joint_pairs
 from dpaudit.environments import GLMContextualBandit, make_environment
 from dpaudit.errors import DPAuditError

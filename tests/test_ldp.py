@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from dpaudit.accountants.gaussian import gaussian_epsilon, gaussian_sigma, laplace_epsilon
-from dpaudit.check_local import audit_local, channel_attack, exact_channel_epsilon, ledger_per_user
+from dpaudit.accounting import ledger_per_user
+from dpaudit.attacks.exact import exact_channel_epsilon
+from dpaudit.check_local import audit_local, channel_attack
 from dpaudit.cli import main
 from dpaudit.errors import DPAuditError
 from dpaudit.mechanisms import (GaussianChannel, LaplaceChannel, Ledger, LinearStatsChannel, RandomizedResponse,
@@ -212,10 +214,10 @@ def test_channel_attack_offers_thresholds_at_every_tail_depth():
     even 1024-point grid reaches, shallower than the 500 most extreme of 2e7 selection samples. Regression:
     candidates used to be the grid plus the 500 extremes, and the bound stalled at 0.89 of the exact eps
     (benchmarks/ldp_tightness_1e8.md)."""
-    from dpaudit.check_local import _candidate_thresholds
+    from dpaudit.attacks.bounds import candidate_thresholds
 
     pooled = np.arange(20_000_000, dtype=float)  # sorted scores; a threshold's value is its depth
-    thr = _candidate_thresholds(pooled, 1024, 500)
+    thr = candidate_thresholds(pooled, 1024, 500)
     for lo, hi in ((1, 10), (500, 2_000), (2_000, 19_000), (20_000, 1_000_000)):  # depths, from the top
         assert np.any((thr >= pooled.size - hi) & (thr < pooled.size - lo)), (lo, hi)
         assert np.any((thr > lo) & (thr <= hi)), (lo, hi)
