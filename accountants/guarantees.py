@@ -16,7 +16,7 @@ from dpaudit.errors import DPAuditError, check_delta, check_nonnegative, check_o
 
 from .noise import NoiseAccount
 
-__all__ = ["Guarantee", "PureDP", "ApproxDP", "ZCDP", "RDP", "compose_sequential", "compose_parallel"]
+__all__ = ["Guarantee", "PureDP", "ApproxDP", "ZCDP", "RDP", "compose_sequential", "compose_parallel", "is_dp_event"]
 
 
 class Guarantee:
@@ -54,7 +54,7 @@ class Guarantee:
 
     def __add__(self, other: object) -> "Guarantee":
         """Sequential composition (:func:`compose`); a dp-accounting DpEvent is accepted too."""
-        if not isinstance(other, Guarantee) and not _is_dp_event(other):
+        if not isinstance(other, Guarantee) and not is_dp_event(other):
             return NotImplemented
         return compose(self, other)
 
@@ -413,7 +413,8 @@ def _times(g: Guarantee, n: object) -> Guarantee:
     return Composed(tuple((p, k * n) for p, k in _parts(g)))
 
 
-def _is_dp_event(x: object) -> bool:
+def is_dp_event(x: object) -> bool:
+    """Whether ``x`` is a dp-accounting DpEvent (a claim dpaudit reads exactly)."""
     return type(x).__module__.startswith("dp_accounting")
 
 
@@ -422,7 +423,7 @@ def as_guarantee(claim: object) -> Guarantee:
     :meth:`Guarantee.from_dp_event`; anything else is refused in one sentence."""
     if isinstance(claim, Guarantee):
         return claim
-    if _is_dp_event(claim):
+    if is_dp_event(claim):
         return Guarantee.from_dp_event(claim)
     raise DPAuditError(f"a claim must be a Guarantee from dpaudit.accountants (e.g. ZCDP(0.1)) or a dp-accounting "
                        f"DpEvent, got {claim!r}.")

@@ -13,18 +13,17 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
+from dpaudit.engine import SERIAL, Engine
+
 from .bounds import best_threshold_test, eps_lower_from_counts, select_threshold_for_fresh
+from .result import AuditResult
+from .sampling import Linear, Source, count, draw_many
 
-__all__ = ["lda_direction", "screened_lda_direction", "lda_attack", "screened_lda_attack", "describe"]
-
-
-def describe(cand: Any) -> Any:
-    """A candidate pair as the findings show it (its ``describe()``, else itself)."""
-    return cand.describe() if hasattr(cand, "describe") else cand
+__all__ = ["lda_direction", "screened_lda_direction", "lda_attack", "screened_lda_attack"]
 
 
 def lda_direction(F0: np.ndarray, F1: np.ndarray) -> np.ndarray:
@@ -51,71 +50,75 @@ def screened_lda_direction(F0: np.ndarray, F1: np.ndarray, k: int) -> np.ndarray
 
 
 
-def lda_attack(sample: Callable[[int, int, np.random.SeedSequence], np.ndarray], candidates: list[Any],
-               seed: np.random.SeedSequence, *, delta: float, confidence: float, n_train: int, n_select: int,
-               n_test: int, name: str) -> dict[str, Any]:
-    """Black-box threshold attack with a linear discriminant, over candidate neighbouring pairs.
+def lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, delta: float,
+               confidence: float, n_train: int, n_select: int, n_test: int, name: str, engine: Engine = SERIAL,
+               progress: Callable[[str], None] | None = None) -> AuditResult:
+    """Threshold attack with Fisher's discriminant, over a source's candidate pairs.
 
-    ``sample(candidate, side, n, seed)`` returns features (n, p) of n fresh views of side 0 (d) or 1
-    (d'). The discriminant is fitted on ``n_train`` views per side, the best (candidate, threshold,
-    direction) chosen on ``n_select`` more, and only that test is counted on ``n_test`` fresh views
-    per side, so the Clopper-Pearson bound needs no correction for the choice.
+    The discriminant is fitted on ``n_train`` views per side, the best (candidate, threshold, direction)
+    chosen on ``n_select`` more, and only that test is counted on ``n_test`` fresh views per side, so
+    the Clopper-Pearson bound needs no correction for the choice. Views are drawn on ``engine``.
     """
     t0 = time.perf_counter()
+    seeds = [ss.spawn(4) for ss in seed.spawn(len(candidates))]
+    views = draw_many(source, [(c, side, n, s[k]) for c, s in zip(candidates, seeds)
+                               for side, n, k in ((0, n_train, 0), (1, n_train, 1), (0, n_select, 2), (1, n_select, 3))],
+                      engine)
     best = None
-    for i, (cand, ss) in enumerate(zip(candidates, seed.spawn(len(candidates)))):
-        s = ss.spawn(4)
-        w = lda_direction(sample(cand, 0, n_train, s[0]), sample(cand, 1, n_train, s[1]))
-        S0, S1 = sample(cand, 0, n_select, s[2]) @ w, sample(cand, 1, n_select, s[3]) @ w
-        bound, test = best_threshold_test({"lda": S0}, {"lda": S1}, delta, confidence)[0]
+    for i, c in enumerate(candidates):
+        v = views[4 * i: 4 * i + 4]
+        w = lda_direction(v[0], v[1])
+        bound, test = best_threshold_test({"lda": v[2] @ w}, {"lda": v[3] @ w}, delta, confidence)[0]
         if best is None or bound > best[0]:
-            best = (bound, test, w, cand)
-    bound, test, w, cand = best
+            best = (bound, test, w, c)
+    bound, test, w, c = best
     f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
-    fp = int(np.count_nonzero(test.reject(sample(cand, 0, n_test, f0) @ w)))
-    tp = int(np.count_nonzero(test.reject(sample(cand, 1, n_test, f1) @ w)))
+    fp, tp = count(source, c, n_test, (f0, f1), Linear(w), test, engine, progress, f"{name}: fresh views")
     eps = float(eps_lower_from_counts(fp, n_test, n_test - tp, n_test, delta, confidence))
-    return {"attack": name, "epsilon_lower": eps, "delta": delta, "confidence": confidence,
-            "witness": {"label": getattr(cand, "label", ""), "pair": describe(cand), "statistic": "linear discriminant",
+    desc = source.describe(c)
+    return AuditResult(name, eps, delta, confidence,
+                       {"label": desc.get("label", ""), "pair": desc, "statistic": "linear discriminant",
                         "threshold": test.threshold, "reject_when": test.reject_when()},
-            "samples": len(candidates) * 2 * (n_train + n_select) + 2 * n_test,
-            "seconds": time.perf_counter() - t0,
-            "details": {"false_positives": fp, "false_negatives": n_test - tp, "n_fresh_per_side": n_test,
-                        "fpr": fp / n_test, "fnr": (n_test - tp) / n_test, "selection_bound": bound,
-                        "tests_corrected_for": 1}}
+                       samples=len(candidates) * 2 * (n_train + n_select) + 2 * n_test,
+                       seconds=time.perf_counter() - t0,
+                       details={"false_positives": fp, "false_negatives": n_test - tp, "n_fresh_per_side": n_test,
+                                "fpr": fp / n_test, "fnr": (n_test - tp) / n_test, "selection_bound": bound,
+                                "tests_corrected_for": 1})
 
 
-
-
-def screened_lda_attack(sample: Callable[[Any, int, int, np.random.SeedSequence], dict[str, np.ndarray]],
-                        pairs: list[Any], seed: np.random.SeedSequence, *, delta: float, confidence: float,
-                   n_fit: int, n_test: int, screen: int = 8) -> dict[str, Any]:
-    """For every (pair, feature family) a screened discriminant fitted on ``n_fit`` views per side, its best
-    threshold chosen on ``n_fit`` more for the fresh sample size, and only the best candidate counted on
-    ``n_test`` fresh views per side (so the Clopper-Pearson bound needs no correction for the choice).
-    ``sample(pair, side, n, seed)`` returns a dict of feature families, each (n, p). Used on the shuffled
-    view (the binned multiset of a batch's messages), where many cells carry nothing."""
+def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, delta: float,
+                        confidence: float, n_fit: int, n_test: int, screen: int = 8,
+                        name: str = "membership (shuffled view)", engine: Engine = SERIAL,
+                        progress: Callable[[str], None] | None = None) -> AuditResult:
+    """For every (candidate, feature family) a screened discriminant fitted on ``n_fit`` views per side,
+    its best threshold chosen on ``n_fit`` more for the fresh sample size, and only the best candidate
+    counted on ``n_test`` fresh views per side (so the Clopper-Pearson bound needs no correction for the
+    choice). ``source.sample`` returns a dict of feature families, each (n, p). Used on the shuffled view
+    (the binned multiset of a batch's messages), where many cells carry nothing."""
     t0 = time.perf_counter()
+    seeds = [ss.spawn(4) for ss in seed.spawn(len(candidates))]
+    views = draw_many(source, [(c, side, n_fit, s[k]) for c, s in zip(candidates, seeds)
+                               for side, k in ((0, 0), (1, 1), (0, 2), (1, 3))], engine)
     best = None
-    for pair, ss in zip(pairs, seed.spawn(len(pairs))):
-        s = ss.spawn(4)
-        tr0, tr1 = sample(pair, 0, n_fit, s[0]), sample(pair, 1, n_fit, s[1])
-        se0, se1 = sample(pair, 0, n_fit, s[2]), sample(pair, 1, n_fit, s[3])
+    families = 0
+    for i, c in enumerate(candidates):
+        tr0, tr1, se0, se1 = views[4 * i: 4 * i + 4]
         for fam in tr0:
+            families += 1
             w = screened_lda_direction(tr0[fam], tr1[fam], screen)
             bound, test = select_threshold_for_fresh(se0[fam] @ w, se1[fam] @ w, delta, confidence, n_test)
             if best is None or bound > best[0]:
-                best = (bound, test, w, pair, fam)
-    bound, test, w, pair, fam = best
-    f0, f1 = seed.spawn(len(pairs) + 2)[-2:]
-    fp = int(np.count_nonzero(test.reject(sample(pair, 0, n_test, f0)[fam] @ w)))
-    tp = int(np.count_nonzero(test.reject(sample(pair, 1, n_test, f1)[fam] @ w)))
+                best = (bound, test, w, c, fam)
+    bound, test, w, c, fam = best
+    f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
+    fp, tp = count(source, c, n_test, (f0, f1), Linear(w, family=fam), test, engine, progress, f"{name}: fresh views")
     eps = float(eps_lower_from_counts(fp, n_test, n_test - tp, n_test, delta, confidence))
-    return {"attack": "membership (shuffled view)", "epsilon_lower": eps, "delta": delta, "confidence": confidence,
-            "witness": {"label": pair.label, "pair": pair.describe(), "features": fam,
+    desc = source.describe(c)
+    return AuditResult(name, eps, delta, confidence,
+                       {"label": desc.get("label", ""), "pair": desc, "features": fam,
                         "statistic": f"linear discriminant on the {screen} most separated {fam} cells",
                         "threshold": test.threshold, "reject_when": test.reject_when()},
-            "samples": len(pairs) * 4 * n_fit + 2 * n_test, "seconds": time.perf_counter() - t0,
-            "details": {"false_positives": fp, "false_negatives": n_test - tp, "n_fresh_per_side": n_test,
-                        "fpr": fp / n_test, "fnr": (n_test - tp) / n_test, "selection_bound": bound,
-                        "candidates": len(pairs) * 2, "tests_corrected_for": 1}}
+                       samples=len(candidates) * 4 * n_fit + 2 * n_test, seconds=time.perf_counter() - t0,
+                       details={"false_positives": fp, "false_negatives": n_test - tp, "n_fresh_per_side": n_test,
+                                "fpr": fp / n_test, "fnr": (n_test - tp) / n_test, "selection_bound": bound,
+                                "candidates": families, "tests_corrected_for": 1})

@@ -27,7 +27,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from dpaudit.protocols import Adversary, Pair, Protocol
 from .bounds import (TestCounts, best_threshold_test, check_confidence, eps_lower_from_counts,
                      select_projected_threshold)
 from .result import AuditResult
+from .sampling import Source, count, draw_many
 
 __all__ = [
     "Pair",
@@ -52,7 +53,7 @@ __all__ = [
     "view_attack",
     "threshold_attack",
     "mean_difference_direction",
-    "project",
+    "Projection",
 ]
 
 #: cells (runs x rounds) per chunk of sampled views; fixed so results do not depend on n.
@@ -343,50 +344,44 @@ def stderr_progress(prefix: str = "dpaudit") -> Callable[[str], None]:
     return show
 
 
-# ---- the same pipeline on any view: candidate pairs of actions, or features sampled by the caller -----
+# ---- the same pipeline on any view: candidate pairs of a Source, on the engine ---------------------------
 
-def view_attack(pairs: list[Any], views: Callable[..., np.ndarray], K: int, T: int,
-                 seed: np.random.SeedSequence, delta: float, confidence: float, small: int, runs: int, name: str,
-                 first_round: Callable[[Any], int]) -> dict[str, Any]:
-    """The membership pipeline on action views over candidate ``pairs``: :class:`ViewScorer` statistics after
-    ``first_round(pair)`` fitted on a training split, the best (pair, statistic, threshold) chosen on a
-    selection split and counted once on ``runs`` fresh views per side. ``views(pair, side, n, seed)``
-    samples n views (runs x T actions) of side 0 (d) or 1 (d')."""
+def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence[int], K: int, T: int,
+                seed: np.random.SeedSequence, *, delta: float, confidence: float, small: int, runs: int, name: str,
+                engine: Engine = SERIAL, progress: Callable[[str], None] | None = None) -> AuditResult:
+    """The membership pipeline on action views over a source's ``candidates``: :class:`ViewScorer`
+    statistics after ``first_round[i]`` fitted on ``small`` training views per side, the best
+    (pair, statistic, threshold) chosen on ``small`` selection views and counted once on ``runs`` fresh
+    views per side (so the bound needs no correction for the choice). Views come from
+    ``source.sample`` (runs x T actions), drawn on ``engine``."""
     t0 = time.perf_counter()
+    seeds = [ss.spawn(4) for ss in seed.spawn(len(candidates))]
+    views = draw_many(source, [(c, side, small, s[k]) for c, s in zip(candidates, seeds)
+                               for side, k in ((0, 0), (1, 1), (0, 2), (1, 3))], engine)
     best = None
-    for pair, ss in zip(pairs, seed.spawn(len(pairs))):
-        s = ss.spawn(4)
-        scorer = ViewScorer(K, T, first_round(pair))
-        scorer.fit(views(pair, 0, small, s[0]), views(pair, 1, small, s[1]))
-        w0, w1 = scorer.scores(views(pair, 0, small, s[2])), scorer.scores(views(pair, 1, small, s[3]))
-        bound, test = best_threshold_test(w0, w1, delta, confidence)[0]
+    for i, (c, j) in enumerate(zip(candidates, first_round)):
+        v = views[4 * i: 4 * i + 4]
+        scorer = ViewScorer(K, T, j)
+        scorer.fit(v[0], v[1])
+        bound, test = best_threshold_test(scorer.scores(v[2]), scorer.scores(v[3]), delta, confidence)[0]
         if best is None or bound > best[0]:
-            best = (bound, test, scorer, pair)
-    bound, test, scorer, pair = best
-    f0, f1 = seed.spawn(len(pairs) + 2)[-2:]
-    fp = int(np.count_nonzero(test.reject(scorer.scores(views(pair, 0, runs, f0))[test.statistic])))
-    tp = int(np.count_nonzero(test.reject(scorer.scores(views(pair, 1, runs, f1))[test.statistic])))
+            best = (bound, test, scorer, c)
+    bound, test, scorer, c = best
+    f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
+    fp, tp = count(source, c, runs, (f0, f1), scorer, test, engine, progress, f"{name}: fresh views")
     eps = float(eps_lower_from_counts(fp, runs, runs - tp, runs, delta, confidence))
-    return {"attack": name, "epsilon_lower": eps, "delta": delta, "confidence": confidence,
-            "witness": {"label": pair.label, "pair": pair.describe(), "statistic": test.statistic,
+    desc = source.describe(c)
+    return AuditResult(name, eps, delta, confidence,
+                       {"label": desc.get("label", ""), "pair": desc, "statistic": test.statistic,
                         "threshold": test.threshold, "reject_when": test.reject_when()},
-            "samples": len(pairs) * 4 * small + 2 * runs, "seconds": time.perf_counter() - t0,
-            "details": {"false_positives": fp, "false_negatives": runs - tp, "n_fresh_per_side": runs,
-                        "fpr": fp / runs, "fnr": (runs - tp) / runs, "selection_bound": bound,
-                        "tests_corrected_for": 1}}
-
-
-
-
-def project(m: np.ndarray, w: np.ndarray | None) -> np.ndarray:
-    """Scalar features as they are; vector features projected on ``w``."""
-    return m[:, 0] if w is None else m @ w
-
-
+                       samples=len(candidates) * 4 * small + 2 * runs, seconds=time.perf_counter() - t0,
+                       details={"false_positives": fp, "false_negatives": runs - tp, "n_fresh_per_side": runs,
+                                "fpr": fp / runs, "fnr": (runs - tp) / runs, "selection_bound": bound,
+                                "tests_corrected_for": 1})
 
 
 def mean_difference_direction(m0: np.ndarray, m1: np.ndarray) -> np.ndarray | None:
-    """Scalar messages need none; vector messages are projected onto the learnt mean difference."""
+    """Scalar features need none; vector features are projected onto the learnt mean difference."""
     if m0.shape[1] == 1:
         return None
     w = m1.mean(axis=0) - m0.mean(axis=0)
@@ -394,43 +389,49 @@ def mean_difference_direction(m0: np.ndarray, m1: np.ndarray) -> np.ndarray | No
     return w / norm if norm > 0 else np.eye(m0.shape[1])[0]
 
 
+class Projection:
+    """The score of :func:`threshold_attack`: a scalar feature as it is, a vector projected on ``w``."""
+
+    def __init__(self, w: np.ndarray | None, name: str = "message") -> None:
+        self.w, self.name = w, name
+
+    def scores(self, m: np.ndarray) -> dict[str, np.ndarray]:
+        m = np.asarray(m, dtype=float).reshape(m.shape[0], -1)
+        return {self.name: m[:, 0] if self.w is None else m @ self.w}
 
 
-def threshold_attack(sample: Callable[[int, int, np.random.Generator], np.ndarray], n_select: int, n_fresh: int,
-                      seed: np.random.SeedSequence, delta: float, confidence: float, n_tests: int,
-                      chunk: int) -> dict[str, Any]:
-    """Select a threshold test on one split (training the direction on half of it), count on fresh samples.
+def threshold_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, delta: float,
+                     confidence: float, n_select: int, n_fresh: int, engine: Engine = SERIAL,
+                     progress: Callable[[str], None] | None = None, what: str = "fresh samples") -> list[dict[str, Any]]:
+    """A threshold test per candidate, chosen on a selection split and counted on fresh samples.
 
-    ``sample(side, n, rng)`` returns (n, m) features of views under side 0 (d) or 1 (d'): a local
-    channel's messages, what a server received from one user, the points a BCO policy played. Vector
-    features are projected on the mean difference learnt on half the selection split
-    (:func:`mean_difference_direction`); the test is chosen for the bound it will give on ``n_fresh``
-    fresh samples per side (:func:`dpaudit.attacks.bounds.select_projected_threshold`), and only that
-    test is counted on them (``n_tests``: the Bonferroni factor for the tests the caller evaluates).
+    ``source.sample`` gives (n, m) features: a local channel's messages, what a server received from
+    one user, the points a BCO policy played. Vector features are projected on the mean difference
+    learnt on ``n_select // 2`` views per side (:func:`mean_difference_direction`); the test is chosen
+    on ``n_select`` more for the bound it will give on ``n_fresh`` fresh samples per side
+    (:func:`dpaudit.attacks.bounds.select_projected_threshold`) and counted on them. Every candidate's
+    test is evaluated, so each bound is corrected (Bonferroni) for ``len(candidates)``. Returns one
+    row per candidate (its bound, counts, threshold and score).
     """
-    s_sel, s_fresh = seed.spawn(2)
-    r0, r1 = (np.random.default_rng(s) for s in s_sel.spawn(2))
+    n_tests = len(candidates)
     half = max(1, n_select // 2)
-    t0, t1 = sample(0, half, r0), sample(1, half, r1)
-    w = mean_difference_direction(t0, t1)
-    q0, q1 = sample(0, n_select, r0), sample(1, n_select, r1)
-    sel_bound, test = select_projected_threshold(project(q0, w), project(q1, w), n_fresh, delta, confidence, n_tests)
-    fp = fn = 0
-    for side, ss in enumerate(s_fresh.spawn(2)):
-        rng = np.random.default_rng(ss)
-        done = 0
-        while done < n_fresh:
-            m = min(chunk, n_fresh - done)
-            rej = int(np.count_nonzero(test.reject(project(sample(side, m, rng), w))))
-            if side == 0:
-                fp += rej
-            else:
-                fn += m - rej
-            done += m
-    eps = float(eps_lower_from_counts(fp, n_fresh, fn, n_fresh, delta, confidence, n_tests))
-    return {"epsilon_lower": eps, "fp": fp, "fn": fn, "n": n_fresh, "fpr": fp / n_fresh, "fnr": fn / n_fresh,
-            "threshold": test.threshold, "direction": "reject if score > threshold" if test.direction > 0
-            else "reject if score < threshold", "selection_bound": sel_bound,
-            "score": "message" if w is None else "projection of the message onto the learnt mean difference"}
-
-
+    seeds = [ss.spawn(6) for ss in seed.spawn(n_tests)]
+    drawn = draw_many(source, [(c, side, n, s[k]) for c, s in zip(candidates, seeds)
+                               for side, n, k in ((0, half, 0), (1, half, 1), (0, n_select, 2), (1, n_select, 3))],
+                      engine)
+    rows = []
+    for i, (c, s) in enumerate(zip(candidates, seeds)):
+        t0_, t1_, q0, q1 = (np.asarray(x, dtype=float).reshape(len(x), -1) for x in drawn[4 * i: 4 * i + 4])
+        w = mean_difference_direction(t0_, t1_)
+        score = Projection(w)
+        sel_bound, test = select_projected_threshold(score.scores(q0)["message"], score.scores(q1)["message"],
+                                                     n_fresh, delta, confidence, n_tests)
+        fp, tp = count(source, c, n_fresh, (s[4], s[5]), score, test, engine, progress, what)
+        fn = n_fresh - tp
+        eps = float(eps_lower_from_counts(fp, n_fresh, fn, n_fresh, delta, confidence, n_tests))
+        rows.append({"candidate": c, "epsilon_lower": eps, "fp": fp, "fn": fn, "n": n_fresh, "fpr": fp / n_fresh,
+                     "fnr": fn / n_fresh, "threshold": test.threshold,
+                     "direction": "reject if score > threshold" if test.direction > 0 else "reject if score < threshold",
+                     "selection_bound": sel_bound,
+                     "score": "message" if w is None else "projection of the message onto the learnt mean difference"})
+    return rows

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from dpaudit.accountants import gaussian_epsilon
 from dpaudit.attacks.bounds import cp_upper
-from dpaudit.check import audit_policy
+from dpaudit.runner import check as audit_policy
 
 HERE = Path(__file__).resolve().parent
 

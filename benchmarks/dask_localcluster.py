@@ -17,7 +17,7 @@ import platform
 import time
 from pathlib import Path
 
-from dpaudit.check import audit_policy, findings_json
+from dpaudit.runner import check as audit_policy, findings_json
 
 HERE = Path(__file__).resolve().parent
 

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from dpaudit.check import audit_policy, findings_json
+from dpaudit.runner import check as audit_policy, findings_json
 from dpaudit.engine import default_workers
 from dpaudit.policies.registry import make_policy, registered
 

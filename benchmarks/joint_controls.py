@@ -20,7 +20,12 @@ import time
 from pathlib import Path
 
 from dpaudit.attacks.bounds import cp_upper
-from dpaudit.check_joint import audit_joint, audit_shuffle
+from functools import partial
+
+from dpaudit.runner import check
+
+audit_joint = partial(check, protocol="joint")
+audit_shuffle = partial(check, protocol="shuffle")
 
 HERE = Path(__file__).resolve().parent
 JOINT = {"n_arms": "2", "dim": "2"}

@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from dpaudit.check import audit_policy
+from dpaudit.runner import check as audit_policy
 
 HERE = Path(__file__).resolve().parent
 CASES = [("jdp-glm", "joint"), ("shuffle-glm", "shuffle"), ("mutant-tree-reused-noise", "joint"),

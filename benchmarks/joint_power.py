@@ -23,7 +23,7 @@ import json
 import time
 from pathlib import Path
 
-from dpaudit.check_joint import membership_only
+from dpaudit.runner.joint import membership_only
 
 HERE = Path(__file__).resolve().parent
 POLICIES = ["jdp-glm", "mutant-tree-reused-noise", "mutant-tree-no-leaf-noise", "mutant-noisy-det-switch"]
@@ -45,7 +45,7 @@ def main() -> None:
     for name in POLICIES:
         for T, pairs, runs, fit in settings:
             t0 = time.perf_counter()
-            a = membership_only(name, {}, horizon=T, pairs=pairs, runs=runs, fit=fit, seed=0)
+            a = membership_only(name, {}, horizon=T, pairs=pairs, runs=runs, fit=fit, seed=0).to_dict()
             d = a["details"]
             rows.append({"policy": name, "horizon": T, "pairs": pairs, "runs": runs, "epsilon_lower": a["epsilon_lower"],
                          "pair": a["witness"]["label"], "statistic": a["witness"]["statistic"], "fpr": d["fpr"],
@@ -79,13 +79,13 @@ def share_test(name: str, horizon: int, runs: int, seed: int = 1) -> dict:
     import numpy as np
 
     from dpaudit.attacks.bounds import eps_lower_from_counts
-    from dpaudit.check_joint import _build
+    from dpaudit.runner.setup import build_policy
     from dpaudit.protocols.joint import READOUT_EVERY, readout_pairs
     from dpaudit.engine import one_blas_thread
     from dpaudit.protocols import JointDP
 
     t0 = time.perf_counter()
-    policy = _build(name, {}, horizon)
+    policy = build_policy(name, {}, horizon)
     (pair,) = readout_pairs(policy.n_arms, policy.dim, horizon)
     last = np.arange(READOUT_EVERY, horizon, READOUT_EVERY)[-8:]
     shares, rejects = [], []

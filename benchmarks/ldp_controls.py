@@ -18,7 +18,11 @@ import statistics
 import time
 from pathlib import Path
 
-from dpaudit.check_local import audit_local
+from functools import partial
+
+from dpaudit.runner import check
+
+audit_local = partial(check, protocol="local")
 
 CORRECT = ["ldp-ucb", "ldp-ucb-laplace", "ldp-ucb-rr", "ldp-tsallis-inf", "ldp-bco-fkm", "ldp-bco-2pt",
            "ldp-bco-scs"]

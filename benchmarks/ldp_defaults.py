@@ -17,7 +17,7 @@ import json
 import time
 from pathlib import Path
 
-from dpaudit.check import audit_policy
+from dpaudit.runner import check as audit_policy
 
 POLICIES = ["ldp-ucb", "ldp-ucb-laplace", "ldp-ucb-rr", "ldp-tsallis-inf", "ldp-lilucb", "ldp-linucb", "ldp-gloc",
             "ldp-bco-fkm", "ldp-bco-2pt", "ldp-bco-scs"]

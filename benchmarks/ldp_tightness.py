@@ -2,7 +2,7 @@
 
 For each (eps, delta): a Gaussian channel on [0, 1] calibrated *exactly* (dpaudit.accountants'
 gaussian_sigma, so its exact epsilon at delta is eps), attacked black-box by
-dpaudit.check_local.channel_attack with z = 0 vs z' = 1: 10^6 selection samples per side pick the
+dpaudit.runner.local.channel_attack with z = 0 vs z' = 1: 10^6 selection samples per side pick the
 threshold, 10^7 fresh samples per side give the Clopper-Pearson bound (confidence 0.95). Beside it:
 the best any threshold test can reach with 10^7 samples per side (the exact error rates of every
 threshold plugged into the same bound). Writes benchmarks/ldp_tightness.{json,md}.
@@ -22,7 +22,7 @@ from scipy.stats import norm
 
 from dpaudit.accountants.gaussian import gaussian_epsilon, gaussian_sigma
 from dpaudit.attacks.bounds import oracle_threshold_bound
-from dpaudit.check_local import channel_attack
+from dpaudit.runner.local import channel_attack
 from dpaudit.mechanisms import GaussianChannel
 
 

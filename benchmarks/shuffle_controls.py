@@ -23,7 +23,11 @@ import time
 from pathlib import Path
 
 from dpaudit.attacks.bounds import cp_upper
-from dpaudit.check_joint import audit_shuffle
+from functools import partial
+
+from dpaudit.runner import check
+
+audit_shuffle = partial(check, protocol="shuffle")
 
 HERE = Path(__file__).resolve().parent
 SHUFFLE = {"n_arms": "2", "dim": "1"}
@@ -60,7 +64,7 @@ def main() -> None:
             "claimed_eps": outs[0]["epsilon_claimed"], "flagged": flagged, "inconclusive": inconclusive,
             "flag_rate_upper95": float(cp_upper(flagged, seeds, 0.05)),
             "median_lower": statistics.median(lows), "min_lower": min(lows), "max_lower": max(lows),
-            "smallest_detectable": outs[0]["power"]["membership_smallest_detectable"],
+            "smallest_detectable": outs[0]["power"]["smallest_detectable"],
             "by": sorted({o["witness"]["features"] for o in outs if o["verdict"] == "violation"}),
             "seconds_per_audit": (time.perf_counter() - t0) / seeds,
             "cpu_seconds_per_audit": (time.process_time() - c0) / seeds,

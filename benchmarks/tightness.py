@@ -28,7 +28,8 @@ from dpaudit.accountants import gaussian_epsilon
 from dpaudit.attacks.bounds import best_threshold_test, eps_lower_from_counts, oracle_threshold_bound
 from dpaudit.attacks.neighbours import leakage_vs_horizon
 from dpaudit.protocols import PairSpec
-from dpaudit.check import audit_policy, claimed_epsilon
+from dpaudit.runner import check as audit_policy
+from dpaudit.runner.setup import claimed_epsilon
 from dpaudit.policies.registry import make_policy
 from dpaudit.protocols import TableDP
 

@@ -11,7 +11,7 @@ The public entry point is :func:`dpaudit.audit` (returns an :class:`dpaudit.Audi
     print(result.verdict, result.epsilon_claimed, result.epsilon_lower)
 
 Every name below is imported on first use (module-level ``__getattr__``), so ``import dpaudit``
-costs milliseconds and pays for numpy, scipy, statsmodels or matplotlib only when a function that
+costs milliseconds and pays for numpy, scipy or matplotlib only when a function that
 needs them is called.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from dpaudit.version import __version__
 
 #: public name -> module that defines it (imported lazily by :func:`__getattr__`)
 _LAZY: dict[str, str] = {
@@ -39,7 +39,7 @@ _LAZY: dict[str, str] = {
 __all__ = ["__version__", *_LAZY]
 
 _SUBMODULES = frozenset({"accountants", "attacks", "policies", "protocols", "mechanisms", "simulate", "engine",
-                         "check", "accounting", "report", "testing", "environments", "errors", "api", "reproduce"})
+                         "runner", "accounting", "report", "testing", "environments", "errors", "api", "reproduce"})
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from dpaudit.accountants import RDP, ZCDP, ApproxDP, Guarantee, PureDP

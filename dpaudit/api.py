@@ -19,150 +19,55 @@ policy is (parameters and defaults, claim, the seed and algorithm its docstring 
 from __future__ import annotations
 
 import inspect
-import json
-import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from dpaudit.errors import DPAuditError
+from dpaudit.runner.findings import AuditInterrupted, Findings
+from dpaudit.runner.setup import claim_curves
 
 __all__ = ["Audit", "audit", "account", "describe", "policy_label", "claim_curves", "AuditInterrupted"]
 
 
-def _num(x: Any) -> float | None:
-    """A JSON number back to a float ("inf" strings included); None stays None."""
-    if x is None:
-        return None
-    if isinstance(x, str):
-        return float(x)  # "inf", "-inf", "nan"
-    return float(x)
+@dataclass(frozen=True, repr=False)
+class Audit(Findings):
+    """The findings of one audit, with the reviewer report (:class:`dpaudit.runner.findings.Findings`).
 
-
-#: keys of the findings dict that have a typed field of their own
-_TYPED = ("verdict", "reason", "policy", "params", "protocol", "claim", "epsilon_claimed", "epsilon_lower", "gap",
-          "delta", "confidence", "horizon", "seed", "witness", "attacks", "ledger", "notes", "versions", "seconds",
-          "command")
-
-
-@dataclass(frozen=True)
-class Audit:
-    """The findings of one audit (what ``dpaudit check policy --json`` prints), with typed fields.
-
-    ``verdict`` is ``"violation"`` (a lower bound at ``confidence`` exceeds the claim),
-    ``"consistent"`` (none does; ``gap`` = claimed eps minus the best lower bound), ``"interrupted"``
-    or any other verdict the audit defines (e.g. ``"inconclusive"``); ``reason`` is the one sentence
-    that says why. ``epsilon_claimed`` is the claim converted to eps at ``delta``; ``epsilon_lower``
-    the best attack's lower bound at ``confidence``. ``attacks`` holds each attack's
-    :class:`~dpaudit.attacks.result.AuditResult`; ``ledger`` the per-round accounting of the
-    policy's ledger (None without one). Every other finding (the search's ranking, the conversion
-    used, ...) is in ``extra`` under the JSON key it has in ``to_dict()``.
+    ``verdict`` is ``"violation"`` (a lower bound at ``confidence``, or an exact figure the verdict
+    judges, exceeds the claim), ``"consistent"`` (none does, and the audit showed power; ``gap`` =
+    claimed eps minus the best lower bound), ``"inconclusive"`` (no power), ``"interrupted"`` or
+    ``"exact"`` (an exact enumeration with nothing to judge); ``reason`` is the one sentence that says
+    why. ``to_dict()`` is the JSON of ``--json`` (with its ``format`` key) and :meth:`from_dict` reads it
+    back; :meth:`to_markdown`, :meth:`to_html` and :meth:`write` render the reviewer report.
     """
 
-    verdict: str
-    reason: str
-    policy: str
-    params: dict[str, Any]
-    protocol: str
-    claim: str | None
-    epsilon_claimed: float | None
-    epsilon_lower: float | None
-    gap: float | None
-    delta: float
-    confidence: float
-    horizon: int | None
-    seed: int
-    witness: dict[str, Any] | None
-    attacks: tuple[Any, ...]
-    ledger: dict[str, Any] | None
-    notes: tuple[str, ...]
-    versions: dict[str, str]
-    seconds: float
-    command: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-    #: typed keys the findings did not have (an interrupted audit stops before some), left out of to_dict()
-    absent: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
-
     @classmethod
-    def from_dict(cls, findings: Mapping[str, Any]) -> "Audit":
-        """An :class:`Audit` from the findings dict of :func:`dpaudit.check.audit_policy` or from the
-        JSON of ``dpaudit check policy --json`` (``json.load`` of it)."""
-        from dpaudit.attacks.result import AuditResult, jsonable
-
-        d = jsonable(dict(findings))
-        attacks = tuple(AuditResult(**a) for a in d.get("attacks") or [])
-        return cls(
-            verdict=str(d.get("verdict", "")), reason=str(d.get("reason", "")), policy=str(d.get("policy", "")),
-            params=dict(d.get("params") or {}), protocol=str(d.get("protocol", "")), claim=d.get("claim"),
-            epsilon_claimed=_num(d.get("epsilon_claimed")), epsilon_lower=_num(d.get("epsilon_lower")),
-            gap=_num(d.get("gap")), delta=float(d.get("delta", math.nan)),
-            confidence=float(d.get("confidence", math.nan)), horizon=d.get("horizon"), seed=d.get("seed", 0),
-            witness=d.get("witness"), attacks=attacks, ledger=d.get("ledger"), notes=tuple(d.get("notes") or ()),
-            versions=dict(d.get("versions") or {}), seconds=float(d.get("seconds") or 0.0),
-            command=str(d.get("command") or ""), extra={k: v for k, v in d.items() if k not in _TYPED},
-            absent=frozenset(k for k in _TYPED if k not in d),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready findings: exactly what ``dpaudit check policy --json`` prints."""
-        from dpaudit.attacks.result import jsonable
-
-        typed = {k: getattr(self, k) for k in _TYPED}
-        typed["attacks"] = [a.to_dict() for a in self.attacks]
-        typed["notes"] = list(self.notes)
-        out = {k: v for k, v in typed.items() if k not in self.absent}
-        return jsonable({**out, **self.extra})
-
-    def to_json(self, **kwargs: Any) -> str:
-        """:meth:`to_dict` as a JSON string (``kwargs`` go to :func:`json.dumps`, e.g. ``indent=2``)."""
-        return json.dumps(self.to_dict(), **kwargs)
+    def of(cls, findings: Findings) -> "Audit":
+        """The :class:`Audit` of a runner's findings."""
+        return cls(**{f.name: getattr(findings, f.name) for f in fields(Findings)})
 
     def to_markdown(self) -> str:
         """The reviewer report as Markdown (:func:`dpaudit.report.markdown_report`)."""
         from dpaudit.report import markdown_report
 
-        return markdown_report(self.to_dict())
+        return markdown_report(self)
 
     def to_html(self) -> str:
         """The reviewer report as one self-contained HTML page with its figures embedded."""
         from dpaudit.report import html_report
 
-        return html_report(self.to_dict())
+        return html_report(self)
 
     def write(self, path: str | Path) -> list[Path]:
         """Write ``path`` (Markdown, must end in ``.md``) and the HTML page beside it, atomically as a pair."""
         from dpaudit.report import write_report
 
-        return write_report(self.to_dict(), path)
-
-    @property
-    def exit_status(self) -> int:
-        """The CLI's exit status for this verdict: 0 consistent, 1 violation, 3 inconclusive, 130 interrupted."""
-        codes = {"consistent": 0, "violation": 1, "inconclusive": 3, "interrupted": 130}
-        if self.verdict not in codes:  # never a silent pass: an unknown verdict is not exit 0
-            raise DPAuditError(f"the audit returned the unknown verdict {self.verdict!r}; expected one of "
-                               f"{', '.join(codes)}.")
-        return codes[self.verdict]
-
-    def __repr__(self) -> str:
-        def f(x: float | None) -> str:
-            return "None" if x is None else f"{x:.4g}"
-
-        return (f"Audit({self.verdict}: {self.policy} {self.params or ''} claims eps = {f(self.epsilon_claimed)}, "
-                f"measured eps >= {f(self.epsilon_lower)} at delta = {self.delta:g}, confidence {self.confidence:g}; "
-                f"gap {f(self.gap)})")
+        return write_report(self, path)
 
     def _repr_html_(self) -> str:  # Jupyter shows the report
         return self.to_html()
-
-
-class AuditInterrupted(Exception):
-    """Ctrl-C during :func:`audit`; ``audit`` holds an :class:`Audit` of what had finished."""
-
-    def __init__(self, partial: Audit) -> None:
-        super().__init__("the audit was interrupted")
-        self.audit = partial
 
 
 def policy_label(policy: Any) -> str:
@@ -242,10 +147,9 @@ def audit(
     Raises :class:`DPAuditError` on bad input and
     :class:`AuditInterrupted` (carrying the partial :class:`Audit`) on Ctrl-C.
     """
-    from dpaudit.check import AuditInterrupted as _Interrupted
-    from dpaudit.check import audit_policy
     from dpaudit.engine import default_workers
     from dpaudit.errors import check_int
+    from dpaudit.runner import Request, run
 
     _check_policy_object(policy, params)
     params = dict(params or {})
@@ -255,7 +159,7 @@ def audit(
         claim = as_guarantee(claim)  # a DpEvent claim is read exactly
     if horizons is not None:  # checked before the audit, not after it
         horizons = sorted({check_int("each of horizons", T, minimum=2) for T in horizons})
-        if protocol in ("interactive", "local"):
+        if protocol not in ("table", "view"):
             raise DPAuditError("horizons (leakage against the horizon) are measured under protocol table or view, "
                                f"not {protocol}.")
     if command is None:
@@ -275,30 +179,23 @@ def audit(
     else:
         raise DPAuditError(f"progress must be None, True, False or a callable taking a message, got {progress!r}.")
     label = policy_label(policy)
+    request = Request(policy, params, protocol, delta, confidence, runs, horizon, seed, workers, executor, scheduler,
+                      checkpoint, max_hours, rewards, claim, adapter, pair, command)
     try:
-        out = audit_policy(policy, params, protocol=protocol, delta=delta, confidence=confidence, runs=runs,
-                           horizon=horizon, seed=seed, progress=progress_fn, command=command, workers=workers,
-                           executor=executor, rewards=rewards, claim=claim, adapter=adapter, pair=pair,
-                           scheduler=scheduler, checkpoint=checkpoint, max_hours=max_hours)
-    except _Interrupted as exc:
-        exc.partial["policy"] = label
-        raise AuditInterrupted(Audit.from_dict(exc.partial)) from None
+        out = run(request, progress_fn)
+    except AuditInterrupted as exc:
+        raise AuditInterrupted(Audit.of(replace(exc.audit, policy=label))) from None
     finally:
         if bar is not None:
             bar.close()
-    out["policy"] = label
-    if out.get("epsilon_claimed") is not None and "claim_curves" not in out:  # exact joint audits bring their own
-        from dpaudit.check import _build_policy
-
-        stated = getattr(_build_policy(policy, dict(params), int(out["horizon"]), adapter, claim), "claim", None)
-        if stated is not None:
-            out["claim_curves"] = claim_curves(stated)
+    result = Audit.of(replace(out, policy=label))
     if horizons:
-        out["leakage_vs_horizon"] = _leakage_vs_horizon(policy, params, out, horizons, runs, seed, adapter, claim)
-    return Audit.from_dict(out)
+        rows = _leakage_vs_horizon(policy, params, result, horizons, runs, seed, adapter, claim)
+        result = replace(result, extra={**result.extra, "leakage_vs_horizon": rows})
+    return result
 
 
-def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: dict[str, Any], horizons: Sequence[int],
+def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: Audit, horizons: Sequence[int],
                         runs: int, seed: int, adapter: str | None = None, claim: Any = None) -> list[dict[str, Any]]:
     """The witness pair's pattern (canary round, background) rebuilt at each horizon and attacked
     afresh (:func:`dpaudit.attacks.neighbours.leakage_vs_horizon`). The policy is built once, at the
@@ -306,15 +203,14 @@ def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: dict[str, Any]
     import numpy as np
 
     from dpaudit.attacks.neighbours import leakage_vs_horizon
-    from dpaudit.protocols import PairSpec
-    from dpaudit.check import _build_policy, _with_features
     from dpaudit.engine import one_blas_thread
-    from dpaudit.protocols import get_protocol
+    from dpaudit.protocols import PairSpec, get_protocol
+    from dpaudit.runner.setup import build_policy, with_features
 
     Ts = list(horizons)
-    w = out.get("witness") or {}
+    w = out.witness or {}
     m = re.search(r"background (?:arm means \(([^)]*)\)|(\w+))", str(w.get("label", "")))  # PairSpec.label()
-    if out["protocol"] == "interactive" or m is None or "round" not in w:
+    if out.protocol not in ("table", "view") or m is None or "round" not in w:
         raise DPAuditError("leakage against the horizon needs a witness pair under --protocol table or view; this "
                            f"audit has {w.get('label') or 'none'}.")
     if m.group(1) is not None:
@@ -324,35 +220,10 @@ def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: dict[str, Any]
     small = max(500, min(2000, runs // 10))
     with one_blas_thread():
         return leakage_vs_horizon(
-            lambda: _with_features(_build_policy(policy, dict(params), int(out["horizon"]), adapter, claim), seed),
-            get_protocol(out["protocol"]), spec, Ts, delta=out["delta"], confidence=out["confidence"],
+            lambda: with_features(build_policy(policy, dict(params), int(out.horizon), adapter, claim), seed),
+            get_protocol(out.protocol), spec, Ts, delta=out.delta, confidence=out.confidence,
             seed=np.random.SeedSequence([int(seed), 0x40_12]), n_train=small, n_select=small, n_test=runs,
             n_likelihood=runs)
-
-
-def claim_curves(claim: Any, deltas: Any = None, orders: Any = None) -> dict[str, Any]:
-    """The claim's whole privacy profile (eps at each delta, by the claim's own conversion) and its
-    Rényi curve, for the report's figures: what the claim allows, not only its eps at one delta."""
-    import numpy as np
-
-    from dpaudit.accountants.guarantees import as_guarantee
-
-    g = as_guarantee(claim)
-    deltas = np.geomspace(1e-12, 0.5, 90) if deltas is None else np.asarray(deltas, dtype=float)
-    orders = np.geomspace(1.05, 64.0, 40) if orders is None else np.asarray(orders, dtype=float)
-    eps = []
-    for d in deltas:
-        try:
-            eps.append(float(g.conversion(float(d)).epsilon))
-        except (NotImplementedError, DPAuditError, ValueError, OverflowError):
-            eps.append(math.nan)
-    renyi = []
-    for o in orders:
-        try:
-            renyi.append(float(g.renyi(float(o))))
-        except (NotImplementedError, DPAuditError, ValueError, OverflowError):
-            renyi.append(math.nan)
-    return {"profile": {"delta": deltas.tolist(), "eps": eps}, "renyi": {"orders": orders.tolist(), "claimed": renyi}}
 
 
 # ---- describe ------------------------------------------------------------------------------------
@@ -388,7 +259,7 @@ def describe(policy: Any) -> dict[str, Any]:
     ``policy`` is a registered name, a plug-in spec string or a class. Returns a JSON-ready dict
     (``dpaudit describe POLICY --json`` prints it).
     """
-    from dpaudit.policies.registry import _REGISTRY, _ensure_loaded, load_policy_class
+    from dpaudit.policies.registry import entry_of, load_policy_class
 
     if isinstance(policy, str):
         cls = load_policy_class(policy)
@@ -396,8 +267,7 @@ def describe(policy: Any) -> dict[str, Any]:
         cls = policy
     else:
         cls = type(policy)
-    _ensure_loaded()
-    entry = next((e for e in _REGISTRY.values() if e.cls is cls), None)
+    entry = entry_of(cls)
     try:
         sig = inspect.signature(cls.__init__).parameters
     except (TypeError, ValueError):
@@ -455,13 +325,13 @@ def account(policy: Any, *, params: Mapping[str, Any] | None = None, delta: floa
     """
     from dpaudit.accountants.guarantees import as_guarantee
     from dpaudit.accounting import claim_vs_ledger, run_policy
-    from dpaudit.check import _build_policy
     from dpaudit.errors import check_delta, check_int
+    from dpaudit.runner.setup import build_policy
 
     _check_policy_object(policy, params)
     delta = check_delta(delta)
     horizon = check_int("horizon", horizon, minimum=1)
-    built = _build_policy(policy, {k: v for k, v in (params or {}).items()}, horizon)
+    built = build_policy(policy, {k: v for k, v in (params or {}).items()}, horizon)
     info = run_policy(built, horizon, runs, seed)
     ledger = getattr(built, "ledger", None)
     if ledger is None:

@@ -155,6 +155,10 @@ def markdown_report(out: Any) -> str:
                   "attack judges it.", ""]
     else:
         lines += [_ledger_sentence(led), ""]
+    if out.get("exact"):
+        lines += ["## Exact figures", "", "| part | eps | judged | method |", "| --- | --- | --- | --- |"]
+        lines += [f"| {e['part']} (exact) | {_f(e['epsilon'])} | {'yes' if e['judged'] else 'reported'} | {e['method']} |"
+                  for e in out["exact"]] + [""]
     lines += [
         "## Attacks",
         "",
@@ -213,6 +217,11 @@ def markdown_report(out: Any) -> str:
 
 
 def _ledger_sentence(led: dict[str, Any]) -> str:
+    if led.get("kind") == "per-user":
+        if led.get("epsilon") is None:
+            return "No message was recorded in the ledger (the channel does not use dpaudit.mechanisms)."
+        return (f"{led['messages']} recorded messages, at most {led['max_messages_per_user']} per user, composed per "
+                f"user: exact per-user eps = {_f(led['epsilon'])} ({led['method']}).")
     return (f"Over {led.get('runs', 'n/a')} runs on the audit table: {led['releases']} batched releases; "
             f"ledger-implied guarantee {_f(led.get('implied'))} (eps = {_f(led.get('implied_epsilon'))} at the "
             f"same delta); {led['shared_rounds']} (run, round) pairs fed more than one release "
@@ -225,8 +234,8 @@ def _power_sentence(out: dict[str, Any]) -> str | None:
     if not pw:
         return None
     return (f"Power: {pw.get('pairs_tried')} neighbouring pairs tried; with {pw.get('fresh_runs_per_side')} fresh runs "
-            f"per side the black-box attack can show eps from {_f(pw.get('membership_smallest_detectable'))} up to "
-            f"{_f(pw.get('membership_largest_bound'))}.")
+            f"per side the black-box attack can show eps from {_f(pw.get('smallest_detectable'))} up to "
+            f"{_f(pw.get('largest_bound'))}.")
 
 
 def _membership_sentence(a: dict[str, Any]) -> str:

@@ -38,7 +38,7 @@ from dpaudit.environments import Environment, LossSequence, RewardTable
 from dpaudit.policies.base import check_actions
 from dpaudit.policies.bco import check_points
 
-__all__ = ["SimResult", "simulate", "twin_of", "simulate_bco"]
+__all__ = ["SimResult", "simulate", "twin_of", "simulate_bco", "mean_ci"]
 
 
 @dataclass
@@ -66,7 +66,7 @@ class SimResult:
         """Mean final regret, its standard deviation and a normal-approximation confidence interval."""
         if self.regret is None:
             raise DPAuditError(f"regret is not defined for {getattr(self.env, 'describe', lambda: 'this input')()}.")
-        return _mean_ci(self.regret, level)
+        return mean_ci(self.regret, level)
 
     def trajectory_actions(self) -> np.ndarray:
         """(n_runs, T) actions, from the per-step record or expanded from the episode record."""
@@ -82,7 +82,7 @@ class SimResult:
         return out
 
 
-def _mean_ci(x: np.ndarray, level: float = 0.95) -> dict[str, float]:
+def mean_ci(x: np.ndarray, level: float = 0.95) -> dict[str, float]:
     from scipy.stats import norm
 
     x = np.asarray(x, dtype=float)

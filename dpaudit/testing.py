@@ -46,7 +46,7 @@ from scipy import integrate
 
 from dpaudit.accountants import Guarantee
 from dpaudit.accountants.composition import per_round_account
-from dpaudit.accountants.guarantees import _is_dp_event, as_guarantee
+from dpaudit.accountants.guarantees import is_dp_event, as_guarantee
 from dpaudit.accounting import ledger_entries
 from dpaudit.attacks.exact import exact_profile
 from dpaudit.errors import DPAuditError, check_order
@@ -281,7 +281,7 @@ def renyi_divergence_1d(logpdf_p: Any, logpdf_q: Any, alpha: float, lo: float, h
 
 
 def _bound_of(bound: float | Guarantee, alpha: float) -> float:
-    if _is_dp_event(bound):  # a claim stated as a dp-accounting DpEvent
+    if is_dp_event(bound):  # a claim stated as a dp-accounting DpEvent
         bound = as_guarantee(bound)
     return bound.renyi(alpha) if isinstance(bound, Guarantee) else float(bound)
 

@@ -64,17 +64,21 @@ FINITE_FLAGS = ["--epsilon", "--delta", "--alpha", "--max-work"]
 def recorder(monkeypatch):
     """Replace the audit's stages (after every argument check and the up-front cost check) by a
     recorder of what they were given, returning a consistent verdict."""
-    import dpaudit.check as check
+    import dpaudit.runner.central as central
+    from dpaudit.attacks.result import AuditResult
+    from dpaudit.runner.findings import Claim
 
     seen: list[dict] = []
 
-    def fake(out, finished, spec, params, proto, delta, confidence, runs, horizon, seed, progress, engine, *_, **__):
-        seen.append(dict(delta=delta, confidence=confidence, runs=runs, horizon=horizon, seed=seed,
-                         workers=engine.workers, params=params))
-        out.update({"verdict": "consistent", "reason": "recorded", "attacks": [], "epsilon_lower": 0.0,
-                    "witness": None, "notes": [], "horizon": horizon or 48, "n_arms": 2})
+    def fake(ctx):
+        r = ctx.request
+        seen.append(dict(delta=ctx.delta, confidence=ctx.confidence, runs=r.runs, horizon=r.horizon, seed=r.seed,
+                         workers=ctx.engine.workers, params=r.params))
+        ctx.horizon = r.horizon or 48
+        ctx.claim = Claim("recorded", 1.0, ctx.delta, "recorded")
+        ctx.attacks.append(AuditResult("membership", 0.5, ctx.delta, ctx.confidence))
 
-    monkeypatch.setattr(check, "_audit", fake)
+    monkeypatch.setattr(central, "audit", fake)
     return seen
 
 

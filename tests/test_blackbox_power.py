@@ -9,7 +9,7 @@ import pytest
 
 from dpaudit.accountants import ApproxDP, PureDP
 from dpaudit.attacks.neighbours import discover_horizon, run_tables, threshold_pairs
-from dpaudit.check import audit_policy
+from dpaudit.runner import check as audit_policy
 from dpaudit.cli import main
 from dpaudit.errors import DPAuditError
 from dpaudit.policies import make_policy
@@ -158,7 +158,7 @@ class P:
 """)
     out = audit_policy(spec, runs=1000, horizon=12, workers=1)
     assert out["verdict"] == "inconclusive"
-    assert out["epsilon_lower"] <= out["power"]["membership_largest_bound"] < 30
+    assert out["epsilon_lower"] <= out["power"]["largest_bound"] < 30
     assert "largest bound" in out["reason"]
 
 
@@ -271,7 +271,7 @@ def test_a_one_run_class_is_audited_unchanged_with_the_claim_on_the_command_line
 
 
 def test_the_horizon_reaches_a_constructor_parameter_named_T(tmp_path):
-    from dpaudit.check import _build_policy
+    from dpaudit.runner.setup import build_policy as _build_policy
 
     path = tmp_path / "their_bandit.py"
     path.write_text(PER_RUN)

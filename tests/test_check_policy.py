@@ -133,7 +133,8 @@ def test_horizon_is_raised_past_a_late_first_release():
     """GOPE's first phase outlasts the default 48 rounds; without --horizon the audit must reach its release."""
     import numpy as np
 
-    from dpaudit.check import _build_policy, _with_features, audit_horizon, first_release_step
+    from dpaudit.runner.central import audit_horizon, first_release_step
+    from dpaudit.runner.setup import build_policy as _build_policy, with_features as _with_features
     from dpaudit.protocols import get_protocol
 
     proto = get_protocol("table")

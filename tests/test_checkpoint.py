@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dpaudit.check import findings_json
+from dpaudit.runner import findings_json
 from dpaudit.engine import Checkpoint, Engine
 from dpaudit.errors import DPAuditError
 

@@ -20,7 +20,7 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from dpaudit.check import audit_policy, findings_json  # noqa: E402
+from dpaudit.runner import check as audit_policy, findings_json  # noqa: E402
 from dpaudit.engine import Engine, dask_executor  # noqa: E402
 from dpaudit.errors import DPAuditError  # noqa: E402
 

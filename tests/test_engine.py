@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from dpaudit.errors import DPAuditError
-from dpaudit.check import AuditInterrupted, audit_policy, findings_json
+from dpaudit.runner import check as audit_policy, findings_json
+from dpaudit.runner.findings import AuditInterrupted
 from dpaudit.cli import main
 from dpaudit.engine import Engine
 
@@ -79,7 +80,7 @@ def test_interrupted_audit_reports_what_finished(monkeypatch):
     _interrupt_after_ranking(monkeypatch)
     with pytest.raises(AuditInterrupted) as info:
         audit_policy("adac-ucb", {"n_arms": "3"}, runs=500, horizon=12, workers=1)
-    part = info.value.partial
+    part = info.value.audit.to_dict()
     assert part["verdict"] == "interrupted" and part["witness"] is None
     assert len(part["search"]) > 0 and all("membership_selection_bound" in r for r in part["search"])
     assert part["epsilon_claimed"] > 0 and part["ledger"]["releases"] > 0

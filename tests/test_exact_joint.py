@@ -13,7 +13,11 @@ import pytest
 
 from dpaudit.attacks.exact import epsilon_for_delta, hockey_stick, renyi_divergence
 from dpaudit.attacks.exact_joint import exact_joint_profile, joint_work, view_distribution_brute
-from dpaudit.check_joint import audit_joint, audit_joint_finite
+from functools import partial
+
+from dpaudit.runner import check
+
+audit_joint = partial(check, protocol="joint")
 from dpaudit.cli import main
 from dpaudit.errors import DPAuditError
 from dpaudit.policies.finite import FinitePolicy
@@ -163,7 +167,7 @@ def test_spec_round_trip_and_json_file(tmp_path):
     path.write_text(json.dumps(pol.to_spec(fractions=True)))
     back = FiniteContextualPolicy.from_json(path)
     assert all(np.array_equal(a, b) for a, b in zip(back.rules, pol.rules)) and back.claim == pol.claim
-    out = audit_joint_finite(str(path))
+    out = audit_joint(str(path))
     assert out["verdict"] == "consistent"
 
 
@@ -203,8 +207,8 @@ def test_the_size_cap_refuses_naming_the_sizes():
 def test_bundled_examples_get_exact_verdicts(name, verdict, exact_eps):
     out = audit_joint(name)  # the joint audit hands a finite contextual spec to the exact enumeration
     assert out["verdict"] == verdict and out["method"] == "exact enumeration"
-    assert out["epsilon_lower"] == pytest.approx(exact_eps, rel=1e-12)
-    assert out["attacks"][0]["confidence"] == 1.0 and out["attacks"][0]["samples"] == 0
+    assert float(out["epsilon_lower"]) == pytest.approx(exact_eps, rel=1e-12)
+    assert out["attacks"] == [] and out["exact"][0]["part"] == "joint enumeration" and out["confidence"] == 1.0
     assert out["epsilon_claimed"] == pytest.approx(math.log((3 - 4e-5)), rel=1e-12)  # ln 3 claim at delta 1e-5
 
 
@@ -214,7 +218,7 @@ def test_cli_exit_codes_json_and_refusals(capsys):
     assert "CONSISTENT" in text and "exact enumeration" in text and "0.0704295" in text
     assert main(["check", "policy", "jdp-finite-leak", "--protocol", "joint", "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
-    assert out["verdict"] == "violation" and out["exact"]["history"]["epsilon"] == "inf"  # JSON spells inf as a string
+    assert out["verdict"] == "violation" and out["exact_joint"]["history"]["epsilon"] == "inf"  # JSON spells inf as a string
     assert main(["check", "policy", "seed001-counterexample", "--protocol", "joint"]) == 0  # no claim: numbers only
     assert "NO CLAIM" in capsys.readouterr().out
     assert main(["check", "policy", "jdp-finite-rr", "--protocol", "joint", "--runs", "10"]) == 2

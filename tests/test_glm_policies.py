@@ -8,7 +8,7 @@ import pytest
 
 from dpaudit.accountants import ZCDP, shuffle_guarantee
 from dpaudit.accounting import ledger_audit
-from dpaudit.check import claimed_epsilon
+from dpaudit.runner.setup import claimed_epsilon
 from dpaudit.protocols.joint import joint_pairs
 from dpaudit.environments import GLMContextualBandit, make_environment
 from dpaudit.errors import DPAuditError

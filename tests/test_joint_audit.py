@@ -7,7 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from dpaudit.check_joint import audit_joint, audit_shuffle
+from functools import partial
+
+from dpaudit.runner import check
+
+audit_joint = partial(check, protocol="joint")
+audit_shuffle = partial(check, protocol="shuffle")
 from dpaudit.protocols.joint import joint_pairs
 from dpaudit.cli import main
 from dpaudit.errors import DPAuditError
@@ -42,13 +47,13 @@ def test_jdp_glm_is_consistent(seed):
     assert {a["attack"] for a in out["attacks"]} == {"membership", "tree-releases"}
     assert out["ledger"]["implied_epsilon"] <= out["epsilon_claimed"] + 1e-9
     # joint DP does not hide a_t itself: the central view leaks far beyond the claim
-    assert out["central"]["epsilon_lower"] > out["epsilon_claimed"]
+    assert out["beside"][0]["attack"] == "central view" and out["beside"][0]["epsilon_lower"] > out["epsilon_claimed"]
 
 
 @pytest.mark.parametrize("name,horizon,by", [
     ("mutant-tree-reused-noise", 8, "tree-releases"),
     ("mutant-tree-no-leaf-noise", 8, "tree-releases"),
-    ("mutant-noisy-det-switch", 16, "ledger"),
+    ("mutant-noisy-det-switch", 16, "per-round ledger"),
 ])
 def test_joint_mutants_are_flagged(name, horizon, by):
     out = audit_joint(name, TINY, runs=2000, horizon=horizon, seed=0)
@@ -83,7 +88,7 @@ def test_cli_joint_json_report_and_exit_codes(capsys, tmp_path):
 def test_options_of_the_table_audit_are_refused_under_joint_and_shuffle(capsys):
     for proto in ("joint", "shuffle"):
         assert main(["check", "policy", "jdp-glm", "--protocol", proto, "--rewards", "0,1", "--runs", "1000"]) == 2
-        assert "cannot be combined with --protocol" in capsys.readouterr().err
+        assert "--rewards does not apply to --protocol" in capsys.readouterr().err
 
 
 def test_python_api_audits_under_joint_and_shuffle():
@@ -120,9 +125,9 @@ def test_the_joint_audit_reports_the_black_box_attacks_power():
     out = audit_joint("jdp-glm", TINY, runs=1000, horizon=8, seed=0)
     pw = out["power"]
     assert pw["pairs_tried"] == len(joint_pairs(2, 2, 8)) + 1 and pw["fresh_runs_per_side"] == 1000
-    assert 0 < pw["membership_smallest_detectable"] < pw["membership_largest_bound"] < 10
+    assert 0 < pw["smallest_detectable"] < pw["largest_bound"] < 10
     membership = next(a for a in out["attacks"] if a["attack"] == "membership")
-    assert pw["membership_epsilon_lower"] == membership["epsilon_lower"] < out["epsilon_claimed"]
+    assert pw["shown"] == membership["epsilon_lower"] < out["epsilon_claimed"]
     assert any(n.startswith("power: the black-box attack") and "rests on the gray-box tree attack" in n
                for n in out["notes"])
 
@@ -131,10 +136,10 @@ def test_the_readout_adversary_sees_the_uncapped_update_mutant_through_the_actio
     # the mutant updates its PGD estimate without a cap, so the canary's reward reaches many updates; the
     # black-box attack on a_{t+1}..a_T with the read-out pair alone shows a positive bound (seeded: 0.19 here;
     # 0.38 and 0.30 with seeds 1 and 2; 1.59 at the defaults K = 20, d = 5, T = 256, benchmarks/joint_power.md)
-    from dpaudit.check_joint import membership_only
+    from dpaudit.runner.joint import membership_only
 
     out = membership_only("mutant-noisy-det-switch", {"n_arms": "2", "dim": "3"}, horizon=64, pairs="readout",
                           runs=2000, fit=1000, seed=0)
-    assert out["epsilon_lower"] > 0.1 and out["witness"]["label"].startswith("pgd read-out")
+    assert out.epsilon_lower > 0.1 and out.witness["label"].startswith("pgd read-out")
     with pytest.raises(DPAuditError, match="pairs must be"):
         membership_only("jdp-glm", TINY, horizon=16, pairs="nope")

@@ -10,7 +10,12 @@ import pytest
 from dpaudit.accountants.gaussian import gaussian_epsilon, gaussian_sigma, laplace_epsilon
 from dpaudit.accounting import ledger_per_user
 from dpaudit.attacks.exact import exact_channel_epsilon
-from dpaudit.check_local import audit_local, channel_attack
+from functools import partial
+
+from dpaudit.runner import check
+from dpaudit.runner.local import channel_attack
+
+audit_local = partial(check, protocol="local")
 from dpaudit.cli import main
 from dpaudit.errors import DPAuditError
 from dpaudit.mechanisms import (GaussianChannel, LaplaceChannel, Ledger, LinearStatsChannel, RandomizedResponse,
@@ -308,7 +313,9 @@ def test_alg3_gloc_channel_ledger_and_audit():
     with pytest.raises(DPAuditError, match="unit ball"):
         ch.send(z, np.random.default_rng(0), theta_hat=2 * th)
     out = audit_local("ldp-gloc", {}, runs=1000, horizon=8, seed=0, central=False)
-    assert out["verdict"] == "consistent" and out["ledger"]["max_messages_per_user"] == 3
+    # at 1000 runs no attack sees GLOC's vector messages apart: no power, so not "consistent" (the one verdict rule)
+    assert out["verdict"] == ("consistent" if out["epsilon_lower"] > 0 else "inconclusive")
+    assert out["ledger"]["max_messages_per_user"] == 3 and out["exact"][0]["epsilon"] <= out["epsilon_claimed"]
 
 
 def test_lilucb_identifies_the_best_arm_and_pays_for_local_privacy():
@@ -411,7 +418,7 @@ def test_cli_local_json(capsys):
 
 def test_local_through_the_python_api_and_its_refusals():
     import dpaudit
-    from dpaudit.check import audit_policy
+    from dpaudit.runner import check as audit_policy
 
     a = dpaudit.audit("mutant-ldp-peek", protocol="local", runs=1000, horizon=8, workers=1)
     assert a.verdict == "violation" and a.exit_status == 1 and a.extra["central"] is not None

@@ -12,7 +12,7 @@ import pytest
 from dpaudit.attacks.likelihood import likelihood_attack
 from dpaudit.attacks.membership import membership_attack
 from dpaudit.protocols import PairSpec, make_pair
-from dpaudit.check import claimed_epsilon
+from dpaudit.runner.setup import claimed_epsilon
 from dpaudit.policies import registered
 from dpaudit.policies.registry import make_policy
 from dpaudit.protocols import TableDP

@@ -8,7 +8,7 @@ import pytest
 from dpaudit.errors import DPAuditError
 from dpaudit.attacks.likelihood import privacy_losses
 from dpaudit.protocols import PairSpec, make_pair
-from dpaudit.check import _build_policy, _with_features
+from dpaudit.runner.setup import build_policy as _build_policy, with_features as _with_features
 from dpaudit.policies import registered
 from dpaudit.policies.ucb import AdaCUCB
 from dpaudit.protocols import ConstantAdversary, InteractiveDP, TableDP, ViewDP, offers_blocks

@@ -126,10 +126,10 @@ def test_pair_is_written_atomically_and_bad_paths_fail_first(violation, tmp_path
 def test_cli_refuses_an_unwritable_report_before_auditing(tmp_path, capsys, monkeypatch):
     from dpaudit.cli import main
 
-    import dpaudit.check as chk
+    import dpaudit.runner as chk
 
     called = []
-    monkeypatch.setattr(chk, "audit_policy", lambda *a, **k: called.append(1))
+    monkeypatch.setattr(chk, "run", lambda *a, **k: called.append(1))
     blocker = tmp_path / "file"
     blocker.write_text("x")
     code = main(["check", "policy", "adac-ucb", "--report", str(blocker / "r.md")])

@@ -9,7 +9,11 @@ import pytest
 from scipy import special
 
 from dpaudit.accountants import clones_delta, clones_epsilon
-from dpaudit.check_joint import audit_shuffle
+from functools import partial
+
+from dpaudit.runner import check
+
+audit_shuffle = partial(check, protocol="shuffle")
 from dpaudit.environments import GLMContextualBandit
 from dpaudit.errors import DPAuditError
 from dpaudit.mechanisms import PiecewiseShuffler
@@ -166,7 +170,7 @@ def test_shuffle_audit_is_consistent_with_power_and_flags_arrival_order():
     assert 0 < ok["epsilon_lower"] < ok["epsilon_claimed"]
     pw = ok["power"]
     assert pw["pairs_tried"] == 2 and pw["fresh_runs_per_side"] == 6000
-    assert 0 < pw["membership_smallest_detectable"] < pw["membership_largest_bound"]
+    assert 0 < pw["smallest_detectable"] < pw["largest_bound"]
     assert "power" in ok["reason"]
     bad = audit_shuffle("mutant-shuffle-arrival-order", {}, runs=6000, seed=2)  # its defaults are d = 1, K = 2
     assert bad["epsilon_claimed"] == pytest.approx(ok["epsilon_claimed"])

@@ -15,13 +15,12 @@ import shlex
 import sys
 from typing import Any
 
-from dpaudit.check import DEFAULTS
+from dpaudit.runner import DEFAULTS
 from dpaudit.errors import DPAuditError, check_int
 
 __all__ = ["register_cli", "is_finite_spec", "check_finite", "check_named", "EXIT_STATUS"]
 
-#: exit status of ``dpaudit check policy`` by verdict (2: bad input, 130: interrupted)
-EXIT_STATUS = {"consistent": 0, "violation": 1, "inconclusive": 3}
+from dpaudit.runner.findings import EXIT_STATUS  # noqa: E402  exit status by verdict (2: bad input)
 
 
 def register_cli(sub: argparse._SubParsersAction) -> None:
@@ -242,47 +241,69 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
                    help="refuse, before starting, an audit estimated to take longer (default 24)")
 
 
-def _print_human(out: dict[str, Any]) -> None:
-    acts = out.get("action_space") or f"K = {out.get('n_arms', '?')}"  # BCO (dpaudit.bco): points, not arms
-    print(f"policy      {out['policy']}  {out['params'] or ''}  ({acts}, T = {out.get('horizon')}, "
-          f"protocol {out['protocol']})")
-    if "epsilon_claimed" in out:
-        print(f"claim       {out['claim_method']}: eps = {out['epsilon_claimed']:.4g} at delta = {out['delta']:g}")
-    led = out.get("ledger")
-    if "ledger" not in out:
-        pass  # interrupted before the ledger audit
+def _f(x: Any) -> str:
+    return "inf" if isinstance(x, float) and math.isinf(x) else f"{x:.4g}"
+
+
+def print_findings(a: Any) -> None:
+    """Print an audit's typed findings, one line each, the same way for every protocol."""
+    acts = a.extra.get("action_space") or f"K = {a.extra.get('n_arms', '?')}"  # BCO: points, not arms
+    print(f"policy      {a.policy}  {a.params or ''}  ({acts}, T = {a.horizon}, protocol {a.protocol})")
+    if a.epsilon_claimed is not None:
+        print(f"claim       {a.claim_method}: eps = {a.epsilon_claimed:.4g} at delta = {a.delta:g}")
+    if a.extra.get("channel"):
+        print(f"channel     {a.extra['channel']}")
+    led = a.ledger
+    if led and led.get("kind") == "per-user":
+        if led.get("epsilon") is not None:
+            print(f"ledger      {led['messages']} messages, at most {led['max_messages_per_user']} per user; exact "
+                  f"per-user eps = {led['epsilon']:.4g} ({led['method']})")
+        else:
+            print("ledger      no message recorded (the channel does not use dpaudit.mechanisms)")
     elif led:
         if led.get("implied"):
-            print(f"ledger      implied {led['implied']} (eps = {led.get('implied_epsilon', float('nan')):.4g}); "
-                  f"{led['shared_rounds']} (run, round) pairs fed more than one release")
+            per = "by design every round feeds one node per tree level" if led.get("tree") else \
+                f"{led['shared_rounds']} (run, round) pairs fed more than one release"
+            print(f"ledger      implied {led['implied']} (eps = {_f(led.get('implied_epsilon', math.nan))}); {per}")
         if led.get("releases_without_fed"):
             print(f"            {led['releases_without_fed']} releases do not say which rounds fed them")
-    else:
+    elif a.verdict != "interrupted" and a.protocol in ("table", "view", "interactive"):
         print("ledger      none (the policy does not use dpaudit's mechanisms; black-box attacks only)")
-    for a in out["attacks"]:
-        extra = ""
-        if a["attack"] == "membership" or "renyi" not in a["details"]:
-            d = a["details"]
-            extra = f"; statistic {a['witness']['statistic']}, FPR {d['fpr']:.4g}, FNR {d['fnr']:.4g}"
-        else:
-            r = a["details"]["renyi"]
+    for e in a.exact:
+        if e.part.endswith("ledger"):
+            continue
+        print(f"exact       {e.part}: eps = {_f(e.epsilon)} at delta = {a.delta:g} ({e.method})")
+    for res, role in [(x, "") for x in a.attacks] + [(x, " (beside the verdict)") for x in a.beside]:
+        d = res.details
+        if "renyi" in d and res.attack.endswith("likelihood"):
+            r = d["renyi"]
             extra = "; D_alpha lower: " + ", ".join(
                 f"{o:g}:{v if isinstance(v, str) else f'{v:.3g}'}" for o, v in zip(r["orders"], r["lower"]))
-        print(f"{a['attack']:<11} eps >= {a['epsilon_lower']:.4g} at {a['confidence']:.4g} confidence "
-              f"({a['samples']} samples, {a['seconds']:.1f} s{extra})")
-    pw = out.get("power")
-    if pw:
-        print(f"power       {pw['pairs_tried']} pairs tried; with {pw['fresh_runs_per_side']} fresh runs per side the "
-              f"black-box attack can show eps from {pw['membership_smallest_detectable']:.3g} up to "
-              f"{pw['membership_largest_bound']:.3g}")
-    if out["verdict"] == "interrupted" and out.get("search"):
-        print(f"search      {len(out['search'])} candidate pairs ranked before the interruption")
-    w = out.get("witness")
+        else:
+            label = res.witness.get("label")
+            stat = res.witness.get("statistic")
+            extra = (f"; {label}" if label and res.attack not in ("membership", "likelihood") else "") + \
+                (f"; statistic {stat}" if stat and res.attack == "membership" else "") + \
+                (f", FPR {d['fpr']:.4g}, FNR {d['fnr']:.4g}" if "fpr" in d else "")
+        print(f"{res.attack:<11} eps >= {res.epsilon_lower:.4g} at {res.confidence:.4g} confidence ({res.samples} "
+              f"samples, {res.seconds:.1f} s{extra}){role}")
+    central = a.extra.get("central")
+    if isinstance(central, dict) and central.get("verdict"):
+        low = central.get("epsilon_lower")
+        print(f"central     Table DP: {central['verdict']}, {'no bound' if low is None else f'eps >= {low:.4g}'} "
+              f"({central.get('seconds', 0):.1f} s)")
+    pw = a.power
+    if pw is not None:
+        print(f"power       {pw.pairs_tried} pairs tried; with {pw.fresh_runs_per_side} fresh runs per side the "
+              f"black-box attack can show eps from {pw.smallest_detectable:.3g} up to {pw.largest_bound:.3g}")
+    if a.verdict == "interrupted" and a.extra.get("search"):
+        print(f"search      {len(a.extra['search'])} candidate pairs ranked before the interruption")
+    w = a.witness
     if w:
-        print(f"witness     {w.get('label', '')} ({w['attack']})")
-    for note in out.get("notes", []):
+        print(f"witness     {w.get('label', '')} ({w.get('attack')})")
+    for note in a.notes:
         print(f"note        {note}")
-    print(f"verdict     {out['verdict'].upper()}: {out['reason']}.")
+    print(f"verdict     {a.verdict.upper()}: {a.reason}.")
 
 
 def _horizons(text: str | None) -> list[int] | None:
@@ -334,7 +355,7 @@ def check_named(args: argparse.Namespace) -> int:
     if args.scheduler is not None and workers is not None:
         raise DPAuditError("--workers and --scheduler exclude each other: the Dask cluster's workers run the pieces.")
     if workers is not None and not args.force_workers:
-        from dpaudit.cost import check_workers
+        from dpaudit.runner.cost import check_workers
 
         check_workers(workers)
     bar = ProgressBar("dpaudit check")
@@ -350,7 +371,7 @@ def check_named(args: argparse.Namespace) -> int:
         result = exc.audit
     finally:
         bar.close()
-    status = 130 if result.verdict == "interrupted" else EXIT_STATUS[result.verdict]
+    status = result.exit_status
     # the horizon written is the one used, so the command reproduces the audit even when it was chosen
     horizon = result.horizon if result.horizon is not None else args.horizon
     argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs)]
@@ -365,82 +386,44 @@ def check_named(args: argparse.Namespace) -> int:
     result = dataclasses.replace(result, command="dpaudit " + " ".join(shlex.quote(a) for a in argv))
     if report_paths is not None:
         result = dataclasses.replace(result, extra={**result.extra, "report": [str(p) for p in report_paths]})
-    local = result.protocol == "local" and result.verdict != "interrupted"  # issue 10: dpaudit.check_local
     if args.json:
         print(json.dumps(result.to_dict(), indent=2), flush=True)
     else:
-        (_print_local if local else _print_human)(result.to_dict())
+        print_findings(result)
         sys.stdout.flush()
     if report_paths is not None:
-        if local:
-            from dpaudit.check_local import write_local_report
-
-            write_local_report(result.to_dict(), args.report)
-        else:
-            result.write(args.report)
+        result.write(args.report)
         if not args.json:
             print(f"report      {', '.join(str(p) for p in report_paths)}")
     return status
 
 
-# ---- --protocol local (issue 10): the per-user audit of dpaudit.check_local -------------------------
-
-def _print_local(out: dict[str, Any]) -> None:
-    """Print :func:`dpaudit.check_local.audit_local`'s findings, one line each."""
-    print(f"policy      {out['policy']}  {out['params'] or ''}  (K = {out.get('n_arms', '?')}, T = {out.get('horizon')}, "
-          "protocol local: per-user channels, view = the server's transcript)")
-    print(f"claim       {out['claim_method']}: eps = {out['epsilon_claimed']:.4g} at delta = {out['delta']:g}")
-    if out.get("channel"):
-        print(f"channel     {out['channel']}")
-    led = out.get("ledger")
-    if led and led.get("epsilon") is not None:
-        print(f"ledger      {led['messages']} messages, at most {led['max_messages_per_user']} per user; exact per-user "
-              f"eps = {led['epsilon']:.4g} ({led['method']})")
-    elif led is not None:
-        print("ledger      no message recorded (the channel does not use dpaudit.mechanisms)")
-    if out.get("exact"):
-        print(f"exact       finite channel: eps = {out['exact']['epsilon']:.4g} at delta = {out['delta']:g}")
-    for a in out["attacks"]:
-        d = a["details"]
-        print(f"{a['attack']:<11} eps >= {a['epsilon_lower']:.4g} at {a['confidence']:.4g} confidence ({a['samples']} "
-              f"samples, {a['seconds']:.1f} s; {a['witness']['label']}; FPR {d['fpr']:.4g}, FNR {d['fnr']:.4g})")
-    c = out.get("central")
-    if c:
-        low = c.get("epsilon_lower")
-        low_text = "no bound" if low is None else f"eps >= {low:.4g}"
-        print(f"central     Table DP: {c['verdict']}, {low_text} ({c['seconds']:.1f} s)")
-    for note in out.get("notes", []):
-        print(f"note        {note}")
-    print(f"verdict     {out['verdict'].upper()}: {out['reason']}.")
-
-
 # ---- --protocol joint on a finite contextual spec (issue 13): dpaudit.check_joint.audit_joint_finite -------
 
 def check_finite_joint(args: argparse.Namespace) -> int:
-    """Print the exact joint-DP audit of a finite contextual policy; exit status by verdict (0 without a claim)."""
-    from dpaudit.attacks.result import jsonable
-    from dpaudit.check_joint import audit_joint_finite
+    """Print the exact joint-DP audit of a finite contextual policy (through the one runner, plan
+    :mod:`dpaudit.runner.joint`); exit status by verdict (0 without a claim)."""
+    from dpaudit.api import Audit
+    from dpaudit.runner import Request, run
 
     argv = ["dpaudit", "check", "policy", args.policy, "--protocol", "joint", "--delta", f"{args.delta:g}",
             "--epsilon", f"{args.epsilon:g}", "--alpha", f"{args.alpha:g}"]
     if args.max_work is not None:
         argv += ["--max-work", f"{args.max_work:g}"]
-    out = audit_joint_finite(args.policy, delta=args.delta, epsilon=args.epsilon, alpha=args.alpha,
-                             max_work=args.max_work, command=" ".join(shlex.quote(a) for a in argv))
-    status = EXIT_STATUS.get(out["verdict"], 0)
+    a = Audit.of(run(Request(args.policy, protocol="joint", delta=args.delta, epsilon=args.epsilon, alpha=args.alpha,
+                             max_work=args.max_work, command=" ".join(shlex.quote(x) for x in argv))))
     if args.json:
-        print(json.dumps(jsonable(out), indent=2))
-        return status
-    ex = out["exact"]
-    rewards = ", ".join(f"{r:g}" for r in out["rewards"])
-    print(f"policy    {out['policy']}  (finite contextual: T = {out['horizon']}, K = {out['n_arms']}, contexts "
-          f"{{{', '.join(out['contexts'])}}}, rewards {{{rewards}}})")
-    print(f"protocol  joint: {out['protocol_summary']}")
-    n_pairs = out["sizes"]["pairs"]
-    print(f"method    exact enumeration: {n_pairs} (history, neighbouring round-t triples, future) cases "
-          f"({out['attacks'][0]['seconds']:.3f} s)")
-    if out["claim"] is not None:
-        print(f"claim     {out['claim_method']}: eps = {out['epsilon_claimed']:.6g} at delta = {out['delta']:g}")
+        print(json.dumps(a.to_dict(), indent=2))
+        return a.exit_status
+    ex, x = a.extra["exact_joint"], a.extra
+    rewards = ", ".join(f"{r:g}" for r in x["rewards"])
+    print(f"policy    {a.policy}  (finite contextual: T = {a.horizon}, K = {x['n_arms']}, contexts "
+          f"{{{', '.join(x['contexts'])}}}, rewards {{{rewards}}})")
+    print(f"protocol  joint: {x['protocol_summary']}")
+    print(f"method    exact enumeration: {x['sizes']['pairs']} (history, neighbouring round-t triples, future) cases "
+          f"({a.parts[0].seconds:.3f} s)")
+    if a.claim is not None:
+        print(f"claim     {a.claim_method}: eps = {a.epsilon_claimed:.6g} at delta = {a.delta:g}")
     print()
     print(f"{'':<24} {'history (seed 000)':>18} {'user data':>12} {'central a_t..a_T':>17}")
     for label, key in ((f"delta(eps = {args.epsilon:g})", "delta_at_epsilon"), (f"eps(delta = {args.delta:g})", "epsilon"),
@@ -450,12 +433,12 @@ def check_finite_joint(args: argparse.Namespace) -> int:
     if w:
         print(f"witness   round {w['round']}: {tuple(w['canary'])} vs {tuple(w['neighbour'])}; history before it "
               f"{w['history'] or 'empty'}; future contexts {w['future_contexts']}, rewards {w['future_rewards']}")
-        print(f"          event {_event(w['event'])} (arms of rounds {w['round'] + 1}..{out['horizon']}): "
+        print(f"          event {_event(w['event'])} (arms of rounds {w['round'] + 1}..{a.horizon}): "
               f"P = {w['p_event']:.6g}, Q = {w['q_event']:.6g}")
-    if out.get("claim_point"):
-        cp = out["claim_point"]
-        print(f"claim pt  delta at the claim's eps = {cp['epsilon']:.6g}: exact {cp['delta_exact']:.6g} vs claimed "
-              f"{cp['delta_claimed']:g}")
-    verdict = (out["verdict"] or "no claim").upper()
-    print(f"verdict   {verdict}: {out['reason']}.")
-    return status
+    if x.get("claim_point"):
+        cp = x["claim_point"]
+        print(f"claim pt  eps at the claim's own delta = {cp['delta_claimed']:g}: exact {_fmt(cp['epsilon_exact'])} vs "
+              f"claimed {cp['epsilon']:.6g}")
+    verdict = a.verdict.upper() if a.verdict != "exact" else "NO CLAIM"
+    print(f"verdict   {verdict}: {a.reason}.")
+    return a.exit_status

@@ -14,7 +14,7 @@ import numpy as np
 
 from dpaudit.environments import Environment
 from dpaudit.errors import DPAuditError, check_int
-from dpaudit.simulate import SimResult, _mean_ci, simulate, twin_of
+from dpaudit.simulate import SimResult, mean_ci, simulate, twin_of
 
 __all__ = ["register_cli", "DEFAULT_ENVS"]
 
@@ -80,7 +80,7 @@ def _cmd_regret(args: argparse.Namespace) -> int:
     from dpaudit.policies import make_policy
     from dpaudit.policies.registry import load_policy_class, parse_params
 
-    from dpaudit.policies.registry import _REGISTRY
+    from dpaudit.policies.registry import entry_of
 
     check_int("horizon T", args.horizon, minimum=1)
     check_int("runs", args.runs, minimum=1)
@@ -89,7 +89,7 @@ def _cmd_regret(args: argparse.Namespace) -> int:
     cls = load_policy_class(args.policy)
     if getattr(cls, "continuous_actions", False):  # BCO (issue 10): loss functions on a ball, dpaudit.bco
         return _bco_regret(args, params)
-    entry = _REGISTRY.get(args.policy)
+    entry = entry_of(args.policy)
     env = _env_from_args(args, entry.family if entry is not None else None)
     accepted = inspect.signature(cls.__init__).parameters
     if "n_arms" not in params and "n_arms" in accepted:
@@ -135,7 +135,7 @@ def _cmd_regret(args: argparse.Namespace) -> int:
         diff = res.regret - tres.regret
         out["twin"] = {"policy": twin[0], "params": twin[1], "regret": tres.summary(), "seconds": tres.seconds,
                        "curve": tres.regret_at.mean(axis=0).tolist()}
-        out["difference"] = _mean_ci(diff)
+        out["difference"] = mean_ci(diff)
         out["difference"]["note"] = "same seed for both (common random numbers); CI of the mean paired difference"
     if args.plot:
         _plot_regret(args.plot, res, tres, out)
@@ -210,12 +210,12 @@ def _bco_regret(args: argparse.Namespace, params: dict[str, str]) -> int:
                            "claim": str(policy.claim) if policy.claim is not None else None,
                            "environment": f"{args.env or 'stochastic'} BCO losses {parse_params(args.env_param)}",
                            "horizon": args.horizon, "runs": args.runs, "seed": args.seed,
-                           "regret": _mean_ci(res["regret"]), "seconds": res["seconds"]}
+                           "regret": mean_ci(res["regret"]), "seconds": res["seconds"]}
     twin = None if args.no_twin else twin_of(policy)
     if twin is not None and twin[0] != policy.name:
         tres = simulate_bco(make_policy(twin[0], {k: str(v) for k, v in twin[1].items()}), losses, args.runs, args.seed)
-        out["twin"] = {"policy": twin[0], "params": twin[1], "regret": _mean_ci(tres["regret"]), "seconds": tres["seconds"]}
-        out["difference"] = _mean_ci(res["regret"] - tres["regret"])
+        out["twin"] = {"policy": twin[0], "params": twin[1], "regret": mean_ci(tres["regret"]), "seconds": tres["seconds"]}
+        out["difference"] = mean_ci(res["regret"] - tres["regret"])
         out["difference"]["note"] = "same seed for both (common random numbers); CI of the mean paired difference"
     if args.json:
         print(json.dumps(out, indent=2))

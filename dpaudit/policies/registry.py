@@ -20,6 +20,7 @@ from dpaudit.errors import DPAuditError
 from dpaudit.sandbox import guard, is_plugin_spec, wrap_plugin
 
 __all__ = [
+    "entry_of",
     "PolicyEntry",
     "register",
     "registered",
@@ -66,6 +67,14 @@ def registered(*, mutants: bool = False) -> list[PolicyEntry]:
     """Registered policies (mutants only when asked), sorted by family then name."""
     _ensure_loaded()
     return sorted((e for e in _REGISTRY.values() if e.mutant == mutants), key=lambda e: (e.family, e.name))
+
+
+def entry_of(key: "str | type") -> PolicyEntry | None:
+    """The registry entry of a registered name or class (None for anything not registered)."""
+    _ensure_loaded()
+    if isinstance(key, str):
+        return _REGISTRY.get(key)
+    return next((e for e in _REGISTRY.values() if e.cls is key), None)
 
 
 def get_policy_class(name: str) -> type:

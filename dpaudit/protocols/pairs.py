@@ -45,12 +45,15 @@ from dpaudit.policies.base import arm_ranges, check_alphabet
 
 from .base import Pair, Protocol
 
-__all__ = ["PAIR_FORMAT", "MAX_PAIR_BYTES", "UserPair", "load_pair", "parse_pair"]
+__all__ = ["PAIR_FORMAT", "MAX_PAIR_BYTES", "UserPair", "load_pair", "parse_pair", "read_pair_file",
+           "load_joint_pair", "load_shuffle_pair"]
 
 PAIR_FORMAT = "dpaudit.pair/1"
 #: the largest pair file read (bytes)
 MAX_PAIR_BYTES = 64 * 1024 * 1024
 _KEYS = ("format", "d", "d_prime", "contexts", "label")
+#: the joint and shuffle protocols' pairs may also change the contexts (``contexts_prime``)
+_CONTEXT_KEYS = ("format", "d", "d_prime", "contexts", "contexts_prime", "label")
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,13 @@ def load_pair(path: str | os.PathLike[str], *, n_arms: int, protocol: Protocol |
     """Read and validate a ``dpaudit.pair/1`` file (see the module docstring) for a policy with
     ``n_arms`` arms audited under ``protocol`` (a Protocol or its name), with rewards in
     ``reward_range`` ((low, high) or one pair per arm) and, if given, in ``alphabet``."""
+    doc, src = read_pair_file(path)
+    return parse_pair(doc, n_arms=n_arms, protocol=protocol, reward_range=reward_range, alphabet=alphabet,
+                      source=src)
+
+
+def read_pair_file(path: str | os.PathLike[str]) -> tuple[Any, str]:
+    """The parsed JSON of a pair file (a regular UTF-8 file of at most :data:`MAX_PAIR_BYTES`) and its name."""
     p = Path(path)
     try:
         st = os.stat(p)
@@ -100,8 +110,7 @@ def load_pair(path: str | os.PathLike[str], *, n_arms: int, protocol: Protocol |
     except RecursionError:
         raise DPAuditError(f"pair file {str(p)!r} nests its JSON too deeply; a pair has at most three levels "
                            "of lists.") from None
-    return parse_pair(doc, n_arms=n_arms, protocol=protocol, reward_range=reward_range, alphabet=alphabet,
-                      source=str(p))
+    return doc, str(p)
 
 
 def _nonfinite(token: str) -> float:
@@ -249,3 +258,91 @@ def parse_pair(doc: Any, *, n_arms: int, protocol: Protocol | str, reward_range:
     if label is not None and not isinstance(label, str):
         raise DPAuditError(f"{src}: label must be text, got {json.dumps(label)[:40]}.")
     return UserPair(d0, d1, j, None, label or f"user pair from {src}, canary {unit} {j}", contexts)
+
+
+# ---- contextual inputs: joint DP (per-round contexts) and shuffle DP (one batch of users) -----------------
+
+def _context_doc(doc: Any, src: str, what: str) -> None:
+    if not isinstance(doc, dict):
+        raise DPAuditError(f"{src}: a pair file holds one JSON object with keys format, d, d_prime and contexts, got a "
+                           f"{type(doc).__name__}.")
+    extra = [k for k in doc if k not in _CONTEXT_KEYS]
+    if extra:
+        raise DPAuditError(f"{src}: unknown key {extra[0]!r}; a {PAIR_FORMAT} file for {what} has the keys "
+                           f"{', '.join(_CONTEXT_KEYS)} (contexts_prime and label optional).")
+    if doc.get("format") != PAIR_FORMAT:
+        raise DPAuditError(f"{src}: format must be {PAIR_FORMAT!r}, got {doc.get('format')!r}.")
+    for key in ("d", "d_prime", "contexts"):
+        if key not in doc:
+            raise DPAuditError(f"{src}: the key {key!r} is missing; a pair for {what} gives the rewards d and d_prime "
+                               "and the contexts (contexts_prime when they change too).")
+
+
+def _one_difference(diff: np.ndarray, src: str, unit: str, last_allowed: int) -> int:
+    rows = np.flatnonzero(diff)
+    if rows.size == 0:
+        raise DPAuditError(f"{src}: the two inputs are identical; neighbouring inputs differ in exactly one {unit}.")
+    if rows.size > 1:
+        raise DPAuditError(f"{src}: the two inputs differ in {unit}s {rows[0]} and {rows[1]}"
+                           f"{f' (and {rows.size - 2} more)' if rows.size > 2 else ''}; neighbouring inputs differ in "
+                           f"exactly one {unit}.")
+    j = int(rows[0])
+    if j > last_allowed:
+        raise DPAuditError(f"{src}: the inputs differ only in the last {unit} ({j}); the canary must lie in "
+                           f"0..{last_allowed}, since no action follows it.")
+    return j
+
+
+def load_joint_pair(path: str | os.PathLike[str], *, n_arms: int, dim: int) -> Any:
+    """A joint-DP pair from a ``dpaudit.pair/1`` file: ``d``, ``d_prime`` (T x K rewards), ``contexts``
+    (T x K x d, round t's features) and optionally ``contexts_prime``; the two inputs differ in exactly one
+    round t <= T - 2 (its contexts, its rewards or both), the history before it and the future fixed."""
+    from .joint import ContextInput, JointPair
+
+    doc, src = read_pair_file(path)
+    K, d = check_int("n_arms", n_arms, minimum=1), check_int("dim", dim, minimum=1)
+    _context_doc(doc, src, "--protocol joint")
+    R0, R1 = _numbers(doc["d"], "d", 2, src), _numbers(doc["d_prime"], "d_prime", 2, src)
+    X0 = _numbers(doc["contexts"], "contexts", 3, src)
+    X1 = X0 if doc.get("contexts_prime") is None else _numbers(doc["contexts_prime"], "contexts_prime", 3, src)
+    T = R0.shape[0]
+    for key, arr, shape in (("d", R0, (T, K)), ("d_prime", R1, (T, K)), ("contexts", X0, (T, K, d)),
+                            ("contexts_prime", X1, (T, K, d))):
+        if arr.shape != shape:
+            raise DPAuditError(f"{src}: {key} has shape {list(arr.shape)}; under --protocol joint it must be "
+                               f"{list(shape)} (T = {T} rounds, K = {K} arms, d = {d} the policy's dim).")
+    if T < 3:
+        raise DPAuditError(f"{src}: the inputs have {T} rounds; a joint pair needs T >= 3 so that actions follow the "
+                           "canary round.")
+    diff = np.any(R0 != R1, axis=1) | np.any(X0 != X1, axis=(1, 2))
+    j = _one_difference(diff, src, "round", T - 2)
+    label = doc.get("label")
+    if label is not None and not isinstance(label, str):
+        raise DPAuditError(f"{src}: label must be text, got {json.dumps(label)[:40]}.")
+    return JointPair(ContextInput(X0, R0), ContextInput(X1, R1), j, label or f"user pair from {src}, canary round {j}")
+
+
+def load_shuffle_pair(path: str | os.PathLike[str], *, batch: int, dim: int) -> Any:
+    """A shuffle-DP pair from a ``dpaudit.pair/1`` file: one batch of ``batch`` users, ``d`` and ``d_prime``
+    their rewards (lists of B numbers), ``contexts`` the contexts they played (B x d) and optionally
+    ``contexts_prime``; the two batches differ in exactly one user."""
+    from .joint import ContextInput
+    from .shuffle import ShufflePair
+
+    doc, src = read_pair_file(path)
+    B, d = check_int("batch", batch, minimum=2), check_int("dim", dim, minimum=1)
+    _context_doc(doc, src, "--protocol shuffle")
+    r0, r1 = _numbers(doc["d"], "d", 1, src), _numbers(doc["d_prime"], "d_prime", 1, src)
+    X0 = _numbers(doc["contexts"], "contexts", 2, src)
+    X1 = X0 if doc.get("contexts_prime") is None else _numbers(doc["contexts_prime"], "contexts_prime", 2, src)
+    for key, arr, shape in (("d", r0, (B,)), ("d_prime", r1, (B,)), ("contexts", X0, (B, d)),
+                            ("contexts_prime", X1, (B, d))):
+        if arr.shape != shape:
+            raise DPAuditError(f"{src}: {key} has shape {list(arr.shape)}; under --protocol shuffle it must be "
+                               f"{list(shape)} (the policy's first batch of B = {B} users, d = {d}).")
+    pos = _one_difference((r0 != r1) | np.any(X0 != X1, axis=1), src, "user", B - 1)
+    label = doc.get("label")
+    if label is not None and not isinstance(label, str):
+        raise DPAuditError(f"{src}: label must be text, got {json.dumps(label)[:40]}.")
+    return ShufflePair(ContextInput(X0[:, None, :], r0[:, None]), ContextInput(X1[:, None, :], r1[:, None]), pos,
+                       label or f"user pair from {src}, user {pos}", "the batch given in the pair file")

@@ -219,3 +219,18 @@ def audit_preflight(policy_for: Callable[[int], Any], protocol: Any, *, runs: in
     rr = audit_range(policy)
     return preflight(policy, protocol, runs=runs, horizon=T, workers=workers, local=local, max_hours=max_hours,
                      reward_range=rr)
+
+
+def check_time(ctx: Any, seconds: float, how: str) -> None:
+    """Refuse, before it starts, an audit whose measured estimate (``seconds`` on one process, ``how`` it
+    was measured) exceeds ``--max-hours`` on the audit's workers; record the estimate in the findings."""
+    r = ctx.request
+    max_hours = DEFAULT_MAX_HOURS if r.max_hours is None else float(r.max_hours)
+    if not (max_hours > 0) or math.isinf(max_hours):
+        raise DPAuditError(f"--max-hours must be a positive finite number, got {r.max_hours!r}.")
+    local = r.executor is None and r.scheduler is None
+    est = seconds / (max(1, r.workers) if local else 1)
+    ctx.extra["estimate"] = {"seconds": est, "how": how}
+    if est > max_hours * 3600:
+        raise DPAuditError(f"this audit would take about {_duration(est)} ({how}), more than --max-hours {max_hours:g}; "
+                           "lower --runs or --horizon, or raise --max-hours.")

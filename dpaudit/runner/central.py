@@ -1,0 +1,234 @@
+"""The plan of the central protocols (table, view, interactive): horizon, ledger, neighbouring search, attacks.
+
+Parts, in order (seed 001 Sec. III; DESIGN.md, "The audit pipeline"):
+
+1. *horizon* -- ``--horizon``, the pair file's T, or :func:`audit_horizon`: 48, or for a policy whose
+   first release comes later (phase-based policies such as GOPE) that release plus 48 rounds; for a
+   policy without a ledger (or whose ledger shows no release within :data:`MAX_AUTO_HORIZON` rounds) the
+   first round at which its actions depend on the input plus 48
+   (:func:`dpaudit.attacks.neighbours.discover_horizon`);
+2. *rewards* -- ``--rewards``, the policy's ``reward_alphabet``, or a probe: a policy that refuses the
+   middle of its range but accepts its ends is fed only the ends;
+3. *ledger* (reported, not judged: per-round composition can be looser than a claim's own analysis) --
+   :func:`dpaudit.accounting.ledger_audit` of 200 runs;
+4. *search and attacks* -- the protocol's candidate pairs (:func:`dpaudit.protocols.candidate_pairs`),
+   under Table DP the threshold backgrounds (:func:`dpaudit.attacks.neighbours.threshold_pairs`), or the
+   reviewer's pair (``--pair``); every pair ranked on small samples, then the membership (black-box) and,
+   with a ledger, the likelihood (gray-box) attacks on fresh samples
+   (:func:`dpaudit.attacks.neighbours.search`), the confidence split between them.
+
+Everything samples on the audit's engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from dpaudit.accounting import ledger_audit
+from dpaudit.errors import DPAuditError, check_int
+from dpaudit.protocols import FixedActionSet, PairSpec, audit_range, candidate_pairs, make_pair
+
+from . import DEFAULTS, Context, confidence_each
+from .setup import convert_claim, probe_alphabet, reward_alphabet_for, with_features
+
+__all__ = ["audit", "preflight", "audit_horizon", "first_release_step", "MAX_AUTO_HORIZON", "small_sample"]
+
+#: the longest horizon :func:`audit_horizon` will choose on its own
+MAX_AUTO_HORIZON = 16384
+
+
+def small_sample(runs: int) -> int:
+    """The training, selection and screening sizes of the search for ``runs`` fresh runs per side."""
+    return max(500, min(2000, runs // 10))
+
+
+def first_release_step(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
+                       n_runs: int = 20) -> int | None:
+    """The earliest step at which any of ``n_runs`` runs on ``data`` releases (None: no release)."""
+    protocol.run(policy, data, n_runs, np.random.default_rng(seed), None, record=True)
+    ledger = getattr(policy, "ledger", None)
+    steps = [int(r.step) for r in getattr(ledger, "releases", [])]
+    return min(steps) if steps else None
+
+
+def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.random.SeedSequence,
+                  reward_range: tuple[float, float], alphabet: Sequence[float] | None = None,
+                  cells: int | None = None) -> tuple[int, str, Any]:
+    """Choose the audit horizon. Returns (horizon, how it was chosen, the discovery's findings or None).
+
+    A policy with a ledger: 48, or for one that releases nothing by then the first release step plus
+    48 rounds, so that the view shows what the release changed (a horizon without a release audits
+    nothing private). A policy without a ledger, or whose ledger shows no release within
+    :data:`MAX_AUTO_HORIZON` rounds (a policy may touch its data without recording it):
+    :func:`dpaudit.attacks.neighbours.discover_horizon`, the first round whose action depends on the
+    input, plus 48 rounds.
+    """
+    from dpaudit.attacks.neighbours import discover_horizon
+
+    T = DEFAULTS["horizon"]
+    tail = DEFAULTS["horizon"]
+    while hasattr(policy_for(T), "ledger"):
+        policy = policy_for(T)
+        d = make_pair(PairSpec(0, "mid"), protocol, int(policy.n_arms), T, reward_range, alphabet).d0
+        step = first_release_step(policy, protocol, d, seed)
+        if step is not None:
+            if T == DEFAULTS["horizon"]:
+                return T, "default", None
+            return min(step + 1 + tail, T), (f"first release at step {step}, so the audit runs {tail} rounds past "
+                                             f"it (the default {DEFAULTS['horizon']} sees no release)"), None
+        if T >= MAX_AUTO_HORIZON:
+            break
+        T *= 2
+    kw = {} if cells is None else {"cells": cells}
+    choice = discover_horizon(policy_for, protocol, seed, reward_range, alphabet, start=DEFAULTS["horizon"], tail=tail,
+                              **kw)
+    why = choice.reason
+    if T >= MAX_AUTO_HORIZON:
+        why = f"its ledger shows no release within {MAX_AUTO_HORIZON} rounds, so the horizon comes from its actions: " + why
+    return choice.horizon, why, choice
+
+
+def preflight(ctx: Context) -> None:
+    """Memory and time up front (:func:`dpaudit.runner.cost.audit_preflight`), at the audit's horizon or the default."""
+    from .cost import audit_preflight
+
+    r = ctx.request
+    audit_preflight(lambda T: with_features(ctx.build(T), r.seed), ctx.protocol, runs=r.runs,
+                    horizon=r.horizon if r.horizon is not None else DEFAULTS["horizon"], workers=r.workers,
+                    local=r.executor is None and r.scheduler is None, max_hours=r.max_hours)
+
+
+def audit(ctx: Context) -> None:
+    """The central plan (module docstring), filling ``ctx``."""
+    from dpaudit.adapters import PerRun
+    from dpaudit.attacks.neighbours import PILOT_CELLS, search, threshold_pairs
+
+    r, proto, notes = ctx.request, ctx.protocol, ctx.notes
+    spec = r.policy if isinstance(r.policy, str) else str(r.policy)
+    if proto.name == "interactive":
+        probe = ctx.build(DEFAULTS["horizon"])
+        if not getattr(probe, "accepts_queries", True):
+            raise DPAuditError(
+                f"policy {spec!r} cannot be audited under Interactive DP: it only observes the arm it chose "
+                "(its schedule fixes the observed arm), so an adversary's query cannot be fed back; use "
+                "--protocol table or --protocol view.")
+    s_ledger, s_search, s_horizon, s_threshold = np.random.SeedSequence(r.seed).spawn(4)
+    ctx.stage = "choice of the horizon"
+    features = None
+
+    def build(T: int) -> Any:
+        policy = ctx.build(T)
+        return FixedActionSet(policy, features) if features is not None else with_features(policy, r.seed)
+
+    probe = build(DEFAULTS["horizon"])
+    rr = audit_range(probe)
+    alphabet = reward_alphabet_for(probe, r.rewards, rr)
+    if alphabet is None:
+        alphabet = probe_alphabet(probe, proto, rr, notes)
+    if alphabet is not None:
+        ctx.extra["reward_alphabet"] = list(alphabet)
+    # one-run classes cost a Python call per run and step: a smaller pilot budget for the searches
+    cells = PILOT_CELLS // 30 if isinstance(probe, PerRun) else PILOT_CELLS
+    horizon = r.horizon
+    user_pair = None
+    if r.pair is not None:
+        from dpaudit.protocols.pairs import load_pair
+
+        user_pair = load_pair(r.pair, n_arms=int(probe.n_arms), protocol=proto, reward_range=rr, alphabet=alphabet)
+        T_pair = int(np.asarray(user_pair.d0).shape[0])
+        if horizon is not None and int(horizon) != T_pair:
+            raise DPAuditError(f"--horizon {horizon} differs from the pair's T = {T_pair}; the pair file fixes the "
+                               "horizon, so leave --horizon out.")
+        horizon = T_pair
+        contexts = getattr(user_pair, "contexts", None)
+        if contexts is not None:
+            contexts = np.asarray(contexts, dtype=float)
+            if contexts.ndim != 2:
+                raise DPAuditError("the pair's contexts must be one fixed action set (K x d) under the central "
+                                   "protocols; per-round contexts (T x K x d) are the joint protocol's input "
+                                   "(--protocol joint).")
+            features = contexts
+        ctx.extra["horizon_reason"] = f"the horizon of the pair in {r.pair}"
+    if horizon is None:
+        horizon, how, choice = audit_horizon(build, proto, s_horizon, rr, alphabet, cells=cells)
+        ctx.extra["horizon_reason"] = how
+        if choice is not None:
+            ctx.extra["horizon_search"] = {"first_dependent_round": choice.first_dependent_round,
+                                           "tried_up_to": choice.tried}
+            if choice.first_dependent_round is None:
+                ctx.unseen = (f"no action of the policy depended on its input within {choice.tried} rounds, so "
+                              "there was nothing to audit")
+        if how != "default":
+            notes.append(f"horizon T = {horizon} chosen automatically: {how}.")
+        ctx.ran("horizon", "setup", f"T = {horizon}: {how}")
+    horizon = check_int("--horizon", horizon, minimum=2)
+    ctx.horizon = horizon
+    policy = build(horizon)
+    ctx.policy = policy
+    ctx.read_claim(policy, spec)
+    has_ledger = hasattr(policy, "ledger")
+    conf_each = confidence_each(ctx, 2 if has_ledger else 1)
+    ctx.blackbox_only = not has_ledger
+    K = int(policy.n_arms)
+    params = getattr(policy, "params", None)
+    ctx.params = params() if callable(params) else dict(r.params)
+    ctx.extra.update({"n_arms": K, "confidence_per_attack": conf_each})
+    small = small_sample(r.runs)
+
+    ctx.stage = "ledger audit"
+    if has_ledger:
+        d = make_pair(PairSpec(0, "mid"), proto, K, horizon, rr, alphabet).d0
+        ledger = ledger_audit(policy, proto, d, s_ledger)
+        if ledger is not None and ledger.get("releases") == 0:
+            if ctx.extra.get("horizon_search", {}).get("first_dependent_round") is not None:
+                notes.append("its ledger records no release, yet its actions depend on its input: it uses its data "
+                             "outside dpaudit's mechanisms, so only the black-box attack can judge it.")
+            else:
+                notes.append(f"no release happened within T = {horizon} rounds, so the attacks saw nothing private "
+                             "and their bounds say nothing about the claim; rerun with a larger --horizon "
+                             "(or without it, to let dpaudit find the first release).")
+        if ledger is not None:
+            g = ledger.pop("implied_guarantee", None)
+            if g is not None:
+                ledger["implied_epsilon"] = float(convert_claim(g, ctx.delta)[0])  # may be inf (an unnoised release)
+            ctx.ledger = ledger
+            ctx.ran("ledger", "setup", f"{ledger.get('releases', 0)} releases of {ledger.get('runs', 0)} runs composed "
+                                       "per round (reported beside the verdict)")
+
+    ctx.stage = "neighbouring-pair search and attacks"
+    engine = ctx.engine
+    try:
+        engine.check_picklable(policy, proto)
+    except DPAuditError as exc:
+        notes.append(f"ran in this process only: {exc}")
+        engine = engine.serial()
+        ctx.extra["workers"] = engine.describe()
+    if user_pair is not None:
+        specs: list[Any] = [user_pair]
+        notes.append(f"audited on the neighbouring pair given in {r.pair} (round {user_pair.round} differs); no search.")
+    else:
+        specs = candidate_pairs(proto, K, horizon)
+    if proto.name == "table" and user_pair is None:
+        ctx.stage = "threshold search"
+        extra, info = threshold_pairs(policy, proto, horizon, s_threshold, rr, alphabet, cells=cells)
+        ctx.extra["threshold_search"] = info
+        specs += extra
+        ctx.stage = "neighbouring-pair search and attacks"
+    finished = ctx.finished
+    res = search(policy, proto, horizon=horizon, delta=ctx.delta, confidence_membership=conf_each,
+                 confidence_likelihood=conf_each if has_ledger else None, seed=s_search, specs=specs,
+                 reward_range=rr, n_train=small, n_select=small, n_test=r.runs, n_screen=small, n_likelihood=r.runs,
+                 claim=policy.claim, progress=ctx.progress, engine=engine, finished=finished, alphabet=alphabet)
+    ctx.attacks += [res.membership] + ([res.likelihood] if res.likelihood is not None else [])
+    ctx.ran("search", "setup", f"{len(specs)} candidate pairs ranked on {small} runs per side")
+    ctx.ran("membership", "bound", f"black-box: the best pair's views, {r.runs} fresh runs per side",
+            res.membership.seconds)
+    if res.likelihood is not None:
+        ctx.ran("likelihood", "bound", f"gray-box: the ledger's privacy loss, {r.runs} fresh runs",
+                res.likelihood.seconds)
+        ctx.renyi_violation = list(res.likelihood.details.get("renyi_violation", []))
+    ctx.extra["renyi_violation"] = ctx.renyi_violation
+    ctx.extra["search"] = res.ranking
+    ctx.set_power(res.membership, len(specs), r.runs, conf_each)

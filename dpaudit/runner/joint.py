@@ -1,0 +1,353 @@
+"""The plan of joint DP (seed 000, "anticipating JDP"): the view is every action after the canary round.
+
+The adversary fixes every context and reward (:class:`dpaudit.protocols.ContextInput`): the history
+before the canary round t and the future; its pairs are :func:`dpaudit.protocols.joint.joint_pairs`
+and the PGD read-out adversary :func:`~dpaudit.protocols.joint.readout_pairs`, or a reviewer's pair
+(``--pair`` with per-round contexts). Parts, the confidence split between the two that sample:
+
+* ``membership`` (black box, the JDP view a_{t+1}..a_T): :class:`dpaudit.attacks.membership.ViewScorer`
+  statistics fitted on a training split, the best (pair, statistic, threshold) chosen on a selection
+  split, Clopper-Pearson counts on fresh runs (:func:`dpaudit.attacks.membership.view_attack`);
+* ``tree-releases`` (gray box, policies with a ledger): the same pipeline on the binary-tree nodes at
+  and beside the canary (:func:`dpaudit.protocols.joint.tree_features`), scored by Fisher's
+  discriminant (:func:`dpaudit.attacks.discriminant.lda_attack`): a tree whose noise is missing or
+  reused has a noise-free direction the discriminant finds. Actions are post-processing of these
+  releases, so the claim (which the policy proves for its releases) bounds this attack too;
+* ``ledger`` (exact, judged): the per-round composition of every release the policy recorded;
+* beside the verdict, the central view a_t..a_T on a pair whose canary swaps which arm carries e1:
+  joint DP does not promise to hide a_t, and the report shows how much it reveals.
+
+A finite contextual policy (``dpaudit.finite-contextual-policy/1``) is audited exactly instead
+(:func:`dpaudit.attacks.exact_joint.exact_joint_profile`): every history, pair of canary triples and
+future enumerated; no sampling.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from dpaudit.accounting import ledger_audit
+from dpaudit.attacks.discriminant import lda_attack
+from dpaudit.attacks.membership import view_attack
+from dpaudit.errors import DPAuditError, check_int
+from dpaudit.protocols import JointDP
+from dpaudit.protocols.joint import JointPair, joint_pairs, readout_pairs, tree_features
+
+from . import Context, confidence_each
+from .findings import Exact
+from .setup import convert_claim
+
+__all__ = ["audit", "preflight", "JOINT_DEFAULTS", "JointViewSource", "TreeSource", "membership_only",
+           "EXACT_TOLERANCE"]
+
+#: a joint audit's horizon, and the most fresh runs per side it uses (larger --runs are capped, with a note)
+JOINT_DEFAULTS = {"horizon": 16, "runs": 20000}
+#: relative tolerance of the exact comparison with the claim (float rounding of e^eps and of sums of
+#: products of table entries; a finite spec's rows themselves are checked to sum to 1 within 1e-9)
+EXACT_TOLERANCE = 1e-9
+_CHUNK_CELLS = 4_000_000
+
+
+class JointViewSource:
+    """The actions a_1..a_T of runs on each pair's contextual inputs (candidate i: ``pairs[i]``)."""
+
+    chunk_cells = _CHUNK_CELLS
+
+    def __init__(self, policy: Any, pairs: list[JointPair], horizon: int) -> None:
+        self.policy, self.pairs = policy, pairs
+        self.cells_per_run = horizon * int(policy.n_arms)
+
+    def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> np.ndarray:
+        p = self.pairs[candidate]
+        return JointDP().run(self.policy, p.d1 if side else p.d0, n, np.random.default_rng(seed), record=False)
+
+    def describe(self, candidate: int) -> dict[str, Any]:
+        return self.pairs[candidate].describe()
+
+
+class TreeSource(JointViewSource):
+    """The binary-tree releases at and beside each pair's canary round, from the policy's ledger."""
+
+    def __init__(self, policy: Any, pairs: list[JointPair], horizon: int, dim: int) -> None:
+        super().__init__(policy, pairs, horizon)
+        self.horizon = horizon
+        self.cells_per_run = 8 * horizon * horizon.bit_length() * (dim * (dim + 1) // 2 + 1)
+
+    def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> np.ndarray:
+        p = self.pairs[candidate]
+        JointDP().run(self.policy, p.d1 if side else p.d0, n, np.random.default_rng(seed), record=True)
+        return tree_features(self.policy, p.round, self.horizon)
+
+
+def _dim(policy: Any, spec: str) -> int:
+    dim = getattr(policy, "dim", None)
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim < 1:
+        raise DPAuditError(f"policy {spec!r} has no context dimension `dim`, so it is not a contextual policy and "
+                           "cannot be audited under joint DP; use --protocol table.")
+    return int(dim)
+
+
+def preflight(ctx: Context) -> None:
+    """The time up front: a pilot of the view sampling, scaled to the audit's runs, against --max-hours."""
+    from dpaudit.policies.finite_contextual import is_contextual_spec
+
+    from .cost import check_time
+
+    r = ctx.request
+    if isinstance(r.policy, str) and is_contextual_spec(r.policy):
+        return
+    T = r.horizon if r.horizon is not None else JOINT_DEFAULTS["horizon"]
+    policy = ctx.build(T)
+    dim = _dim(policy, str(r.policy))
+    pairs = joint_pairs(int(policy.n_arms), dim, T)
+    src = JointViewSource(policy, pairs, T)
+    runs = min(r.runs, JOINT_DEFAULTS["runs"])
+    small = max(500, min(4000, runs // 5))
+    t0 = time.perf_counter()
+    src.sample(0, 0, 200, np.random.SeedSequence(0))
+    per_run = (time.perf_counter() - t0) / 200
+    views = (len(pairs) + 1) * 4 * small + 4 * runs  # membership and central
+    if hasattr(policy, "ledger"):
+        views += len(pairs) * 4 * small + 2 * runs  # the tree attack records the ledger: about as costly again
+    check_time(ctx, per_run * views, f"{views} runs of T = {T} at a measured {1 / max(per_run, 1e-9):.3g} runs per "
+                                      "second on one process")
+
+
+def audit(ctx: Context) -> None:
+    """The joint plan (module docstring), filling ``ctx``."""
+    from dpaudit.policies.finite_contextual import is_contextual_spec
+
+    r = ctx.request
+    spec = r.policy if isinstance(r.policy, str) else str(r.policy)
+    if isinstance(r.policy, str) and is_contextual_spec(r.policy):
+        return audit_finite(ctx)
+    runs = r.runs
+    T = check_int("--horizon", r.horizon if r.horizon is not None else JOINT_DEFAULTS["horizon"], minimum=3)
+    user_pair = None
+    if r.pair is not None:
+        from dpaudit.protocols.pairs import load_joint_pair
+
+        probe = ctx.build(T)
+        user_pair = load_joint_pair(r.pair, n_arms=int(probe.n_arms), dim=_dim(probe, spec))
+        T_pair = int(user_pair.d0.X.shape[0])
+        if r.horizon is not None and r.horizon != T_pair:
+            raise DPAuditError(f"--horizon {r.horizon} differs from the pair's T = {T_pair}; the pair file fixes the "
+                               "horizon, so leave --horizon out.")
+        T = T_pair
+    ctx.horizon = T
+    policy = ctx.build(T)
+    ctx.policy = policy
+    dim = _dim(policy, spec)
+    ctx.read_claim(policy, spec)
+    K = int(policy.n_arms)
+    ctx.params = dict(r.params)
+    s_ledger, s_view, s_tree, s_central = np.random.SeedSequence(r.seed).spawn(4)
+    has_ledger = hasattr(policy, "ledger")
+    conf_each = confidence_each(ctx, 1 + int(has_ledger))
+    ctx.extra.update({"n_arms": K, "confidence_per_attack": conf_each})
+    if runs > JOINT_DEFAULTS["runs"]:
+        ctx.notes.append(f"fresh runs capped at {JOINT_DEFAULTS['runs']} per side (asked {runs}) to keep the audit "
+                         "within two minutes; the bounds hold at their confidence whatever the sample size.")
+        runs = JOINT_DEFAULTS["runs"]
+    small = max(500, min(4000, runs // 5))
+    if user_pair is not None:
+        pairs, view_pairs = [user_pair], [user_pair]
+        ctx.notes.append(f"audited on the neighbouring pair given in {r.pair} (round {user_pair.round} differs); "
+                         "no search.")
+    else:
+        pairs = joint_pairs(K, dim, T)
+        view_pairs = pairs + readout_pairs(K, dim, T)  # + the PGD read-out adversary
+    engine = ctx.engine
+    try:
+        engine.check_picklable(policy)
+    except DPAuditError as exc:
+        ctx.notes.append(f"ran in this process only: {exc}")
+        engine = engine.serial()
+
+    if has_ledger:
+        ctx.say("joint: ledger accounting")
+        led = ledger_audit(policy, JointDP(), pairs[0].d0, s_ledger)
+        if led is not None:
+            g = led.pop("implied_guarantee", None)
+            led = {"kind": "per-round", "tree": True, **led}
+            if g is not None:
+                eps = float(convert_claim(g, ctx.delta)[0])
+                led["implied_epsilon"] = eps
+                ctx.exact.append(Exact("per-round ledger", eps, f"every release composed per round: {led['implied']}",
+                                       True, {}, {}))
+            ctx.ledger = led
+            ctx.ran("ledger", "exact", f"{led.get('releases', 0)} releases composed per round (a tree ledger: every "
+                                       "round feeds one node per level by design)")
+
+    ctx.say("joint: membership attack on a_{t+1}..a_T")
+    src = JointViewSource(policy, view_pairs, T)
+    mem = view_attack(src, list(range(len(view_pairs))), [p.round for p in view_pairs], K, T, s_view,
+                      delta=ctx.delta, confidence=conf_each, small=small, runs=runs, name="membership", engine=engine,
+                      progress=ctx.progress)
+    ctx.attacks.append(mem)
+    ctx.ran("membership", "bound", f"black-box on a_(t+1)..a_T, {len(view_pairs)} pairs, {runs} fresh runs per side",
+            mem.seconds)
+
+    if has_ledger:
+        ctx.say("joint: gray-box attack on the tree releases")
+        tree = lda_attack(TreeSource(policy, pairs, T, dim), list(range(len(pairs))), s_tree, delta=ctx.delta,
+                          confidence=conf_each, n_train=small, n_select=small, n_test=runs, name="tree-releases",
+                          engine=engine, progress=ctx.progress)
+        ctx.attacks.append(tree)
+        ctx.ran("tree-releases", "bound", f"gray-box: the tree nodes at and beside the canary, {runs} fresh runs per "
+                                          "side", tree.seconds)
+
+    if user_pair is None:
+        ctx.say("joint: the central view a_t..a_T (beside the verdict)")
+        cpairs = joint_pairs(K, dim, T, central=True)
+        central = view_attack(JointViewSource(policy, cpairs, T), [0], [cpairs[0].round - 1], K, T, s_central,
+                              delta=ctx.delta, confidence=ctx.confidence, small=small, runs=runs, name="central view",
+                              engine=engine, progress=ctx.progress)
+        ctx.beside.append(central)
+        ctx.notes.append(f"central view a_t..a_T (not promised by joint DP): eps >= {central.epsilon_lower:.4g} on "
+                         f"the pair '{cpairs[0].label}'.")
+        ctx.ran("central view", "beside", "black-box on a_t..a_T (joint DP does not hide a_t)", central.seconds)
+    note = _power_note(mem, runs, ctx, T, has_ledger, conf_each)
+    ctx.set_power(mem, len(view_pairs), runs, conf_each, note=note)
+    if note:
+        ctx.notes.append(note)
+
+
+def _power_note(mem: Any, runs: int, ctx: Context, T: int, has_ledger: bool, conf_each: float) -> str:
+    """A plain note when the claim lies beyond what the actions revealed (the verdict then rests on the
+    gray-box and ledger parts)."""
+    from dpaudit.attacks.bounds import largest_bound, smallest_detectable
+
+    got, claim = float(mem.epsilon_lower), ctx.claim.epsilon if ctx.claim else math.inf
+    if got > claim:
+        return ""
+    seen = "shows nothing (bound 0)" if got <= 0 else f"shows eps >= {got:.3g}"
+    return (f"power: the black-box attack on a_{{t+1}}..a_T {seen} at T = {T} with {runs} fresh runs per side (it "
+            f"could show eps from {smallest_detectable(runs, ctx.delta, conf_each):.3g} up to "
+            f"{largest_bound(runs, ctx.delta, conf_each):.3g}); the claimed eps = {claim:.4g} is beyond what the "
+            "actions revealed, so " + ("this verdict rests on the gray-box tree attack and the ledger" if has_ledger
+                                       else "with no ledger for a gray-box attack, nothing in this audit tests the "
+                                            "claim near its value"))
+
+
+# ---- the exact audit of finite contextual policies -------------------------------------------------
+
+def _f(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.6g}"
+
+
+def _wd(w: Any) -> dict[str, Any] | None:
+    return None if w is None else w.to_dict()
+
+
+def _witness_label(w: dict[str, Any] | None) -> str:
+    if not w:
+        return "no pair differs"
+    return (f"round {w['round']}: {tuple(w['canary'])} vs {tuple(w['neighbour'])} after history {w['history']}, "
+            f"future contexts {w['future_contexts']}")
+
+
+def audit_finite(ctx: Context) -> None:
+    """The exact joint-DP audit of a finite contextual policy: the exact eps at delta, delta at ``epsilon``
+    and D_alpha under seed 000's definition, and, for a pure or (eps, delta) claim, the exact eps at the
+    claim's own delta; every figure is judged against the claim (exact, no sampling)."""
+    from dpaudit.accountants import ApproxDP, PureDP
+    from dpaudit.attacks.exact import DEFAULT_MAX_WORK
+    from dpaudit.attacks.exact_joint import exact_joint_profile
+    from dpaudit.policies.finite_contextual import load_contextual
+
+    from .findings import Claim
+    from .setup import claimed_epsilon
+
+    r = ctx.request
+    if r.params:
+        raise DPAuditError(f"a finite contextual policy has no parameters (its rules are its spec), got {dict(r.params)}.")
+    policy = load_contextual(r.policy)
+    ctx.policy = policy
+    ctx.horizon = policy.horizon
+    claim = policy.claim
+    epsilon = r.epsilon if r.epsilon is not None else 1.0
+    alpha = r.alpha if r.alpha is not None else 2.0
+    deltas, epsilons = [ctx.delta], [float(epsilon)]
+    point = None  # the claim's own (eps, delta) point, checked exactly as well
+    if isinstance(claim, PureDP):
+        point = (claim.epsilon, 0.0)
+    elif isinstance(claim, ApproxDP):
+        point = (claim.epsilon, claim.delta)
+    if point is not None and point[1] != ctx.delta:
+        deltas.append(point[1])
+    ctx.say("joint: exact enumeration")
+    prof = exact_joint_profile(policy, epsilons=epsilons, deltas=deltas, alphas=[alpha],
+                               max_work=DEFAULT_MAX_WORK if r.max_work is None else r.max_work)
+    exact = {m: {"epsilon": prof.epsilon_at[m][0], "delta_at_epsilon": prof.delta_at[m][0], "renyi": prof.renyi[m][0],
+                 "witness_epsilon": _wd(prof.witnesses[m]["epsilon"][0]),
+                 "witness_delta": _wd(prof.witnesses[m]["delta"][0]),
+                 "witness_renyi": _wd(prof.witnesses[m]["renyi"][0])} for m in prof.epsilon_at}
+    eps_h = exact["history"]["epsilon"]
+    w = exact["history"]["witness_epsilon"]
+    ctx.params = {}
+    ctx.extra.update({"method": "exact enumeration", "n_arms": policy.n_arms, "contexts": list(policy.contexts),
+                      "rewards": [float(x) for x in policy.rewards],
+                      "at": {"epsilon": float(epsilon), "delta": ctx.delta, "alpha": float(alpha)},
+                      "exact_joint": exact, "sizes": prof.sizes,
+                      "protocol_summary": ("input: per round a context label and per-arm rewards; view: a_{t+1}..a_T; "
+                                           "neighbours: round t's (context, action, reward) changed, the history "
+                                           "before t and every future context and reward fixed by the adversary "
+                                           "(seed 000, anticipating JDP)")})
+    ctx.confidence = 1.0
+    ctx.notes += [f"exact enumeration ({prof.seconds:.3g} s): every canary round, every history before it the policy "
+                  "can produce, every pair of round-t triples (context, action, reward), every future of contexts and "
+                  "per-arm rewards; no sampling.",
+                  f"user-data neighbours (a_t drawn by the policy): eps = {_f(exact['data']['epsilon'])} at delta = "
+                  f"{ctx.delta:g}; the central view a_t..a_T (not promised by joint DP): eps = "
+                  f"{_f(exact['central']['epsilon'])}."]
+    ctx.exact.append(Exact("joint enumeration", eps_h, f"exact eps at delta = {ctx.delta:g} (seed 000's anticipating "
+                                                         "JDP, enumerated)", claim is not None,
+                           {"label": _witness_label(w), **(w or {})},
+                           {"renyi": {"orders": [float(alpha)], "value": [exact["history"]["renyi"]]},
+                            "delta_at_epsilon": {"epsilon": float(epsilon),
+                                                 "delta": exact["history"]["delta_at_epsilon"]}}))
+    if point is not None and point[1] != ctx.delta:
+        e_pt = prof.epsilon_at["history"][deltas.index(point[1])]
+        ctx.exact.append(Exact("joint enumeration at the claim's delta", e_pt,
+                               f"exact eps at the claim's own delta = {point[1]:g}", True, {}, {}, claimed=point[0]))
+        ctx.extra["claim_point"] = {"epsilon": point[0], "delta_claimed": point[1], "epsilon_exact": e_pt}
+    ctx.ran("exact enumeration", "exact", f"every history, canary pair and future of T = {policy.horizon}: eps = "
+                                          f"{_f(eps_h)}", prof.seconds)
+    ctx.extra["central_exact"] = {"epsilon": exact["central"]["epsilon"], "witness": exact["central"]["witness_epsilon"]}
+    if claim is None:
+        ctx.extra["_reason"] = "the spec states no claim, so there is nothing to judge; the exact numbers stand alone"
+        ctx.extra["_witness"] = {"attack": "joint enumeration", **(w or {})}
+    else:
+        eps_claim, how = claimed_epsilon(claim, ctx.delta)
+        ctx.claim = Claim(claim.describe(), eps_claim, ctx.delta, how)
+
+
+def membership_only(spec: str, params: dict[str, str] | None = None, *, horizon: int, pairs: str = "all",
+                    delta: float = 1e-5, confidence: float = 0.95, runs: int = 20000, fit: int | None = None,
+                    seed: int = 0) -> Any:
+    """The joint audit's black-box attack alone (for measuring its power, ``benchmarks/joint_power.py``):
+    ``pairs`` is ``"all"`` (the audit's pairs and the read-out pair), ``"default"`` or ``"readout"``;
+    ``fit`` the views per side for fitting and for selection (default as the audit: runs/5 in [500, 4000])."""
+    from dpaudit.engine import one_blas_thread
+
+    from .setup import build_policy
+
+    T = check_int("--horizon", horizon, minimum=3)
+    runs = check_int("--runs", runs, minimum=100)
+    policy = build_policy(spec, dict(params or {}), T)
+    K, dim = int(policy.n_arms), _dim(policy, spec)
+    chosen = {"all": joint_pairs(K, dim, T) + readout_pairs(K, dim, T), "default": joint_pairs(K, dim, T),
+              "readout": readout_pairs(K, dim, T)}.get(pairs)
+    if not chosen:
+        raise DPAuditError(f"pairs must be 'all', 'default' or 'readout' (the read-out pair needs d >= 2 and T >= 8), "
+                           f"got {pairs!r} at d = {dim}, T = {T}.")
+    small = fit if fit is not None else max(500, min(4000, runs // 5))
+    with one_blas_thread():
+        return view_attack(JointViewSource(policy, chosen, T), list(range(len(chosen))), [p.round for p in chosen],
+                           K, T, np.random.SeedSequence(seed), delta=delta, confidence=confidence, small=small,
+                           runs=runs, name="membership")

@@ -1,0 +1,438 @@
+"""The plan of local DP: a local-DP claim audited per user (seed 000 "Local DP"; seed 003 Def. 1).
+
+Under local DP each user's data z_t is private and the adversary sees the server's whole transcript:
+every message o_1..o_T and every action. A claim of (eps, delta)-LDP says that every user's channel
+z -> o is (eps, delta)-DP over the whole data domain. Parts:
+
+1. *ledger* (exact, judged): every message the policy sent through :mod:`dpaudit.mechanisms`'s channels
+   on an audit table, composed per user (:func:`dpaudit.accounting.ledger_per_user`), and the
+   calibration lint of the closed-form Gaussian rule the channel used. A figure above the claim is a
+   violation: it is exact arithmetic on the noise the users' channels recorded;
+2. *channel* (black box): the plug-in's ``channel(z_batch, rng)`` queried with z and z' at the
+   extremes of its ``domain`` (or the pairs of ``domain_pairs()``), a threshold test on the message
+   (on its projection onto the mean difference learnt on a split, for vector messages);
+3. *finite channel* (exact, judged): ``channel_table()`` gives P(o | z), the exact eps(delta) over every
+   ordered pair of inputs (:func:`dpaudit.attacks.exact.exact_channel_epsilon`);
+4. *transcript* (black box on the view): for users t in {0, 1, T/2, T-2}, neighbouring tables that
+   differ in user t's row (domain extremes) are run and what the server received from user t
+   (``transcript()``) is tested as in 2. This is what catches a server that peeks at a raw value;
+5. *central* (Table DP, seed 001 Def. 3): LDP implies DP of the action sequence with the same
+   (eps, delta) (seed 003 Thm 1), so the central plan runs with ``protocol="table"`` on the same
+   engine and its bounds enter the verdict as ``central membership`` / ``central likelihood``.
+
+A BCO policy (continuous actions, :mod:`dpaudit.protocols.continuous`) has parts 1, 2, 4 and 5 with
+loss-sequence neighbours; its transcript features are the message (times the exploration
+direction for two-point policies) and its central part tests the point sequence.
+
+Sample sizes: ``20 x runs`` fresh channel messages per side, ``runs / 5`` fresh transcript runs per
+side and user, ``runs / 5`` fresh runs per side for the central part. The confidence is split
+between the sampling parts (2, 4, 5).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from dpaudit.accounting import calibration_lints, ledger_per_user
+from dpaudit.attacks.exact import exact_channel_epsilon
+from dpaudit.attacks.membership import threshold_attack
+from dpaudit.attacks.result import AuditResult
+from dpaudit.errors import DPAuditError
+from dpaudit.protocols import LocalDP, PairSpec, TableDP, innermost, make_pair
+from dpaudit.protocols.continuous import central_features, loss_pair, play, transcript_features
+
+from . import DEFAULTS, Context, confidence_each
+from .findings import Exact
+from .setup import reward_alphabet_for, with_features
+
+__all__ = ["audit", "preflight", "channel_attack", "LOCAL_DEFAULTS", "ChannelSource", "TranscriptSource", "LossSource"]
+
+#: fresh channel samples per side = ``channel_factor`` x runs; transcript and central runs per side = runs / 5
+LOCAL_DEFAULTS = {"channel_factor": 20, "transcript_div": 5, "central_div": 5}
+
+
+def _has_channel(policy: Any) -> bool:
+    if getattr(policy, "local_channel", True) is None:  # dpaudit's non-private twins: a channel method, no channel
+        return False
+    return callable(getattr(policy, "channel", None)) and getattr(policy, "domain", None) is not None
+
+
+def domain_pairs(policy: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The pairs of user data the channel attack compares: ``domain_pairs()``, else the domain's ends."""
+    pairs = getattr(policy, "domain_pairs", None)
+    if callable(pairs):
+        out = [(np.asarray(a, dtype=float), np.asarray(b, dtype=float)) for a, b in pairs()]
+        if not out:
+            raise DPAuditError("domain_pairs() returned no pair of user data to compare.")
+        return out
+    try:
+        lo, hi = (float(x) for x in policy.domain)
+    except (TypeError, ValueError):
+        raise DPAuditError(f"the policy's domain must be (low, high) for scalar data, or give domain_pairs(); "
+                           f"got {policy.domain!r}.") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise DPAuditError(f"the policy's domain must be finite with low < high, got {policy.domain!r}.")
+    return [(np.array(lo), np.array(hi))]
+
+
+def messages(policy: Any, z: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` messages of a user with data ``z`` as (n, m) floats, checked for shape and finiteness."""
+    batch = np.broadcast_to(z, (n,) + z.shape).copy()
+    try:
+        m = np.asarray(policy.channel(batch, rng), dtype=float)
+    except DPAuditError:
+        raise
+    except Exception as exc:  # the plug-in's channel failed on data from its own domain
+        raise DPAuditError(f"the policy's channel raised {type(exc).__name__} on data {z.tolist()} from its own "
+                           f"domain: {exc}.") from exc
+    if m.shape[:1] != (n,):
+        raise DPAuditError(f"the policy's channel returned messages of shape {m.shape} for {n} users; expected ({n}, ...).")
+    if not np.all(np.isfinite(m)):
+        raise DPAuditError("the policy's channel returned NaN or inf messages.")
+    return m.reshape(n, -1)
+
+
+class ChannelSource:
+    """Messages of the channel for the user data of each domain pair (candidate i: ``pairs[i]``)."""
+
+    cells_per_run = 8
+    chunk_cells = 2_000_000
+
+    def __init__(self, policy: Any, pairs: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        self.policy, self.pairs = policy, pairs
+
+    def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> np.ndarray:
+        return messages(self.policy, self.pairs[candidate][side], n, np.random.default_rng(seed))
+
+    def describe(self, candidate: int) -> dict[str, Any]:
+        z0, z1 = self.pairs[candidate]
+        return {"label": f"user data z = {z0.tolist()} vs z' = {z1.tolist()}", "z": z0.tolist(), "z_prime": z1.tolist()}
+
+
+class TranscriptSource:
+    """What the server received from user ``rounds[i]`` on tables that differ in that user's row.
+
+    The server is causal: what it received from user j depends on rounds 0..j only, so the runs stop
+    at round j + 1 (exact, and much cheaper for small j).
+    """
+
+    chunk_cells = 4_000_000
+
+    def __init__(self, policy: Any, rounds: list[int], horizon: int, lo: float, hi: float, background: str) -> None:
+        self.policy, self.rounds, self.lo, self.hi, self.background = policy, rounds, lo, hi, background
+        K = int(policy.n_arms)
+        self.cells_per_run = horizon * K
+        proto = LocalDP()
+        self.pairs = [make_pair(PairSpec(j, background), proto, K, min(horizon, j + 2), (lo, hi)) for j in rounds]
+        innermost(policy).keep_transcript = True
+
+    def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> np.ndarray:
+        nb = self.pairs[candidate]
+        LocalDP().run(self.policy, nb.d1 if side else nb.d0, n, np.random.default_rng(seed), None, record=False)
+        tr = np.asarray(self.policy.transcript(), dtype=float)
+        j = self.rounds[candidate]
+        if tr.ndim != 3 or tr.shape[0] != n or tr.shape[1] <= j:
+            raise DPAuditError(f"the policy's transcript() returned shape {tr.shape} after {n} runs of {j + 2} rounds; "
+                               f"expected ({n}, rounds, message size).")
+        if not np.all(np.isfinite(tr[:, j, :])):
+            raise DPAuditError(f"the policy's transcript() holds NaN or inf for user {j}; a transcript must hold the "
+                               "finite messages the server received.")
+        return tr[:, j, :]
+
+    def describe(self, candidate: int) -> dict[str, Any]:
+        other = (self.lo + self.hi) / 2 if self.background == "mid" else self.lo
+        j = self.rounds[candidate]
+        return {"label": f"user {j}'s row all {self.lo:g} vs all {self.hi:g} (other rows {other:g})", "round": j}
+
+
+class LossSource:
+    """BCO views on loss sequences that differ in user ``rounds[i]``'s loss: ``kind`` "transcript" (the
+    message, times the exploration direction for two-point policies) or "central" (the next points)."""
+
+    chunk_cells = 4_000_000
+
+    def __init__(self, policy: Any, rounds: list[int], horizon: int, kind: str) -> None:
+        self.policy, self.rounds, self.kind = policy, rounds, kind
+        self.cells_per_run = horizon * policy.n_points * policy.d
+        self.pairs = [loss_pair(policy, horizon, j) for j in rounds]
+        innermost(policy).keep_transcript = True
+
+    def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> np.ndarray:
+        j, losses = self.rounds[candidate], self.pairs[candidate][side]
+        rng = np.random.default_rng(seed)
+        if self.kind == "transcript":
+            return transcript_features(play(lambda: self.policy, losses, n, rng, j + 1), j)
+        return central_features(play(lambda: self.policy, losses, n, rng, j + 2), j)
+
+    def describe(self, candidate: int) -> dict[str, Any]:
+        j, p = self.rounds[candidate], self.policy
+        what = (f"user {j}'s loss f = -{p.loss_bound:g} vs +{p.loss_bound:g}" if p.n_points == 1
+                else f"user {j}'s loss f(x) = -g<e_1, x> vs +g<e_1, x>")
+        return {"label": f"{what} (other users' losses 0)", "round": j}
+
+
+def _rows_result(name: str, rows: list[dict[str, Any]], source: Any, delta: float, confidence: float,
+                 n_select: int, seconds: float, statistic: str | None = None) -> AuditResult:
+    best = max(rows, key=lambda r: r["epsilon_lower"])
+    desc = source.describe(best["candidate"])
+    for row in rows:
+        row.update({k: v for k, v in source.describe(row["candidate"]).items() if k != "label"})
+    witness = {"label": desc["label"], "statistic": statistic or best["score"], "threshold": best["threshold"],
+               "direction": best["direction"], "reject_when": best["direction"].replace("reject if ", "")}
+    return AuditResult(name, best["epsilon_lower"], delta, confidence, witness,
+                       samples=2 * len(rows) * (best["n"] + n_select + max(1, n_select // 2)), seconds=seconds,
+                       details={"false_positives": best["fp"], "false_negatives": best["fn"],
+                                "n_fresh_per_side": best["n"], "fpr": best["fpr"], "fnr": best["fnr"],
+                                "selection_bound": best["selection_bound"], "tests_corrected_for": len(rows),
+                                ("pairs" if name == "channel" else "rounds"): rows})
+
+
+def _user_rounds(horizon: int, last: int) -> list[int]:
+    return sorted({j for j in (0, 1, horizon // 2, last) if 0 <= j <= last})
+
+
+def preflight(ctx: Context) -> None:
+    """Up-front estimate of the central part (the costliest): the central plan's at runs / 5."""
+    from .cost import audit_preflight
+
+    r = ctx.request
+    probe = ctx.build(r.horizon or DEFAULTS["horizon"])
+    if getattr(probe, "continuous_actions", False):
+        return  # BCO: every part is a short run on a loss sequence
+    audit_preflight(lambda T: with_features(ctx.build(T), r.seed), TableDP(),
+                    runs=max(1000, r.runs // LOCAL_DEFAULTS["central_div"]),
+                    horizon=r.horizon if r.horizon is not None else DEFAULTS["horizon"], workers=r.workers,
+                    local=r.executor is None and r.scheduler is None, max_hours=r.max_hours)
+
+
+def audit(ctx: Context) -> None:
+    """The local plan (module docstring), filling ``ctx``."""
+    r = ctx.request
+    central = r.central
+    spec = r.policy if isinstance(r.policy, str) else str(r.policy)
+    T = r.horizon if r.horizon is not None else DEFAULTS["horizon"]
+    ctx.horizon = T
+    if r.pair is not None:
+        raise DPAuditError("--pair gives a neighbouring pair of reward tables, but --protocol local compares one "
+                           "user's data at its domain's extremes; drop --pair or use --protocol table.")
+    policy = with_features(ctx.build(T), r.seed)
+    ctx.policy = policy
+    if not _has_channel(policy):
+        raise DPAuditError(
+            f"policy {spec!r} exposes no channel, so --protocol local cannot query what a user sends: a local-DP "
+            "plug-in must give channel(z_batch, rng) -> messages and its data domain (see the README, 'Local DP').")
+    ctx.read_claim(policy, spec)
+    params = getattr(policy, "params", None)
+    ctx.params = params() if callable(params) else dict(r.params)
+    chan = getattr(policy, "local_channel", None)
+    if chan is not None:
+        ctx.extra["channel"] = chan.describe()
+    if getattr(policy, "continuous_actions", False):
+        if r.rewards is not None or r.adapter is not None:
+            raise DPAuditError("--rewards and --adapter apply to K-armed policies; a BCO policy's users hold loss "
+                               "functions, so drop them.")
+        return _audit_bco(ctx, policy, T, central)
+    alphabet = None
+    if r.rewards is not None:
+        if callable(getattr(policy, "domain_pairs", None)):
+            raise DPAuditError("--rewards applies to scalar user data; this policy's users send vectors "
+                               "(domain_pairs()), so it cannot be restricted to a reward alphabet.")
+        lo_d, hi_d = (float(x) for x in policy.domain)
+        alphabet = reward_alphabet_for(policy, r.rewards, (lo_d, hi_d))
+    s_ledger, s_channel, s_transcript = np.random.SeedSequence(r.seed).spawn(3)
+    has_transcript = callable(getattr(policy, "transcript", None)) and hasattr(policy, "keep_transcript")
+    conf_each = confidence_each(ctx, 1 + int(has_transcript) + int(central))
+    K = int(policy.n_arms)
+    ctx.extra.update({"n_arms": K, "confidence_per_attack": conf_each})
+    lo_hi = getattr(policy, "reward_range", policy.domain)
+    rng_pair = (alphabet[0], alphabet[-1]) if alphabet else tuple(float(x) for x in lo_hi)
+    background = "low" if alphabet else "mid"  # an alphabet need not contain the middle value
+
+    # 1. ledger, per user
+    ctx.say("local: ledger")
+    if hasattr(policy, "ledger"):
+        d = make_pair(PairSpec(0, background), TableDP(), K, T, rng_pair).d0
+        TableDP().run(policy, d, 200, np.random.default_rng(s_ledger), None, record=True)
+        _ledger_part(ctx, policy, ledger_per_user(policy.ledger, ctx.delta), 200 * T)
+    else:
+        _ledger_part(ctx, policy, None, 200 * T)
+
+    # 2. the channel, black box
+    ctx.say("local: channel attack")
+    _channel_part(ctx, policy, conf_each, s_channel, pair=rng_pair if alphabet else None)
+
+    # 3. exact, finite channels
+    if callable(getattr(policy, "channel_table", None)):
+        try:
+            table = policy.channel_table()
+        except DPAuditError:
+            table = None  # dpaudit's own channels say "no finite table" this way
+        if table is not None:
+            inputs, outputs, P = table
+            e, (i, j) = exact_channel_epsilon(P, ctx.delta)
+            ctx.exact.append(Exact("finite channel", e, "exact eps(delta) over every ordered pair of inputs", True,
+                                   {"z": float(inputs[i]), "z_prime": float(inputs[j])},
+                                   {"inputs": np.asarray(inputs).tolist(), "outputs": np.asarray(outputs).tolist(),
+                                    "table": np.asarray(P).tolist()}))
+            ctx.ran("finite channel", "exact", f"the channel table's exact eps = {e:.4g}")
+
+    # 4. the transcript, black box
+    if has_transcript:
+        ctx.say("local: transcript attack")
+        n_tr = max(1000, r.runs // LOCAL_DEFAULTS["transcript_div"])
+        lo, hi = rng_pair
+        t0 = time.perf_counter()
+        source = TranscriptSource(policy, _user_rounds(T, T - 2), T, lo, hi, background)
+        rows = threshold_attack(source, list(range(len(source.rounds))), s_transcript, delta=ctx.delta,
+                                confidence=conf_each, n_select=max(1000, n_tr // 5), n_fresh=n_tr,
+                                engine=_engine(ctx, policy), progress=ctx.progress, what="transcript: fresh runs")
+        res = _rows_result("transcript", rows, source, ctx.delta, conf_each, max(1000, n_tr // 5),
+                           time.perf_counter() - t0)
+        ctx.attacks.append(res)
+        ctx.ran("transcript", "bound", f"what the server received from users {source.rounds}, {n_tr} fresh runs per "
+                                       "side and user", res.seconds)
+    else:
+        ctx.notes.append("the policy keeps no transcript() of what its server received, so only its channel was "
+                         "attacked black-box (a server that also reads raw data would show only in the central audit).")
+
+    # 5. central Table DP
+    if central:
+        _central_part(ctx, conf_each)
+
+
+def _engine(ctx: Context, policy: Any) -> Any:
+    try:
+        ctx.engine.check_picklable(policy)
+        return ctx.engine
+    except DPAuditError as exc:
+        note = f"the local parts ran in this process only: {exc}"
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+        return ctx.engine.serial()
+
+
+def _ledger_part(ctx: Context, policy: Any, ledger: dict[str, Any] | None, users: int) -> None:
+    if ledger is not None and ledger["messages"] and ledger.get("users", 0) < users:
+        ctx.notes.append(f"only {ledger['users']} of {users} (run, user) pairs sent a recorded message.")
+    if ledger is not None:
+        ctx.ledger = {"kind": "per-user", **ledger}
+        if ledger.get("epsilon") is not None:
+            ctx.exact.append(Exact("per-user ledger", float(ledger["epsilon"]), ledger["method"], True,
+                                   {"messages": ledger["messages"]}, {}))
+            ctx.ran("ledger", "exact", f"{ledger['messages']} recorded messages composed per user: eps = "
+                                       f"{ledger['epsilon']:.4g}")
+    lints = calibration_lints(policy)
+    ctx.extra["lints"] = lints
+    ctx.notes.extend(ln["message"] for ln in lints if ln["flagged"])
+
+
+def channel_attack(policy: Any, *, delta: float, confidence: float, n_fresh: int, n_select: int,
+                   seed: np.random.SeedSequence, pair: tuple[float, float] | None = None, engine: Any = None,
+                   progress: Any = None) -> AuditResult:
+    """The channel part alone: a black-box lower bound on the channel's epsilon, z and z' at the domain's
+    extremes (or ``pair``, or the pairs of ``domain_pairs()``), a threshold test on the message."""
+    from dpaudit.engine import SERIAL
+
+    t0 = time.perf_counter()
+    pairs = domain_pairs(policy) if pair is None else [(np.array(float(pair[0])), np.array(float(pair[1])))]
+    source = ChannelSource(policy, pairs)
+    rows = threshold_attack(source, list(range(len(pairs))), seed, delta=delta, confidence=confidence,
+                            n_select=n_select, n_fresh=n_fresh, engine=engine or SERIAL, progress=progress,
+                            what="channel: fresh messages")
+    return _rows_result("channel", rows, source, delta, confidence, n_select, time.perf_counter() - t0)
+
+
+def _channel_part(ctx: Context, policy: Any, conf_each: float, seed: np.random.SeedSequence,
+                  pair: tuple[float, float] | None = None) -> None:
+    n_fresh = LOCAL_DEFAULTS["channel_factor"] * ctx.request.runs
+    res = channel_attack(policy, delta=ctx.delta, confidence=conf_each, n_fresh=n_fresh,
+                         n_select=max(2000, ctx.request.runs // 2), seed=seed, pair=pair, engine=_engine(ctx, policy),
+                         progress=ctx.progress)
+    ctx.attacks.append(res)
+    ctx.ran("channel", "bound", f"the channel's messages for {len(res.details['pairs'])} pair(s) of user data, "
+                                f"{n_fresh} fresh messages per side", res.seconds)
+
+
+def _central_part(ctx: Context, conf_each: float) -> None:
+    """The central Table-DP audit on the same engine, at its share of the confidence (part 5)."""
+    from dataclasses import replace as dreplace
+
+    from dpaudit.protocols import get_protocol
+
+    from . import _findings
+    from . import central as central_plan
+
+    r = ctx.request
+    ctx.say("local: central Table-DP audit")
+    sub_request = dreplace(r, protocol="table", confidence=conf_each,
+                           runs=max(1000, r.runs // LOCAL_DEFAULTS["central_div"]), horizon=ctx.horizon)
+    sub = Context(sub_request, get_protocol("table"), ctx.engine, ctx.progress, ctx.delta, conf_each)
+    sub.finished = ctx.finished
+    central_plan.audit(sub)
+    found = _findings(sub)
+    for a in sub.attacks:
+        ctx.attacks.append(replace(a, attack=f"central {a.attack}"))
+    ctx.renyi_violation += sub.renyi_violation
+    ctx.extra["central"] = {k: v for k, v in found.to_dict().items()
+                            if k in ("verdict", "reason", "epsilon_claimed", "epsilon_lower", "gap", "witness",
+                                     "attacks", "ledger", "notes", "seconds", "horizon")}
+    ctx.ran("central", "bound", f"the central Table-DP audit: {found.verdict}, eps >= "
+                                f"{found.epsilon_lower if found.epsilon_lower is not None else 0:.4g}", found.seconds)
+
+
+def _audit_bco(ctx: Context, policy: Any, T: int, central: bool) -> None:
+    """The local plan of a BCO policy (module docstring): ledger, channel, transcript, central points."""
+    from dpaudit.simulate import simulate_bco
+
+    r = ctx.request
+    s_ledger, s_channel, s_transcript, s_central = np.random.SeedSequence(r.seed).spawn(4)
+    conf_each = confidence_each(ctx, 2 + int(central))
+    ctx.extra.update({"n_arms": None, "action_space": f"points of the ball of radius {policy.radius:g} in "
+                      f"R^{policy.d}, {policy.n_points} per round", "confidence_per_attack": conf_each})
+    # 1. ledger: the background losses (0, and user 0 at the low extreme), 200 runs
+    ctx.say("local: ledger")
+    pol = ctx.build(T)
+    simulate_bco(pol, loss_pair(pol, T, 0)[0], 200, int(s_ledger.generate_state(1)[0]), record=True)
+    _ledger_part(ctx, policy, ledger_per_user(pol.ledger, ctx.delta), 200 * T)
+    # 2. channel
+    ctx.say("local: channel attack")
+    _channel_part(ctx, policy, conf_each, s_channel)
+    # 4. transcript, 5. central (the points)
+    rounds = _user_rounds(T, T - 2)  # the central features need round j + 1
+    for kind, ss, div, on in (("transcript", s_transcript, LOCAL_DEFAULTS["transcript_div"], True),
+                              ("central", s_central, LOCAL_DEFAULTS["central_div"], central)):
+        if not on:
+            continue
+        ctx.say(f"local: {kind} attack" + (" (points)" if kind == "central" else ""))
+        n = max(1000, r.runs // div)
+        t0 = time.perf_counter()
+        source = LossSource(ctx.build(T), rounds, T, kind)
+        rows = threshold_attack(source, list(range(len(rounds))), ss, delta=ctx.delta, confidence=conf_each,
+                                n_select=max(1000, n // 5), n_fresh=n, engine=_engine(ctx, source.policy),
+                                progress=ctx.progress, what=f"{kind}: fresh runs")
+        stat = None
+        if kind == "transcript" and policy.n_points == 2:
+            stat = "projection of (message, message x direction of x1 - x2) onto the learnt mean difference"
+        elif kind == "central":
+            stat = ("projection of (centre of the next points, its outer product with the exploration direction) "
+                    "onto the learnt mean difference")
+        res = _rows_result(kind, rows, source, ctx.delta, conf_each, max(1000, n // 5), time.perf_counter() - t0, stat)
+        ctx.attacks.append(res)
+        if kind == "central":
+            low, eps_claim = res.epsilon_lower, ctx.claim.epsilon
+            ctx.extra["central"] = {
+                "verdict": "violation" if low > eps_claim else "consistent", "epsilon_claimed": eps_claim,
+                "epsilon_lower": low, "gap": eps_claim - low, "witness": res.witness, "attacks": [res.to_dict()],
+                "reason": (f"the point-sequence attack's lower bound eps >= {low:.4g} "
+                           f"{'exceeds' if low > eps_claim else 'is within'} the claimed eps = {eps_claim:.4g}"),
+                "ledger": None, "seconds": res.seconds}
+        what = "what the server received" if kind == "transcript" else "the points played after the user's round"
+        ctx.ran(kind, "bound", f"{what}, users {rounds}, {n} fresh runs per side and user", res.seconds)
+    if central:
+        ctx.notes.append("central part: the view is the sequence of points played (BCO), one learnt-projection "
+                         "threshold test, not the K-armed audit's attacks.")

@@ -1,0 +1,121 @@
+"""The one verdict rule, for every protocol.
+
+* ``violation`` when a finding exceeds the claim: an attack's lower bound on epsilon at its
+  confidence (strictly), an exact figure the verdict judges (beyond its numerical precision, a
+  relative 1e-9: the conversions and bisections solve to ~1e-12), or, for the gray-box likelihood
+  attack, a lower bound on a Rényi divergence above the claim's Rényi curve at that order;
+* ``inconclusive`` when the audit had no power: the plan found nothing private to audit (no action
+  depended on the input within the horizon cap, no release happened), no attack told the two sides'
+  views apart on any pair tried (every lower bound 0), or, when only the black-box attack judges the
+  claim, the claim lies above the largest bound the sample size can give;
+* otherwise ``consistent``, with the gap between the claim and the best lower bound.
+
+The error budget 1 - confidence is split equally between the parts whose bounds enter the verdict
+(:func:`dpaudit.attacks.bounds.split_confidence`), and each part corrects internally for everything
+it evaluates on fresh samples, so a policy that keeps its claim is called a violation with probability
+at most 1 - confidence; exact figures carry no sampling error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from dpaudit.attacks.result import AuditResult
+from dpaudit.errors import DPAuditError
+
+from .findings import Exact
+
+__all__ = ["Verdict", "decide", "EXACT_TOLERANCE"]
+
+#: relative tolerance of an exact figure's comparison with the claim
+EXACT_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    reason: str
+    epsilon_lower: float
+    witness: dict[str, Any] | None
+
+
+def _check_numbers(attacks: Sequence[AuditResult], exact: Sequence[Exact]) -> None:
+    """Refuse a verdict reached with a NaN: NaN compares false, so it would read as ``consistent``."""
+    for a in attacks:
+        if isinstance(a.epsilon_lower, float) and math.isnan(a.epsilon_lower):
+            raise DPAuditError(f"the {a.attack} attack's bound came out NaN, so the verdict cannot be decided; this is "
+                               "a dpaudit bug, please report it with the command line.")
+    for e in exact:
+        if math.isnan(e.epsilon):
+            raise DPAuditError(f"the exact {e.part} epsilon came out NaN, so the verdict cannot be decided; this is a "
+                               "dpaudit bug, please report it with the command line.")
+
+
+def decide(eps_claim: float, delta: float, attacks: Sequence[AuditResult], exact: Sequence[Exact] = (), *,
+           renyi_violation: Sequence[dict[str, Any]] = (), unseen: str | None = None, blackbox_only: bool = False,
+           ceiling: float = math.inf, runs: int | None = None, pairs_tried: int | None = None,
+           confidence: float | None = None) -> Verdict:
+    """Apply the rule (module docstring) to an audit's findings.
+
+    ``attacks``: the lower bounds that enter the verdict; ``exact``: exact figures (only the ``judged``
+    ones are compared); ``renyi_violation``: the likelihood attack's orders whose D_alpha lower bound
+    exceeds the claim's curve; ``unseen``: the plan's reason there was nothing private to audit;
+    ``blackbox_only`` with ``ceiling``: the claim must lie below the largest bound the fresh samples can
+    give, or no bound could ever exceed it.
+    """
+    _check_numbers(attacks, exact)
+    best = max(attacks, key=lambda a: a.epsilon_lower, default=None)
+    best_lower = best.epsilon_lower if best is not None else 0.0
+    over: list[tuple[float, str, dict[str, Any]]] = []
+    for a in attacks:
+        if a.epsilon_lower > eps_claim:
+            over.append((a.epsilon_lower, f"the {a.attack} attack's lower bound eps >= {a.epsilon_lower:.4g}",
+                         {"attack": a.attack, **a.witness}))
+    for e in exact:
+        against = eps_claim if e.claimed is None else e.claimed
+        if e.judged and e.epsilon > against * (1 + EXACT_TOLERANCE) + EXACT_TOLERANCE:
+            over.append((e.epsilon, f"the {e.part} gives the exact eps = {e.epsilon:.6g} ({e.method})"
+                                    + (f" exceeds the claim's own eps = {against:.6g}" if e.claimed is not None else ""),
+                         {"attack": e.part, **e.witness}))
+    if over:
+        worst = max(over, key=lambda f: f[0])
+        reason = worst[1] if " exceeds " in worst[1] else f"{worst[1]} exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g}"
+        if len(over) > 1:
+            reason += f" (and {len(over) - 1} more finding{'s' if len(over) > 2 else ''})"
+        if not attacks:
+            reason += " (exact, no sampling)"
+            best_lower = next(e.epsilon for e in exact if e.judged)  # the first figure is at the audit's delta
+        return Verdict("violation", reason, best_lower, worst[2])
+    if renyi_violation:
+        v = max(renyi_violation, key=lambda r: r["D_alpha_lower"] - r["claimed"])
+        lik = next((a for a in attacks if a.attack == "likelihood"), best)
+        return Verdict("violation", f"the likelihood attack's lower bound D_{v['order']:g} >= {v['D_alpha_lower']:.4g} "
+                                    f"exceeds the claimed Rényi divergence {v['claimed']:.4g} at that order", best_lower,
+                       {"attack": lik.attack, **lik.witness} if lik is not None else None)
+    judged = [e for e in exact if e.judged]
+    if not attacks and judged:  # an exact audit: the figures are the whole mechanism's, no sampling
+        top = max(judged, key=lambda e: e.epsilon)
+        return Verdict("consistent", f"every exact figure is within the claimed eps = {eps_claim:.6g} at delta = "
+                                     f"{delta:g} (the {top.part} gives eps = {top.epsilon:.6g}; exact, no sampling)",
+                       judged[0].epsilon, {"attack": judged[0].part, **judged[0].witness})
+    witness = {"attack": best.attack, **best.witness} if best is not None else None
+    if unseen is None and best_lower <= 0:
+        tried = f" of the {pairs_tried} neighbouring pairs tried" if pairs_tried else " pair tried"
+        conf = f" at {confidence:g} confidence" if confidence is not None else ""
+        unseen = (f"the two sides' views could not be told apart on any{tried} (every lower bound is 0{conf}; "
+                  f"claimed eps = {eps_claim:.4g})")
+    if unseen is None and blackbox_only and eps_claim > ceiling:
+        per = f"{runs} fresh runs per side" if runs else "the fresh samples"
+        unseen = (f"the claim eps = {eps_claim:.4g} lies above {ceiling:.4g}, the largest bound {per} can give the "
+                  "black-box attack (the only one without a ledger)")
+    if unseen is not None:
+        return Verdict("inconclusive", f"{unseen}, so this audit is no evidence either way; try a longer --horizon, "
+                                       "more --runs, or --pair PAIR.json with the inputs where you expect the policy "
+                                       "to leak", best_lower, witness)
+    what = "no attack's lower bound" + (" and no exact figure" if judged else "")
+    assert best is not None
+    return Verdict("consistent", f"{what} exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g} (best: "
+                                 f"{best.attack}, eps >= {best_lower:.4g}; gap {eps_claim - best_lower:.4g})",
+                   best_lower, witness)
