@@ -12,9 +12,9 @@ Plug-in contract for ``dpaudit check policy NAME --protocol local`` (kept small)
   user sends; the audit queries it as a black box.
 * ``domain``: ``(low, high)`` of the scalar user data (a reward); the audit takes z, z' at its
   extremes. Policies with vector data (Alg. 5) also give ``domain_pairs() -> [(z, z'), ...]``.
-* optional: ``channel_table() -> (inputs, outputs, P)`` for a finite channel (exact audit), and
-  ``transcript()`` (n_runs, T, m): what the server received at each step (set
-  ``keep_transcript = True`` before ``reset``).
+* optional: ``channel_table() -> (inputs, outputs, P)`` for a finite channel (exact audit; None when
+  the channel is not finite), and ``transcript()`` (n_runs, T, m): what the server received at each
+  step (set ``keep_transcript = True`` before ``reset``).
 
 Policies (``ldp-*``) and their non-private twins (same black box, no channel):
 
@@ -107,10 +107,9 @@ class LDPPolicy(Policy):
         return tuple(self._chan.domain) if self._chan is not None else tuple(self.reward_range)
 
     def channel_table(self):
+        """(inputs, outputs, P) of a finite channel (randomised response), None when the channel is not finite."""
         table = getattr(self._chan, "table", None)
-        if table is None:
-            raise DPAuditError(f"{self.name}'s channel is not finite.")
-        return table()
+        return None if table is None else table()
 
     def transcript(self) -> np.ndarray:
         """What the server received at each step, (n_runs, T, m) (needs ``keep_transcript = True``)."""

@@ -24,7 +24,7 @@ import numpy as np
 from dpaudit.errors import DPAuditError
 from dpaudit.policies.base import check_actions
 
-__all__ = ["Adversary", "Protocol", "Pair", "FixedActionSet", "offers_blocks", "check_table", "innermost"]
+__all__ = ["Adversary", "Protocol", "Pair", "FixedActionSet", "offers_blocks", "check_table"]
 
 
 class Adversary:
@@ -117,18 +117,6 @@ class FixedActionSet:
     def prepare_blocks(self) -> None:
         """Give a phase-based policy (GOPE) its fixed action set before the block path's plan()."""
         self._inner.set_arms(self._arms)
-
-
-def innermost(policy: Any) -> Any:
-    """The policy inside every wrapper (:class:`FixedActionSet`, a plug-in's sandbox): where a flag such
-    as ``keep_transcript`` must be set, since the wrappers forward reads only."""
-    seen = 0
-    while hasattr(policy, "wrapped") and seen < 16:
-        inner = policy.wrapped
-        if inner is policy:
-            break
-        policy, seen = inner, seen + 1
-    return policy
 
 
 def offers_blocks(policy) -> bool:

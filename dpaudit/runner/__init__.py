@@ -114,6 +114,8 @@ class Context:
     #: what long parts have finished so far (the search's ``ranking``, its ``membership`` and ``likelihood``
     #: results), so that an interrupted audit reports them
     finished: dict[str, Any] = field(default_factory=dict)
+    #: the plan's own state between its preflight and its parts
+    state: dict[str, Any] = field(default_factory=dict)
 
     def build(self, horizon: int, **kw: Any) -> Any:
         """The policy at ``horizon`` (the request's claim and adapter applied)."""

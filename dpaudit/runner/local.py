@@ -43,23 +43,18 @@ from dpaudit.attacks.exact import exact_channel_epsilon
 from dpaudit.attacks.membership import threshold_attack
 from dpaudit.attacks.result import AuditResult
 from dpaudit.errors import DPAuditError
-from dpaudit.protocols import LocalDP, PairSpec, TableDP, innermost, make_pair
+from dpaudit.protocols import LocalDP, PairSpec, TableDP, make_pair
+from dpaudit.protocols.local import ask_transcript, check_local_plugin
 from dpaudit.protocols.continuous import central_features, loss_pair, play, transcript_features
 
 from . import DEFAULTS, Context, confidence_each
 from .findings import Exact
-from .setup import reward_alphabet_for, with_features
+from .setup import with_features
 
 __all__ = ["audit", "preflight", "channel_attack", "LOCAL_DEFAULTS", "ChannelSource", "TranscriptSource", "LossSource"]
 
 #: fresh channel samples per side = ``channel_factor`` x runs; transcript and central runs per side = runs / 5
 LOCAL_DEFAULTS = {"channel_factor": 20, "transcript_div": 5, "central_div": 5}
-
-
-def _has_channel(policy: Any) -> bool:
-    if getattr(policy, "local_channel", True) is None:  # dpaudit's non-private twins: a channel method, no channel
-        return False
-    return callable(getattr(policy, "channel", None)) and getattr(policy, "domain", None) is not None
 
 
 def domain_pairs(policy: Any) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -129,7 +124,7 @@ class TranscriptSource:
         self.cells_per_run = horizon * K
         proto = LocalDP()
         self.pairs = [make_pair(PairSpec(j, background), proto, K, min(horizon, j + 2), (lo, hi)) for j in rounds]
-        innermost(policy).keep_transcript = True
+        ask_transcript(policy)
 
     def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> np.ndarray:
         nb = self.pairs[candidate]
@@ -160,7 +155,7 @@ class LossSource:
         self.policy, self.rounds, self.kind = policy, rounds, kind
         self.cells_per_run = horizon * policy.n_points * policy.d
         self.pairs = [loss_pair(policy, horizon, j) for j in rounds]
-        innermost(policy).keep_transcript = True
+        ask_transcript(policy)
 
     def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> np.ndarray:
         j, losses = self.rounds[candidate], self.pairs[candidate][side]
@@ -201,9 +196,13 @@ def preflight(ctx: Context) -> None:
     from .cost import audit_preflight
 
     r = ctx.request
-    probe = ctx.build(r.horizon or DEFAULTS["horizon"])
-    if getattr(probe, "continuous_actions", False):
-        return  # BCO: every part is a short run on a loss sequence
+    T = r.horizon or DEFAULTS["horizon"]
+    probe = with_features(ctx.build(T), r.seed)
+    spec = r.policy if isinstance(r.policy, str) else str(r.policy)
+    # the local plug-in contract first: a malformed member is one sentence before anything runs it
+    ctx.state["local_info"] = check_local_plugin(probe, horizon=T, rng_seed=r.seed, rewards=r.rewards, name=spec)
+    if getattr(probe, "continuous_actions", False) or not r.central:
+        return  # BCO: every part is a short run on a loss sequence; without the central part, nothing long
     audit_preflight(lambda T: with_features(ctx.build(T), r.seed), TableDP(),
                     runs=max(1000, r.runs // LOCAL_DEFAULTS["central_div"]),
                     horizon=r.horizon if r.horizon is not None else DEFAULTS["horizon"], workers=r.workers,
@@ -222,10 +221,9 @@ def audit(ctx: Context) -> None:
                            "user's data at its domain's extremes; drop --pair or use --protocol table.")
     policy = with_features(ctx.build(T), r.seed)
     ctx.policy = policy
-    if not _has_channel(policy):
-        raise DPAuditError(
-            f"policy {spec!r} exposes no channel, so --protocol local cannot query what a user sends: a local-DP "
-            "plug-in must give channel(z_batch, rng) -> messages and its data domain (see the README, 'Local DP').")
+    # the local plug-in contract, checked member by member before any part relies on it (protocols.local)
+    info = ctx.state.get("local_info") or check_local_plugin(policy, horizon=T, rng_seed=r.seed, rewards=r.rewards,
+                                                            name=spec)
     ctx.read_claim(policy, spec)
     params = getattr(policy, "params", None)
     ctx.params = params() if callable(params) else dict(r.params)
@@ -236,16 +234,13 @@ def audit(ctx: Context) -> None:
         if r.rewards is not None or r.adapter is not None:
             raise DPAuditError("--rewards and --adapter apply to K-armed policies; a BCO policy's users hold loss "
                                "functions, so drop them.")
-        return _audit_bco(ctx, policy, T, central)
-    alphabet = None
-    if r.rewards is not None:
-        if callable(getattr(policy, "domain_pairs", None)):
-            raise DPAuditError("--rewards applies to scalar user data; this policy's users send vectors "
-                               "(domain_pairs()), so it cannot be restricted to a reward alphabet.")
-        lo_d, hi_d = (float(x) for x in policy.domain)
-        alphabet = reward_alphabet_for(policy, r.rewards, (lo_d, hi_d))
+        return _audit_bco(ctx, policy, T, central, info)
+    alphabet = info.alphabet  # --rewards, else the policy's reward_alphabet (scalar data only)
+    if r.rewards is not None and info.vector_data:
+        raise DPAuditError("--rewards applies to scalar user data; this policy's users send vectors "
+                           "(domain_pairs()), so it cannot be restricted to a reward alphabet.")
     s_ledger, s_channel, s_transcript = np.random.SeedSequence(r.seed).spawn(3)
-    has_transcript = callable(getattr(policy, "transcript", None)) and hasattr(policy, "keep_transcript")
+    has_transcript = info.transcript
     conf_each = confidence_each(ctx, 1 + int(has_transcript) + int(central))
     K = int(policy.n_arms)
     ctx.extra.update({"n_arms": K, "confidence_per_attack": conf_each})
@@ -264,22 +259,17 @@ def audit(ctx: Context) -> None:
 
     # 2. the channel, black box
     ctx.say("local: channel attack")
-    _channel_part(ctx, policy, conf_each, s_channel, pair=rng_pair if alphabet else None)
+    _channel_part(ctx, policy, conf_each, s_channel, info)
 
     # 3. exact, finite channels
-    if callable(getattr(policy, "channel_table", None)):
-        try:
-            table = policy.channel_table()
-        except DPAuditError:
-            table = None  # dpaudit's own channels say "no finite table" this way
-        if table is not None:
-            inputs, outputs, P = table
-            e, (i, j) = exact_channel_epsilon(P, ctx.delta)
-            ctx.exact.append(Exact("finite channel", e, "exact eps(delta) over every ordered pair of inputs", True,
-                                   {"z": float(inputs[i]), "z_prime": float(inputs[j])},
-                                   {"inputs": np.asarray(inputs).tolist(), "outputs": np.asarray(outputs).tolist(),
-                                    "table": np.asarray(P).tolist()}))
-            ctx.ran("finite channel", "exact", f"the channel table's exact eps = {e:.4g}")
+    if info.table is not None:  # checked by check_local_plugin; None: the channel is not finite
+        inputs, outputs, P = info.table
+        e, (i, j) = exact_channel_epsilon(P, ctx.delta)
+        ctx.exact.append(Exact("finite channel", e, "exact eps(delta) over every ordered pair of inputs", True,
+                               {"z": float(inputs[i]), "z_prime": float(inputs[j])},
+                               {"inputs": np.asarray(inputs).tolist(), "outputs": np.asarray(outputs).tolist(),
+                                "table": np.asarray(P).tolist()}))
+        ctx.ran("finite channel", "exact", f"the channel table's exact eps = {e:.4g}")
 
     # 4. the transcript, black box
     if has_transcript:
@@ -333,13 +323,15 @@ def _ledger_part(ctx: Context, policy: Any, ledger: dict[str, Any] | None, users
 
 def channel_attack(policy: Any, *, delta: float, confidence: float, n_fresh: int, n_select: int,
                    seed: np.random.SeedSequence, pair: tuple[float, float] | None = None, engine: Any = None,
-                   progress: Any = None) -> AuditResult:
+                   progress: Any = None, pairs: Any = None) -> AuditResult:
     """The channel part alone: a black-box lower bound on the channel's epsilon, z and z' at the domain's
-    extremes (or ``pair``, or the pairs of ``domain_pairs()``), a threshold test on the message."""
+    extremes (or ``pair``, or ``pairs``, or the pairs of ``domain_pairs()``), a threshold test on the message."""
     from dpaudit.engine import SERIAL
 
     t0 = time.perf_counter()
-    pairs = domain_pairs(policy) if pair is None else [(np.array(float(pair[0])), np.array(float(pair[1])))]
+    if pairs is None:
+        pairs = domain_pairs(policy) if pair is None else [(np.array(float(pair[0])), np.array(float(pair[1])))]
+    pairs = [(np.asarray(a, dtype=float), np.asarray(b, dtype=float)) for a, b in pairs]
     source = ChannelSource(policy, pairs)
     rows = threshold_attack(source, list(range(len(pairs))), seed, delta=delta, confidence=confidence,
                             n_select=n_select, n_fresh=n_fresh, engine=engine or SERIAL, progress=progress,
@@ -347,12 +339,11 @@ def channel_attack(policy: Any, *, delta: float, confidence: float, n_fresh: int
     return _rows_result("channel", rows, source, delta, confidence, n_select, time.perf_counter() - t0)
 
 
-def _channel_part(ctx: Context, policy: Any, conf_each: float, seed: np.random.SeedSequence,
-                  pair: tuple[float, float] | None = None) -> None:
+def _channel_part(ctx: Context, policy: Any, conf_each: float, seed: np.random.SeedSequence, info: Any) -> None:
     n_fresh = LOCAL_DEFAULTS["channel_factor"] * ctx.request.runs
     res = channel_attack(policy, delta=ctx.delta, confidence=conf_each, n_fresh=n_fresh,
-                         n_select=max(2000, ctx.request.runs // 2), seed=seed, pair=pair, engine=_engine(ctx, policy),
-                         progress=ctx.progress)
+                         n_select=max(2000, ctx.request.runs // 2), seed=seed, pairs=info.pairs,
+                         engine=_engine(ctx, policy), progress=ctx.progress)
     ctx.attacks.append(res)
     ctx.ran("channel", "bound", f"the channel's messages for {len(res.details['pairs'])} pair(s) of user data, "
                                 f"{n_fresh} fresh messages per side", res.seconds)
@@ -385,7 +376,7 @@ def _central_part(ctx: Context, conf_each: float) -> None:
                                 f"{found.epsilon_lower if found.epsilon_lower is not None else 0:.4g}", found.seconds)
 
 
-def _audit_bco(ctx: Context, policy: Any, T: int, central: bool) -> None:
+def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> None:
     """The local plan of a BCO policy (module docstring): ledger, channel, transcript, central points."""
     from dpaudit.simulate import simulate_bco
 
@@ -401,7 +392,7 @@ def _audit_bco(ctx: Context, policy: Any, T: int, central: bool) -> None:
     _ledger_part(ctx, policy, ledger_per_user(pol.ledger, ctx.delta), 200 * T)
     # 2. channel
     ctx.say("local: channel attack")
-    _channel_part(ctx, policy, conf_each, s_channel)
+    _channel_part(ctx, policy, conf_each, s_channel, info)
     # 4. transcript, 5. central (the points)
     rounds = _user_rounds(T, T - 2)  # the central features need round j + 1
     for kind, ss, div, on in (("transcript", s_transcript, LOCAL_DEFAULTS["transcript_div"], True),
