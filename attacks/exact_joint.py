@@ -41,7 +41,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dpaudit.errors import DPAuditError, check_delta, check_nonnegative, check_order
-from dpaudit.policies.finite_contextual import FiniteContextualPolicy, _histories
+from dpaudit.policies.finite_contextual import FiniteContextualPolicy, histories
 
 from .exact import DEFAULT_MAX_WORK, epsilon_for_delta, hockey_stick, renyi_divergence
 
@@ -138,7 +138,7 @@ def _reachable_prefixes(policy: FiniteContextualPolicy, t: int) -> np.ndarray:
     n = (C * K * R) ** t
     if t == 0:
         return np.ones(1, dtype=bool)
-    h = _histories(C, K, R, t)
+    h = histories(C, K, R, t)
     ok = np.ones(n, dtype=bool)
     state = np.zeros(n, dtype=np.int64)
     for s in range(t):
@@ -282,7 +282,7 @@ def exact_joint_profile(policy: FiniteContextualPolicy, *, epsilons: Sequence[fl
                 event = order[: int(epsilon_for_delta(Pp, Qq, deltas[n])[1])]
             else:
                 event = np.flatnonzero(np.isposinf(ratio)) if math.isinf(v) else order[:1]
-        h = _histories(C, K, R, t)[p] if t else np.zeros((0, 3), dtype=np.int64)
+        h = histories(C, K, R, t)[p] if t else np.zeros((0, 3), dtype=np.int64)
         return JointWitness(
             value=v, round=t + 1,
             history=[(policy.contexts[c], int(a), float(rv[r])) for c, a, r in h],

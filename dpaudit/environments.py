@@ -38,6 +38,8 @@ __all__ = [
     "GaussianBandit",
     "PAPER_MEANS",
     "LossSequence",
+    "unit_vectors",
+    "project_ball",
     "make_losses",
     "register_environment",
     "make_environment",
@@ -600,8 +602,6 @@ class LossSequence:
         d = check_int("d", d, minimum=1)
         T = check_int("horizon", horizon, minimum=1)
         rng = np.random.default_rng([check_int("seed", seed, minimum=0), 31])
-        from dpaudit.policies.bco import unit_vectors
-
         v = unit_vectors(rng, 1, d)[0]
         c = check_nonnegative("scale", scale) * v + check_nonnegative("jitter", jitter) * unit_vectors(rng, T, d)
         return cls(np.zeros(T), c, check_nonnegative("mu", mu), None, 0.0)
@@ -642,8 +642,6 @@ class LossSequence:
         T = self.horizon if horizon is None else horizon
         A, C, M = self.a[:T].sum(), self.c[:T].sum(axis=0), self.mu[:T].sum()
         if M > 0:
-            from dpaudit.policies.bco import project_ball
-
             x = project_ball(self.x_star - C / M, radius)
         else:
             n = float(np.linalg.norm(C))
@@ -672,3 +670,22 @@ def make_losses(name: str | None, d: int, horizon: int, params: dict[str, str] |
     if name == "stochastic":
         return LossSequence.stochastic(d, horizon, **kw)
     return LossSequence.adversarial(d, horizon, **kw)
+
+
+# ---- the ball's geometry (the BCO policies and the GLM policies use it too) ---------------------------
+
+def unit_vectors(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    """(n, d) vectors uniform on the unit sphere of R^d (normalised Gaussians)."""
+    u = rng.standard_normal((n, d))
+    norm = np.linalg.norm(u, axis=1, keepdims=True)
+    while np.any(norm == 0):  # probability 0; redraw rather than divide by zero
+        bad = norm[:, 0] == 0
+        u[bad] = rng.standard_normal((int(bad.sum()), d))
+        norm = np.linalg.norm(u, axis=1, keepdims=True)
+    return u / norm
+
+
+def project_ball(y: np.ndarray, radius: float) -> np.ndarray:
+    """Euclidean projection of the rows of ``y`` onto the ball of the given radius (centred at 0)."""
+    norm = np.linalg.norm(y, axis=-1, keepdims=True)
+    return y * np.minimum(1.0, radius / np.maximum(norm, 1e-300))

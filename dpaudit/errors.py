@@ -11,6 +11,7 @@ import math
 from numbers import Real
 
 __all__ = [
+    "shorten",
     "DPAuditError",
     "check_positive",
     "check_nonnegative",
@@ -82,3 +83,10 @@ def check_int(name: str, value: object, *, minimum: int) -> int:
     if v < minimum:
         raise DPAuditError(f"{name} must be an integer >= {minimum}, got {value!r}.")
     return v
+
+
+def shorten(value: object, limit: int = 80, *, as_text: bool = False) -> str:
+    """``value`` for an error message: its repr (its text with ``as_text``) on one line, cut to ``limit``
+    characters with "..." so a huge or multi-line value cannot swamp the sentence."""
+    text = " ".join((str(value) if as_text else repr(value)).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -339,7 +339,7 @@ def _check_domain(domain: object) -> tuple[float, float]:
     return lo, hi
 
 
-def _user_fed(n: int, step: int, coef: np.ndarray) -> Fed:
+def user_fed(n: int, step: int, coef: np.ndarray) -> Fed:
     """Each message fed by its own user's round ``step`` (coef: (n, m) change per unit of her reward)."""
     return Fed(np.arange(n), np.full(n, int(step), dtype=np.int64), np.asarray(coef, dtype=float).reshape(n, -1))
 
@@ -428,7 +428,7 @@ class GaussianChannel(Channel):
             n = z.shape[0]
             ledger.record(Release(label or "gaussian channel", int(step), Noise("gaussian", np.full(n, self.sigma)),
                                   self.sensitivity, np.arange(n) if runs is None else np.asarray(runs),
-                                  z.reshape(n, 1), o.reshape(n, 1), _user_fed(n, step, np.ones((n, 1)))))
+                                  z.reshape(n, 1), o.reshape(n, 1), user_fed(n, step, np.ones((n, 1)))))
         return o
 
     def epsilon(self, delta: float) -> float:
@@ -463,7 +463,7 @@ class LaplaceChannel(Channel):
             n = z.shape[0]
             ledger.record(Release(label or "Laplace channel", int(step), Noise("laplace", np.full(n, self.b)),
                                   self.sensitivity, np.arange(n) if runs is None else np.asarray(runs),
-                                  z.reshape(n, 1), o.reshape(n, 1), _user_fed(n, step, np.ones((n, 1)))))
+                                  z.reshape(n, 1), o.reshape(n, 1), user_fed(n, step, np.ones((n, 1)))))
         return o
 
     def epsilon(self, delta: float) -> float:
@@ -508,7 +508,7 @@ class RandomizedResponse(Channel):
             ledger.record(Release(label or "randomised response", int(step),
                                   Noise("randomized_response", np.full(n, 1.0 / self.eps)),  # type: ignore[arg-type]
                                   self.sensitivity, np.arange(n) if runs is None else np.asarray(runs),
-                                  z.reshape(n, 1), o.reshape(n, 1), _user_fed(n, step, np.ones((n, 1)))))
+                                  z.reshape(n, 1), o.reshape(n, 1), user_fed(n, step, np.ones((n, 1)))))
         return o
 
     def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -589,9 +589,9 @@ class LinearStatsChannel(Channel):
             r = np.arange(n) if runs is None else np.asarray(runs)
             ledger.record(Release(label or "Alg. 5 matrix x x^T + B", int(step), Noise("gaussian", np.full(n, self.sigma)),
                                   self.sens_matrix, r, xx[:, iu[0], iu[1]], V[:, iu[0], iu[1]],
-                                  _user_fed(n, step, np.zeros((n, iu[0].size)))))
+                                  user_fed(n, step, np.zeros((n, iu[0].size)))))
             ledger.record(Release(label or "Alg. 5 vector y x + xi", int(step), Noise("gaussian", np.full(n, self.sigma)),
-                                  self.sens_vector, r, y[:, None] * x, u, _user_fed(n, step, x)))
+                                  self.sens_vector, r, y[:, None] * x, u, user_fed(n, step, x)))
         return np.concatenate([V.reshape(n, d * d), u], axis=1)
 
     def epsilon(self, delta: float) -> float:
@@ -657,11 +657,11 @@ class GLOCChannel(Channel):
             r = np.arange(n) if runs is None else np.asarray(runs)
             sig = np.full(n, self.sigma)
             ledger.record(Release((label or "Alg. 3") + ": x x^T + B", int(step), Noise("gaussian", sig), self.sens[0],
-                                  r, xx[:, iu[0], iu[1]], V[:, iu[0], iu[1]], _user_fed(n, step, np.zeros((n, iu[0].size)))))
+                                  r, xx[:, iu[0], iu[1]], V[:, iu[0], iu[1]], user_fed(n, step, np.zeros((n, iu[0].size)))))
             ledger.record(Release((label or "Alg. 3") + ": z x + xi", int(step), Noise("gaussian", sig), self.sens[1],
-                                  r, zt[:, None] * x, u, _user_fed(n, step, np.zeros((n, d)))))
+                                  r, zt[:, None] * x, u, user_fed(n, step, np.zeros((n, d)))))
             ledger.record(Release((label or "Alg. 3") + ": gradient + r", int(step), Noise("gaussian", self.C * sig),
-                                  self.sens[2], r, grad, gr, _user_fed(n, step, -x)))
+                                  self.sens[2], r, grad, gr, user_fed(n, step, -x)))
         return np.concatenate([V.reshape(n, d * d), u, gr], axis=1)
 
     def epsilon(self, delta: float) -> float:

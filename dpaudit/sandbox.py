@@ -35,7 +35,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, shorten
 
 __all__ = ["guard", "PluginPolicy", "PluginExit", "wrap_plugin", "is_plugin_spec", "plugin_digest", "file_digest"]
 
@@ -118,11 +118,6 @@ def _leave() -> None:
             _SAVED_STDOUT = None
 
 
-def _short(text: str, limit: int = 200) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _where(method: str, step: Any) -> str:
     if method == "import":
         return "while being imported"
@@ -153,7 +148,7 @@ def guard(plugin: str, method: str, step: Any = None) -> Iterator[None]:
         err.plugin_traceback = "".join(traceback.format_exception(exc))
         raise err from None
     except Exception as exc:
-        msg = _short(exc) or "(no message)"
+        msg = shorten(exc, 200, as_text=True) or "(no message)"
         err = DPAuditError(f"plug-in {plugin} raised {type(exc).__name__} {_where(method, step)}: {msg.rstrip('.')} "
                            "(rerun with dpaudit --debug for its traceback).")
         err.plugin_traceback = "".join(traceback.format_exception(exc))

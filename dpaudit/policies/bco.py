@@ -58,30 +58,14 @@ from typing import Any
 import numpy as np
 
 from dpaudit.accountants import ApproxDP
+from dpaudit.environments import project_ball, unit_vectors
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
-from dpaudit.mechanisms import Channel, GaussianChannel, Noise, Release, _user_fed
+from dpaudit.mechanisms import Channel, GaussianChannel, Noise, Release, user_fed
 from dpaudit.policies.base import Policy
 from dpaudit.policies.registry import get_policy_class, register
 
 __all__ = ["is_bco", "BCOPolicy", "FKM", "LDPFKM", "TwoPoint", "LDPTwoPoint", "SCS", "LDPSCS", "TwoPointChannel",
-           "unit_vectors", "project_ball"]
-
-
-def unit_vectors(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
-    """(n, d) vectors uniform on the unit sphere of R^d (normalised Gaussians)."""
-    u = rng.standard_normal((n, d))
-    norm = np.linalg.norm(u, axis=1, keepdims=True)
-    while np.any(norm == 0):  # probability 0; redraw rather than divide by zero
-        bad = norm[:, 0] == 0
-        u[bad] = rng.standard_normal((int(bad.sum()), d))
-        norm = np.linalg.norm(u, axis=1, keepdims=True)
-    return u / norm
-
-
-def project_ball(y: np.ndarray, radius: float) -> np.ndarray:
-    """Euclidean projection of the rows of ``y`` onto the ball of the given radius (centred at 0)."""
-    norm = np.linalg.norm(y, axis=-1, keepdims=True)
-    return y * np.minimum(1.0, radius / np.maximum(norm, 1e-300))
+]
 
 
 class TwoPointChannel(Channel):
@@ -144,7 +128,7 @@ class TwoPointChannel(Channel):
             scale = self.sigma * np.linalg.norm(gap, axis=1)
             ledger.record(Release(label or "Alg. 2 two-point message", int(step), Noise("gaussian", scale),
                                   self.sensitivity, np.arange(n) if runs is None else np.asarray(runs),
-                                  z.reshape(n, 1), o.reshape(n, 1), _user_fed(n, step, np.ones((n, 1)))))
+                                  z.reshape(n, 1), o.reshape(n, 1), user_fed(n, step, np.ones((n, 1)))))
         return o
 
     def epsilon(self, delta: float) -> float:

@@ -33,7 +33,7 @@ from dpaudit.policies.registry import register
 __all__ = ["DPSuccessiveElimination", "DPExploreThenCommit"]
 
 
-class _OutsideStyle:
+class OutsideStyle:
     """Shared plumbing: the batched contract without dpaudit's mechanisms (so, deliberately, no ledger)."""
 
     name = ""
@@ -59,7 +59,7 @@ class _OutsideStyle:
 
 
 @register("dp-se", family="elimination")
-class DPSuccessiveElimination(_OutsideStyle):
+class DPSuccessiveElimination(OutsideStyle):
     """DP-SE: successive elimination with a Laplace-noised mean per arm and epoch (Sajed & Sheffet 2019, Alg. 1).
 
     Epoch e = 1, 2, ...: Delta_e = 2^-e; every active arm is pulled R_e times, round robin over the
@@ -148,7 +148,7 @@ class DPSuccessiveElimination(_OutsideStyle):
 
 
 @register("dp-etc", family="elimination")
-class DPExploreThenCommit(_OutsideStyle):
+class DPExploreThenCommit(OutsideStyle):
     """Explore-then-commit with a report-noisy-max commit: eps-DP for rewards in [0, 1].
 
     Rounds 0..m-1 pull the arms round robin, n = ``pulls`` times each (m = K n); at round m each

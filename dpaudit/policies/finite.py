@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, shorten
 from dpaudit.policies.base import Policy, check_actions
 
 __all__ = ["FinitePolicy", "FORMAT", "load_spec", "bundled_spec", "BUNDLED"]
@@ -47,33 +47,28 @@ MAX_DEPTH = 16  # a spec nests 4 deep: {"rules": [ steps [ rows [ probabilities 
 MAX_NUMBER_CHARS = 40  # longer numerals (a 400-digit integer, a fraction of huge integers) are refused
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _prob(value: Any, where: str) -> float:
+def parse_probability(value: Any, where: str) -> float:
     if isinstance(value, bool):
         raise DPAuditError(f"{where}: probability {value!r} must be a number or a string 'p/q'.")
     if isinstance(value, (int, float, np.integer, np.floating)):
         if isinstance(value, (int, np.integer)) and abs(int(value)) > 1:
-            raise DPAuditError(f"{where}: probability {_short(value)} is outside [0, 1].")
+            raise DPAuditError(f"{where}: probability {shorten(value)} is outside [0, 1].")
         p = float(value)
     elif isinstance(value, str):
         if len(value) > MAX_NUMBER_CHARS:
-            raise DPAuditError(f"{where}: probability {_short(value)} is longer than {MAX_NUMBER_CHARS} characters; "
+            raise DPAuditError(f"{where}: probability {shorten(value)} is longer than {MAX_NUMBER_CHARS} characters; "
                                "write it as a number or a short fraction 'p/q'.")
         try:
             frac = Fraction(value.strip())
         except (ValueError, ZeroDivisionError):
-            raise DPAuditError(f"{where}: probability {_short(value)} is not a number or a fraction 'p/q'.") from None
+            raise DPAuditError(f"{where}: probability {shorten(value)} is not a number or a fraction 'p/q'.") from None
         if not (0 <= frac <= 1):  # compared exactly, before a float conversion could overflow
-            raise DPAuditError(f"{where}: probability {_short(value)} is outside [0, 1].")
+            raise DPAuditError(f"{where}: probability {shorten(value)} is outside [0, 1].")
         p = float(frac)
     else:
-        raise DPAuditError(f"{where}: probability {_short(value)} must be a number or a string 'p/q'.")
+        raise DPAuditError(f"{where}: probability {shorten(value)} must be a number or a string 'p/q'.")
     if not (0.0 <= p <= 1.0):  # also NaN
-        raise DPAuditError(f"{where}: probability {_short(value)} is outside [0, 1].")
+        raise DPAuditError(f"{where}: probability {shorten(value)} is outside [0, 1].")
     return p
 
 
@@ -107,22 +102,22 @@ def _nesting_depth(text: str) -> int:
     return int(np.cumsum(step).max(initial=0))
 
 
-def _check_rewards_alphabet(rewards: Sequence[Any]) -> list[float]:
+def check_rewards_alphabet(rewards: Sequence[Any]) -> list[float]:
     if isinstance(rewards, (str, bytes)) or not hasattr(rewards, "__len__"):
-        raise DPAuditError(f"rewards must be a list of at least 2 distinct finite numbers, got {_short(rewards)}.")
+        raise DPAuditError(f"rewards must be a list of at least 2 distinct finite numbers, got {shorten(rewards)}.")
     out = []
     for r in rewards:
         if isinstance(r, bool) or not isinstance(r, (int, float, np.integer, np.floating)):
-            raise DPAuditError(f"rewards must be numbers, got {_short(r)}.")
+            raise DPAuditError(f"rewards must be numbers, got {shorten(r)}.")
         v = float(r)
         if not math.isfinite(v):
             raise DPAuditError(f"rewards must be finite numbers, got {r!r}.")
         out.append(v)
     if len(set(out)) != len(out):
-        raise DPAuditError(f"rewards must be distinct numbers, got {_short(out)}.")
+        raise DPAuditError(f"rewards must be distinct numbers, got {shorten(out)}.")
     if len(out) < 2:
         raise DPAuditError(f"the reward alphabet needs at least 2 values (neighbouring inputs differ in a reward), "
-                           f"got {_short(out)}.")
+                           f"got {shorten(out)}.")
     return out
 
 
@@ -141,16 +136,16 @@ def spec_shape(spec: dict[str, Any]) -> tuple[int, int, list[Any], list[Any]]:
     """(T, K, rules, rewards) of a finite-policy spec (either format), each checked for its type and size."""
     T, K = spec["horizon"], spec["arms"]
     if isinstance(T, bool) or not isinstance(T, int) or T < 1:
-        raise DPAuditError(f"horizon must be an integer T >= 1, got {_short(T)}.")
+        raise DPAuditError(f"horizon must be an integer T >= 1, got {shorten(T)}.")
     if isinstance(K, bool) or not isinstance(K, int) or K < 2:
-        raise DPAuditError(f"arms must be an integer K >= 2, got {_short(K)}.")
+        raise DPAuditError(f"arms must be an integer K >= 2, got {shorten(K)}.")
     rules = spec["rules"]
     if not isinstance(rules, list) or len(rules) != T:
         got = len(rules) if isinstance(rules, list) else type(rules).__name__
         raise DPAuditError(f"rules must list one decision rule per step: horizon is {T}, got {got}.")
     rewards = spec["rewards"]
     if not isinstance(rewards, list) or not all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in rewards):
-        raise DPAuditError(f"rewards must be a list of numbers, got {_short(rewards)}.")
+        raise DPAuditError(f"rewards must be a list of numbers, got {shorten(rewards)}.")
     return T, K, rules, rewards
 
 
@@ -163,7 +158,7 @@ class FinitePolicy(Policy):
         super().__init__()
         if not isinstance(rules, (list, tuple)) or len(rules) < 1:
             raise DPAuditError("rules must be a non-empty list of decision rules, one per step (T >= 1).")
-        rewards = _check_rewards_alphabet(rewards)
+        rewards = check_rewards_alphabet(rewards)
         first = rules[0]
         if not isinstance(first, (list, tuple, np.ndarray)) or len(first) != 1:
             raise DPAuditError(f"step 1 must have exactly 1 row (the empty history), got {len(first) if hasattr(first, '__len__') else first!r}.")
@@ -183,7 +178,7 @@ class FinitePolicy(Policy):
                 where = f"step {t + 1}, row {i}"
                 if not isinstance(row, (list, tuple, np.ndarray)) or len(row) != K:
                     raise DPAuditError(f"{where}: a row must list K = {K} probabilities, got {row!r}.")
-                table[i] = [_prob(v, where) for v in row]
+                table[i] = [parse_probability(v, where) for v in row]
                 total = table[i].sum()
                 if abs(total - 1.0) > SUM_TOLERANCE:
                     raise DPAuditError(f"{where}: probabilities sum to {total:.12g}, not 1 (tolerance {SUM_TOLERANCE:g}).")

@@ -45,8 +45,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpaudit.errors import DPAuditError
-from dpaudit.policies.finite import SUM_TOLERANCE, BUNDLED, FinitePolicy, _check_rewards_alphabet, _prob, _short, arms_of_first_row, spec_shape
+from dpaudit.errors import DPAuditError, shorten
+from dpaudit.policies.finite import SUM_TOLERANCE, BUNDLED, FinitePolicy, check_rewards_alphabet, parse_probability, arms_of_first_row, spec_shape
 
 __all__ = ["FiniteContextualPolicy", "FORMAT_CONTEXTUAL", "BUNDLED_CONTEXTUAL", "load_contextual",
            "is_contextual_spec", "rr_wsls", "copy_context"]
@@ -60,12 +60,12 @@ BUNDLED_CONTEXTUAL = {"jdp-finite-rr": "jdp_finite_rr.json", "jdp-finite-rr-unev
 
 def _check_contexts(contexts: Any) -> list[str]:
     if isinstance(contexts, (str, bytes)) or not isinstance(contexts, (list, tuple)) or len(contexts) < 1:
-        raise DPAuditError(f"contexts must be a non-empty list of distinct labels (strings), got {_short(contexts)}.")
+        raise DPAuditError(f"contexts must be a non-empty list of distinct labels (strings), got {shorten(contexts)}.")
     for c in contexts:
         if not isinstance(c, str) or not c:
-            raise DPAuditError(f"each context must be a non-empty string label, got {_short(c)}.")
+            raise DPAuditError(f"each context must be a non-empty string label, got {shorten(c)}.")
     if len(set(contexts)) != len(contexts):
-        raise DPAuditError(f"context labels must be distinct, got {_short(list(contexts))}.")
+        raise DPAuditError(f"context labels must be distinct, got {shorten(list(contexts))}.")
     return list(contexts)
 
 
@@ -77,11 +77,11 @@ def _check_claim(claim: Any) -> Any:
         return None
     if not isinstance(claim, dict) or not claim:
         raise DPAuditError(f"claim must be an object such as {{\"epsilon\": 1.0}}, {{\"epsilon\": 1, \"delta\": 1e-5}} or "
-                           f"{{\"rho\": 0.5}}, got {_short(claim)}.")
+                           f"{{\"rho\": 0.5}}, got {shorten(claim)}.")
     keys = set(claim)
     for k, v in claim.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise DPAuditError(f"claim {k!r} must be a finite number >= 0, got {_short(v)}.")
+            raise DPAuditError(f"claim {k!r} must be a finite number >= 0, got {shorten(v)}.")
     if keys == {"epsilon"}:
         return PureDP(float(claim["epsilon"]))
     if keys == {"epsilon", "delta"}:
@@ -111,14 +111,14 @@ class FiniteContextualPolicy:
     def __init__(self, rules: Sequence[Any], contexts: Sequence[str], rewards: Sequence[float] = (0.0, 1.0), *,
                  claim: Any = None, label: str = "") -> None:
         contexts = _check_contexts(contexts)
-        rewards = _check_rewards_alphabet(rewards)
+        rewards = check_rewards_alphabet(rewards)
         if not isinstance(rules, (list, tuple)) or len(rules) < 1:
             raise DPAuditError("rules must be a non-empty list of decision rules, one per step (T >= 1).")
         C, R = len(contexts), len(rewards)
         first = rules[0]
         if not isinstance(first, (list, tuple, np.ndarray)) or len(first) != C:
             got = len(first) if hasattr(first, "__len__") else first
-            raise DPAuditError(f"step 1 must have C = {C} rows (one per current context), got {_short(got)}.")
+            raise DPAuditError(f"step 1 must have C = {C} rows (one per current context), got {shorten(got)}.")
         K = arms_of_first_row(first)
         tables = []
         for t, rows in enumerate(rules):
@@ -137,8 +137,8 @@ class FiniteContextualPolicy:
                 for i, row in enumerate(rows):
                     where = f"step {t + 1}, row {i}"
                     if not isinstance(row, (list, tuple, np.ndarray)) or len(row) != K:
-                        raise DPAuditError(f"{where}: a row must list K = {K} probabilities, got {_short(row)}.")
-                    table[i] = [_prob(v, where) for v in row]
+                        raise DPAuditError(f"{where}: a row must list K = {K} probabilities, got {shorten(row)}.")
+                    table[i] = [parse_probability(v, where) for v in row]
             bad = np.flatnonzero(np.abs(table.sum(axis=1) - 1.0) > SUM_TOLERANCE)
             if bad.size:
                 raise DPAuditError(f"step {t + 1}, row {bad[0]}: probabilities sum to {table[bad[0]].sum():.12g}, not 1 "
@@ -162,7 +162,7 @@ class FiniteContextualPolicy:
         if not isinstance(spec, dict):
             raise DPAuditError(f"a finite contextual policy spec must be a JSON object, got {type(spec).__name__}.")
         if spec.get("format") != FORMAT_CONTEXTUAL:
-            raise DPAuditError(f"spec format must be {FORMAT_CONTEXTUAL!r}, got {_short(spec.get('format'))}.")
+            raise DPAuditError(f"spec format must be {FORMAT_CONTEXTUAL!r}, got {shorten(spec.get('format'))}.")
         for key in ("horizon", "arms", "contexts", "rewards", "rules"):
             if key not in spec:
                 raise DPAuditError(f"spec is missing the key {key!r}.")
@@ -251,7 +251,7 @@ def load_contextual(spec: Any) -> FiniteContextualPolicy:
 
 # ---- the bundled examples ------------------------------------------------------------------------
 
-def _histories(C: int, K: int, R: int, t: int) -> np.ndarray:
+def histories(C: int, K: int, R: int, t: int) -> np.ndarray:
     """(n, t, 3) triples (context, arm, reward index) of every history of length t, in row order."""
     n = (C * K * R) ** t
     idx = np.arange(n, dtype=np.int64)
@@ -276,7 +276,7 @@ def rr_wsls(horizon: int = 4, keep: Fraction | float = Fraction(3, 4), keep_x1: 
     C, K, R = 2, 2, 2
     rules = [np.eye(2)]  # round 1: the arm the context names
     for t in range(1, horizon):
-        h = _histories(C, K, R, t)
+        h = histories(C, K, R, t)
         c, a, r = h[:, -1, 0], h[:, -1, 1], h[:, -1, 2]
         b = np.where(r == 1, a, 1 - a)  # win-stay, lose-shift
         k = np.where(c == 1, k1, k0)
@@ -299,7 +299,7 @@ def copy_context(horizon: int = 4, claim_epsilon: float = math.log(3)) -> Finite
     C, K, R = 2, 2, 2
     rules = [np.eye(2)]
     for t in range(1, horizon):
-        h = _histories(C, K, R, t)
+        h = histories(C, K, R, t)
         prev = h[:, -1, 0]
         rows = np.zeros((h.shape[0], C, K))
         rows[np.arange(h.shape[0]), :, prev] = 1.0

@@ -78,6 +78,7 @@ import numpy as np
 from scipy import special
 
 from dpaudit.accountants import ZCDP, ApproxDP, Guarantee, shuffle_guarantee, tree_max_nodes, tree_sigma, zcdp_rho_for_epsilon
+from dpaudit.environments import project_ball
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_nonnegative, check_positive
 from dpaudit.mechanisms import BinaryTreeMechanism, Fed, GaussianMechanism, PiecewiseShuffler, pack_symmetric, unpack_symmetric
 from dpaudit.policies.base import Policy
@@ -100,12 +101,6 @@ def check_link(link: Any) -> str:
 def link_mean(link: str, z: np.ndarray) -> np.ndarray:
     """mu(z): the logistic sigmoid or the standard normal cdf."""
     return special.expit(z) if link == "logistic" else special.ndtr(z)
-
-
-def project_ball(theta: np.ndarray, radius: float) -> np.ndarray:
-    """Euclidean projection of each row onto the ball of the given radius."""
-    norm = np.linalg.norm(theta, axis=-1, keepdims=True)
-    return theta * np.minimum(1.0, radius / np.maximum(norm, 1e-300))
 
 
 def psd_floor(M: np.ndarray, floor: float) -> np.ndarray:

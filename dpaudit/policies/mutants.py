@@ -259,7 +259,7 @@ class LDPPeekUCB(LDPUCB):
 
 from dpaudit.accountants import PureDP  # noqa: E402
 from dpaudit.errors import check_int, check_positive  # noqa: E402
-from dpaudit.policies.elimination import DPExploreThenCommit, DPSuccessiveElimination, _OutsideStyle  # noqa: E402
+from dpaudit.policies.elimination import DPExploreThenCommit, DPSuccessiveElimination, OutsideStyle  # noqa: E402
 
 
 @register("mutant-se-shared-noise", family="elimination", mutant=True)
@@ -289,7 +289,7 @@ class RawCommitETC(DPExploreThenCommit):
 
 
 @register("mutant-counter-double-noise", family="greedy", mutant=True)
-class DoubleDividedCounterGreedy(_OutsideStyle):
+class DoubleDividedCounterGreedy(OutsideStyle):
     """Greedy on privately counted means, with the counter broken twice.
 
     Intended design: each arm's running sum from a private counter (a binary tree, Chan-Shi-Song),

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, shorten
 
 from .base import FixedActionSet
 from .table import PairSpec, TableDP, make_pair
@@ -104,11 +104,6 @@ def ask_transcript(policy: Any, keep: Any = True) -> Any:
     return old
 
 
-def _short(value: Any, limit: int = 80) -> str:
-    text = " ".join(repr(value).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _message(exc: BaseException) -> str:
     return (" ".join(str(exc).split())[:200] or "(no message)").rstrip(".")
 
@@ -175,9 +170,9 @@ def _domain(p: _Probe) -> tuple[float, float]:
             raise TypeError
         lo, hi = (float(x) for x in raw)
     except (TypeError, ValueError):
-        raise DPAuditError(f"domain of {p.who} is {_short(raw)}, not a pair of numbers; {allowed}.") from None
+        raise DPAuditError(f"domain of {p.who} is {shorten(raw)}, not a pair of numbers; {allowed}.") from None
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise DPAuditError(f"domain of {p.who} is {_short(raw)}; {allowed}.")
+        raise DPAuditError(f"domain of {p.who} is {shorten(raw)}; {allowed}.")
     return lo, hi
 
 
@@ -185,7 +180,7 @@ def _domain_pairs(p: _Probe, fn: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     what = f"domain_pairs() of {p.who}"
     allowed = "it must return a non-empty list of (z, z') pairs of different user data, finite arrays of one shape"
     if not callable(fn):
-        raise DPAuditError(f"domain_pairs of {p.who} is {_short(fn)}, not a method; the local audit calls "
+        raise DPAuditError(f"domain_pairs of {p.who} is {shorten(fn)}, not a method; the local audit calls "
                            f"domain_pairs() for vector user data: {allowed}.")
     raw = p.call("domain_pairs()", fn, allowed)
     try:
@@ -193,7 +188,7 @@ def _domain_pairs(p: _Probe, fn: Any) -> list[tuple[np.ndarray, np.ndarray]]:
             raise TypeError
         items = list(raw)
     except TypeError:
-        raise DPAuditError(f"{what} returned {_short(raw)}, not a list; {allowed}.") from None
+        raise DPAuditError(f"{what} returned {shorten(raw)}, not a list; {allowed}.") from None
     if not items:
         raise DPAuditError(f"{what} returned no pair; {allowed}.")
     out: list[tuple[np.ndarray, np.ndarray]] = []
@@ -201,17 +196,17 @@ def _domain_pairs(p: _Probe, fn: Any) -> list[tuple[np.ndarray, np.ndarray]]:
         try:
             a, b = item
         except (TypeError, ValueError):
-            raise DPAuditError(f"{what} gave {_short(item)} as pair {i}, not a pair (z, z'); {allowed}.") from None
+            raise DPAuditError(f"{what} gave {shorten(item)} as pair {i}, not a pair (z, z'); {allowed}.") from None
         zs = []
         for v in (a, b):
             try:
                 z = np.asarray(v, dtype=float)
             except (TypeError, ValueError):
-                raise DPAuditError(f"{what} gave {_short(v)} in pair {i}, not an array of numbers (a ragged list?); "
+                raise DPAuditError(f"{what} gave {shorten(v)} in pair {i}, not an array of numbers (a ragged list?); "
                                    f"{allowed}.") from None
             if z.size == 0 or not np.all(np.isfinite(z)):
                 flaw = "empty" if z.size == 0 else "with NaN or inf"
-                raise DPAuditError(f"{what} gave {_short(v)} in pair {i}, {flaw}; {allowed}.")
+                raise DPAuditError(f"{what} gave {shorten(v)} in pair {i}, {flaw}; {allowed}.")
             zs.append(z)
         z0, z1 = zs
         if z0.shape != z1.shape:
@@ -220,7 +215,7 @@ def _domain_pairs(p: _Probe, fn: Any) -> list[tuple[np.ndarray, np.ndarray]]:
             raise DPAuditError(f"{what} gave data of shape {out[0][0].shape} in pair 0 but {z0.shape} in pair {i}; "
                                f"{allowed}.")
         if np.array_equal(z0, z1):
-            raise DPAuditError(f"{what} gave z = z' = {_short(z0.tolist())} in pair {i}, which compares a user with "
+            raise DPAuditError(f"{what} gave z = z' = {shorten(z0.tolist())} in pair {i}, which compares a user with "
                                f"herself; {allowed}.")
         out.append((z0, z1))
     return out
@@ -257,10 +252,10 @@ def _probe_channel(p: _Probe, chan: Any, pairs: Sequence[tuple[np.ndarray, np.nd
             try:
                 m = np.asarray(out, dtype=float)
             except (TypeError, ValueError):
-                raise DPAuditError(f"channel of {p.who} returned {_short(out)} for {n} users with data {data}, not an "
+                raise DPAuditError(f"channel of {p.who} returned {shorten(out)} for {n} users with data {data}, not an "
                                    f"array of numbers; {allowed}.") from None
             if out is None or m.ndim == 0:
-                raise DPAuditError(f"channel of {p.who} returned {_short(out)} for a batch of {n} users with data "
+                raise DPAuditError(f"channel of {p.who} returned {shorten(out)} for a batch of {n} users with data "
                                    f"{data}, not one message per user; {allowed}, here ({n}, ...).")
             if m.shape[0] != n or m[0].size == 0:
                 raise DPAuditError(f"channel of {p.who} returned messages of shape {m.shape} for a batch of {n} users "
@@ -286,12 +281,12 @@ def _channel_table(p: _Probe, raw: Any, vector: bool, domain: tuple[float, float
             raise TypeError
         inputs, outputs, P = raw
     except (TypeError, ValueError):
-        raise DPAuditError(f"{what} returned {_short(raw)}, not a triple; {allowed}.") from None
+        raise DPAuditError(f"{what} returned {shorten(raw)}, not a triple; {allowed}.") from None
     try:
         x = np.asarray(inputs, dtype=float)
         P = np.asarray(P, dtype=float)
     except (TypeError, ValueError):
-        raise DPAuditError(f"{what} returned inputs {_short(inputs)} and P {_short(P)}, which are not both arrays of "
+        raise DPAuditError(f"{what} returned inputs {shorten(inputs)} and P {shorten(P)}, which are not both arrays of "
                            f"numbers; {allowed}.") from None
     y = np.asarray(outputs, dtype=object)
     if x.ndim != 1 or y.ndim != 1:
@@ -299,7 +294,7 @@ def _channel_table(p: _Probe, raw: Any, vector: bool, domain: tuple[float, float
                            f"1-D lists (inputs: numbers); {allowed}.")
     if not np.all(np.isfinite(x)) or (not vector and (x.min(initial=domain[0]) < domain[0] or
                                                      x.max(initial=domain[1]) > domain[1])):
-        raise DPAuditError(f"{what} returned inputs {_short(x.tolist())}, which must be finite user data from the "
+        raise DPAuditError(f"{what} returned inputs {shorten(x.tolist())}, which must be finite user data from the "
                            f"domain [{domain[0]:g}, {domain[1]:g}]; {allowed}.")
     if P.shape != (len(x), len(y)) or len(x) < 2:
         raise DPAuditError(f"{what} returned P of shape {P.shape} for {len(x)} inputs and {len(y)} outputs; "
@@ -326,7 +321,7 @@ def _check_transcript(p: _Probe, fn: Any, rounds: int, width: int | None) -> int
     try:
         a = np.asarray(out, dtype=float)
     except (TypeError, ValueError):
-        raise DPAuditError(f"{what} returned {_short(out)}, not an array of numbers; {allowed}.") from None
+        raise DPAuditError(f"{what} returned {shorten(out)}, not an array of numbers; {allowed}.") from None
     if a.ndim != 3 or a.shape[:2] != (PROBE_RUNS, rounds) or a.shape[2] == 0:
         raise DPAuditError(f"{what} returned shape {a.shape}; {allowed}.")
     if width is not None and a.shape[2] != width:
@@ -413,7 +408,7 @@ def check_local_plugin(policy: Any, *, horizon: int | None = None, rng_seed: int
     table_fn = p.get("channel_table")
     if table_fn is not None:
         if not callable(table_fn):
-            raise DPAuditError(f"channel_table of {p.who} is {_short(table_fn)}, not a method; give channel_table() -> "
+            raise DPAuditError(f"channel_table of {p.who} is {shorten(table_fn)}, not a method; give channel_table() -> "
                                "(inputs, outputs, P) for a finite channel, returning None when it is not finite.")
         raw = p.call("channel_table()", table_fn, "it must return (inputs, outputs, P) for a finite channel, or None "
                      "when the channel is not finite")
@@ -424,7 +419,7 @@ def check_local_plugin(policy: Any, *, horizon: int | None = None, rng_seed: int
     tr = p.get("transcript")
     width = None
     if keep is not _MISSING and not callable(tr):
-        raise DPAuditError(f"transcript of {p.who} is {_short(tr)}, not a method; a policy with keep_transcript must "
+        raise DPAuditError(f"transcript of {p.who} is {shorten(tr)}, not a method; a policy with keep_transcript must "
                            "give transcript() -> what the server received, (n_runs, rounds, m) (or drop "
                            "keep_transcript if it keeps none).")
     if keep is _MISSING and callable(tr):

@@ -30,7 +30,7 @@ from dpaudit.accounting import ledger_audit
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.protocols import FixedActionSet, PairSpec, audit_range, candidate_pairs, make_pair
 
-from . import DEFAULTS, Context, confidence_each
+from .context import DEFAULTS, Context, confidence_each
 from .setup import convert_claim, probe_alphabet, reward_alphabet_for, with_features
 
 __all__ = ["audit", "preflight", "audit_horizon", "first_release_step", "MAX_AUTO_HORIZON", "small_sample"]

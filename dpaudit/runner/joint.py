@@ -37,7 +37,7 @@ from dpaudit.errors import DPAuditError, check_int
 from dpaudit.protocols import JointDP
 from dpaudit.protocols.joint import JointPair, joint_pairs, readout_pairs, tree_features
 
-from . import Context, confidence_each
+from .context import Context, confidence_each
 from .findings import Exact
 from .setup import convert_claim
 

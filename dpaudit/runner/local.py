@@ -47,7 +47,7 @@ from dpaudit.protocols import LocalDP, PairSpec, TableDP, make_pair
 from dpaudit.protocols.local import ask_transcript, check_local_plugin
 from dpaudit.protocols.continuous import central_features, loss_pair, play, transcript_features
 
-from . import DEFAULTS, Context, confidence_each
+from .context import DEFAULTS, Context, confidence_each
 from .findings import Exact
 from .setup import with_features
 
@@ -355,7 +355,6 @@ def _central_part(ctx: Context, conf_each: float) -> None:
 
     from dpaudit.protocols import get_protocol
 
-    from . import _findings
     from . import central as central_plan
 
     r = ctx.request
@@ -365,7 +364,7 @@ def _central_part(ctx: Context, conf_each: float) -> None:
     sub = Context(sub_request, get_protocol("table"), ctx.engine, ctx.progress, ctx.delta, conf_each)
     sub.finished = ctx.finished
     central_plan.audit(sub)
-    found = _findings(sub)
+    found = sub.conclude()
     for a in sub.attacks:
         ctx.attacks.append(replace(a, attack=f"central {a.attack}"))
     ctx.renyi_violation += sub.renyi_violation

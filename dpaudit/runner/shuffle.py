@@ -26,7 +26,7 @@ from dpaudit.errors import DPAuditError
 from dpaudit.protocols import ShuffleDP
 from dpaudit.protocols.shuffle import ShufflePair, shuffle_features, shuffle_pairs
 
-from . import Context
+from .context import Context
 
 __all__ = ["audit", "preflight", "SHUFFLE_CAPS", "ShuffledViewSource"]
 
