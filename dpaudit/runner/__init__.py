@@ -37,7 +37,7 @@ from .setup import versions
 __all__ = ["Request", "Context", "run", "check", "DEFAULTS", "findings_json", "RUN_KEYS"]
 
 #: keys of an audit's findings that describe how it ran, not what it found
-RUN_KEYS = ("seconds", "workers", "checkpoint", "attacks_seconds", "command", "versions")
+RUN_KEYS = ("seconds", "workers", "checkpoint", "attacks_seconds", "command", "versions", "estimate")
 
 
 # ---- the plans: which protocol runs which parts, and the options each refuses (with the reason) ------
