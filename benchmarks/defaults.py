@@ -1,90 +1,174 @@
-"""Every registered private policy audited by `dpaudit check policy NAME` at its defaults (issues 5, 9).
+"""Every registered private policy audited at its defaults under every protocol it supports, as a user runs it.
 
-Each correct policy must be judged ``consistent`` and, with ``--mutants``, every mutant ``violation``
-(issue 9: at the CLI's defaults, no --horizon or hand-given pair); the table gives the claim, the best lower bound,
-the horizon (chosen automatically past the first release where the default 48 sees none) and the time,
-on one process and on the CLI's default (one process per core); both runs must give the same findings.
+Each row is one ``dpaudit check policy NAME --protocol P --json --seed S`` in a fresh process with the
+CLI's defaults (one worker process per core, no --horizon, no pair), timed from outside: wall seconds,
+and CPU seconds of the process and of every worker it started (``RUSAGE_CHILDREN``), so CPU / wall
+shows how many cores the audit kept busy. Beside each row, the previous table's verdict, bound and
+time for the same audit (``benchmarks/defaults*.json``, ``ldp_defaults.json``, ``joint_defaults.json``
+of earlier commits, read from ``--previous``).
 
-Run:  python benchmarks/defaults.py [--seed 0] [--mutants]   (writes defaults.md and defaults.json here)
+Which protocols a policy supports: the central K-armed and linear policies (UCB, GOPE, OFUL,
+elimination families and their mutants) under table and view, and interactive where the policy accepts
+an adversary's queries; local-DP policies (K-armed and BCO) under local (whose audit includes the
+central Table-DP part); the joint-DP GLM policy under joint; the shuffle-DP GLM policy under shuffle.
+
+Run:  python benchmarks/defaults.py [--seed 0] [--mutants] [--only NAME ...] [--protocols table,local]
+      [--out defaults]   (writes defaults.md and defaults.json here)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-from dpaudit.runner import check as audit_policy, findings_json
-from dpaudit.engine import default_workers
-from dpaudit.policies.registry import make_policy, registered
-
 HERE = Path(__file__).resolve().parent
 
 
-#: families audited under their own protocols by their own benchmarks (ldp_defaults.py, ...)
-OTHER_PROTOCOLS = {"ldp", "glm"}
+def supported(name: str) -> list[str]:
+    """The protocols ``name``'s audit applies to (module docstring)."""
+    from dpaudit.policies.registry import make_policy
+
+    p = make_policy(name)
+    if hasattr(p, "batch_release"):
+        return ["shuffle"]
+    if callable(getattr(p, "channel", None)) and getattr(p, "local_channel", True) is not None:
+        return ["local"]
+    if getattr(p, "continuous_actions", False):
+        return []
+    if getattr(p, "dim", None) and "glm" in type(p).__module__:
+        return ["joint"]
+    return ["table", "view"] + (["interactive"] if getattr(p, "accepts_queries", True) else [])
 
 
-def private_policies(mutants: bool = False) -> list[str]:
-    """Registered central-DP names whose policy declares a claim (the non-private baselines declare none)."""
-    names = []
-    for entry in registered() + (registered(mutants=True) if mutants else []):
-        if entry.family in OTHER_PROTOCOLS:
+def private_policies(mutants: bool) -> list[str]:
+    from dpaudit.policies.registry import make_policy, registered
+
+    names = [e.name for e in registered()] + ([e.name for e in registered(mutants=True)] if mutants else [])
+    return sorted(n for n in names if getattr(make_policy(n), "claim", None) is not None)
+
+
+def run_one(name: str, protocol: str, seed: int) -> dict:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "dpaudit", "check", "policy", name, "--protocol", protocol,
+                          "--seed", str(seed), "--json"], capture_output=True, text=True, cwd="/")
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    row = {"policy": name, "protocol": protocol, "wall_seconds": wall, "cpu_seconds": cpu, "exit": res.returncode}
+    try:
+        out = json.loads(res.stdout)
+    except json.JSONDecodeError:
+        row["error"] = (res.stderr.strip().splitlines() or ["no output"])[-1]
+        return row
+    best = max(out.get("attacks") or [], key=lambda a: float(a["epsilon_lower"]), default=None)
+    runs = (out.get("power") or {}).get("fresh_runs_per_side")
+    row.update({"verdict": out["verdict"], "claim": out.get("claim"), "epsilon_claimed": out.get("epsilon_claimed"),
+                "epsilon_lower": out.get("epsilon_lower"), "best": best["attack"] if best else None,
+                "horizon": out.get("horizon"), "fresh_runs_per_side": runs, "workers": out.get("workers"),
+                "parts": [p["name"] for p in out.get("parts", [])]})
+    return row
+
+
+def previous(folder: Path) -> dict[tuple[str, str], dict]:
+    """The earlier tables' figures by (policy, protocol)."""
+    out: dict[tuple[str, str], dict] = {}
+    f = folder / "defaults.json"
+    if f.exists():
+        d = json.loads(f.read_text())
+        for r in d.get("rows", []):
+            if "protocol" in r:  # this script's own format
+                out[(r["policy"], r["protocol"])] = {"verdict": r.get("verdict"), "epsilon_lower": r.get("epsilon_lower"),
+                                                     "seconds": r.get("wall_seconds")}
+            else:
+                out[(r["policy"], "table")] = {"verdict": r["verdict"], "epsilon_lower": r["epsilon_lower"],
+                                               "seconds": r.get("seconds")}
+    f = folder / "ldp_defaults.json"
+    if f.exists():
+        for r in json.loads(f.read_text()).get("rows", []):
+            bounds = [r.get(k) for k in ("channel", "transcript", "central") if r.get(k) is not None]
+            out[(r["policy"], "local")] = {"verdict": r["verdict"], "epsilon_lower": max(bounds, default=None),
+                                           "seconds": r.get("seconds")}
+    f = folder / "joint_defaults.json"
+    if f.exists():
+        for r in json.loads(f.read_text()):
+            out[(r["policy"], r["protocol"])] = {"verdict": r["verdict"], "epsilon_lower": r["epsilon_lower"],
+                                                 "seconds": r.get("seconds")}
+    return out
+
+
+def _f(x, spec=".4g") -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    return format(x, spec)
+
+
+def markdown(rows: list[dict], prev: dict, seed: int, cores: int, prev_label: str) -> str:
+    lines = [f"# Every registered private policy at its defaults, under every protocol it supports", "",
+             f"Generated by `python benchmarks/defaults.py --seed {seed}{' --mutants' if any('mutant' in r['policy'] for r in rows) else ''}` "
+             f"(each row = `dpaudit check policy NAME --protocol P --seed {seed} --json` in a fresh process, the "
+             f"CLI's defaults: {cores} worker processes, delta 1e-5, confidence 0.95; Python "
+             f"{platform.python_version()}, {cores} cores). CPU seconds include every worker process; CPU / wall "
+             f"is the number of cores the audit kept busy. The previous columns are {prev_label}.", "",
+             "| policy | protocol | verdict | claimed eps | bound | by | T | fresh runs/side | wall s | CPU s | CPU/wall "
+             "| previous verdict | previous bound | previous s |",
+             "| --- | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+    for r in rows:
+        p = prev.get((r["policy"], r["protocol"]), {})
+        if "error" in r:
+            lines.append(f"| {r['policy']} | {r['protocol']} | error: {r['error']} | | | | | | {r['wall_seconds']:.1f} | "
+                         f"{r['cpu_seconds']:.1f} | | {_f(p.get('verdict'))} | {_f(p.get('epsilon_lower'))} | "
+                         f"{_f(p.get('seconds'), '.0f')} |")
             continue
-        name = getattr(entry, "name", entry)
-        if getattr(make_policy(name), "claim", None) is not None:
-            names.append(name)
-    return sorted(names)
-
-
-_findings = findings_json  # the findings, without how the audit ran
+        lines.append(f"| {r['policy']} | {r['protocol']} | {r['verdict']} | {_f(r['epsilon_claimed'])} | "
+                     f"{_f(r['epsilon_lower'])} | {r['best'] or '-'} | {_f(r['horizon'])} | "
+                     f"{_f(r['fresh_runs_per_side'])} | {r['wall_seconds']:.1f} | {r['cpu_seconds']:.1f} | "
+                     f"{r['cpu_seconds'] / max(r['wall_seconds'], 1e-9):.2f} | {_f(p.get('verdict'))} | "
+                     f"{_f(p.get('epsilon_lower'))} | {_f(p.get('seconds'), '.0f')} |")
+    changed = [r for r in rows if "verdict" in r and prev.get((r["policy"], r["protocol"]), {}).get("verdict")
+               not in (None, r["verdict"])]
+    lines += ["", f"Verdicts that differ from the previous table: {len(changed)}"
+              + ("" if not changed else " (" + ", ".join(f"{r['policy']} {r['protocol']}: "
+                                                          f"{prev[(r['policy'], r['protocol'])]['verdict']} -> "
+                                                          f"{r['verdict']}" for r in changed) + ")") + ".",
+              f"Total wall time {sum(r['wall_seconds'] for r in rows):.0f} s; total CPU {sum(r['cpu_seconds'] for r in rows):.0f} s.", ""]
+    return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--mutants", action="store_true", help="also audit every mutant (each must be flagged)")
+    ap.add_argument("--only", nargs="*", default=None, help="only these policies")
+    ap.add_argument("--protocols", default=None, help="only these protocols (comma-separated)")
+    ap.add_argument("--previous", default=str(HERE), help="folder of the previous tables (default: this folder)")
+    ap.add_argument("--previous-label", default="the tables committed before this run")
+    ap.add_argument("--out", default="defaults", help="file stem of the tables written here")
     args = ap.parse_args()
-    workers = default_workers()
+    prev = previous(Path(args.previous))
+    wanted = None if args.protocols is None else set(args.protocols.split(","))
     rows = []
-    for name in private_policies(args.mutants):
-        times, outs = {}, {}
-        for w in (1, workers):
-            t0 = time.perf_counter()
-            outs[w] = audit_policy(name, {}, seed=args.seed, workers=w)
-            times[w] = time.perf_counter() - t0
-        out = outs[workers]
-        if _findings(outs[1]) != _findings(out):
-            raise SystemExit(f"{name}: the findings on 1 and {workers} processes differ")
-        best = max(out["attacks"], key=lambda a: a["epsilon_lower"])
-        rows.append({"policy": name, "verdict": out["verdict"], "claim": out["claim"],
-                     "epsilon_claimed": out["epsilon_claimed"], "epsilon_lower": out["epsilon_lower"],
-                     "best_attack": best["attack"], "horizon": out["horizon"], "n_arms": out["n_arms"],
-                     "notes": out["notes"], "seconds_1_process": times[1], "seconds": times[workers],
-                     "workers": workers})
-        print(f"{name:<12} {out['verdict']:<11} claim {out['epsilon_claimed']:.4g}  lower {out['epsilon_lower']:.4g} "
-              f"({best['attack']})  T = {out['horizon']}  {times[1]:.0f} s on 1 process, {times[workers]:.0f} s on "
-              f"{workers}", file=sys.stderr, flush=True)
-    md = ["# Every registered private policy at its defaults", "",
-          f"Generated by `python benchmarks/defaults.py --seed {args.seed}{' --mutants' if args.mutants else ''}` "
-          f"(= `dpaudit check policy NAME --seed "
-          f"{args.seed}` for each; delta 1e-5, confidence 0.95, 50,000 fresh runs per side; Python "
-          f"{platform.python_version()}, {workers} cores). Each audit ran twice, on one process and on {workers} "
-          "(the CLI's default, one per core), with the same findings.", "",
-          f"| policy | K | T | claim | claimed eps | best lower bound | attack | verdict | s (1 process) | s ({workers}) |",
-          "| --- | ---: | ---: | --- | ---: | ---: | --- | --- | ---: | ---: |"]
-    for r in rows:
-        md.append(f"| {r['policy']} | {r['n_arms']} | {r['horizon']} | {r['claim']} | {r['epsilon_claimed']:.4g} | "
-                  f"{r['epsilon_lower']:.4g} | {r['best_attack']} | {r['verdict']} | {r['seconds_1_process']:.0f} | "
-                  f"{r['seconds']:.0f} |")
-    notes = [f"- {r['policy']}: {n}" for r in rows for n in r["notes"]]
-    md += ([""] + notes) if notes else []
-    (HERE / "defaults.md").write_text("\n".join(md) + "\n")
-    (HERE / "defaults.json").write_text(json.dumps({"seed": args.seed, "rows": rows}, indent=2))
-    print("\n".join(md))
+    for name in args.only or private_policies(args.mutants):
+        for proto in supported(name):
+            if wanted is not None and proto not in wanted:
+                continue
+            row = run_one(name, proto, args.seed)
+            rows.append(row)
+            print(f"{name:<32} {proto:<12} {row.get('verdict', row.get('error')):<13} "
+                  f"{_f(row.get('epsilon_lower')):>8} {row['wall_seconds']:7.1f} s wall {row['cpu_seconds']:7.1f} s CPU",
+                  flush=True)
+    cores = len(os.sched_getaffinity(0))
+    (HERE / f"{args.out}.json").write_text(json.dumps({"seed": args.seed, "cores": cores, "rows": rows}, indent=1))
+    (HERE / f"{args.out}.md").write_text(markdown(rows, prev, args.seed, cores, args.previous_label))
 
 
 if __name__ == "__main__":

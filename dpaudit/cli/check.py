@@ -223,10 +223,13 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
                         "approx:eps=E,delta=D or rdp:alpha=A,eps=E")
     c.add_argument("--pair", default=None, metavar="PAIR.json",
                    help="audit exactly this neighbouring pair (format dpaudit.pair/1: two reward tables or lists "
-                        "differing in one round, optional contexts) instead of searching for one")
+                        "differing in one round, optional contexts; under joint, per-round contexts T x K x d and "
+                        "optional contexts_prime; under shuffle, one batch: rewards, contexts B x d) instead of "
+                        "searching for one")
     c.add_argument("--rewards", default=None, metavar="R1,R2,...",
                    help="the only rewards the policy accepts (e.g. 0,1); every audit input is built from them "
-                        "(default: the policy's reward_alphabet, else any value in its reward range)")
+                        "(default: the policy's reward_alphabet, else any value in its reward range; K-armed "
+                        "protocols: table, view, interactive, local)")
     c.add_argument("--workers", type=int, default=None,
                    help="local processes that run the audit's independent pieces (default: one per core); "
                         "the findings do not depend on it")
