@@ -15,10 +15,15 @@ names ``globals=swap``), the audit is retried once with ``per-run:globals=redire
 kept.
 
     python benchmarks/thirdparty_controls.py [--seeds N] [--only NAME,...] [--runs R] [--max-seconds S]
-        [--out thirdparty_controls]
+        [--out thirdparty_controls] [--diagnostics]
 
 writes benchmarks/<out>.json and benchmarks/<out>.md. ``--only`` takes control names (first column)
-or module names (``elimination``, ``etc``, ...).
+or module names (``elimination``, ``etc``, ...). ``--diagnostics`` audits, instead of the defaults,
+the missed positive controls and their correct twins at a hand-given neighbouring pair
+(benchmarks/thirdparty_pairs/) or a longer horizon (``DIAGNOSTICS``; written to
+benchmarks/thirdparty_controls-diagnostics.*), to tell a miss of the search from a leak the default
+horizon cannot show. The recorded baseline is benchmarks/thirdparty_controls-baseline.* (a copy of
+the first run's output).
 """
 
 from __future__ import annotations
@@ -89,6 +94,24 @@ CONTROLS = [
          adapter="per-run", claim="pure:eps=1", params={"n_arms": 2}, true_eps="inf (epsilon=0: no noise)"),
 ]
 
+#: ``--diagnostics``: not the defaults. The missed positive controls (and their correct twins, for the
+#: false-alarm side) at a hand-given pair or a longer horizon, to tell a miss of the search from a bug
+#: that the default horizon cannot show.
+_BY_NAME = {c["name"]: c for c in CONTROLS}
+DIAGNOSTICS = [
+    dict(_BY_NAME["elim-laplace-per-arm"], name="elim-laplace-per-arm/pair", adapter="per-run:globals=redirect",
+         pair="benchmarks/thirdparty_pairs/elimination_threshold.json"),
+    dict(_BY_NAME["elim-shared-noise"], name="elim-shared-noise/pair", adapter="per-run:globals=redirect",
+         pair="benchmarks/thirdparty_pairs/elimination_threshold.json"),
+    dict(_BY_NAME["elim-shared-noise"], name="elim-shared-noise/T=400", adapter="per-run:globals=redirect",
+         horizon=400),
+    dict(_BY_NAME["ucb-episode-counter"], name="ucb-episode-counter/T=300", horizon=300),
+    dict(_BY_NAME["ucb-counter-no-reset"], name="ucb-counter-no-reset/T=300", horizon=300,
+         true_eps="releases: eps*E (E <= 7 at T = 300); actions <= that"),
+    dict(_BY_NAME["greedy-tree-counter"], name="greedy-tree-counter/T=300", horizon=300),
+    dict(_BY_NAME["greedy-double-divided"], name="greedy-double-divided/T=300", horizon=300),
+]
+
 
 def _spec(c: dict) -> str:
     return f"{TP}/{c['module']}.py:{c['cls']}"
@@ -104,10 +127,11 @@ def child(payload: str) -> None:
     row = {"error": None}
     try:
         a = dpaudit.audit(_spec(c), params=c["params"], protocol=c["protocol"], runs=c["runs"], seed=c["seed"],
-                          workers=1, claim=c["claim"], adapter=c["adapter"])
+                          workers=1, claim=c["claim"], adapter=c["adapter"], horizon=c.get("horizon"),
+                          pair=c.get("pair"))
         d = a.to_dict()
         row.update(verdict=d["verdict"], bound=d.get("epsilon_lower"), claimed=d.get("epsilon_claimed"),
-                   claim=d.get("claim"), horizon=d.get("horizon"), reason=d.get("reason"),
+                   claim_audited=d.get("claim"), horizon=d.get("horizon"), reason=d.get("reason"),
                    attacks={x.get("attack", "?"): x.get("epsilon_lower") for x in d.get("attacks") or []},
                    central=(d.get("central") or {}).get("epsilon_lower") if isinstance(d.get("central"), dict) else None,
                    horizon_reason=d.get("horizon_reason"), notes=d.get("notes"))
@@ -153,8 +177,9 @@ def write_tables(rows: list[dict], meta: dict, out: str) -> None:
     (HERE / f"{out}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
     lines = [f"# Third-party-style controls at the audit's defaults ({meta['date']})", "",
              f"`{meta['command']}`: every control of `tests/thirdparty/` audited with `dpaudit.audit(...)` "
-             f"(runs = {meta['runs']} fresh runs per side, delta = 1e-5, confidence 0.95, horizon chosen by the "
-             f"audit, one worker, one audit at a time, each in a subprocess killed after {meta['max_seconds']:g} s), "
+             f"(runs = {meta['runs']} fresh runs per side, delta = 1e-5, confidence 0.95, "
+             + ("the horizon or pair each row names" if meta.get("diagnostics") else "horizon chosen by the audit")
+             + f", one worker, one audit at a time, each in a subprocess killed after {meta['max_seconds']:g} s), "
              f"seeds {meta['seeds']}, on a 2-core machine shared with other work (wall times are pessimistic). "
              "`kind`: correct (negative control), buggy (positive control: its docstring derives the true epsilon), "
              "shape (a correct algorithm in an awkward one-run shape, for the adapter). A buggy control judged "
@@ -164,8 +189,12 @@ def write_tables(rows: list[dict], meta: dict, out: str) -> None:
              "| --- | --- | --- | --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: |"]
     for r in rows:
         lines.append(f"| {r['name']} | {r['kind']} | {r['protocol']} | {r['adapter'] or 'batched plug-in'} | "
-                     f"{r['claim'] or 'its own'} | {r['true_eps']} | {r['seed']} | {r['verdict']} | {fmt(r.get('bound'))} | "
+                     f"{r['claim'] or 'its own: ' + str(r.get('claim_audited') or '-')} | {r['true_eps']} | {r['seed']} | {r['verdict']} | {fmt(r.get('bound'))} | "
                      f"{fmt(r.get('claimed'))} | {fmt(r.get('horizon'))} | {fmt(r.get('wall_seconds', r.get('seconds')), 3)} |")
+    paired = sorted({r["pair"] for r in rows if r.get("pair")})
+    if paired:
+        lines += ["", "Rows named `/pair` audit the hand-given neighbouring pair " + ", ".join(f"`{p}`" for p in paired)
+                  + " (no search; its T is the horizon); rows named `/T=...` fix the horizon."]
     errs = [r for r in rows if r.get("error")]
     if errs:
         lines += ["", "## Errors and timeouts (exact text)", ""]
@@ -193,13 +222,18 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="comma-separated control or module names")
     ap.add_argument("--runs", type=int, default=50000, help="fresh runs per side (the audit's default 50000)")
     ap.add_argument("--max-seconds", type=float, default=600.0, help="wall-clock limit of one audit (default 600)")
-    ap.add_argument("--out", default="thirdparty_controls", help="output base name under benchmarks/")
+    ap.add_argument("--out", default=None, help="output base name under benchmarks/ (default thirdparty_controls, "
+                    "or thirdparty_controls-diagnostics with --diagnostics)")
+    ap.add_argument("--diagnostics", action="store_true", help="audit the DIAGNOSTICS list (hand-given pairs, longer "
+                    "horizons) instead of the defaults")
     args = ap.parse_args()
     if args.child:
         child(args.child)
         return
     only = set(args.only.split(",")) if args.only else None
-    chosen = [c for c in CONTROLS if only is None or c["name"] in only or c["module"] in only]
+    args.out = args.out or ("thirdparty_controls-diagnostics" if args.diagnostics else "thirdparty_controls")
+    pool = DIAGNOSTICS if args.diagnostics else CONTROLS
+    chosen = [c for c in pool if only is None or c["name"] in only or c["module"] in only]
     if not chosen:
         sys.exit(f"--only {args.only!r} matches no control; names: {', '.join(c['name'] for c in CONTROLS)}")
     rows = []
@@ -211,8 +245,8 @@ def main() -> None:
             while attempts:
                 job = attempts.pop(0)
                 res = run_one(job, args.max_seconds)
-                row = {k: job[k] for k in ("name", "module", "cls", "kind", "protocol", "adapter", "claim", "params",
-                                           "true_eps", "seed", "runs")}
+                row = {k: job.get(k) for k in ("name", "module", "cls", "kind", "protocol", "adapter", "claim",
+                                               "params", "true_eps", "seed", "runs", "horizon", "pair")}
                 row.update(res)
                 rows.append(row)
                 print(f"{row['name']:<30} seed {seed} {str(row['adapter']):<28} {row['verdict']:<12} "
@@ -224,7 +258,7 @@ def main() -> None:
                     attempts.append(dict(job, adapter=job["adapter"] + sep + "globals=redirect"))
     meta = {"date": time.strftime("%Y-%m-%d"), "command": "python benchmarks/thirdparty_controls.py "
             + " ".join(sys.argv[1:]), "runs": args.runs, "seeds": list(range(args.seeds)),
-            "max_seconds": args.max_seconds, "python": platform.python_version(),
+            "max_seconds": args.max_seconds, "python": platform.python_version(), "diagnostics": args.diagnostics,
             "total_seconds": time.perf_counter() - t_all}
     write_tables(rows, meta, args.out)
     print(f"wrote {HERE / args.out}.md and .json ({meta['total_seconds']:.0f} s)")
