@@ -18,7 +18,8 @@ kept.
         [--out thirdparty_controls] [--diagnostics]
 
 writes benchmarks/<out>.json and benchmarks/<out>.md. ``--only`` takes control names (first column)
-or module names (``elimination``, ``etc``, ...). ``--diagnostics`` audits, instead of the defaults,
+or module names (``elimination``, ``etc``, ...); the other rows of the existing output are kept (and
+the command line recorded is the last one). ``--diagnostics`` audits, instead of the defaults,
 the missed positive controls and their correct twins at a hand-given neighbouring pair
 (benchmarks/thirdparty_pairs/) or a longer horizon (``DIAGNOSTICS``; written to
 benchmarks/thirdparty_controls-diagnostics.*), to tell a miss of the search from a leak the default
@@ -54,7 +55,7 @@ CONTROLS = [
          adapter="per-run", claim="pure:eps=1", params={"n_arms": 2, "epsilon": 1.0}, true_eps="<= 1"),
     dict(name="etc-mean-scale-on-sum", module="etc", cls="WrongScaleETC", kind="buggy",
          adapter="per-run", claim="pure:eps=1", params={"n_arms": 2, "epsilon": 1.0},
-         true_eps="eps*m (m = 12 at T = 48, 65 at T = 2000)"),
+         true_eps="~eps*m: 11.91 at T = 48 (m = 12), 64.98 at T = 2000"),
     # -- UCB on episode counters grown by 1.5
     dict(name="ucb-episode-counter", module="ucb_counter", cls="EpisodicLaplaceUCB", kind="correct",
          adapter="per-run", claim="pure:eps=1", params={"n_arms": 2, "epsilon": 1.0}, true_eps="<= 1"),
@@ -108,6 +109,11 @@ DIAGNOSTICS = [
     dict(_BY_NAME["ucb-episode-counter"], name="ucb-episode-counter/T=300", horizon=300),
     dict(_BY_NAME["ucb-counter-no-reset"], name="ucb-counter-no-reset/T=300", horizon=300,
          true_eps="releases: eps*E (E <= 7 at T = 300); actions <= that"),
+    dict(_BY_NAME["ucb-episode-counter"], name="ucb-episode-counter/pair",
+         pair="benchmarks/thirdparty_pairs/ucb_counter_user0.json"),
+    dict(_BY_NAME["ucb-counter-no-reset"], name="ucb-counter-no-reset/pair",
+         pair="benchmarks/thirdparty_pairs/ucb_counter_user0.json",
+         true_eps="actions: ~2.2-2.3 at T = 300 (simulation: thirdparty_ucb_counter_sim.md)"),
     dict(_BY_NAME["greedy-tree-counter"], name="greedy-tree-counter/T=300", horizon=300),
     dict(_BY_NAME["greedy-double-divided"], name="greedy-double-divided/T=300", horizon=300),
 ]
@@ -175,7 +181,9 @@ def fmt(x, digits=4):
 
 def write_tables(rows: list[dict], meta: dict, out: str) -> None:
     (HERE / f"{out}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
-    lines = [f"# Third-party-style controls at the audit's defaults ({meta['date']})", "",
+    title = ("diagnostics: hand-given pairs and fixed horizons" if meta.get("diagnostics")
+             else "at the audit's defaults")
+    lines = [f"# Third-party-style controls, {title} ({meta['date']})", "",
              f"`{meta['command']}`: every control of `tests/thirdparty/` audited with `dpaudit.audit(...)` "
              f"(runs = {meta['runs']} fresh runs per side, delta = 1e-5, confidence 0.95, "
              + ("the horizon or pair each row names" if meta.get("diagnostics") else "horizon chosen by the audit")
@@ -256,8 +264,19 @@ def main() -> None:
                         and "globals=" not in job["adapter"]):
                     sep = "," if ":" in job["adapter"] else ":"
                     attempts.append(dict(job, adapter=job["adapter"] + sep + "globals=redirect"))
-    meta = {"date": time.strftime("%Y-%m-%d"), "command": "python benchmarks/thirdparty_controls.py "
-            + " ".join(sys.argv[1:]), "runs": args.runs, "seeds": list(range(args.seeds)),
+    previous = ""
+    if only is not None and (HERE / f"{args.out}.json").exists():  # --only: keep the other rows of the last run
+        done = {c["name"] for c in chosen}
+        old = json.loads((HERE / f"{args.out}.json").read_text())
+        kept = [r for r in old["rows"] if r["name"] not in done]
+        order = {c["name"]: i for i, c in enumerate(pool)}
+        rows = sorted(kept + rows, key=lambda r: (r["seed"], order.get(r["name"], len(order))))
+        print(f"kept {len(kept)} rows of the previous {args.out}.json")
+        previous = old["meta"]["command"]
+    command = "python benchmarks/thirdparty_controls.py " + " ".join(sys.argv[1:])
+    if only is not None and (HERE / f"{args.out}.json").exists():
+        command = f"{previous}`, then `{command}"
+    meta = {"date": time.strftime("%Y-%m-%d"), "command": command, "runs": args.runs, "seeds": list(range(args.seeds)),
             "max_seconds": args.max_seconds, "python": platform.python_version(), "diagnostics": args.diagnostics,
             "total_seconds": time.perf_counter() - t_all}
     write_tables(rows, meta, args.out)
