@@ -45,6 +45,7 @@ from dpaudit.errors import DPAuditError
 from dpaudit.engine import SERIAL, Engine
 from dpaudit.policies.base import check_actions
 from dpaudit.protocols import (
+    ContextInput,
     InteractiveDP,
     Pair,
     PairSpec,
@@ -67,6 +68,7 @@ __all__ = [
     "HorizonChoice",
     "discover_horizon",
     "threshold_pairs",
+    "ThresholdSearch",
     "SearchResult",
     "search",
     "leakage_vs_horizon",
@@ -79,6 +81,8 @@ __all__ = [
 PILOT_CELLS = 30_000_000
 #: the longest horizon :func:`discover_horizon` tries (it also stops earlier when the pilot no longer fits)
 HORIZON_CAP = 100_000
+#: rounds an audit runs past the first round whose action depends on the input
+DEFAULT_TAIL = 48
 
 
 def run_tables(policy: Any, protocol: Protocol, tables: np.ndarray, n_per: int,
@@ -177,53 +181,133 @@ def discover_horizon(policy_for: Callable[[int], Any], protocol: Protocol, seed:
         f"search there), so no horizon up to {tried} shows a decision"))
 
 
-def threshold_pairs(policy: Any, protocol: Protocol, horizon: int, seed: np.random.SeedSequence,
-                    reward_range: tuple[float, float], alphabet: Sequence[float] | None = None, *,
-                    rounds: Sequence[int] = (0, 1), grid: int = 32, levels: int = 4,
-                    cells: int = PILOT_CELLS) -> tuple[list[PairSpec], dict[str, Any]]:
-    """Backgrounds that put the policy's decision at its threshold, as candidate pairs.
+def _separation(v0: np.ndarray, v1: np.ndarray, n_arms: int) -> tuple[float, int | None]:
+    """How far apart two samples of views are: the largest z-score, over arms and rounds, of the
+    difference of the mean cumulative plays of an arm (a deterministic difference scores 1e6), and the
+    first round at which it exceeds 6 standard errors (None: never)."""
+    n = v0.shape[0]
+    best = 0.0
+    for a in range(n_arms):
+        c0 = np.cumsum(v0 == a, axis=1, dtype=np.float64)
+        c1 = np.cumsum(v1 == a, axis=1, dtype=np.float64)
+        diff = np.abs(c0.mean(axis=0) - c1.mean(axis=0))
+        se = np.sqrt((c0.var(axis=0) + c1.var(axis=0)) / n)
+        z = np.where(se > 0, diff / np.where(se > 0, se, 1.0), np.where(diff > 0.5 / n, 1e6, 0.0))
+        best = max(best, float(z.max(initial=0.0)))
+    return best, _first_difference(v0, v1, n_arms)
 
-    Family: arm 0's mean m + g/2, every other arm's m - g/2 (m the middle of the range), gap g in
-    [0, hi - lo]. Each step runs ``grid`` gaps at once (one batch) and keeps the interval between
-    the two adjacent gaps whose mean share of arm-0 plays differs most, the place where a decision
-    flips; ``levels`` steps narrow it by a factor ``grid - 1`` each (a bisection that looks at 32
-    points per step). The two gaps bracketing the flip, with a canary at each round of ``rounds``,
-    are returned, with a summary of the search. Only Table and Interactive DP inputs have arms.
+
+@dataclass(frozen=True)
+class ThresholdSearch:
+    """What :func:`threshold_pairs` found: candidate pairs, the horizon they need, and what was tried."""
+
+    specs: list[PairSpec]
+    horizon: int
+    info: dict[str, Any]
+
+
+#: the z-score at which the two sides of a pilot pair count as producing different actions
+SEPARATED = 5.0
+
+
+def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizon: int, seed: np.random.SeedSequence,
+                    reward_range: tuple[float, float], alphabet: Sequence[float] | None = None, *,
+                    grid: int = 32, levels: int = 4, scan_rounds: int = 16, keep: int = 4,
+                    max_horizon: int | None = None, cells: int = PILOT_CELLS) -> ThresholdSearch:
+    """Backgrounds that put the policy's decision at its threshold, searched as a black-box optimisation.
+
+    Family: per-arm constant means, the special arm 0 at m + g/2 and every other arm at m - g/2 (arm 0
+    the *better* arm) or the reverse (arm 0 the *worse* arm), m the middle of the range. For each
+    orientation a bisection on the gap g (each step runs ``grid`` gaps at once and keeps the interval
+    where the mean share of arm-0 plays jumps most; ``levels`` steps) brackets the place where a
+    decision flips. At the two bracketing gaps the canary's round is searched: ``scan_rounds`` rounds
+    spread over the horizon (and rounds 0, 1), each pair's two sides run side by side on a pilot, and
+    scored by how far apart their actions are (:func:`_separation`). A code that tests in batches with
+    sums restarting each batch needs the canary inside the deciding batch, and a code whose next block
+    plays the same arm either way shows the decision only later: so when no candidate's two sides
+    produce different actions within the horizon, the horizon doubles (the policy rebuilt by
+    ``policy_for``) up to ``max_horizon`` (default 8 x ``horizon``, capped by :data:`HORIZON_CAP`), the
+    bisection and scan run again, and the first horizon where some pair separates, plus 48 rounds
+    past its first difference, is returned. The ``keep`` best-separated pairs (and the old rounds-0/1
+    pairs of the bracketing gaps) are the candidates; ranking on small samples, then fresh samples,
+    decide (:func:`search`), so the pilot's choices cost no validity. Only Table and Interactive DP
+    inputs have arms; every pilot batch stays within ``cells`` run-rounds.
     """
     if isinstance(protocol, ViewDP):
-        return [], {"skipped": "View DP inputs have no per-arm means"}
+        return ThresholdSearch([], horizon, {"skipped": "View DP inputs have no per-arm means"})
     lo, hi = input_range(reward_range, alphabet)
-    K = int(policy.n_arms)
-    n_per = int(min(32, cells // max(1, grid * horizon)))
-    if n_per < 4:
-        return [], {"skipped": f"T = {horizon} is too long for the pilot budget"}
     mid, span = 0.5 * (lo + hi), hi - lo
+    cap = min(HORIZON_CAP, 8 * horizon if max_horizon is None else max_horizon)
     rng = np.random.default_rng(seed)
-    a, b = 0.0, span
-    best_jump = 0.0
-    for _ in range(levels):
-        gaps = np.linspace(a, b, grid)
-        tables = np.stack([background_table([mid + g / 2] + [mid - g / 2] * (K - 1), horizon, (lo, hi), alphabet)
-                           for g in gaps])
-        v = run_tables(policy, protocol, tables, n_per, rng)
-        share = (v == 0).mean(axis=(1, 2))
-        jumps = np.abs(np.diff(share))
-        i = int(np.argmax(jumps))
-        if jumps[i] == 0:
+    T = horizon
+    tried: list[dict[str, Any]] = []
+    fallback: list[PairSpec] = []
+    while True:
+        policy = policy_for(T)
+        K = int(policy.n_arms)
+        n_per = int(min(32, cells // max(1, grid * T)))
+        if n_per < 4:
+            tried.append({"horizon": T, "skipped": "the pilot budget"})
             break
-        best_jump = float(jumps[i])
-        a, b = float(gaps[i]), float(gaps[i + 1])
-    info = {"gap_interval": [a, b], "share_jump": best_jump, "runs_per_gap": n_per, "levels": levels}
-    if best_jump == 0:
-        return [], {**info, "skipped": "no gap changed the policy's actions"}
-    specs = []
-    for j in rounds:
-        if not 0 <= j < horizon - 1:
-            continue
-        for g in (a, b):
-            means = tuple(float(x) for x in [mid + g / 2] + [mid - g / 2] * (K - 1))
-            specs.append(PairSpec(int(j), "means", "none", means))
-    return specs, info
+        scored: list[tuple[float, int | None, PairSpec]] = []
+        row: dict[str, Any] = {"horizon": T, "runs_per_gap": n_per}
+        for orient in ("better", "worse"):
+            def means_of(g: float) -> list[float]:
+                sign = 1.0 if orient == "better" else -1.0
+                return [mid + sign * g / 2] + [mid - sign * g / 2] * (K - 1)
+
+            a, b, best_jump = 0.0, span, 0.0
+            for _ in range(levels):
+                gaps = np.linspace(a, b, grid)
+                tables = np.stack([background_table(means_of(g), T, (lo, hi), alphabet) for g in gaps])
+                v = run_tables(policy, protocol, tables, n_per, rng)
+                share = (v == 0).mean(axis=(1, 2))
+                jumps = np.abs(np.diff(share))
+                i = int(np.argmax(jumps))
+                if jumps[i] == 0:
+                    break
+                best_jump = float(jumps[i])
+                a, b = float(gaps[i]), float(gaps[i + 1])
+            row[orient] = {"gap_interval": [a, b], "share_jump": best_jump}
+            if best_jump == 0:
+                continue
+            rounds = sorted({0, 1, *np.linspace(0, T - 2, scan_rounds).astype(int).tolist()})
+            rounds = [j for j in rounds if 0 <= j < T - 1]
+            specs = [PairSpec(int(j), "means", "none", tuple(float(x) for x in means_of(g))) for g in (a, b)
+                     for j in rounds]
+            if T == horizon:
+                fallback += [sp for sp in specs if sp.round in (0, 1)]
+            n_scan = int(min(32, cells // max(1, 2 * len(specs) * T)))
+            if n_scan < 4:
+                continue
+            pairs = [make_pair(sp, protocol, K, T, (lo, hi), alphabet) for sp in specs]
+            v = run_tables(policy, protocol, np.stack([d for p in pairs for d in (p.d0, p.d1)]), n_scan, rng)
+            for i, sp in enumerate(specs):
+                z, first = _separation(v[2 * i], v[2 * i + 1], K)
+                scored.append((z, first, sp))
+            row[orient]["best_separation"] = max((z for z, _, _ in scored), default=0.0)
+        tried.append(row)
+        scored.sort(key=lambda x: -x[0])
+        separated = [x for x in scored if x[0] >= SEPARATED and x[1] is not None]
+        if separated or 2 * T > cap:
+            chosen = separated[:keep] if separated else scored[:keep]
+            new_T = horizon
+            if separated and T > horizon:
+                new_T = min(T, max(horizon, max(f for _, f, _ in chosen) + 1 + DEFAULT_TAIL))
+            elif separated:
+                new_T = horizon
+            specs = [sp for _, _, sp in chosen] + [sp for sp in fallback if sp not in [c[2] for c in chosen]]
+            if new_T != horizon:
+                specs = [sp for _, _, sp in chosen]  # the fallback's rounds were sized for the old horizon
+            info = {"tried": tried, "separated": bool(separated), "horizon": new_T,
+                    "best": [{"pair": sp.label(), "separation": round(min(z, 1e6), 2), "first_difference": f}
+                             for z, f, sp in chosen]}
+            if not specs:
+                info["skipped"] = "no gap changed the policy's actions"
+            return ThresholdSearch([sp for sp in specs if sp.round < new_T - 1], new_T, info)
+        T *= 2
+    return ThresholdSearch([sp for sp in fallback if sp.round < horizon - 1], horizon,
+                           {"tried": tried, "separated": False, "horizon": horizon})
 
 
 @dataclass
@@ -356,7 +440,8 @@ def search(
                      f"({time.perf_counter() - t0:.0f} s)")
 
     batched = (not use_lik and not isinstance(protocol, InteractiveDP) and not offers_blocks(policy)
-               and all(getattr(spec, "adversary", None) in ("none", None) for spec in specs))
+               and all(getattr(spec, "adversary", None) in ("none", None) for spec in specs)
+               and not any(isinstance(getattr(spec, "d0", None), ContextInput) for spec in specs))
     if batched:
         groups = _groups(len(specs), 2 * (n_train + n_select) * horizon)
         group_tasks = [(policy, protocol, [specs[i] for i in g], ss, horizon, rr, delta, confidence_membership,

@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 
 def supported(name: str) -> list[str]:
     """The protocols ``name``'s audit applies to (module docstring)."""
-    from dpaudit.policies.registry import make_policy
+    from dpaudit.policies.registry import entry_of, make_policy
 
     p = make_policy(name)
     if hasattr(p, "batch_release"):
@@ -42,7 +42,7 @@ def supported(name: str) -> list[str]:
         return ["local"]
     if getattr(p, "continuous_actions", False):
         return []
-    if getattr(p, "dim", None) and "glm" in type(p).__module__:
+    if entry_of(name).family == "glm":
         return ["joint"]
     return ["table", "view"] + (["interactive"] if getattr(p, "accepts_queries", True) else [])
 
@@ -153,10 +153,15 @@ def main() -> None:
     ap.add_argument("--previous", default=str(HERE), help="folder of the previous tables (default: this folder)")
     ap.add_argument("--previous-label", default="the tables committed before this run")
     ap.add_argument("--out", default="defaults", help="file stem of the tables written here")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the rows of the existing table and replace or add the ones measured now")
     args = ap.parse_args()
     prev = previous(Path(args.previous))
     wanted = None if args.protocols is None else set(args.protocols.split(","))
     rows = []
+    kept = []
+    if args.append and (HERE / f"{args.out}.json").exists():
+        kept = json.loads((HERE / f"{args.out}.json").read_text())["rows"]
     for name in args.only or private_policies(args.mutants):
         for proto in supported(name):
             if wanted is not None and proto not in wanted:
@@ -166,6 +171,9 @@ def main() -> None:
             print(f"{name:<32} {proto:<12} {row.get('verdict', row.get('error')):<13} "
                   f"{_f(row.get('epsilon_lower')):>8} {row['wall_seconds']:7.1f} s wall {row['cpu_seconds']:7.1f} s CPU",
                   flush=True)
+    new = {(r["policy"], r["protocol"]) for r in rows}
+    rows = sorted([r for r in kept if (r["policy"], r["protocol"]) not in new] + rows,
+                  key=lambda r: (r["policy"], r["protocol"]))
     cores = len(os.sched_getaffinity(0))
     (HERE / f"{args.out}.json").write_text(json.dumps({"seed": args.seed, "cores": cores, "rows": rows}, indent=1))
     (HERE / f"{args.out}.md").write_text(markdown(rows, prev, args.seed, cores, args.previous_label))

@@ -110,11 +110,38 @@ def test_horizon_discovery_names_its_cap_when_nothing_depends_on_the_input():
 
 def test_threshold_search_puts_the_shared_noise_elimination_at_its_threshold():
     pol = make_policy("mutant-se-shared-noise", {})
-    specs, info = threshold_pairs(pol, TableDP(), 1349, np.random.SeedSequence(3), (0.0, 1.0))
-    a, b = info["gap_interval"]
+    found = threshold_pairs(lambda T: pol, TableDP(), 1349, np.random.SeedSequence(3), (0.0, 1.0))
+    a, b = found.info["tried"][0]["better"]["gap_interval"]
     # the canary moves arm 0's epoch mean by at most 1/650: the bracket must be that close to 0.5
     assert a <= 0.5 + 1 / 650 and b >= 0.5 - 1 / 650 and b - a < 1e-3
-    assert {s.round for s in specs} == {0, 1} and all(s.means is not None for s in specs)
+    # the shared noise cancels in the test: a canary at the threshold decides it, so the two sides separate
+    assert found.info["separated"] and found.horizon == 1349 and all(s.means is not None for s in found.specs)
+    assert found.info["best"][0]["separation"] >= 5
+
+
+def test_threshold_search_tries_both_orientations_and_extends_the_horizon():
+    """Block elimination written by another author: the canary must sit inside the deciding batch, and with arm 0
+    the better arm the elimination shows only when arm 1's next block would start; arm 0 the worse arm shows at
+    once (tests/thirdparty/elimination.py)."""
+    import importlib.util
+    from pathlib import Path
+
+    from dpaudit.adapters import PerRun
+
+    path = Path(__file__).parent / "thirdparty" / "elimination.py"
+    spec = importlib.util.spec_from_file_location("tp_elimination", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def build(T):
+        return PerRun(mod.SharedNoiseBlockElimination, {"n_arms": 2, "epsilon": 1.0}, "pure:eps=1",
+                      globals_mode="redirect")
+
+    found = threshold_pairs(build, TableDP(), 60, np.random.SeedSequence(0), (0.0, 1.0), cells=400_000)
+    assert found.info["separated"] and found.horizon > 60  # the first test that can eliminate ends at round 145
+    best = found.specs[0]
+    assert 42 <= best.round <= 145  # inside batch 1, whose sums decide; batch 0's restart
+    assert set(found.info["tried"][-1]) >= {"better", "worse"}
 
 
 def _module_plugin(tmp_path, body: str) -> str:

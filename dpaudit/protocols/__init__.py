@@ -20,10 +20,10 @@ needs reading, its features. :mod:`.pairs` reads the pairs a reviewer hands in (
 
 from dpaudit.errors import DPAuditError
 
-from .base import Adversary, FixedActionSet, Pair, Protocol, check_table, offers_blocks
+from .base import Adversary, ContextInput, FixedActionSet, Pair, Protocol, check_table, offers_blocks
 from .interactive import (ConstantAdversary, EchoAdversary, IdentityAdversary, InteractiveDP, PinAdversary,
                           TableAdversary)
-from .joint import ContextInput, JointDP
+from .joint import JointDP
 from .local import LocalDP
 from .shuffle import ShuffleDP
 from .table import PairSpec, TableDP, audit_range, background_table, candidate_pairs, input_range, make_pair

@@ -24,7 +24,8 @@ import numpy as np
 from dpaudit.errors import DPAuditError
 from dpaudit.policies.base import check_actions
 
-__all__ = ["Adversary", "Protocol", "Pair", "FixedActionSet", "offers_blocks", "check_table"]
+__all__ = ["Adversary", "Protocol", "Pair", "FixedActionSet", "ContextInput", "check_context_input",
+           "offers_blocks", "check_table"]
 
 
 class Adversary:
@@ -50,6 +51,8 @@ class Pair:
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"label": self.label, "round": int(self.round)}
+        if isinstance(self.d0, ContextInput):
+            out["contexts"] = f"per-round features of shape {list(self.d0.X.shape)}"
         d0, d1 = np.asarray(self.d0), np.asarray(self.d1)
         if d0.ndim == 2:
             out["row_d"] = d0[self.round].tolist()
@@ -74,6 +77,35 @@ def _summarise_table(bg: np.ndarray) -> Any:
         return f"constant {float(bg.flat[0]):g}"
     return bg.tolist() if bg.size <= 64 else f"table of shape {list(bg.shape)}"
 
+
+
+@dataclass(frozen=True)
+class ContextInput:
+    """A contextual input fixed by the adversary: contexts ``X`` (T, K, d) and per-arm rewards ``R`` (T, K)."""
+
+    X: np.ndarray
+    R: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.R.shape
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """As an array, the input is its (T, K) reward table (what round-indexed code needs)."""
+        return np.asarray(self.R, dtype=dtype)
+
+
+def check_context_input(data: Any, n_arms: int, dim: int | None) -> ContextInput:
+    if not isinstance(data, ContextInput):
+        raise DPAuditError("a contextual input must be a ContextInput(X, R) with contexts X (T, K, d) and rewards R (T, K).")
+    X, R = np.asarray(data.X, dtype=float), np.asarray(data.R, dtype=float)
+    if X.ndim != 3 or X.shape[1] != n_arms or (dim is not None and X.shape[2] != dim) or X.shape[0] < 1:
+        raise DPAuditError(f"contexts must have shape (T, K, d) = (T, {n_arms}, {dim if dim is not None else 'd'}), got {X.shape}.")
+    if R.shape != X.shape[:2]:
+        raise DPAuditError(f"rewards must have shape (T, K) = {X.shape[:2]}, got {R.shape}.")
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(R))):
+        raise DPAuditError("the contextual input contains NaN or inf; contexts and rewards must be finite numbers.")
+    return ContextInput(X, R)
 
 
 class FixedActionSet:
@@ -175,12 +207,20 @@ class Protocol:
     ) -> np.ndarray:
         """Sample ``n_runs`` views of the interactive mechanism (policy, protocol, data): (n_runs, T).
 
+        ``data`` is the protocol's input, or a :class:`ContextInput` whose per-round features ``X[t]``
+        (K x d) are given to a linear policy's ``act`` (its rewards ``R`` are the input; step path).
+
         ``path``: ``"auto"`` (blocks where :func:`offers_blocks` allows, without an adversary),
         ``"step"`` or ``"blocks"``; both give the same views and ledger for the same ``rng``. An
         input with values outside the policy's ``reward_range`` always runs step by step, so that a
         reward the policy observes there is refused by name, as ``observe`` does.
         """
         n_arms = int(policy.n_arms)
+        contexts = None
+        if isinstance(data, ContextInput):  # per-round features (a read-out pair): X[t] goes to act(t, ...)
+            contexts = check_context_input(data, n_arms, getattr(policy, "dim", None)).X
+            data = np.asarray(data.R, dtype=float)
+            path = "step" if path == "auto" else path
         horizon = data.shape[0]
         data = self.check_input(data, horizon, n_arms)
         if adversary is not None and not getattr(policy, "accepts_queries", True):
@@ -194,7 +234,7 @@ class Protocol:
             policy.reset(n_runs, rng)
         if path not in ("auto", "step", "blocks"):
             raise DPAuditError(f"path must be 'auto', 'step' or 'blocks', got {path!r}.")
-        blocks_ok = adversary is None and offers_blocks(policy)
+        blocks_ok = adversary is None and contexts is None and offers_blocks(policy)
         lo, hi = getattr(policy, "reward_range", (-np.inf, np.inf))
         if blocks_ok and (data.min() < lo or data.max() > hi):
             # complete() sees only block sums: an input with rewards outside the range the sensitivity
@@ -210,7 +250,8 @@ class Protocol:
             return self._run_blocks(policy, data, n_runs, n_arms, who)
         views = np.empty((n_runs, horizon), dtype=np.int64)
         for t in range(horizon):
-            out = check_actions(policy.act(t, None), n_runs, n_arms, who, t)
+            arms = None if contexts is None else np.broadcast_to(contexts[t], (n_runs,) + contexts.shape[1:])
+            out = check_actions(policy.act(t, arms), n_runs, n_arms, who, t)
             views[:, t] = out
             queries = out if adversary is None else adversary.query(t, views[:, : t + 1])
             policy.observe(t, queries, self.reward(data, t, out, queries))

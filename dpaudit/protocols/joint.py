@@ -16,7 +16,6 @@ of a policy built on binary trees is :func:`tree_features`: the tree nodes at an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,39 +23,10 @@ import numpy as np
 from dpaudit.errors import DPAuditError
 from dpaudit.policies.base import check_actions
 
-from .base import Protocol
+from .base import ContextInput, Protocol, check_context_input
 
 __all__ = ["ContextInput", "JointDP", "JointPair", "ReadoutPair", "joint_pairs", "readout_pairs", "tree_features",
            "READOUT_NORM", "READOUT_EVERY", "check_context_input"]
-
-
-@dataclass(frozen=True)
-class ContextInput:
-    """A contextual input fixed by the adversary: contexts ``X`` (T, K, d) and per-arm rewards ``R`` (T, K)."""
-
-    X: np.ndarray
-    R: np.ndarray
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.R.shape
-
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        """As an array, the input is its (T, K) reward table (what round-indexed code needs)."""
-        return np.asarray(self.R, dtype=dtype)
-
-
-def check_context_input(data: Any, n_arms: int, dim: int | None) -> ContextInput:
-    if not isinstance(data, ContextInput):
-        raise DPAuditError("a contextual input must be a ContextInput(X, R) with contexts X (T, K, d) and rewards R (T, K).")
-    X, R = np.asarray(data.X, dtype=float), np.asarray(data.R, dtype=float)
-    if X.ndim != 3 or X.shape[1] != n_arms or (dim is not None and X.shape[2] != dim) or X.shape[0] < 1:
-        raise DPAuditError(f"contexts must have shape (T, K, d) = (T, {n_arms}, {dim if dim is not None else 'd'}), got {X.shape}.")
-    if R.shape != X.shape[:2]:
-        raise DPAuditError(f"rewards must have shape (T, K) = {X.shape[:2]}, got {R.shape}.")
-    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(R))):
-        raise DPAuditError("the contextual input contains NaN or inf; contexts and rewards must be finite numbers.")
-    return ContextInput(X, R)
 
 
 class JointDP(Protocol):

@@ -297,7 +297,8 @@ def load_joint_pair(path: str | os.PathLike[str], *, n_arms: int, dim: int) -> A
     """A joint-DP pair from a ``dpaudit.pair/1`` file: ``d``, ``d_prime`` (T x K rewards), ``contexts``
     (T x K x d, round t's features) and optionally ``contexts_prime``; the two inputs differ in exactly one
     round t <= T - 2 (its contexts, its rewards or both), the history before it and the future fixed."""
-    from .joint import ContextInput, JointPair
+    from .base import ContextInput
+    from .joint import JointPair
 
     doc, src = read_pair_file(path)
     K, d = check_int("n_arms", n_arms, minimum=1), check_int("dim", dim, minimum=1)
@@ -326,7 +327,7 @@ def load_shuffle_pair(path: str | os.PathLike[str], *, batch: int, dim: int) -> 
     """A shuffle-DP pair from a ``dpaudit.pair/1`` file: one batch of ``batch`` users, ``d`` and ``d_prime``
     their rewards (lists of B numbers), ``contexts`` the contexts they played (B x d) and optionally
     ``contexts_prime``; the two batches differ in exactly one user."""
-    from .joint import ContextInput
+    from .base import ContextInput
     from .shuffle import ShufflePair
 
     doc, src = read_pair_file(path)

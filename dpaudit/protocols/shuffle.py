@@ -15,8 +15,7 @@ import numpy as np
 
 from dpaudit.errors import DPAuditError
 
-from .base import Protocol
-from .joint import ContextInput, check_context_input
+from .base import ContextInput, Protocol, check_context_input
 
 __all__ = ["ShuffleDP", "ShufflePair", "shuffle_pairs", "shuffle_features"]
 

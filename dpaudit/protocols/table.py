@@ -33,9 +33,10 @@ import numpy as np
 
 from dpaudit.errors import DPAuditError
 
-from .base import Pair, Protocol, check_table
+from .base import ContextInput, Pair, Protocol, check_table
 
-__all__ = ["TableDP", "PairSpec", "background_table", "audit_range", "input_range", "make_pair", "candidate_pairs"]
+__all__ = ["TableDP", "PairSpec", "background_table", "audit_range", "input_range", "make_pair", "candidate_pairs",
+           "readout_pairs", "READOUT_NORM", "READOUT_EVERY"]
 
 
 class TableDP(Protocol):
@@ -171,3 +172,59 @@ def candidate_pairs(protocol: Protocol, n_arms: int, horizon: int, *,
 PILOT_CELLS = 30_000_000
 #: the longest horizon :func:`discover_horizon` tries (it also stops earlier when the pilot no longer fits)
 HORIZON_CAP = 100_000
+
+
+#: the read-out arms' feature length: small, so that read-out rounds barely move the estimate they read
+READOUT_NORM = 0.05
+#: every READOUT_EVERY-th round is a read-out round; the others grow the design matrix
+READOUT_EVERY = 4
+
+
+def readout_pairs(n_arms: int, dim: int, horizon: int, reward_range: tuple[float, float] = (0.0, 1.0),
+                  rounds: Sequence[int] = (0,)) -> list[Pair]:
+    """Read-out pairs for linear policies under the central protocols: the canary's influence on the
+    estimate becomes an action difference (the central twin of :func:`dpaudit.protocols.joint.readout_pairs`).
+
+    The inputs are per-round features and rewards (:class:`~dpaudit.protocols.base.ContextInput`),
+    choices of ours:
+
+    * the canary round j: every arm carries e1, so the played feature is e1 whatever the arm; the
+      canary's row is the top of the reward range on every arm versus the bottom. Its term x_j r_j of the
+      estimate's sum differs by (hi - lo) e1 between the sides;
+    * a balancing round j + 1, the same on both sides: every arm carries -e1 with the middle reward, so
+      the estimate's e1 coordinate is proportional to r_j - mid: positive on one side, negative on the
+      other, even for a policy without noise (whose estimate would otherwise sit at 0 on one side);
+    * growth rounds (all but every ``READOUT_EVERY``-th): every arm carries e_k, k cycling over 2..d, with the
+      middle reward: the design matrix grows orthogonally to e1 (episode-based policies reach their next
+      update) while the e1 coordinate of the estimate keeps only the canary's term;
+    * read-out rounds: arms 0 and 1 carry +/- ``READOUT_NORM`` e1, the others the zero vector, reward the
+      middle of the range. The two arms have equal confidence widths, so an optimistic (or greedy) linear
+      rule plays arm 0 exactly when the estimate's e1 coordinate is positive: the view reads its sign.
+
+    Needs d >= 2, K >= 2 and T >= 8 (else no pair). A canary after round 0 sees the background before it.
+    """
+    K, d, T = int(n_arms), int(dim), int(horizon)
+    if d < 2 or K < 2 or T < 8:
+        return []
+    lo, hi = float(reward_range[0]), float(reward_range[1])
+    mid = 0.5 * (lo + hi)
+    out = []
+    for j in rounds:
+        if not 0 <= j < T - 2:
+            continue
+        X = np.zeros((T, K, d))
+        s = np.arange(T)
+        s = s[(s != j) & (s != j + 1)]
+        read = s[(s - j) % READOUT_EVERY == 0]
+        grow = s[(s - j) % READOUT_EVERY != 0]
+        X[read, 0, 0], X[read, 1, 0] = READOUT_NORM, -READOUT_NORM
+        X[grow, :, 1 + grow % (d - 1)] = 1.0
+        X[j, :, 0] = 1.0
+        X[j + 1, :, 0] = -1.0
+        R = np.full((T, K), mid)
+        R0, R1 = R.copy(), R.copy()
+        R0[j], R1[j] = lo, hi
+        out.append(Pair(ContextInput(X, R0), ContextInput(X.copy(), R1), int(j), None,
+                        f"linear read-out: round {j}'s rewards {lo:g} vs {hi:g} on every arm (all arms e1; round "
+                        f"{j + 1} all -e1 at {mid:g}), growth rounds e2..e{d}, read-out rounds +/-{READOUT_NORM:g} e1"))
+    return out

@@ -29,11 +29,13 @@ import numpy as np
 from dpaudit.accounting import ledger_audit
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.protocols import FixedActionSet, PairSpec, audit_range, candidate_pairs, make_pair
+from dpaudit.protocols.table import readout_pairs
 
 from .context import DEFAULTS, Context, confidence_each
 from .setup import convert_claim, probe_alphabet, reward_alphabet_for, with_features
 
-__all__ = ["audit", "preflight", "audit_horizon", "first_release_step", "MAX_AUTO_HORIZON", "small_sample"]
+__all__ = ["audit", "preflight", "audit_horizon", "first_release_step", "search_summary", "MAX_AUTO_HORIZON",
+           "small_sample"]
 
 #: the longest horizon :func:`audit_horizon` will choose on its own
 MAX_AUTO_HORIZON = 16384
@@ -157,13 +159,23 @@ def audit(ctx: Context) -> None:
         if choice is not None:
             ctx.extra["horizon_search"] = {"first_dependent_round": choice.first_dependent_round,
                                            "tried_up_to": choice.tried}
-            if choice.first_dependent_round is None:
-                ctx.unseen = (f"no action of the policy depended on its input within {choice.tried} rounds, so "
-                              "there was nothing to audit")
         if how != "default":
             notes.append(f"horizon T = {horizon} chosen automatically: {how}.")
         ctx.ran("horizon", "setup", f"T = {horizon}: {how}")
     horizon = check_int("--horizon", horizon, minimum=2)
+    threshold = None
+    if proto.name == "table" and user_pair is None:
+        # backgrounds at the policy's decision threshold, in both orientations, with the canary's round
+        # searched, and the horizon extended until a pair's two sides act differently (attacks.neighbours)
+        ctx.stage = "threshold search"
+        threshold = threshold_pairs(build, proto, horizon, s_threshold, rr, alphabet, cells=cells,
+                                    max_horizon=None if r.horizon is None else horizon)
+        ctx.extra["threshold_search"] = threshold.info
+        if threshold.horizon != horizon:
+            notes.append(f"horizon T = {threshold.horizon}: the threshold search found pairs whose two sides act "
+                         f"differently only after T = {horizon}.")
+            horizon = threshold.horizon
+        ctx.ran("threshold search", "setup", f"{len(threshold.specs)} threshold pairs at T = {horizon}")
     ctx.horizon = horizon
     policy = build(horizon)
     ctx.policy = policy
@@ -210,12 +222,14 @@ def audit(ctx: Context) -> None:
         notes.append(f"audited on the neighbouring pair given in {r.pair} (round {user_pair.round} differs); no search.")
     else:
         specs = candidate_pairs(proto, K, horizon)
-    if proto.name == "table" and user_pair is None:
-        ctx.stage = "threshold search"
-        extra, info = threshold_pairs(policy, proto, horizon, s_threshold, rr, alphabet, cells=cells)
-        ctx.extra["threshold_search"] = info
-        specs += extra
-        ctx.stage = "neighbouring-pair search and attacks"
+    dim = getattr(policy, "dim", None)
+    if (proto.name == "table" and user_pair is None and isinstance(dim, (int, np.integer)) and dim >= 2
+            and not hasattr(getattr(policy, "wrapped", policy), "set_arms")):
+        # a linear policy: the read-out pair turns the canary's pull on the estimate into an action difference
+        # (policies that need a fixed action set, GOPE's phases, are left to the fixed-set pairs)
+        specs += readout_pairs(K, int(dim), horizon, rr if alphabet is None else (alphabet[0], alphabet[-1]))
+    if threshold is not None:
+        specs += threshold.specs
     finished = ctx.finished
     res = search(policy, proto, horizon=horizon, delta=ctx.delta, confidence_membership=conf_each,
                  confidence_likelihood=conf_each if has_ledger else None, seed=s_search, specs=specs,
@@ -231,4 +245,35 @@ def audit(ctx: Context) -> None:
         ctx.renyi_violation = list(res.likelihood.details.get("renyi_violation", []))
     ctx.extra["renyi_violation"] = ctx.renyi_violation
     ctx.extra["search"] = res.ranking
+    ctx.extra["search_summary"] = search_summary(specs, res.ranking, horizon)
     ctx.set_power(res.membership, len(specs), r.runs, conf_each)
+    choice_found = ctx.extra.get("horizon_search", {}).get("first_dependent_round", 0)
+    separated = threshold is not None and threshold.info.get("separated")
+    if (choice_found is None and not separated
+            and max((a.epsilon_lower for a in ctx.attacks), default=0.0) <= 0):
+        # the reason must match the evidence: "nothing depended on the input" only when no attack saw anything
+        ctx.unseen = (f"no action of the policy depended on its input within "
+                      f"{ctx.extra['horizon_search']['tried_up_to']} rounds of the horizon discovery, and no attack "
+                      f"told the sides of the {len(specs)} pairs tried apart at T = {horizon}")
+
+
+def search_summary(specs: Sequence[Any], ranking: Sequence[dict[str, Any]], horizon: int) -> list[dict[str, Any]]:
+    """What the search tried, by family: how many pairs, and the best pilot (selection) bound of each."""
+    from dpaudit.protocols import Pair
+
+    families: dict[str, dict[str, Any]] = {}
+    for spec, row in zip(specs, ranking):
+        if isinstance(spec, Pair):
+            fam = "read-out" if "read-out" in (spec.label or "") else "given pair"
+        elif spec.means is not None:
+            fam = "threshold, arm 0 better" if spec.means[0] >= spec.means[-1] else "threshold, arm 0 worse"
+        elif spec.adversary not in ("none", None):
+            fam = "adversary"
+        else:
+            fam = "constant background"
+        f = families.setdefault(fam, {"family": fam, "pairs": 0, "horizon": horizon, "best_pilot": 0.0, "best": None})
+        f["pairs"] += 1
+        b = float(row.get("membership_selection_bound", 0.0))
+        if f["best"] is None or b > f["best_pilot"]:
+            f["best_pilot"], f["best"] = b, row.get("pair")
+    return list(families.values())
