@@ -54,6 +54,7 @@ __all__ = [
     "threshold_attack",
     "mean_difference_direction",
     "Projection",
+    "screen_candidates",
 ]
 
 #: cells (runs x rounds) per chunk of sampled views; fixed so results do not depend on n.
@@ -398,6 +399,28 @@ class Projection:
     def scores(self, m: np.ndarray) -> dict[str, np.ndarray]:
         m = np.asarray(m, dtype=float).reshape(m.shape[0], -1)
         return {self.name: m[:, 0] if self.w is None else m @ self.w}
+
+
+def screen_candidates(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, n: int, keep: int,
+                      n_fresh: int, delta: float, confidence: float,
+                      engine: Engine = SERIAL) -> tuple[list[int], list[dict[str, Any]]]:
+    """Keep the ``keep`` most promising candidates of many, judged on ``n`` pilot samples per side each:
+    the bound each one's threshold test would give on ``n_fresh`` fresh samples
+    (:func:`dpaudit.attacks.bounds.select_projected_threshold`). The pilot samples are used for nothing
+    else, so the choice costs the final bounds no validity. Returns the kept candidates (best first) and
+    one row per candidate (its pilot bound)."""
+    seeds = [ss.spawn(2) for ss in seed.spawn(len(candidates))]
+    drawn = draw_many(source, [(c, side, n, s[side]) for c, s in zip(candidates, seeds) for side in (0, 1)], engine)
+    rows = []
+    for i, c in enumerate(candidates):
+        m0, m1 = (np.asarray(x, dtype=float).reshape(len(x), -1) for x in drawn[2 * i: 2 * i + 2])
+        half = max(1, n // 2)
+        score = Projection(mean_difference_direction(m0[:half], m1[:half]))
+        pilot, _ = select_projected_threshold(score.scores(m0[half:])["message"], score.scores(m1[half:])["message"],
+                                              n_fresh, delta, confidence, keep)
+        rows.append({"candidate": c, "pilot_bound": float(max(pilot, 0.0))})
+    order = sorted(range(len(candidates)), key=lambda i: -rows[i]["pilot_bound"])
+    return [candidates[i] for i in order[:keep]], rows
 
 
 def threshold_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, delta: float,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -177,3 +178,22 @@ def test_a_local_audit_with_no_power_is_not_consistent():
     """Before the one rule, a local audit whose every bound was 0 was called consistent."""
     out = check("ldp-gloc", {}, protocol="local", runs=200, horizon=4, central=False)
     assert out["epsilon_lower"] == 0 and out["verdict"] == "inconclusive"
+
+
+def test_every_user_is_a_candidate_of_the_transcript_part(tmp_path):
+    """A server that also logs the raw click of users 9, 19, 29, ...: none of them is in the old fixed list of
+    users (0, 1, T/2, T-2), so only a search over every user sees it (the correct server stays consistent)."""
+    plug = tmp_path / "late_logging.py"
+    plug.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent / 'thirdparty')!r})\n"
+        "from ldp_logging import LoggingRRClickServer, RRClickServer\n"
+        "class LateLogging(LoggingRRClickServer):\n"
+        "    def _record(self, t, messages, clicks):\n"
+        "        super()._record(t + 1, messages, clicks)\n"
+        "    def _estimates(self, t, messages, clicks):\n"
+        "        return super()._estimates(t + 1, messages, clicks)\n")
+    bad = check(f"{plug}:LateLogging", {}, protocol="local", runs=2000, horizon=48, central=False)
+    tr = next(a for a in bad["attacks"] if a["attack"] == "transcript")
+    assert bad["verdict"] == "violation" and tr["epsilon_lower"] > 3 and tr["witness"]["label"].startswith("user 9")
+    assert len(tr["details"]["screened_users"]) == 47

@@ -187,8 +187,33 @@ def _rows_result(name: str, rows: list[dict[str, Any]], source: Any, delta: floa
                                 ("pairs" if name == "channel" else "rounds"): rows})
 
 
+#: users screened by the transcript part (every user up to this many; else this many spread over the horizon)
+MAX_SCREENED_USERS = 64
+#: the users the transcript part evaluates on fresh samples, after the screening
+KEEP_USERS = 4
+
+
 def _user_rounds(horizon: int, last: int) -> list[int]:
-    return sorted({j for j in (0, 1, horizon // 2, last) if 0 <= j <= last})
+    """Every user the transcript part may test (a server may misbehave for any one of them): all of
+    0..last, or :data:`MAX_SCREENED_USERS` spread over them."""
+    if last + 1 <= MAX_SCREENED_USERS:
+        return list(range(last + 1))
+    return sorted({int(j) for j in np.linspace(0, last, MAX_SCREENED_USERS).round()})
+
+
+def _screened(source: Any, ctx: Context, seed: np.random.SeedSequence, n_fresh: int, conf_each: float,
+              engine: Any) -> tuple[list[int], list[dict[str, Any]]]:
+    """Every user is a candidate: screen them on pilot runs, keep the most promising few."""
+    from dpaudit.attacks.membership import screen_candidates
+
+    cands = list(range(len(source.rounds)))
+    if len(cands) <= KEEP_USERS:
+        return cands, []
+    kept, rows = screen_candidates(source, cands, seed, n=max(200, min(1000, n_fresh // 20)), keep=KEEP_USERS,
+                                   n_fresh=n_fresh, delta=ctx.delta, confidence=conf_each, engine=engine)
+    for row in rows:
+        row["user"] = source.rounds[row.pop("candidate")]
+    return kept, rows
 
 
 def preflight(ctx: Context) -> None:
@@ -278,14 +303,20 @@ def audit(ctx: Context) -> None:
         lo, hi = rng_pair
         t0 = time.perf_counter()
         source = TranscriptSource(policy, _user_rounds(T, T - 2), T, lo, hi, background)
-        rows = threshold_attack(source, list(range(len(source.rounds))), s_transcript, delta=ctx.delta,
-                                confidence=conf_each, n_select=max(1000, n_tr // 5), n_fresh=n_tr,
-                                engine=_engine(ctx, policy), progress=ctx.progress, what="transcript: fresh runs")
+        s_screen, s_eval = s_transcript.spawn(2)
+        engine = _engine(ctx, policy)
+        kept, screen = _screened(source, ctx, s_screen, n_tr, conf_each, engine)
+        rows = threshold_attack(source, kept, s_eval, delta=ctx.delta, confidence=conf_each,
+                                n_select=max(1000, n_tr // 5), n_fresh=n_tr, engine=engine, progress=ctx.progress,
+                                what="transcript: fresh runs")
         res = _rows_result("transcript", rows, source, ctx.delta, conf_each, max(1000, n_tr // 5),
                            time.perf_counter() - t0)
+        if screen:
+            res = replace(res, details={**res.details, "screened_users": screen})
         ctx.attacks.append(res)
-        ctx.ran("transcript", "bound", f"what the server received from users {source.rounds}, {n_tr} fresh runs per "
-                                       "side and user", res.seconds)
+        ctx.ran("transcript", "bound", f"what the server received from a user: {len(source.rounds)} users screened "
+                                       f"on pilot runs, users {[source.rounds[c] for c in kept]} counted on {n_tr} "
+                                       "fresh runs per side each", res.seconds)
     else:
         ctx.notes.append("the policy keeps no transcript() of what its server received, so only its channel was "
                          "attacked black-box (a server that also reads raw data would show only in the central audit).")
@@ -402,9 +433,12 @@ def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> N
         n = max(1000, r.runs // div)
         t0 = time.perf_counter()
         source = LossSource(ctx.build(T), rounds, T, kind)
-        rows = threshold_attack(source, list(range(len(rounds))), ss, delta=ctx.delta, confidence=conf_each,
-                                n_select=max(1000, n // 5), n_fresh=n, engine=_engine(ctx, source.policy),
-                                progress=ctx.progress, what=f"{kind}: fresh runs")
+        s_screen, s_eval = ss.spawn(2)
+        engine = _engine(ctx, source.policy)
+        kept, screen = _screened(source, ctx, s_screen, n, conf_each, engine)
+        rows = threshold_attack(source, kept, s_eval, delta=ctx.delta, confidence=conf_each,
+                                n_select=max(1000, n // 5), n_fresh=n, engine=engine, progress=ctx.progress,
+                                what=f"{kind}: fresh runs")
         stat = None
         if kind == "transcript" and policy.n_points == 2:
             stat = "projection of (message, message x direction of x1 - x2) onto the learnt mean difference"
@@ -412,6 +446,8 @@ def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> N
             stat = ("projection of (centre of the next points, its outer product with the exploration direction) "
                     "onto the learnt mean difference")
         res = _rows_result(kind, rows, source, ctx.delta, conf_each, max(1000, n // 5), time.perf_counter() - t0, stat)
+        if screen:
+            res = replace(res, details={**res.details, "screened_users": screen})
         ctx.attacks.append(res)
         if kind == "central":
             low, eps_claim = res.epsilon_lower, ctx.claim.epsilon
@@ -422,7 +458,8 @@ def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> N
                            f"{'exceeds' if low > eps_claim else 'is within'} the claimed eps = {eps_claim:.4g}"),
                 "ledger": None, "seconds": res.seconds}
         what = "what the server received" if kind == "transcript" else "the points played after the user's round"
-        ctx.ran(kind, "bound", f"{what}, users {rounds}, {n} fresh runs per side and user", res.seconds)
+        ctx.ran(kind, "bound", f"{what}: {len(rounds)} users screened, users {[rounds[c] for c in kept]} counted "
+                               f"on {n} fresh runs per side each", res.seconds)
     if central:
         ctx.notes.append("central part: the view is the sequence of points played (BCO), one learnt-projection "
                          "threshold test, not the K-armed audit's attacks.")
