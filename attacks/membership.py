@@ -55,6 +55,7 @@ __all__ = [
     "mean_difference_direction",
     "Projection",
     "screen_candidates",
+    "separation",
 ]
 
 #: cells (runs x rounds) per chunk of sampled views; fixed so results do not depend on n.
@@ -240,10 +241,24 @@ def fit_select_views(n_arms: int, pair: Pair, train0: np.ndarray, train1: np.nda
     t0 = time.perf_counter()
     scorer = ViewScorer(n_arms, int(np.asarray(pair.d0).shape[0]), pair.round)
     scorer.fit(train0, train1)
-    best = best_threshold_test(scorer.scores(select0), scorer.scores(select1), delta, confidence, n_final=n_final)
+    sc0, sc1 = scorer.scores(select0), scorer.scores(select1)
+    best = best_threshold_test(sc0, sc1, delta, confidence, n_final=n_final)
     bound, test = best[0]
     n = train0.shape[0] + train1.shape[0] + select0.shape[0] + select1.shape[0]
-    return MembershipCandidate(pair, scorer, test, bound, n, time.perf_counter() - t0)
+    return MembershipCandidate(pair, scorer, test, bound, n, time.perf_counter() - t0,
+                               {"separation": separation(sc0, sc1)})
+
+
+def separation(scores0: dict[str, np.ndarray], scores1: dict[str, np.ndarray]) -> float:
+    """How far apart two samples' statistics are: the largest two-sample z of their means, over the
+    statistics (a continuous pilot score where a selection bound is still 0 on small samples)."""
+    best = 0.0
+    for name in scores0:
+        a, b = np.asarray(scores0[name], dtype=float), np.asarray(scores1[name], dtype=float)
+        se = math.sqrt(a.var() / max(1, a.size) + b.var() / max(1, b.size))
+        diff = abs(float(b.mean() - a.mean()))
+        best = max(best, diff / se if se > 0 else (1e6 if diff > 0 else 0.0))
+    return float(best)
 
 
 def evaluate(

@@ -69,6 +69,7 @@ __all__ = [
     "discover_horizon",
     "threshold_pairs",
     "ThresholdSearch",
+    "family_of",
     "SearchResult",
     "search",
     "leakage_vs_horizon",
@@ -327,6 +328,17 @@ def _as_pair(item: PairSpec | Pair, protocol: Protocol, n_arms: int, horizon: in
     return item if isinstance(item, Pair) else make_pair(item, protocol, n_arms, horizon, rr, alphabet)
 
 
+def family_of(item: PairSpec | Pair) -> str:
+    """The family of pairs a candidate belongs to (for the findings' record of what was searched)."""
+    if isinstance(item, Pair):
+        return "read-out" if "read-out" in (item.label or "") else "given pair"
+    if item.means is not None:
+        return "threshold, arm 0 better" if item.means[0] >= item.means[-1] else "threshold, arm 0 worse"
+    if item.adversary not in ("none", None):
+        return "adversary"
+    return "constant background"
+
+
 def _label(item: PairSpec | Pair) -> str:
     if isinstance(item, Pair):
         return item.label or "the given pair"
@@ -347,8 +359,9 @@ def _rank(policy: Any, protocol: Protocol, spec: PairSpec, seed: np.random.SeedS
     s_m, s_l = seed.spawn(2)
     cand = fit_select(policy, protocol, pair, s_m, delta=delta, confidence=confidence,
                       n_train=n_train, n_select=n_select)
-    row: dict[str, Any] = {"pair": _label(spec), "membership_selection_bound": cand.selection_bound,
-                           "statistic": cand.test.statistic}
+    row: dict[str, Any] = {"pair": _label(spec), "family": family_of(spec),
+                           "membership_selection_bound": cand.selection_bound, "statistic": cand.test.statistic,
+                           "separation": round(cand.extra.get("separation", 0.0), 3)}
     loss = None
     if n_screen is not None:
         try:
@@ -380,8 +393,9 @@ def _rank_group(policy: Any, protocol: Protocol, specs: Sequence[PairSpec], seed
         v0, v1 = views[2 * i], views[2 * i + 1]
         cand = fit_select_views(K, pair, v0[:n_train], v1[:n_train], v0[n_train:], v1[n_train:], delta=delta,
                                 confidence=confidence)
-        out.append((cand, {"pair": _label(spec), "membership_selection_bound": cand.selection_bound,
-                           "statistic": cand.test.statistic}, None))
+        out.append((cand, {"pair": _label(spec), "family": family_of(spec),
+                           "membership_selection_bound": cand.selection_bound, "statistic": cand.test.statistic,
+                           "separation": round(cand.extra.get("separation", 0.0), 3)}, None))
     return out
 
 
@@ -390,6 +404,43 @@ def _groups(n_specs: int, cells_per_pair: int) -> list[range]:
     findings do not depend on who runs the groups)."""
     size = max(1, RANK_CELLS // max(1, cells_per_pair))
     return [range(i, min(i + size, n_specs)) for i in range(0, n_specs, size)]
+
+
+#: successive halving of the search: every pair ranked on n_train // PILOT_DIVISOR views (at least PILOT_MIN)
+#: per split, the PILOT_KEEP most promising on the full sizes
+PILOT_DIVISOR, PILOT_MIN, PILOT_KEEP = 8, 250, 8
+
+
+def _rank_all(policy: Any, protocol: Protocol, specs: Sequence[PairSpec | Pair], seed: np.random.SeedSequence,
+              horizon: int, rr: tuple[float, float], delta: float, confidence: float, n_train: int, n_select: int,
+              n_screen: int | None, alphabet: Sequence[float] | None, engine: Engine,
+              progress: Callable[[str], None] | None, finished: dict[str, Any], t0: float, stage: str) -> list[Any]:
+    """Rank ``specs`` on the engine: (candidate, ranking row, screening losses) per pair, in order."""
+    rank_seeds = seed.spawn(len(specs))
+    done = [0]
+
+    def ranked(i: int, result: tuple[Any, dict[str, Any], Any]) -> None:
+        done[0] += 1
+        finished["ranking"].append(dict(result[1], stage=stage))
+        if progress is not None:
+            progress(f"search ({stage}): {done[0]}/{len(specs)} candidate pairs ranked ({time.perf_counter() - t0:.0f} s)")
+
+    batched = (n_screen is None and not isinstance(protocol, InteractiveDP) and not offers_blocks(policy)
+               and all(getattr(spec, "adversary", None) in ("none", None) for spec in specs)
+               and not any(isinstance(getattr(spec, "d0", None), ContextInput) for spec in specs))
+    if batched:
+        groups = _groups(len(specs), 2 * (n_train + n_select) * horizon)
+        group_tasks = [(policy, protocol, [specs[i] for i in g], ss, horizon, rr, delta, confidence,
+                        n_train, n_select, alphabet) for g, ss in zip(groups, seed.spawn(len(groups)))]
+
+        def ranked_group(i: int, result: list[Any]) -> None:
+            for r in result:
+                ranked(i, r)
+
+        return [r for group in engine.map(_rank_group, group_tasks, on_result=ranked_group) for r in group]
+    tasks = [(policy, protocol, spec, ss, horizon, rr, delta, confidence, n_train, n_select, n_screen, alphabet)
+             for spec, ss in zip(specs, rank_seeds)]
+    return engine.map(_rank, tasks, on_result=ranked)
 
 
 def search(
@@ -425,37 +476,31 @@ def search(
     rr = reward_range or audit_range(policy)
     specs = list(specs) if specs is not None else candidate_pairs(protocol, K, horizon)
     s_rank, s_final_m, s_final_l = seed.spawn(3)
-    rank_seeds = s_rank.spawn(len(specs))
     use_lik = confidence_likelihood is not None and _has_ledger(policy)
     finished = finished if finished is not None else {}
     finished["ranking"] = []
     t0 = time.perf_counter()
-    tasks = [(policy, protocol, spec, ss, horizon, rr, delta, confidence_membership, n_train, n_select,
-              n_screen if use_lik else None, alphabet) for spec, ss in zip(specs, rank_seeds)]
-
-    def ranked(i: int, result: tuple[Any, dict[str, Any], Any]) -> None:
-        finished["ranking"].append(result[1])
-        if progress is not None:
-            progress(f"search: {len(finished['ranking'])}/{len(specs)} candidate pairs ranked "
-                     f"({time.perf_counter() - t0:.0f} s)")
-
-    batched = (not use_lik and not isinstance(protocol, InteractiveDP) and not offers_blocks(policy)
-               and all(getattr(spec, "adversary", None) in ("none", None) for spec in specs)
-               and not any(isinstance(getattr(spec, "d0", None), ContextInput) for spec in specs))
-    if batched:
-        groups = _groups(len(specs), 2 * (n_train + n_select) * horizon)
-        group_tasks = [(policy, protocol, [specs[i] for i in g], ss, horizon, rr, delta, confidence_membership,
-                        n_train, n_select, alphabet) for g, ss in zip(groups, s_rank.spawn(len(groups)))]
-
-        def ranked_group(i: int, result: list[Any]) -> None:
-            for r in result:
-                ranked(i, r)
-
-        results = [r for group in engine.map(_rank_group, group_tasks, on_result=ranked_group) for r in group]
+    n_pilot = max(PILOT_MIN, n_train // PILOT_DIVISOR)
+    if len(specs) > PILOT_KEEP and n_train >= 2 * n_pilot:
+        # successive halving: every pair on a small pilot, the most promising ones on the full ranking sizes
+        s_pilot, s_rank = s_rank.spawn(2)
+        pilot = _rank_all(policy, protocol, specs, s_pilot, horizon, rr, delta, confidence_membership, n_pilot, n_pilot,
+                          n_pilot if use_lik else None, alphabet, engine, progress, finished, t0, "pilot")
+        order = sorted(range(len(specs)), key=lambda i: (-pilot[i][0].selection_bound,
+                                                         -pilot[i][0].extra.get("separation", 0.0)))
+        keep = set(order[:PILOT_KEEP])
+        if use_lik and all(loss is not None for _, _, loss in pilot):
+            keep |= set(sorted(range(len(specs)), key=lambda i: -pilot[i][1]["likelihood_mean_loss"])[:2])
+        pilot_rows = [dict(row, stage="pilot") for _, row, _ in pilot]
+        kept = sorted(keep)
+        specs_ranked = [specs[i] for i in kept]
     else:
-        results = engine.map(_rank, tasks, on_result=ranked)
-    ranking = [row for _, row, _ in results]
-    finished["ranking"] = ranking  # in candidate order
+        pilot_rows, specs_ranked = [], specs
+    results = _rank_all(policy, protocol, specs_ranked, s_rank, horizon, rr, delta, confidence_membership, n_train,
+                        n_select, n_screen if use_lik else None, alphabet, engine, progress, finished, t0, "ranked")
+    specs = specs_ranked
+    ranking = pilot_rows + [dict(row, stage="ranked") for _, row, _ in results]
+    finished["ranking"] = ranking  # the pilot's rows, then the ranked ones, each in candidate order
     best_m = None
     best_l: tuple[float, PairSpec, np.ndarray] | None = None
     use_lik = use_lik and all(loss is not None for _, _, loss in results)

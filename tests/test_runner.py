@@ -197,3 +197,22 @@ def test_every_user_is_a_candidate_of_the_transcript_part(tmp_path):
     tr = next(a for a in bad["attacks"] if a["attack"] == "transcript")
     assert bad["verdict"] == "violation" and tr["epsilon_lower"] > 3 and tr["witness"]["label"].startswith("user 9")
     assert len(tr["details"]["screened_users"]) == 47
+
+
+@pytest.mark.parametrize("key,part,where", [("joint", "membership", "lda_attack"),
+                                            ("local", "channel", "TranscriptSource")])
+def test_an_interrupted_audit_of_any_protocol_reports_what_finished(monkeypatch, key, part, where):
+    import dpaudit.runner.joint as joint_plan
+    import dpaudit.runner.local as local_plan
+    from dpaudit.runner.findings import AuditInterrupted
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(joint_plan if key == "joint" else local_plan, where, stop)
+    name, params, kw = SMALL[key]
+    with pytest.raises(AuditInterrupted) as info:
+        check(name, params, protocol=_protocol(key), **kw)
+    partial = info.value.audit
+    assert partial.verdict == "interrupted" and "no verdict" in partial.reason
+    assert [a.attack for a in partial.attacks] == [part] and partial.epsilon_claimed is not None

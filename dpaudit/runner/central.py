@@ -245,7 +245,7 @@ def audit(ctx: Context) -> None:
         ctx.renyi_violation = list(res.likelihood.details.get("renyi_violation", []))
     ctx.extra["renyi_violation"] = ctx.renyi_violation
     ctx.extra["search"] = res.ranking
-    ctx.extra["search_summary"] = search_summary(specs, res.ranking, horizon)
+    ctx.extra["search_summary"] = search_summary(res.ranking, horizon)
     ctx.set_power(res.membership, len(specs), r.runs, conf_each)
     choice_found = ctx.extra.get("horizon_search", {}).get("first_dependent_round", 0)
     separated = threshold is not None and threshold.info.get("separated")
@@ -257,23 +257,22 @@ def audit(ctx: Context) -> None:
                       f"told the sides of the {len(specs)} pairs tried apart at T = {horizon}")
 
 
-def search_summary(specs: Sequence[Any], ranking: Sequence[dict[str, Any]], horizon: int) -> list[dict[str, Any]]:
-    """What the search tried, by family: how many pairs, and the best pilot (selection) bound of each."""
-    from dpaudit.protocols import Pair
-
+def search_summary(ranking: Sequence[dict[str, Any]], horizon: int) -> list[dict[str, Any]]:
+    """What the search tried, by family of pairs: how many, on which sample sizes, and the best pilot and
+    ranked (selection) bound of each family."""
     families: dict[str, dict[str, Any]] = {}
-    for spec, row in zip(specs, ranking):
-        if isinstance(spec, Pair):
-            fam = "read-out" if "read-out" in (spec.label or "") else "given pair"
-        elif spec.means is not None:
-            fam = "threshold, arm 0 better" if spec.means[0] >= spec.means[-1] else "threshold, arm 0 worse"
-        elif spec.adversary not in ("none", None):
-            fam = "adversary"
-        else:
-            fam = "constant background"
-        f = families.setdefault(fam, {"family": fam, "pairs": 0, "horizon": horizon, "best_pilot": 0.0, "best": None})
-        f["pairs"] += 1
+    for row in ranking:
+        fam = row.get("family", "?")
+        f = families.setdefault(fam, {"family": fam, "horizon": horizon, "pairs": 0, "ranked": 0,
+                                      "best_pilot": 0.0, "best_ranked": None, "best": None})
         b = float(row.get("membership_selection_bound", 0.0))
-        if f["best"] is None or b > f["best_pilot"]:
-            f["best_pilot"], f["best"] = b, row.get("pair")
+        if row.get("stage") == "ranked":
+            f["ranked"] += 1
+            if f["best_ranked"] is None or b > f["best_ranked"]:
+                f["best_ranked"], f["best"] = b, row.get("pair")
+        else:
+            f["pairs"] += 1
+            f["best_pilot"] = max(f["best_pilot"], b)
+    for f in families.values():
+        f["pairs"] = max(f["pairs"], f["ranked"])
     return list(families.values())
