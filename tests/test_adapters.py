@@ -166,7 +166,7 @@ def test_global_numpy_class_is_reproducible_independent_and_leaves_the_caller_al
     before = _global_states()
     p = PerRun(EpsGreedy, {"n_arms": 3, "epsilon": 1.0}, "pure:eps=1")
     assert p.n_arms == 3 and p.claim == PureDP(1.0)
-    assert "np.random redirect" in p.describe() and "random off" in p.describe()
+    assert "np.random redirect," in p.describe() and "random redirect (no draw in the probe)" in p.describe()
     data = np.tile([0.2, 0.5, 0.8], (20, 1))
     v1 = _views(p, data=data, n=400, seed=3)
     v2 = _views(p, data=data, n=400, seed=3)
@@ -320,7 +320,7 @@ def test_step_shape_gets_none_first_then_the_last_arm_and_reward():
 def test_pull_shape_with_python_random_and_arms_as_a_list():
     before = _global_states()
     p = PerRun(PullBandit, {"arms": [0.1, 0.2, 0.3, 0.4]})
-    assert p.n_arms == 4 and "random redirect" in p.describe() and "np.random off" in p.describe()
+    assert p.n_arms == 4 and "random redirect" in p.describe() and "np.random redirect (no draw" in p.describe()
     v = _views(p, data=np.tile([0.0, 0.25, 0.5, 1.0], (25, 1)), n=300, seed=1)
     _assert_same_states(before)
     assert np.array_equal(v, _views(p, data=np.tile([0.0, 0.25, 0.5, 1.0], (25, 1)), n=300, seed=1))
@@ -330,7 +330,8 @@ def test_pull_shape_with_python_random_and_arms_as_a_list():
 
 def test_seed_parameter_gets_a_distinct_seed_per_copy_and_nothing_is_swapped():
     p = PerRun(SeededThompson, {"n_arms": 2})
-    assert "np.random off, random off" in p.describe()
+    # redirected all the same (a draw after the probe would be kept apart), but nothing is drawn
+    assert "np.random redirect (no draw in the probe), random redirect (no draw in the probe)" in p.describe()
     v = _views(p, n=300, seed=3)
     assert np.array_equal(v, _views(p, n=300, seed=3))
     assert len({tuple(r) for r in v}) > 250
@@ -353,14 +354,39 @@ def test_unseedable_randomness_is_refused():
         PerRun(Unseedable, {})
 
 
-def test_global_use_the_probe_missed_is_an_error_and_the_caller_state_survives():
+def test_a_draw_after_the_probe_is_kept_apart_per_copy_and_the_caller_state_survives():
+    """LateRandom draws from np.random only after 100 rounds, beyond the 32-round probe: np.random's functions
+    are redirected per copy all the same, so the late draws are reproducible and independent across copies."""
     before = _global_states()
     p = PerRun(LateRandom, {})
-    with pytest.raises(DPAuditError, match=r"drew from the global np.random generator at round 99.*globals_mode='swap'\)"):
-        _views(p, T=120, n=3)
+    v = _views(p, T=120, n=200)
     _assert_same_states(before)
+    assert np.array_equal(v, _views(p, T=120, n=200))
+    assert len({tuple(r[100:]) for r in v}) > 150  # the copies' late draws differ
     q = PerRun(LateRandom, {}, globals_mode="swap")
     assert np.array_equal(_views(q, T=120, n=3), _views(q, T=120, n=3))
+
+
+class HiddenLateRandom(LateRandom):
+    """Draws late through the hidden global instance itself, which no redirection of np.random's functions sees."""
+
+    def select_arm(self):
+        self.t += 1
+        return self.t % 2 if self.t < 100 else int(np.random.mtrand._rand.randint(2))
+
+
+def test_a_late_draw_the_redirection_cannot_see_is_an_error_naming_the_fix():
+    before = _global_states()
+    with pytest.raises(DPAuditError, match=r"drew from the global np.random generator at round 99 without going "
+                                           r"through np.random's functions.*globals=swap.*globals_mode='swap'\)"):
+        _views(PerRun(HiddenLateRandom, {}), T=120, n=3)
+    _assert_same_states(before)
+    q = PerRun(HiddenLateRandom, {}, globals_mode="swap")
+    assert np.array_equal(_views(q, T=120, n=3), _views(q, T=120, n=3))
+    # told to leave the globals alone, a late draw through np.random's functions names redirect, not swap
+    with pytest.raises(DPAuditError, match=r"told to leave alone \(globals=off\).*globals=redirect"):
+        _views(PerRun(LateRandom, {}, globals_mode="off"), T=120, n=3)
+    _assert_same_states(before)
 
 
 class _BadArm(EpsGreedy):

@@ -20,9 +20,10 @@ FAST_ARGV = ["--horizon", "6", "--runs", "1500", "--workers", "1", "--seed", "3"
 
 
 def _strip_times(x):
-    """Findings without wall-clock times (the only thing two identical audits may differ in)."""
+    """Findings without wall-clock times and the up-front estimate (timed), the only things two identical
+    audits may differ in."""
     if isinstance(x, dict):
-        return {k: _strip_times(v) for k, v in x.items() if k not in ("seconds", "command")}
+        return {k: _strip_times(v) for k, v in x.items() if k not in ("seconds", "command", "estimate")}
     if isinstance(x, list):
         return [_strip_times(v) for v in x]
     return x

@@ -214,10 +214,16 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
                    help="also measure leakage against the horizon: the witness pair rebuilt at each T and "
                         "attacked afresh (a figure in the report)")
     c.add_argument("--adapter", default=None, metavar="per-run[:KEY=VALUE,...]",
-                   help="per-run: POLICY is a one-run class (select_arm()/update(arm, reward), pull(), step(...)); "
-                        "dpaudit runs N seeded copies of it as a batched policy (give its claim with --claim). "
-                        "Options: select=NAME,update=NAME or step=NAME (its methods), first_round=1 (it counts "
-                        "rounds from 1), n_arms=K, globals=off|redirect|swap")
+                   help="per-run: POLICY is a one-run class (select_arm()/update(arm, reward), pull(), step(...)), "
+                        "or a function FILE.py:FUNCTION / module:FUNCTION returning one (typed by its signature, the "
+                        "horizon to the parameter that names it); dpaudit runs N seeded copies of it as a batched "
+                        "policy (give its claim with --claim). Options: select=NAME,update=NAME or step=NAME (its "
+                        "methods); update_args=TOKENS or step_args=TOKENS (the feedback call's arguments in its "
+                        "order, tokens arm, reward and t, NAME:TOKEN for a keyword: update_args=t,arm,reward, "
+                        "step_args=reward,arm); first_round=1 (it counts rounds from 1); n_arms=K; horizon=NAME (the "
+                        "parameter that receives T); globals=off|redirect|swap; randomizer=NAME,domain=LOW,HIGH (a "
+                        "local-DP class: the method that turns a user's datum into her message, for --protocol "
+                        "local). A list value runs to the next KEY=")
     c.add_argument("--claim", default=None, metavar="CLAIM",
                    help="the guarantee to check, replacing any the policy declares: pure:eps=E, zcdp:rho=R, "
                         "approx:eps=E,delta=D or rdp:alpha=A,eps=E")

@@ -11,6 +11,7 @@ import difflib
 import importlib
 import importlib.util
 import inspect
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ __all__ = [
     "load_policy_class",
     "parse_params",
     "coerce_params",
+    "signature_target",
     "make_policy",
 ]
 
@@ -93,7 +95,8 @@ def load_policy_class(spec: str, *, contract: bool = True) -> type:
     """Resolve a registered name, ``file.py:Class`` or ``package.module:Class`` to a class.
 
     ``contract=False`` skips the check for reset/act/observe (a one-run class for
-    :class:`dpaudit.adapters.PerRun`)."""
+    :class:`dpaudit.adapters.PerRun`, which also accepts ``file.py:function``: a factory returning an
+    instance)."""
     if ":" not in spec:
         return get_policy_class(spec)
     target, _, attr = spec.rpartition(":")
@@ -153,7 +156,10 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def _convert(key: str, raw: Any, kind: Any) -> Any:
+def _convert(key: str, raw: Any, kind: Any, widen: str | None = None, notes: list[str] | None = None) -> Any:
+    """``raw`` typed as ``kind``. ``widen`` (set when ``kind`` is int only because of an int default,
+    with no annotation saying so): the owner's name; a numeric value that is not an integer is then
+    passed as a float, with a note, instead of being refused."""
     if not isinstance(raw, str):
         return raw
     origin = getattr(kind, "__origin__", None)
@@ -168,7 +174,21 @@ def _convert(key: str, raw: Any, kind: Any) -> Any:
         try:
             return int(raw)
         except ValueError:
-            raise DPAuditError(f"parameter {key}={raw!r} must be an integer.") from None
+            pass
+        try:
+            value = float(raw)
+        except ValueError:
+            raise DPAuditError(f"parameter {key}={raw!r} must be " + ("a number." if widen else "an integer.")) from None
+        if not math.isfinite(value):
+            raise DPAuditError(f"parameter {key}={raw!r} must be a finite number.")
+        if value.is_integer():
+            return int(value)  # "2.0" for an int
+        if widen is None:
+            raise DPAuditError(f"parameter {key}={raw!r} must be an integer (its annotation says int).")
+        if notes is not None:
+            notes.append(f"--param {key}={raw} is not an integer while {widen}'s default for {key} is an integer and "
+                         f"no annotation says int, so it was passed as the float {value!r}.")
+        return value
     if kind is float:
         try:
             return float(raw)
@@ -190,11 +210,26 @@ def _convert(key: str, raw: Any, kind: Any) -> Any:
     return raw
 
 
-def coerce_params(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
-    """Type string parameters by ``cls.__init__``'s annotations (or defaults); refuse unknown keys."""
-    sig = inspect.signature(cls.__init__)
+def signature_target(target: Any) -> Any:
+    """What to read the parameters of: a class's ``__init__``, or a factory function itself."""
+    return target.__init__ if inspect.isclass(target) else target
+
+
+def coerce_params(cls: Any, raw: dict[str, Any], notes: list[str] | None = None) -> dict[str, Any]:
+    """Type string parameters by the signature of ``cls.__init__`` (or of ``cls`` itself, a factory
+    function returning an instance): by the annotation, else by the default's type; refuse unknown keys.
+
+    A value that is a number but not an integer, for a parameter whose default is an int and which no
+    annotation calls int (``epsilon=0``), is passed as a float, and ``notes`` (if given) says so."""
+    fn = signature_target(cls)
+    who = getattr(cls, "__name__", repr(cls))
     try:
-        hints = get_type_hints(cls.__init__)
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        raise DPAuditError(f"cannot read the parameters of {who}; give a class or a function with a Python "
+                           "signature.") from None
+    try:
+        hints = get_type_hints(fn)
     except Exception:
         hints = {}
     params = {n: p for n, p in sig.parameters.items() if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
@@ -203,16 +238,19 @@ def coerce_params(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
     for key, value in raw.items():
         if key not in params and not accepts_any:
             allowed = ", ".join(params) or "none"
-            raise DPAuditError(f"{cls.__name__} has no parameter {key!r}; its parameters are: {allowed}.")
+            raise DPAuditError(f"{who} has no parameter {key!r}; its parameters are: {allowed}.")
         p = params.get(key)
         kind = hints.get(key, inspect.Parameter.empty)
+        widen = None
         if kind is inspect.Parameter.empty and p is not None and p.default is not inspect.Parameter.empty and p.default is not None:
             kind = type(p.default)
+            if kind is int:
+                widen = who
         # Optional[X] / X | None -> X
         args = getattr(kind, "__args__", None)
         if args and type(None) in args and len(args) == 2:
             kind = next(a for a in args if a is not type(None))
-        out[key] = _convert(key, value, kind)
+        out[key] = _convert(key, value, kind, widen, notes)
     return out
 
 

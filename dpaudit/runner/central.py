@@ -97,7 +97,7 @@ def preflight(ctx: Context) -> None:
     from .cost import audit_preflight
 
     r = ctx.request
-    audit_preflight(lambda T: with_features(ctx.build(T), r.seed), ctx.protocol, runs=r.runs,
+    ctx.extra["estimate"] = audit_preflight(lambda T: with_features(ctx.build(T), r.seed), ctx.protocol, runs=r.runs,
                     horizon=r.horizon if r.horizon is not None else DEFAULTS["horizon"], workers=r.workers,
                     local=r.executor is None and r.scheduler is None, max_hours=r.max_hours)
 
@@ -180,6 +180,7 @@ def audit(ctx: Context) -> None:
     policy = build(horizon)
     ctx.policy = policy
     ctx.read_claim(policy, spec)
+    notes.extend(n for n in getattr(policy, "audit_notes", ()) if n not in notes)  # what the per-run adapter did
     has_ledger = hasattr(policy, "ledger")
     conf_each = confidence_each(ctx, 2 if has_ledger else 1)
     ctx.blackbox_only = not has_ledger

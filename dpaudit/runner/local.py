@@ -228,7 +228,7 @@ def preflight(ctx: Context) -> None:
     ctx.state["local_info"] = check_local_plugin(probe, horizon=T, rng_seed=r.seed, rewards=r.rewards, name=spec)
     if getattr(probe, "continuous_actions", False) or not r.central:
         return  # BCO: every part is a short run on a loss sequence; without the central part, nothing long
-    audit_preflight(lambda T: with_features(ctx.build(T), r.seed), TableDP(),
+    ctx.extra["estimate"] = audit_preflight(lambda T: with_features(ctx.build(T), r.seed), TableDP(),
                     runs=max(1000, r.runs // LOCAL_DEFAULTS["central_div"]),
                     horizon=r.horizon if r.horizon is not None else DEFAULTS["horizon"], workers=r.workers,
                     local=r.executor is None and r.scheduler is None, max_hours=r.max_hours)
@@ -250,6 +250,7 @@ def audit(ctx: Context) -> None:
     info = ctx.state.get("local_info") or check_local_plugin(policy, horizon=T, rng_seed=r.seed, rewards=r.rewards,
                                                             name=spec)
     ctx.read_claim(policy, spec)
+    ctx.notes.extend(getattr(policy, "audit_notes", ()))  # what the per-run adapter did
     params = getattr(policy, "params", None)
     ctx.params = params() if callable(params) else dict(r.params)
     chan = getattr(policy, "local_channel", None)
