@@ -118,3 +118,19 @@ def test_out_of_range_rewards_are_refused_on_both_paths(proto):
     for path in ("step", "blocks"):
         with pytest.raises(DPAuditError, match=r"reward (1.5|-0.5) at step [56] is outside \[0, 1\]"):
             proto.run(AdaCUCB(n_arms=2), d, 20, np.random.default_rng(0), path=path)
+
+
+def test_block_sums_rounded_past_the_range_are_not_refused():
+    """A prefix-sum difference can land one ulp above hi x length (0.965... then a 1.0 in one column):
+    the block path must not call that a reward outside the range (seed 2 of the ucb controls did)."""
+    from dpaudit.protocols import TableDP
+
+    from dpaudit.policies.registry import make_policy
+
+    pol = make_policy("adac-ucb", {"n_arms": "3", "rho": "0.1"})
+    d = np.tile([0.034572034637003424, 0.9654279653629966, 0.9654279653629966], (24, 1))
+    d[2] = 1.0  # a threshold background (arm 0 the worse arm) with the canary row at the top
+    prefix = TableDP().prefix(d)
+    assert prefix[3, 1] - prefix[2, 1] > 1.0  # the rounding this test is about
+    views = TableDP().run(pol, d, 50, np.random.default_rng(0))
+    assert views.shape == (50, 24)

@@ -160,12 +160,14 @@ class EpisodeUCB(Policy):
         sums = np.asarray(sums, dtype=float).reshape(runs.size)
         length = self.ep_end[runs] - self.ep_start[runs]
         lo, hi = self.reward_range
-        if not (np.all(sums >= lo * length) and np.all(sums <= hi * length)):  # NaN fails too
+        # block sums are prefix-sum differences, exact up to rounding: allow (and clip) 1e-9 per reward
+        tol = 1e-9 * max(1.0, abs(lo), abs(hi)) * length
+        if not (np.all(sums >= lo * length - tol) and np.all(sums <= hi * length + tol)):  # NaN fails too
             raise DPAuditError(
                 f"an episode's reward sum is outside [{lo:g}, {hi:g}] x its length: rewards leave [{lo:g}, {hi:g}], "
                 f"the range {self.name}'s sensitivity assumes."
             )
-        self._complete(runs, sums)
+        self._complete(runs, np.clip(sums, lo * length, hi * length))
 
     def _complete(self, runs: np.ndarray, sums: np.ndarray) -> None:
         """:meth:`complete` for sums whose rewards were each checked already (the per-step path)."""
