@@ -104,7 +104,16 @@ def link_mean(link: str, z: np.ndarray) -> np.ndarray:
 
 
 def psd_floor(M: np.ndarray, floor: float) -> np.ndarray:
-    """Symmetric matrices with every eigenvalue raised to at least ``floor`` (post-processing)."""
+    """Symmetric matrices with every eigenvalue raised to at least ``floor`` (post-processing).
+
+    When every matrix already has all its eigenvalues above ``floor`` (M - floor I has a Cholesky
+    factor, a few times cheaper than an eigendecomposition) they are returned as they are, as the
+    eigendecomposition would find; otherwise every matrix is rebuilt from its floored spectrum."""
+    try:
+        np.linalg.cholesky(M - floor * np.eye(M.shape[-1]))
+        return M
+    except np.linalg.LinAlgError:
+        pass
     w, U = np.linalg.eigh(M)
     if np.all(w >= floor):
         return M
