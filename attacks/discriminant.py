@@ -19,9 +19,9 @@ import numpy as np
 
 from dpaudit.engine import SERIAL, Engine
 
-from .bounds import best_threshold_test, eps_lower_from_counts, select_threshold_for_fresh
+from .bounds import best_threshold_test, select_threshold_for_fresh
 from .result import AuditResult
-from .sampling import Linear, Source, count, draw_many
+from .sampling import Linear, Source, Stop, count, draw_many
 
 __all__ = ["lda_direction", "screened_lda_direction", "lda_attack", "screened_lda_attack"]
 
@@ -52,7 +52,7 @@ def screened_lda_direction(F0: np.ndarray, F1: np.ndarray, k: int) -> np.ndarray
 
 def lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, delta: float,
                confidence: float, n_train: int, n_select: int, n_test: int, name: str, engine: Engine = SERIAL,
-               progress: Callable[[str], None] | None = None) -> AuditResult:
+               progress: Callable[[str], None] | None = None, claim: float | None = None) -> AuditResult:
     """Threshold attack with Fisher's discriminant, over a source's candidate pairs.
 
     The discriminant is fitted on ``n_train`` views per side, the best (candidate, threshold, direction)
@@ -73,8 +73,10 @@ def lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSe
             best = (bound, test, w, c)
     bound, test, w, c = best
     f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
-    fp, tp = count(source, c, n_test, (f0, f1), Linear(w), test, engine, progress, f"{name}: fresh views")
-    eps = float(eps_lower_from_counts(fp, n_test, n_test - tp, n_test, delta, confidence))
+    counted = count(source, c, n_test, (f0, f1), Linear(w), test, engine, progress, f"{name}: fresh views",
+                    stop=None if claim is None else Stop(delta, confidence, claim))
+    fp, tp, n_test = counted.fp, counted.tp, counted.n
+    eps = counted.bound(delta, confidence)
     desc = source.describe(c)
     return AuditResult(name, eps, delta, confidence,
                        {"label": desc.get("label", ""), "pair": desc, "statistic": "linear discriminant",
@@ -83,13 +85,13 @@ def lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSe
                        seconds=time.perf_counter() - t0,
                        details={"false_positives": fp, "false_negatives": n_test - tp, "n_fresh_per_side": n_test,
                                 "fpr": fp / n_test, "fnr": (n_test - tp) / n_test, "selection_bound": bound,
-                                "tests_corrected_for": 1})
+                                "tests_corrected_for": 1, **counted.details()})
 
 
 def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, delta: float,
                         confidence: float, n_fit: int, n_test: int, screen: int = 8,
                         name: str = "membership (shuffled view)", engine: Engine = SERIAL,
-                        progress: Callable[[str], None] | None = None) -> AuditResult:
+                        progress: Callable[[str], None] | None = None, claim: float | None = None) -> AuditResult:
     """For every (candidate, feature family) a screened discriminant fitted on ``n_fit`` views per side,
     its best threshold chosen on ``n_fit`` more for the fresh sample size, and only the best candidate
     counted on ``n_test`` fresh views per side (so the Clopper-Pearson bound needs no correction for the
@@ -111,8 +113,10 @@ def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.rand
                 best = (bound, test, w, c, fam)
     bound, test, w, c, fam = best
     f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
-    fp, tp = count(source, c, n_test, (f0, f1), Linear(w, family=fam), test, engine, progress, f"{name}: fresh views")
-    eps = float(eps_lower_from_counts(fp, n_test, n_test - tp, n_test, delta, confidence))
+    counted = count(source, c, n_test, (f0, f1), Linear(w, family=fam), test, engine, progress, f"{name}: fresh views",
+                    stop=None if claim is None else Stop(delta, confidence, claim))
+    fp, tp, n_test = counted.fp, counted.tp, counted.n
+    eps = counted.bound(delta, confidence)
     desc = source.describe(c)
     return AuditResult(name, eps, delta, confidence,
                        {"label": desc.get("label", ""), "pair": desc, "features": fam,
@@ -121,4 +125,4 @@ def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.rand
                        samples=len(candidates) * 4 * n_fit + 2 * n_test, seconds=time.perf_counter() - t0,
                        details={"false_positives": fp, "false_negatives": n_test - tp, "n_fresh_per_side": n_test,
                                 "fpr": fp / n_test, "fnr": (n_test - tp) / n_test, "selection_bound": bound,
-                                "candidates": families, "tests_corrected_for": 1})
+                                "candidates": families, "tests_corrected_for": 1, **counted.details()})

@@ -32,13 +32,12 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from dpaudit.errors import DPAuditError, check_delta
-from dpaudit.engine import SERIAL, Engine, progress_counter
+from dpaudit.engine import SERIAL, Engine
 from dpaudit.protocols import Adversary, Pair, Protocol
 
-from .bounds import (TestCounts, best_threshold_test, check_confidence, eps_lower_from_counts,
-                     select_projected_threshold)
+from .bounds import (TestCounts, best_threshold_test, check_confidence, select_projected_threshold)
 from .result import AuditResult
-from .sampling import Source, count, draw_many
+from .sampling import Source, Stop, count, count_in_looks, draw_many
 
 __all__ = [
     "Pair",
@@ -273,22 +272,23 @@ def evaluate(
     n_tests: int = 1,
     progress: Callable[[str], None] | None = None,
     engine: Engine = SERIAL,
+    claim: float | None = None,
 ) -> AuditResult:
-    """Count the chosen test on fresh samples and return the corrected lower bound."""
+    """Count the chosen test on fresh samples and return the corrected lower bound. With the claimed
+    epsilon ``claim``, the fresh samples come in looks and the count stops once the answer is settled
+    (:class:`dpaudit.attacks.sampling.Stop`)."""
     t0 = time.perf_counter()
     pair, test = cand.pair, cand.test
     T = int(np.asarray(pair.d0).shape[0])
-    tasks, sides = [], []
-    for side, (data, ss) in enumerate(zip((pair.d0, pair.d1), seed.spawn(2))):
-        for m, cs in chunk_seeds(n_test, T, ss):
-            tasks.append((policy, protocol, data, m, cs, pair.adversary, cand.scorer, test))
-            sides.append(side)
-    counter = progress_counter(progress, "membership: {done}/{total} fresh views", [t[3] for t in tasks])
-    rejected = engine.map(_count_rejections, tasks, on_result=counter)
-    fp = sum(r for r, side in zip(rejected, sides) if side == 0)
-    tp = sum(r for r, side in zip(rejected, sides) if side == 1)
-    fn = n_test - tp
-    eps = float(eps_lower_from_counts(fp, n_test, fn, n_test, delta, confidence, n_tests))
+    data = (pair.d0, pair.d1)
+    stop = None if claim is None else Stop(delta, confidence, claim, n_tests)
+    counted = count_in_looks(_count_rejections,
+                             lambda side, m, cs: (policy, protocol, data[side], m, cs, pair.adversary, cand.scorer, test),
+                             n_test, tuple(seed.spawn(2)), cells_per_run=T, chunk_cells=CHUNK_CELLS, stop=stop,
+                             engine=engine, progress=progress, what="membership: fresh views")
+    n_used, fp, tp = counted.n, counted.fp, counted.tp
+    fn = n_used - tp
+    eps = counted.bound(delta, confidence, n_tests)
     seconds = time.perf_counter() - t0 + cand.seconds
     return AuditResult(
         attack="membership",
@@ -303,14 +303,15 @@ def evaluate(
             if test.direction > 0
             else ("score <= threshold" if test.include_ties else "score < threshold"),
         },
-        samples=cand.samples + 2 * n_test,
+        samples=cand.samples + 2 * n_used,
         seconds=seconds,
         details={
             "false_positives": fp,
             "false_negatives": fn,
-            "n_fresh_per_side": n_test,
-            "fpr": fp / n_test,
-            "fnr": fn / n_test,
+            "n_fresh_per_side": n_used,
+            "fpr": fp / n_used,
+            "fnr": fn / n_used,
+            **counted.details(),
             "selection_bound": cand.selection_bound,
             "tests_corrected_for": n_tests,
             **cand.extra,
@@ -364,7 +365,8 @@ def stderr_progress(prefix: str = "dpaudit") -> Callable[[str], None]:
 
 def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence[int], K: int, T: int,
                 seed: np.random.SeedSequence, *, delta: float, confidence: float, small: int, runs: int, name: str,
-                engine: Engine = SERIAL, progress: Callable[[str], None] | None = None) -> AuditResult:
+                engine: Engine = SERIAL, progress: Callable[[str], None] | None = None,
+                claim: float | None = None) -> AuditResult:
     """The membership pipeline on action views over a source's ``candidates``: :class:`ViewScorer`
     statistics after ``first_round[i]`` fitted on ``small`` training views per side, the best
     (pair, statistic, threshold) chosen on ``small`` selection views and counted once on ``runs`` fresh
@@ -384,16 +386,18 @@ def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence
             best = (bound, test, scorer, c)
     bound, test, scorer, c = best
     f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
-    fp, tp = count(source, c, runs, (f0, f1), scorer, test, engine, progress, f"{name}: fresh views")
-    eps = float(eps_lower_from_counts(fp, runs, runs - tp, runs, delta, confidence))
+    counted = count(source, c, runs, (f0, f1), scorer, test, engine, progress, f"{name}: fresh views",
+                    stop=None if claim is None else Stop(delta, confidence, claim))
+    fp, tp, n = counted.fp, counted.tp, counted.n
+    eps = counted.bound(delta, confidence)
     desc = source.describe(c)
     return AuditResult(name, eps, delta, confidence,
                        {"label": desc.get("label", ""), "pair": desc, "statistic": test.statistic,
                         "threshold": test.threshold, "reject_when": test.reject_when()},
-                       samples=len(candidates) * 4 * small + 2 * runs, seconds=time.perf_counter() - t0,
-                       details={"false_positives": fp, "false_negatives": runs - tp, "n_fresh_per_side": runs,
-                                "fpr": fp / runs, "fnr": (runs - tp) / runs, "selection_bound": bound,
-                                "tests_corrected_for": 1})
+                       samples=len(candidates) * 4 * small + 2 * n, seconds=time.perf_counter() - t0,
+                       details={"false_positives": fp, "false_negatives": n - tp, "n_fresh_per_side": n,
+                                "fpr": fp / n, "fnr": (n - tp) / n, "selection_bound": bound,
+                                "tests_corrected_for": 1, **counted.details()})
 
 
 def mean_difference_direction(m0: np.ndarray, m1: np.ndarray) -> np.ndarray | None:
@@ -440,7 +444,8 @@ def screen_candidates(source: Source, candidates: Sequence[int], seed: np.random
 
 def threshold_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, delta: float,
                      confidence: float, n_select: int, n_fresh: int, engine: Engine = SERIAL,
-                     progress: Callable[[str], None] | None = None, what: str = "fresh samples") -> list[dict[str, Any]]:
+                     progress: Callable[[str], None] | None = None, what: str = "fresh samples",
+                     claim: float | None = None) -> list[dict[str, Any]]:
     """A threshold test per candidate, chosen on a selection split and counted on fresh samples.
 
     ``source.sample`` gives (n, m) features: a local channel's messages, what a server received from
@@ -464,11 +469,13 @@ def threshold_attack(source: Source, candidates: Sequence[int], seed: np.random.
         score = Projection(w)
         sel_bound, test = select_projected_threshold(score.scores(q0)["message"], score.scores(q1)["message"],
                                                      n_fresh, delta, confidence, n_tests)
-        fp, tp = count(source, c, n_fresh, (s[4], s[5]), score, test, engine, progress, what)
-        fn = n_fresh - tp
-        eps = float(eps_lower_from_counts(fp, n_fresh, fn, n_fresh, delta, confidence, n_tests))
-        rows.append({"candidate": c, "epsilon_lower": eps, "fp": fp, "fn": fn, "n": n_fresh, "fpr": fp / n_fresh,
-                     "fnr": fn / n_fresh, "threshold": test.threshold,
+        counted = count(source, c, n_fresh, (s[4], s[5]), score, test, engine, progress, what,
+                        stop=None if claim is None else Stop(delta, confidence, claim, n_tests))
+        fp, n = counted.fp, counted.n
+        fn = n - counted.tp
+        eps = counted.bound(delta, confidence, n_tests)
+        rows.append({"candidate": c, "epsilon_lower": eps, "fp": fp, "fn": fn, "n": n, "fpr": fp / n,
+                     "fnr": fn / n, "threshold": test.threshold, **counted.details(),
                      "direction": "reject if score > threshold" if test.direction > 0 else "reject if score < threshold",
                      "selection_bound": sel_bound,
                      "score": "message" if w is None else "projection of the message onto the learnt mean difference"})

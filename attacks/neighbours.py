@@ -464,6 +464,7 @@ def search(
     engine: Engine = SERIAL,
     finished: dict[str, Any] | None = None,
     alphabet: Sequence[float] | None = None,
+    claim_epsilon: float | None = None,
 ) -> SearchResult:
     """Rank every candidate pair on small samples, then evaluate each attack's best pair afresh.
 
@@ -471,6 +472,8 @@ def search(
     candidates are ranked on ``engine`` (see :mod:`dpaudit.engine`); the results do not depend on
     it. ``finished``, if given, receives each piece as it completes (``ranking`` rows, then the
     ``membership`` and ``likelihood`` results), so an interrupted search can report what it did.
+    ``claim_epsilon`` lets the membership attack's fresh counts stop once the answer is settled
+    (:class:`dpaudit.attacks.sampling.Stop`).
     """
     K = int(policy.n_arms)
     rr = reward_range or audit_range(policy)
@@ -511,7 +514,7 @@ def search(
             best_l = (row["likelihood_mean_loss"], spec, loss)
     assert best_m is not None
     mem = evaluate(policy, protocol, best_m[2], s_final_m, n_test=n_test, delta=delta,
-                   confidence=confidence_membership, n_tests=1, progress=progress, engine=engine)
+                   confidence=confidence_membership, n_tests=1, progress=progress, engine=engine, claim=claim_epsilon)
     finished["membership"] = mem
     lik = None
     if use_lik and best_l is not None:

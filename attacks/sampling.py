@@ -14,15 +14,114 @@ the same bound, and an audit's fresh samples never travel back to the main proce
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from dpaudit.engine import SERIAL, Engine, progress_counter
+from dpaudit.engine import SERIAL, Engine
 
-from .bounds import TestCounts
+from .bounds import TestCounts, cp_lower, eps_lower_from_counts, eps_lower_from_rates
 
-__all__ = ["Source", "Linear", "chunk_runs", "draw", "count"]
+__all__ = ["Source", "Linear", "chunk_runs", "draw", "count", "Stop", "Counted", "count_in_looks", "LOOKS"]
+
+#: the looks at a test's fresh samples: (fraction of the fresh samples counted so far, share of the
+#: test's error budget spent on that look's bound). The shares add up to 1, so whichever look an audit
+#: stops at, its bound holds at the test's confidence (a union bound over the looks, fixed in advance).
+LOOKS = ((1 / 16, 0.1), (1 / 4, 0.2), (1.0, 0.7))
+#: the error allowed to the futility rule (stopping because more samples could not show the claim exceeded)
+FUTILITY_ALPHA = 1e-3
+
+
+@dataclass(frozen=True)
+class Stop:
+    """When a test's fresh counts may stop early: once its bound is positive (the audit showed power) and
+    even the most favourable rates the counts allow (one-sided Clopper-Pearson at :data:`FUTILITY_ALPHA`)
+    imply an epsilon below ``claim``, so that more samples could not show a violation. A test whose bound
+    exceeds the claim counts every planned sample, so that a violation is reported with its full
+    strength. ``confidence`` and ``n_tests`` are the test's."""
+
+    delta: float
+    confidence: float
+    claim: float
+    n_tests: int = 1
+
+    def bound(self, fp: int, tp: int, n: int, share: float) -> float:
+        conf = 1 - (1 - self.confidence) * share
+        return float(eps_lower_from_counts(fp, n, n - tp, n, self.delta, conf, self.n_tests))
+
+    def optimistic(self, fp: int, tp: int, n: int) -> float:
+        """The largest epsilon the test's true error rates can plausibly imply (FPR and FNR at their lower
+        confidence limits)."""
+        fpr_lo = max(float(cp_lower(fp, n, FUTILITY_ALPHA / 2)), 1e-300)
+        fnr_lo = max(float(cp_lower(n - tp, n, FUTILITY_ALPHA / 2)), 1e-300)
+        return float(eps_lower_from_rates(fpr_lo, fnr_lo, self.delta))
+
+
+@dataclass(frozen=True)
+class Counted:
+    """A test's fresh counts: false positives ``fp`` and true positives ``tp`` of ``n`` views per side,
+    counted in ``looks`` looks; ``share`` of the error budget belongs to the bound at the last look;
+    ``stopped`` says why it stopped before all the planned samples (``futile``), else None."""
+
+    fp: int
+    tp: int
+    n: int
+    share: float
+    stopped: str | None
+    looks: int
+    planned: int
+
+    def bound(self, delta: float, confidence: float, n_tests: int = 1) -> float:
+        """The epsilon lower bound of these counts at the test's ``confidence``, with the share of the error
+        budget that belongs to the look they stopped at."""
+        conf = 1 - (1 - confidence) * self.share
+        return float(eps_lower_from_counts(self.fp, self.n, self.n - self.tp, self.n, delta, conf, n_tests))
+
+    def details(self) -> dict[str, Any]:
+        return {"fresh_runs_used": self.n, "fresh_runs_planned": self.planned, "looks": self.looks,
+                "budget_share_of_last_look": self.share, "stopped_early": self.stopped}
+
+
+def count_in_looks(fn: Callable[..., int], make_task: Callable[[int, int, np.random.SeedSequence], tuple], n: int,
+                   seeds: tuple[np.random.SeedSequence, np.random.SeedSequence], *, cells_per_run: int,
+                   chunk_cells: int = 2_000_000, stop: Stop | None = None, engine: Engine = SERIAL,
+                   progress: Callable[[str], None] | None = None, what: str = "fresh views") -> Counted:
+    """Count a test on ``n`` fresh views per side, in chunks on ``engine``: ``fn(*make_task(side, m, seed))``
+    returns how many of m views of ``side`` it rejects. With ``stop``, the views come in the looks of
+    :data:`LOOKS` (each look's chunks seeded from its own child of the side's seed, so the counts never
+    depend on the engine) and the count stops at a look where :class:`Stop` says the answer is settled;
+    without, in one look (the whole budget on one bound)."""
+    looks = LOOKS if stop is not None else ((1.0, 1.0),)
+    sizes, done = [], 0
+    for frac, _ in looks:
+        target = n if frac >= 1 else max(1, math.ceil(frac * n))
+        sizes.append(max(0, target - done))
+        done = max(done, target)
+    side_seeds = [s.spawn(len(looks)) if stop is not None else [s] for s in seeds]
+    fp = tp = used = 0
+    for k, ((frac, share), size) in enumerate(zip(looks, sizes)):
+        if size == 0:
+            continue
+        tasks, sides = [], []
+        for side in (0, 1):
+            for m, cs in chunk_runs(size, cells_per_run, side_seeds[side][k], chunk_cells):
+                tasks.append(make_task(side, m, cs))
+                sides.append(side)
+        rejected = engine.map(fn, tasks)
+        fp += sum(r for r, sd in zip(rejected, sides) if sd == 0)
+        tp += sum(r for r, sd in zip(rejected, sides) if sd == 1)
+        used += size
+        if progress is not None:
+            progress(f"{what}: {used}/{n} per side counted")
+        if k == len(looks) - 1 or stop is None:
+            return Counted(fp, tp, used, share, None, k + 1, n)
+        b = stop.bound(fp, tp, used, share)
+        if 0 < b <= stop.claim and stop.optimistic(fp, tp, used) < stop.claim:
+            return Counted(fp, tp, used, share, "futile", k + 1, n)
+    return Counted(fp, tp, used, looks[-1][1], None, len(looks), n)
+
+
 
 
 @runtime_checkable
@@ -101,16 +200,10 @@ def draw_many(source: Source, requests: Sequence[tuple[int, int, int, np.random.
 
 def count(source: Source, candidate: int, n: int, seeds: tuple[np.random.SeedSequence, np.random.SeedSequence],
           scorer: Any, test: TestCounts, engine: Engine = SERIAL,
-          progress: Callable[[str], None] | None = None, what: str = "fresh views") -> tuple[int, int]:
-    """(false positives, true positives) of ``test`` on ``n`` fresh views per side of one candidate,
-    counted in chunks on ``engine`` (only the counts come back)."""
-    tasks, sides = [], []
-    for side, ss in enumerate(seeds):
-        for m, cs in chunk_runs(n, source.cells_per_run, ss, source.chunk_cells):
-            tasks.append((source, candidate, side, m, cs, scorer, test))
-            sides.append(side)
-    counter = progress_counter(progress, f"{{done}}/{{total}} {what}", [t[3] for t in tasks])
-    rejected = engine.map(_count_chunk, tasks, on_result=counter)
-    fp = sum(r for r, s in zip(rejected, sides) if s == 0)
-    tp = sum(r for r, s in zip(rejected, sides) if s == 1)
-    return fp, tp
+          progress: Callable[[str], None] | None = None, what: str = "fresh views",
+          stop: Stop | None = None) -> Counted:
+    """The counts of ``test`` on up to ``n`` fresh views per side of one candidate, in chunks on
+    ``engine`` (only the counts come back), in looks when ``stop`` is given (:func:`count_in_looks`)."""
+    return count_in_looks(_count_chunk, lambda side, m, cs: (source, candidate, side, m, cs, scorer, test), n, seeds,
+                          cells_per_run=source.cells_per_run, chunk_cells=source.chunk_cells, stop=stop,
+                          engine=engine, progress=progress, what=what)

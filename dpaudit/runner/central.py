@@ -235,7 +235,8 @@ def audit(ctx: Context) -> None:
     res = search(policy, proto, horizon=horizon, delta=ctx.delta, confidence_membership=conf_each,
                  confidence_likelihood=conf_each if has_ledger else None, seed=s_search, specs=specs,
                  reward_range=rr, n_train=small, n_select=small, n_test=r.runs, n_screen=small, n_likelihood=r.runs,
-                 claim=policy.claim, progress=ctx.progress, engine=engine, finished=finished, alphabet=alphabet)
+                 claim=policy.claim, progress=ctx.progress, engine=engine, finished=finished, alphabet=alphabet,
+                 claim_epsilon=ctx.claim.epsilon)
     ctx.attacks += [res.membership] + ([res.likelihood] if res.likelihood is not None else [])
     ctx.ran("search", "setup", f"{len(specs)} candidate pairs ranked on {small} runs per side")
     ctx.ran("membership", "bound", f"black-box: the best pair's views, {r.runs} fresh runs per side",

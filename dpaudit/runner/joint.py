@@ -187,7 +187,7 @@ def audit(ctx: Context) -> None:
     src = JointViewSource(policy, view_pairs, T)
     mem = view_attack(src, list(range(len(view_pairs))), [p.round for p in view_pairs], K, T, s_view,
                       delta=ctx.delta, confidence=conf_each, small=small, runs=runs, name="membership", engine=engine,
-                      progress=ctx.progress)
+                      progress=ctx.progress, claim=ctx.claim.epsilon)
     ctx.attacks.append(mem)
     ctx.ran("membership", "bound", f"black-box on a_(t+1)..a_T, {len(view_pairs)} pairs, {runs} fresh runs per side",
             mem.seconds)
@@ -196,7 +196,7 @@ def audit(ctx: Context) -> None:
         ctx.say("joint: gray-box attack on the tree releases")
         tree = lda_attack(TreeSource(policy, pairs, T, dim), list(range(len(pairs))), s_tree, delta=ctx.delta,
                           confidence=conf_each, n_train=small, n_select=small, n_test=runs, name="tree-releases",
-                          engine=engine, progress=ctx.progress)
+                          engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon)
         ctx.attacks.append(tree)
         ctx.ran("tree-releases", "bound", f"gray-box: the tree nodes at and beside the canary, {runs} fresh runs per "
                                           "side", tree.seconds)

@@ -184,6 +184,8 @@ def _rows_result(name: str, rows: list[dict[str, Any]], source: Any, delta: floa
                        details={"false_positives": best["fp"], "false_negatives": best["fn"],
                                 "n_fresh_per_side": best["n"], "fpr": best["fpr"], "fnr": best["fnr"],
                                 "selection_bound": best["selection_bound"], "tests_corrected_for": len(rows),
+                                **{k: best[k] for k in ("fresh_runs_used", "fresh_runs_planned", "looks",
+                                                        "budget_share_of_last_look", "stopped_early") if k in best},
                                 ("pairs" if name == "channel" else "rounds"): rows})
 
 
@@ -309,7 +311,7 @@ def audit(ctx: Context) -> None:
         kept, screen = _screened(source, ctx, s_screen, n_tr, conf_each, engine)
         rows = threshold_attack(source, kept, s_eval, delta=ctx.delta, confidence=conf_each,
                                 n_select=max(1000, n_tr // 5), n_fresh=n_tr, engine=engine, progress=ctx.progress,
-                                what="transcript: fresh runs")
+                                what="transcript: fresh runs", claim=ctx.claim.epsilon)
         res = _rows_result("transcript", rows, source, ctx.delta, conf_each, max(1000, n_tr // 5),
                            time.perf_counter() - t0)
         if screen:
@@ -355,7 +357,7 @@ def _ledger_part(ctx: Context, policy: Any, ledger: dict[str, Any] | None, users
 
 def channel_attack(policy: Any, *, delta: float, confidence: float, n_fresh: int, n_select: int,
                    seed: np.random.SeedSequence, pair: tuple[float, float] | None = None, engine: Any = None,
-                   progress: Any = None, pairs: Any = None) -> AuditResult:
+                   progress: Any = None, pairs: Any = None, claim: float | None = None) -> AuditResult:
     """The channel part alone: a black-box lower bound on the channel's epsilon, z and z' at the domain's
     extremes (or ``pair``, or ``pairs``, or the pairs of ``domain_pairs()``), a threshold test on the message."""
     from dpaudit.engine import SERIAL
@@ -367,7 +369,7 @@ def channel_attack(policy: Any, *, delta: float, confidence: float, n_fresh: int
     source = ChannelSource(policy, pairs)
     rows = threshold_attack(source, list(range(len(pairs))), seed, delta=delta, confidence=confidence,
                             n_select=n_select, n_fresh=n_fresh, engine=engine or SERIAL, progress=progress,
-                            what="channel: fresh messages")
+                            what="channel: fresh messages", claim=claim)
     return _rows_result("channel", rows, source, delta, confidence, n_select, time.perf_counter() - t0)
 
 
@@ -375,7 +377,7 @@ def _channel_part(ctx: Context, policy: Any, conf_each: float, seed: np.random.S
     n_fresh = LOCAL_DEFAULTS["channel_factor"] * ctx.request.runs
     res = channel_attack(policy, delta=ctx.delta, confidence=conf_each, n_fresh=n_fresh,
                          n_select=max(2000, ctx.request.runs // 2), seed=seed, pairs=info.pairs,
-                         engine=_engine(ctx, policy), progress=ctx.progress)
+                         engine=_engine(ctx, policy), progress=ctx.progress)  # messages are cheap: every one counts
     ctx.attacks.append(res)
     ctx.ran("channel", "bound", f"the channel's messages for {len(res.details['pairs'])} pair(s) of user data, "
                                 f"{n_fresh} fresh messages per side", res.seconds)
@@ -439,7 +441,7 @@ def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> N
         kept, screen = _screened(source, ctx, s_screen, n, conf_each, engine)
         rows = threshold_attack(source, kept, s_eval, delta=ctx.delta, confidence=conf_each,
                                 n_select=max(1000, n // 5), n_fresh=n, engine=engine, progress=ctx.progress,
-                                what=f"{kind}: fresh runs")
+                                what=f"{kind}: fresh runs", claim=ctx.claim.epsilon)
         stat = None
         if kind == "transcript" and policy.n_points == 2:
             stat = "projection of (message, message x direction of x1 - x2) onto the learnt mean difference"

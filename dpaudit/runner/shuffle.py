@@ -127,7 +127,7 @@ def audit(ctx: Context) -> None:
     ctx.say("shuffle: attack on the analyzer's view")
     att = screened_lda_attack(ShuffledViewSource(policy, pairs), list(range(len(pairs))),
                               np.random.SeedSequence(r.seed), delta=ctx.delta, confidence=ctx.confidence, n_fit=n_fit,
-                              n_test=runs, engine=engine, progress=ctx.progress)
+                              n_test=runs, engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon)
     ctx.attacks.append(att)
     ctx.ran("membership (shuffled view)", "bound", f"the first batch's shuffled messages, {len(pairs)} pairs x 2 "
                                                    f"feature families, {runs} fresh runs per side", att.seconds)
