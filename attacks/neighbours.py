@@ -73,6 +73,7 @@ __all__ = [
     "SearchResult",
     "search",
     "leakage_vs_horizon",
+    "horizon_sweep",
 ]
 
 
@@ -320,6 +321,10 @@ class SearchResult:
     best_membership_spec: PairSpec
     best_likelihood_spec: PairSpec | None
     ranking: list[dict[str, Any]] = field(default_factory=list)
+    #: the candidates ranked on the full sizes, in the order of the ranking's "ranked" rows
+    ranked_specs: list[Any] = field(default_factory=list)
+    #: the membership attack fitted on the best pair's ranking views (what the fresh test evaluates)
+    best_membership_candidate: Any = None
 
 
 def _as_pair(item: PairSpec | Pair, protocol: Protocol, n_arms: int, horizon: int, rr: tuple[float, float],
@@ -465,6 +470,7 @@ def search(
     finished: dict[str, Any] | None = None,
     alphabet: Sequence[float] | None = None,
     claim_epsilon: float | None = None,
+    test_membership: bool = True,
 ) -> SearchResult:
     """Rank every candidate pair on small samples, then evaluate each attack's best pair afresh.
 
@@ -473,7 +479,9 @@ def search(
     it. ``finished``, if given, receives each piece as it completes (``ranking`` rows, then the
     ``membership`` and ``likelihood`` results), so an interrupted search can report what it did.
     ``claim_epsilon`` lets the membership attack's fresh counts stop once the answer is settled
-    (:class:`dpaudit.attacks.sampling.Stop`).
+    (:class:`dpaudit.attacks.sampling.Stop`). ``test_membership=False`` leaves the membership attack's
+    fresh test to the caller (``membership`` is then None; the fitted attack is
+    ``best_membership_candidate``), for a caller that selects further before testing.
     """
     K = int(policy.n_arms)
     rr = reward_range or audit_range(policy)
@@ -513,9 +521,12 @@ def search(
         if use_lik and (best_l is None or row["likelihood_mean_loss"] > best_l[0]):
             best_l = (row["likelihood_mean_loss"], spec, loss)
     assert best_m is not None
-    mem = evaluate(policy, protocol, best_m[2], s_final_m, n_test=n_test, delta=delta,
-                   confidence=confidence_membership, n_tests=1, progress=progress, engine=engine, claim=claim_epsilon)
-    finished["membership"] = mem
+    mem = None
+    if test_membership:
+        mem = evaluate(policy, protocol, best_m[2], s_final_m, n_test=n_test, delta=delta,
+                       confidence=confidence_membership, n_tests=1, progress=progress, engine=engine,
+                       claim=claim_epsilon)
+        finished["membership"] = mem
     lik = None
     if use_lik and best_l is not None:
         pair = _as_pair(best_l[1], protocol, K, horizon, rr, alphabet)
@@ -524,7 +535,43 @@ def search(
                                 n_runs=n_likelihood, seed=s_final_l, claim=claim, pilot=best_l[2],
                                 progress=progress, engine=engine)
         finished["likelihood"] = lik
-    return SearchResult(mem, lik, best_m[1], best_l[1] if (use_lik and best_l) else None, ranking)
+    return SearchResult(mem, lik, best_m[1], best_l[1] if (use_lik and best_l) else None, ranking, list(specs),
+                        best_m[2])
+
+
+def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: Sequence[PairSpec], horizon: int,
+                  seed: np.random.SeedSequence, reward_range: tuple[float, float], *, delta: float, confidence: float,
+                  n: int, alphabet: Sequence[float] | None = None, factors: Sequence[int] = (1, 2, 4, 8),
+                  cells: int = PILOT_CELLS, engine: Engine = SERIAL) -> tuple[PairSpec, int, Any, list[dict[str, Any]]]:
+    """The pair pattern and horizon at which a policy leaks most: each of ``specs`` rebuilt at ``horizon``
+    x each factor (within :data:`HORIZON_CAP` and ``cells`` run-rounds in all) and scored by the
+    membership attack's selection bound on ``n`` views per split (training and selection). A policy
+    whose privacy loss grows with the rounds (a counter that is never reset, a noise that shrinks too
+    fast) shows more at a longer horizon than at the first one its actions depend on. This only
+    chooses: the bound comes from fresh samples of the chosen attack at the chosen horizon
+    (:func:`dpaudit.attacks.membership.evaluate`). Returns the pattern, the horizon, the fitted attack
+    and one row per (pattern, horizon) tried."""
+    tried: list[tuple[PairSpec, int]] = []
+    spent = 0
+    for f in factors:
+        T = int(horizon * f)
+        if T > HORIZON_CAP:
+            break
+        for spec in specs:
+            cost = 4 * n * T
+            if spec.round >= T - 1 or (tried and spent + cost > cells):
+                continue
+            tried.append((spec, T))
+            spent += cost
+    tasks = [(policy_for(T), protocol, spec, ss, T, reward_range, delta, confidence, n, n, None, alphabet)
+             for (spec, T), ss in zip(tried, seed.spawn(len(tried)))]
+    results = engine.map(_rank, tasks)
+    rows = [{"pair": spec.label(), "horizon": T, "pilot_bound": float(cand.selection_bound),
+             "separation": round(float(cand.extra.get("separation", 0.0)), 3)}
+            for (spec, T), (cand, _, _) in zip(tried, results)]
+    # ties (a zero bound everywhere) stay at the first horizon
+    best = max(range(len(rows)), key=lambda i: (rows[i]["pilot_bound"], rows[i]["horizon"] == horizon))
+    return tried[best][0], tried[best][1], results[best][0], rows
 
 
 def leakage_vs_horizon(

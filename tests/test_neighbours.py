@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dpaudit.errors import DPAuditError
-from dpaudit.attacks.neighbours import leakage_vs_horizon, search
+from dpaudit.attacks.neighbours import horizon_sweep, leakage_vs_horizon, search
 from dpaudit.policies.registry import make_policy
 from dpaudit.protocols import (EchoAdversary, InteractiveDP, PairSpec, PinAdversary, TableDP, ViewDP, candidate_pairs,
                                make_pair)
@@ -70,3 +70,66 @@ def test_leakage_against_horizon_rows():
                               n_likelihood=2000)
     assert [r["horizon"] for r in rows] == [6, 12]
     assert all(r["membership"] >= 0 and r["likelihood"] is not None for r in rows)
+
+
+class ReplayingVote:
+    """A leak that grows with the rounds: from round 1 on, every round plays arm 1 when the reward of round
+    0 plus fresh Laplace noise of scale 2 exceeds 1/2 (each round one more eps = 1/2 release of the same
+    reward; the claim of one release, eps = 1/2, is wrong from T = 3 on)."""
+
+    n_arms = 2
+    reward_range = (0.0, 1.0)
+
+    def __init__(self):
+        from dpaudit.accountants import PureDP
+        self.claim = PureDP(0.5)
+
+    def reset(self, n_runs, rng):
+        self.rng, self.first = rng, np.zeros(n_runs)
+
+    def act(self, t, arms=None):
+        if t == 0:
+            return np.zeros(self.first.size, dtype=int)
+        return (self.first + self.rng.laplace(0.0, 2.0, self.first.size) > 0.5).astype(int)
+
+    def observe(self, t, actions, rewards):
+        if t == 0:
+            self.first = np.asarray(rewards, dtype=float).copy()
+
+
+def test_horizon_sweep_moves_to_the_horizon_where_the_leak_is_largest():
+    rows_seen = []
+    for seed in range(2):
+        spec, T, cand, rows = horizon_sweep(lambda T: ReplayingVote(), TableDP(), [PairSpec(0, "low")], 4,
+                                            np.random.SeedSequence(seed), (0.0, 1.0), delta=1e-3, confidence=0.95,
+                                            n=500, factors=(1, 2, 4, 8))
+        assert [r["horizon"] for r in rows] == [4, 8, 16, 32]
+        assert T >= 16 and spec == PairSpec(0, "low") and cand.selection_bound == max(r["pilot_bound"] for r in rows)
+        rows_seen.append(rows)
+    # the pilot bound grows with the rounds (every round one more release of the same reward)
+    assert all(rows[-1]["pilot_bound"] > rows[0]["pilot_bound"] + 0.5 for rows in rows_seen)
+    # a budget of run-rounds stops the sweep (the first horizon is always tried)
+    _, T, _, rows = horizon_sweep(lambda T: ReplayingVote(), TableDP(), [PairSpec(0, "low")], 4,
+                                  np.random.SeedSequence(0), (0.0, 1.0), delta=1e-3, confidence=0.95, n=500,
+                                  cells=4 * 500 * 12)
+    assert [r["horizon"] for r in rows] == [4, 8] and T in (4, 8)
+
+
+class ReplayingVoteClaim(ReplayingVote):
+    def __init__(self):
+        from dpaudit.accountants import PureDP
+        self.claim = PureDP(1.5)  # right for 3 releases (T = 4), wrong from T = 5 on
+
+
+def test_a_black_box_audit_tests_once_at_the_horizon_its_sweep_chose():
+    import dpaudit
+    a = dpaudit.audit(ReplayingVoteClaim, runs=5000, seed=0, workers=1)
+    sweep = a.to_dict()["horizon_sweep"]
+    assert len({r["horizon"] for r in sweep}) >= 3
+    best = max(sweep, key=lambda r: r["pilot_bound"])
+    assert a.horizon == best["horizon"] > min(r["horizon"] for r in sweep)
+    assert any("leaked most there" in n for n in a.notes)
+    assert a.verdict == "violation" and a.epsilon_lower > 1.5
+    # a policy with a ledger, or a horizon given by the user, is not swept
+    assert "horizon_sweep" not in dpaudit.audit(ReplayingVoteClaim, runs=5000, seed=0, workers=1,
+                                                horizon=8).to_dict()

@@ -41,6 +41,10 @@ __all__ = ["audit", "preflight", "audit_horizon", "first_release_step", "search_
 MAX_AUTO_HORIZON = 16384
 
 
+#: the horizon sweep tries the best pattern of this many families of pairs
+SWEEP_FAMILIES = 3
+
+
 def small_sample(runs: int) -> int:
     """The training, selection and screening sizes of the search for ``runs`` fresh runs per side."""
     return max(500, min(2000, runs // 10))
@@ -105,7 +109,8 @@ def preflight(ctx: Context) -> None:
 def audit(ctx: Context) -> None:
     """The central plan (module docstring), filling ``ctx``."""
     from dpaudit.adapters import PerRun
-    from dpaudit.attacks.neighbours import PILOT_CELLS, search, threshold_pairs
+    from dpaudit.attacks.membership import evaluate
+    from dpaudit.attacks.neighbours import PILOT_CELLS, horizon_sweep, search, threshold_pairs
 
     r, proto, notes = ctx.request, ctx.protocol, ctx.notes
     spec = r.policy if isinstance(r.policy, str) else str(r.policy)
@@ -117,6 +122,7 @@ def audit(ctx: Context) -> None:
                 "(its schedule fixes the observed arm), so an adversary's query cannot be fed back; use "
                 "--protocol table or --protocol view.")
     s_ledger, s_search, s_horizon, s_threshold = np.random.SeedSequence(r.seed).spawn(4)
+    s_sweep, s_sweep_final = np.random.SeedSequence([r.seed, 0x5EE9]).spawn(2)
     ctx.stage = "choice of the horizon"
     features = None
 
@@ -232,11 +238,42 @@ def audit(ctx: Context) -> None:
     if threshold is not None:
         specs += threshold.specs
     finished = ctx.finished
+    # a black-box audit free to choose its horizon also tries the search's best pairs at longer horizons
+    # (a leak that grows with the rounds) before its one fresh test
+    sweep = not has_ledger and user_pair is None and r.horizon is None
     res = search(policy, proto, horizon=horizon, delta=ctx.delta, confidence_membership=conf_each,
                  confidence_likelihood=conf_each if has_ledger else None, seed=s_search, specs=specs,
                  reward_range=rr, n_train=small, n_select=small, n_test=r.runs, n_screen=small, n_likelihood=r.runs,
                  claim=policy.claim, progress=ctx.progress, engine=engine, finished=finished, alphabet=alphabet,
-                 claim_epsilon=ctx.claim.epsilon)
+                 claim_epsilon=ctx.claim.epsilon, test_membership=not sweep)
+    if sweep:
+        ctx.stage = "horizon sweep"
+        best_of: dict[str, tuple[float, PairSpec]] = {}  # the best ranked pattern of each family
+        for row, sp in zip([x for x in res.ranking if x.get("stage") == "ranked"], res.ranked_specs):
+            fam = row.get("family", "?")
+            if isinstance(sp, PairSpec) and (fam not in best_of or row["membership_selection_bound"] > best_of[fam][0]):
+                best_of[fam] = (row["membership_selection_bound"], sp)
+        sweep_specs = [sp for _, sp in sorted(best_of.values(), key=lambda x: -x[0])[:SWEEP_FAMILIES]]
+        cand = res.best_membership_candidate
+        if sweep_specs:
+            spec, best_T, cand, rows = horizon_sweep(build, proto, sweep_specs, horizon, s_sweep, rr,
+                                                     delta=ctx.delta, confidence=conf_each, n=small,
+                                                     alphabet=alphabet, cells=cells, engine=engine)
+            ctx.extra["horizon_sweep"] = rows
+            res.best_membership_spec = spec
+            if best_T != horizon:
+                notes.append(f"horizon T = {best_T}: the pair '{spec.label()}' leaked most there on {small} runs "
+                             f"per side (horizons {sorted({row['horizon'] for row in rows})} tried).")
+                horizon = best_T
+                ctx.horizon = horizon
+                policy = build(horizon)
+                ctx.policy = policy
+            ctx.ran("horizon sweep", "setup", f"the best pairs of {len(sweep_specs)} families at "
+                                              f"T = {sorted({row['horizon'] for row in rows})}: T = {horizon}")
+        res.membership = evaluate(policy, proto, cand, s_sweep_final, n_test=r.runs, delta=ctx.delta,
+                                  confidence=conf_each, n_tests=1, progress=ctx.progress, engine=engine,
+                                  claim=ctx.claim.epsilon)
+        finished["membership"] = res.membership
     ctx.attacks += [res.membership] + ([res.likelihood] if res.likelihood is not None else [])
     ctx.ran("search", "setup", f"{len(specs)} candidate pairs ranked on {small} runs per side")
     ctx.ran("membership", "bound", f"black-box: the best pair's views, {r.runs} fresh runs per side",
