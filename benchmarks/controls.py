@@ -21,6 +21,10 @@ Suites (one protocol each; settings smaller than the CLI defaults so that 50 see
 * ``joint``: seed 002's joint-DP GLM bandit, K = 2, d = 2, T = 8 (16 for the switching mutant), 2,000 runs;
 * ``shuffle``: seed 002's shuffle-DP GLM bandit, d = 1, K = 2 (6,000 runs; the mutant 2,000), and at its
   defaults (d = 5, K = 20, 40,000 runs; 5 seeds).
+* ``thirdparty`` (table, and local for the click servers): the classes of tests/thirdparty/, written
+  the way code outside dpaudit is written (one-run classes on the global ``np.random`` through the
+  per-run adapter, the claim on the command line; batched local-DP servers), each correct one beside a
+  buggy one; 5,000 runs, horizon chosen by the audit; correct ones over all seeds, buggy ones over 20.
 
 Audits run two at a time (one process each: the findings do not depend on it).
 
@@ -45,6 +49,10 @@ HERE = Path(__file__).resolve().parent
 K3 = {"n_arms": "3"}
 JOINT = {"n_arms": "2", "dim": "2"}
 SHUFFLE = {"n_arms": "2", "dim": "1"}
+TP = str(HERE.parent / "tests" / "thirdparty")
+#: a one-run class on the global np.random, its claim on the command line (``--adapter per-run --claim``)
+PER_RUN = {"adapter": "per-run", "claim": "pure:eps=1"}
+LOCAL = {"protocol": "local", "horizon": 24}
 #: suite -> (protocol, settings, cases); a case is (label, policy, params, correct?, overrides)
 SUITES: dict[str, tuple[str, dict, list[tuple]]] = {
     "ucb": ("table", {"horizon": 24, "runs": 5000}, [
@@ -96,6 +104,20 @@ SUITES: dict[str, tuple[str, dict, list[tuple]]] = {
         ("mutant-shuffle-arrival-order", "mutant-shuffle-arrival-order", SHUFFLE, False, {"runs": 2000}),
         ("shuffle-glm at its defaults (d = 5, K = 20)", "shuffle-glm", {}, True, {"runs": 40000, "seeds": 5}),
     ]),
+    "thirdparty": ("table", {"horizon": None, "runs": 5000}, [
+        (f"{tp}:{cls}", f"{TP}/{mod}.py:{cls}", params, correct, dict(over, **({} if correct else {"seeds": 20})))
+        for tp, mod, cls, params, correct, over in [
+            ("elimination", "elimination", "BlockEliminationDP", {"n_arms": 2}, True, PER_RUN),
+            ("elimination", "elimination", "SharedNoiseBlockElimination", {"n_arms": 2}, False, PER_RUN),
+            ("etc", "etc", "PrivateETC", {"n_arms": 2}, True, PER_RUN),
+            ("etc", "etc", "WrongScaleETC", {"n_arms": 2}, False, PER_RUN),
+            ("ucb_counter", "ucb_counter", "EpisodicLaplaceUCB", {"n_arms": 2}, True, PER_RUN),
+            ("ucb_counter", "ucb_counter", "NoResetEpisodicUCB", {"n_arms": 2}, False, PER_RUN),
+            ("greedy", "greedy", "TreeCounterGreedy", {"n_arms": 2}, True, PER_RUN),
+            ("greedy", "greedy", "DoubleDividedGreedy", {"n_arms": 2}, False, PER_RUN),
+            ("ldp_logging", "ldp_logging", "RRClickServer", {}, True, LOCAL),
+            ("ldp_logging", "ldp_logging", "LoggingRRClickServer", {}, False, LOCAL),
+        ]]),
 }
 DELTA, CONFIDENCE = 1e-5, 0.95
 
@@ -104,6 +126,8 @@ def _audit(policy: str, params: dict, protocol: str, settings: dict, seed: int) 
     from dpaudit.runner import check
 
     t0 = time.process_time()
+    settings = dict(settings)
+    protocol = settings.pop("protocol", protocol)
     out = check(policy, params, protocol=protocol, seed=seed, delta=DELTA, confidence=CONFIDENCE, workers=1,
                 **settings)
     out["_cpu"] = time.process_time() - t0
@@ -137,7 +161,7 @@ def run(suite: str, seeds: int, only: list[str] | None) -> dict:
             for o in outs:
                 if o["verdict"] == "violation":
                     by[_flagged_by(o)] = by.get(_flagged_by(o), 0) + 1
-            row = {"case": label, "policy": policy, "params": params, "correct": correct, "settings": settings,
+            row = {"case": label, "policy": policy.replace(str(HERE.parent) + "/", ""), "params": params, "correct": correct, "settings": settings,
                    "seeds": n, "claimed": outs[0]["epsilon_claimed"], "flagged": flagged,
                    "rate_upper95": float(cp_upper(flagged, n, 0.05)), "inconclusive": verdicts.count("inconclusive"),
                    "median_lower": statistics.median(lower), "min_lower": min(lower), "max_lower": max(lower),
@@ -169,7 +193,10 @@ def markdown(res: dict, command: str) -> str:
     for r in res["rows"]:
         rate = f"{r['rate_upper95']:.3f}" if r["correct"] else "-"
         by = ", ".join(f"{k} {v}" for k, v in sorted(r["flagged_by"].items())) or "-"
-        head.append(f"| {r['case']} | {'yes' if r['correct'] else 'mutant'} | {r['claimed']:.4g} | {r['seeds']} | "
+        over = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in r["settings"].items()
+                        if k != "central" and (k not in s or v != s[k]))
+        case = f"{r['case']} ({over})" if over else r["case"]
+        head.append(f"| {case} | {'yes' if r['correct'] else 'mutant'} | {r['claimed']:.4g} | {r['seeds']} | "
                     f"{r['flagged']}/{r['seeds']} | {rate} | {r['inconclusive']}/{r['seeds']} | "
                     f"{r['median_lower']:.3g} ({r['min_lower']:.3g}-{r['max_lower']:.3g}) | {by} | "
                     f"{r['wall_seconds_per_audit']:.1f} ({r['cpu_seconds_per_audit']:.1f}) |")
