@@ -822,10 +822,12 @@ def _power_section(out: dict[str, Any]) -> Section | None:
     pw = out.get("power")
     if not pw:
         return None
+    used = pw.get("fresh_runs_used")
     text = (f"{pw.get('pairs_tried')} neighbouring pairs tried; with {pw.get('fresh_runs_per_side')} fresh runs per "
             f"side the black-box attack can show eps from {_f(pw.get('smallest_detectable'))} up to "
-            f"{_f(pw.get('largest_bound'))}" + (f"; it showed eps >= {_f(pw['shown'])}." if pw.get("shown") is not None
-                                                 else "."))
+            f"{_f(pw.get('largest_bound'))}" + (f"; it showed eps >= {_f(pw['shown'])}" if pw.get("shown") is not None
+                                                 else "")
+            + (f" after {used} of them (it stopped once settled; see below)." if used is not None else "."))
     blocks: list[Any] = [Para(text)]
     if pw.get("note"):
         blocks.append(Para(pw["note"], note=True))

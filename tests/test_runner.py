@@ -216,3 +216,17 @@ def test_an_interrupted_audit_of_any_protocol_reports_what_finished(monkeypatch,
     partial = info.value.audit
     assert partial.verdict == "interrupted" and "no verdict" in partial.reason
     assert [a.attack for a in partial.attacks] == [part] and partial.epsilon_claimed is not None
+
+
+def test_a_test_that_stopped_once_settled_says_how_many_runs_it_used():
+    import dpaudit
+    a = dpaudit.audit("adac-ucb", runs=50000, seed=0, workers=1)
+    d = a.to_dict()
+    mem = next(x for x in d["attacks"] if x["attack"] == "membership")
+    used = mem["details"]["fresh_runs_used"]
+    assert used < 50000 and mem["details"]["stopped_early"] == "futile"
+    assert d["power"]["fresh_runs_used"] == used and f"after {used} of 50000" in d["power"]["note"]
+    part = next(p for p in d["parts"] if p["name"] == "membership")
+    assert f"{used} of 50000 fresh runs" in part["summary"]
+    assert f"after {used} of them" in a.to_markdown()
+    assert dpaudit.Audit.from_dict(d).to_dict()["power"] == d["power"]

@@ -31,7 +31,7 @@ from dpaudit.errors import DPAuditError, check_int
 from dpaudit.protocols import FixedActionSet, PairSpec, audit_range, candidate_pairs, make_pair
 from dpaudit.protocols.table import readout_pairs
 
-from .context import DEFAULTS, Context, confidence_each
+from .context import DEFAULTS, Context, confidence_each, runs_text
 from .setup import convert_claim, probe_alphabet, reward_alphabet_for, with_features
 
 __all__ = ["audit", "preflight", "audit_horizon", "first_release_step", "search_summary", "MAX_AUTO_HORIZON",
@@ -276,7 +276,7 @@ def audit(ctx: Context) -> None:
         finished["membership"] = res.membership
     ctx.attacks += [res.membership] + ([res.likelihood] if res.likelihood is not None else [])
     ctx.ran("search", "setup", f"{len(specs)} candidate pairs ranked on {small} runs per side")
-    ctx.ran("membership", "bound", f"black-box: the best pair's views, {r.runs} fresh runs per side",
+    ctx.ran("membership", "bound", f"black-box: the best pair's views, {runs_text(res.membership, r.runs)} fresh runs per side",
             res.membership.seconds)
     if res.likelihood is not None:
         ctx.ran("likelihood", "bound", f"gray-box: the ledger's privacy loss, {r.runs} fresh runs",

@@ -133,10 +133,21 @@ class Context:
 
     def set_power(self, attack: AuditResult | None, pairs_tried: int, runs: int, confidence: float,
                   note: str = "", **details: Any) -> Power:
-        """The black-box attack's power at ``runs`` fresh runs per side (what it can show, what it showed)."""
+        """The black-box attack's power at ``runs`` fresh runs per side (what it can show, what it showed).
+        A test that stopped once settled (:class:`dpaudit.attacks.sampling.Stop`) says so in the note."""
+        used = None if attack is None else attack.details.get("fresh_runs_used")
+        if used is not None and int(used) < runs:
+            used = int(used)
+            stop = (f"the test stopped after {used} of {runs} fresh runs per side: its counts already placed its "
+                    "eps below the claim even at the most favourable error rates they allow (Clopper-Pearson at "
+                    "1e-3), so more runs were unlikely to reach the claim; its bound holds at its confidence at "
+                    "the look it stopped at.")
+            note = f"{note} {stop}".strip()
+        else:
+            used = None
         self.power = Power(pairs_tried, runs, smallest_detectable(runs, self.delta, confidence),
                            largest_bound(runs, self.delta, confidence),
-                           None if attack is None else float(attack.epsilon_lower), note, details)
+                           None if attack is None else float(attack.epsilon_lower), note, details, used)
         return self.power
 
     def conclude(self, interrupted: bool = False) -> Findings:
@@ -190,6 +201,12 @@ class Context:
             seconds=time.perf_counter() - ctx.started, command=r.command,
             claim_method=claim.method if claim else None, exact=tuple(ctx.exact), beside=tuple(ctx.beside),
             power=ctx.power, parts=tuple(ctx.parts), extra=dict(ctx.extra))
+
+
+def runs_text(attack: AuditResult, planned: int) -> str:
+    """``planned``, or "used of planned" for a test that stopped once its answer was settled."""
+    used = attack.details.get("fresh_runs_used")
+    return f"{int(used)} of {planned}" if used is not None and int(used) < planned else f"{planned}"
 
 
 def confidence_each(ctx: Context, parts: int) -> float:

@@ -81,6 +81,8 @@ class Power:
     shown: float | None = None
     note: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    #: the fresh runs per side the attack counted, when it stopped before ``fresh_runs_per_side``
+    fresh_runs_used: int | None = None
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from dpaudit.errors import DPAuditError, check_int
 from dpaudit.protocols import JointDP
 from dpaudit.protocols.joint import JointPair, joint_pairs, readout_pairs, tree_features
 
-from .context import Context, confidence_each
+from .context import Context, confidence_each, runs_text
 from .findings import Exact
 from .setup import convert_claim
 
@@ -189,7 +189,7 @@ def audit(ctx: Context) -> None:
                       delta=ctx.delta, confidence=conf_each, small=small, runs=runs, name="membership", engine=engine,
                       progress=ctx.progress, claim=ctx.claim.epsilon)
     ctx.attacks.append(mem)
-    ctx.ran("membership", "bound", f"black-box on a_(t+1)..a_T, {len(view_pairs)} pairs, {runs} fresh runs per side",
+    ctx.ran("membership", "bound", f"black-box on a_(t+1)..a_T, {len(view_pairs)} pairs, {runs_text(mem, runs)} fresh runs per side",
             mem.seconds)
 
     if has_ledger:

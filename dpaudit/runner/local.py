@@ -47,7 +47,7 @@ from dpaudit.protocols import LocalDP, PairSpec, TableDP, make_pair
 from dpaudit.protocols.local import ask_transcript, check_local_plugin
 from dpaudit.protocols.continuous import central_features, loss_pair, play, transcript_features
 
-from .context import DEFAULTS, Context, confidence_each
+from .context import DEFAULTS, Context, confidence_each, runs_text
 from .findings import Exact
 from .setup import with_features
 
@@ -318,8 +318,8 @@ def audit(ctx: Context) -> None:
             res = replace(res, details={**res.details, "screened_users": screen})
         ctx.attacks.append(res)
         ctx.ran("transcript", "bound", f"what the server received from a user: {len(source.rounds)} users screened "
-                                       f"on pilot runs, users {[source.rounds[c] for c in kept]} counted on {n_tr} "
-                                       "fresh runs per side each", res.seconds)
+                                       f"on pilot runs, users {[source.rounds[c] for c in kept]} counted on "
+                                       f"{runs_text(res, n_tr)} fresh runs per side each", res.seconds)
     else:
         ctx.notes.append("the policy keeps no transcript() of what its server received, so only its channel was "
                          "attacked black-box (a server that also reads raw data would show only in the central audit).")
@@ -462,7 +462,7 @@ def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> N
                 "ledger": None, "seconds": res.seconds}
         what = "what the server received" if kind == "transcript" else "the points played after the user's round"
         ctx.ran(kind, "bound", f"{what}: {len(rounds)} users screened, users {[rounds[c] for c in kept]} counted "
-                               f"on {n} fresh runs per side each", res.seconds)
+                               f"on {runs_text(res, n)} fresh runs per side each", res.seconds)
     if central:
         ctx.notes.append("central part: the view is the sequence of points played (BCO), one learnt-projection "
                          "threshold test, not the K-armed audit's attacks.")

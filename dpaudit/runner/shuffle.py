@@ -26,7 +26,7 @@ from dpaudit.errors import DPAuditError
 from dpaudit.protocols import ShuffleDP
 from dpaudit.protocols.shuffle import ShufflePair, shuffle_features, shuffle_pairs
 
-from .context import Context
+from .context import Context, runs_text
 
 __all__ = ["audit", "preflight", "SHUFFLE_CAPS", "ShuffledViewSource"]
 
@@ -130,7 +130,7 @@ def audit(ctx: Context) -> None:
                               n_test=runs, engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon)
     ctx.attacks.append(att)
     ctx.ran("membership (shuffled view)", "bound", f"the first batch's shuffled messages, {len(pairs)} pairs x 2 "
-                                                   f"feature families, {runs} fresh runs per side", att.seconds)
+                                                   f"feature families, {runs_text(att, runs)} fresh runs per side", att.seconds)
     parts = getattr(policy, "claim_parts", None)
     if parts:
         ctx.notes.append("claim = basic composition of the amplified outer-product and gradient messages: "
