@@ -43,7 +43,6 @@ import numpy as np
 
 from dpaudit.errors import DPAuditError
 from dpaudit.engine import SERIAL, Engine
-from dpaudit.policies.base import check_actions
 from dpaudit.protocols import (
     ContextInput,
     InteractiveDP,
@@ -91,43 +90,37 @@ def run_tables(policy: Any, protocol: Protocol, tables: np.ndarray, n_per: int,
                rng: np.random.Generator) -> np.ndarray:
     """Views of ``n_per`` runs on each of several inputs, as one batch: (m, n_per, T).
 
-    ``tables`` is (m, T, K) for Table DP or (m, T) for View DP; run i plays input i // n_per. Step by
-    step, with the policy's own checks on every reward it observes (pilot runs only: the audit's
-    counted samples come from :meth:`Protocol.run`).
+    ``tables`` is (m, T, K) for Table DP or (m, T) for View DP; run i plays input i // n_per
+    (:meth:`Protocol.run_batch`: block by block where the policy offers it; pilot runs only, the
+    audit's counted samples come from :meth:`Protocol.run`).
     """
-    tables = np.asarray(tables, dtype=float)
-    m, T = tables.shape[:2]
-    n_arms = int(policy.n_arms)
-    n = m * n_per
-    which = np.repeat(np.arange(m), n_per)
-    try:
-        policy.reset(n, rng, record=False)
-    except TypeError:
-        policy.reset(n, rng)
-    who = getattr(policy, "name", "") or type(policy).__name__
-    views = np.empty((n, T), dtype=np.int64)
-    view = isinstance(protocol, ViewDP)
-    for t in range(T):
-        a = check_actions(policy.act(t, None), n, n_arms, who, t)
-        views[:, t] = a
-        policy.observe(t, a, tables[which, t] if view else tables[which, t, a])
-    return views.reshape(m, n_per, T)
+    return protocol.run_batch(policy, tables, n_per, rng, record=False)
+
+
+def _cumulative_gaps(v0: np.ndarray, v1: np.ndarray, n_arms: int):
+    """Per arm: |difference of the two samples' mean cumulative plays| and its standard error, per round."""
+    n = v0.shape[0]
+
+    def moments(v: np.ndarray, a: int) -> tuple[np.ndarray, np.ndarray]:
+        c = np.cumsum((v == a).T, axis=0, dtype=np.int64)  # (T, n): integer sums keep a constant column's variance 0
+        s1, s2 = c.sum(axis=1), np.einsum("ij,ij->i", c, c)
+        return s1 / n, (n * s2 - s1 * s1) / (n * n)
+
+    for a in range(n_arms):
+        (m0, var0), (m1, var1) = moments(v0, a), moments(v1, a)
+        yield np.abs(m0 - m1), np.sqrt((var0 + var1) / n)
+
+
+def _first_of(diff: np.ndarray, se: np.ndarray, n: int, z: float) -> int | None:
+    hit = np.flatnonzero((diff > z * se) & (diff > 0.5 / n))
+    return int(hit[0]) if hit.size else None
 
 
 def _first_difference(v0: np.ndarray, v1: np.ndarray, n_arms: int, z: float = 6.0) -> int | None:
     """The first round at which the two samples' cumulative plays of some arm differ beyond noise
     (|mean difference| > z standard errors, or any difference where both sides are constant)."""
-    n = v0.shape[0]
-    first = None
-    for a in range(n_arms):
-        c0 = np.cumsum(v0 == a, axis=1, dtype=np.float64)
-        c1 = np.cumsum(v1 == a, axis=1, dtype=np.float64)
-        diff = np.abs(c0.mean(axis=0) - c1.mean(axis=0))
-        se = np.sqrt((c0.var(axis=0) + c1.var(axis=0)) / n)
-        hit = np.flatnonzero((diff > z * se) & (diff > 0.5 / n))
-        if hit.size and (first is None or hit[0] < first):
-            first = int(hit[0])
-    return first
+    firsts = [f for diff, se in _cumulative_gaps(v0, v1, n_arms) if (f := _first_of(diff, se, v0.shape[0], z)) is not None]
+    return min(firsts, default=None)
 
 
 @dataclass(frozen=True)
@@ -188,15 +181,14 @@ def _separation(v0: np.ndarray, v1: np.ndarray, n_arms: int) -> tuple[float, int
     difference of the mean cumulative plays of an arm (a deterministic difference scores 1e6), and the
     first round at which it exceeds 6 standard errors (None: never)."""
     n = v0.shape[0]
-    best = 0.0
-    for a in range(n_arms):
-        c0 = np.cumsum(v0 == a, axis=1, dtype=np.float64)
-        c1 = np.cumsum(v1 == a, axis=1, dtype=np.float64)
-        diff = np.abs(c0.mean(axis=0) - c1.mean(axis=0))
-        se = np.sqrt((c0.var(axis=0) + c1.var(axis=0)) / n)
+    best, firsts = 0.0, []
+    for diff, se in _cumulative_gaps(v0, v1, n_arms):
         z = np.where(se > 0, diff / np.where(se > 0, se, 1.0), np.where(diff > 0.5 / n, 1e6, 0.0))
         best = max(best, float(z.max(initial=0.0)))
-    return best, _first_difference(v0, v1, n_arms)
+        f = _first_of(diff, se, n, 6.0)
+        if f is not None:
+            firsts.append(f)
+    return best, min(firsts, default=None)
 
 
 @dataclass(frozen=True)

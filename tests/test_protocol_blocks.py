@@ -10,6 +10,7 @@ from dpaudit.attacks.likelihood import privacy_losses
 from dpaudit.protocols import PairSpec, make_pair
 from dpaudit.runner.setup import build_policy as _build_policy, with_features as _with_features
 from dpaudit.policies import registered
+from dpaudit.policies.registry import make_policy
 from dpaudit.policies.ucb import AdaCUCB
 from dpaudit.protocols import ConstantAdversary, InteractiveDP, TableDP, ViewDP, offers_blocks
 
@@ -134,3 +135,27 @@ def test_block_sums_rounded_past_the_range_are_not_refused():
     assert prefix[3, 1] - prefix[2, 1] > 1.0  # the rounding this test is about
     views = TableDP().run(pol, d, 50, np.random.default_rng(0))
     assert views.shape == (50, 24)
+
+
+@pytest.mark.parametrize("name", ["adac-ucb", "adar-gope", "mutant-no-forgetting"])
+@pytest.mark.parametrize("proto", [TableDP(), ViewDP()], ids=["table", "view"])
+def test_run_batch_blocks_equal_steps_on_several_inputs(name, proto, monkeypatch):
+    """The search's pilots run several inputs in one batch; block by block they equal the step path."""
+    import dpaudit.protocols.base as base
+    from dpaudit.runner.setup import with_features
+
+    pol = with_features(make_policy(name), 0)
+    T, K = (1500 if "gope" in name else 300), int(pol.n_arms)  # GOPE's first phase ignores the input
+    lo, hi = pol.reward_range
+    if proto.list_input:
+        inputs = np.stack([np.full(T, 0.9), np.full(T, 0.1), np.linspace(0, 1, T)])
+    else:
+        inputs = np.stack([np.tile(np.r_[1.0, np.zeros(K - 1)], (T, 1)), np.tile(np.r_[0.0, np.ones(K - 1)], (T, 1)),
+                           np.tile(np.linspace(0.1, 0.9, K), (T, 1))])
+    inputs = lo + (hi - lo) * inputs
+    assert base.offers_blocks(pol)
+    blocks = proto.run_batch(pol, inputs, 40, np.random.default_rng(1))
+    monkeypatch.setattr(base, "offers_blocks", lambda p: False)
+    steps = proto.run_batch(pol, inputs, 40, np.random.default_rng(1))
+    assert blocks.shape == (inputs.shape[0], 40, T) and np.array_equal(blocks, steps)
+    assert not np.array_equal(blocks[0], blocks[1])  # the inputs matter

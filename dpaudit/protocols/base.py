@@ -257,16 +257,63 @@ class Protocol:
             policy.observe(t, queries, self.reward(data, t, out, queries))
         return views
 
-    def _run_blocks(self, policy, data: np.ndarray, n_runs: int, n_arms: int, who: str) -> np.ndarray:
+    def run_batch(self, policy, inputs: np.ndarray, n_per: int, rng: np.random.Generator, *,
+                  record: bool = False) -> np.ndarray:
+        """Views of ``n_per`` runs on each of several inputs, as one batch of runs: (m, n_per, T).
+
+        ``inputs`` is (m, T, K) for a table or (m, T) for a list of rewards; run i plays input
+        ``i // n_per``. No adversary (the pilots of the neighbouring search). Block by block where
+        :func:`offers_blocks` allows and every input is inside the policy's ``reward_range``, else step
+        by step with the policy's own checks on every reward it observes.
+        """
+        inputs = np.asarray(inputs, dtype=float)
+        m, horizon = inputs.shape[:2]
+        n_arms = int(policy.n_arms)
+        n = m * n_per
+        which = np.repeat(np.arange(m), n_per)
+        try:
+            policy.reset(n, rng, record=record)
+        except TypeError:
+            policy.reset(n, rng)
+        who = getattr(policy, "name", "") or type(policy).__name__
+        lo, hi = getattr(policy, "reward_range", (-np.inf, np.inf))
+        if (offers_blocks(policy) and type(self).block_sums is not Protocol.block_sums
+                and inputs.min() >= lo and inputs.max() <= hi):
+            return self._run_blocks(policy, inputs, n, n_arms, who, which).reshape(m, n_per, horizon)
+        views = np.empty((n, horizon), dtype=np.int64)
+        for t in range(horizon):
+            a = check_actions(policy.act(t, None), n, n_arms, who, t)
+            views[:, t] = a
+            policy.observe(t, a, self.reward_many(inputs, which, t, a))
+        return views.reshape(m, n_per, horizon)
+
+    def reward_many(self, inputs: np.ndarray, which: np.ndarray, t: int, actions: np.ndarray) -> np.ndarray:
+        """The rewards at round ``t`` of runs playing ``inputs[which]`` (:meth:`run_batch`)."""
+        return inputs[which, t] if self.list_input else inputs[which, t, actions]
+
+    def _run_blocks(self, policy, data: np.ndarray, n_runs: int, n_arms: int, who: str,
+                    which: np.ndarray | None = None) -> np.ndarray:
         """The block path of :meth:`run`: one iteration advances every run by one whole block.
 
         Each run's blocks tile rounds 0..T-1 back to back, so the views are the blocks' arms, each
-        repeated for its length, in (run, start) order: one ``np.repeat`` at the end.
+        repeated for its length, in (run, start) order: one ``np.repeat`` at the end. With ``which``,
+        ``data`` stacks several inputs and run i plays ``data[which[i]]`` (:meth:`run_batch`).
         """
-        horizon = data.shape[0]
+        horizon = data.shape[0] if which is None else data.shape[1]
         if hasattr(policy, "prepare_blocks"):
             policy.prepare_blocks()
-        prefix = self.prefix(data)
+        if which is None:
+            prefix = self.prefix(data)
+            sums = self.block_sums
+        else:
+            prefix = np.concatenate([np.zeros((data.shape[0], 1) + data.shape[2:]), np.cumsum(data, axis=1)], axis=1)
+
+            def sums(pre: np.ndarray, arms: np.ndarray, start: np.ndarray, length: np.ndarray,
+                     runs: np.ndarray = np.empty(0, dtype=np.int64)) -> np.ndarray:
+                w = which[runs][:, None]
+                if self.list_input:
+                    return pre[w, start + length] - pre[w, start]
+                return pre[w, start + length, arms] - pre[w, start, arms]
         active = np.ones(n_runs, dtype=bool)
         segments: list[tuple[np.ndarray, ...]] = []
         while True:
@@ -287,7 +334,10 @@ class Protocol:
             end = s + total
             full = end <= horizon
             if full.any():
-                policy.complete(idx[full], self.block_sums(prefix, A[full], seg_start[full], L[full]))
+                if which is None:
+                    policy.complete(idx[full], sums(prefix, A[full], seg_start[full], L[full]))
+                else:
+                    policy.complete(idx[full], sums(prefix, A[full], seg_start[full], L[full], idx[full]))
             active[idx[end >= horizon]] = False
         run, seg_start, arm, seg_len = (np.concatenate(c) for c in zip(*segments))
         order = np.lexsort((seg_start, run))
