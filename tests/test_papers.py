@@ -1,0 +1,114 @@
+"""Papers are named by authors, title and year wherever a user reads them (dpaudit.papers).
+
+The internal shorthand "seed 000" .. "seed 004" stays in developer docstrings and comments; these
+tests check that :func:`dpaudit.papers.cite` rewrites every form the code uses, that the references
+are complete, and that no shorthand reaches what users read: ``dpaudit describe`` for every
+registered policy, every subcommand's ``--help``, the ``dpaudit reproduce`` descriptions, and the
+string literals (not docstrings or comments) of the package, which end up in findings and reports.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from dpaudit.papers import PAPERS, RELATED, Paper, cite, mentioned, references
+
+ROOT = Path(__file__).resolve().parents[1]
+#: the internal shorthand in prose ("seed 001", "Seed 003's", "seeds 001 and 004"); identifiers such
+#: as the bundled spec name ``seed001-counterexample`` or ``calibration="seed003"`` have no space
+LEFTOVER = re.compile(r"\b[Ss]eeds? 0\d\d|seed papers?\b")
+
+
+def leftovers(text: str) -> list[str]:
+    return [text[max(0, m.start() - 40):m.end() + 40] for m in LEFTOVER.finditer(text)]
+
+
+# ---- the records ---------------------------------------------------------------------------------
+
+def test_every_source_paper_has_a_record_and_the_records_are_immutable():
+    assert list(PAPERS) == ["000", "001", "002", "003", "004"]
+    for key, p in PAPERS.items():
+        assert isinstance(p, Paper) and p.key == key and p.title
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        PAPERS["001"].title = "x"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        PAPERS["005"] = PAPERS["001"]  # type: ignore[index]
+
+
+def test_authors_titles_and_years():
+    assert PAPERS["001"].label == "Azize & Basu 2023a" and PAPERS["004"].label == "Azize & Basu 2023b"
+    assert PAPERS["001"].title == "Concentrated Differential Privacy for Bandits" and "2309.00557" in PAPERS["001"].venue
+    assert PAPERS["004"].title == "Rényi Differentially Private Bandits" and PAPERS["004"].year == 2023
+    assert PAPERS["002"].label == "Sarmasarkar 2026" and "2602.00417" in PAPERS["002"].venue
+    assert PAPERS["002"].title == "Shuffle and Joint Differential Privacy for Generalized Linear Contextual Bandits"
+    assert PAPERS["003"].authors == "Zheng, Cai, Huang, Li & Wang" and PAPERS["003"].year == 2020
+    assert PAPERS["003"].title == "Locally Differentially Private (Contextual) Bandits Learning"
+    # two papers of the same authors in one year have distinct labels
+    labels = [p.label for p in PAPERS.values()]
+    assert len(set(labels)) == len(labels)
+
+
+def test_the_definitions_section_gets_no_invented_authors_but_says_whom_it_follows():
+    p = PAPERS["000"]
+    assert p.authors == "" and p.year is None
+    ref = references(["000"])
+    assert ref[0] == p.reference and "without named authors" in ref[0]
+    assert "sigma = 2 sqrt(log(1.25/delta))/eps" in ref[0]
+    joined = "\n".join(ref)
+    for r in RELATED.values():
+        assert r.reference in joined
+    assert "Differentially Private Contextual Linear Bandits" in joined and "NeurIPS 2018" in joined
+    assert "Private Reinforcement Learning with PAC and Regret Guarantees" in joined and "ICML 2020" in joined
+    assert "Local privacy, data processing inequalities, and statistical minimax rates" in joined
+
+
+# ---- cite ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("seed 001 App. C, Alg. 4", "Azize & Basu (2023a), App. C, Alg. 4"),
+    ("(seed 001 App. C, Alg. 4, Eq. 14)", "(Azize & Basu 2023a, App. C, Alg. 4, Eq. 14)"),
+    ("seed 001's theorem needs beta > 3", "Azize & Basu's (2023a) theorem needs beta > 3"),
+    ("(default: seed 001's five Bernoulli arms)", "(default: Azize & Basu 2023a's five Bernoulli arms)"),
+    ("Seed 003 Alg. 1 + UCB", "Zheng et al. (2020), Alg. 1 + UCB"),
+    ("seed 003 (Zheng et al. 2020) Alg. 1", "Zheng et al. (2020), Alg. 1"),
+    ("Seed 001 (Azize & Basu), App. B", "Azize & Basu (2023a), App. B"),
+    ("seed 002 (Sarmasarkar): joint DP", "Sarmasarkar (2026): joint DP"),
+    ("seed 002's experiments", "Sarmasarkar's (2026) experiments"),
+    ("AdaR-GOPE (seed 004 Alg. 3, phase length Eq. (8))", "AdaR-GOPE (Azize & Basu 2023b, Alg. 3, phase length Eq. (8))"),
+    ("seed 004 (Alg. 3, AdaR-GOPE)", "Azize & Basu (2023b, Alg. 3, AdaR-GOPE)"),
+    ("(seed 004, Lemma 2)", "(Azize & Basu 2023b, Lemma 2)"),
+    ("seeds 001 and 004", "Azize & Basu (2023a) and Azize & Basu (2023b)"),
+    ("seed 000 / seed 002", "the interactive joint/local DP definitions / Sarmasarkar (2026)"),
+    ("Seed 000 (Def. \"Gaussian channel\")", "The interactive joint/local DP definitions (Def. \"Gaussian channel\")"),
+    ("(seed 000 \"Local DP\"; seed 003 Def. 1)",
+     "(the interactive joint/local DP definitions, \"Local DP\"; Zheng et al. 2020, Def. 1)"),
+    ("seed 000's anticipating JDP", "the interactive joint/local DP definitions' anticipating JDP"),
+])
+def test_cite_rewrites_every_form_the_code_uses(text, expected):
+    assert cite(text) == expected
+    assert not leftovers(cite(text))
+
+
+@pytest.mark.parametrize("text", [
+    "--seed 0 runs from seed 0",  # a random seed, not a paper
+    "the bundled spec seed001-counterexample and calibration='seed003'",  # identifiers
+    "seed 007 is no paper",  # not a known number
+    "Azize & Basu 2022, AdaP-UCB",
+    "",
+])
+def test_cite_leaves_other_text_alone(text):
+    assert cite(text) == text
+
+
+def test_references_of_a_text_in_order_of_first_mention():
+    text = "AdaR-UCB (seed 004 Alg. 2) after seed 001 App. C; again seed 004's Lemma 11"
+    assert mentioned(text) == ["004", "001"]
+    assert references(text) == [PAPERS["004"].reference, PAPERS["001"].reference]
+    assert references("no paper here") == []
+    assert 'Azize & Basu (2023a). "Concentrated Differential Privacy for Bandits". arXiv:2309.00557.' \
+        == PAPERS["001"].reference
