@@ -179,14 +179,26 @@ def cite(text: str) -> str:
     return "".join(out)
 
 
+def _cited(p: Paper) -> re.Pattern[str]:
+    """A citation of ``p`` as :func:`cite` writes it (or a user does): "Azize & Basu (2023a", "Zheng et al.'s (2020"."""
+    if not p.year_tag:
+        return re.compile(re.escape(p.short), re.IGNORECASE)
+    return re.compile(re.escape(p.short) + r"(?:'s|')? \(?" + re.escape(p.year_tag) + r"(?![\w])")
+
+
 def mentioned(text: str) -> list[str]:
-    """The keys of the papers ``text`` names in the internal shorthand, in order of first mention."""
-    keys: list[str] = []
+    """The keys of the papers ``text`` names, in the internal shorthand or as :func:`cite` writes them,
+    in order of first mention."""
+    found: dict[str, int] = {}
     for m in SHORTHAND.finditer(text):
         for k in re.findall(_NUM, m.group("nums")):
-            if k in PAPERS and k not in keys:
-                keys.append(k)
-    return keys
+            if k in PAPERS:
+                found.setdefault(k, m.start())
+    for k, p in PAPERS.items():
+        c = _cited(p).search(text)
+        if c and c.start() < found.get(k, len(text) + 1):
+            found[k] = c.start()
+    return sorted(found, key=found.__getitem__)
 
 
 def references(text_or_keys: str | Iterable[str]) -> list[str]:

@@ -112,3 +112,63 @@ def test_references_of_a_text_in_order_of_first_mention():
     assert references("no paper here") == []
     assert 'Azize & Basu (2023a). "Concentrated Differential Privacy for Bandits". arXiv:2309.00557.' \
         == PAPERS["001"].reference
+
+
+def test_references_also_find_papers_already_cited_by_author_and_year():
+    text = cite("AdaC-UCB (seed 001 App. C) and the LDP channel of seed 003") + "; Azize & Basu (2023b), Alg. 2"
+    assert mentioned(text) == ["001", "003", "004"]
+    assert mentioned("Azize & Basu 2022") == [] and mentioned("the interactive joint/local DP definitions") == ["000"]
+
+
+# ---- no shorthand in what users read -------------------------------------------------------------
+
+def test_the_leftover_check_can_fail():
+    """The scans below would catch a leftover: the raw docstrings they start from have plenty."""
+    import inspect
+
+    from dpaudit.policies import registered
+
+    raw = "\n".join(inspect.getdoc(e.cls) or "" for e in registered() + registered(mutants=True))
+    assert len(leftovers(raw)) > 20
+    assert leftovers("AdaC-UCB (seed 001 App. C)") and leftovers("Seed 003's channel") and leftovers("a seed paper")
+    assert not leftovers("--seed 0 and seed001-counterexample")
+
+
+def _registered_names() -> list[str]:
+    from dpaudit.policies import registered
+
+    return [e.name for e in registered() + registered(mutants=True)]
+
+
+def test_describe_names_papers_for_every_registered_policy():
+    import json
+
+    import dpaudit
+
+    names = _registered_names()
+    assert len(names) > 40
+    cited = 0
+    for name in names:
+        d = dpaudit.describe(name)
+        text = json.dumps(d, default=str, ensure_ascii=False)
+        assert not leftovers(text), (name, leftovers(text))
+        assert not leftovers(dpaudit.policies.registry.entry_of(name).summary), name
+        if d["papers"]:
+            cited += 1
+            # every paper the output names has its full reference (authors, title, year) beside it
+            assert set(d["papers"]) >= set(references(text)), name
+            assert all(p.title.lower() in "\n".join(d["papers"]).lower()
+                       for k, p in PAPERS.items() if k in mentioned(text)), name
+    assert cited > 30
+
+
+def test_describe_cli_text_names_papers(capsys):
+    from dpaudit.cli import main
+
+    assert main(["describe", "adar-ucb"]) == 0
+    out = capsys.readouterr().out
+    assert not leftovers(out)
+    assert "Azize & Basu (2023b)" in out and '"Rényi Differentially Private Bandits"' in out
+    assert main(["describe", "shuffle-glm"]) == 0
+    out = capsys.readouterr().out
+    assert "Sarmasarkar (2026)" in out and "Shuffle and Joint Differential Privacy" in out and not leftovers(out)
