@@ -25,6 +25,8 @@ LEFTOVER = re.compile(r"\b[Ss]eeds? 0\d\d|seed papers?\b")
 
 
 def leftovers(text: str) -> list[str]:
+    """The shorthand in ``text`` with some context; whitespace is collapsed first (help text wraps lines)."""
+    text = " ".join(text.split())
     return [text[max(0, m.start() - 40):m.end() + 40] for m in LEFTOVER.finditer(text)]
 
 
@@ -131,7 +133,7 @@ def test_the_leftover_check_can_fail():
     raw = "\n".join(inspect.getdoc(e.cls) or "" for e in registered() + registered(mutants=True))
     assert len(leftovers(raw)) > 20
     assert leftovers("AdaC-UCB (seed 001 App. C)") and leftovers("Seed 003's channel") and leftovers("a seed paper")
-    assert not leftovers("--seed 0 and seed001-counterexample")
+    assert leftovers("see seed\n    001 App. C") and not leftovers("--seed 0 and seed001-counterexample")
 
 
 def _registered_names() -> list[str]:
@@ -172,3 +174,126 @@ def test_describe_cli_text_names_papers(capsys):
     assert main(["describe", "shuffle-glm"]) == 0
     out = capsys.readouterr().out
     assert "Sarmasarkar (2026)" in out and "Shuffle and Joint Differential Privacy" in out and not leftovers(out)
+
+
+def _parsers(parser, path=("dpaudit",)):
+    """Every parser of the command line, with its path: dpaudit, dpaudit check, dpaudit check policy, ..."""
+    import argparse
+
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, path + (name,))
+
+
+def test_every_help_text_names_papers_not_seeds():
+    from dpaudit.cli import build_parser
+
+    seen = list(_parsers(build_parser()))
+    paths = {" ".join(p) for p, _ in seen}
+    assert {"dpaudit check policy", "dpaudit account lint", "dpaudit regret", "dpaudit reproduce",
+            "dpaudit describe", "dpaudit list"} <= paths
+    for path, parser in seen:
+        text = parser.format_help()
+        assert not leftovers(text), (" ".join(path), leftovers(text))
+    helps = {" ".join(p): " ".join(q.format_help().split()) for p, q in seen}
+    assert "Azize & Basu 2023a" in helps["dpaudit check policy"] and "Sarmasarkar 2026" in helps["dpaudit check policy"]
+    assert "interactive joint/local DP definitions" in helps["dpaudit account"]
+
+
+def test_help_subprocess_of_every_subcommand_is_clean():
+    """The same, as a user sees it: ``python -m dpaudit CMD --help``."""
+    import subprocess
+    import sys
+
+    from dpaudit.cli import build_parser
+
+    commands = [p[1:] for p, _ in _parsers(build_parser()) if len(p) <= 2]
+    assert len(commands) > 5
+    for cmd in commands:
+        res = subprocess.run([sys.executable, "-m", "dpaudit", *cmd, "--help"], capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 0, (cmd, res.stderr[-500:])
+        assert not leftovers(res.stdout), (cmd, leftovers(res.stdout))
+
+
+def test_reproduce_descriptions_name_papers():
+    from dpaudit.reproduce import EXPERIMENTS
+
+    for name, (_, summary) in EXPERIMENTS.items():
+        assert not leftovers(summary), name
+        assert any(p.label in summary and p.title in summary for p in PAPERS.values()), name
+
+
+def test_reproduce_table_vs_view_output_names_the_paper(capsys):
+    import json
+
+    from dpaudit.cli import main
+
+    assert main(["reproduce", "table-vs-view"]) == 0
+    out = capsys.readouterr().out
+    assert not leftovers(out) and out.startswith("Azize & Basu (2023a), Prop. 1(e)")
+    assert PAPERS["001"].reference in out
+    assert main(["reproduce", "table-vs-view", "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["reference"] == PAPERS["001"].reference and not leftovers(json.dumps(obj))
+
+
+def test_committed_reproduction_outputs_name_papers():
+    for name in ("zcdp_bandits.md", "zcdp_bandits.json", "ldp_bandits.md", "ldp_bandits.json", "glm-bandits.md"):
+        text = (ROOT / "reports" / name).read_text()
+        assert not leftovers(text), (name, leftovers(text))
+        assert "Reference: " in text or '"reference": ' in text, name
+
+
+def test_bundled_counterexample_description_names_the_paper():
+    import json
+
+    spec = json.loads((ROOT / "dpaudit" / "specs" / "seed001_counterexample.json").read_text())
+    assert not leftovers(spec["description"])
+    assert "Azize & Basu (2023a)" in spec["description"] and PAPERS["001"].title in spec["description"]
+
+
+# ---- string literals: what findings, reports, errors and printed output are made of ----------------------
+
+def _docstring_ids(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                ids.add(id(first.value))
+    return ids
+
+
+def shorthand_in_string_literals(source: str) -> list[str]:
+    """The string literals (f-string parts included; docstrings and comments excluded) that use the shorthand."""
+    tree = ast.parse(source)
+    docs = _docstring_ids(tree)
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docs and leftovers(node.value)]
+
+
+def test_the_literal_scan_can_fail():
+    src = ('"""Module doc: seed 001 App. C."""\n# seed 003 comment\n'
+           'def f(x):\n    """seed 002 Alg. 1"""\n    raise ValueError(f"{x} needs seed 003 Alg. 5")\n'
+           'NOTE = "as in seed 001 Sec. VII-A"\nNAME = "seed001-counterexample"\n')
+    assert sorted(shorthand_in_string_literals(src)) == [" needs seed 003 Alg. 5", "as in seed 001 Sec. VII-A"]
+
+
+@pytest.mark.parametrize("folder", ["dpaudit", "attacks", "accountants", "examples"])
+def test_no_shorthand_in_string_literals(folder):
+    found = {}
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        hits = shorthand_in_string_literals(path.read_text())
+        if hits:
+            found[str(path.relative_to(ROOT))] = hits
+    assert not found, found
+
+
+def test_examples_name_papers_in_their_docstrings_too():
+    """examples/ is read by users: no shorthand at all, docstrings included."""
+    for path in sorted((ROOT / "examples").iterdir()):
+        if path.is_file():
+            assert not leftovers(path.read_text()), (path.name, leftovers(path.read_text()))
