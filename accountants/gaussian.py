@@ -245,5 +245,6 @@ def lint_seed000_channel(alpha: float, beta: float) -> CalibrationLint:
     alpha = check_positive("alpha", alpha)
     beta = check_delta(beta, "beta")
     sigma = 2 * math.sqrt(math.log(1.25 / beta)) / alpha
-    return _lint("seed 000 channel sigma_a = 2 sqrt(log(1.25/beta))/alpha", alpha, beta, sigma,
+    return _lint("Gaussian channel sigma_a = 2 sqrt(log(1.25/beta))/alpha of the interactive joint/local DP "
+                 "definitions", alpha, beta, sigma,
                  alpha < 1, "alpha in (0, 1)", ("alpha", "beta"))

@@ -13,7 +13,8 @@ for a policy given any way a Python user holds one:
 It returns an :class:`Audit`: a frozen dataclass with typed fields, whose :meth:`Audit.to_dict` is the
 JSON ``dpaudit check policy --json`` prints, and which renders itself as a reviewer report
 (:meth:`Audit.to_markdown`, :meth:`Audit.to_html`, :meth:`Audit.write`). :func:`describe` says what a
-policy is (parameters and defaults, claim, the seed and algorithm its docstring names).
+policy is (parameters and defaults, claim, the paper and algorithm its docstring names, with the full
+references).
 """
 
 from __future__ import annotations
@@ -231,7 +232,8 @@ def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: Audit, horizon
 def _doc_sources(cls: type) -> list[str]:
     """The references a policy's docstring gives for what it follows: its parenthesised citations
     that name a seed paper, an algorithm, an equation, a lemma or a theorem (``seed 001 App. C, Alg. 4,
-    Eq. 14``), else the docstring's lines that mention a seed."""
+    Eq. 14``), else the docstring's lines that mention a seed. As written: :func:`describe` turns the
+    seed shorthand into author-year citations (:func:`dpaudit.papers.cite`)."""
     doc = " ".join((inspect.getdoc(cls) or "").split())
     found: list[str] = []
     for m in re.finditer(r"\(([^()]*(?:[Ss]eed \d{3}|Alg\.|Algorithm|Eq\.|Lemma|Thm|Prop\.)[^()]*)\)", doc):
@@ -254,7 +256,12 @@ def _keeps_ledger(cls: type) -> bool:
 
 def describe(policy: Any) -> dict[str, Any]:
     """What a policy is: its parameters with their defaults, its claim at the defaults (where the
-    defaults build it), and the seed and algorithm its docstring says it follows.
+    defaults build it), and the paper and algorithm its docstring says it follows.
+
+    Papers are named by authors and year ("Azize & Basu (2023a), App. C, Alg. 4": the docstrings'
+    internal "seed 001" shorthand is rewritten by :func:`dpaudit.papers.cite`, in ``summary``,
+    ``follows`` and ``docstring``), and ``papers`` lists the full references (authors, title, year)
+    of the papers named.
 
     ``policy`` is a registered name, a plug-in spec string or a class. Returns a JSON-ready dict
     (``dpaudit describe POLICY --json`` prints it).
@@ -293,20 +300,24 @@ def describe(policy: Any) -> dict[str, Any]:
             claim_note = "at the instance's parameters" if not isinstance(policy, (str, type)) else "at the defaults"
     except Exception as exc:  # a required parameter, or defaults the constructor refuses
         claim_note = f"not built at the defaults ({type(exc).__name__}: {exc})".rstrip(".")
+    from dpaudit.papers import cite, references
+
     doc = inspect.getdoc(cls) or ""
+    follows = _doc_sources(cls)
     return {
         "policy": policy if isinstance(policy, str) else policy_label(cls),
         "class": f"{cls.__module__}:{cls.__qualname__}",
         "registered_as": entry.name if entry else None,
         "family": entry.family if entry else None,
         "mutant": bool(entry.mutant) if entry else False,
-        "summary": doc.splitlines()[0] if doc else "",
-        "follows": _doc_sources(cls),
+        "summary": cite(doc.splitlines()[0]) if doc else "",
+        "follows": [cite(f) for f in follows],
+        "papers": references("\n".join(follows + [doc])),
         "parameters": parameters,
         "claim": claim,
         "claim_note": claim_note,
         "has_ledger": _keeps_ledger(cls) or hasattr(inst, "ledger"),
-        "docstring": doc,
+        "docstring": cite(doc),
     }
 
 

@@ -298,7 +298,7 @@ def make_environment(name: str, **params: Any) -> Environment:
         raise DPAuditError(f"cannot build environment {name!r} with parameters {params}: {exc}.") from exc
 
 
-register_environment("bernoulli", BernoulliBandit, "K Bernoulli arms (default: seed 001's 0.75/0.625/0.5/0.375/0.25)")
+register_environment("bernoulli", BernoulliBandit, "K Bernoulli arms (default: Azize & Basu 2023a's 0.75/0.625/0.5/0.375/0.25)")
 register_environment("gaussian", GaussianBandit, "K Gaussian arms N(mu_a, sigma^2)")
 
 
@@ -479,9 +479,9 @@ class ContextualLinearBandit(Environment):
 
 
 __all__ += ["LinearBandit", "ContextualLinearBandit"]
-register_environment("linear", LinearBandit, "linear bandit, K fixed actions on the unit sphere (seed 001 GOPE setting)")
+register_environment("linear", LinearBandit, "linear bandit, K fixed actions on the unit sphere (the GOPE setting of Azize & Basu 2023a)")
 register_environment(
-    "contextual-linear", ContextualLinearBandit, "contextual linear bandit, fresh Gaussian action sets (seed 001 OFUL setting)"
+    "contextual-linear", ContextualLinearBandit, "contextual linear bandit, fresh Gaussian action sets (the OFUL setting of Azize & Basu 2023a)"
 )
 
 
@@ -551,7 +551,7 @@ class GLMContextualBandit(Environment):
 
 
 __all__ += ["GLMContextualBandit"]
-register_environment("glm", GLMContextualBandit, "GLM contextual bandit, logistic or probit link (seed 002)")
+register_environment("glm", GLMContextualBandit, "GLM contextual bandit, logistic or probit link (Sarmasarkar 2026)")
 
 
 # ---- convex losses for continuous actions (BCO, seed 003) ------------------------------------------------

@@ -645,7 +645,7 @@ class GLOCChannel(Channel):
         x, y = z[:, :d], z[:, d]
         th = np.zeros((n, d)) if theta_hat is None else np.broadcast_to(np.asarray(theta_hat, dtype=float), (n, d))
         if np.linalg.norm(th, axis=1).max(initial=0.0) > 1 + 1e-9:
-            raise DPAuditError("the public estimate theta_hat must lie in the unit ball (seed 003's W).")
+            raise DPAuditError("the public estimate theta_hat must lie in the unit ball (the set W of Zheng et al. 2020, Alg. 3).")
         xx = x[:, :, None] * x[:, None, :]
         zt = np.einsum("nd,nd->n", x, th)
         grad = (1.0 / (1.0 + np.exp(-zt)) - y)[:, None] * x

@@ -6,8 +6,9 @@
 
 ``LeakyUCB`` at the end is the same code with a classic calibration bug, a positive control.
 
-The algorithm is AdaP-UCB (Azize & Basu 2022, seed 001's reference [8]; dpaudit's ``adap-ucb``),
-tree-free: no binary-tree counters, because each reward is used in exactly one noisy release.
+The algorithm is AdaP-UCB (Azize & Basu 2022, reference [8] of Azize & Basu 2023a, "Concentrated
+Differential Privacy for Bandits"; dpaudit's ``adap-ucb``), tree-free: no binary-tree counters,
+because each reward is used in exactly one noisy release.
 
 * Play each arm once (arms 0, 1, ..., K-1).
 * Then episodes: choose the arm with the largest index and play it for as many rounds as it has
@@ -22,7 +23,7 @@ user's row changes at most one observed reward, which enters exactly one episode
 sensitivity 1), released once with Lap(1/epsilon) noise: an epsilon-DP release. Every other
 release reads other rounds' rewards only, and the actions are post-processing of the releases, so
 by parallel composition over the disjoint episodes the whole sequence of actions is epsilon-DP
-(Azize & Basu 2022, Thm 3; the same argument as seed 001 Lemma 1 with Laplace noise). Rewards of an
+(Azize & Basu 2022, Thm 3; the same argument as Azize & Basu 2023a, Lemma 1, with Laplace noise). Rewards of an
 episode the horizon cuts short are never released. Rewards outside [0, 1] are refused: they would
 break the sensitivity bound.
 """

@@ -11,10 +11,11 @@ The algorithm (ours, a deliberately simple explore-then-exploit with forgetting)
 blocks of ``K * m`` rounds that alternate between *explore* (play the arms round robin, m pulls
 each) and *exploit* (play the arm whose noisy explore sum was largest). At the end of each explore
 block, each arm's reward sum over that block is released once with Gaussian noise
-sigma = 1 / sqrt(2 rho) (sensitivity 1 for rewards in [0, 1]; seed 001, App. C, Lemma 4) and the
-block's rewards are then forgotten. Every round feeds at most one release, so under Table DP the
-policy is rho-zCDP (parallel composition over rounds, seed 001 Lemma 1), and the actions are
-post-processing of the releases. Exploit rounds' rewards are never used.
+sigma = 1 / sqrt(2 rho) (sensitivity 1 for rewards in [0, 1]; Azize & Basu 2023a, "Concentrated
+Differential Privacy for Bandits", App. C, Lemma 4) and the block's rewards are then forgotten.
+Every round feeds at most one release, so under Table DP the policy is rho-zCDP (parallel
+composition over rounds, Azize & Basu 2023a, Lemma 1), and the actions are post-processing of the
+releases. Exploit rounds' rewards are never used.
 
 Releasing through :class:`dpaudit.mechanisms.GaussianMechanism` with a :class:`~dpaudit.mechanisms.Fed`
 record is optional: it gives the policy a ledger, so the gray-box likelihood attack and the
@@ -34,8 +35,8 @@ from dpaudit.mechanisms import Fed, GaussianMechanism, Ledger
 class MyPolicy:
     """Explore-then-exploit with forgetting: rho-zCDP, Gaussian noise on per-arm block sums (template).
 
-    Noise sigma = 1/sqrt(2 rho) on each sum of rewards in [0, 1] (seed 001 App. C, Lemma 4); each
-    round feeds one release, so rho-zCDP per round (parallel composition, seed 001 Lemma 1).
+    Noise sigma = 1/sqrt(2 rho) on each sum of rewards in [0, 1] (Azize & Basu 2023a, App. C, Lemma 4);
+    each round feeds one release, so rho-zCDP per round (parallel composition, Azize & Basu 2023a, Lemma 1).
     """
 
     #: rewards the sensitivity analysis assumes; the audit feeds rewards only from this range

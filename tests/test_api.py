@@ -143,12 +143,14 @@ def test_describe_names_parameters_claim_and_source(capsys):
     assert [p["name"] for p in d["parameters"]] == ["n_arms", "rho", "beta"]
     assert d["parameters"][1] == {"name": "rho", "type": "float", "required": False, "default": 1.0}
     assert d["claim"] == "1-zCDP" and d["claim_note"] == "at the defaults"
-    assert any("seed 001" in s and "Alg. 4" in s for s in d["follows"]) and d["has_ledger"]
+    assert any("Azize & Basu (2023a)" in s and "Alg. 4" in s for s in d["follows"]) and d["has_ledger"]
+    assert d["papers"] == ['Azize & Basu (2023a). "Concentrated Differential Privacy for Bandits". arXiv:2309.00557.']
     assert main(["describe", "adac-ucb", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(d))
     assert main(["describe", "adar-gope"]) == 0
     text = capsys.readouterr().out
-    assert "alpha" in text and "seed 004" in text and "claim" in text
+    assert "alpha" in text and "Azize & Basu (2023b)" in text and "Rényi Differentially Private Bandits" in text
+    assert "claim" in text and "seed 00" not in text
     assert main(["describe", "no-such-policy"]) == 2
 
 
@@ -249,7 +251,8 @@ def test_plugin_template_is_consistent_as_shipped(capsys):
     assert {a["attack"] for a in out["attacks"]} == {"membership", "likelihood"}
     assert out["epsilon_lower"] > 0  # the audit saw the releases: a consistent verdict with power
     d = dpaudit.describe(f"{template}:MyPolicy")
-    assert d["has_ledger"] and d["claim"] == "0.5-zCDP" and any("seed 001" in f for f in d["follows"])
+    assert d["has_ledger"] and d["claim"] == "0.5-zCDP" and any("Azize & Basu" in f for f in d["follows"])
+    assert any("Concentrated Differential Privacy for Bandits" in r for r in d["papers"])
 
 
 def test_mechanism_keeps_a_copy_of_the_centre():

@@ -391,7 +391,7 @@ def test_seed000_calibration_and_its_lint():
     assert math.isclose(p.local_channel.sigma, 2 * math.sqrt(math.log(1.25e5)) / 2, rel_tol=1e-12)
     out = audit_local("ldp-ucb", {"calibration": "seed000", "epsilon": "2"}, runs=1000, horizon=8, central=False)
     assert out["verdict"] == "consistent"
-    assert out["lints"][0]["rule"].startswith("seed 000") and out["lints"][0]["flagged"] and out["lints"][0]["holds"]
+    assert out["lints"][0]["rule"].startswith("Gaussian channel sigma_a") and out["lints"][0]["flagged"] and out["lints"][0]["holds"]
     with pytest.raises(DPAuditError, match="calibration must be"):
         make_policy("ldp-ucb", {"calibration": "paper"})
 

@@ -65,7 +65,8 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
                    help="number of releases sharing the budget, composed exactly (default 1)")
     c.set_defaults(func=_cmd_calibrate)
 
-    li = what.add_parser("lint", help="check the classical Gaussian and seed 000 calibrations at (eps, delta)")
+    li = what.add_parser("lint", help="check the classical Gaussian calibration and the Gaussian channel calibration "
+                         "sigma = 2 sqrt(log(1.25/delta))/eps of the interactive joint/local DP definitions at (eps, delta)")
     li.add_argument("--epsilon", type=float, required=True, help="the epsilon the calibration targets (> 0)")
     li.add_argument("--delta", type=float, required=True, help="the delta the calibration targets, in (0, 1)")
     li.set_defaults(func=_cmd_lint)
@@ -202,7 +203,7 @@ def _cmd_lint(args: argparse.Namespace) -> int:
            "classical": a.as_dict(), "seed000": b.as_dict(), "seconds": time.perf_counter() - t0}
     return _emit(args, obj, [
         ("classical", ("FLAG " if a.flagged else "ok   ") + a.message),
-        ("seed 000", ("FLAG " if b.flagged else "ok   ") + b.message),
+        ("JDP/LDP channel", ("FLAG " if b.flagged else "ok   ") + b.message),
     ])
 
 

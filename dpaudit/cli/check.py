@@ -31,13 +31,15 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         "policy",
         help="audit one policy",
         description="Audit a policy. POLICY is a finite-policy JSON spec (or a bundled spec such as "
-        "seed001-counterexample), a registered name (see `dpaudit list`), or a plug-in "
-        "path/to/file.py:ClassName or package.module:ClassName.",
+        "seed001-counterexample, the T = 3 counterexample of Azize & Basu 2023a, Prop. 1(e)), a registered name "
+        "(see `dpaudit list`), or a plug-in path/to/file.py:ClassName or package.module:ClassName.",
     )
     c.add_argument("policy", metavar="POLICY")
     c.add_argument("--protocol", choices=["table", "view", "interactive", "local", "joint", "shuffle"], default="table",
-                   help="privacy definition (seed 001 Sec. III; local: seed 003's per-user LDP; joint and shuffle: "
-                        "seed 000 / seed 002; default: table)")
+                   help="privacy definition (table, view, interactive: Azize & Basu 2023a, Sec. III; local: per-user "
+                        "LDP as in Zheng et al. 2020 and Duchi, Jordan & Wainwright 2013; joint: anticipating joint DP "
+                        "as in Shariff & Sheffet 2018 and Vietri et al. 2020; shuffle: Sarmasarkar 2026; "
+                        "default: table)")
     c.add_argument("--epsilon", type=float, default=None, help="finite specs: evaluate delta(epsilon) here (default 1)")
     c.add_argument("--delta", type=float, default=1e-5, help="report the smallest epsilon at this delta (default 1e-5)")
     c.add_argument("--alpha", type=float, default=None, help="finite specs: Rényi order to report (default 2; 'inf' allowed)")
@@ -434,10 +436,10 @@ def check_finite_joint(args: argparse.Namespace) -> int:
     if a.claim is not None:
         print(f"claim     {a.claim_method}: eps = {a.epsilon_claimed:.6g} at delta = {a.delta:g}")
     print()
-    print(f"{'':<24} {'history (seed 000)':>18} {'user data':>12} {'central a_t..a_T':>17}")
+    print(f"{'':<24} {'history (anticipating JDP)':>26} {'user data':>12} {'central a_t..a_T':>17}")
     for label, key in ((f"delta(eps = {args.epsilon:g})", "delta_at_epsilon"), (f"eps(delta = {args.delta:g})", "epsilon"),
                        (f"D_alpha(alpha = {args.alpha:g})", "renyi")):
-        print(f"{label:<24} {_fmt(ex['history'][key]):>18} {_fmt(ex['data'][key]):>12} {_fmt(ex['central'][key]):>17}")
+        print(f"{label:<24} {_fmt(ex['history'][key]):>26} {_fmt(ex['data'][key]):>12} {_fmt(ex['central'][key]):>17}")
     w = ex["history"]["witness_epsilon"]
     if w:
         print(f"witness   round {w['round']}: {tuple(w['canary'])} vs {tuple(w['neighbour'])}; history before it "

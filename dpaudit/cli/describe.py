@@ -1,5 +1,5 @@
 """``dpaudit describe POLICY [--json]``: a policy's parameters with their defaults, its claim, and the
-seed and algorithm it follows (the work is in :func:`dpaudit.api.describe`)."""
+paper and algorithm it follows, with full references (the work is in :func:`dpaudit.api.describe`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ __all__ = ["register_cli"]
 def register_cli(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("describe", help="a policy's parameters, defaults, claim and the paper it follows",
                        description="Describe a policy: its constructor parameters with their types and defaults "
-                       "(what --param accepts), its claim at the defaults, and the seed paper, algorithm and "
-                       "equations its docstring names.")
+                       "(what --param accepts), its claim at the defaults, and the paper (authors, year), algorithm and "
+                       "equations its docstring names, with the papers' full references (authors, title, year).")
     p.add_argument("policy", metavar="POLICY",
                    help="a registered name (see `dpaudit list`), path/to/file.py:ClassName or package.module:ClassName")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -31,8 +31,10 @@ def _run(args: argparse.Namespace) -> int:
     if d["registered_as"]:
         print(f"registered  {d['registered_as']} (family {d['family']}{', mutant' if d['mutant'] else ''})")
     print(f"summary     {d['summary']}")
-    for i, src in enumerate(d["follows"] or ["(the docstring names no seed paper or algorithm)"]):
+    for i, src in enumerate(d["follows"] or ["(the docstring names no paper or algorithm)"]):
         print(f"{'follows' if i == 0 else '':<11} {src}")
+    for i, ref in enumerate(d["papers"]):
+        print(f"{'papers' if i == 0 else '':<11} {ref}")
     print(f"claim       {d['claim'] or 'none'}" + (f"  ({d['claim_note']})" if d["claim_note"] else ""))
     print(f"ledger      {'yes (dpaudit mechanisms: gray-box and black-box attacks)' if d['has_ledger'] else 'no (black-box attack only)'}")
     print("parameters  (--param NAME=VALUE)")

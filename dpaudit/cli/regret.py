@@ -31,7 +31,8 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--env", default=None,
                    help="environment name (default by family: bernoulli for ucb, linear for gope, contextual-linear for oful)")
     p.add_argument("--env-param", action="append", metavar="KEY=VALUE",
-                   help="environment parameter, e.g. means=0.9,0.5 (default: seed 001's five Bernoulli arms)")
+                   help="environment parameter, e.g. means=0.9,0.5 (default: the five Bernoulli arms of Azize & Basu "
+                        "2023a, Sec. VII-A)")
     p.add_argument("--horizon", type=int, required=True, metavar="T")
     p.add_argument("--runs", type=int, default=100, metavar="N")
     p.add_argument("--seed", type=int, default=0)
@@ -47,7 +48,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 DEFAULT_ENVS = {
     "gope": ("linear", {"noise": "bernoulli"}),
     "oful": ("contextual-linear", {"noise": "bernoulli", "normalize": True}),
-    "glm": ("glm", {}),  # seed 002's synthetic GLM bandit (K = 20, d = 5, logistic)
+    "glm": ("glm", {}),  # Sarmasarkar 2026 (seed 002): the synthetic GLM bandit (K = 20, d = 5, logistic)
 }
 
 

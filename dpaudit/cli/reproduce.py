@@ -1,4 +1,4 @@
-"""``dpaudit reproduce NAME``: re-derive a seed paper's numbers (the reproductions are in :mod:`dpaudit.reproduce`)."""
+"""``dpaudit reproduce NAME``: re-derive a source paper's numbers (the reproductions are in :mod:`dpaudit.reproduce`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ __all__ = ["register_cli"]
 
 
 def register_cli(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("reproduce", help="reproduce a seed paper's result",
-                       description="Reproduce a seed paper's result. Experiments: "
+    p = sub.add_parser("reproduce", help="reproduce a result of one of the papers dpaudit implements",
+                       description="Reproduce a result of one of the papers dpaudit implements. Experiments: "
                        + "; ".join(f"{k}: {v[1]}" for k, v in EXPERIMENTS.items()))
     p.add_argument("experiment", metavar="EXPERIMENT", help=f"one of: {', '.join(EXPERIMENTS)}")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")

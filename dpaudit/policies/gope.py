@@ -334,7 +334,7 @@ class _GOPEBase(Policy):
             if np.any(norms > self.feature_bound * (1 + _FEATURE_TOL)):
                 raise DPAuditError(
                     f"{who} got an action of norm {norms.max():g}, above feature_bound={self.feature_bound:g} "
-                    "(seed 001 Assumption 1); rescale the actions or raise feature_bound."
+                    "(Azize & Basu 2023a, Assumption 1); rescale the actions or raise feature_bound."
                 )
         return arr
 

@@ -218,7 +218,9 @@ class LDPUCB(OnePointUCB):
         super().__init__(n_arms)
         self.epsilon, self.delta = _check_eps_delta(epsilon, delta)
         if calibration not in ("seed003", "seed000"):
-            raise DPAuditError(f"calibration must be 'seed003' (Alg. 1) or 'seed000' (Def. 'Gaussian channel'), "
+            raise DPAuditError(f"calibration must be 'seed003' (Zheng et al. 2020, Alg. 1) or 'seed000' (the Gaussian channel "
+                               "calibration sigma = 2 sqrt(log(1.25/delta))/eps of the interactive joint/local DP "
+                               f"definitions), "
                                f"got {calibration!r}.")
         self.calibration = calibration
         self._chan = self._make_channel()
@@ -398,7 +400,7 @@ class LinUCB(LDPPolicy):
         if X.ndim != 3 or X.shape[1:] != (self.n_arms, self.dim):
             raise DPAuditError(f"{self.name} expects features of shape (n_runs, {self.n_arms}, {self.dim}), got {X.shape}.")
         if np.linalg.norm(X, axis=2).max() > 1 + 1e-9:
-            raise DPAuditError(f"{self.name}: a feature vector has norm above 1; seed 003 assumes the unit ball.")
+            raise DPAuditError(f"{self.name}: a feature vector has norm above 1; Zheng et al. (2020) assume the unit ball.")
         M = self.V + self._ridge(t) * np.eye(self.dim)
         Minv = np.linalg.inv(M)
         theta = np.einsum("nij,nj->ni", Minv, self.u)
@@ -420,7 +422,7 @@ class LinUCB(LDPPolicy):
         d = self.dim
         M = msg[:, : d * d].reshape(-1, d, d)
         if not np.array_equal(M, np.swapaxes(M, 1, 2)):
-            raise DPAuditError(f"user {t}'s matrix message x x^T + B_t is not symmetric, but seed 003 Alg. 5 assumes "
+            raise DPAuditError(f"user {t}'s matrix message x x^T + B_t is not symmetric, but Zheng et al. (2020), Alg. 5, assume "
                                "B(j, i) = B(i, j); it is refused.")
         self.V += M
         self.u += msg[:, d * d:]

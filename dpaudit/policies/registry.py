@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, get_type_hints
 
 from dpaudit.errors import DPAuditError
+from dpaudit.papers import cite
 from dpaudit.sandbox import guard, is_plugin_spec, wrap_plugin
 
 __all__ = [
@@ -36,6 +37,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PolicyEntry:
+    """A registered policy. ``summary`` is its docstring's first line with papers named by authors and
+    year (:func:`dpaudit.papers.cite`): ``dpaudit list`` shows it."""
+
     name: str
     cls: type
     family: str
@@ -53,7 +57,7 @@ def register(name: str, *, family: str, mutant: bool = False) -> Callable[[type]
         if name in _REGISTRY and _REGISTRY[name].cls is not cls:
             raise RuntimeError(f"policy name {name!r} is registered twice")
         doc = (cls.__doc__ or "").strip().splitlines()
-        _REGISTRY[name] = PolicyEntry(name, cls, family, doc[0] if doc else "", mutant)
+        _REGISTRY[name] = PolicyEntry(name, cls, family, cite(doc[0]) if doc else "", mutant)
         cls.name = name
         return cls
 

@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.papers import PAPERS
+
 __all__ = ["ldp_bandits", "MEANS", "EPSILONS"]
 
 MEANS = (0.75, 0.625, 0.5, 0.375, 0.25)
@@ -154,7 +156,8 @@ def ldp_bandits(args: argparse.Namespace) -> int:
             rows.append({**run_bco(box, {"d": 2, "epsilon": eps, "delta": DELTA}, horizons, r3, seed),
                          "family": box, "epsilon": eps})
     bar.close()
-    out = {"experiment": "ldp-bandits", "means": MEANS, "delta": DELTA, "horizon": horizon, "runs": runs, "seed": seed,
+    out = {"experiment": "ldp-bandits", "paper": PAPERS["003"].narrative, "reference": PAPERS["003"].reference,
+           "means": MEANS, "delta": DELTA, "horizon": horizon, "runs": runs, "seed": seed,
            "command": f"dpaudit reproduce ldp-bandits --seed {seed}" + (" --quick" if quick else ""), "rows": rows,
            "seconds": time.perf_counter() - t0}
     folder = Path(getattr(args, "out", "reports"))
@@ -178,7 +181,8 @@ def _label(r: dict[str, Any]) -> str:
 
 
 def _table(out: dict[str, Any]) -> str:
-    lines = ["# Seed 003: regret of LDP bandits against T", "",
+    lines = [f"# {out['paper']}: regret of LDP bandits against T", "",
+             f"Reference: {out['reference']}", "",
              f"`{out['command']}` (delta = {out['delta']:g}, mean regret +- 95% half-width; {out['seconds']:.0f} s on a "
              "2-core machine shared with other jobs).", ""]
     panels = [("MAB: Bernoulli " + ", ".join(map(str, out["means"])) + f", {out['runs']} runs",

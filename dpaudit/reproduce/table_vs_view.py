@@ -1,5 +1,8 @@
 """Seed 001 Prop. 1(e) (App. B): the T = 3, K = 2 policy that is View DP but not Table DP, audited exactly.
 
+Seed 001 is Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits" (:mod:`dpaudit.papers`);
+the output names the paper that way.
+
 ``dpaudit reproduce table-vs-view`` prints the paper's statement beside dpaudit's exact numbers
 (:func:`dpaudit.attacks.exact.exact_profile` under View, Table and Interactive DP).
 """
@@ -18,6 +21,7 @@ def table_vs_view(args: argparse.Namespace) -> int:
 
     from dpaudit.attacks.exact import exact_profile
     from dpaudit.attacks.result import jsonable
+    from dpaudit.papers import PAPERS
     from dpaudit.policies.finite import bundled_spec
 
     eps1, delta1 = 0.95, 0.17
@@ -36,12 +40,15 @@ def table_vs_view(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(jsonable({
             "experiment": "table-vs-view",
+            "paper": f"{PAPERS['001'].narrative}, Prop. 1(e) (App. B)",
+            "reference": PAPERS["001"].reference,
             "rows": [{"quantity": q, "paper": p, "dpaudit": v} for q, p, v in rows],
             "reproduced": bool(view_ok and eps_ok),
             "witnesses": {p: prof[p].witnesses["delta"][0].to_dict() for p in prof},
         }), indent=2))
         return 0 if view_ok and eps_ok else 1
-    print("Seed 001 (Azize & Basu), Prop. 1(e): the T = 3, K = 2 policy of App. B, audited exactly")
+    print(f"{PAPERS['001'].narrative}, Prop. 1(e): the T = 3, K = 2 policy of App. B, audited exactly")
+    print(f"Reference: {PAPERS['001'].reference}")
     print()
     print(f"{'quantity':<34} {'paper':>12} {'dpaudit (exact)':>16}")
     print("-" * 64)

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.errors import DPAuditError
+from dpaudit.papers import PAPERS
 
 __all__ = ["zcdp_bandits", "run_panel"]
 
@@ -171,7 +172,7 @@ def _settings(quick: bool) -> list[dict[str, Any]]:
              private="adac-ucb", private_params={"n_arms": 5, "beta": 1.0}, twin="ucb-episodes",
              twin_params={"n_arms": 5, "beta": 1.0}, horizon=ucb_T, horizons=ucb_Ts, rhos=rhos,
              pop_rhos=[0.1, 0.5, 1.0], runs=runs,
-             notes=["beta = 1 as in seed 001 Sec. VII-A; its regret theorem (Thm 10) needs beta > 3, "
+             notes=["beta = 1 as in Azize & Basu (2023a), Sec. VII-A; its regret theorem (Thm 10) needs beta > 3, "
                     "so these runs are outside the bound's assumptions"]),
         dict(key="gope", title="(b) linear bandits", env_factory=lambda: make_environment(
                  "linear", n_arms=10, dim=3, noise="bernoulli"),
@@ -179,7 +180,7 @@ def _settings(quick: bool) -> list[dict[str, Any]]:
              twin_params={"n_arms": 10, "dim": 3, "delta": 0.001}, horizon=gope_T, horizons=gope_Ts, rhos=rhos,
              pop_rhos=[0.01, 0.1, 1.0], runs=runs,
              notes=["rewards in {-1, +1} with mean <theta*, a> instead of the paper's N(0, 1) noise: the private "
-                    "policy's sensitivity needs |r| <= 1 (seed 001 Assumption 1)"]),
+                    "policy's sensitivity needs |r| <= 1 (Azize & Basu 2023a, Assumption 1)"]),
         dict(key="oful", title="(c) contextual linear bandits", env_factory=lambda: make_environment(
                  "contextual-linear", n_arms=10, dim=3, noise="bernoulli", normalize=True),
              private="adac-oful", private_params={"n_arms": 10, "dim": 3, "lam": 0.1, "C": 1.0, "delta": 0.001},
@@ -187,7 +188,7 @@ def _settings(quick: bool) -> list[dict[str, Any]]:
              horizon=oful_T, horizons=oful_Ts, rhos=oful_rhos, pop_rhos=[r for r in (0.1, 0.5, 1.0) if r in oful_rhos],
              runs=oful_runs,
              notes=["rewards in {-1, +1} instead of N(0, 1) noise and contexts rescaled to norm <= 1: the private "
-                    "policy's sensitivity needs |r| <= 1 and ||a|| <= 1 (seed 001 Assumption 1)",
+                    "policy's sensitivity needs |r| <= 1 and ||a|| <= 1 (Azize & Basu 2023a, Assumption 1)",
                     *(["quick mode: 10 runs"] if quick else [])]),
     ]
 
@@ -242,7 +243,8 @@ def zcdp_bandits(args: argparse.Namespace) -> int:
         panels.append(panel)
     bar.close()
     missing = sorted({m for p in panels for m in p.get("missing", [])})
-    result = {"experiment": "zcdp-bandits", "paper": "seed 001 Fig. 4 (a)-(c)", "quick": quick, "seed": seed,
+    result = {"experiment": "zcdp-bandits", "paper": f"{PAPERS['001'].narrative}, Fig. 4 (a)-(c)",
+              "reference": PAPERS["001"].reference, "quick": quick, "seed": seed,
               "seconds": time.perf_counter() - t0, "missing_policies": missing, "panels": panels}
     (out / "zcdp_bandits.json").write_text(json.dumps(result, indent=2))
     text = _markdown(result)
@@ -258,6 +260,7 @@ def zcdp_bandits(args: argparse.Namespace) -> int:
 
 def _markdown(result: dict[str, Any]) -> str:
     lines = [f"# {result['paper']}: the price of rho-zCDP" + (" (quick mode)" if result["quick"] else ""), "",
+             f"Reference: {result['reference']}", "",
              f"seed {result['seed']}, {result['seconds']:.1f} s. Each private policy and its non-private twin run "
              "from the same seed; intervals are 95% normal intervals of the mean paired difference over runs.", ""]
     if result["missing_policies"]:

@@ -297,7 +297,8 @@ def audit_finite(ctx: Context) -> None:
                       "protocol_summary": ("input: per round a context label and per-arm rewards; view: a_{t+1}..a_T; "
                                            "neighbours: round t's (context, action, reward) changed, the history "
                                            "before t and every future context and reward fixed by the adversary "
-                                           "(seed 000, anticipating JDP)")})
+                                           "(anticipating joint DP, as in Shariff & Sheffet 2018 and Vietri et al. "
+                                           "2020)")})
     ctx.confidence = 1.0
     ctx.notes += [f"exact enumeration ({prof.seconds:.3g} s): every canary round, every history before it the policy "
                   "can produce, every pair of round-t triples (context, action, reward), every future of contexts and "
@@ -305,8 +306,9 @@ def audit_finite(ctx: Context) -> None:
                   f"user-data neighbours (a_t drawn by the policy): eps = {_f(exact['data']['epsilon'])} at delta = "
                   f"{ctx.delta:g}; the central view a_t..a_T (not promised by joint DP): eps = "
                   f"{_f(exact['central']['epsilon'])}."]
-    ctx.exact.append(Exact("joint enumeration", eps_h, f"exact eps at delta = {ctx.delta:g} (seed 000's anticipating "
-                                                         "JDP, enumerated)", claim is not None,
+    ctx.exact.append(Exact("joint enumeration", eps_h, f"exact eps at delta = {ctx.delta:g} (anticipating joint DP "
+                                                         "as in Shariff & Sheffet 2018 and Vietri et al. 2020, "
+                                                         "enumerated)", claim is not None,
                            {"label": _witness_label(w), **(w or {})},
                            {"renyi": {"orders": [float(alpha)], "value": [exact["history"]["renyi"]]},
                             "delta_at_epsilon": {"epsilon": float(epsilon),
