@@ -207,7 +207,8 @@ SEPARATED = 5.0
 def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizon: int, seed: np.random.SeedSequence,
                     reward_range: tuple[float, float], alphabet: Sequence[float] | None = None, *,
                     grid: int = 32, levels: int = 4, scan_rounds: int = 16, keep: int = 4,
-                    max_horizon: int | None = None, cells: int = PILOT_CELLS) -> ThresholdSearch:
+                    max_horizon: int | None = None, cells: int = PILOT_CELLS,
+                    engine: Engine = SERIAL) -> ThresholdSearch:
     """Backgrounds that put the policy's decision at its threshold, searched as a black-box optimisation.
 
     Family: per-arm constant means, the special arm 0 at m + g/2 and every other arm at m - g/2 (arm 0
@@ -225,61 +226,32 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
     past its first difference, is returned. The ``keep`` best-separated pairs (and the old rounds-0/1
     pairs of the bracketing gaps) are the candidates; ranking on small samples, then fresh samples,
     decide (:func:`search`), so the pilot's choices cost no validity. Only Table and Interactive DP
-    inputs have arms; every pilot batch stays within ``cells`` run-rounds.
+    inputs have arms; every pilot batch stays within ``cells`` run-rounds. The two orientations run as
+    two tasks on ``engine`` (each from its own seed, so the result does not depend on the engine).
     """
     if isinstance(protocol, ViewDP):
         return ThresholdSearch([], horizon, {"skipped": "View DP inputs have no per-arm means"})
     lo, hi = input_range(reward_range, alphabet)
-    mid, span = 0.5 * (lo + hi), hi - lo
     cap = min(HORIZON_CAP, 8 * horizon if max_horizon is None else max_horizon)
-    rng = np.random.default_rng(seed)
     T = horizon
     tried: list[dict[str, Any]] = []
     fallback: list[PairSpec] = []
-    while True:
+    for s_T in _seed_stream(seed):
         policy = policy_for(T)
-        K = int(policy.n_arms)
         n_per = int(min(32, cells // max(1, grid * T)))
         if n_per < 4:
             tried.append({"horizon": T, "skipped": "the pilot budget"})
             break
-        scored: list[tuple[float, int | None, PairSpec]] = []
+        # the two orientations are independent: one task each on the engine
+        tasks = [(policy, protocol, orient, T, (lo, hi), alphabet, grid, levels, scan_rounds, n_per, cells, ss)
+                 for orient, ss in zip(("better", "worse"), s_T.spawn(2))]
         row: dict[str, Any] = {"horizon": T, "runs_per_gap": n_per}
-        for orient in ("better", "worse"):
-            def means_of(g: float) -> list[float]:
-                sign = 1.0 if orient == "better" else -1.0
-                return [mid + sign * g / 2] + [mid - sign * g / 2] * (K - 1)
-
-            a, b, best_jump = 0.0, span, 0.0
-            for _ in range(levels):
-                gaps = np.linspace(a, b, grid)
-                tables = np.stack([background_table(means_of(g), T, (lo, hi), alphabet) for g in gaps])
-                v = run_tables(policy, protocol, tables, n_per, rng)
-                share = (v == 0).mean(axis=(1, 2))
-                jumps = np.abs(np.diff(share))
-                i = int(np.argmax(jumps))
-                if jumps[i] == 0:
-                    break
-                best_jump = float(jumps[i])
-                a, b = float(gaps[i]), float(gaps[i + 1])
-            row[orient] = {"gap_interval": [a, b], "share_jump": best_jump}
-            if best_jump == 0:
-                continue
-            rounds = sorted({0, 1, *np.linspace(0, T - 2, scan_rounds).astype(int).tolist()})
-            rounds = [j for j in rounds if 0 <= j < T - 1]
-            specs = [PairSpec(int(j), "means", "none", tuple(float(x) for x in means_of(g))) for g in (a, b)
-                     for j in rounds]
+        scored: list[tuple[float, int | None, PairSpec]] = []
+        for orient, (info, found) in zip(("better", "worse"), engine.map(_threshold_orientation, tasks)):
+            row[orient] = info
+            scored += found
             if T == horizon:
-                fallback += [sp for sp in specs if sp.round in (0, 1)]
-            n_scan = int(min(32, cells // max(1, 2 * len(specs) * T)))
-            if n_scan < 4:
-                continue
-            pairs = [make_pair(sp, protocol, K, T, (lo, hi), alphabet) for sp in specs]
-            v = run_tables(policy, protocol, np.stack([d for p in pairs for d in (p.d0, p.d1)]), n_scan, rng)
-            for i, sp in enumerate(specs):
-                z, first = _separation(v[2 * i], v[2 * i + 1], K)
-                scored.append((z, first, sp))
-            row[orient]["best_separation"] = max((z for z, _, _ in scored), default=0.0)
+                fallback += [sp for _, _, sp in found if sp.round in (0, 1)]
         tried.append(row)
         scored.sort(key=lambda x: -x[0])
         separated = [x for x in scored if x[0] >= SEPARATED and x[1] is not None]
@@ -288,8 +260,6 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
             new_T = horizon
             if separated and T > horizon:
                 new_T = min(T, max(horizon, max(f for _, f, _ in chosen) + 1 + DEFAULT_TAIL))
-            elif separated:
-                new_T = horizon
             specs = [sp for _, _, sp in chosen] + [sp for sp in fallback if sp not in [c[2] for c in chosen]]
             if new_T != horizon:
                 specs = [sp for _, _, sp in chosen]  # the fallback's rounds were sized for the old horizon
@@ -302,6 +272,60 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
         T *= 2
     return ThresholdSearch([sp for sp in fallback if sp.round < horizon - 1], horizon,
                            {"tried": tried, "separated": False, "horizon": horizon})
+
+
+def _seed_stream(seed: np.random.SeedSequence):
+    """One child seed per horizon tried, in order."""
+    while True:
+        yield seed.spawn(1)[0]
+
+
+def _threshold_orientation(policy: Any, protocol: Protocol, orient: str, T: int, bounds: tuple[float, float],
+                           alphabet: Sequence[float] | None, grid: int, levels: int, scan_rounds: int, n_per: int,
+                           cells: int, seed: np.random.SeedSequence
+                           ) -> tuple[dict[str, Any], list[tuple[float, int | None, PairSpec]]]:
+    """One orientation of :func:`threshold_pairs` at horizon ``T`` (a task on the engine): the bisection
+    on the gap, then the canary-round scan at the two bracketing gaps. Returns what it found (the gap
+    interval, the share jump, the best separation) and the scanned pairs with their scores; when no gap
+    changes the actions, no pairs."""
+    lo, hi = bounds
+    mid, span = 0.5 * (lo + hi), hi - lo
+    K = int(policy.n_arms)
+    rng = np.random.default_rng(seed)
+    sign = 1.0 if orient == "better" else -1.0
+
+    def means_of(g: float) -> list[float]:
+        return [mid + sign * g / 2] + [mid - sign * g / 2] * (K - 1)
+
+    a, b, best_jump = 0.0, span, 0.0
+    for _ in range(levels):
+        gaps = np.linspace(a, b, grid)
+        tables = np.stack([background_table(means_of(g), T, (lo, hi), alphabet) for g in gaps])
+        v = run_tables(policy, protocol, tables, n_per, rng)
+        share = (v == 0).mean(axis=(1, 2))
+        jumps = np.abs(np.diff(share))
+        i = int(np.argmax(jumps))
+        if jumps[i] == 0:
+            break
+        best_jump = float(jumps[i])
+        a, b = float(gaps[i]), float(gaps[i + 1])
+    info: dict[str, Any] = {"gap_interval": [a, b], "share_jump": best_jump}
+    if best_jump == 0:
+        return info, []
+    rounds = sorted({0, 1, *np.linspace(0, T - 2, scan_rounds).astype(int).tolist()})
+    rounds = [j for j in rounds if 0 <= j < T - 1]
+    specs = [PairSpec(int(j), "means", "none", tuple(float(x) for x in means_of(g))) for g in (a, b) for j in rounds]
+    n_scan = int(min(32, cells // max(1, 2 * len(specs) * T)))
+    if n_scan < 4:
+        return info, [(0.0, None, sp) for sp in specs if sp.round in (0, 1)]
+    pairs = [make_pair(sp, protocol, K, T, (lo, hi), alphabet) for sp in specs]
+    v = run_tables(policy, protocol, np.stack([d for p in pairs for d in (p.d0, p.d1)]), n_scan, rng)
+    scored = []
+    for i, sp in enumerate(specs):
+        z, first = _separation(v[2 * i], v[2 * i + 1], K)
+        scored.append((z, first, sp))
+    info["best_separation"] = max(z for z, _, _ in scored)
+    return info, scored
 
 
 @dataclass

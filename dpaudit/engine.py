@@ -342,11 +342,20 @@ class Checkpoint:
             raise
 
     def path(self, call: int, fn: Callable[..., Any], i: int, args: tuple) -> Path:
-        try:
-            buf = io.BytesIO()
-            _InputsPickler(buf, protocol=4).dump(args)
-            blob = buf.getvalue()
-        except Exception:
+        blob = None
+        # without the memo first: a memo reference depends on which equal objects are the same object (a
+        # string read back from the checkpoint is not the interned literal a fresh run has)
+        for fast in (True, False):
+            try:
+                buf = io.BytesIO()
+                pickler = _InputsPickler(buf, protocol=4)
+                pickler.fast = fast
+                pickler.dump(args)
+                blob = buf.getvalue()
+                break
+            except Exception:  # a self-referential input needs the memo
+                continue
+        if blob is None:
             blob = repr(args).encode()
         name = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', 'task')}"
         return self.dir / f"{call:03d}-{i:05d}-{_digest(name.encode() + b'|' + blob)[:24]}.pkl"

@@ -174,8 +174,13 @@ def audit(ctx: Context) -> None:
         # backgrounds at the policy's decision threshold, in both orientations, with the canary's round
         # searched, and the horizon extended until a pair's two sides act differently (attacks.neighbours)
         ctx.stage = "threshold search"
+        pilot_engine = ctx.engine
+        try:
+            pilot_engine.check_picklable(build(horizon), proto)
+        except DPAuditError:
+            pilot_engine = pilot_engine.serial()
         threshold = threshold_pairs(build, proto, horizon, s_threshold, rr, alphabet, cells=cells,
-                                    max_horizon=None if r.horizon is None else horizon)
+                                    max_horizon=None if r.horizon is None else horizon, engine=pilot_engine)
         ctx.extra["threshold_search"] = threshold.info
         if threshold.horizon != horizon:
             notes.append(f"horizon T = {threshold.horizon}: the threshold search found pairs whose two sides act "
