@@ -28,8 +28,8 @@ Suites (one protocol each; settings smaller than the CLI defaults so that 50 see
 
 Audits run two at a time (one process each: the findings do not depend on it).
 
-Run:  python benchmarks/controls.py --suite ucb [--seeds 50] [--only LABEL ...]
-      (writes controls-<suite>.md and controls-<suite>.json here)
+Run:  python benchmarks/controls.py --suite ucb [--seeds 50] [--only LABEL ...] [--runs N] [--out STEM]
+      (writes controls-<suite>.md and controls-<suite>.json here, or STEM.md / STEM.json)
 """
 
 from __future__ import annotations
@@ -139,18 +139,20 @@ def _flagged_by(out: dict) -> str:
     return str(w.get("attack", "-"))
 
 
-def run(suite: str, seeds: int, only: list[str] | None) -> dict:
+def run(suite: str, seeds: int, only: list[str] | None, runs: int | None = None) -> dict:
     from dpaudit.accountants import gaussian_epsilon
     from dpaudit.attacks.bounds import cp_upper
 
     protocol, base, cases = SUITES[suite]
+    if runs is not None:
+        base = {**base, "runs": runs}
     res: dict = {"suite": suite, "protocol": protocol, "settings": base, "seeds": seeds, "rows": []}
     with ProcessPoolExecutor(max_workers=min(2, len(os.sched_getaffinity(0)))) as pool:
         for label, policy, params, correct, over in cases:
             if only and label not in only:
                 continue
             n = over.get("seeds", seeds)
-            settings = {**base, **{k: v for k, v in over.items() if k != "seeds"}}
+            settings = {**base, **{k: v for k, v in over.items() if k != "seeds" and not (k == "runs" and runs)}}
             t0 = time.perf_counter()
             outs = list(pool.map(_audit, [policy] * n, [params] * n, [protocol] * n, [settings] * n, range(n)))
             wall = (time.perf_counter() - t0) / n
@@ -217,10 +219,12 @@ def main() -> None:
     ap.add_argument("--suite", choices=sorted(SUITES), default="ucb")
     ap.add_argument("--seeds", type=int, default=50)
     ap.add_argument("--only", action="append", default=None, metavar="LABEL", help="only this case (repeatable)")
+    ap.add_argument("--runs", type=int, default=None, help="fresh runs per side for every case (default: the suite's)")
+    ap.add_argument("--out", default=None, help="file stem of the tables (default controls-SUITE, -only with --only)")
     args = ap.parse_args()
-    res = run(args.suite, args.seeds, args.only)
+    res = run(args.suite, args.seeds, args.only, args.runs)
     command = " ".join(["python benchmarks/controls.py"] + sys.argv[1:])
-    stem = f"controls-{args.suite}" + ("-only" if args.only else "")
+    stem = args.out or (f"controls-{args.suite}" + ("-only" if args.only else ""))
     (HERE / f"{stem}.json").write_text(json.dumps({**res, "command": command}, indent=1, default=str))
     (HERE / f"{stem}.md").write_text(markdown(res, command))
 
