@@ -1558,7 +1558,7 @@ def _factories_of(cls: Any) -> list[str]:
 
 
 class LocalPerRun(PerRun):
-    """A one-run local-DP class as a local-DP plug-in (README, "Local DP"): ``PerRun(cls, kwargs,
+    """A one-run local-DP class as a local-DP plug-in (docs/local-dp.md): ``PerRun(cls, kwargs,
     claim, randomizer="privatize", domain=(0, 1))``.
 
     ``randomizer`` names the class's method that takes one user's datum and returns the message she

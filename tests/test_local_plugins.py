@@ -1,4 +1,4 @@
-"""The local plug-in contract (README, "Local DP"): every malformed member gets one sentence naming it.
+"""The local plug-in contract (docs/local-dp.md): every malformed member gets one sentence naming it.
 
 Each class below is a realistic mistake in a local-DP plug-in, built on a correct randomised-response
 plug-in (:class:`RR`). Under ``--protocol local`` each must be refused with one :class:`DPAuditError`

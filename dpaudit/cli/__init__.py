@@ -4,7 +4,7 @@ One module per command in this package (argument parsing and printing only; the 
 library modules), each registering itself through ``register_cli(subparsers)`` (add it to
 ``COMMAND_MODULES``); a registered command sets ``func`` to a callable ``args -> exit status``.
 
-Exit statuses (README, "Exit statuses"): 0 the command succeeded (``check``: consistent); 1 a
+Exit statuses (docs/reference.md, "Reliability"): 0 the command succeeded (``check``: consistent); 1 a
 finding (``check``: violation); 3 ``check``: inconclusive (the audit had no power); 2 bad input,
 printed as one sentence (a :class:`DPAuditError`, including every failure of plug-in code;
 ``--debug`` adds the traceback); 70 an internal error (a dpaudit bug: one sentence, the traceback

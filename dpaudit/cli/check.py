@@ -306,7 +306,8 @@ def print_findings(a: Any) -> None:
     pw = a.power
     if pw is not None:
         print(f"power       {pw.pairs_tried} pairs tried; with {pw.fresh_runs_per_side} fresh runs per side the "
-              f"black-box attack can show eps from {pw.smallest_detectable:.3g} up to {pw.largest_bound:.3g}")
+              f"black-box attack can show eps from {pw.smallest_detectable:.3g} up to {pw.largest_bound:.3g}"
+              + (f"; it stopped after {pw.fresh_runs_used}, its answer settled" if pw.fresh_runs_used else ""))
     if a.verdict == "interrupted" and a.extra.get("search"):
         print(f"search      {len(a.extra['search'])} candidate pairs ranked before the interruption")
     w = a.witness

@@ -4,7 +4,7 @@ The server observes only the channel's message o_t = channel(z_t); the adversary
 whole transcript (every message and action); neighbours differ in one user's data, changed to any
 value of its domain. A local-DP plug-in exposes its channel (``channel(z_batch, rng)``, ``domain``
 or ``domain_pairs()``, optionally ``channel_table()``) and its transcript (``keep_transcript``,
-``transcript()``); see the README, "Local DP". :func:`check_local_plugin` checks that contract with
+``transcript()``); see docs/local-dp.md. :func:`check_local_plugin` checks that contract with
 a few cheap probes before an audit relies on it: a malformed member is refused with one sentence
 naming it, never a traceback from numpy and never a silent pass.
 """
@@ -359,7 +359,7 @@ def _probe_transcript(p: _Probe, fn: Any, *, continuous: bool, horizon: int, dat
 
 def check_local_plugin(policy: Any, *, horizon: int | None = None, rng_seed: int = 0, rewards: Any = None,
                        name: Any = None) -> LocalPluginInfo:
-    """Check everything ``--protocol local`` will use of ``policy`` (README, "Local DP", the plug-in contract)
+    """Check everything ``--protocol local`` will use of ``policy`` (docs/local-dp.md, the plug-in contract)
     with cheap probes: a malformed member is refused with one :class:`DPAuditError` sentence naming it.
 
     * ``channel`` callable (else the policy "exposes no channel", as a non-private twin whose
@@ -386,7 +386,7 @@ def check_local_plugin(policy: Any, *, horizon: int | None = None, rng_seed: int
     if p.get("local_channel", True) is None or not callable(chan):  # dpaudit's non-private twins: no local_channel
         raise DPAuditError(
             f"{p.who} exposes no channel, so --protocol local cannot query what a user sends: a local-DP plug-in "
-            "must give channel(z_batch, rng) -> messages and its data domain (see the README, 'Local DP')."
+            "must give channel(z_batch, rng) -> messages and its data domain (see docs/local-dp.md in dpaudit's repository)."
         )
     T = 8 if horizon is None else int(horizon)
     if T < 2:
