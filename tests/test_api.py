@@ -146,7 +146,7 @@ def test_describe_names_parameters_claim_and_source(capsys):
     assert any("Azize & Basu (2023a)" in s and "Alg. 4" in s for s in d["follows"]) and d["has_ledger"]
     assert d["papers"] == ['Azize & Basu (2023a). "Concentrated Differential Privacy for Bandits". arXiv:2309.00557.']
     assert main(["describe", "adac-ucb", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(d))
+    assert json.loads(capsys.readouterr().out) == {"format": "dpaudit.describe/1", **json.loads(json.dumps(d))}
     assert main(["describe", "adar-gope"]) == 0
     text = capsys.readouterr().out
     assert "alpha" in text and "Azize & Basu (2023b)" in text and "Rényi Differentially Private Bandits" in text

@@ -36,6 +36,25 @@ COMMAND_MODULES = [
 ]
 
 
+#: what ``dpaudit --help`` says of the exit statuses (the module docstring has the details)
+EXIT_STATUSES = """exit statuses:
+  0    the command succeeded (check: consistent)
+  1    check: violation (a lower bound, or an exact figure, exceeds the claim)
+  2    bad input, printed as one sentence (plug-in failures included; --debug adds the traceback)
+  3    check: inconclusive (the audit had no power)
+  70   an internal error (a dpaudit bug; --debug prints the traceback)
+  130  stopped by Ctrl-C (143 SIGTERM, 129 SIGHUP): what had finished is printed (and reported)
+"""
+
+
+def print_json(obj: dict, fmt: str, **dumps: object) -> None:
+    """Print one command's ``--json`` object with its format name and version first
+    (``"dpaudit.describe/1"``): a script can check what it reads."""
+    import json
+
+    print(json.dumps({"format": fmt, **{k: v for k, v in obj.items() if k != "format"}}, **dumps))  # type: ignore[arg-type]
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with a usage error printed as one sentence (exit 2) like every other error."""
 
@@ -48,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dpaudit",
         description="Audit differentially private bandit algorithms: what they claim and what they leak.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"dpaudit {__version__}")
     parser.add_argument("--debug", action="store_true",

@@ -17,11 +17,11 @@ Each prints a short table, or with ``--json`` one object with at least ``epsilon
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from typing import Any
 
+from dpaudit.cli import print_json
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
 
 __all__ = ["register_cli"]
@@ -102,7 +102,7 @@ def _jsonable(x: Any) -> Any:
 
 def _emit(args: argparse.Namespace, obj: dict[str, Any], rows: list[tuple[str, str]]) -> int:
     if args.json:
-        print(json.dumps(_jsonable(obj), sort_keys=False))
+        print_json(_jsonable(obj), f"dpaudit.account.{args.what}/1")
     else:
         w = max(len(k) for k, _ in rows)
         for k, v in rows:

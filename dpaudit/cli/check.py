@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from dpaudit.runner import DEFAULTS
+from dpaudit.cli import print_json
 from dpaudit.errors import DPAuditError, check_int
 
 __all__ = ["register_cli", "is_finite_spec", "check_finite", "check_named", "EXIT_STATUS"]
@@ -167,7 +168,7 @@ def check_finite(args: argparse.Namespace) -> int:
             "sizes": prof.sizes,
             "seconds": prof.seconds,
         }
-        print(json.dumps(jsonable(out), indent=2))
+        print_json(jsonable(out), "dpaudit.exact/1", indent=2)
         return 0
     s = prof.sizes
     rewards = ", ".join(f"{r:g}" for r in policy.rewards)

@@ -4,7 +4,8 @@ paper and algorithm it follows, with full references (the work is in :func:`dpau
 from __future__ import annotations
 
 import argparse
-import json
+
+from dpaudit.cli import print_json
 
 __all__ = ["register_cli"]
 
@@ -25,7 +26,7 @@ def _run(args: argparse.Namespace) -> int:
 
     d = describe(args.policy)
     if args.json:
-        print(json.dumps(d, indent=2, default=str))
+        print_json(d, "dpaudit.describe/1", indent=2, default=str)
         return 0
     print(f"policy      {d['policy']}  ({d['class']})")
     if d["registered_as"]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
+from dpaudit.cli import print_json
 
 __all__ = ["register_cli"]
 
@@ -23,12 +23,12 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
     entries = registered(mutants=args.mutants)
     if args.json:
-        print(json.dumps({
+        print_json({
             "policies": [{"name": e.name, "family": e.family, "summary": e.summary, "mutant": e.mutant,
                           "class": f"{e.cls.__module__}:{e.cls.__qualname__}"} for e in entries],
             "finite_specs": [] if args.mutants else list(BUNDLED),
             "finite_contextual_specs": [] if args.mutants else list(BUNDLED_CONTEXTUAL),
-        }, indent=2))
+        }, "dpaudit.list/1", indent=2)
         return 0
     title = "Mutants (deliberately broken policies; positive controls)" if args.mutants else "Registered policies"
     print(title)

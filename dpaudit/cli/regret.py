@@ -6,13 +6,13 @@ Argument parsing, printing and the plot; the simulation is :func:`dpaudit.simula
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from typing import Any
 
 import numpy as np
 
 from dpaudit.environments import Environment
+from dpaudit.cli import print_json
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.simulate import SimResult, mean_ci, simulate, twin_of
 
@@ -142,7 +142,7 @@ def _cmd_regret(args: argparse.Namespace) -> int:
         _plot_regret(args.plot, res, tres, out)
         out["plot"] = args.plot
     if args.json:
-        print(json.dumps(out, indent=2))
+        print_json(out, "dpaudit.regret/1", indent=2)
         return 0
     _print_regret(out, f"environment {out['environment']}, T = {args.horizon}, {args.runs} runs, seed {args.seed}, "
                        f"{res.path} path", res.seconds)
@@ -219,7 +219,7 @@ def _bco_regret(args: argparse.Namespace, params: dict[str, str]) -> int:
         out["difference"] = mean_ci(res["regret"] - tres["regret"])
         out["difference"]["note"] = "same seed for both (common random numbers); CI of the mean paired difference"
     if args.json:
-        print(json.dumps(out, indent=2))
+        print_json(out, "dpaudit.regret/1", indent=2)
         return 0
     _print_regret(out, f"environment {out['environment']}, T = {args.horizon}, {args.runs} runs, seed {args.seed}",
                   res["seconds"])

@@ -1,0 +1,29 @@
+"""`dpaudit --help` lists the exit statuses the commands use."""
+
+import re
+import subprocess
+import sys
+
+
+def test_help_lists_every_exit_status():
+    out = subprocess.run([sys.executable, "-m", "dpaudit", "--help"], capture_output=True, text=True).stdout
+    listed = {int(m) for m in re.findall(r"^\s+(\d+)\s", out.split("exit statuses:")[1], re.M)}
+    assert listed == {0, 1, 2, 3, 70, 130}
+    # the statuses the CLI really returns for a consistent, a violation and a bad input
+    base = [sys.executable, "-m", "dpaudit", "check", "policy"]
+    fast = ["--runs", "1000", "--horizon", "12", "--workers", "1"]
+    assert subprocess.run(base + ["adac-ucb"] + fast, capture_output=True).returncode == 0
+    assert subprocess.run(base + ["mutant-shared-noise"] + fast, capture_output=True).returncode == 1
+    assert subprocess.run(base + ["adac-ucb", "--runs", "-5"], capture_output=True).returncode == 2
+
+
+def test_every_json_output_names_its_format():
+    import json
+
+    for cmd, fmt in [(["list", "--json"], "dpaudit.list/1"), (["describe", "adac-ucb", "--json"], "dpaudit.describe/1"),
+                     (["account", "zcdp", "--rho", "0.1", "--delta", "1e-5", "--json"], "dpaudit.account.zcdp/1"),
+                     (["regret", "adac-ucb", "--horizon", "20", "--runs", "4", "--json"], "dpaudit.regret/1"),
+                     (["check", "policy", "adac-ucb", "--runs", "500", "--horizon", "8", "--workers", "1", "--json"],
+                      "dpaudit.audit/2")]:
+        out = subprocess.run([sys.executable, "-m", "dpaudit", *cmd], capture_output=True, text=True)
+        assert json.loads(out.stdout)["format"] == fmt, (cmd, out.stderr[-300:])
