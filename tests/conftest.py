@@ -39,3 +39,21 @@ def _contextual_regret(policy, env, n_runs: int, T: int, seed: int) -> np.ndarra
 def contextual_regret():
     """``contextual_regret(policy, env, n_runs, T, seed)``: per-run pseudo-regret, step by step."""
     return _contextual_regret
+
+
+@pytest.fixture
+def dpaudit_cli(tmp_path):
+    """``dpaudit_cli(*args)``: ``python -m dpaudit ARGS`` as a user runs it, from outside the repository.
+
+    From the repository root, ``python -m`` puts the source folder ``dpaudit/`` (which has no
+    ``attacks/`` or ``accountants/`` inside; see DESIGN.md) first on ``sys.path``, where it would
+    shadow the installed package under a non-editable install such as CI's.
+    """
+    import subprocess
+    import sys
+
+    def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "dpaudit", *args], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=timeout)
+
+    return run

@@ -202,18 +202,14 @@ def test_every_help_text_names_papers_not_seeds():
     assert "interactive joint/local DP definitions" in helps["dpaudit account"]
 
 
-def test_help_subprocess_of_every_subcommand_is_clean():
+def test_help_subprocess_of_every_subcommand_is_clean(dpaudit_cli):
     """The same, as a user sees it: ``python -m dpaudit CMD --help``."""
-    import subprocess
-    import sys
-
     from dpaudit.cli import build_parser
 
     commands = [p[1:] for p, _ in _parsers(build_parser()) if len(p) <= 2]
     assert len(commands) > 5
     for cmd in commands:
-        res = subprocess.run([sys.executable, "-m", "dpaudit", *cmd, "--help"], capture_output=True, text=True,
-                             timeout=120)
+        res = dpaudit_cli(*cmd, "--help", timeout=120)
         assert res.returncode == 0, (cmd, res.stderr[-500:])
         assert not leftovers(res.stdout), (cmd, leftovers(res.stdout))
 
