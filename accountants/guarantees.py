@@ -11,10 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dpaudit.errors import DPAuditError, check_delta, check_nonnegative, check_order, check_positive
 
 from .noise import NoiseAccount
+
+if TYPE_CHECKING:  # conversions imports numpy; guarantees stay cheap to import
+    from .conversions import Conversion
 
 __all__ = ["Guarantee", "PureDP", "ApproxDP", "ZCDP", "RDP", "compose_sequential", "compose_parallel", "is_dp_event"]
 
@@ -32,7 +36,7 @@ class Guarantee:
     def __str__(self) -> str:
         return self.describe()
 
-    def conversion(self, delta: float):
+    def conversion(self, delta: float) -> Conversion:
         """The best (eps, delta) this guarantee implies, with the method and order used.
 
         Default: CKS 2020 Prop. 12 over continuous orders of ``renyi`` (see
@@ -101,7 +105,7 @@ class PureDP(Guarantee):
     def describe(self) -> str:
         return f"{self.epsilon:g}-DP"
 
-    def conversion(self, delta: float):
+    def conversion(self, delta: float) -> Conversion:
         """Tight: randomized response's profile (Kairouz, Oh & Viswanath 2015)."""
         from .conversions import pure_to_approx
 
@@ -130,7 +134,7 @@ class ApproxDP(Guarantee):
     def describe(self) -> str:
         return f"({self.epsilon:g}, {self.delta:g})-DP"
 
-    def conversion(self, delta: float):
+    def conversion(self, delta: float) -> Conversion:
         """Tight for delta >= self.delta (Kairouz et al. 2015's dominating mechanism); inf below it."""
         from .conversions import approx_to_approx
 
@@ -154,7 +158,7 @@ class ZCDP(Guarantee):
     def describe(self) -> str:
         return f"{self.rho:g}-zCDP"
 
-    def conversion(self, delta: float):
+    def conversion(self, delta: float) -> Conversion:
         """CKS 2020 Cor. 13 over continuous orders (and the KL/TV bound)."""
         from .conversions import zcdp_to_approx
 
@@ -209,7 +213,7 @@ class RDP(Guarantee):
     def orders(self) -> tuple[float, ...]:
         return tuple(a for a, _ in self._table)
 
-    def conversion(self, delta: float):
+    def conversion(self, delta: float) -> Conversion:
         """CKS over the table's orders (plus 1/delta), or over continuous orders for a callable."""
         from .conversions import rdp_curve_to_approx
 
@@ -280,7 +284,7 @@ class MechanismDP(Guarantee):
     def renyi(self, alpha: float) -> float:
         return float(self._account().renyi(check_order(alpha)))
 
-    def conversion(self, delta: float):
+    def conversion(self, delta: float) -> Conversion:
         return self._account().epsilon(delta, discretisation=PLD_INTERVAL)
 
     def describe(self) -> str:
@@ -356,7 +360,7 @@ class Composed(Guarantee):
                 pld = piece if pld is None else pld.compose(piece)
         return pld
 
-    def conversion(self, delta: float):
+    def conversion(self, delta: float) -> Conversion:
         from .conversions import Conversion, rdp_curve_to_approx
 
         delta = check_delta(delta)

@@ -36,26 +36,31 @@ _LAZY: dict[str, str] = {
     "RDP": "dpaudit.accountants",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = ["__version__", "audit", "Audit", "describe", "account", "DPAuditError", "Guarantee", "PureDP", "ApproxDP",
+           "ZCDP", "RDP"]  # written out for type checkers; tests/test_api.py checks it against _LAZY
 
 _SUBMODULES = frozenset({"accountants", "attacks", "policies", "protocols", "mechanisms", "simulate", "engine",
                          "runner", "accounting", "report", "testing", "environments", "errors", "api", "reproduce"})
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from dpaudit.accountants import RDP, ZCDP, ApproxDP, Guarantee, PureDP
-    from dpaudit.api import Audit, account, audit, describe
-    from dpaudit.errors import DPAuditError
+    # "import X as X": an explicit re-export under mypy --strict (no_implicit_reexport)
+    from dpaudit.accountants import RDP as RDP, ZCDP as ZCDP, ApproxDP as ApproxDP, Guarantee as Guarantee
+    from dpaudit.accountants import PureDP as PureDP
+    from dpaudit.api import Audit as Audit, account as account, audit as audit, describe as describe
+    from dpaudit.errors import DPAuditError as DPAuditError
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        if name in _SUBMODULES:  # ``dpaudit.attacks`` after a bare ``import dpaudit``
-            return importlib.import_module(f"dpaudit.{name}")
-        raise AttributeError(f"module 'dpaudit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name is an error there too
+
+    def __getattr__(name: str) -> Any:
+        module = _LAZY.get(name)
+        if module is None:
+            if name in _SUBMODULES:  # ``dpaudit.attacks`` after a bare ``import dpaudit``
+                return importlib.import_module(f"dpaudit.{name}")
+            raise AttributeError(f"module 'dpaudit' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
 
 
 def __dir__() -> list[str]:

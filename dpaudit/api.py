@@ -23,11 +23,14 @@ import inspect
 import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from dpaudit.errors import DPAuditError
 from dpaudit.runner.findings import AuditInterrupted, Findings
 from dpaudit.runner.setup import claim_curves
+
+if TYPE_CHECKING:
+    from dpaudit.accounting import LedgerAccount
 
 __all__ = ["Audit", "audit", "account", "describe", "policy_label", "claim_curves", "AuditInterrupted"]
 
@@ -324,7 +327,7 @@ def describe(policy: Any) -> dict[str, Any]:
 # ---- account ------------------------------------------------------------------------------------
 
 def account(policy: Any, *, params: Mapping[str, Any] | None = None, delta: float = 1e-5, horizon: int = 2000,
-            runs: int = 4, seed: int = 0) -> Any:
+            runs: int = 4, seed: int = 0) -> LedgerAccount:
     """A policy's claim beside what its ledger implies (``dpaudit account policy``): run it ``runs`` times
     for ``horizon`` steps on a fixed Bernoulli table (:func:`dpaudit.accounting.run_policy`) and compose,
     per round, every release that round fed (:func:`dpaudit.accounting.claim_vs_ledger`).

@@ -7,6 +7,8 @@ random examples to hunt for new failures (keep any it finds as an explicit examp
 """
 
 import os
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -57,3 +59,24 @@ def dpaudit_cli(tmp_path):
                               cwd=tmp_path, timeout=timeout)
 
     return run
+
+
+def installed_tree(tmp: Path) -> Path:
+    """The installed package laid out as one folder tree in ``tmp``: dpaudit/ with accountants/ and attacks/ inside.
+
+    dpaudit.accountants and dpaudit.attacks live in top-level folders mapped into the package at
+    install time, so tools that read source trees (import-linter, mypy) are given this copy, made from
+    the modules' own paths whatever the install (editable or not).
+    """
+    import dpaudit
+    import dpaudit.accountants
+    import dpaudit.attacks
+
+    dest = tmp / "dpaudit"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(Path(dpaudit.__file__).parent, dest, ignore=ignore)
+    for sub in (dpaudit.accountants, dpaudit.attacks):
+        target = dest / sub.__name__.split(".")[-1]
+        if not target.exists():
+            shutil.copytree(Path(sub.__file__).parent, target, ignore=ignore)
+    return tmp

@@ -16,24 +16,10 @@ from pathlib import Path
 
 import pytest
 
-import dpaudit
-import dpaudit.accountants
-import dpaudit.attacks
+from conftest import installed_tree as _layout
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "pyproject.toml"
-
-
-def _layout(tmp: Path) -> Path:
-    """The installed package as one folder tree: dpaudit/, with accountants/ and attacks/ inside."""
-    dest = tmp / "dpaudit"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(Path(dpaudit.__file__).parent, dest, ignore=ignore)
-    for sub in (dpaudit.accountants, dpaudit.attacks):
-        target = dest / sub.__name__.split(".")[-1]
-        if not target.exists():
-            shutil.copytree(Path(sub.__file__).parent, target, ignore=ignore)
-    return tmp
 
 
 def _lint(tree: Path) -> subprocess.CompletedProcess:

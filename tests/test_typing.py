@@ -1,0 +1,58 @@
+"""The README's Python example type-checks under ``mypy --strict``, as a user's code would be checked.
+
+mypy reads a copy of the installed package (``installed_tree``: the top-level accountants/ and
+attacks/ folders are mapped into it at install time) and reports only the example's own errors;
+dp-accounting ships no type information, so its imports are taken as untyped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import installed_tree
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+CONFIG = """[mypy]
+strict = True
+cache_dir = {cache}
+[mypy-dpaudit.*]
+follow_imports = silent
+[mypy-dp_accounting.*]
+ignore_missing_imports = True
+"""
+
+
+def _mypy(tmp: Path, code: str) -> subprocess.CompletedProcess:
+    tree = installed_tree(tmp / "tree")
+    (tmp / "example.py").write_text(code)
+    (tmp / "mypy.ini").write_text(CONFIG.format(cache=tmp / "cache"))
+    env = {**os.environ, "MYPYPATH": str(tree)}
+    return subprocess.run([sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "example.py"], cwd=tmp,
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_the_readme_python_example_passes_mypy_strict(tmp_path):
+    block = re.search(r"```python\n(.*?)```", README.read_text().split("## Python API", 1)[1], re.S).group(1)
+    res = _mypy(tmp_path, block)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+
+
+def test_mypy_sees_a_wrong_use(tmp_path):
+    """The check can fail: an Optional field used as a float, and a name dpaudit does not export."""
+    res = _mypy(tmp_path, "import dpaudit\n\nr = dpaudit.audit('adac-ucb')\nx: float = r.epsilon_lower + 1\n"
+                          "y = dpaudit.not_a_name\n")
+    assert res.returncode == 1
+    assert re.search(r'example.py:4: error: Unsupported operand types for \+ \("None" and "int"\)', res.stdout), res.stdout
+    assert "example.py:5: error" in res.stdout and "not_a_name" in res.stdout, res.stdout
+
+
+def test_dpaudit_all_matches_its_lazy_names():
+    import dpaudit
+
+    assert sorted(dpaudit.__all__) == sorted(["__version__", *dpaudit._LAZY])
+    for name in dpaudit.__all__:
+        assert getattr(dpaudit, name) is not None
