@@ -21,7 +21,7 @@ from dpaudit.engine import SERIAL, Engine
 
 from .bounds import best_threshold_test, select_threshold_for_fresh
 from .result import AuditResult
-from .sampling import Linear, Source, Stop, count, draw_many
+from .sampling import Linear, Source, Stop, count, draw_many, score_edges
 
 __all__ = ["lda_direction", "screened_lda_direction", "lda_attack", "screened_lda_attack"]
 
@@ -70,11 +70,11 @@ def lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSe
         w = lda_direction(v[0], v[1])
         bound, test = best_threshold_test({"lda": v[2] @ w}, {"lda": v[3] @ w}, delta, confidence)[0]
         if best is None or bound > best[0]:
-            best = (bound, test, w, c)
-    bound, test, w, c = best
+            best = (bound, test, w, c, score_edges(v[2] @ w, v[3] @ w, test))
+    bound, test, w, c, edges = best
     f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
     counted = count(source, c, n_test, (f0, f1), Linear(w), test, engine, progress, f"{name}: fresh views",
-                    stop=None if claim is None else Stop(delta, confidence, claim))
+                    stop=None if claim is None else Stop(delta, confidence, claim), edges=edges)
     fp, tp, n_test = counted.fp, counted.tp, counted.n
     eps = counted.bound(delta, confidence)
     desc = source.describe(c)
@@ -85,7 +85,8 @@ def lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSe
                        seconds=time.perf_counter() - t0,
                        details={"false_positives": fp, "false_negatives": n_test - tp, "n_fresh_per_side": n_test,
                                 "fpr": fp / n_test, "fnr": (n_test - tp) / n_test, "selection_bound": bound,
-                                "tests_corrected_for": 1, **counted.details()})
+                                "tests_corrected_for": 1, **counted.details()},
+                       scores=counted.scores(test, edges, "linear discriminant"))
 
 
 def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, delta: float,
@@ -110,11 +111,11 @@ def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.rand
             w = screened_lda_direction(tr0[fam], tr1[fam], screen)
             bound, test = select_threshold_for_fresh(se0[fam] @ w, se1[fam] @ w, delta, confidence, n_test)
             if best is None or bound > best[0]:
-                best = (bound, test, w, c, fam)
-    bound, test, w, c, fam = best
+                best = (bound, test, w, c, fam, score_edges(se0[fam] @ w, se1[fam] @ w, test))
+    bound, test, w, c, fam, edges = best
     f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
     counted = count(source, c, n_test, (f0, f1), Linear(w, family=fam), test, engine, progress, f"{name}: fresh views",
-                    stop=None if claim is None else Stop(delta, confidence, claim))
+                    stop=None if claim is None else Stop(delta, confidence, claim), edges=edges)
     fp, tp, n_test = counted.fp, counted.tp, counted.n
     eps = counted.bound(delta, confidence)
     desc = source.describe(c)
@@ -125,4 +126,5 @@ def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.rand
                        samples=len(candidates) * 4 * n_fit + 2 * n_test, seconds=time.perf_counter() - t0,
                        details={"false_positives": fp, "false_negatives": n_test - tp, "n_fresh_per_side": n_test,
                                 "fpr": fp / n_test, "fnr": (n_test - tp) / n_test, "selection_bound": bound,
-                                "candidates": families, "tests_corrected_for": 1, **counted.details()})
+                                "candidates": families, "tests_corrected_for": 1, **counted.details()},
+                       scores=counted.scores(test, edges, "linear discriminant"))

@@ -37,7 +37,7 @@ from dpaudit.protocols import Adversary, Pair, Protocol
 
 from .bounds import (TestCounts, best_threshold_test, check_confidence, select_projected_threshold)
 from .result import AuditResult
-from .sampling import Source, Stop, count, count_in_looks, draw_many
+from .sampling import Source, Stop, count, count_in_looks, draw_many, score_edges, tally
 
 __all__ = [
     "Pair",
@@ -94,10 +94,13 @@ def sample_views(
 
 
 def _count_rejections(policy: Any, protocol: Protocol, data: np.ndarray, m: int, ss: np.random.SeedSequence,
-                      adversary: Adversary | None, scorer: "ViewScorer", test: TestCounts) -> int:
-    """One chunk of fresh views: how many the test rejects (a task of :func:`evaluate`)."""
+                      adversary: Adversary | None, scorer: "ViewScorer", test: TestCounts,
+                      edges: np.ndarray | None = None) -> Any:
+    """One chunk of fresh views: how many the test rejects, with ``edges`` also their binned scores (a task
+    of :func:`evaluate`; :func:`dpaudit.attacks.sampling.tally`)."""
     views = protocol.run(policy, data, m, np.random.default_rng(ss), adversary, record=False)
-    return int(np.count_nonzero(test.reject(scorer.scores(views)[test.statistic])))
+    s = scorer.scores(views)[test.statistic]
+    return tally(s, np.count_nonzero(test.reject(s)), edges)
 
 
 class ViewScorer:
@@ -199,6 +202,8 @@ class MembershipCandidate:
     samples: int
     seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
+    #: where the fresh scores are binned (:func:`dpaudit.attacks.sampling.score_edges`, from the selection split)
+    edges: np.ndarray | None = None
 
 
 def _collect(policy, protocol, data, n, seed, adversary) -> np.ndarray:
@@ -245,7 +250,8 @@ def fit_select_views(n_arms: int, pair: Pair, train0: np.ndarray, train1: np.nda
     bound, test = best[0]
     n = train0.shape[0] + train1.shape[0] + select0.shape[0] + select1.shape[0]
     return MembershipCandidate(pair, scorer, test, bound, n, time.perf_counter() - t0,
-                               {"separation": separation(sc0, sc1)})
+                               {"separation": separation(sc0, sc1)},
+                               score_edges(sc0[test.statistic], sc1[test.statistic], test))
 
 
 def separation(scores0: dict[str, np.ndarray], scores1: dict[str, np.ndarray]) -> float:
@@ -283,7 +289,8 @@ def evaluate(
     data = (pair.d0, pair.d1)
     stop = None if claim is None else Stop(delta, confidence, claim, n_tests)
     counted = count_in_looks(_count_rejections,
-                             lambda side, m, cs: (policy, protocol, data[side], m, cs, pair.adversary, cand.scorer, test),
+                             lambda side, m, cs: (policy, protocol, data[side], m, cs, pair.adversary, cand.scorer, test,
+                                                  cand.edges),
                              n_test, tuple(seed.spawn(2)), cells_per_run=T, chunk_cells=CHUNK_CELLS, stop=stop,
                              engine=engine, progress=progress, what="membership: fresh views")
     n_used, fp, tp = counted.n, counted.fp, counted.tp
@@ -316,6 +323,7 @@ def evaluate(
             "tests_corrected_for": n_tests,
             **cand.extra,
         },
+        scores=counted.scores(test, cand.edges),
     )
 
 
@@ -381,13 +389,14 @@ def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence
         v = views[4 * i: 4 * i + 4]
         scorer = ViewScorer(K, T, j)
         scorer.fit(v[0], v[1])
-        bound, test = best_threshold_test(scorer.scores(v[2]), scorer.scores(v[3]), delta, confidence)[0]
+        q0, q1 = scorer.scores(v[2]), scorer.scores(v[3])
+        bound, test = best_threshold_test(q0, q1, delta, confidence)[0]
         if best is None or bound > best[0]:
-            best = (bound, test, scorer, c)
-    bound, test, scorer, c = best
+            best = (bound, test, scorer, c, score_edges(q0[test.statistic], q1[test.statistic], test))
+    bound, test, scorer, c, edges = best
     f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
     counted = count(source, c, runs, (f0, f1), scorer, test, engine, progress, f"{name}: fresh views",
-                    stop=None if claim is None else Stop(delta, confidence, claim))
+                    stop=None if claim is None else Stop(delta, confidence, claim), edges=edges)
     fp, tp, n = counted.fp, counted.tp, counted.n
     eps = counted.bound(delta, confidence)
     desc = source.describe(c)
@@ -397,7 +406,8 @@ def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence
                        samples=len(candidates) * 4 * small + 2 * n, seconds=time.perf_counter() - t0,
                        details={"false_positives": fp, "false_negatives": n - tp, "n_fresh_per_side": n,
                                 "fpr": fp / n, "fnr": (n - tp) / n, "selection_bound": bound,
-                                "tests_corrected_for": 1, **counted.details()})
+                                "tests_corrected_for": 1, **counted.details()},
+                       scores=counted.scores(test, edges))
 
 
 def mean_difference_direction(m0: np.ndarray, m1: np.ndarray) -> np.ndarray | None:
@@ -454,7 +464,8 @@ def threshold_attack(source: Source, candidates: Sequence[int], seed: np.random.
     on ``n_select`` more for the bound it will give on ``n_fresh`` fresh samples per side
     (:func:`dpaudit.attacks.bounds.select_projected_threshold`) and counted on them. Every candidate's
     test is evaluated, so each bound is corrected (Bonferroni) for ``len(candidates)``. Returns one
-    row per candidate (its bound, counts, threshold and score).
+    row per candidate (its bound, counts, threshold and score; ``scores``, its binned fresh scores, is for
+    the caller's :class:`~dpaudit.attacks.result.AuditResult`, not for a table).
     """
     n_tests = len(candidates)
     half = max(1, n_select // 2)
@@ -467,10 +478,11 @@ def threshold_attack(source: Source, candidates: Sequence[int], seed: np.random.
         t0_, t1_, q0, q1 = (np.asarray(x, dtype=float).reshape(len(x), -1) for x in drawn[4 * i: 4 * i + 4])
         w = mean_difference_direction(t0_, t1_)
         score = Projection(w)
-        sel_bound, test = select_projected_threshold(score.scores(q0)["message"], score.scores(q1)["message"],
-                                                     n_fresh, delta, confidence, n_tests)
+        p0, p1 = score.scores(q0)["message"], score.scores(q1)["message"]
+        sel_bound, test = select_projected_threshold(p0, p1, n_fresh, delta, confidence, n_tests)
+        edges = score_edges(p0, p1, test)
         counted = count(source, c, n_fresh, (s[4], s[5]), score, test, engine, progress, what,
-                        stop=None if claim is None else Stop(delta, confidence, claim, n_tests))
+                        stop=None if claim is None else Stop(delta, confidence, claim, n_tests), edges=edges)
         fp, n = counted.fp, counted.n
         fn = n - counted.tp
         eps = counted.bound(delta, confidence, n_tests)
@@ -478,5 +490,6 @@ def threshold_attack(source: Source, candidates: Sequence[int], seed: np.random.
                      "fnr": fn / n, "threshold": test.threshold, **counted.details(),
                      "direction": "reject if score > threshold" if test.direction > 0 else "reject if score < threshold",
                      "selection_bound": sel_bound,
-                     "score": "message" if w is None else "projection of the message onto the learnt mean difference"})
+                     "score": "message" if w is None else "projection of the message onto the learnt mean difference",
+                     "scores": counted.scores(test, edges)})
     return rows

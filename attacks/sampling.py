@@ -7,7 +7,8 @@ directly: :func:`draw` splits ``n`` into chunks (at most ``source.chunk_cells`` 
 split that depends on ``n`` and the source only), gives each chunk a seed spawned from the caller's,
 and runs the chunks on the :class:`~dpaudit.engine.Engine` (this process, local processes, any
 executor, a Dask cluster, with checkpoints); :func:`count` does the same for the fresh samples but
-returns only how many views the chosen test rejects. So a serial, a two-process and a Dask audit give
+returns only how many views the chosen test rejects (and, given bin edges, the binned scores: a few hundred
+counts, :class:`~dpaudit.attacks.result.ScoreHistogram`, never the scores themselves). So a serial, a two-process and a Dask audit give
 the same bound, and an audit's fresh samples never travel back to the main process.
 """
 
@@ -22,8 +23,10 @@ import numpy as np
 from dpaudit.engine import SERIAL, Engine
 
 from .bounds import TestCounts, cp_lower, eps_lower_from_counts, eps_lower_from_rates
+from .result import ScoreHistogram
 
-__all__ = ["Source", "Linear", "chunk_runs", "draw", "count", "Stop", "Counted", "count_in_looks", "LOOKS"]
+__all__ = ["Source", "Linear", "chunk_runs", "draw", "count", "Stop", "Counted", "count_in_looks", "LOOKS",
+           "score_edges", "tally", "MAX_EDGES"]
 
 #: the looks at a test's fresh samples: (fraction of the fresh samples counted so far, share of the
 #: test's error budget spent on that look's bound). The shares add up to 1, so whichever look an audit
@@ -71,6 +74,8 @@ class Counted:
     stopped: str | None
     looks: int
     planned: int
+    #: the binned fresh scores of side 0 and side 1 and how many scores were off an edge (when edges were given)
+    binned: tuple[np.ndarray, np.ndarray, int] | None = None
 
     def bound(self, delta: float, confidence: float, n_tests: int = 1) -> float:
         """The epsilon lower bound of these counts at the test's ``confidence``, with the share of the error
@@ -78,17 +83,26 @@ class Counted:
         conf = 1 - (1 - confidence) * self.share
         return float(eps_lower_from_counts(self.fp, self.n, self.n - self.tp, self.n, delta, conf, n_tests))
 
+    def scores(self, test: TestCounts, edges: np.ndarray | None, statistic: str | None = None) -> ScoreHistogram | None:
+        """The fresh scores binned at ``edges`` as a :class:`ScoreHistogram` (None without edges)."""
+        if self.binned is None or edges is None:
+            return None
+        h0, h1, off = self.binned
+        return ScoreHistogram(statistic or test.statistic, int(test.direction), tuple(float(e) for e in edges),
+                              tuple(int(x) for x in h0), tuple(int(x) for x in h1), int(off))
+
     def details(self) -> dict[str, Any]:
         return {"fresh_runs_used": self.n, "fresh_runs_planned": self.planned, "looks": self.looks,
                 "budget_share_of_last_look": self.share, "stopped_early": self.stopped}
 
 
-def count_in_looks(fn: Callable[..., int], make_task: Callable[[int, int, np.random.SeedSequence], tuple], n: int,
+def count_in_looks(fn: Callable[..., Any], make_task: Callable[[int, int, np.random.SeedSequence], tuple], n: int,
                    seeds: tuple[np.random.SeedSequence, np.random.SeedSequence], *, cells_per_run: int,
                    chunk_cells: int = 2_000_000, stop: Stop | None = None, engine: Engine = SERIAL,
                    progress: Callable[[str], None] | None = None, what: str = "fresh views") -> Counted:
     """Count a test on ``n`` fresh views per side, in chunks on ``engine``: ``fn(*make_task(side, m, seed))``
-    returns how many of m views of ``side`` it rejects. With ``stop``, the views come in the looks of
+    returns how many of m views of ``side`` it rejects, or that count with the chunk's binned scores
+    (:func:`tally`), which are summed into :attr:`Counted.binned`. With ``stop``, the views come in the looks of
     :data:`LOOKS` (each look's chunks seeded from its own child of the side's seed, so the counts never
     depend on the engine) and the count stops at a look where :class:`Stop` says the answer is settled;
     without, in one look (the whole budget on one bound)."""
@@ -100,6 +114,7 @@ def count_in_looks(fn: Callable[..., int], make_task: Callable[[int, int, np.ran
         done = max(done, target)
     side_seeds = [s.spawn(len(looks)) if stop is not None else [s] for s in seeds]
     fp = tp = used = 0
+    binned: list[Any] = [None, None, 0]
     for k, ((frac, share), size) in enumerate(zip(looks, sizes)):
         if size == 0:
             continue
@@ -108,18 +123,61 @@ def count_in_looks(fn: Callable[..., int], make_task: Callable[[int, int, np.ran
             for m, cs in chunk_runs(size, cells_per_run, side_seeds[side][k], chunk_cells):
                 tasks.append(make_task(side, m, cs))
                 sides.append(side)
-        rejected = engine.map(fn, tasks)
+        rejected = []
+        for r, sd in zip(engine.map(fn, tasks), sides):
+            if isinstance(r, tuple):  # (rejected, binned counts, scores off an edge)
+                r, h, off = r
+                h = np.asarray(h, dtype=np.int64)
+                binned[sd] = h if binned[sd] is None else binned[sd] + h
+                binned[2] += int(off)
+            rejected.append(int(r))
         fp += sum(r for r, sd in zip(rejected, sides) if sd == 0)
         tp += sum(r for r, sd in zip(rejected, sides) if sd == 1)
         used += size
         if progress is not None:
             progress(f"{what}: {used}/{n} per side counted")
+        hist = tuple(binned) if binned[0] is not None and binned[1] is not None else None
         if k == len(looks) - 1 or stop is None:
-            return Counted(fp, tp, used, share, None, k + 1, n)
+            return Counted(fp, tp, used, share, None, k + 1, n, hist)
         b = stop.bound(fp, tp, used, share)
         if 0 < b <= stop.claim and stop.optimistic(fp, tp, used) < stop.claim:
-            return Counted(fp, tp, used, share, "futile", k + 1, n)
+            return Counted(fp, tp, used, share, "futile", k + 1, n, hist)
     return Counted(fp, tp, used, looks[-1][1], None, len(looks), n)
+
+
+#: the most bin edges a test's fresh scores are binned at (the JSON keeps about three numbers per edge)
+MAX_EDGES = 256
+
+
+def score_edges(s0: Any, s1: Any, test: TestCounts, max_edges: int = MAX_EDGES) -> np.ndarray:
+    """Bin edges for a test's fresh scores, fixed on its selection split's scores ``s0``, ``s1`` (before any
+    fresh sample is drawn): every distinct value when there are at most ``max_edges`` of them (then the
+    binned ROC of fresh scores with those values is their exact empirical ROC), else quantiles of the
+    pooled scores, denser in both tails (where the ROC at small FPR is read); always the test's threshold
+    and the float just below it, so the test's own operating point is on the curve."""
+    pooled = np.concatenate([np.asarray(s0, dtype=float).ravel(), np.asarray(s1, dtype=float).ravel()])
+    pooled = pooled[np.isfinite(pooled)]
+    uniq = np.unique(pooled)
+    if uniq.size > max_edges - 2:
+        k = max_edges - 2
+        tail = np.geomspace(1e-4, 0.05, k // 8)
+        probs = np.unique(np.concatenate([np.linspace(0, 1, k - 2 * tail.size), tail, 1 - tail]))
+        uniq = np.unique(np.quantile(pooled, probs))
+    c = float(test.threshold)
+    extra = [c, float(np.nextafter(c, -np.inf))] if math.isfinite(c) else []
+    return np.unique(np.concatenate([uniq, extra]))
+
+
+def tally(scores: Any, rejected: int, edges: np.ndarray | None) -> Any:
+    """A chunk's answer: how many its test rejected, and with ``edges`` the binned scores (cells (-inf, e_0],
+    (e_0, e_1], ..., (e_last, inf)) and how many scores are not on their cell's upper edge."""
+    if edges is None:
+        return int(rejected)
+    s = np.asarray(scores, dtype=float)
+    i = np.searchsorted(edges, s, side="left")
+    h = np.bincount(i, minlength=edges.size + 1)
+    on = (i < edges.size) & (edges[np.minimum(i, edges.size - 1)] == s)
+    return int(rejected), h, int(s.size - np.count_nonzero(on))
 
 
 
@@ -168,8 +226,9 @@ def _sample_chunk(source: Source, candidate: int, side: int, m: int, ss: np.rand
 
 
 def _count_chunk(source: Source, candidate: int, side: int, m: int, ss: np.random.SeedSequence, scorer: Any,
-                 test: TestCounts) -> int:
-    return int(np.count_nonzero(test.reject(scorer.scores(source.sample(candidate, side, m, ss))[test.statistic])))
+                 test: TestCounts, edges: np.ndarray | None = None) -> Any:
+    s = scorer.scores(source.sample(candidate, side, m, ss))[test.statistic]
+    return tally(s, np.count_nonzero(test.reject(s)), edges)
 
 
 def _concat(parts: Sequence[Any]) -> Any:
@@ -201,9 +260,11 @@ def draw_many(source: Source, requests: Sequence[tuple[int, int, int, np.random.
 def count(source: Source, candidate: int, n: int, seeds: tuple[np.random.SeedSequence, np.random.SeedSequence],
           scorer: Any, test: TestCounts, engine: Engine = SERIAL,
           progress: Callable[[str], None] | None = None, what: str = "fresh views",
-          stop: Stop | None = None) -> Counted:
+          stop: Stop | None = None, edges: np.ndarray | None = None) -> Counted:
     """The counts of ``test`` on up to ``n`` fresh views per side of one candidate, in chunks on
-    ``engine`` (only the counts come back), in looks when ``stop`` is given (:func:`count_in_looks`)."""
-    return count_in_looks(_count_chunk, lambda side, m, cs: (source, candidate, side, m, cs, scorer, test), n, seeds,
+    ``engine`` (only the counts come back, and with ``edges`` the binned scores), in looks when ``stop`` is
+    given (:func:`count_in_looks`)."""
+    return count_in_looks(_count_chunk, lambda side, m, cs: (source, candidate, side, m, cs, scorer, test, edges), n,
+                          seeds,
                           cells_per_run=source.cells_per_run, chunk_cells=source.chunk_cells, stop=stop,
                           engine=engine, progress=progress, what=what)

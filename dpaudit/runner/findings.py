@@ -10,7 +10,11 @@ sub-audit, the horizon discovery) are in ``extra`` under their JSON keys.
 
 ``Findings.to_dict()`` is the JSON of ``dpaudit check policy --json``; its ``format`` key names the
 version (:data:`FORMAT`), and :meth:`Findings.from_dict` reads it back (it also reads the unversioned
-findings older dpaudit wrote, and refuses a format it does not know).
+findings older dpaudit wrote, and refuses a format it does not know). The version changes when a key
+changes meaning or goes away; a new optional key keeps it (readers of the same version ignore what they
+do not know, and read findings without it): so each attack's ``scores`` (its threshold test's binned fresh
+scores, :class:`~dpaudit.attacks.result.ScoreHistogram`, for the report's ROC curve) came within
+``dpaudit.audit/2``, and findings written before it load with ``scores = None``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
-from dpaudit.attacks.result import AuditResult, jsonable
+from dpaudit.attacks.result import AuditResult, ScoreHistogram, jsonable
 from dpaudit.errors import DPAuditError
 
 __all__ = ["FORMAT", "Claim", "Exact", "Power", "Part", "Findings", "AuditInterrupted", "VERDICTS", "EXIT_STATUS"]
@@ -97,7 +101,10 @@ class Part:
 
 
 def _result(d: Mapping[str, Any]) -> AuditResult:
-    return AuditResult(**{f.name: d[f.name] for f in fields(AuditResult) if f.name in d})
+    kw = {f.name: d[f.name] for f in fields(AuditResult) if f.name in d}
+    if isinstance(kw.get("scores"), Mapping):
+        kw["scores"] = ScoreHistogram.from_dict(dict(kw["scores"]))
+    return AuditResult(**kw)
 
 
 @dataclass(frozen=True)

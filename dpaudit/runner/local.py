@@ -174,6 +174,9 @@ class LossSource:
 def _rows_result(name: str, rows: list[dict[str, Any]], source: Any, delta: float, confidence: float,
                  n_select: int, seconds: float, statistic: str | None = None) -> AuditResult:
     best = max(rows, key=lambda r: r["epsilon_lower"])
+    scores = best.get("scores")
+    for row in rows:  # the binned scores are the result's (its ROC), not a column of the rows' table
+        row.pop("scores", None)
     desc = source.describe(best["candidate"])
     for row in rows:
         row.update({k: v for k, v in source.describe(row["candidate"]).items() if k != "label"})
@@ -186,7 +189,8 @@ def _rows_result(name: str, rows: list[dict[str, Any]], source: Any, delta: floa
                                 "selection_bound": best["selection_bound"], "tests_corrected_for": len(rows),
                                 **{k: best[k] for k in ("fresh_runs_used", "fresh_runs_planned", "looks",
                                                         "budget_share_of_last_look", "stopped_early") if k in best},
-                                ("pairs" if name == "channel" else "rounds"): rows})
+                                ("pairs" if name == "channel" else "rounds"): rows},
+                       scores=scores)
 
 
 #: users screened by the transcript part (every user up to this many; else this many spread over the horizon)
