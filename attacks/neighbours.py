@@ -314,7 +314,9 @@ def _threshold_orientation(policy: Any, protocol: Protocol, orient: str, T: int,
         return info, []
     rounds = sorted({0, 1, *np.linspace(0, T - 2, scan_rounds).astype(int).tolist()})
     rounds = [j for j in rounds if 0 <= j < T - 1]
-    specs = [PairSpec(int(j), "means", "none", tuple(float(x) for x in means_of(g))) for g in (a, b) for j in rounds]
+    # the bracketing gaps a and b coincide when the bisection closed on a point: one pair per (gap, round)
+    specs = list(dict.fromkeys(PairSpec(int(j), "means", "none", tuple(float(x) for x in means_of(g)))
+                               for g in (a, b) for j in rounds))
     n_scan = int(min(32, cells // max(1, 2 * len(specs) * T)))
     if n_scan < 4:
         return info, [(0.0, None, sp) for sp in specs if sp.round in (0, 1)]

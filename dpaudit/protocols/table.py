@@ -76,9 +76,20 @@ class PairSpec:
     means: tuple[float, ...] | None = None
 
     def label(self) -> str:
+        """How reports name the pair; two different specs never share a label (a mean is written to 6
+        significant digits, or to as many more as it takes to read back exactly)."""
         adv = "" if self.adversary == "none" else f", adversary {self.adversary}"
-        bg = self.background if self.means is None else "arm means (" + ", ".join(f"{m:.6g}" for m in self.means) + ")"
+        bg = self.background if self.means is None else "arm means (" + ", ".join(map(_digits, self.means)) + ")"
         return f"canary round {self.round}, background {bg}{adv}"
+
+
+def _digits(x: float) -> str:
+    """``x`` to 6 significant digits, or to the fewest more that read back as ``x``."""
+    for p in range(6, 18):
+        s = f"{x:.{p}g}"
+        if float(s) == x:
+            return s
+    return repr(float(x))
 
 
 
