@@ -7,7 +7,9 @@ builds the report as data: a verdict banner and a list of :class:`Section` objec
 block (paragraph, table, figure, folded details, code). Two small writers turn that one list into
 Markdown and into HTML, so both formats always say the same thing. The sections, in order:
 
-* the verdict banner: claimed eps, the best lower bound and the part that gave it, the confidence, the gap;
+* the verdict banner: claimed eps, the best lower bound and the part that gave it, the confidence, the gap,
+  and in words what exceeded what (:func:`exceeded`: a bound above the eps the claim allows, a ledger that
+  implies 0.2-zCDP against a 0.1-zCDP claim);
 * the parts that ran (``parts``), the claim, and the ledger, rendered by its kind: per user (local),
   per round (table, view, interactive) or per round in a tree (joint, where every round feeds one node
   per tree level by design, so its usage figure says what the counts mean instead of raising an alarm);
@@ -22,12 +24,16 @@ Figures are drawn only for what ran, and each caption names only what it draws: 
 against the claim; the claim's privacy profile (with a likelihood attack's estimated profile when one
 ran); the Rényi divergences an attack or an exact figure measured against the claim's curve (no Rényi
 figure when nothing measured one); the trade-off of every threshold test of the verdict against the
-region the claim allows; the per-round ledger's usage; eps against the horizon. The HTML page has no
-JavaScript and no external file (figures are base64 PNG), wraps long tokens so that it fits a normal
-window, and has a print style sheet.
+region the claim allows; beside it the ROC curve of every threshold test whose fresh scores the findings
+keep (linear and log axes, with the AUC and the TPR at FPR 1e-3 and 1e-2, :func:`roc_summary`) and the two
+sides' score histograms, as TensorFlow Privacy's and ML Privacy Meter's reports show them; the per-round
+ledger's usage; eps against the horizon. Every figure's text is at least :data:`FONT_PT` points at the width
+the page shows it (96 CSS px per inch of the figure, one figure per row). The HTML page has no JavaScript
+and no external file (figures are base64 PNG), shows values as plain text (never JSON or Markdown
+markup), wraps long tokens so that it fits a normal window, and has a print style sheet.
 
-:func:`write_report` writes the pair atomically (both rendered, written to temporary files in the target
-folder, then renamed), and :func:`check_report_path` lets a caller refuse an unwritable path before an
+:func:`write_report` writes the Markdown, the HTML page and the Markdown's figures (PNG files beside it,
+linked) atomically (all rendered, written to temporary files in the target folder, then renamed), and :func:`check_report_path` lets a caller refuse an unwritable path before an
 audit starts.
 """
 
@@ -42,13 +48,14 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field, fields
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from dpaudit.errors import DPAuditError
 
 __all__ = ["markdown_report", "html_report", "write_report", "check_report_path", "figures", "summary",
-           "sections", "renyi_zero_notes"]
+           "sections", "renyi_zero_notes", "exceeded", "roc_summary", "draw_figure", "Figure"]
 
 _WORDS = {"violation": "VIOLATION", "consistent": "CONSISTENT", "inconclusive": "INCONCLUSIVE",
           "interrupted": "INTERRUPTED (no verdict)", "exact": "EXACT (no claim to judge)"}
@@ -103,20 +110,20 @@ def _f(x: Any, digits: int = 4) -> str:
 
 
 def _compact(v: Any, limit: int = 320) -> str:
-    """Any JSON value as one short line (floats to 4 digits, long lists elided, cut at ``limit``)."""
-    def short(x: Any) -> Any:
-        if isinstance(x, float):
-            return float(f"{x:.4g}")
-        if isinstance(x, dict):
-            return {k: short(y) for k, y in x.items()}
+    """Any JSON value as one short line of plain text, never JSON: a dict as ``key value, key value``
+    (a nested one in parentheses), a list as ``a, b, c`` (a nested one in parentheses; long lists elided),
+    strings without quotes, floats to 4 digits; cut at ``limit``."""
+    def plain(x: Any, top: bool) -> str:
+        if isinstance(x, Mapping):
+            body = ", ".join(f"{k} {plain(y, False)}" for k, y in x.items())
+            return body if top else f"({body})"
         if isinstance(x, (list, tuple)):
-            xs = [short(y) for y in x[:8]]
-            return xs + [f"... {len(x)} items"] if len(x) > 8 else xs
-        return x
+            xs = [plain(y, False) for y in x[:8]] + ([f"... {len(x)} items"] if len(x) > 8 else [])
+            body = ", ".join(xs)
+            return body if top else f"({body})"
+        return _f(x)
 
-    if not isinstance(v, (dict, list, tuple)):
-        return _f(v)
-    s = json.dumps(short(v), default=str, ensure_ascii=False)
+    s = plain(v, True) if isinstance(v, (Mapping, list, tuple)) else _f(v)
     return s if len(s) <= limit else s[: limit - 4] + " ..."
 
 
@@ -177,6 +184,42 @@ def summary(out: Any) -> dict[str, Any]:
         "delta": out.get("delta"),
         "gap": out.get("gap"),
     }
+
+
+def exceeded(out: Any) -> list[str]:
+    """In words, each finding above the claim, what exceeded what: an attack's lower bound, an exact figure
+    the verdict judges, a Rényi lower bound, and (reported beside the verdict) the guarantee the policy's
+    own ledger implies. Empty when nothing exceeded the claim."""
+    out = out if isinstance(out, dict) and "format" in out else _findings(out)
+    claimed, claim = _x(out.get("epsilon_claimed")), out.get("claim")
+    if not math.isfinite(claimed) or claim is None:
+        return []
+    delta, conf = _f(_x(out.get("delta"))), _f(out.get("confidence_per_attack") or out.get("confidence"))
+    allows = f"the eps = {claimed:.4g} that the {claim} claim allows at delta = {delta}"
+    said = []
+    for a in out.get("attacks") or []:
+        lo = _x(a.get("epsilon_lower"))
+        if lo > claimed:
+            said.append(f"The {a['attack']} attack's lower bound, eps >= {lo:.4g} at delta = {delta} (holding with "
+                        f"confidence {_f(a.get('confidence', conf))}), exceeds {allows}.")
+    for e in out.get("exact") or []:
+        against = claimed if e.get("claimed") is None else _x(e["claimed"])
+        if e.get("judged", True) and _x(e["epsilon"]) > against * (1 + 1e-9) + 1e-9:
+            said.append(f"The {e['part']}, computed exactly ({e['method']}), gives eps = {_x(e['epsilon']):.6g}, above "
+                        + (allows if e.get("claimed") is None else f"the claim's own eps = {against:.6g}") + ".")
+    for rv in out.get("renyi_violation") or []:
+        said.append(f"The likelihood attack's lower bound on the Rényi divergence of order {_f(rv['order'])}, "
+                    f"D >= {_f(rv['D_alpha_lower'])}, exceeds the {_f(rv['claimed'])} the {claim} claim allows at that "
+                    "order.")
+    led = out.get("ledger")
+    kind = _ledger_kind(led)
+    if kind in ("per-round", "tree") and _x(led.get("implied_epsilon")) > claimed * (1 + 1e-9):
+        judged = any("ledger" in e["part"] and e.get("judged", True) for e in out.get("exact") or [])
+        said.append(f"The policy's own ledger, composed per round, implies {led.get('implied')} (eps = "
+                    f"{_x(led['implied_epsilon']):.4g} at delta = {delta}) against the {claim} claim (eps = "
+                    f"{claimed:.4g})" + ("." if judged else ": the noise it records does not pay for the claim "
+                                         "(reported beside the verdict, which the attacks decide)."))
+    return said
 
 
 def renyi_zero_notes(out: Any) -> list[str]:
@@ -311,6 +354,16 @@ def _c(x: Any) -> str:
 
 # ---- figures ------------------------------------------------------------------------------------
 
+#: figure widths in inches; the HTML page shows a figure at 96 CSS px per inch (never scaled down in a
+#: window 1,100 px or wider), so FONT_PT is the size a reader sees: at least 10 pt
+FIG_WIDTH, WIDE_WIDTH = 7.6, 10.2
+#: the smallest font of any figure (ticks, legends), and the PNG's pixels per inch (2x for sharp text)
+FONT_PT, DPI = 10.5, 144
+_RC = {"font.size": FONT_PT, "axes.titlesize": FONT_PT + 0.5, "axes.labelsize": FONT_PT + 0.5,
+       "xtick.labelsize": FONT_PT, "ytick.labelsize": FONT_PT, "legend.fontsize": FONT_PT,
+       "figure.titlesize": FONT_PT + 1}
+
+
 def _axes(figsize: tuple[float, float], ncols: int = 1, layout: str = "tight") -> tuple[Any, Any]:
     """A matplotlib figure and its axes, without pyplot: no global state, no backend switched (a report
     drawn in a notebook leaves its plots alone)."""
@@ -354,7 +407,7 @@ def _fig_bounds(out: dict[str, Any]) -> Figure | None:
 
         rows = [(a["attack"], _x(a["epsilon_lower"]), _x(_point_estimate(a)), False) for a in attacks]
         rows += [(e["part"] + " (exact)", _x(e["epsilon"]), math.nan, True) for e in exact]
-        fig, ax = _axes((6.2, 1.3 + 0.45 * len(rows)), layout="constrained")
+        fig, ax = _axes((FIG_WIDTH, 1.8 + 0.5 * len(rows)), layout="constrained")
         for yi, (_, lo, es, is_exact) in enumerate(rows):
             if is_exact:
                 ax.plot([lo], [yi], marker="D", color="tab:purple", ms=7)
@@ -375,7 +428,7 @@ def _fig_bounds(out: dict[str, Any]) -> Figure | None:
         tops = [v for r in rows for v in r[1:3] if math.isfinite(v)] + ([eps_claim] if math.isfinite(eps_claim) else [])
         ax.set_xlim(0, max(tops + [1e-3]) * 1.12)
         ax.set_xlabel(f"eps at delta = {delta:g}")
-        fig.legend(fontsize=7, loc="outside lower center", ncol=3)
+        fig.legend(loc="outside lower center", ncol=2)
         ax.grid(axis="x", alpha=0.3)
         return fig
 
@@ -403,7 +456,7 @@ def _fig_profile(out: dict[str, Any]) -> Figure | None:
     def draw() -> Any:
         import numpy as np
 
-        fig, ax = _axes((6.2, 3.6))
+        fig, ax = _axes((FIG_WIDTH, 4.4))
         if curves:
             e = np.array([_x(v) for v in curves["profile"]["eps"]])
             d = np.array([_x(v) for v in curves["profile"]["delta"]])
@@ -420,7 +473,7 @@ def _fig_profile(out: dict[str, Any]) -> Figure | None:
             ax.fill_between(e[band], np.where(lo[band] > 0, lo[band], np.nan), up[band], color=colour, alpha=0.2,
                             label=f"{a['attack']}: confidence band")
         ax.axhline(delta, color="gray", ls=":", lw=1)
-        ax.annotate(f"delta = {delta:g}", (0, delta), xytext=(2, 2), textcoords="offset points", fontsize=7,
+        ax.annotate(f"delta = {delta:g}", (0, delta), xytext=(2, 2), textcoords="offset points",
                     color="gray")
         if math.isfinite(lo_eps):
             ax.plot([lo_eps], [delta], marker="o", color="black", ms=6, ls="",
@@ -432,7 +485,7 @@ def _fig_profile(out: dict[str, Any]) -> Figure | None:
         ax.set_xlabel("eps")
         ax.set_ylabel("delta(eps)")
         ax.set_xlim(left=0)
-        ax.legend(fontsize=7)
+        ax.legend()
         ax.grid(alpha=0.3)
         return fig
 
@@ -458,7 +511,7 @@ def _fig_renyi(out: dict[str, Any]) -> Figure | None:
     def draw() -> Any:
         import numpy as np
 
-        fig, ax = _axes((6.2, 3.4))
+        fig, ax = _axes((FIG_WIDTH, 4.2))
         if curves:
             o = np.array([_x(v) for v in curves["renyi"]["orders"]])
             c = np.array([_x(v) for v in curves["renyi"]["claimed"]])
@@ -480,7 +533,7 @@ def _fig_renyi(out: dict[str, Any]) -> Figure | None:
         ax.set_xscale("log")
         ax.set_xlabel("order alpha")
         ax.set_ylabel("D_alpha")
-        ax.legend(fontsize=7)
+        ax.legend()
         ax.grid(alpha=0.3)
         return fig
 
@@ -507,7 +560,7 @@ def _fig_tradeoff(out: dict[str, Any]) -> Figure | None:
 
         from dpaudit.attacks.bounds import cp_upper
 
-        fig, (ax, zx) = _axes((10.0, 4.4), ncols=2)
+        fig, (ax, zx) = _axes((WIDE_WIDTH, 5.2), ncols=2)
         x = np.linspace(0.0, 1.0, 501)
         if curves:
             allow = _claim_allows(curves, x)
@@ -534,7 +587,7 @@ def _fig_tradeoff(out: dict[str, Any]) -> Figure | None:
         ax.set_aspect("equal")
         ax.set_xlabel("false-positive rate (FPR)")
         ax.set_ylabel("false-negative rate (FNR)")
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(loc="upper right")
         lo = max(min(min(p[1], p[3], 1.0 / p[5]) for p in pts) / 3, 1e-9)
         xs = np.geomspace(lo, 1.0, 400)
         if curves:
@@ -554,8 +607,8 @@ def _fig_tradeoff(out: dict[str, Any]) -> Figure | None:
         zx.set_ylim(lo, 1.05)
         zx.set_xlabel("smaller error rate")
         zx.set_ylabel("1 - larger error rate")
-        zx.legend(fontsize=7, loc="lower right")
-        zx.set_title("zoom, log axes: above the red curve is a violation", fontsize=8)
+        zx.legend(loc="lower right")
+        zx.set_title("zoom, log axes: above the red curve is a violation")
         return fig
 
     names = [a["attack"] for a in tests]
@@ -565,6 +618,155 @@ def _fig_tradeoff(out: dict[str, Any]) -> Figure | None:
            + ". Right: the same on log axes, the smaller error rate against the power the larger one leaves, where "
            "small rates are visible.")
     return Figure("fig-tradeoff", "Threshold tests: trade-off", cap, draw, tuple(names), wide=True)
+
+
+def _histogram(a: Mapping[str, Any]) -> Any:
+    """An attack's binned fresh scores (:class:`~dpaudit.attacks.result.ScoreHistogram`), or None."""
+    from dpaudit.attacks.result import ScoreHistogram
+
+    h = a.get("scores")
+    if not isinstance(h, Mapping):
+        return None
+    h = ScoreHistogram.from_dict(dict(h))
+    return h if h.n0 > 0 and h.n1 > 0 else None
+
+
+def _roc_tests(results: list[Mapping[str, Any]]) -> list[tuple[str, Any]]:
+    return [(a["attack"], h) for a in results if (h := _histogram(a)) is not None]
+
+
+#: the false-positive rates the ROC summary reads the TPR at (as TensorFlow Privacy's and ML Privacy Meter's reports)
+ROC_FPRS = (1e-3, 1e-2)
+_PALETTE = ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:olive", "tab:cyan")
+
+
+def roc_summary(out: Any, beside: bool = False) -> list[dict[str, Any]]:
+    """One row per threshold test whose fresh scores the findings keep: its AUC and TPR at the FPRs of
+    :data:`ROC_FPRS` (None, "n/a" in the report, when a side has fewer fresh runs than 1 / FPR), computed
+    exactly from the binned scores (the empirical ROC of the thresholds at the bin edges)."""
+    out = out if isinstance(out, dict) and "format" in out else _findings(out)
+    rows = []
+    for name, h in _roc_tests(out.get("beside" if beside else "attacks") or []):
+        rows.append({"attack": name, "statistic": h.statistic, "auc": h.auc(),
+                     **{f"tpr_at_fpr_{f:g}": h.tpr_at(f) for f in ROC_FPRS}, "runs_per_side": h.n0,
+                     "exact": h.exact, "thresholds": len(h.edges)})
+    return rows
+
+
+def _fig_roc(out: dict[str, Any], beside: bool = False) -> Figure | None:
+    tests = _roc_tests(out.get("beside" if beside else "attacks") or [])
+    if not tests:
+        return None
+
+    def draw() -> Any:
+        import numpy as np
+
+        fig, (ax, zx) = _axes((WIDE_WIDTH, 5.0), ncols=2)
+        floor = min(1.0 / max(1, min(h.n0, h.n1)) for _, h in tests)
+        left = floor / 2  # an FPR of 0 is drawn here, at the left edge of the log axes
+        for (name, h), colour in zip(tests, _PALETTE):
+            fpr, tpr = (np.array(v) for v in h.roc())
+            ax.plot(fpr, tpr, color=colour, lw=2, label=f"{name}: AUC {h.auc():.3f}")
+            pos = tpr > 0
+            zx.plot(np.maximum(fpr[pos], left), tpr[pos], color=colour, lw=2,
+                    marker="o" if pos.sum() < 40 else None, ms=4, label=name)
+        for f in ROC_FPRS:
+            if f >= floor:
+                zx.axvline(f, color="gray", ls=":", lw=1.2)
+        ax.plot([0, 1], [0, 1], color="gray", ls="--", lw=1, label="chance (AUC 0.5)")
+        zx.plot([left, 1], [left, 1], color="gray", ls="--", lw=1)
+        for x in (ax, zx):
+            x.set_xlabel("false-positive rate (FPR)")
+            x.set_ylabel("true-positive rate (TPR)")
+            x.grid(alpha=0.3)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.01)
+        ax.set_aspect("equal")
+        ax.legend(loc="lower right")
+        zx.set_xscale("log")
+        zx.set_yscale("log")
+        zx.set_xlim(left / 1.5, 1.05)
+        zx.set_ylim(left / 1.5, 1.1)
+        zx.set_title("log axes (dotted: FPR 1e-3 and 1e-2)")
+        return fig
+
+    names = [n for n, _ in tests]
+    exact = all(h.exact for _, h in tests)
+    cap = (f"The ROC curve of the threshold test of {_and(names)} on its fresh samples (every threshold of its "
+           "statistic, not only the one the bound uses), on linear axes (left, with the AUC) and log axes (right, "
+           "where the true-positive rate at a small false-positive rate is read; a false-positive rate of 0 is drawn "
+           "at the left edge, below one false positive). " + ("Every fresh score sits on a bin edge, so this is the exact empirical ROC."
+                                  if exact else "Scores are binned at edges fixed on the selection split, so this is "
+                                  "the empirical ROC of the thresholds at those edges."))
+    fid = "fig-roc-beside" if beside else "fig-roc"
+    return Figure(fid, "Threshold tests: ROC curve" + (" (beside the verdict)" if beside else ""), cap, draw,
+                  tuple(names), wide=True)
+
+
+def _fig_scores(out: dict[str, Any], beside: bool = False) -> Figure | None:
+    tests = _roc_tests(out.get("beside" if beside else "attacks") or [])[:4]
+    if not tests:
+        return None
+
+    def draw() -> Any:
+        import numpy as np
+
+        n = len(tests)
+        fig, axs = _axes((WIDE_WIDTH if n > 1 else FIG_WIDTH, 4.2), ncols=n, layout="constrained")
+        for ax, (name, h) in zip(np.atleast_1d(axs), tests):
+            e = np.array(h.edges)
+            c0 = np.array(h.counts0, dtype=float) / h.n0
+            c1 = np.array(h.counts1, dtype=float) / h.n1
+            if h.exact:  # every score is an edge: one stem per value, the sides side by side
+                c0, c1 = c0[:-1], c1[:-1]
+                used = (c0 > 0) | (c1 > 0)
+                x = e[used]
+                gap = float(np.min(np.diff(x))) if x.size > 1 else 1.0
+                for c, colour, shift, label in ((c0[used], "tab:blue", -0.12, "d (side 0)"),
+                                                (c1[used], "tab:red", 0.12, "d' (side 1)")):
+                    ax.vlines(x + shift * gap, 0, c, color=colour, lw=4, label=label)
+                ax.set_ylim(0, max(c0.max(), c1.max()) * 1.12)
+                ax.set_ylabel("share of fresh runs")
+            else:  # the bins as stairs (bins narrower than 1e-6 of the range merged into the next one)
+                span = float(e[-1] - e[0]) or 1.0
+                keep = [0]
+                for i in range(1, e.size):
+                    if e[i] - e[keep[-1]] > 1e-6 * span:
+                        keep.append(i)
+                ke = e[keep]
+                cell = np.searchsorted(ke, np.concatenate([e, [np.inf]]), side="left")
+                m0, m1 = np.zeros(ke.size + 1), np.zeros(ke.size + 1)
+                np.add.at(m0, cell, c0)
+                np.add.at(m1, cell, c1)
+                step = float(np.median(np.diff(ke))) if ke.size > 1 else 1.0
+                x = np.concatenate([[ke[0] - step], ke, [ke[-1] + step]])
+                width = np.diff(x)
+                ax.stairs(m0 / width, x, color="tab:blue", lw=1.8, label="d (side 0)")
+                ax.stairs(m1 / width, x, color="tab:red", lw=1.8, label="d' (side 1)")
+                ax.set_ylabel("density of fresh runs")
+            ax.set_xlabel(h.statistic)
+            ax.set_title(name)
+            ax.grid(alpha=0.3)
+            ax.legend()
+        return fig
+
+    names = [n for n, _ in tests]
+    cap = (f"The two sides' fresh scores of the threshold test of {_and(names)}: how the runs on d (blue) and on d' "
+           "(red) spread over the values of its statistic (one bar per value where the score takes few values, else "
+           "the density in each bin). Where the two part, the test tells the sides apart.")
+    fid = "fig-scores-beside" if beside else "fig-scores"
+    return Figure(fid, "Threshold tests: score histograms" + (" (beside the verdict)" if beside else ""), cap, draw,
+                  tuple(names), wide=len(tests) > 1)
+
+
+def _roc_table(out: dict[str, Any], beside: bool = False) -> Table | None:
+    rows = roc_summary(out, beside)
+    if not rows:
+        return None
+    return Table(("attack", "statistic", "AUC", "TPR at FPR 1e-3", "TPR at FPR 1e-2", "fresh runs per side", "ROC"),
+                 tuple((r["attack"], r["statistic"], r["auc"], r["tpr_at_fpr_0.001"], r["tpr_at_fpr_0.01"],
+                        r["runs_per_side"], "exact" if r["exact"] else f"at {r['thresholds']} bin edges")
+                       for r in rows), frozenset({2, 3, 4, 5}))
 
 
 def _fig_ledger(out: dict[str, Any]) -> Figure | None:
@@ -578,7 +780,7 @@ def _fig_ledger(out: dict[str, Any]) -> Figure | None:
 
         mx = np.array(led["usage_max_per_round"], dtype=float)
         mean = np.array(led.get("usage_mean_per_round") or mx, dtype=float)
-        fig, ax = _axes((6.2, 3.0), layout="constrained")
+        fig, ax = _axes((FIG_WIDTH, 3.8), layout="constrained")
         t = np.arange(mx.size)
         ax.bar(t, mx, width=1.0, color="tab:gray", alpha=0.5, label="most releases fed, over the runs")
         ax.step(t, mean, where="mid", color="tab:blue", label="mean over the runs")
@@ -587,7 +789,7 @@ def _fig_ledger(out: dict[str, Any]) -> Figure | None:
         ax.set_ylim(0, max(1.0, float(mx.max())) * 1.15)
         ax.set_xlabel("round t")
         ax.set_ylabel("releases fed by round t")
-        fig.legend(fontsize=7, loc="outside lower center", ncol=3)
+        fig.legend(loc="outside lower center", ncol=2)
         return fig
 
     runs, most = led.get("runs", "the"), led.get("max_releases_per_round")
@@ -617,7 +819,7 @@ def _fig_horizon(out: dict[str, Any]) -> Figure | None:
     eps_claim = _x(out.get("epsilon_claimed"))
 
     def draw() -> Any:
-        fig, ax = _axes((6.2, 3.0))
+        fig, ax = _axes((FIG_WIDTH, 3.8))
         T = [r["horizon"] for r in rows]
         for key, colour in zip(keys, ("tab:orange", "tab:blue", "tab:purple", "tab:green")):
             ax.plot(T, [_x(r.get(key)) for r in rows], "o-", color=colour, label=f"{key} lower bound")
@@ -626,7 +828,7 @@ def _fig_horizon(out: dict[str, Any]) -> Figure | None:
         ax.set_xscale("log")
         ax.set_xlabel("horizon T")
         ax.set_ylabel("eps lower bound")
-        ax.legend(fontsize=8)
+        ax.legend()
         return fig
 
     cap = (f"The witness pair rebuilt at each horizon and attacked afresh by {_and(keys)}; each point is its own "
@@ -634,10 +836,33 @@ def _fig_horizon(out: dict[str, Any]) -> Figure | None:
     return Figure("fig-horizon", "Leakage against the horizon", cap, draw, tuple(keys))
 
 
-def _png(fig: Any) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=96)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+def draw_figure(f: Figure) -> Any:
+    """A report figure drawn as the report draws it: a matplotlib figure whose every text is at least
+    :data:`FONT_PT` points."""
+    import matplotlib
+
+    with matplotlib.rc_context(_RC):  # text sizes are read when each artist is made
+        return f.draw()
+
+
+def _png_bytes(f: Figure) -> bytes:
+    """The figure drawn (:func:`draw_figure`) as PNG bytes at :data:`DPI`."""
+    import matplotlib
+
+    with matplotlib.rc_context(_RC):
+        fig = f.draw()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def _png(f: Figure) -> str:
+    return base64.b64encode(_png_bytes(f)).decode("ascii")
+
+
+def _css_width(f: Figure) -> int:
+    """The width the HTML page shows a figure at: 96 CSS px per inch of the figure (so its points are points)."""
+    return round((WIDE_WIDTH if f.wide else FIG_WIDTH) * 96)
 
 
 # ---- the sections -------------------------------------------------------------------------------
@@ -788,7 +1013,8 @@ def _bound_table(results: list[Mapping[str, Any]]) -> Table:
 
 
 def _claim_figures(out: dict[str, Any]) -> list[Figure]:
-    return [f for f in (_fig_bounds(out), _fig_profile(out), _fig_renyi(out), _fig_tradeoff(out)) if f]
+    return [f for f in (_fig_bounds(out), _fig_profile(out), _fig_renyi(out), _fig_tradeoff(out), _fig_roc(out),
+                        _fig_scores(out)) if f]
 
 
 def _bounds_section(out: dict[str, Any]) -> Section | None:
@@ -799,8 +1025,13 @@ def _bounds_section(out: dict[str, Any]) -> Section | None:
     n = s["parts_judged"] or len(attacks)
     split = (f", split equally over the {n} parts whose bounds enter the verdict ({_f(s['confidence_per_part'])} each)"
              if s["confidence_per_part"] is not None and n > 1 else "")
+    roc = _roc_table(out)
     blocks: list[Any] = [Para(f"Overall confidence {_f(out['confidence'])}{split}; each attack corrects for every "
                               "test it evaluates on fresh samples."), *_claim_figures(out), _bound_table(attacks)]
+    if roc is not None:
+        blocks += [Para("The ROC of each threshold test on its fresh samples: its AUC and its true-positive rate at a "
+                        "false-positive rate of 1e-3 and 1e-2 (n/a when a side has fewer fresh runs than 1 / FPR)."),
+                   roc]
     blocks += [Sub(a["attack"], tuple(_test_blocks(a))) for a in attacks]
     return Section("bounds", "Lower bounds of the verdict", tuple(blocks))
 
@@ -813,6 +1044,7 @@ def _beside_section(out: dict[str, Any]) -> Section | None:
     blocks: list[Any] = [Para("These bounds are measured on a view the claim does not promise to hide; they are "
                               "reported for information and do **not** enter the verdict, whatever their size."
                               + (" " + "; ".join(why) + "." if why else "")), _bound_table(beside)]
+    blocks += [b for b in (_fig_roc(out, True), _fig_scores(out, True), _roc_table(out, True)) if b is not None]
     for a in beside:
         blocks.append(Sub(f"{a['attack']} (beside the verdict)", tuple(_test_blocks(a))))
     return Section("beside", "Bounds beside the verdict (not judged)", tuple(blocks))
@@ -963,7 +1195,7 @@ def figures(out: Any, draw: bool = True) -> list[dict[str, Any]]:
     """Every figure of the report: ``{"id", "title", "caption", "shows"}`` (``shows``: the attacks, exact
     figures or ledger it draws), and ``"png"`` (base64) when ``draw``."""
     return [{"id": f.id, "title": f.title, "caption": f.caption, "shows": list(f.shows),
-             **({"png": _png(f.draw())} if draw else {})}
+             **({"png": _png(f)} if draw else {})}
             for s in sections(out) for f in _walk(s.blocks) if isinstance(f, Figure)]
 
 
@@ -973,7 +1205,7 @@ def _md_cell(x: Any) -> str:
     return _f(x).replace("|", "\\|").replace("\n", " ")
 
 
-def _md_blocks(blocks: Iterable[Any], level: int) -> list[str]:
+def _md_blocks(blocks: Iterable[Any], level: int, files: Mapping[str, str] | None = None) -> list[str]:
     lines: list[str] = []
     for b in blocks:
         if isinstance(b, Para):
@@ -983,25 +1215,31 @@ def _md_blocks(blocks: Iterable[Any], level: int) -> list[str]:
                       "| " + " | ".join("---:" if i in b.num else "---" for i in range(len(b.header))) + " |"]
             lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in b.rows] + [""]
         elif isinstance(b, Figure):
-            lines += [f"> Figure (in the HTML page beside this file): **{b.title}.** {b.caption}", ""]
+            if files and b.id in files:
+                lines += [f"![{b.title}]({files[b.id]})", "", f"*Figure: **{b.title}.** {b.caption}*", ""]
+            else:
+                lines += [f"> Figure (in the HTML page beside this file): **{b.title}.** {b.caption}", ""]
         elif isinstance(b, Code):
             lines += ["```", b.text, "```", ""]
         elif isinstance(b, (Fold, Sub)):
             lines += ["#" * level + f" {b.summary if isinstance(b, Fold) else b.title}", ""]
-            lines += _md_blocks(b.blocks, min(level + 1, 6))
+            lines += _md_blocks(b.blocks, min(level + 1, 6), files)
     return lines
 
 
-def markdown_report(out: Any) -> str:
-    """The report as Markdown, verdict first (the same sections as the HTML page; figures are named there)."""
+def markdown_report(out: Any, figure_files: Mapping[str, str] | None = None) -> str:
+    """The report as Markdown, verdict first (the same sections as the HTML page). With ``figure_files``
+    (figure id -> PNG file name beside the Markdown, as :func:`write_report` writes them) each figure is an
+    image link with its caption; without, the figure is named and the HTML page shows it."""
     out = _findings(out)
     s = summary(out)
     lines = [f"# dpaudit check: `{out['policy']}`", "", f"**{s['word']}**: {s['sentence']}", ""]
     lines += ["| " + " | ".join(k for k, _, _ in _banner_numbers(s)) + " |",
               "| " + " | ".join("---" for _ in _banner_numbers(s)) + " |",
               "| " + " | ".join(_md_cell(f"{v} ({sub})" if sub else v) for _, v, sub in _banner_numbers(s)) + " |", ""]
+    lines += [f"- {x}" for x in exceeded(out)] + ([""] if exceeded(out) else [])
     for sec in sections(out):
-        lines += [f"## {sec.title}", ""] + _md_blocks(sec.blocks, 3)
+        lines += [f"## {sec.title}", ""] + _md_blocks(sec.blocks, 3, figure_files)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -1022,9 +1260,10 @@ section{margin-top:1.6em}
 h2{border-bottom:1px solid #ddd;padding-bottom:.15em}
 figure{margin:1em 0;break-inside:avoid;page-break-inside:avoid;min-width:0}
 figure img{max-width:100%;height:auto;border:1px solid #ddd}
+figure a.zoom{cursor:zoom-in}
 figcaption{font-size:.9em;color:#444}
-.figs{display:grid;grid-template-columns:repeat(auto-fit,minmax(24em,1fr));gap:0 1.5em}
-.figs figure.wide{grid-column:1/-1}
+.figs{display:block}
+ul.exceeded{margin:.2em 0 .7em 0;padding-left:1.2em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em;max-width:100%}
 th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top;overflow-wrap:break-word}
 th{background:#f2f2f2} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
@@ -1073,18 +1312,19 @@ def _html_table(t: Table) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _html_figure(f: Figure) -> str:
+def _html_figure(f: Figure, pngs: Mapping[str, bytes] | None = None) -> str:
+    data = base64.b64encode(pngs[f.id]).decode("ascii") if pngs and f.id in pngs else _png(f)
     return (f"<figure id='{_e(f.id)}'{' class=wide' if f.wide else ''}><img alt='{_e(f.title)}' "
-            f"src='data:image/png;base64,{_png(f.draw())}'><figcaption><b>{_e(f.title)}.</b> {_e(f.caption)}"
-            "</figcaption></figure>")
+            f"width='{_css_width(f)}' src='data:image/png;base64,{data}'><figcaption><b>{_e(f.title)}.</b> "
+            f"{_e(f.caption)}</figcaption></figure>")
 
 
-def _html_blocks(blocks: Iterable[Any], level: int) -> list[str]:
+def _html_blocks(blocks: Iterable[Any], level: int, pngs: Mapping[str, bytes] | None = None) -> list[str]:
     out: list[str] = []
     figs: list[str] = []
     for b in list(blocks) + [None]:
         if isinstance(b, Figure):
-            figs.append(_html_figure(b))
+            figs.append(_html_figure(b, pngs))
             continue
         if figs:  # consecutive figures share one grid
             out.append("<div class='figs'>" + "".join(figs) + "</div>")
@@ -1097,10 +1337,10 @@ def _html_blocks(blocks: Iterable[Any], level: int) -> list[str]:
             out.append(f"<pre>{_e(b.text)}</pre>")
         elif isinstance(b, Fold):
             ident = f" id='{_e(b.id)}'" if b.id else ""
-            out.append(f"<details{ident}><summary>{_e(b.summary)}</summary>" + "".join(_html_blocks(b.blocks, level + 1))
-                       + "</details>")
+            out.append(f"<details{ident}><summary>{_e(b.summary)}</summary>"
+                       + "".join(_html_blocks(b.blocks, level + 1, pngs)) + "</details>")
         elif isinstance(b, Sub):
-            out.append(f"<h{level}>{_e(b.title)}</h{level}>" + "".join(_html_blocks(b.blocks, min(level + 1, 6))))
+            out.append(f"<h{level}>{_e(b.title)}</h{level}>" + "".join(_html_blocks(b.blocks, min(level + 1, 6), pngs)))
     return out
 
 
@@ -1125,9 +1365,10 @@ def _banner_numbers(s: dict[str, Any]) -> list[tuple[str, str, str]]:
     return nums
 
 
-def html_report(out: Any) -> str:
+def html_report(out: Any, pngs: Mapping[str, bytes] | None = None) -> str:
     """A self-contained HTML page: verdict banner, sections with tables and figures; no JavaScript, no
-    external file; long tokens wrap, so it fits a normal window; a print style sheet."""
+    external file; long tokens wrap, so it fits a normal window; a print style sheet. ``pngs`` (figure id
+    -> PNG bytes) reuses figures already drawn; the others are drawn here."""
     out = _findings(out)
     s = summary(out)
     colour = _COLOURS.get(out["verdict"], "#555")
@@ -1140,11 +1381,14 @@ def html_report(out: Any) -> str:
         f"<header class='banner' id='verdict' style='--c:{colour}'>",
         f"<h1>{_e(s['word'])}: <code>{_e(out['policy'])}</code></h1>",
         f"<p class='sentence' id='verdict-sentence'>{_e(s['sentence'])}</p>",
-        f"<dl class='numbers'>{dl}</dl></header>",
     ]
+    said = exceeded(out)
+    if said:
+        page.append("<ul class='exceeded' id='exceeded'>" + "".join(f"<li>{_e(x)}</li>" for x in said) + "</ul>")
+    page.append(f"<dl class='numbers'>{dl}</dl></header>")
     for sec in sections(out):
-        page.append(f"<section id='{_e(sec.id)}'><h2>{_e(sec.title)}</h2>" + "".join(_html_blocks(sec.blocks, 3))
-                    + "</section>")
+        page.append(f"<section id='{_e(sec.id)}'><h2>{_e(sec.title)}</h2>"
+                    + "".join(_html_blocks(sec.blocks, 3, pngs)) + "</section>")
     page.append("</body></html>")
     return "\n".join(page)
 
@@ -1177,21 +1421,30 @@ def _umask() -> int:
 
 
 def write_report(out: Any, path: str | Path) -> list[Path]:
-    """Write ``path`` (Markdown) and the HTML page beside it as a pair, for any protocol's findings: both
-    are rendered first, written to temporary files in the same folder, then renamed into place (no
-    half-written report, no Markdown without its page)."""
+    """Write ``path`` (Markdown), the HTML page beside it and the Markdown's figures as PNG files beside
+    both (``stem.fig-roc.png`` ..., linked from the Markdown), for any protocol's findings, as one set:
+    everything is rendered first (each figure drawn once, for both formats), written to temporary files in
+    the same folder, then renamed into place (no half-written report, no Markdown without its page or its
+    figures). PNG files a previous report of the same name left and this one does not draw are removed.
+    Returns the Markdown, the HTML and the PNG paths."""
     paths = check_report_path(path)
     out = _findings(out)
-    texts = [markdown_report(out), html_report(out)]
+    md_path = paths[0]
+    drawn = {f.id: f for s in sections(out) for f in _walk(s.blocks) if isinstance(f, Figure)}
+    pngs = {fid: _png_bytes(f) for fid, f in drawn.items()}
+    names = {fid: f"{md_path.stem}.{fid}.png" for fid in drawn}
+    targets: list[tuple[Path, bytes]] = [(md_path, markdown_report(out, names).encode("utf-8")),
+                                         (paths[1], html_report(out, pngs).encode("utf-8"))]
+    targets += [(md_path.parent / names[fid], data) for fid, data in pngs.items()]
     temps: list[str] = []
     try:
-        for p, text in zip(paths, texts):
+        for p, data in targets:
             fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
             temps.append(tmp)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
             os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; a report is an ordinary file
-        for tmp, p in zip(temps, paths):
+        for tmp, (p, _) in zip(temps, targets):
             os.replace(tmp, p)
     except OSError as exc:
         raise DPAuditError(f"cannot write the report to {str(paths[0])!r}: {exc.strerror or exc}.") from None
@@ -1199,4 +1452,11 @@ def write_report(out: Any, path: str | Path) -> list[Path]:
         for tmp in temps:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-    return paths
+    keep = {p.name for p, _ in targets}
+    for old in md_path.parent.glob(f"{glob_escape(md_path.stem)}.fig-*.png"):
+        if old.name not in keep and re.fullmatch(re.escape(md_path.stem) + r"\.fig-[a-z-]+\.png", old.name):
+            try:
+                old.unlink()
+            except OSError:
+                pass
+    return [p for p, _ in targets]

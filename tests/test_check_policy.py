@@ -127,6 +127,9 @@ def test_report_is_written(tmp_path, capsys):
     assert "## The claim" in text and "## Witness" in text and "numpy" in text and "| seed | 0 |" in text
     page = md.with_suffix(".html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "data:image/png;base64," in page
+    # the Markdown's figures are PNG files beside it, linked (the membership test's ROC among them)
+    assert (md.parent / "audit.fig-roc.png").read_bytes()[:4] == b"\x89PNG" and "](audit.fig-roc.png)" in text
+    assert "PNG figures beside the Markdown" in capsys.readouterr().out
 
 
 def test_horizon_is_raised_past_a_late_first_release():

@@ -1,6 +1,8 @@
 """Reviewer reports, for every protocol: verdict first, real HTML (tables, figures that decode), captions
 that describe only what ran, a page that fits a 1200 px window in a real browser (Debian's headless
-Chromium), Markdown and HTML written as an atomic pair, and the --report path checked up front."""
+Chromium) with figures legible at that width, Markdown, HTML and the Markdown's PNG figures written
+atomically as one set, and the --report path checked up front. The ROC curve of the threshold tests (its
+AUC and TPR at small FPR exactly from the binned scores) is in tests/test_report_roc.py."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from dpaudit.report import figures, html_report, markdown_report, sections, writ
 
 HERE = Path(__file__).resolve().parent
 REPORTS = HERE.parent / "reports"
-FIGURE_IDS = {"fig-bounds", "fig-profile", "fig-renyi", "fig-tradeoff", "fig-ledger"}
+FIGURE_IDS = {"fig-bounds", "fig-profile", "fig-renyi", "fig-tradeoff", "fig-ledger", "fig-roc", "fig-scores"}
 
 
 @pytest.fixture(scope="module")
@@ -179,12 +181,22 @@ def test_a_findings_dict_from_json_renders_the_same_report(violation):
 
 # ---- atomic pairs -------------------------------------------------------------------------------
 
+def _files(a, stem: str = "report") -> list[str]:
+    """The files a written report of ``a`` consists of: the Markdown, the HTML page, a PNG per figure."""
+    return sorted([f"{stem}.md", f"{stem}.html"] + [f"{stem}.{f['id']}.png" for f in figures(a, draw=False)])
+
+
+def _md_written(a, stem: str = "report") -> str:
+    """The Markdown as written beside its PNG figures."""
+    return markdown_report(a, {f["id"]: f"{stem}.{f['id']}.png" for f in figures(a, draw=False)})
+
+
 def test_pair_is_written_atomically_and_bad_paths_fail_first(violation, tmp_path, monkeypatch):
     md = tmp_path / "sub" / "r.md"
     paths = violation.write(md)
-    assert paths == [md, md.with_suffix(".html")]
-    assert md.read_text() == markdown_report(violation) and paths[1].read_text().startswith("<!DOCTYPE html>")
-    assert sorted(p.name for p in md.parent.iterdir()) == ["r.html", "r.md"]  # no temporary left behind
+    assert paths[:2] == [md, md.with_suffix(".html")] and all(p.suffix == ".png" for p in paths[2:])
+    assert md.read_text() == _md_written(violation, "r") and paths[1].read_text().startswith("<!DOCTYPE html>")
+    assert sorted(p.name for p in md.parent.iterdir()) == _files(violation, "r")  # no temporary left behind
     # a disk that fills while the second file is written leaves the previous pair untouched
     import dpaudit.report as rep
 
@@ -193,7 +205,7 @@ def test_pair_is_written_atomically_and_bad_paths_fail_first(violation, tmp_path
     with pytest.raises(dpaudit.DPAuditError, match="No space left"):
         write_report(violation, md)
     monkeypatch.undo()
-    assert md.read_text() == before and sorted(p.name for p in md.parent.iterdir()) == ["r.html", "r.md"]
+    assert md.read_text() == before and sorted(p.name for p in md.parent.iterdir()) == _files(violation, "r")
     with pytest.raises(dpaudit.DPAuditError, match="ending in .md"):
         rep.check_report_path(tmp_path / "r.txt")
 
@@ -215,9 +227,9 @@ def _fail_second_file(monkeypatch):
 
 @pytest.mark.parametrize("name", list(AUDITS))
 def test_every_protocol_writes_its_report_as_an_atomic_pair(name, audits, written, tmp_path, monkeypatch):
-    md, page = written[name]
-    assert md.read_text() == markdown_report(audits[name]) and page.read_text().startswith("<!DOCTYPE html>")
-    assert sorted(p.name for p in md.parent.iterdir()) == ["report.html", "report.md"]
+    md, page = written[name][:2]
+    assert md.read_text() == _md_written(audits[name]) and page.read_text().startswith("<!DOCTYPE html>")
+    assert sorted(p.name for p in md.parent.iterdir()) == _files(audits[name])
     # the second file fails: neither is written (a Markdown file never appears without its page)
     _fail_second_file(monkeypatch)
     with pytest.raises(dpaudit.DPAuditError, match="No space left"):
@@ -351,7 +363,8 @@ window.addEventListener('load', () => {
       ink = n / (d.length / 4);
     }
     imgs.push({id: (img.closest('figure') || {}).id || '', natural: img.naturalWidth,
-               shown: Math.round(img.getBoundingClientRect().width), ink: ink});
+               shown: Math.round(img.getBoundingClientRect().width), ink: ink,
+               css: parseInt(img.getAttribute('width') || '0')});
   }
   const banner = document.querySelector('header.banner');
   const out = {scrollWidth: de.scrollWidth, clientWidth: de.clientWidth,
@@ -434,6 +447,10 @@ def test_every_protocols_report_renders_in_a_real_browser(audits, written, viola
         # every image decodes in Python too, at the size the browser reported
         parsed = _parse(pages[name])
         assert [_decode(img).shape[1] for img in parsed.imgs] == [img["natural"] for img in r["imgs"]], name
+        # legible at page width: every figure is shown at its full CSS width (96 px per inch of the figure, so
+        # its FONT_PT-point text is that size on the page), never scaled down in a 1200 px window
+        for img in r["imgs"]:
+            assert img["css"] > 0 and img["shown"] >= img["css"] - 1, (name, img)
         assert "Verdict" in r["text"] and "How to reproduce" in r["text"] and "package version" in r["text"]
     assert {i["id"] for i in seen["central"]["imgs"]} >= FIGURE_IDS
     assert "0.95" in seen["central"]["banner"] and "mutant-first-unnoised" in seen["central"]["banner"]

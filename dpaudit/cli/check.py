@@ -405,9 +405,11 @@ def check_named(args: argparse.Namespace) -> int:
         print_findings(result)
         sys.stdout.flush()
     if report_paths is not None:
-        result.write(args.report)
+        written = result.write(args.report)  # the pair, then the Markdown's figures (PNG files beside it)
         if not args.json:
-            print(f"report      {', '.join(str(p) for p in report_paths)}")
+            pngs = len(written) - 2
+            print(f"report      {', '.join(str(p) for p in written[:2])}"
+                  + (f" (+ {pngs} PNG figures beside the Markdown)" if pngs > 0 else ""))
     return status
 
 
