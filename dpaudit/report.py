@@ -207,10 +207,13 @@ def exceeded(out: Any) -> list[str]:
         if e.get("judged", True) and _x(e["epsilon"]) > against * (1 + 1e-9) + 1e-9:
             said.append(f"The {e['part']}, computed exactly ({e['method']}), gives eps = {_x(e['epsilon']):.6g}, above "
                         + (allows if e.get("claimed") is None else f"the claim's own eps = {against:.6g}") + ".")
-    for rv in out.get("renyi_violation") or []:
+    rvs = out.get("renyi_violation") or []
+    if rvs:  # one sentence: the order with the largest excess, and how many orders exceed
+        rv = max(rvs, key=lambda r: _x(r["D_alpha_lower"]) - _x(r["claimed"]))
+        others = f" (and at {len(rvs) - 1} more order{'s' if len(rvs) > 2 else ''})" if len(rvs) > 1 else ""
         said.append(f"The likelihood attack's lower bound on the Rényi divergence of order {_f(rv['order'])}, "
                     f"D >= {_f(rv['D_alpha_lower'])}, exceeds the {_f(rv['claimed'])} the {claim} claim allows at that "
-                    "order.")
+                    f"order{others}.")
     led = out.get("ledger")
     kind = _ledger_kind(led)
     if kind in ("per-round", "tree") and _x(led.get("implied_epsilon")) > claimed * (1 + 1e-9):

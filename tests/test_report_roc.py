@@ -243,6 +243,11 @@ def test_a_violation_says_in_words_what_exceeded_what(violation):
     words = exceeded(d)
     assert any("ledger, composed per round, implies 0.2-zCDP" in w and "against the 0.1-zCDP claim" in w
                for w in words)
+    d["renyi_violation"] = [{"order": o, "D_alpha_lower": lo, "claimed": c} for o, lo, c in
+                            ((2.0, 0.7, 0.2), (16.0, 2.9, 1.6), (32.0, 3.5, 3.2))]
+    renyi = [w for w in exceeded(d) if "Rényi" in w]  # one sentence, the largest excess, however many orders
+    assert renyi == ["The likelihood attack's lower bound on the Rényi divergence of order 16, D >= 2.9, exceeds the "
+                     "1.6 the 0.1-zCDP claim allows at that order (and at 2 more orders)."]
     consistent = {**violation.to_dict(), "verdict": "consistent"}
     for a in consistent["attacks"]:
         a["epsilon_lower"] = 0.5
