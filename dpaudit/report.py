@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, check_output_file, shorten
 
 __all__ = ["markdown_report", "html_report", "write_report", "check_report_path", "figures", "summary",
            "sections", "renyi_zero_notes"]
@@ -1152,22 +1152,13 @@ def html_report(out: Any) -> str:
 # ---- writing ------------------------------------------------------------------------------------
 
 def check_report_path(path: str | Path) -> list[Path]:
-    """Refuse a report path that is not ``*.md`` or whose folder cannot be written, before any work;
-    return the two paths (Markdown, HTML) the report will have."""
+    """Refuse a report path that is not ``*.md``, or that cannot be written (a folder, a folder that
+    cannot be written, a name too long for the file system: :func:`dpaudit.errors.check_output_file`),
+    before any work; return the two paths (Markdown, HTML) the report will have."""
+    if not isinstance(path, (str, os.PathLike)) or Path(path).suffix != ".md":
+        raise DPAuditError(f"--report must name a Markdown file ending in .md, got {shorten(str(path), 160)}.")
     path = Path(path)
-    if path.suffix != ".md":
-        raise DPAuditError(f"--report must name a Markdown file ending in .md, got {str(path)!r}.")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".dpaudit-probe-", dir=path.parent)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise DPAuditError(f"cannot write the report to {str(path)!r}: {exc.strerror or exc}.") from None
-    for p in (path, path.with_suffix(".html")):
-        if p.is_dir():
-            raise DPAuditError(f"cannot write the report to {str(p)!r}: it is a folder.")
-    return [path, path.with_suffix(".html")]
+    return [check_output_file(p, "the report", "--report") for p in (path, path.with_suffix(".html"))]
 
 
 def _umask() -> int:

@@ -552,3 +552,96 @@ def test_workers_beyond_the_cores_need_force(capsys, recorder):
     code, out, err = run_cli(capsys, ["check", "policy", "adac-ucb", "--workers", many, "--force-workers",
                                       "--runs", "200", "--json"])
     assert code == 0 and recorder[-1]["workers"] == int(many)
+
+
+# ---- output paths, checked before the work (issue 20) -------------------------------------------
+
+LONG_NAME = "r" * 300  # longer than the 255 bytes a file name may have on common file systems
+
+#: each reproduction's first expensive call: replaced by a bomb, so a path checked after the work fails the test
+EXPENSIVE = {"ldp-bandits": ("dpaudit.reproduce.ldp_bandits", "_run"),
+             "glm-bandits": ("dpaudit.reproduce.glm_bandits", "run_policy"),
+             "zcdp-bandits": ("dpaudit.reproduce.zcdp_bandits", "run_panel")}
+WRITES = {"ldp-bandits": "ldp_bandits.md", "glm-bandits": "glm-bandits.md", "zcdp-bandits": "zcdp_bandits.md"}
+
+
+def _no_work(monkeypatch, module: str, name: str) -> None:
+    import importlib
+
+    def bomb(*args, **kwargs):
+        raise AssertionError("the expensive work started before the output path was checked")
+
+    monkeypatch.setattr(importlib.import_module(module), name, bomb)
+
+
+@pytest.mark.parametrize("experiment", sorted(EXPENSIVE))
+@pytest.mark.parametrize("kind", ["a file", "under a file", "a long name", "an output that is a folder"])
+def test_reproduce_out_is_checked_before_the_run(capsys, monkeypatch, tmp_path, experiment, kind):
+    _no_work(monkeypatch, *EXPENSIVE[experiment])
+    f = tmp_path / "file"
+    f.write_text("")
+    out = {"a file": f, "under a file": f / "sub", "a long name": tmp_path / LONG_NAME,
+           "an output that is a folder": tmp_path / "out"}[kind]
+    if kind == "an output that is a folder":
+        (out / WRITES[experiment]).mkdir(parents=True)  # the Markdown table's name, taken by a folder
+    code, stdout, err = run_cli(capsys, ["reproduce", experiment, "--quick", "--out", str(out)])
+    assert_one_sentence(code, stdout, err)
+    assert "--out" in err
+
+
+@pytest.mark.parametrize("flag", [["--seed=-1"], ["--seed", "3"], ["--out", "somewhere"], ["--quick"]])
+def test_table_vs_view_refuses_the_options_it_has_no_use_for(capsys, tmp_path, monkeypatch, flag):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, ["reproduce", "table-vs-view"] + flag)
+    assert_one_sentence(code, out, err)
+    assert f"{flag[0].split('=')[0]} does not apply to table-vs-view" in err
+    assert not (tmp_path / "somewhere").exists()
+
+
+@pytest.mark.parametrize("experiment", sorted(EXPENSIVE))
+def test_reproduce_refuses_a_negative_seed_before_the_run(capsys, monkeypatch, tmp_path, experiment):
+    _no_work(monkeypatch, *EXPENSIVE[experiment])
+    code, out, err = run_cli(capsys, ["reproduce", experiment, "--quick", "--seed=-1", "--out", str(tmp_path)])
+    assert_one_sentence(code, out, err)
+    assert "--seed must be an integer >= 0, got -1." in err
+
+
+@pytest.mark.parametrize("plot,needle", [("x.md", "--plot must name an image file ending in"),
+                                         ("noext", "--plot must name an image file ending in"),
+                                         (LONG_NAME + ".png", "cannot write the plot to"),
+                                         ("file/x.png", "cannot write the plot to"),
+                                         ("folder.png", "it is a folder")])
+def test_regret_plot_is_checked_before_the_run(capsys, monkeypatch, tmp_path, plot, needle):
+    import dpaudit.cli.regret as regret
+
+    _no_work(monkeypatch, "dpaudit.cli.regret", "simulate")
+    (tmp_path / "file").write_text("")
+    (tmp_path / "folder.png").mkdir()
+    code, out, err = run_cli(capsys, ["regret", "adac-ucb", "--horizon", "50", "--runs", "2",
+                                      "--plot", str(tmp_path / plot)])
+    assert_one_sentence(code, out, err)
+    assert needle in err
+    assert regret is not None
+
+
+def test_regret_plot_is_written_whole(capsys, tmp_path):
+    target = tmp_path / "deep" / "regret.svg"
+    code, out, err = run_cli(capsys, ["regret", "adac-ucb", "--horizon", "30", "--runs", "2", "--no-twin",
+                                      "--plot", str(target)])
+    assert code == 0, err
+    assert target.read_text().lstrip().startswith("<?xml") and [p.name for p in target.parent.iterdir()] == ["regret.svg"]
+
+
+@pytest.mark.parametrize("protocol", ["table", "view", "interactive", "local", "joint", "shuffle"])
+@pytest.mark.parametrize("name", [LONG_NAME + ".md", "r" * 250 + ".md"])
+def test_a_report_name_too_long_is_one_sentence_before_the_audit(capsys, monkeypatch, tmp_path, protocol, name):
+    """250 characters fit, but not the temporary file the atomic write puts beside it: refused too."""
+    import dpaudit.runner
+
+    _no_work(monkeypatch, "dpaudit.runner", "run")
+    policy = {"joint": "jdp-glm", "shuffle": "shuffle-glm"}.get(protocol, "adac-ucb")
+    code, out, err = run_cli(capsys, ["check", "policy", policy, "--protocol", protocol, "--runs", "200",
+                                      "--workers", "1", "--report", str(tmp_path / name)])
+    assert_one_sentence(code, out, err)
+    assert "cannot write the report to" in err and "the file system allows" in err
+    assert dpaudit.runner is not None
