@@ -309,6 +309,11 @@ def print_findings(a: Any) -> None:
         print(f"power       {pw.pairs_tried} pairs tried; with {pw.fresh_runs_per_side} fresh runs per side the "
               f"black-box attack can show eps from {pw.smallest_detectable:.3g} up to {pw.largest_bound:.3g}"
               + (f"; it stopped after {pw.fresh_runs_used}, its answer settled" if pw.fresh_runs_used else ""))
+    cp = a.extra.get("checkpoint")
+    if isinstance(cp, dict) and "pieces_reused" in cp:
+        bad = cp.get("pieces_damaged_recomputed") or 0
+        print(f"checkpoint  {cp.get('dir')}: {cp['pieces_reused']} pieces reused, {cp['pieces_computed']} computed"
+              + (f" ({bad} of them damaged on disk and recomputed)" if bad else ""))
     if a.verdict == "interrupted" and a.extra.get("search"):
         print(f"search      {len(a.extra['search'])} candidate pairs ranked before the interruption")
     w = a.witness
