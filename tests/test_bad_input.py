@@ -645,3 +645,66 @@ def test_a_report_name_too_long_is_one_sentence_before_the_audit(capsys, monkeyp
     assert_one_sentence(code, out, err)
     assert "cannot write the report to" in err and "the file system allows" in err
     assert dpaudit.runner is not None
+
+
+# ---- bool arms from the per-run adapter; --max-work (issue 20) ---------------------------------------
+
+BOOL_BANDIT = '''
+import numpy as np
+
+class Bandit:
+    def __init__(self, n_arms=2, seed=0):
+        self.t = 0
+
+    def select_arm(self):
+        self.t += 1
+        return {value}
+
+    def update(self, arm, reward):
+        pass
+'''
+
+
+@pytest.mark.parametrize("value,shown", [("self.t % 2 == 0", "False"), ("np.bool_(self.t > 1)", "False"),
+                                         ("True", "True")])
+def test_the_per_run_adapter_refuses_bool_arms(capsys, tmp_path, value, shown):
+    """A bool is not an arm: batched plug-ins are refused for it (check_actions), the adapter too."""
+    src = tmp_path / f"boolarm_{abs(hash(value))}.py"
+    src.write_text(BOOL_BANDIT.format(value=value))
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:Bandit", "--adapter", "per-run", "--claim",
+                                      "pure:eps=1", "--runs", "100", "--horizon", "6", "--workers", "1"])
+    assert_one_sentence(code, out, err)
+    assert f"returned {shown} as its arm at round 0" in err and "an arm is an integer in 0..1" in err
+
+
+def test_the_per_run_adapter_refuses_bool_arms_in_python():
+    from dpaudit.adapters import PerRun
+
+    class Flip:
+        def select_arm(self):
+            return True
+
+        def update(self, arm, reward):
+            pass
+
+    with pytest.raises(DPAuditError, match="returned True as its arm at round 0"):  # by the constructor's probe
+        PerRun(Flip, {}, n_arms=2)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0"])
+@pytest.mark.parametrize("policy,protocol", [("seed001-counterexample", "table"),
+                                             ("seed001-counterexample", "interactive"),
+                                             ("jdp-finite-rr", "joint")])
+def test_max_work_must_be_a_positive_finite_number(capsys, policy, protocol, value):
+    code, out, err = run_cli(capsys, ["check", "policy", policy, "--protocol", protocol, f"--max-work={value}"])
+    assert_one_sentence(code, out, err)
+    wanted = "a number, got NaN." if value == "nan" else f"a positive number (finite), got {float(value)!r}."
+    assert f"--max-work must be {wanted}" in err
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -5.0, "lots"])
+def test_max_work_of_the_runners_exact_path(value):
+    from dpaudit.runner import Request, run
+
+    with pytest.raises(DPAuditError, match="max_work must be a (real |positive )?number"):
+        run(Request("jdp-finite-rr", protocol="joint", max_work=value))

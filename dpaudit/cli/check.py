@@ -17,7 +17,7 @@ from typing import Any
 
 from dpaudit.runner import DEFAULTS
 from dpaudit.cli import print_json
-from dpaudit.errors import DPAuditError, check_int
+from dpaudit.errors import DPAuditError, check_int, check_positive
 
 __all__ = ["register_cli", "is_finite_spec", "check_finite", "check_named", "EXIT_STATUS"]
 
@@ -87,6 +87,7 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.protocol == "joint" and is_contextual_spec(args.policy):  # issue 13: exact joint-DP enumeration
         refuse_inapplicable(args, True)
+        _check_max_work(args)
         for dest, value in FINITE_DEFAULTS.items():
             if getattr(args, dest) is None:
                 setattr(args, dest, value)
@@ -100,6 +101,7 @@ def _run(args: argparse.Namespace) -> int:
                            "--protocol local; use table, view or interactive.")
     refuse_inapplicable(args, finite)
     if finite:
+        _check_max_work(args)
         for dest, value in FINITE_DEFAULTS.items():
             if getattr(args, dest) is None:
                 setattr(args, dest, value)
@@ -108,6 +110,13 @@ def _run(args: argparse.Namespace) -> int:
         if getattr(args, dest, None) is None:
             setattr(args, dest, value)
     return check_named(args)
+
+
+def _check_max_work(args: argparse.Namespace) -> None:
+    """--max-work is a ceiling: a positive finite number (NaN compared False with every size and let any
+    enumeration run; inf or a negative one is no ceiling at all)."""
+    if args.max_work is not None:
+        args.max_work = check_positive("--max-work", args.max_work)
 
 
 def _progress_printer(unit: str):

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from dpaudit.attacks.bounds import check_confidence
 from dpaudit.engine import Checkpoint, Engine, dask_executor, one_blas_thread
-from dpaudit.errors import DPAuditError, check_delta, check_int
+from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
 from dpaudit.protocols import get_protocol
 from dpaudit.sandbox import file_digest, plugin_digest
 
@@ -87,6 +87,7 @@ def _checked(request: Request) -> Request:
                    runs=check_int("--runs", request.runs, minimum=100), seed=check_int("--seed", request.seed, minimum=0),
                    workers=check_int("workers", request.workers, minimum=1),
                    horizon=None if request.horizon is None else check_int("--horizon", request.horizon, minimum=2),
+                   max_work=None if request.max_work is None else check_positive("max_work", request.max_work),
                    params=dict(request.params or {}))
 
 
