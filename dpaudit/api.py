@@ -23,9 +23,9 @@ import inspect
 import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, check_int, check_path, check_positive, shorten
 from dpaudit.runner.findings import AuditInterrupted, Findings
 from dpaudit.runner.setup import claim_curves
 
@@ -50,6 +50,9 @@ class Audit(Findings):
     @classmethod
     def of(cls, findings: Findings) -> "Audit":
         """The :class:`Audit` of a runner's findings."""
+        if not isinstance(findings, Findings):
+            raise DPAuditError(f"Audit.of takes the findings of dpaudit.runner.run (a Findings), got {shorten(findings)}; "
+                               "use Audit.from_dict for a findings dict.")
         return cls(**{f.name: getattr(findings, f.name) for f in fields(Findings)})
 
     def to_markdown(self) -> str:
@@ -68,7 +71,7 @@ class Audit(Findings):
         """Write ``path`` (Markdown, must end in ``.md``) and the HTML page beside it, atomically as a pair."""
         from dpaudit.report import write_report
 
-        return write_report(self, path)
+        return write_report(self, path, "path")
 
     def _repr_html_(self) -> str:  # Jupyter shows the report
         return self.to_html()
@@ -84,9 +87,29 @@ def policy_label(policy: Any) -> str:
     return name if isinstance(policy, type) else f"{name} (instance)"
 
 
+#: what ``policy`` may be, in the sentence that refuses anything else
+_POLICY_KINDS = ("a registered name (see `dpaudit list`), a 'file.py:Class' or 'module:Class' string, a policy class "
+                 "or a policy instance")
+_NOT_POLICIES = (bool, int, float, complex, bytes, bytearray, list, tuple, dict, set, frozenset, Path)
+
+
+def _check_params(params: Any) -> dict[str, Any]:
+    """``params`` as a dict of parameter names to values (None: none)."""
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping) or not all(isinstance(k, str) for k in params):
+        raise DPAuditError(f"params must be a mapping of parameter names to values such as {{'rho': 0.5}}, got "
+                           f"{shorten(params)}.")
+    return dict(params)
+
+
 def _check_policy_object(policy: Any, params: Mapping[str, Any] | None) -> None:
     if isinstance(policy, str):
+        if not policy.strip():
+            raise DPAuditError(f"policy must be {_POLICY_KINDS}, got an empty string.")
         return
+    if policy is None or isinstance(policy, _NOT_POLICIES):
+        raise DPAuditError(f"policy must be {_POLICY_KINDS}, got {shorten(policy)}.")
     cls = policy if isinstance(policy, type) else type(policy)
     missing = [m for m in ("reset", "act", "observe") if not callable(getattr(cls, m, None))]
     if missing:
@@ -152,16 +175,20 @@ def audit(
     :class:`AuditInterrupted` (carrying the partial :class:`Audit`) on Ctrl-C.
     """
     from dpaudit.engine import default_workers
-    from dpaudit.errors import check_int
     from dpaudit.runner import Request, run
 
     _check_policy_object(policy, params)
-    params = dict(params or {})
+    params = _check_params(params)
+    _check_audit_arguments(protocol=protocol, delta=delta, confidence=confidence, runs=runs, horizon=horizon,
+                           seed=seed, executor=executor, command=command, pair=pair, checkpoint=checkpoint,
+                           max_hours=max_hours, adapter=adapter, scheduler=scheduler)
     if claim is not None and not isinstance(claim, str):
         from dpaudit.accountants.guarantees import as_guarantee
 
         claim = as_guarantee(claim)  # a DpEvent claim is read exactly
     if horizons is not None:  # checked before the audit, not after it
+        if isinstance(horizons, (str, bytes)) or not isinstance(horizons, Iterable):
+            raise DPAuditError(f"horizons must be a list of integers >= 2 such as [24, 48, 96], got {shorten(horizons)}.")
         horizons = sorted({check_int("each of horizons", T, minimum=2) for T in horizons})
         if protocol not in ("table", "view"):
             raise DPAuditError("horizons (leakage against the horizon) are measured under protocol table or view, "
@@ -197,6 +224,35 @@ def audit(
         rows = _leakage_vs_horizon(policy, params, result, horizons, runs, seed, adapter, claim)
         result = replace(result, extra={**result.extra, "leakage_vs_horizon": rows})
     return result
+
+
+def _check_audit_arguments(*, protocol: Any, delta: Any, confidence: Any, runs: Any, horizon: Any, seed: Any,
+                           executor: Any, command: Any, pair: Any, checkpoint: Any, max_hours: Any, adapter: Any,
+                           scheduler: Any) -> None:
+    """The arguments of :func:`audit`, named as the call names them, checked before anything is built."""
+    from dpaudit.attacks.bounds import check_confidence
+    from dpaudit.errors import check_delta
+    from dpaudit.runner import PLANS
+
+    if not isinstance(protocol, str) or protocol not in PLANS:
+        raise DPAuditError(f"protocol must be one of {', '.join(map(repr, PLANS))}, got {shorten(protocol)}.")
+    check_delta(delta)
+    check_confidence(confidence)
+    check_int("runs", runs, minimum=100)
+    check_int("seed", seed, minimum=0)
+    if horizon is not None:
+        check_int("horizon", horizon, minimum=2)
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise DPAuditError(f"executor must be a concurrent.futures.Executor (anything with submit(fn, *args)), such as "
+                           f"a ProcessPoolExecutor or a Dask client's get_executor(), got {shorten(executor)}.")
+    for name, value in (("command", command), ("adapter", adapter), ("scheduler", scheduler)):
+        if value is not None and not isinstance(value, str):
+            raise DPAuditError(f"{name} must be a string, got {shorten(value)}.")
+    for name, value in (("pair", pair), ("checkpoint", checkpoint)):
+        if value is not None:
+            check_path(name, value)
+    if max_hours is not None:
+        check_positive("max_hours", max_hours)
 
 
 def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: Audit, horizons: Sequence[int],
@@ -271,6 +327,7 @@ def describe(policy: Any) -> dict[str, Any]:
     """
     from dpaudit.policies.registry import entry_of, load_policy_class
 
+    _check_policy_object(policy, None)
     if isinstance(policy, str):
         cls = load_policy_class(policy)
     elif isinstance(policy, type):
@@ -339,13 +396,16 @@ def account(policy: Any, *, params: Mapping[str, Any] | None = None, delta: floa
     """
     from dpaudit.accountants.guarantees import as_guarantee
     from dpaudit.accounting import claim_vs_ledger, run_policy
-    from dpaudit.errors import check_delta, check_int
+    from dpaudit.errors import check_delta
     from dpaudit.runner.setup import build_policy
 
     _check_policy_object(policy, params)
+    params = _check_params(params)
     delta = check_delta(delta)
     horizon = check_int("horizon", horizon, minimum=1)
-    built = build_policy(policy, {k: v for k, v in (params or {}).items()}, horizon)
+    runs = check_int("runs", runs, minimum=1)
+    seed = check_int("seed", seed, minimum=0)
+    built = build_policy(policy, params, horizon)
     info = run_policy(built, horizon, runs, seed)
     ledger = getattr(built, "ledger", None)
     if ledger is None:

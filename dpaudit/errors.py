@@ -22,6 +22,7 @@ __all__ = [
     "check_delta",
     "check_order",
     "check_int",
+    "check_path",
     "check_output_file",
     "check_output_folder",
 ]
@@ -98,12 +99,12 @@ def shorten(value: object, limit: int = 80, *, as_text: bool = False) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _as_path(value: object, flag: str) -> Path:
-    if not isinstance(value, (str, os.PathLike)) or isinstance(value, bytes):
-        raise DPAuditError(f"{flag} must be a path (a string or a pathlib.Path), got {shorten(value)}.")
-    text = os.fspath(value)
+def check_path(name: str, value: object) -> Path:
+    """Return ``value`` as a Path after checking it is one: a string or an ``os.PathLike`` naming a path
+    (not bytes, not empty, no NUL character)."""
+    text = os.fspath(value) if isinstance(value, os.PathLike) else value
     if not isinstance(text, str) or not text.strip() or "\0" in text:
-        raise DPAuditError(f"{flag} must be a path, got {shorten(text)}.")
+        raise DPAuditError(f"{name} must be a path (a string or a pathlib.Path), got {shorten(value)}.")
     return Path(text)
 
 
@@ -155,7 +156,7 @@ def check_output_file(path: object, what: str, flag: str = "the path") -> Path:
     folder, a file that cannot be replaced, a folder that cannot be created or written, a name longer
     than the file system allows (the temporary file of the atomic write is probed). Creates the
     missing folders; returns the path. ``what`` names the output in the sentence ("the report")."""
-    p = _as_path(path, flag)
+    p = check_path(flag, path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         _writable(p)
@@ -170,7 +171,7 @@ def check_output_folder(folder: object, what: str, files: Iterable[str] = (), fl
     path that is a file (or lies under one), a folder that cannot be created or written, one of the
     files taken by a folder or not replaceable, a name longer than the file system allows. Creates
     the folder; returns it. ``what`` names the output in the sentence ("the figures and tables")."""
-    p = _as_path(folder, flag)
+    p = check_path(flag, folder)
     names = list(files)
     try:
         if p.exists() and not p.is_dir():

@@ -1151,14 +1151,16 @@ def html_report(out: Any) -> str:
 
 # ---- writing ------------------------------------------------------------------------------------
 
-def check_report_path(path: str | Path) -> list[Path]:
+def check_report_path(path: str | Path, flag: str = "--report") -> list[Path]:
     """Refuse a report path that is not ``*.md``, or that cannot be written (a folder, a folder that
     cannot be written, a name too long for the file system: :func:`dpaudit.errors.check_output_file`),
-    before any work; return the two paths (Markdown, HTML) the report will have."""
+    before any work; return the two paths (Markdown, HTML) the report will have. ``flag`` names the
+    argument in the sentence (``Audit.write`` says ``path``)."""
     if not isinstance(path, (str, os.PathLike)) or Path(path).suffix != ".md":
-        raise DPAuditError(f"--report must name a Markdown file ending in .md, got {shorten(str(path), 160)}.")
+        shown = shorten(str(path) if isinstance(path, os.PathLike) else path, 160)
+        raise DPAuditError(f"{flag} must name a Markdown file ending in .md, got {shown}.")
     path = Path(path)
-    return [check_output_file(p, "the report", "--report") for p in (path, path.with_suffix(".html"))]
+    return [check_output_file(p, "the report", flag) for p in (path, path.with_suffix(".html"))]
 
 
 def _umask() -> int:
@@ -1167,11 +1169,11 @@ def _umask() -> int:
     return mask
 
 
-def write_report(out: Any, path: str | Path) -> list[Path]:
+def write_report(out: Any, path: str | Path, flag: str = "--report") -> list[Path]:
     """Write ``path`` (Markdown) and the HTML page beside it as a pair, for any protocol's findings: both
     are rendered first, written to temporary files in the same folder, then renamed into place (no
     half-written report, no Markdown without its page)."""
-    paths = check_report_path(path)
+    paths = check_report_path(path, flag)
     out = _findings(out)
     texts = [markdown_report(out), html_report(out)]
     temps: list[str] = []

@@ -708,3 +708,73 @@ def test_max_work_of_the_runners_exact_path(value):
 
     with pytest.raises(DPAuditError, match="max_work must be a (real |positive )?number"):
         run(Request("jdp-finite-rr", protocol="joint", max_work=value))
+
+
+# ---- the Python API on wrong types (issue 20): one sentence, never a raw exception ------------------
+
+def _api_calls():
+    import dpaudit
+
+    small = dict(runs=100, horizon=4, workers=1)
+    return [
+        ("protocol=['table']", lambda: dpaudit.audit("adac-ucb", protocol=["table"], **small), "protocol must be one of"),
+        ("params=[1, 2]", lambda: dpaudit.audit("adac-ucb", params=[1, 2], **small), "params must be a mapping"),
+        ("params={1: 2}", lambda: dpaudit.audit("adac-ucb", params={1: 2}, **small), "params must be a mapping"),
+        ("executor=object()", lambda: dpaudit.audit("adac-ucb", executor=object(), runs=100, horizon=4),
+         "executor must be a concurrent.futures.Executor"),
+        ("pair=5", lambda: dpaudit.audit("adac-ucb", pair=5, **small), "pair must be a path"),
+        ("checkpoint=5", lambda: dpaudit.audit("adac-ucb", checkpoint=5, **small), "checkpoint must be a path"),
+        ("max_hours='soon'", lambda: dpaudit.audit("adac-ucb", max_hours="soon", **small),
+         "max_hours must be a real number, got 'soon'."),
+        ("max_hours=nan", lambda: dpaudit.audit("adac-ucb", max_hours=float("nan"), **small),
+         "max_hours must be a number, got NaN."),
+        ("horizons=5", lambda: dpaudit.audit("adac-ucb", horizons=5, **small), "horizons must be a list of integers"),
+        ("command=5", lambda: dpaudit.audit("adac-ucb", command=5, **small), "command must be a string"),
+        ("runs='many'", lambda: dpaudit.audit("adac-ucb", runs="many", horizon=4, workers=1),
+         "runs must be an integer >= 100, got 'many'."),
+        ("seed=-1", lambda: dpaudit.audit("adac-ucb", seed=-1, **small), "seed must be an integer >= 0, got -1."),
+        ("policy=None", lambda: dpaudit.audit(None, **small), "policy must be a registered name"),
+        ("policy=3", lambda: dpaudit.audit(3, **small), "policy must be a registered name"),
+        ("account seed=-1", lambda: dpaudit.account("adac-ucb", seed=-1), "seed must be an integer >= 0, got -1."),
+        ("account runs=0", lambda: dpaudit.account("adac-ucb", runs=0), "runs must be an integer >= 1, got 0."),
+        ("account params=[1]", lambda: dpaudit.account("adac-ucb", params=[1]), "params must be a mapping"),
+        ("account policy=None", lambda: dpaudit.account(None), "policy must be a registered name"),
+        ("from_dict('x')", lambda: dpaudit.Audit.from_dict("x"), "findings must be a dict"),
+        ("from_dict(bad power)", lambda: dpaudit.Audit.from_dict({"power": {"smallest_detectable": "x"}}),
+         "these findings cannot be read"),
+        ("from_dict(bad exact)", lambda: dpaudit.Audit.from_dict({"exact": [5]}), "these findings cannot be read"),
+        ("Audit.of(5)", lambda: dpaudit.Audit.of(5), "Audit.of takes the findings of dpaudit.runner.run"),
+        ("describe(None)", lambda: dpaudit.describe(None), "policy must be a registered name"),
+        ("describe(5)", lambda: dpaudit.describe(5), "policy must be a registered name"),
+        ("claim_curves(None)", lambda: dpaudit.api.claim_curves(None), "a claim must be a Guarantee"),
+        ("claim_curves(deltas='x')", lambda: dpaudit.api.claim_curves(__import__("dpaudit.accountants", fromlist=["ZCDP"]).ZCDP(1.0), deltas="x"),
+         "deltas must be a list of numbers"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_api_calls())), ids=[c[0] for c in _api_calls()])
+def test_the_python_api_refuses_wrong_types_in_one_sentence(monkeypatch, case):
+    import dpaudit.runner.central as central
+
+    def no_audit(ctx):
+        raise AssertionError("the audit started before its arguments were checked")
+
+    monkeypatch.setattr(central, "audit", no_audit)
+    monkeypatch.setattr(central, "preflight", no_audit)
+    _, call, needle = _api_calls()[case]
+    with pytest.raises(DPAuditError) as info:
+        call()
+    msg = str(info.value)
+    assert "\n" not in msg and msg.endswith("."), msg
+    assert needle in msg, msg
+    assert "Traceback" not in msg
+
+
+def test_audit_write_names_its_own_argument(tmp_path):
+    import dpaudit
+
+    a = dpaudit.Audit.from_dict({"verdict": "consistent", "policy": "x", "protocol": "table", "delta": 1e-5})
+    with pytest.raises(DPAuditError, match="path must name a Markdown file ending in .md, got 5."):
+        a.write(5)
+    with pytest.raises(DPAuditError, match="path must name a Markdown file ending in .md"):
+        a.write(tmp_path / "r.txt")
