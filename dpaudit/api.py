@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from contextlib import nullcontext
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
@@ -326,6 +327,7 @@ def describe(policy: Any) -> dict[str, Any]:
     (``dpaudit describe POLICY --json`` prints it).
     """
     from dpaudit.policies.registry import entry_of, load_policy_class
+    from dpaudit.sandbox import guard, is_plugin_spec
 
     _check_policy_object(policy, None)
     if isinstance(policy, str):
@@ -350,16 +352,35 @@ def describe(policy: Any) -> dict[str, Any]:
                            "default": None if required else p.default})
     claim = claim_note = None
     inst = None
-    try:
-        inst = policy if not isinstance(policy, (str, type)) else cls()
-        g = getattr(inst, "claim", None)
-        if g is not None:
-            from dpaudit.accountants.guarantees import as_guarantee
+    # a plug-in's code (constructor, claim, ledger) runs behind dpaudit.sandbox, as under check policy: its
+    # prints go to stderr (describe --json stays JSON), an exit becomes one sentence naming the plug-in
+    plugin = policy if isinstance(policy, str) and is_plugin_spec(policy) else None
 
-            claim = as_guarantee(g).describe()
-            claim_note = "at the instance's parameters" if not isinstance(policy, (str, type)) else "at the defaults"
-    except Exception as exc:  # a required parameter, or defaults the constructor refuses
-        claim_note = f"not built at the defaults ({type(exc).__name__}: {exc})".rstrip(".")
+    def attempt(method: str, fn: Callable[[], Any]) -> tuple[Any, Exception | None]:
+        """``fn()`` (plug-in code): its exceptions are returned for the note; an exit is one sentence."""
+        with guard(plugin, method) if plugin is not None else nullcontext():
+            try:
+                return fn(), None
+            except Exception as exc:  # a required parameter, or defaults the constructor refuses
+                return None, exc
+
+    def read_claim() -> Any:
+        from dpaudit.accountants.guarantees import as_guarantee
+
+        g = getattr(inst, "claim", None)
+        return None if g is None else as_guarantee(g).describe()
+
+    inst, failed = attempt("__init__", lambda: policy if not isinstance(policy, (str, type)) else cls())
+    if failed is None:
+        claim, failed = attempt("claim", read_claim)
+    if failed is not None:
+        claim_note = f"not {'built' if inst is None else 'read'} at the defaults ({type(failed).__name__}: {failed})"
+        claim_note = claim_note.rstrip(".")
+    elif claim is not None:
+        claim_note = "at the instance's parameters" if not isinstance(policy, (str, type)) else "at the defaults"
+    has_ledger = False
+    if inst is not None:
+        has_ledger = bool(attempt("ledger", lambda: hasattr(inst, "ledger"))[0])
     from dpaudit.papers import cite, references
 
     doc = inspect.getdoc(cls) or ""
@@ -376,7 +397,7 @@ def describe(policy: Any) -> dict[str, Any]:
         "parameters": parameters,
         "claim": claim,
         "claim_note": claim_note,
-        "has_ledger": _keeps_ledger(cls) or hasattr(inst, "ledger"),
+        "has_ledger": _keeps_ledger(cls) or has_ledger,
         "docstring": cite(doc),
     }
 

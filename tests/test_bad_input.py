@@ -778,3 +778,79 @@ def test_audit_write_names_its_own_argument(tmp_path):
         a.write(5)
     with pytest.raises(DPAuditError, match="path must name a Markdown file ending in .md"):
         a.write(tmp_path / "r.txt")
+
+
+# ---- dpaudit describe behind the sandbox (issue 20) --------------------------------------------------
+
+DESCRIBED = '''
+import os, sys
+from dpaudit.accountants import ZCDP
+from dpaudit.policies.ucb import AdaCUCB
+
+{module}
+
+class P(AdaCUCB):
+    """A plug-in to describe."""
+
+    def __init__(self, n_arms=2, rho=1.0):
+        {init}
+        super().__init__(n_arms=n_arms, rho=rho)
+
+    @property
+    def claim(self):
+        {claim}
+        return ZCDP(self.rho)
+
+    @claim.setter
+    def claim(self, value):
+        pass
+'''
+
+
+def _described(tmp_path: Path, module: str = "pass", init: str = "pass", claim: str = "pass") -> str:
+    src = tmp_path / f"described_{abs(hash((module, init, claim)))}.py"
+    src.write_text(DESCRIBED.format(module=module, init=init, claim=claim))
+    return f"{src}:P"
+
+
+@pytest.mark.parametrize("where,code,needle", [
+    ("module", "sys.exit(0)", "called sys.exit(0) while being imported"),
+    ("init", "sys.exit(0)", "called sys.exit(0) in its constructor"),
+    ("init", "raise SystemExit(3)", "called sys.exit(3) in its constructor"),
+    ("claim", "sys.exit(0)", "called sys.exit(0) in claim"),
+])
+def test_describe_turns_a_plugins_exit_into_one_sentence(capsys, tmp_path, where, code, needle):
+    spec = _described(tmp_path, **{where: code})
+    for json_flag in ([], ["--json"]):
+        status, out, err = run_cli(capsys, ["describe", spec] + json_flag)
+        assert_one_sentence(status, out, err)
+        assert spec in err and needle in err
+
+
+def test_describe_turns_os_exit_into_one_sentence(tmp_path):
+    """os._exit in the constructor would end the process: the console script, so the test survives it."""
+    import subprocess
+    import sys as _sys
+
+    spec = _described(tmp_path, init="os._exit(0)")
+    dpaudit_bin = Path(_sys.executable).with_name("dpaudit")
+    proc = subprocess.run([str(dpaudit_bin), "describe", spec, "--json"], capture_output=True, text=True, timeout=120)
+    assert_one_sentence(proc.returncode, proc.stdout, proc.stderr)
+    assert "called os._exit(0) in its constructor" in proc.stderr
+
+
+def test_describe_json_stays_json_when_the_plugin_prints(capsys, tmp_path):
+    spec = _described(tmp_path, module="print('module noise')", init="print('constructor noise')",
+                      claim="print('claim noise')")
+    status, out, err = run_cli(capsys, ["describe", spec, "--json"])
+    assert status == 0, err
+    d = json.loads(out)
+    assert d["claim"] is not None and d["summary"] == "A plug-in to describe."
+    assert "constructor noise" in err and "claim noise" in err and "noise" not in out
+
+
+def test_describe_keeps_a_constructor_that_refuses_its_defaults_as_a_note(capsys, tmp_path):
+    spec = _described(tmp_path, init="raise ValueError('rho is required')")
+    status, out, err = run_cli(capsys, ["describe", spec, "--json"])
+    assert status == 0, err
+    assert "not built at the defaults (ValueError: rho is required)" in json.loads(out)["claim_note"]
