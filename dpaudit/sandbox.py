@@ -11,7 +11,12 @@ its workers. Every call into it -- the import, the constructor, ``claim``, ``res
 * turns any other exception into one sentence naming the plug-in, the method, the step and the
   exception; the plug-in's own traceback is kept on the error (``plugin_traceback``) and shown
   only under ``dpaudit --debug``;
-* sends whatever the plug-in prints to stderr, so dpaudit's stdout (``--json``) stays its own.
+* sends whatever the plug-in prints to stderr, so dpaudit's stdout (``--json``) stays its own;
+* tells a real interruption from the plug-in's own ``KeyboardInterrupt``: while dpaudit watches the
+  signals (:func:`watch_signals`: the CLI and :func:`dpaudit.runner.run` do), each SIGINT, SIGTERM and
+  SIGHUP is counted before its handler raises, so a ``KeyboardInterrupt`` with no signal counted during
+  the call (or raised in a worker process, which ignores those signals) is the plug-in's own: an error
+  naming the method and the step, not "interrupted".
 
 What cannot be caught in-process, and what dpaudit does about it: a plug-in that kills its process
 by other means (a signal to itself, ``ctypes``, a crash in C code). In a worker process that death
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -37,13 +43,61 @@ import numpy as np
 
 from dpaudit.errors import DPAuditError, shorten
 
-__all__ = ["guard", "PluginPolicy", "PluginExit", "wrap_plugin", "is_plugin_spec", "plugin_digest", "file_digest"]
+__all__ = ["guard", "PluginPolicy", "PluginExit", "wrap_plugin", "is_plugin_spec", "plugin_digest", "file_digest",
+           "watch_signals"]
 
 _REAL_EXIT = os._exit
 _LOCK = threading.Lock()
 _DEPTH = 0
 _SAVED_STDOUT: Any = None
 _MISSING = object()
+#: signals that reached this process while watched (:func:`watch_signals`), and how many watches are open
+_SIGNALS_SEEN = 0
+_WATCHING = 0
+_WATCHED = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
+
+
+@contextmanager
+def watch_signals() -> Iterator[None]:
+    """Count SIGINT, SIGTERM and SIGHUP before their handlers run (main thread; handlers that are Python
+    functions, e.g. Python's own Ctrl-C handler or the CLI's), so that :func:`guard` can tell a real
+    interruption from a ``KeyboardInterrupt`` raised by plug-in code. The handlers are restored after."""
+    global _WATCHING
+    installed: list[tuple[int, Any, Any]] = []
+    if threading.current_thread() is threading.main_thread():
+        for sig in _WATCHED:
+            old = signal.getsignal(sig)
+            if not callable(old):
+                continue  # SIG_DFL / SIG_IGN: nothing raises KeyboardInterrupt for it
+
+            def counted(signum: int, frame: Any, _old: Any = old) -> Any:
+                global _SIGNALS_SEEN
+                _SIGNALS_SEEN += 1
+                return _old(signum, frame)
+
+            signal.signal(sig, counted)
+            installed.append((sig, counted, old))
+    _WATCHING += 1
+    try:
+        yield
+    finally:
+        _WATCHING -= 1
+        for sig, counted, old in reversed(installed):
+            if signal.getsignal(sig) is counted:
+                signal.signal(sig, old)
+
+
+def _a_signal(seen: int) -> bool:
+    """Whether a ``KeyboardInterrupt`` is a real interruption: a signal counted since ``seen``; or, when
+    nothing watches (a Python caller's own handlers), one Ctrl-C could have raised (not in a worker)."""
+    if _SIGNALS_SEEN > seen:
+        return True
+    if _WATCHING > 0:
+        return False
+    try:
+        return signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, None)  # workers ignore SIGINT
+    except (ValueError, OSError):  # pragma: no cover
+        return True
 
 
 class PluginExit(BaseException):
@@ -129,14 +183,22 @@ def _where(method: str, step: Any) -> str:
 @contextmanager
 def guard(plugin: str, method: str, step: Any = None) -> Iterator[None]:
     """Run plug-in code: exits and exceptions become one-sentence :class:`DPAuditError`\\ s, prints go
-    to stderr. ``KeyboardInterrupt`` (Ctrl-C, and SIGTERM/SIGHUP as the CLI maps them) passes through."""
+    to stderr. ``KeyboardInterrupt`` from a real signal (Ctrl-C, and SIGTERM/SIGHUP as the CLI maps them)
+    passes through; one the plug-in raised itself is an error naming the method and the step."""
+    seen = _SIGNALS_SEEN
     _enter()
     try:
         yield
     except DPAuditError:
         raise
-    except KeyboardInterrupt:
-        raise
+    except KeyboardInterrupt as exc:
+        if _a_signal(seen):
+            raise
+        err = DPAuditError(f"plug-in {plugin} raised KeyboardInterrupt {_where(method, step)} while no Ctrl-C or "
+                           "signal reached dpaudit, so it is the plug-in's own error, not an interruption (rerun with "
+                           "dpaudit --debug for its traceback).")
+        err.plugin_traceback = "".join(traceback.format_exception(exc))
+        raise err from None
     except SystemExit as exc:
         err = DPAuditError(f"plug-in {plugin} called sys.exit({exc.code!r}) {_where(method, step)}; a plug-in must "
                            "raise an exception, not end dpaudit, so its exit status cannot pass for a verdict.")

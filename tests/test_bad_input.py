@@ -273,6 +273,7 @@ BEHAVIOURS = {
     "raise": "raise ValueError('boom\\nsecond line')",
     "raise DPAuditError": "raise DPAuditError('the plug-in says no.')",
     "KeyError": "{}['missing']",
+    "KeyboardInterrupt": "raise KeyboardInterrupt",  # the plug-in's own: an error, not an interruption (issue 20)
 }
 METHODS = ["import", "__init__", "claim", "reset", "act", "observe"]
 
@@ -332,6 +333,9 @@ def _plugin(tmp_path: Path, method: str, action: str, step: int) -> str:
 @example(method="act", behaviour="_exit(0)", step=2, workers="2")
 @example(method="import", behaviour="os._exit(0)", step=0, workers="1")
 @example(method="observe", behaviour="sys.exit(0)", step=4, workers="2")
+@example(method="import", behaviour="KeyboardInterrupt", step=0, workers="1")
+@example(method="observe", behaviour="KeyboardInterrupt", step=3, workers="2")
+@example(method="reset", behaviour="KeyboardInterrupt", step=0, workers="1")
 def test_misbehaving_plugins_end_in_one_sentence(capsys, tmp_path, method, behaviour, step, workers):
     spec = _plugin(tmp_path, method, BEHAVIOURS[behaviour], step)
     code, out, err = run_cli(capsys, ["check", "policy", spec, "--runs", "100", "--horizon", "8",
@@ -854,3 +858,47 @@ def test_describe_keeps_a_constructor_that_refuses_its_defaults_as_a_note(capsys
     status, out, err = run_cli(capsys, ["describe", spec, "--json"])
     assert status == 0, err
     assert "not built at the defaults (ValueError: rho is required)" in json.loads(out)["claim_note"]
+
+
+# ---- a plug-in's own KeyboardInterrupt is not a Ctrl-C (issue 20) -----------------------------------
+
+INTERRUPTING = '''
+import multiprocessing, os, signal
+from dpaudit.policies.ucb import AdaCUCB
+
+class P(AdaCUCB):
+    def act(self, t, arms=None):
+        if t == 2:
+            {action}
+        return super().act(t, arms)
+'''
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_plugins_own_keyboard_interrupt_is_an_error_not_an_interruption(capsys, tmp_path, workers):
+    src = tmp_path / "kbi.py"
+    src.write_text(INTERRUPTING.format(action="raise KeyboardInterrupt"))
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6",
+                                      "--workers", workers, "--force-workers", "--json"])
+    assert_one_sentence(code, out, err)
+    assert f"plug-in {src}:P raised KeyboardInterrupt in act at step 2" in err and "interrupted" not in err
+
+
+def test_a_plugins_own_keyboard_interrupt_from_python(tmp_path):
+    import dpaudit
+
+    src = tmp_path / "kbi_py.py"
+    src.write_text(INTERRUPTING.format(action="raise KeyboardInterrupt('not a signal')"))
+    with pytest.raises(DPAuditError, match="raised KeyboardInterrupt in act at step 2"):
+        dpaudit.audit(f"{src}:P", runs=100, horizon=6, workers=1)
+
+
+def test_a_real_signal_during_plugin_code_is_still_an_interruption(capsys, tmp_path):
+    """The same place, but a real SIGINT (sent to this process): dpaudit stops and reports what finished."""
+    src = tmp_path / "sigint.py"
+    src.write_text(INTERRUPTING.format(
+        action="if multiprocessing.current_process().name == 'MainProcess': os.kill(os.getpid(), signal.SIGINT)"))
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6",
+                                      "--workers", "1", "--json"])
+    assert code == 130, err
+    assert json.loads(out)["verdict"] == "interrupted" and "raised KeyboardInterrupt" not in err

@@ -27,7 +27,7 @@ from dpaudit.attacks.bounds import check_confidence
 from dpaudit.engine import Checkpoint, Engine, dask_executor, one_blas_thread
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
 from dpaudit.protocols import get_protocol
-from dpaudit.sandbox import file_digest, plugin_digest
+from dpaudit.sandbox import file_digest, plugin_digest, watch_signals
 
 from . import central, joint, local, shuffle
 from .context import DEFAULTS, Context, Request
@@ -118,7 +118,7 @@ def run(request: Request, progress: Callable[[str], None] | None = None) -> Find
     ctx = Context(request, get_protocol(request.protocol), engine, progress, request.delta, request.confidence)
     where = engine.describe() if request.scheduler is None else f"Dask cluster {request.scheduler}"
     try:
-        with one_blas_thread():
+        with one_blas_thread(), watch_signals():  # a plug-in's own KeyboardInterrupt is not a Ctrl-C (sandbox)
             plan.preflight(ctx)
             plan.audit(ctx)
     except KeyboardInterrupt:
