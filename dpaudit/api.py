@@ -152,6 +152,7 @@ def audit(
     scheduler: str | None = None,
     checkpoint: str | None = None,
     max_hours: float | None = None,
+    call_timeout: float | None = None,
 ) -> Audit:
     """Audit a policy: its claim, what the attacks measure, and a verdict (``dpaudit check policy``).
 
@@ -171,7 +172,8 @@ def audit(
     instead of searching (the CLI's ``--rewards``, ``--claim``, ``--adapter``, ``--pair``).
     ``scheduler`` (a Dask scheduler address ``tcp://HOST:PORT``), ``checkpoint`` (a directory the
     finished pieces are recorded in, and resumed from) and ``max_hours`` (the up-front time limit,
-    default 24) are the CLI's ``--scheduler``, ``--checkpoint`` and ``--max-hours``.
+    default 24) are the CLI's ``--scheduler``, ``--checkpoint`` and ``--max-hours``; ``call_timeout``
+    (seconds one call into a plug-in's code may run, default 600) is ``--call-timeout``.
     Raises :class:`DPAuditError` on bad input and
     :class:`AuditInterrupted` (carrying the partial :class:`Audit`) on Ctrl-C.
     """
@@ -182,7 +184,7 @@ def audit(
     params = _check_params(params)
     _check_audit_arguments(protocol=protocol, delta=delta, confidence=confidence, runs=runs, horizon=horizon,
                            seed=seed, executor=executor, command=command, pair=pair, checkpoint=checkpoint,
-                           max_hours=max_hours, adapter=adapter, scheduler=scheduler)
+                           max_hours=max_hours, adapter=adapter, scheduler=scheduler, call_timeout=call_timeout)
     if claim is not None and not isinstance(claim, str):
         from dpaudit.accountants.guarantees import as_guarantee
 
@@ -212,7 +214,7 @@ def audit(
         raise DPAuditError(f"progress must be None, True, False or a callable taking a message, got {progress!r}.")
     label = policy_label(policy)
     request = Request(policy, params, protocol, delta, confidence, runs, horizon, seed, workers, executor, scheduler,
-                      checkpoint, max_hours, rewards, claim, adapter, pair, command)
+                      checkpoint, max_hours, rewards, claim, adapter, pair, command, call_timeout=call_timeout)
     try:
         out = run(request, progress_fn)
     except AuditInterrupted as exc:
@@ -229,7 +231,7 @@ def audit(
 
 def _check_audit_arguments(*, protocol: Any, delta: Any, confidence: Any, runs: Any, horizon: Any, seed: Any,
                            executor: Any, command: Any, pair: Any, checkpoint: Any, max_hours: Any, adapter: Any,
-                           scheduler: Any) -> None:
+                           scheduler: Any, call_timeout: Any) -> None:
     """The arguments of :func:`audit`, named as the call names them, checked before anything is built."""
     from dpaudit.attacks.bounds import check_confidence
     from dpaudit.errors import check_delta
@@ -254,6 +256,8 @@ def _check_audit_arguments(*, protocol: Any, delta: Any, confidence: Any, runs: 
             check_path(name, value)
     if max_hours is not None:
         check_positive("max_hours", max_hours)
+    if call_timeout is not None:
+        check_positive("call_timeout", call_timeout)
 
 
 def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: Audit, horizons: Sequence[int],

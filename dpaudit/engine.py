@@ -161,7 +161,9 @@ def _worker_main(conn: Any, parent_pid: int) -> None:
 class _LocalPool:
     """N forked worker processes, each fed one task at a time over its own pipe."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, watchdog: Callable[[int, float], bool] | None = None) -> None:
+        self.watchdog = watchdog
+        self.since = time.monotonic()
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
         self.workers: list[tuple[Any, Any]] = []
@@ -195,7 +197,13 @@ class _LocalPool:
                 busy[w] = i
             waits = {self.workers[w][1]: w for w in busy}
             waits.update({self.workers[w][0].sentinel: w for w in busy})
-            for ready in wait_connections(list(waits)):
+            ready_now = wait_connections(list(waits), timeout=None if self.watchdog is None else 0.5)
+            if not ready_now and self.watchdog is not None:
+                for w in busy:  # a worker stuck in one call (in C code) past its limit: killed, then reported
+                    proc = self.workers[w][0]
+                    if self.watchdog(proc.pid, self.since):
+                        proc.kill()
+            for ready in ready_now:
                 w = waits[ready]
                 if w not in busy:
                     continue
@@ -209,10 +217,13 @@ class _LocalPool:
                     code = proc.exitcode
                     how = (f"was killed by signal {-code}" if code is not None and code < 0
                            else f"ended with status {code}")
-                    raise DPAuditError(
+                    err = DPAuditError(
                         f"a worker process {how} while running {name} (out of memory, killed from outside, or "
                         "plug-in code that ended its process); rerun with --workers 1 to run it in this process."
                     )
+                    # for dpaudit.sandbox.explain_worker_death: which call of which plug-in it died in
+                    err.worker_pid, err.worker_status, err.worker_since = proc.pid, code, self.since  # type: ignore[attr-defined]
+                    raise err
                 i = busy.pop(w)
                 idle.append(w)
                 if status == "err":
@@ -449,18 +460,22 @@ class Engine:
 
     ``health``, for an external executor, is called every ``poll`` seconds while waiting; it raises
     :class:`DPAuditError` when the executor can no longer finish (e.g. a Dask cluster with no
-    workers), so a lost cluster is reported instead of waited on forever.
+    workers), so a lost cluster is reported instead of waited on forever. ``watchdog(pid, since)``, for
+    local workers, is asked every half second about each busy worker (started at ``since``,
+    ``time.monotonic()``); True kills that worker, which is then reported like any worker that died
+    (:func:`dpaudit.sandbox.overdue` is the runner's: a plug-in call stuck in C code past its limit).
     """
 
     def __init__(self, workers: int = 1, executor: Executor | None = None, *,
                  checkpoint: Checkpoint | None = None, health: Callable[[], None] | None = None,
-                 poll: float = 5.0) -> None:
+                 poll: float = 5.0, watchdog: Callable[[int, float], bool] | None = None) -> None:
         self.workers = check_int("workers", workers, minimum=1)
         self._executor = executor
         self._own: _LocalPool | None = None
         self.checkpoint = checkpoint
         self._health = health
         self._poll = poll
+        self._watchdog = watchdog
         self._calls = 0
 
     @property
@@ -526,7 +541,7 @@ class Engine:
                 deliver(i, fn(*args))
         elif self._executor is None:
             if self._own is None:
-                self._own = _LocalPool(self.workers)
+                self._own = _LocalPool(self.workers, self._watchdog)
             try:
                 self._own.run(fn, todo, deliver)
             except BaseException:

@@ -165,7 +165,7 @@ def test_policy_parameters(capsys, recorder, key, value):
 
 @FAST
 @given(cmd=st.sampled_from([["zcdp", "--rho", "{}", "--delta", "{}"], ["gaussian", "--sigma", "{}", "--delta", "{}"],
-                            ["rdp", "--alpha", "{}", "--eps", "{}", "--delta", "1e-5"],
+                            ["rdp", "--alpha", "{}", "--epsilon", "{}", "--delta", "1e-5"],
                             ["calibrate", "--epsilon", "{}", "--delta", "{}"],
                             ["policy", "adac-ucb", "--delta", "{}", "--seed", "{}"], ["policy", "ucb1", "--delta", "{}"]]),
        values=st.lists(NUMBERS, min_size=2, max_size=2))
@@ -525,18 +525,19 @@ def test_finite_policy_refuses_use_before_reset_and_bad_actions():
 @pytest.mark.parametrize("action,needle", [
     ("os._exit(0)", "called os._exit(0) in act at step 1"),
     ("sys.exit(0)", "called sys.exit(0) in act at step 1"),
-    ("os.kill(os.getpid(), signal.SIGKILL)", "a worker process was killed by signal 9"),
+    ("os.kill(os.getpid(), signal.SIGKILL)", "a worker process was killed by signal 9 (SIGKILL) while plug-in "),
 ])
 def test_a_plugin_ending_a_worker_process_is_reported(capsys, tmp_path, action, needle):
-    """Only in worker processes (the main process never sees it): caught there, or the death reported."""
+    """Only in worker processes (not where the plug-in was imported): caught there, or the death reported."""
     src = tmp_path / f"worker_{abs(hash(action))}.py"
     src.write_text(textwrap.dedent(f"""
-        import multiprocessing, os, signal, sys
+        import os, signal, sys
         from dpaudit.policies.ucb import AdaCUCB
+        IMPORTED_IN = os.getpid()  # the audit's process: the engine's workers are forked from it
 
         class P(AdaCUCB):
             def act(self, t, arms=None):
-                if t == 1 and multiprocessing.current_process().name != "MainProcess":
+                if t == 1 and os.getpid() != IMPORTED_IN:
                     {action}
                 return super().act(t, arms)
     """))
@@ -865,6 +866,7 @@ def test_describe_keeps_a_constructor_that_refuses_its_defaults_as_a_note(capsys
 INTERRUPTING = '''
 import multiprocessing, os, signal
 from dpaudit.policies.ucb import AdaCUCB
+IMPORTED_IN = os.getpid()  # the audit's process (a plug-in's audit runs in a process of its own)
 
 class P(AdaCUCB):
     def act(self, t, arms=None):
@@ -894,11 +896,159 @@ def test_a_plugins_own_keyboard_interrupt_from_python(tmp_path):
 
 
 def test_a_real_signal_during_plugin_code_is_still_an_interruption(capsys, tmp_path):
-    """The same place, but a real SIGINT (sent to this process): dpaudit stops and reports what finished."""
+    """The same place, but a real SIGINT (sent to dpaudit's process, the parent of the plug-in's audit):
+    dpaudit stops and reports what finished."""
     src = tmp_path / "sigint.py"
     src.write_text(INTERRUPTING.format(
-        action="if multiprocessing.current_process().name == 'MainProcess': os.kill(os.getpid(), signal.SIGINT)"))
+        action="if os.getpid() == IMPORTED_IN: os.kill(os.getppid(), signal.SIGINT); import time; time.sleep(5)"))
     code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6",
                                       "--workers", "1", "--json"])
     assert code == 130, err
     assert json.loads(out)["verdict"] == "interrupted" and "raised KeyboardInterrupt" not in err
+
+
+# ---- a plug-in that hangs or crashes (issue 20): a watchdog, and plug-in code in processes of its own ---
+
+#: where the misbehaviour happens: the process the plug-in was imported in (the audit's own process,
+#: forked from dpaudit's: --workers 1) or the engine's workers forked from it (--workers 2)
+WHERE = {"1": "os.getpid() == IMPORTED_IN", "2": "os.getpid() != IMPORTED_IN"}
+
+MISBEHAVING = '''
+import ctypes, os, re, signal, time
+from dpaudit.policies.ucb import AdaCUCB
+IMPORTED_IN = os.getpid()
+
+class P(AdaCUCB):
+    def {method}(self, t, *args):
+        if t == 3 and {where}:
+            {action}
+        return super().{method}(t, *args)
+'''
+
+HANG = "while True: time.sleep(0.05)"  # never returns (Python code: the alarm stops it)
+#: as stuck as C code that never returns to Python: the alarm does nothing, its process is killed from outside
+STUCK = "signal.signal(signal.SIGALRM, signal.SIG_IGN)\n            while True: time.sleep(0.05)"
+
+
+def _misbehaving(tmp_path, name: str, method: str, where: str, action: str) -> Path:
+    src = tmp_path / f"{name}.py"
+    src.write_text(MISBEHAVING.format(method=method, where=where, action=action))
+    return src
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("how", ["hang", "stuck"])
+def test_a_plugin_call_that_never_returns_ends_the_audit(capsys, tmp_path, workers, how):
+    import time as _time
+
+    src = _misbehaving(tmp_path, f"{how}_{workers}", "act", WHERE[workers], HANG if how == "hang" else STUCK)
+    t0 = _time.monotonic()
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6",
+                                      "--workers", workers, "--force-workers", "--call-timeout", "1", "--json"])
+    took = _time.monotonic() - t0
+    assert_one_sentence(code, out, err)
+    assert f"plug-in {src}:P did not return from act at step 3 within 1 s (stopped after " in err
+    assert "--call-timeout" in err
+    assert took < 20, took  # the limit, the grace (1 s) past it for a stuck call, and the audit's own work
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_call_timeout_must_be_a_positive_finite_number(capsys, recorder, value):
+    code, out, err = run_cli(capsys, ["check", "policy", "adac-ucb", f"--call-timeout={value}", "--runs", "200"])
+    assert_one_sentence(code, out, err)
+    assert "--call-timeout must be" in err or "argument --call-timeout: invalid float value" in err
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("crash,signame", [("ctypes.string_at(0)", "SIGSEGV"),
+                                           ("os.kill(os.getpid(), signal.SIGABRT)", "SIGABRT")])
+def test_a_plugin_crashing_the_interpreter_is_named(capsys, tmp_path, workers, crash, signame):
+    """A real segfault in plug-in code, in the audit's process (--workers 1) or a worker (--workers 2)."""
+    src = _misbehaving(tmp_path, f"crash_{signame}_{workers}", "observe", WHERE[workers], crash)
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6",
+                                      "--workers", workers, "--force-workers", "--json"])
+    assert_one_sentence(code, out, err)
+    who = "the audit's process" if workers == "1" else "a worker process"
+    assert f"{who} was killed by signal" in err and f"({signame}) while plug-in {src}:P ran in observe at step 3" in err
+
+
+def test_a_segfault_in_the_constructor_is_named(capsys, tmp_path):
+    """The probe too: the first plug-in code an audit runs is its constructor."""
+    src = tmp_path / "ctor.py"
+    src.write_text("import ctypes\nfrom dpaudit.policies.ucb import AdaCUCB\n\nclass P(AdaCUCB):\n"
+                   "    def __init__(self, **kw):\n        ctypes.string_at(0)\n")
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--workers", "1"])
+    assert_one_sentence(code, out, err)
+    assert f"(SIGSEGV) while plug-in {src}:P ran in its constructor" in err
+
+
+def test_the_cli_survives_a_segfaulting_plugin_as_a_process(tmp_path):
+    """The console script itself, not only main(): exit 2 and one sentence, never exit 139."""
+    import shutil
+    import subprocess
+    import sys
+
+    src = _misbehaving(tmp_path, "crash_cli", "act", "True", "ctypes.string_at(0)")
+    exe = shutil.which("dpaudit") or str(Path(sys.executable).with_name("dpaudit"))
+    proc = subprocess.run([exe, "check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6", "--workers", "1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "(SIGSEGV) while plug-in" in proc.stderr
+
+
+# ---- --max-hours: the pair file's horizon, and an estimate that cannot take minutes (issue 20) ------
+
+def test_the_estimate_uses_the_pair_files_horizon(tmp_path):
+    from dpaudit.protocols import TableDP, candidate_pairs
+    from dpaudit.runner import check
+    from dpaudit.runner.cost import run_steps
+
+    T = 96
+    d = [[0.5, 0.5]] * T
+    d_prime = [[0.5, 0.5], [1.0, 0.0]] + [[0.5, 0.5]] * (T - 2)
+    pair = tmp_path / "pair.json"
+    pair.write_text(json.dumps({"format": "dpaudit.pair/1", "d": d, "d_prime": d_prime}))
+    out = check("adac-ucb", {"n_arms": "2"}, runs=200, pair=str(pair))
+    assert out["horizon"] == T
+    assert out["estimate"]["run_steps"] == run_steps(200, T, len(candidate_pairs(TableDP(), 2, T)))
+
+
+SLOW_CTOR = '''
+import time
+from dpaudit.policies.ucb import AdaCUCB
+
+class P(AdaCUCB):
+    built = 0
+
+    def __init__(self, **kw):
+        P.built += 1
+        if P.built == 1:
+            time.sleep({seconds})  # the first build (the up-front estimate's) is slow
+        super().__init__(**kw)
+'''
+
+
+def test_a_slow_constructor_cannot_make_the_estimate_take_minutes(capsys, tmp_path):
+    """--max-hours 0.0003 (about 1 s): a constructor still running after it is refused within the box."""
+    import time as _time
+
+    src = tmp_path / "slow.py"
+    src.write_text(SLOW_CTOR.format(seconds=60))
+    t0 = _time.monotonic()
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--max-hours", "0.0003"])
+    assert _time.monotonic() - t0 < 15
+    assert_one_sentence(code, out, err)
+    assert f"more than --max-hours 0.0003: plug-in {src}:P was still in its constructor after " in err
+
+
+def test_a_constructor_slower_than_the_estimates_box_is_audited_without_an_estimate(tmp_path, monkeypatch):
+    from dpaudit.runner import check
+    from dpaudit.runner import cost
+
+    monkeypatch.setattr(cost, "ESTIMATE_SECONDS", 0.5)
+    src = tmp_path / "slow2.py"
+    src.write_text(SLOW_CTOR.format(seconds=3))
+    out = check(f"{src}:P", runs=100, horizon=6)
+    assert out["estimate"]["note"].startswith(f"no time estimate: plug-in {src}:P was still in its constructor at "
+                                              "the end of the estimate's 0.5 s time box")
+    assert out["verdict"] in ("consistent", "inconclusive")

@@ -260,6 +260,9 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
                    help="record each finished piece in DIR; rerunning the same command resumes from it")
     c.add_argument("--max-hours", type=float, default=None,
                    help="refuse, before starting, an audit estimated to take longer (default 24)")
+    c.add_argument("--call-timeout", type=float, default=None, metavar="SECONDS",
+                   help="end the audit when one call into a plug-in's code (its act, observe, ...) runs longer, "
+                        "naming the call (default 600)")
 
 
 def _f(x: Any) -> str:
@@ -385,6 +388,7 @@ def check_named(args: argparse.Namespace) -> int:
         from dpaudit.runner.cost import check_workers
 
         check_workers(workers)
+    call_timeout = None if args.call_timeout is None else check_positive("--call-timeout", args.call_timeout)
     bar = ProgressBar("dpaudit check")
     try:
         result = audit(
@@ -393,6 +397,7 @@ def check_named(args: argparse.Namespace) -> int:
             progress=bar, workers=workers, command="", horizons=_horizons(args.horizons),
             rewards=_parse_rewards(args.rewards), claim=_parse_claim(args.claim), adapter=args.adapter,
             pair=args.pair, scheduler=args.scheduler, checkpoint=args.checkpoint, max_hours=args.max_hours,
+            call_timeout=call_timeout,
         )
     except _Interrupted as exc:
         result = exc.audit
