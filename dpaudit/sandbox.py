@@ -18,19 +18,21 @@ its workers. Every call into it -- the import, the constructor, ``claim``, ``res
   the call (or raised in a worker process, which ignores those signals) is the plug-in's own: an error
   naming the method and the step, not "interrupted";
 * ends a call that does not return: with a per-call limit (:func:`call_limit`; ``--call-timeout``,
-  set by :func:`dpaudit.runner.run` for the audit, in this process and the worker processes it
-  forks), a SIGALRM timer raises in the plug-in's code, and the audit ends with one sentence naming
-  the method, the step and the time it ran (Python code only: a call stuck inside C code ends when
-  it returns to Python);
-* leaves a note of the call it is running in memory shared with the process that forked it, so that
-  when plug-in code kills its worker process (a segfault, a signal, ``abort()``), the parent's error
-  names the plug-in, the method and the step (:func:`explain_worker_death`).
+  set by :func:`dpaudit.runner.run` for the audit, in this process and the processes it forks), a
+  SIGALRM timer raises in the plug-in's code, and the audit ends with one sentence naming the plug-in,
+  the method, the step and the time it ran; a call stuck where the alarm cannot reach (C code) is
+  killed from outside once past the limit and a grace (:func:`overdue`: the engine asks it about its
+  busy workers, :func:`run_isolated` about its process) and reported the same way;
+* leaves a note of the call it is running (plug-in, method, step, start, limit) in memory shared with
+  the process that forked it, so that when plug-in code kills its process (a segfault, a signal,
+  ``abort()``) the parent's error names the plug-in, the method and the step (:func:`explain_worker_death`).
 
-What cannot be caught in-process, and what dpaudit does about it: a plug-in that kills its process
-by other means (a signal to itself, ``ctypes``, a crash in C code). In a worker process that death
-is reported as an error naming the call (:mod:`dpaudit.engine`, :func:`explain_worker_death`); in the
-main process it ends dpaudit with whatever status the process dies with (``python -X faulthandler -m
-dpaudit ...`` then prints where). dpaudit isolates plug-ins from mistakes, not from malice.
+What cannot be caught in-process -- a plug-in that kills its process (a signal to itself, ``ctypes``, a
+crash in C code) -- is caught one level up: :func:`dpaudit.runner.run` audits a plug-in in a forked
+process of its own (:func:`run_isolated`), also with one worker, and the engine's workers are forked
+from it, so such a death is one sentence naming the process, the signal, the plug-in, the method and
+the step. Plug-in objects handed to :func:`dpaudit.audit` (classes, instances) run in the caller's
+process. dpaudit isolates plug-ins from mistakes, not from malice.
 
 :class:`PluginPolicy` wraps a plug-in instance so that every member access is guarded; it also
 refuses a plug-in with fewer than two arms, and always runs step by step (a plug-in's block path,
