@@ -982,16 +982,10 @@ def test_a_segfault_in_the_constructor_is_named(capsys, tmp_path):
     assert f"(SIGSEGV) while plug-in {src}:P ran in its constructor" in err
 
 
-def test_the_cli_survives_a_segfaulting_plugin_as_a_process(tmp_path):
-    """The console script itself, not only main(): exit 2 and one sentence, never exit 139."""
-    import shutil
-    import subprocess
-    import sys
-
+def test_the_cli_survives_a_segfaulting_plugin_as_a_process(tmp_path, dpaudit_cli):
+    """dpaudit as a process, not only main(): exit 2 and one sentence, never exit 139."""
     src = _misbehaving(tmp_path, "crash_cli", "act", "True", "ctypes.string_at(0)")
-    exe = shutil.which("dpaudit") or str(Path(sys.executable).with_name("dpaudit"))
-    proc = subprocess.run([exe, "check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6", "--workers", "1"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    proc = dpaudit_cli("check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6", "--workers", "1", timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "(SIGSEGV) while plug-in" in proc.stderr
 
