@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpaudit.errors import DPAuditError, check_delta, check_nonnegative, check_order
+from dpaudit.errors import DPAuditError, check_delta, check_nonnegative, check_order, check_positive
 from dpaudit.policies.finite import FinitePolicy
 
 from .result import AuditResult
@@ -361,6 +361,7 @@ def exact_profile(
     alphas = [check_order(a) for a in alphas]
     if method not in ("tree", "brute"):
         raise DPAuditError(f"method must be 'tree' or 'brute', got {method!r}.")
+    max_work = check_positive("max_work", max_work)  # NaN would compare False and let any enumeration run
     sizes = estimate_work(policy, protocol, method)
     if sizes["work"] > max_work:
         what = f"{sizes['inputs']} inputs x {sizes['views']} views"

@@ -40,7 +40,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpaudit.errors import DPAuditError, check_delta, check_nonnegative, check_order
+from dpaudit.errors import DPAuditError, check_delta, check_nonnegative, check_order, check_positive
 from dpaudit.policies.finite_contextual import FiniteContextualPolicy, histories
 
 from .exact import DEFAULT_MAX_WORK, epsilon_for_delta, hockey_stick, renyi_divergence
@@ -174,7 +174,7 @@ def exact_joint_profile(policy: FiniteContextualPolicy, *, epsilons: Sequence[fl
     epsilons = [check_nonnegative("epsilon", e) for e in epsilons]
     deltas = [check_delta(d, allow_zero=True) for d in deltas]
     alphas = [check_order(a) for a in alphas]
-    max_work = check_nonnegative("max_work", max_work)
+    max_work = check_positive("max_work", max_work)
     nq = len(epsilons) + len(deltas) + len(alphas)
     sizes = joint_work(policy, max(nq, 1))
     if sizes["work"] > max_work:

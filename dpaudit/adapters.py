@@ -1306,10 +1306,11 @@ class PerRun:
         return err
 
     def _one_arm(self, value: Any, t: int, copy: int) -> int:
-        if isinstance(value, np.ndarray) and value.ndim == 0:
+        if isinstance(value, (np.ndarray, np.generic)) and np.ndim(value) == 0:
             value = value.item()
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
-            if isinstance(value, Real) and float(value).is_integer():
+        if isinstance(value, bool) or not isinstance(value, Integral):
+            # a bool is refused, as batched plug-ins' bool actions are (check_actions): True is not arm 1
+            if not isinstance(value, bool) and isinstance(value, Real) and float(value).is_integer():
                 value = int(value)
             else:
                 err = DPAuditError(f"{self._who} returned {value!r} as its arm at round {t} (copy {copy}); an arm is "

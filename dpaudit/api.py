@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import inspect
 import re
+from contextlib import nullcontext
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, check_int, check_path, check_positive, shorten
 from dpaudit.runner.findings import AuditInterrupted, Findings
 from dpaudit.runner.setup import claim_curves
 
@@ -50,6 +51,9 @@ class Audit(Findings):
     @classmethod
     def of(cls, findings: Findings) -> "Audit":
         """The :class:`Audit` of a runner's findings."""
+        if not isinstance(findings, Findings):
+            raise DPAuditError(f"Audit.of takes the findings of dpaudit.runner.run (a Findings), got {shorten(findings)}; "
+                               "use Audit.from_dict for a findings dict.")
         return cls(**{f.name: getattr(findings, f.name) for f in fields(Findings)})
 
     def to_markdown(self) -> str:
@@ -68,7 +72,7 @@ class Audit(Findings):
         """Write ``path`` (Markdown, must end in ``.md``) and the HTML page beside it, atomically as a pair."""
         from dpaudit.report import write_report
 
-        return write_report(self, path)
+        return write_report(self, path, "path")
 
     def _repr_html_(self) -> str:  # Jupyter shows the report
         return self.to_html()
@@ -84,9 +88,29 @@ def policy_label(policy: Any) -> str:
     return name if isinstance(policy, type) else f"{name} (instance)"
 
 
+#: what ``policy`` may be, in the sentence that refuses anything else
+_POLICY_KINDS = ("a registered name (see `dpaudit list`), a 'file.py:Class' or 'module:Class' string, a policy class "
+                 "or a policy instance")
+_NOT_POLICIES = (bool, int, float, complex, bytes, bytearray, list, tuple, dict, set, frozenset, Path)
+
+
+def _check_params(params: Any) -> dict[str, Any]:
+    """``params`` as a dict of parameter names to values (None: none)."""
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping) or not all(isinstance(k, str) for k in params):
+        raise DPAuditError(f"params must be a mapping of parameter names to values such as {{'rho': 0.5}}, got "
+                           f"{shorten(params)}.")
+    return dict(params)
+
+
 def _check_policy_object(policy: Any, params: Mapping[str, Any] | None) -> None:
     if isinstance(policy, str):
+        if not policy.strip():
+            raise DPAuditError(f"policy must be {_POLICY_KINDS}, got an empty string.")
         return
+    if policy is None or isinstance(policy, _NOT_POLICIES):
+        raise DPAuditError(f"policy must be {_POLICY_KINDS}, got {shorten(policy)}.")
     cls = policy if isinstance(policy, type) else type(policy)
     missing = [m for m in ("reset", "act", "observe") if not callable(getattr(cls, m, None))]
     if missing:
@@ -128,6 +152,7 @@ def audit(
     scheduler: str | None = None,
     checkpoint: str | None = None,
     max_hours: float | None = None,
+    call_timeout: float | None = None,
 ) -> Audit:
     """Audit a policy: its claim, what the attacks measure, and a verdict (``dpaudit check policy``).
 
@@ -147,21 +172,26 @@ def audit(
     instead of searching (the CLI's ``--rewards``, ``--claim``, ``--adapter``, ``--pair``).
     ``scheduler`` (a Dask scheduler address ``tcp://HOST:PORT``), ``checkpoint`` (a directory the
     finished pieces are recorded in, and resumed from) and ``max_hours`` (the up-front time limit,
-    default 24) are the CLI's ``--scheduler``, ``--checkpoint`` and ``--max-hours``.
+    default 24) are the CLI's ``--scheduler``, ``--checkpoint`` and ``--max-hours``; ``call_timeout``
+    (seconds one call into a plug-in's code may run, default 600) is ``--call-timeout``.
     Raises :class:`DPAuditError` on bad input and
     :class:`AuditInterrupted` (carrying the partial :class:`Audit`) on Ctrl-C.
     """
     from dpaudit.engine import default_workers
-    from dpaudit.errors import check_int
     from dpaudit.runner import Request, run
 
     _check_policy_object(policy, params)
-    params = dict(params or {})
+    params = _check_params(params)
+    _check_audit_arguments(protocol=protocol, delta=delta, confidence=confidence, runs=runs, horizon=horizon,
+                           seed=seed, executor=executor, command=command, pair=pair, checkpoint=checkpoint,
+                           max_hours=max_hours, adapter=adapter, scheduler=scheduler, call_timeout=call_timeout)
     if claim is not None and not isinstance(claim, str):
         from dpaudit.accountants.guarantees import as_guarantee
 
         claim = as_guarantee(claim)  # a DpEvent claim is read exactly
     if horizons is not None:  # checked before the audit, not after it
+        if isinstance(horizons, (str, bytes)) or not isinstance(horizons, Iterable):
+            raise DPAuditError(f"horizons must be a list of integers >= 2 such as [24, 48, 96], got {shorten(horizons)}.")
         horizons = sorted({check_int("each of horizons", T, minimum=2) for T in horizons})
         if protocol not in ("table", "view"):
             raise DPAuditError("horizons (leakage against the horizon) are measured under protocol table or view, "
@@ -184,7 +214,7 @@ def audit(
         raise DPAuditError(f"progress must be None, True, False or a callable taking a message, got {progress!r}.")
     label = policy_label(policy)
     request = Request(policy, params, protocol, delta, confidence, runs, horizon, seed, workers, executor, scheduler,
-                      checkpoint, max_hours, rewards, claim, adapter, pair, command)
+                      checkpoint, max_hours, rewards, claim, adapter, pair, command, call_timeout=call_timeout)
     try:
         out = run(request, progress_fn)
     except AuditInterrupted as exc:
@@ -197,6 +227,37 @@ def audit(
         rows = _leakage_vs_horizon(policy, params, result, horizons, runs, seed, adapter, claim)
         result = replace(result, extra={**result.extra, "leakage_vs_horizon": rows})
     return result
+
+
+def _check_audit_arguments(*, protocol: Any, delta: Any, confidence: Any, runs: Any, horizon: Any, seed: Any,
+                           executor: Any, command: Any, pair: Any, checkpoint: Any, max_hours: Any, adapter: Any,
+                           scheduler: Any, call_timeout: Any) -> None:
+    """The arguments of :func:`audit`, named as the call names them, checked before anything is built."""
+    from dpaudit.attacks.bounds import check_confidence
+    from dpaudit.errors import check_delta
+    from dpaudit.runner import PLANS
+
+    if not isinstance(protocol, str) or protocol not in PLANS:
+        raise DPAuditError(f"protocol must be one of {', '.join(map(repr, PLANS))}, got {shorten(protocol)}.")
+    check_delta(delta)
+    check_confidence(confidence)
+    check_int("runs", runs, minimum=100)
+    check_int("seed", seed, minimum=0)
+    if horizon is not None:
+        check_int("horizon", horizon, minimum=2)
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise DPAuditError(f"executor must be a concurrent.futures.Executor (anything with submit(fn, *args)), such as "
+                           f"a ProcessPoolExecutor or a Dask client's get_executor(), got {shorten(executor)}.")
+    for name, value in (("command", command), ("adapter", adapter), ("scheduler", scheduler)):
+        if value is not None and not isinstance(value, str):
+            raise DPAuditError(f"{name} must be a string, got {shorten(value)}.")
+    for name, value in (("pair", pair), ("checkpoint", checkpoint)):
+        if value is not None:
+            check_path(name, value)
+    if max_hours is not None:
+        check_positive("max_hours", max_hours)
+    if call_timeout is not None:
+        check_positive("call_timeout", call_timeout)
 
 
 def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: Audit, horizons: Sequence[int],
@@ -270,7 +331,9 @@ def describe(policy: Any) -> dict[str, Any]:
     (``dpaudit describe POLICY --json`` prints it).
     """
     from dpaudit.policies.registry import entry_of, load_policy_class
+    from dpaudit.sandbox import guard, is_plugin_spec
 
+    _check_policy_object(policy, None)
     if isinstance(policy, str):
         cls = load_policy_class(policy)
     elif isinstance(policy, type):
@@ -293,16 +356,35 @@ def describe(policy: Any) -> dict[str, Any]:
                            "default": None if required else p.default})
     claim = claim_note = None
     inst = None
-    try:
-        inst = policy if not isinstance(policy, (str, type)) else cls()
-        g = getattr(inst, "claim", None)
-        if g is not None:
-            from dpaudit.accountants.guarantees import as_guarantee
+    # a plug-in's code (constructor, claim, ledger) runs behind dpaudit.sandbox, as under check policy: its
+    # prints go to stderr (describe --json stays JSON), an exit becomes one sentence naming the plug-in
+    plugin = policy if isinstance(policy, str) and is_plugin_spec(policy) else None
 
-            claim = as_guarantee(g).describe()
-            claim_note = "at the instance's parameters" if not isinstance(policy, (str, type)) else "at the defaults"
-    except Exception as exc:  # a required parameter, or defaults the constructor refuses
-        claim_note = f"not built at the defaults ({type(exc).__name__}: {exc})".rstrip(".")
+    def attempt(method: str, fn: Callable[[], Any]) -> tuple[Any, Exception | None]:
+        """``fn()`` (plug-in code): its exceptions are returned for the note; an exit is one sentence."""
+        with guard(plugin, method) if plugin is not None else nullcontext():
+            try:
+                return fn(), None
+            except Exception as exc:  # a required parameter, or defaults the constructor refuses
+                return None, exc
+
+    def read_claim() -> Any:
+        from dpaudit.accountants.guarantees import as_guarantee
+
+        g = getattr(inst, "claim", None)
+        return None if g is None else as_guarantee(g).describe()
+
+    inst, failed = attempt("__init__", lambda: policy if not isinstance(policy, (str, type)) else cls())
+    if failed is None:
+        claim, failed = attempt("claim", read_claim)
+    if failed is not None:
+        claim_note = f"not {'built' if inst is None else 'read'} at the defaults ({type(failed).__name__}: {failed})"
+        claim_note = claim_note.rstrip(".")
+    elif claim is not None:
+        claim_note = "at the instance's parameters" if not isinstance(policy, (str, type)) else "at the defaults"
+    has_ledger = False
+    if inst is not None:
+        has_ledger = bool(attempt("ledger", lambda: hasattr(inst, "ledger"))[0])
     from dpaudit.papers import cite, references
 
     doc = inspect.getdoc(cls) or ""
@@ -319,7 +401,7 @@ def describe(policy: Any) -> dict[str, Any]:
         "parameters": parameters,
         "claim": claim,
         "claim_note": claim_note,
-        "has_ledger": _keeps_ledger(cls) or hasattr(inst, "ledger"),
+        "has_ledger": _keeps_ledger(cls) or has_ledger,
         "docstring": cite(doc),
     }
 
@@ -339,13 +421,16 @@ def account(policy: Any, *, params: Mapping[str, Any] | None = None, delta: floa
     """
     from dpaudit.accountants.guarantees import as_guarantee
     from dpaudit.accounting import claim_vs_ledger, run_policy
-    from dpaudit.errors import check_delta, check_int
+    from dpaudit.errors import check_delta
     from dpaudit.runner.setup import build_policy
 
     _check_policy_object(policy, params)
+    params = _check_params(params)
     delta = check_delta(delta)
     horizon = check_int("horizon", horizon, minimum=1)
-    built = build_policy(policy, {k: v for k, v in (params or {}).items()}, horizon)
+    runs = check_int("runs", runs, minimum=1)
+    seed = check_int("seed", seed, minimum=0)
+    built = build_policy(policy, params, horizon)
     info = run_policy(built, horizon, runs, seed)
     ledger = getattr(built, "ledger", None)
     if ledger is None:

@@ -161,7 +161,9 @@ def _worker_main(conn: Any, parent_pid: int) -> None:
 class _LocalPool:
     """N forked worker processes, each fed one task at a time over its own pipe."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, watchdog: Callable[[int, float], bool] | None = None) -> None:
+        self.watchdog = watchdog
+        self.since = time.monotonic()
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
         self.workers: list[tuple[Any, Any]] = []
@@ -195,7 +197,13 @@ class _LocalPool:
                 busy[w] = i
             waits = {self.workers[w][1]: w for w in busy}
             waits.update({self.workers[w][0].sentinel: w for w in busy})
-            for ready in wait_connections(list(waits)):
+            ready_now = wait_connections(list(waits), timeout=None if self.watchdog is None else 0.5)
+            if not ready_now and self.watchdog is not None:
+                for w in busy:  # a worker stuck in one call (in C code) past its limit: killed, then reported
+                    proc = self.workers[w][0]
+                    if self.watchdog(proc.pid, self.since):
+                        proc.kill()
+            for ready in ready_now:
                 w = waits[ready]
                 if w not in busy:
                     continue
@@ -209,10 +217,13 @@ class _LocalPool:
                     code = proc.exitcode
                     how = (f"was killed by signal {-code}" if code is not None and code < 0
                            else f"ended with status {code}")
-                    raise DPAuditError(
+                    err = DPAuditError(
                         f"a worker process {how} while running {name} (out of memory, killed from outside, or "
                         "plug-in code that ended its process); rerun with --workers 1 to run it in this process."
                     )
+                    # for dpaudit.sandbox.explain_worker_death: which call of which plug-in it died in
+                    err.worker_pid, err.worker_status, err.worker_since = proc.pid, code, self.since  # type: ignore[attr-defined]
+                    raise err
                 i = busy.pop(w)
                 idle.append(w)
                 if status == "err":
@@ -303,16 +314,28 @@ class Checkpoint:
     with another key never sees these pieces. Within a run, a piece's file is named by the engine
     call it belongs to (the n-th ``map`` of the audit), its index, and a SHA-256 of its pickled
     inputs, so a piece is reused only for byte-identical inputs. Files are written atomically
-    (temporary file, then rename), so a run killed mid-write leaves no half piece; an unreadable
-    piece is recomputed.
+    (temporary file, then rename), so a run killed mid-write leaves no half piece.
+
+    Each piece is verified before it is reused: its file starts with a header holding the SHA-256 of
+    its pickled result and the digest of what it was computed for (the audit's key and the piece's
+    name), so a piece damaged on disk (a flipped byte, a truncated or emptied file, another piece's
+    file copied over it) never reaches the unpickler and never changes the findings: it is
+    recomputed, written back whole, and counted (``summary()["pieces_damaged_recomputed"]``, the
+    findings' ``checkpoint`` entry).
     """
+
+    #: the header of a piece's file: magic, then the payload's SHA-256 and the piece's own digest (hex)
+    MAGIC = b"dpaudit-piece/2\n"
+    #: part of the directory's digest: pieces of another file format live elsewhere, never read as damaged
+    FORMAT = 2
 
     def __init__(self, directory: str | os.PathLike, key: dict[str, Any]) -> None:
         base = Path(directory)
         if base.exists() and not base.is_dir():
             raise DPAuditError(f"--checkpoint {str(base)!r} exists and is not a directory.")
         self.key = key
-        self.dir = base / _digest(key)[:20]
+        self._key_digest = _digest({"key": key, "piece_format": self.FORMAT})
+        self.dir = base / self._key_digest[:20]
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             probe = self.dir / ".write-test"
@@ -325,6 +348,7 @@ class Checkpoint:
             self._atomic(meta, json.dumps(key, sort_keys=True, indent=2, default=str).encode())
         self.reused = 0
         self.computed = 0
+        self.damaged = 0
 
     def _atomic(self, path: Path, data: bytes) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-")
@@ -360,11 +384,32 @@ class Checkpoint:
         name = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', 'task')}"
         return self.dir / f"{call:03d}-{i:05d}-{_digest(name.encode() + b'|' + blob)[:24]}.pkl"
 
+    def _for(self, path: Path) -> bytes:
+        """What a piece was computed for: the audit's key and the piece's name (its call, index and inputs)."""
+        return _digest(f"{self._key_digest}|{path.name}".encode()).encode()
+
     def load(self, path: Path) -> tuple[bool, Any]:
+        """``(True, result)`` for a verified piece; ``(False, None)`` for a missing one, or a damaged one
+        (counted in ``damaged``, then recomputed and saved over it by the engine)."""
         try:
             with open(path, "rb") as f:
-                value = pickle.load(f)
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError, ImportError):
+                blob = f.read()
+        except FileNotFoundError:
+            return False, None
+        except OSError:
+            self.damaged += 1
+            return False, None
+        head = len(self.MAGIC)
+        payload = blob[head + 130:]
+        if (blob[:head] != self.MAGIC or blob[head + 64:head + 65] != b" " or blob[head + 129:head + 130] != b"\n"
+                or blob[head + 65:head + 129] != self._for(path)
+                or blob[head:head + 64] != hashlib.sha256(payload).hexdigest().encode()):
+            self.damaged += 1
+            return False, None
+        try:
+            value = pickle.loads(payload)
+        except Exception:  # verified bytes that no longer unpickle (a class renamed since): recompute
+            self.damaged += 1
             return False, None
         self.reused += 1
         return True, value
@@ -375,10 +420,12 @@ class Checkpoint:
             data = pickle.dumps(value, protocol=4)
         except Exception:  # pragma: no cover - results are numpy arrays and tuples
             return
-        self._atomic(path, data)
+        header = self.MAGIC + hashlib.sha256(data).hexdigest().encode() + b" " + self._for(path) + b"\n"
+        self._atomic(path, header + data)
 
     def summary(self) -> dict[str, Any]:
-        return {"dir": str(self.dir), "pieces_reused": self.reused, "pieces_computed": self.computed}
+        return {"dir": str(self.dir), "pieces_reused": self.reused, "pieces_computed": self.computed,
+                "pieces_damaged_recomputed": self.damaged}
 
 
 # ---- the engine ---------------------------------------------------------------------------------
@@ -413,18 +460,22 @@ class Engine:
 
     ``health``, for an external executor, is called every ``poll`` seconds while waiting; it raises
     :class:`DPAuditError` when the executor can no longer finish (e.g. a Dask cluster with no
-    workers), so a lost cluster is reported instead of waited on forever.
+    workers), so a lost cluster is reported instead of waited on forever. ``watchdog(pid, since)``, for
+    local workers, is asked every half second about each busy worker (started at ``since``,
+    ``time.monotonic()``); True kills that worker, which is then reported like any worker that died
+    (:func:`dpaudit.sandbox.overdue` is the runner's: a plug-in call stuck in C code past its limit).
     """
 
     def __init__(self, workers: int = 1, executor: Executor | None = None, *,
                  checkpoint: Checkpoint | None = None, health: Callable[[], None] | None = None,
-                 poll: float = 5.0) -> None:
+                 poll: float = 5.0, watchdog: Callable[[int, float], bool] | None = None) -> None:
         self.workers = check_int("workers", workers, minimum=1)
         self._executor = executor
         self._own: _LocalPool | None = None
         self.checkpoint = checkpoint
         self._health = health
         self._poll = poll
+        self._watchdog = watchdog
         self._calls = 0
 
     @property
@@ -490,7 +541,7 @@ class Engine:
                 deliver(i, fn(*args))
         elif self._executor is None:
             if self._own is None:
-                self._own = _LocalPool(self.workers)
+                self._own = _LocalPool(self.workers, self._watchdog)
             try:
                 self._own.run(fn, todo, deliver)
             except BaseException:

@@ -8,7 +8,11 @@ accountants are the bottom of the dependency graph and the rest of the package i
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from numbers import Real
+from pathlib import Path
+from typing import Iterable
 
 __all__ = [
     "shorten",
@@ -18,6 +22,9 @@ __all__ = [
     "check_delta",
     "check_order",
     "check_int",
+    "check_path",
+    "check_output_file",
+    "check_output_folder",
 ]
 
 
@@ -90,3 +97,90 @@ def shorten(value: object, limit: int = 80, *, as_text: bool = False) -> str:
     characters with "..." so a huge or multi-line value cannot swamp the sentence."""
     text = " ".join((str(value) if as_text else repr(value)).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_path(name: str, value: object) -> Path:
+    """Return ``value`` as a Path after checking it is one: a string or an ``os.PathLike`` naming a path
+    (not bytes, not empty, no NUL character)."""
+    text = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(text, str) or not text.strip() or "\0" in text:
+        raise DPAuditError(f"{name} must be a path (a string or a pathlib.Path), got {shorten(value)}.")
+    return Path(text)
+
+
+def _probe(folder: Path, name: str) -> None:
+    """Create and remove the temporary file an atomic write of ``name`` puts in ``folder``
+    (``.NAME.XXXXXXXX.tmp``, longer than the name itself): what passes here can be written later."""
+    fd, probe = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _writable(path: Path, who: str = "it") -> None:
+    """An output file's own checks: not a folder; an existing file dpaudit may replace."""
+    if path.is_dir():
+        raise IsADirectoryError(21, f"{who} is a folder", str(path))
+    if path.exists() and not os.access(path, os.W_OK):
+        raise PermissionError(13, f"{who} exists and cannot be overwritten", str(path))
+
+
+#: the characters an atomic write's temporary name adds to the file's own (".NAME." + 8 + ".tmp")
+_TEMP_EXTRA = 14
+
+
+def _name_max(path: Path) -> int:
+    """The longest file name the file system holding ``path`` (or its nearest existing folder) allows."""
+    for folder in (path, *path.parents):
+        try:
+            return int(os.pathconf(folder, "PC_NAME_MAX"))
+        except (OSError, ValueError):
+            continue
+    return 255
+
+
+def _reason(exc: OSError, path: Path | None = None) -> str:
+    import errno
+
+    if exc.errno == errno.ENAMETOOLONG and path is not None:
+        most = _name_max(path.parent)
+        longest = max(len(part.encode()) for part in path.parts)
+        if longest > most:
+            return f"a name in it has {longest} bytes, more than the {most} the file system allows"
+        return (f"its name has {len(path.name.encode())} bytes, more than the {most - _TEMP_EXTRA} the file system "
+                f"allows with the temporary file the write puts beside it")
+    return str(exc.strerror or exc).rstrip(".")
+
+
+def check_output_file(path: object, what: str, flag: str = "the path") -> Path:
+    """Refuse, before any work, a file dpaudit will write when the work is done: a path that is a
+    folder, a file that cannot be replaced, a folder that cannot be created or written, a name longer
+    than the file system allows (the temporary file of the atomic write is probed). Creates the
+    missing folders; returns the path. ``what`` names the output in the sentence ("the report")."""
+    p = check_path(flag, path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        _writable(p)
+        _probe(p.parent, p.name)
+    except OSError as exc:
+        raise DPAuditError(f"cannot write {what} to {shorten(str(p), 160)}: {_reason(exc, p)}.") from None
+    return p
+
+
+def check_output_folder(folder: object, what: str, files: Iterable[str] = (), flag: str = "--out") -> Path:
+    """Refuse, before any work, a folder dpaudit will write ``files`` into when the work is done: a
+    path that is a file (or lies under one), a folder that cannot be created or written, one of the
+    files taken by a folder or not replaceable, a name longer than the file system allows. Creates
+    the folder; returns it. ``what`` names the output in the sentence ("the figures and tables")."""
+    p = check_path(flag, folder)
+    names = list(files)
+    try:
+        if p.exists() and not p.is_dir():
+            raise NotADirectoryError(20, "it is a file, not a folder", str(p))
+        p.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            _writable(p / name, repr(name) + " in it")
+        _probe(p, max(names, key=len) if names else "probe")
+    except OSError as exc:
+        raise DPAuditError(f"cannot write {what} into {flag} {shorten(str(p), 160)}: "
+                           f"{_reason(exc, p / max(names, key=len) if names else p)}.") from None
+    return p

@@ -52,7 +52,7 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, check_output_file, shorten
 
 __all__ = ["markdown_report", "html_report", "write_report", "check_report_path", "figures", "summary",
            "sections", "renyi_zero_notes", "exceeded", "roc_summary", "draw_figure", "Figure"]
@@ -1398,23 +1398,18 @@ def html_report(out: Any, pngs: Mapping[str, bytes] | None = None) -> str:
 
 # ---- writing ------------------------------------------------------------------------------------
 
-def check_report_path(path: str | Path) -> list[Path]:
-    """Refuse a report path that is not ``*.md`` or whose folder cannot be written, before any work;
-    return the two paths (Markdown, HTML) the report will have."""
+def check_report_path(path: str | Path, flag: str = "--report") -> list[Path]:
+    """Refuse a report path that is not ``*.md``, or that cannot be written (a folder, a folder that
+    cannot be written, a name too long for the file system: :func:`dpaudit.errors.check_output_file`),
+    before any work; return the two paths (Markdown, HTML) the report will have. ``flag`` names the
+    argument in the sentence (``Audit.write`` says ``path``)."""
+    if not isinstance(path, (str, os.PathLike)) or Path(path).suffix != ".md":
+        shown = shorten(str(path) if isinstance(path, os.PathLike) else path, 160)
+        raise DPAuditError(f"{flag} must name a Markdown file ending in .md, got {shown}.")
     path = Path(path)
-    if path.suffix != ".md":
-        raise DPAuditError(f"--report must name a Markdown file ending in .md, got {str(path)!r}.")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".dpaudit-probe-", dir=path.parent)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise DPAuditError(f"cannot write the report to {str(path)!r}: {exc.strerror or exc}.") from None
-    for p in (path, path.with_suffix(".html")):
-        if p.is_dir():
-            raise DPAuditError(f"cannot write the report to {str(p)!r}: it is a folder.")
-    return [path, path.with_suffix(".html")]
+    # the longest name a figure's PNG beside the Markdown gets (write_report), probed with the pair
+    check_output_file(path.with_name(f"{path.stem}.fig-tradeoff.png"), "the report's figures", flag)
+    return [check_output_file(p, "the report", flag) for p in (path, path.with_suffix(".html"))]
 
 
 def _umask() -> int:
@@ -1423,14 +1418,14 @@ def _umask() -> int:
     return mask
 
 
-def write_report(out: Any, path: str | Path) -> list[Path]:
+def write_report(out: Any, path: str | Path, flag: str = "--report") -> list[Path]:
     """Write ``path`` (Markdown), the HTML page beside it and the Markdown's figures as PNG files beside
     both (``stem.fig-roc.png`` ..., linked from the Markdown), for any protocol's findings, as one set:
     everything is rendered first (each figure drawn once, for both formats), written to temporary files in
     the same folder, then renamed into place (no half-written report, no Markdown without its page or its
     figures). PNG files a previous report of the same name left and this one does not draw are removed.
     Returns the Markdown, the HTML and the PNG paths."""
-    paths = check_report_path(path)
+    paths = check_report_path(path, flag)
     out = _findings(out)
     md_path = paths[0]
     drawn = {f.id: f for s in sections(out) for f in _walk(s.blocks) if isinstance(f, Figure)}

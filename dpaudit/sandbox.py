@@ -11,12 +11,28 @@ its workers. Every call into it -- the import, the constructor, ``claim``, ``res
 * turns any other exception into one sentence naming the plug-in, the method, the step and the
   exception; the plug-in's own traceback is kept on the error (``plugin_traceback``) and shown
   only under ``dpaudit --debug``;
-* sends whatever the plug-in prints to stderr, so dpaudit's stdout (``--json``) stays its own.
+* sends whatever the plug-in prints to stderr, so dpaudit's stdout (``--json``) stays its own;
+* tells a real interruption from the plug-in's own ``KeyboardInterrupt``: while dpaudit watches the
+  signals (:func:`watch_signals`: the CLI and :func:`dpaudit.runner.run` do), each SIGINT, SIGTERM and
+  SIGHUP is counted before its handler raises, so a ``KeyboardInterrupt`` with no signal counted during
+  the call (or raised in a worker process, which ignores those signals) is the plug-in's own: an error
+  naming the method and the step, not "interrupted";
+* ends a call that does not return: with a per-call limit (:func:`call_limit`; ``--call-timeout``,
+  set by :func:`dpaudit.runner.run` for the audit, in this process and the processes it forks), a
+  SIGALRM timer raises in the plug-in's code, and the audit ends with one sentence naming the plug-in,
+  the method, the step and the time it ran; a call stuck where the alarm cannot reach (C code) is
+  killed from outside once past the limit and a grace (:func:`overdue`: the engine asks it about its
+  busy workers, :func:`run_isolated` about its process) and reported the same way;
+* leaves a note of the call it is running (plug-in, method, step, start, limit) in memory shared with
+  the process that forked it, so that when plug-in code kills its process (a segfault, a signal,
+  ``abort()``) the parent's error names the plug-in, the method and the step (:func:`explain_worker_death`).
 
-What cannot be caught in-process, and what dpaudit does about it: a plug-in that kills its process
-by other means (a signal to itself, ``ctypes``, a crash in C code). In a worker process that death
-is reported as an error (:mod:`dpaudit.engine`); in the main process it ends dpaudit with whatever
-status the process dies with. dpaudit isolates plug-ins from mistakes, not from malice.
+What cannot be caught in-process -- a plug-in that kills its process (a signal to itself, ``ctypes``, a
+crash in C code) -- is caught one level up: :func:`dpaudit.runner.run` audits a plug-in in a forked
+process of its own (:func:`run_isolated`), also with one worker, and the engine's workers are forked
+from it, so such a death is one sentence naming the process, the signal, the plug-in, the method and
+the step. Plug-in objects handed to :func:`dpaudit.audit` (classes, instances) run in the caller's
+process. dpaudit isolates plug-ins from mistakes, not from malice.
 
 :class:`PluginPolicy` wraps a plug-in instance so that every member access is guarded; it also
 refuses a plug-in with fewer than two arms, and always runs step by step (a plug-in's block path,
@@ -26,9 +42,14 @@ if it has one, is not one dpaudit has checked against its per-step path).
 from __future__ import annotations
 
 import inspect
+import io
+import mmap
 import os
+import signal
+import struct
 import sys
 import threading
+import time
 import traceback
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -37,13 +58,62 @@ import numpy as np
 
 from dpaudit.errors import DPAuditError, shorten
 
-__all__ = ["guard", "PluginPolicy", "PluginExit", "wrap_plugin", "is_plugin_spec", "plugin_digest", "file_digest"]
+__all__ = ["guard", "PluginPolicy", "PluginExit", "wrap_plugin", "is_plugin_spec", "plugin_digest", "file_digest",
+           "watch_signals", "call_limit", "current_call_limit", "time_box", "PluginTimeoutError", "TimeBoxExceeded",
+           "timeout_error", "overdue", "explain_worker_death", "can_isolate", "run_isolated", "DEFAULT_CALL_TIMEOUT"]
 
 _REAL_EXIT = os._exit
 _LOCK = threading.Lock()
 _DEPTH = 0
 _SAVED_STDOUT: Any = None
 _MISSING = object()
+#: signals that reached this process while watched (:func:`watch_signals`), and how many watches are open
+_SIGNALS_SEEN = 0
+_WATCHING = 0
+_WATCHED = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
+
+
+@contextmanager
+def watch_signals() -> Iterator[None]:
+    """Count SIGINT, SIGTERM and SIGHUP before their handlers run (main thread; handlers that are Python
+    functions, e.g. Python's own Ctrl-C handler or the CLI's), so that :func:`guard` can tell a real
+    interruption from a ``KeyboardInterrupt`` raised by plug-in code. The handlers are restored after."""
+    global _WATCHING
+    installed: list[tuple[int, Any, Any]] = []
+    if threading.current_thread() is threading.main_thread():
+        for sig in _WATCHED:
+            old = signal.getsignal(sig)
+            if not callable(old):
+                continue  # SIG_DFL / SIG_IGN: nothing raises KeyboardInterrupt for it
+
+            def counted(signum: int, frame: Any, _old: Any = old) -> Any:
+                global _SIGNALS_SEEN
+                _SIGNALS_SEEN += 1
+                return _old(signum, frame)
+
+            signal.signal(sig, counted)
+            installed.append((sig, counted, old))
+    _WATCHING += 1
+    try:
+        yield
+    finally:
+        _WATCHING -= 1
+        for sig, counted, old in reversed(installed):
+            if signal.getsignal(sig) is counted:
+                signal.signal(sig, old)
+
+
+def _a_signal(seen: int) -> bool:
+    """Whether a ``KeyboardInterrupt`` is a real interruption: a signal counted since ``seen``; or, when
+    nothing watches (a Python caller's own handlers), one Ctrl-C could have raised (not in a worker)."""
+    if _SIGNALS_SEEN > seen:
+        return True
+    if _WATCHING > 0:
+        return False
+    try:
+        return signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, None)  # workers ignore SIGINT
+    except (ValueError, OSError):  # pragma: no cover
+        return True
 
 
 class PluginExit(BaseException):
@@ -98,14 +168,374 @@ def file_digest(path: str | os.PathLike) -> str | None:
         return None
 
 
-def _enter() -> None:
+# ---- the per-call time limit (a watchdog) ----------------------------------------------------------
+
+#: seconds one call into plug-in code may run, the default of ``--call-timeout``
+DEFAULT_CALL_TIMEOUT = 600.0
+_CALL_TIMEOUT: float | None = None
+#: the end (``time.monotonic()``) of the time box of an up-front estimate (:func:`time_box`), or None
+_BOX_END: float | None = None
+_BOX_SECONDS: float | None = None
+_ARMED = False
+
+
+class PluginTimeout(BaseException):
+    """Raised by the watchdog's SIGALRM in plug-in code that ran past its limit (a BaseException, so the
+    plug-in's own ``except Exception`` does not swallow it)."""
+
+
+class PluginTimeoutError(DPAuditError):
+    """A call into plug-in code ran past ``--call-timeout``: one sentence naming the plug-in, the method,
+    the step and the time it ran (``plugin``, ``method``, ``step``, ``seconds``)."""
+
+    def __init__(self, message: str, plugin: str = "", method: str = "", step: Any = None, seconds: float = 0.0):
+        super().__init__(message)
+        self.plugin, self.method, self.step, self.seconds = plugin, method, step, seconds
+
+    def __reduce__(self) -> Any:  # pickled from a worker process with its fields
+        return (type(self), (str(self), self.plugin, self.method, self.step, self.seconds), self.__dict__)
+
+
+class TimeBoxExceeded(PluginTimeoutError):
+    """A call into plug-in code ran past the end of a :func:`time_box` (an up-front estimate's budget,
+    not ``--call-timeout``): the caller decides what that means."""
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    if _ARMED and _DEPTH > 0:
+        raise PluginTimeout()
+
+
+@contextmanager
+def call_limit(seconds: float | None) -> Iterator[None]:
+    """Within it, a call into plug-in code that runs longer than ``seconds`` (None: no limit) is stopped
+    and reported. Processes forked inside it (the engine's workers) keep the limit."""
+    global _CALL_TIMEOUT
+    saved = _CALL_TIMEOUT
+    _CALL_TIMEOUT = seconds
+    try:
+        yield
+    finally:
+        _CALL_TIMEOUT = saved
+
+
+def current_call_limit() -> float | None:
+    """The per-call limit in force (:func:`call_limit`), or None."""
+    return _CALL_TIMEOUT
+
+
+@contextmanager
+def time_box(seconds: float) -> Iterator[None]:
+    """Within it, plug-in calls together may run ``seconds``: a call still running at the end raises
+    :class:`TimeBoxExceeded` (the up-front estimate of an audit uses it, so that a slow constructor or
+    ``act`` cannot make the estimate itself take minutes). Nested boxes keep the earlier end."""
+    global _BOX_END, _BOX_SECONDS
+    saved = _BOX_END, _BOX_SECONDS
+    end = time.monotonic() + float(seconds)
+    if _BOX_END is None or end < _BOX_END:
+        _BOX_END, _BOX_SECONDS = end, float(seconds)
+    try:
+        yield
+    finally:
+        _BOX_END, _BOX_SECONDS = saved
+
+
+def _arm() -> tuple[float, bool] | None:
+    """Start the watchdog for an outermost plug-in call: (the limit in force, whether it is a time box's
+    end), or None when off (no limit, not the main thread, or SIGALRM already someone else's)."""
+    limit, boxed = _CALL_TIMEOUT, False
+    if _BOX_END is not None:
+        left = max(_BOX_END - time.monotonic(), 1e-3)
+        if limit is None or left < limit:
+            limit, boxed = left, True
+    if limit is None or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return None
+    current = signal.getsignal(signal.SIGALRM)
+    if current is not _alarm:
+        if current not in (signal.SIG_DFL, None):
+            return None  # the program's own alarm: leave it alone
+        signal.signal(signal.SIGALRM, _alarm)
+    global _ARMED
+    _ARMED = True
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    return limit, boxed
+
+
+def _disarm() -> None:
+    global _ARMED
+    _ARMED = False  # first: an alarm from here on is ignored
+    signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _called(method: str, step: Any) -> str:
+    """The call, as in "did not return from act at step 3"."""
+    if method in ("import", "__init__"):
+        return "its import" if method == "import" else "its constructor"
+    return method + (f" at step {step}" if step is not None else "")
+
+
+def timeout_error(plugin: str, method: str, step: Any, limit: float, ran: float) -> PluginTimeoutError:
+    """The one sentence for a plug-in call that did not return within ``limit`` seconds (``--call-timeout``)."""
+    return PluginTimeoutError(
+        f"plug-in {plugin} did not return from {_called(method, step)} within {limit:g} s (stopped after {ran:.1f} s); "
+        "a call into a plug-in may take at most --call-timeout seconds (call_timeout= in dpaudit.audit), so raise "
+        "it if the call is only slow.", plugin, method, step, ran)
+
+
+def _grace(limit: float) -> float:
+    """How long past its limit a call may stay stuck (in C code, where SIGALRM cannot stop it) before its
+    process is killed from outside (:func:`overdue`, :func:`run_isolated`)."""
+    return min(max(1.0, 0.25 * limit), 60.0)
+
+
+# ---- notes of the running call, for a process that dies (or hangs) in plug-in code -----------------
+
+_SLOTS, _SLOT = 256, 256
+_HEAD = struct.Struct("<qBHdd")  # pid, state (0 idle, 1 running, 2 stopped by the watchdog), length, start, limit
+_IDLE, _RUNNING, _STOPPED = 0, 1, 2
+_MAIN_PID = os.getpid()
+try:  # anonymous and shared: a forked process writes, its parent reads after it died or while it hangs
+    _NOTES: mmap.mmap | None = mmap.mmap(-1, _SLOTS * _SLOT)
+except (OSError, ValueError):  # pragma: no cover
+    _NOTES = None
+
+
+def _note(plugin: str, method: str, step: Any, limit: float | None) -> None:
+    """Record the call this process is in (only in processes other than the one that imported dpaudit:
+    the engine's workers and :func:`run_isolated`'s process)."""
+    pid = os.getpid()
+    if _NOTES is None or pid == _MAIN_PID:
+        return
+    text = f"{plugin}\x00{method}\x00{'' if step is None else step}".encode()[: _SLOT - _HEAD.size]
+    at = (pid % _SLOTS) * _SLOT
+    _HEAD.pack_into(_NOTES, at, pid, _IDLE, 0, 0.0, 0.0)
+    _NOTES[at + _HEAD.size:at + _HEAD.size + len(text)] = text
+    _HEAD.pack_into(_NOTES, at, pid, _RUNNING, len(text), time.monotonic(), float(limit or 0.0))
+
+
+def _unnote() -> None:
+    pid = os.getpid()
+    if _NOTES is None or pid == _MAIN_PID:
+        return
+    at = (pid % _SLOTS) * _SLOT
+    if _HEAD.unpack_from(_NOTES, at)[0] == pid:
+        _HEAD.pack_into(_NOTES, at, pid, _IDLE, 0, 0.0, 0.0)
+
+
+def _read_note(pid: Any, since: float = 0.0) -> tuple[int, str, str, Any, float, float] | None:
+    """(state, plug-in, method, step, start, limit) of the call process ``pid`` is (or was) in, if it started
+    after ``since`` (a note older than the process is another process's of the same id); None if none."""
+    if _NOTES is None or not isinstance(pid, int) or isinstance(pid, bool):
+        return None
+    at = (pid % _SLOTS) * _SLOT
+    owner, state, n, started, limit = _HEAD.unpack_from(_NOTES, at)
+    if owner != pid or state == _IDLE or started < since:
+        return None
+    plugin, method, step = bytes(_NOTES[at + _HEAD.size:at + _HEAD.size + n]).decode(errors="replace").split("\x00")
+    return state, plugin, method, (int(step) if step.isdigit() else None), started, limit
+
+
+def overdue(pid: int, since: float = 0.0) -> bool:
+    """Whether process ``pid`` (started at ``since``, ``time.monotonic()``) has been stuck in one plug-in
+    call past its limit and the grace after it (stuck in C code, where SIGALRM cannot stop it). If so it
+    is marked, so that :func:`explain_worker_death` tells the timeout once the caller has killed it."""
+    note = _read_note(pid, since)
+    if note is None or note[0] != _RUNNING or note[5] <= 0:
+        return False
+    if time.monotonic() - note[4] <= note[5] + _grace(note[5]):
+        return False
+    at = (pid % _SLOTS) * _SLOT
+    _NOTES[at + 8] = _STOPPED  # type: ignore[index]  # the state byte, right after the pid
+    return True
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(code).name
+    except ValueError:
+        return "an unknown signal"
+
+
+def _death(pid: int, code: Any, who: str, since: float = 0.0) -> DPAuditError | None:
+    """The sentence for process ``pid`` (``who``) that ended with ``code`` (-N: signal N) in plug-in code,
+    or that the watchdog stopped; None when it was not in plug-in code."""
+    note = _read_note(pid, since)
+    if note is None:
+        return None
+    state, plugin, method, step, started, limit = note
+    if state == _STOPPED:
+        return timeout_error(plugin, method, step, limit, time.monotonic() - started)
+    how = (f"was killed by signal {-code} ({_signal_name(-code)})" if isinstance(code, int) and code < 0
+           else f"ended with status {code}")
+    return DPAuditError(f"{who} {how} while plug-in {plugin} ran {_where(method, step)}, so its code (or C code it "
+                        "calls) crashed or ended that process; rerun under python -X faulthandler -m dpaudit to see "
+                        "where.")
+
+
+def explain_worker_death(exc: BaseException) -> DPAuditError | None:
+    """The engine's error for a worker process that died (``worker_pid``, ``worker_status``, ``worker_since``),
+    told again naming the plug-in call it died in; None when it was not running plug-in code."""
+    return _death(getattr(exc, "worker_pid", None), getattr(exc, "worker_status", None),  # type: ignore[arg-type]
+                  "a worker process", getattr(exc, "worker_since", 0.0))
+
+
+# ---- plug-in code in a process of its own -------------------------------------------------------------
+
+def can_isolate() -> bool:
+    """Whether :func:`run_isolated` can run work in a forked process here (not on Windows)."""
+    return hasattr(os, "fork") and "fork" in __import__("multiprocessing").get_all_start_methods()
+
+
+def _isolated_main(conn: Any, parent: int, fn: Any, args: tuple, kwargs: dict) -> None:
+    """The isolated process: signals come from the parent only (SIGUSR1: stop as on Ctrl-C), it dies with
+    the parent, runs ``fn`` and sends back ("progress", message) lines and then its result."""
+    global _SIGNALS_SEEN
+    for sig in _WATCHED:
+        signal.signal(sig, signal.SIG_IGN)  # a Ctrl-C reaches the whole process group: the parent decides
+
+    def stop(signum: int, frame: Any) -> None:
+        global _SIGNALS_SEEN
+        _SIGNALS_SEEN += 1  # a real interruption, also inside plug-in code (guard)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGUSR1, stop)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover
+            pass
+    if os.getppid() != parent:
+        _REAL_EXIT(1)
+    at = (os.getpid() % _SLOTS) * _SLOT
+    if _NOTES is not None:  # a note another process of this id left is not ours
+        _HEAD.pack_into(_NOTES, at, os.getpid(), _IDLE, 0, 0.0, 0.0)
+
+    def progress(message: str) -> None:
+        conn.send(("progress", message))
+
+    class Forward(io.TextIOBase):
+        """What the process writes to sys.stdout / sys.stderr, written by the parent to its own."""
+
+        def __init__(self, kind: str) -> None:
+            self.kind = kind
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, text: str) -> int:
+            if text:
+                conn.send((self.kind, str(text)))
+            return len(text)
+
+    sys.stdout, sys.stderr = Forward("stdout"), Forward("stderr")
+
+    try:
+        reply: tuple = ("ok", fn(*args, progress=progress, **kwargs))
+    except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
+        reply = ("err", exc)
+    try:
+        try:
+            conn.send(reply)
+        except Exception as exc:  # what does not pickle goes back as one sentence
+            text = " ".join(str(reply[1]).split())[:300]
+            conn.send(("err", DPAuditError(text) if isinstance(reply[1], DPAuditError) else
+                       RuntimeError(f"{type(reply[1]).__name__}: {text} ({type(exc).__name__} sending it back)")))
+    finally:
+        _REAL_EXIT(0)
+
+
+def run_isolated(fn: Any, *args: Any, progress: Any = None, what: str = "the audit", **kwargs: Any) -> Any:
+    """``fn(*args, progress=..., **kwargs)`` in a forked process, so that plug-in code that crashes the
+    interpreter (a segfault in C code, ``abort()``, a signal to itself) or hangs in C code ends ``what``
+    with one sentence naming the plug-in, the method and the step, never dpaudit itself.
+
+    Its result (or exception) comes back pickled; ``progress`` messages are passed on as they come. A
+    ``KeyboardInterrupt`` here (Ctrl-C, or SIGTERM/SIGHUP as the CLI maps them) stops the process as
+    Ctrl-C stops an audit (it reports what had finished); a second one kills it. A call stuck past its
+    limit (:func:`call_limit`) and the grace after it is killed and reported as a timeout.
+    """
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    ctx = multiprocessing.get_context("fork")
+    here, there = ctx.Pipe(duplex=False)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # pragma: no cover
+            pass
+    proc = ctx.Process(target=_isolated_main, args=(there, os.getpid(), fn, args, kwargs), daemon=False)
+    since = time.monotonic()
+    proc.start()
+    there.close()
+    stopping = False
+    killed_for_time = False
+    try:
+        while True:
+            try:
+                ready = wait([here, proc.sentinel], timeout=0.25)
+                if here in ready:
+                    try:
+                        kind, value = here.recv()
+                    except (EOFError, OSError):
+                        kind, value = None, None
+                    if kind == "progress":
+                        if progress is not None:
+                            progress(value)
+                        continue
+                    if kind in ("stdout", "stderr"):
+                        stream = sys.stdout if kind == "stdout" else sys.stderr
+                        stream.write(value)
+                        stream.flush()
+                        continue
+                    if kind == "ok":
+                        return value
+                    if kind == "err":
+                        raise value
+                if here not in ready and proc.sentinel not in ready:
+                    if not killed_for_time and overdue(proc.pid, since):
+                        killed_for_time = True
+                        proc.kill()
+                    continue
+                proc.join(1.0)
+                if proc.exitcode is None:  # the pipe closed but the process lives on: wait for its end
+                    continue
+                err = _death(proc.pid, proc.exitcode, f"{what}'s process", since)
+                if err is None:
+                    code = proc.exitcode
+                    how = (f"was killed by signal {-code} ({_signal_name(-code)})" if code < 0
+                           else f"ended with status {code}")
+                    err = DPAuditError(f"{what}'s process {how} outside plug-in code (out of memory, or killed from "
+                                       "outside).")
+                raise err
+            except KeyboardInterrupt:
+                if stopping or not proc.is_alive():
+                    raise
+                stopping = True  # the first stop: the process reports what it finished
+                try:
+                    os.kill(proc.pid, signal.SIGUSR1)
+                except OSError:  # pragma: no cover - already gone
+                    pass
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(2.0)
+        here.close()
+
+
+def _enter() -> bool:
+    """Enter plug-in code; whether this is the outermost call."""
     global _DEPTH, _SAVED_STDOUT
     with _LOCK:
-        if _DEPTH == 0:
+        outermost = _DEPTH == 0
+        if outermost:
             _SAVED_STDOUT = sys.stdout
             sys.stdout = sys.stderr
             os._exit = _guarded_exit
         _DEPTH += 1
+    return outermost
 
 
 def _leave() -> None:
@@ -129,14 +559,38 @@ def _where(method: str, step: Any) -> str:
 @contextmanager
 def guard(plugin: str, method: str, step: Any = None) -> Iterator[None]:
     """Run plug-in code: exits and exceptions become one-sentence :class:`DPAuditError`\\ s, prints go
-    to stderr. ``KeyboardInterrupt`` (Ctrl-C, and SIGTERM/SIGHUP as the CLI maps them) passes through."""
-    _enter()
+    to stderr. ``KeyboardInterrupt`` from a real signal (Ctrl-C, and SIGTERM/SIGHUP as the CLI maps them)
+    passes through; one the plug-in raised itself is an error naming the method and the step."""
+    seen = _SIGNALS_SEEN
+    outermost = _enter()
+    armed = None
+    started = time.monotonic()
     try:
+        if outermost:
+            _note(plugin, method, step, _CALL_TIMEOUT)
+            armed = _arm()
+            started = time.monotonic()
         yield
     except DPAuditError:
         raise
-    except KeyboardInterrupt:
-        raise
+    except PluginTimeout as exc:
+        ran = time.monotonic() - started
+        limit, boxed = armed if armed is not None else (ran, False)
+        if boxed:
+            err = TimeBoxExceeded(f"plug-in {plugin} was still in {_called(method, step)} at the end of a "
+                                  f"{_BOX_SECONDS or limit:g} s time box (after {ran:.1f} s).", plugin, method, step, ran)
+        else:
+            err = timeout_error(plugin, method, step, limit, ran)
+        err.plugin_traceback = "".join(traceback.format_exception(exc))
+        raise err from None
+    except KeyboardInterrupt as exc:
+        if _a_signal(seen):
+            raise
+        err = DPAuditError(f"plug-in {plugin} raised KeyboardInterrupt {_where(method, step)} while no Ctrl-C or "
+                           "signal reached dpaudit, so it is the plug-in's own error, not an interruption (rerun with "
+                           "dpaudit --debug for its traceback).")
+        err.plugin_traceback = "".join(traceback.format_exception(exc))
+        raise err from None
     except SystemExit as exc:
         err = DPAuditError(f"plug-in {plugin} called sys.exit({exc.code!r}) {_where(method, step)}; a plug-in must "
                            "raise an exception, not end dpaudit, so its exit status cannot pass for a verdict.")
@@ -154,6 +608,10 @@ def guard(plugin: str, method: str, step: Any = None) -> Iterator[None]:
         err.plugin_traceback = "".join(traceback.format_exception(exc))
         raise err from None
     finally:
+        if armed is not None:
+            _disarm()
+        if outermost:
+            _unnote()
         _leave()
 
 

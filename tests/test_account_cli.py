@@ -31,8 +31,23 @@ def test_zcdp_json(capsys):
 
 
 def test_rdp_json(capsys):
-    code, obj = run_json(capsys, "rdp", "--alpha", "10", "--eps", "1", "--delta", "1e-5")
+    code, obj = run_json(capsys, "rdp", "--alpha", "10", "--epsilon", "1", "--delta", "1e-5")
     assert code == 0 and obj["epsilon"] == rdp_to_approx(10, 1, 1e-5).epsilon and obj["order"] == 10
+
+
+def test_rdp_takes_the_old_spelling_eps_as_a_hidden_alias(capsys):
+    """One spelling per flag (issue 20): --epsilon, as in calibrate, lint and check; --eps still works."""
+    code, obj = run_json(capsys, "rdp", "--alpha", "10", "--eps", "1", "--delta", "1e-5")
+    assert code == 0 and obj["epsilon"] == rdp_to_approx(10, 1, 1e-5).epsilon
+    with pytest.raises(SystemExit):
+        main(["account", "rdp", "--help"])
+    out = capsys.readouterr().out
+    assert "--epsilon" in out and "--eps " not in out and "--eps," not in out
+    with pytest.raises(SystemExit) as exc:
+        main(["account", "rdp", "--alpha", "10", "--delta", "1e-5"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--epsilon" in err and "--eps " not in err
 
 
 def test_gaussian_json(capsys):
@@ -59,7 +74,7 @@ def test_human_table(capsys):
     (["zcdp", "--rho", "-1", "--delta", "1e-5"], "rho"),
     (["zcdp", "--rho", "1", "--delta", "1"], "delta"),
     (["zcdp", "--rho", "1", "--delta", "0"], "delta"),
-    (["rdp", "--alpha", "1", "--eps", "1", "--delta", "1e-5"], "alpha"),
+    (["rdp", "--alpha", "1", "--epsilon", "1", "--delta", "1e-5"], "alpha"),
     (["gaussian", "--sigma", "0", "--delta", "1e-5"], "sigma"),
     (["gaussian", "--sigma", "1", "--compositions", "0", "--delta", "1e-5"], "compositions"),
     (["policy", "no-such-policy", "--delta", "1e-5"], "unknown policy"),

@@ -165,7 +165,7 @@ def test_policy_parameters(capsys, recorder, key, value):
 
 @FAST
 @given(cmd=st.sampled_from([["zcdp", "--rho", "{}", "--delta", "{}"], ["gaussian", "--sigma", "{}", "--delta", "{}"],
-                            ["rdp", "--alpha", "{}", "--eps", "{}", "--delta", "1e-5"],
+                            ["rdp", "--alpha", "{}", "--epsilon", "{}", "--delta", "1e-5"],
                             ["calibrate", "--epsilon", "{}", "--delta", "{}"],
                             ["policy", "adac-ucb", "--delta", "{}", "--seed", "{}"], ["policy", "ucb1", "--delta", "{}"]]),
        values=st.lists(NUMBERS, min_size=2, max_size=2))
@@ -273,6 +273,7 @@ BEHAVIOURS = {
     "raise": "raise ValueError('boom\\nsecond line')",
     "raise DPAuditError": "raise DPAuditError('the plug-in says no.')",
     "KeyError": "{}['missing']",
+    "KeyboardInterrupt": "raise KeyboardInterrupt",  # the plug-in's own: an error, not an interruption (issue 20)
 }
 METHODS = ["import", "__init__", "claim", "reset", "act", "observe"]
 
@@ -332,6 +333,9 @@ def _plugin(tmp_path: Path, method: str, action: str, step: int) -> str:
 @example(method="act", behaviour="_exit(0)", step=2, workers="2")
 @example(method="import", behaviour="os._exit(0)", step=0, workers="1")
 @example(method="observe", behaviour="sys.exit(0)", step=4, workers="2")
+@example(method="import", behaviour="KeyboardInterrupt", step=0, workers="1")
+@example(method="observe", behaviour="KeyboardInterrupt", step=3, workers="2")
+@example(method="reset", behaviour="KeyboardInterrupt", step=0, workers="1")
 def test_misbehaving_plugins_end_in_one_sentence(capsys, tmp_path, method, behaviour, step, workers):
     spec = _plugin(tmp_path, method, BEHAVIOURS[behaviour], step)
     code, out, err = run_cli(capsys, ["check", "policy", spec, "--runs", "100", "--horizon", "8",
@@ -521,18 +525,19 @@ def test_finite_policy_refuses_use_before_reset_and_bad_actions():
 @pytest.mark.parametrize("action,needle", [
     ("os._exit(0)", "called os._exit(0) in act at step 1"),
     ("sys.exit(0)", "called sys.exit(0) in act at step 1"),
-    ("os.kill(os.getpid(), signal.SIGKILL)", "a worker process was killed by signal 9"),
+    ("os.kill(os.getpid(), signal.SIGKILL)", "a worker process was killed by signal 9 (SIGKILL) while plug-in "),
 ])
 def test_a_plugin_ending_a_worker_process_is_reported(capsys, tmp_path, action, needle):
-    """Only in worker processes (the main process never sees it): caught there, or the death reported."""
+    """Only in worker processes (not where the plug-in was imported): caught there, or the death reported."""
     src = tmp_path / f"worker_{abs(hash(action))}.py"
     src.write_text(textwrap.dedent(f"""
-        import multiprocessing, os, signal, sys
+        import os, signal, sys
         from dpaudit.policies.ucb import AdaCUCB
+        IMPORTED_IN = os.getpid()  # the audit's process: the engine's workers are forked from it
 
         class P(AdaCUCB):
             def act(self, t, arms=None):
-                if t == 1 and multiprocessing.current_process().name != "MainProcess":
+                if t == 1 and os.getpid() != IMPORTED_IN:
                     {action}
                 return super().act(t, arms)
     """))
@@ -552,3 +557,492 @@ def test_workers_beyond_the_cores_need_force(capsys, recorder):
     code, out, err = run_cli(capsys, ["check", "policy", "adac-ucb", "--workers", many, "--force-workers",
                                       "--runs", "200", "--json"])
     assert code == 0 and recorder[-1]["workers"] == int(many)
+
+
+# ---- output paths, checked before the work (issue 20) -------------------------------------------
+
+LONG_NAME = "r" * 300  # longer than the 255 bytes a file name may have on common file systems
+
+#: each reproduction's first expensive call: replaced by a bomb, so a path checked after the work fails the test
+EXPENSIVE = {"ldp-bandits": ("dpaudit.reproduce.ldp_bandits", "_run"),
+             "glm-bandits": ("dpaudit.reproduce.glm_bandits", "run_policy"),
+             "zcdp-bandits": ("dpaudit.reproduce.zcdp_bandits", "run_panel")}
+WRITES = {"ldp-bandits": "ldp_bandits.md", "glm-bandits": "glm-bandits.md", "zcdp-bandits": "zcdp_bandits.md"}
+
+
+def _no_work(monkeypatch, module: str, name: str) -> None:
+    import importlib
+
+    def bomb(*args, **kwargs):
+        raise AssertionError("the expensive work started before the output path was checked")
+
+    monkeypatch.setattr(importlib.import_module(module), name, bomb)
+
+
+@pytest.mark.parametrize("experiment", sorted(EXPENSIVE))
+@pytest.mark.parametrize("kind", ["a file", "under a file", "a long name", "an output that is a folder"])
+def test_reproduce_out_is_checked_before_the_run(capsys, monkeypatch, tmp_path, experiment, kind):
+    _no_work(monkeypatch, *EXPENSIVE[experiment])
+    f = tmp_path / "file"
+    f.write_text("")
+    out = {"a file": f, "under a file": f / "sub", "a long name": tmp_path / LONG_NAME,
+           "an output that is a folder": tmp_path / "out"}[kind]
+    if kind == "an output that is a folder":
+        (out / WRITES[experiment]).mkdir(parents=True)  # the Markdown table's name, taken by a folder
+    code, stdout, err = run_cli(capsys, ["reproduce", experiment, "--quick", "--out", str(out)])
+    assert_one_sentence(code, stdout, err)
+    assert "--out" in err
+
+
+@pytest.mark.parametrize("flag", [["--seed=-1"], ["--seed", "3"], ["--out", "somewhere"], ["--quick"]])
+def test_table_vs_view_refuses_the_options_it_has_no_use_for(capsys, tmp_path, monkeypatch, flag):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, ["reproduce", "table-vs-view"] + flag)
+    assert_one_sentence(code, out, err)
+    assert f"{flag[0].split('=')[0]} does not apply to table-vs-view" in err
+    assert not (tmp_path / "somewhere").exists()
+
+
+@pytest.mark.parametrize("experiment", sorted(EXPENSIVE))
+def test_reproduce_refuses_a_negative_seed_before_the_run(capsys, monkeypatch, tmp_path, experiment):
+    _no_work(monkeypatch, *EXPENSIVE[experiment])
+    code, out, err = run_cli(capsys, ["reproduce", experiment, "--quick", "--seed=-1", "--out", str(tmp_path)])
+    assert_one_sentence(code, out, err)
+    assert "--seed must be an integer >= 0, got -1." in err
+
+
+@pytest.mark.parametrize("plot,needle", [("x.md", "--plot must name an image file ending in"),
+                                         ("noext", "--plot must name an image file ending in"),
+                                         (LONG_NAME + ".png", "cannot write the plot to"),
+                                         ("file/x.png", "cannot write the plot to"),
+                                         ("folder.png", "it is a folder")])
+def test_regret_plot_is_checked_before_the_run(capsys, monkeypatch, tmp_path, plot, needle):
+    import dpaudit.cli.regret as regret
+
+    _no_work(monkeypatch, "dpaudit.cli.regret", "simulate")
+    (tmp_path / "file").write_text("")
+    (tmp_path / "folder.png").mkdir()
+    code, out, err = run_cli(capsys, ["regret", "adac-ucb", "--horizon", "50", "--runs", "2",
+                                      "--plot", str(tmp_path / plot)])
+    assert_one_sentence(code, out, err)
+    assert needle in err
+    assert regret is not None
+
+
+def test_regret_plot_is_written_whole(capsys, tmp_path):
+    target = tmp_path / "deep" / "regret.svg"
+    code, out, err = run_cli(capsys, ["regret", "adac-ucb", "--horizon", "30", "--runs", "2", "--no-twin",
+                                      "--plot", str(target)])
+    assert code == 0, err
+    assert target.read_text().lstrip().startswith("<?xml") and [p.name for p in target.parent.iterdir()] == ["regret.svg"]
+
+
+@pytest.mark.parametrize("protocol", ["table", "view", "interactive", "local", "joint", "shuffle"])
+@pytest.mark.parametrize("name", [LONG_NAME + ".md", "r" * 250 + ".md"])
+def test_a_report_name_too_long_is_one_sentence_before_the_audit(capsys, monkeypatch, tmp_path, protocol, name):
+    """250 characters fit, but not the temporary file the atomic write puts beside it: refused too."""
+    import dpaudit.runner
+
+    _no_work(monkeypatch, "dpaudit.runner", "run")
+    policy = {"joint": "jdp-glm", "shuffle": "shuffle-glm"}.get(protocol, "adac-ucb")
+    code, out, err = run_cli(capsys, ["check", "policy", policy, "--protocol", protocol, "--runs", "200",
+                                      "--workers", "1", "--report", str(tmp_path / name)])
+    assert_one_sentence(code, out, err)
+    assert "cannot write the report to" in err and "the file system allows" in err
+    assert dpaudit.runner is not None
+
+
+# ---- bool arms from the per-run adapter; --max-work (issue 20) ---------------------------------------
+
+BOOL_BANDIT = '''
+import numpy as np
+
+class Bandit:
+    def __init__(self, n_arms=2, seed=0):
+        self.t = 0
+
+    def select_arm(self):
+        self.t += 1
+        return {value}
+
+    def update(self, arm, reward):
+        pass
+'''
+
+
+@pytest.mark.parametrize("value,shown", [("self.t % 2 == 0", "False"), ("np.bool_(self.t > 1)", "False"),
+                                         ("True", "True")])
+def test_the_per_run_adapter_refuses_bool_arms(capsys, tmp_path, value, shown):
+    """A bool is not an arm: batched plug-ins are refused for it (check_actions), the adapter too."""
+    src = tmp_path / f"boolarm_{abs(hash(value))}.py"
+    src.write_text(BOOL_BANDIT.format(value=value))
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:Bandit", "--adapter", "per-run", "--claim",
+                                      "pure:eps=1", "--runs", "100", "--horizon", "6", "--workers", "1"])
+    assert_one_sentence(code, out, err)
+    assert f"returned {shown} as its arm at round 0" in err and "an arm is an integer in 0..1" in err
+
+
+def test_the_per_run_adapter_refuses_bool_arms_in_python():
+    from dpaudit.adapters import PerRun
+
+    class Flip:
+        def select_arm(self):
+            return True
+
+        def update(self, arm, reward):
+            pass
+
+    with pytest.raises(DPAuditError, match="returned True as its arm at round 0"):  # by the constructor's probe
+        PerRun(Flip, {}, n_arms=2)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0"])
+@pytest.mark.parametrize("policy,protocol", [("seed001-counterexample", "table"),
+                                             ("seed001-counterexample", "interactive"),
+                                             ("jdp-finite-rr", "joint")])
+def test_max_work_must_be_a_positive_finite_number(capsys, policy, protocol, value):
+    code, out, err = run_cli(capsys, ["check", "policy", policy, "--protocol", protocol, f"--max-work={value}"])
+    assert_one_sentence(code, out, err)
+    wanted = "a number, got NaN." if value == "nan" else f"a positive number (finite), got {float(value)!r}."
+    assert f"--max-work must be {wanted}" in err
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -5.0, "lots"])
+def test_max_work_of_the_runners_exact_path(value):
+    from dpaudit.runner import Request, run
+
+    with pytest.raises(DPAuditError, match="max_work must be a (real |positive )?number"):
+        run(Request("jdp-finite-rr", protocol="joint", max_work=value))
+
+
+# ---- the Python API on wrong types (issue 20): one sentence, never a raw exception ------------------
+
+def _api_calls():
+    import dpaudit
+
+    small = dict(runs=100, horizon=4, workers=1)
+    return [
+        ("protocol=['table']", lambda: dpaudit.audit("adac-ucb", protocol=["table"], **small), "protocol must be one of"),
+        ("params=[1, 2]", lambda: dpaudit.audit("adac-ucb", params=[1, 2], **small), "params must be a mapping"),
+        ("params={1: 2}", lambda: dpaudit.audit("adac-ucb", params={1: 2}, **small), "params must be a mapping"),
+        ("executor=object()", lambda: dpaudit.audit("adac-ucb", executor=object(), runs=100, horizon=4),
+         "executor must be a concurrent.futures.Executor"),
+        ("pair=5", lambda: dpaudit.audit("adac-ucb", pair=5, **small), "pair must be a path"),
+        ("checkpoint=5", lambda: dpaudit.audit("adac-ucb", checkpoint=5, **small), "checkpoint must be a path"),
+        ("max_hours='soon'", lambda: dpaudit.audit("adac-ucb", max_hours="soon", **small),
+         "max_hours must be a real number, got 'soon'."),
+        ("max_hours=nan", lambda: dpaudit.audit("adac-ucb", max_hours=float("nan"), **small),
+         "max_hours must be a number, got NaN."),
+        ("horizons=5", lambda: dpaudit.audit("adac-ucb", horizons=5, **small), "horizons must be a list of integers"),
+        ("command=5", lambda: dpaudit.audit("adac-ucb", command=5, **small), "command must be a string"),
+        ("runs='many'", lambda: dpaudit.audit("adac-ucb", runs="many", horizon=4, workers=1),
+         "runs must be an integer >= 100, got 'many'."),
+        ("seed=-1", lambda: dpaudit.audit("adac-ucb", seed=-1, **small), "seed must be an integer >= 0, got -1."),
+        ("policy=None", lambda: dpaudit.audit(None, **small), "policy must be a registered name"),
+        ("policy=3", lambda: dpaudit.audit(3, **small), "policy must be a registered name"),
+        ("account seed=-1", lambda: dpaudit.account("adac-ucb", seed=-1), "seed must be an integer >= 0, got -1."),
+        ("account runs=0", lambda: dpaudit.account("adac-ucb", runs=0), "runs must be an integer >= 1, got 0."),
+        ("account params=[1]", lambda: dpaudit.account("adac-ucb", params=[1]), "params must be a mapping"),
+        ("account policy=None", lambda: dpaudit.account(None), "policy must be a registered name"),
+        ("from_dict('x')", lambda: dpaudit.Audit.from_dict("x"), "findings must be a dict"),
+        ("from_dict(bad power)", lambda: dpaudit.Audit.from_dict({"power": {"smallest_detectable": "x"}}),
+         "these findings cannot be read"),
+        ("from_dict(bad exact)", lambda: dpaudit.Audit.from_dict({"exact": [5]}), "these findings cannot be read"),
+        ("Audit.of(5)", lambda: dpaudit.Audit.of(5), "Audit.of takes the findings of dpaudit.runner.run"),
+        ("describe(None)", lambda: dpaudit.describe(None), "policy must be a registered name"),
+        ("describe(5)", lambda: dpaudit.describe(5), "policy must be a registered name"),
+        ("claim_curves(None)", lambda: dpaudit.api.claim_curves(None), "a claim must be a Guarantee"),
+        ("claim_curves(deltas='x')", lambda: dpaudit.api.claim_curves(__import__("dpaudit.accountants", fromlist=["ZCDP"]).ZCDP(1.0), deltas="x"),
+         "deltas must be a list of numbers"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_api_calls())), ids=[c[0] for c in _api_calls()])
+def test_the_python_api_refuses_wrong_types_in_one_sentence(monkeypatch, case):
+    import dpaudit.runner.central as central
+
+    def no_audit(ctx):
+        raise AssertionError("the audit started before its arguments were checked")
+
+    monkeypatch.setattr(central, "audit", no_audit)
+    monkeypatch.setattr(central, "preflight", no_audit)
+    _, call, needle = _api_calls()[case]
+    with pytest.raises(DPAuditError) as info:
+        call()
+    msg = str(info.value)
+    assert "\n" not in msg and msg.endswith("."), msg
+    assert needle in msg, msg
+    assert "Traceback" not in msg
+
+
+def test_audit_write_names_its_own_argument(tmp_path):
+    import dpaudit
+
+    a = dpaudit.Audit.from_dict({"verdict": "consistent", "policy": "x", "protocol": "table", "delta": 1e-5})
+    with pytest.raises(DPAuditError, match="path must name a Markdown file ending in .md, got 5."):
+        a.write(5)
+    with pytest.raises(DPAuditError, match="path must name a Markdown file ending in .md"):
+        a.write(tmp_path / "r.txt")
+
+
+# ---- dpaudit describe behind the sandbox (issue 20) --------------------------------------------------
+
+DESCRIBED = '''
+import os, sys
+from dpaudit.accountants import ZCDP
+from dpaudit.policies.ucb import AdaCUCB
+
+{module}
+
+class P(AdaCUCB):
+    """A plug-in to describe."""
+
+    def __init__(self, n_arms=2, rho=1.0):
+        {init}
+        super().__init__(n_arms=n_arms, rho=rho)
+
+    @property
+    def claim(self):
+        {claim}
+        return ZCDP(self.rho)
+
+    @claim.setter
+    def claim(self, value):
+        pass
+'''
+
+
+def _described(tmp_path: Path, module: str = "pass", init: str = "pass", claim: str = "pass") -> str:
+    src = tmp_path / f"described_{abs(hash((module, init, claim)))}.py"
+    src.write_text(DESCRIBED.format(module=module, init=init, claim=claim))
+    return f"{src}:P"
+
+
+@pytest.mark.parametrize("where,code,needle", [
+    ("module", "sys.exit(0)", "called sys.exit(0) while being imported"),
+    ("init", "sys.exit(0)", "called sys.exit(0) in its constructor"),
+    ("init", "raise SystemExit(3)", "called sys.exit(3) in its constructor"),
+    ("claim", "sys.exit(0)", "called sys.exit(0) in claim"),
+])
+def test_describe_turns_a_plugins_exit_into_one_sentence(capsys, tmp_path, where, code, needle):
+    spec = _described(tmp_path, **{where: code})
+    for json_flag in ([], ["--json"]):
+        status, out, err = run_cli(capsys, ["describe", spec] + json_flag)
+        assert_one_sentence(status, out, err)
+        assert spec in err and needle in err
+
+
+def test_describe_turns_os_exit_into_one_sentence(tmp_path):
+    """os._exit in the constructor would end the process: the console script, so the test survives it."""
+    import subprocess
+    import sys as _sys
+
+    spec = _described(tmp_path, init="os._exit(0)")
+    dpaudit_bin = Path(_sys.executable).with_name("dpaudit")
+    proc = subprocess.run([str(dpaudit_bin), "describe", spec, "--json"], capture_output=True, text=True, timeout=120)
+    assert_one_sentence(proc.returncode, proc.stdout, proc.stderr)
+    assert "called os._exit(0) in its constructor" in proc.stderr
+
+
+def test_describe_json_stays_json_when_the_plugin_prints(capsys, tmp_path):
+    spec = _described(tmp_path, module="print('module noise')", init="print('constructor noise')",
+                      claim="print('claim noise')")
+    status, out, err = run_cli(capsys, ["describe", spec, "--json"])
+    assert status == 0, err
+    d = json.loads(out)
+    assert d["claim"] is not None and d["summary"] == "A plug-in to describe."
+    assert "constructor noise" in err and "claim noise" in err and "noise" not in out
+
+
+def test_describe_keeps_a_constructor_that_refuses_its_defaults_as_a_note(capsys, tmp_path):
+    spec = _described(tmp_path, init="raise ValueError('rho is required')")
+    status, out, err = run_cli(capsys, ["describe", spec, "--json"])
+    assert status == 0, err
+    assert "not built at the defaults (ValueError: rho is required)" in json.loads(out)["claim_note"]
+
+
+# ---- a plug-in's own KeyboardInterrupt is not a Ctrl-C (issue 20) -----------------------------------
+
+INTERRUPTING = '''
+import multiprocessing, os, signal
+from dpaudit.policies.ucb import AdaCUCB
+IMPORTED_IN = os.getpid()  # the audit's process (a plug-in's audit runs in a process of its own)
+
+class P(AdaCUCB):
+    def act(self, t, arms=None):
+        if t == 2:
+            {action}
+        return super().act(t, arms)
+'''
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_plugins_own_keyboard_interrupt_is_an_error_not_an_interruption(capsys, tmp_path, workers):
+    src = tmp_path / "kbi.py"
+    src.write_text(INTERRUPTING.format(action="raise KeyboardInterrupt"))
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6",
+                                      "--workers", workers, "--force-workers", "--json"])
+    assert_one_sentence(code, out, err)
+    assert f"plug-in {src}:P raised KeyboardInterrupt in act at step 2" in err and "interrupted" not in err
+
+
+def test_a_plugins_own_keyboard_interrupt_from_python(tmp_path):
+    import dpaudit
+
+    src = tmp_path / "kbi_py.py"
+    src.write_text(INTERRUPTING.format(action="raise KeyboardInterrupt('not a signal')"))
+    with pytest.raises(DPAuditError, match="raised KeyboardInterrupt in act at step 2"):
+        dpaudit.audit(f"{src}:P", runs=100, horizon=6, workers=1)
+
+
+def test_a_real_signal_during_plugin_code_is_still_an_interruption(capsys, tmp_path):
+    """The same place, but a real SIGINT (sent to dpaudit's process, the parent of the plug-in's audit):
+    dpaudit stops and reports what finished."""
+    src = tmp_path / "sigint.py"
+    src.write_text(INTERRUPTING.format(
+        action="if os.getpid() == IMPORTED_IN: os.kill(os.getppid(), signal.SIGINT); import time; time.sleep(5)"))
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6",
+                                      "--workers", "1", "--json"])
+    assert code == 130, err
+    assert json.loads(out)["verdict"] == "interrupted" and "raised KeyboardInterrupt" not in err
+
+
+# ---- a plug-in that hangs or crashes (issue 20): a watchdog, and plug-in code in processes of its own ---
+
+#: where the misbehaviour happens: the process the plug-in was imported in (the audit's own process,
+#: forked from dpaudit's: --workers 1) or the engine's workers forked from it (--workers 2)
+WHERE = {"1": "os.getpid() == IMPORTED_IN", "2": "os.getpid() != IMPORTED_IN"}
+
+MISBEHAVING = '''
+import ctypes, os, re, signal, time
+from dpaudit.policies.ucb import AdaCUCB
+IMPORTED_IN = os.getpid()
+
+class P(AdaCUCB):
+    def {method}(self, t, *args):
+        if t == 3 and {where}:
+            {action}
+        return super().{method}(t, *args)
+'''
+
+HANG = "while True: time.sleep(0.05)"  # never returns (Python code: the alarm stops it)
+#: as stuck as C code that never returns to Python: the alarm does nothing, its process is killed from outside
+STUCK = "signal.signal(signal.SIGALRM, signal.SIG_IGN)\n            while True: time.sleep(0.05)"
+
+
+def _misbehaving(tmp_path, name: str, method: str, where: str, action: str) -> Path:
+    src = tmp_path / f"{name}.py"
+    src.write_text(MISBEHAVING.format(method=method, where=where, action=action))
+    return src
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("how", ["hang", "stuck"])
+def test_a_plugin_call_that_never_returns_ends_the_audit(capsys, tmp_path, workers, how):
+    import time as _time
+
+    src = _misbehaving(tmp_path, f"{how}_{workers}", "act", WHERE[workers], HANG if how == "hang" else STUCK)
+    t0 = _time.monotonic()
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6",
+                                      "--workers", workers, "--force-workers", "--call-timeout", "1", "--json"])
+    took = _time.monotonic() - t0
+    assert_one_sentence(code, out, err)
+    assert f"plug-in {src}:P did not return from act at step 3 within 1 s (stopped after " in err
+    assert "--call-timeout" in err
+    assert took < 20, took  # the limit, the grace (1 s) past it for a stuck call, and the audit's own work
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_call_timeout_must_be_a_positive_finite_number(capsys, recorder, value):
+    code, out, err = run_cli(capsys, ["check", "policy", "adac-ucb", f"--call-timeout={value}", "--runs", "200"])
+    assert_one_sentence(code, out, err)
+    assert "--call-timeout must be" in err or "argument --call-timeout: invalid float value" in err
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("crash,signame", [("ctypes.string_at(0)", "SIGSEGV"),
+                                           ("os.kill(os.getpid(), signal.SIGABRT)", "SIGABRT")])
+def test_a_plugin_crashing_the_interpreter_is_named(capsys, tmp_path, workers, crash, signame):
+    """A real segfault in plug-in code, in the audit's process (--workers 1) or a worker (--workers 2)."""
+    src = _misbehaving(tmp_path, f"crash_{signame}_{workers}", "observe", WHERE[workers], crash)
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6",
+                                      "--workers", workers, "--force-workers", "--json"])
+    assert_one_sentence(code, out, err)
+    who = "the audit's process" if workers == "1" else "a worker process"
+    assert f"{who} was killed by signal" in err and f"({signame}) while plug-in {src}:P ran in observe at step 3" in err
+
+
+def test_a_segfault_in_the_constructor_is_named(capsys, tmp_path):
+    """The probe too: the first plug-in code an audit runs is its constructor."""
+    src = tmp_path / "ctor.py"
+    src.write_text("import ctypes\nfrom dpaudit.policies.ucb import AdaCUCB\n\nclass P(AdaCUCB):\n"
+                   "    def __init__(self, **kw):\n        ctypes.string_at(0)\n")
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--workers", "1"])
+    assert_one_sentence(code, out, err)
+    assert f"(SIGSEGV) while plug-in {src}:P ran in its constructor" in err
+
+
+def test_the_cli_survives_a_segfaulting_plugin_as_a_process(tmp_path, dpaudit_cli):
+    """dpaudit as a process, not only main(): exit 2 and one sentence, never exit 139."""
+    src = _misbehaving(tmp_path, "crash_cli", "act", "True", "ctypes.string_at(0)")
+    proc = dpaudit_cli("check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6", "--workers", "1", timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "(SIGSEGV) while plug-in" in proc.stderr
+
+
+# ---- --max-hours: the pair file's horizon, and an estimate that cannot take minutes (issue 20) ------
+
+def test_the_estimate_uses_the_pair_files_horizon(tmp_path):
+    from dpaudit.protocols import TableDP, candidate_pairs
+    from dpaudit.runner import check
+    from dpaudit.runner.cost import run_steps
+
+    T = 96
+    d = [[0.5, 0.5]] * T
+    d_prime = [[0.5, 0.5], [1.0, 0.0]] + [[0.5, 0.5]] * (T - 2)
+    pair = tmp_path / "pair.json"
+    pair.write_text(json.dumps({"format": "dpaudit.pair/1", "d": d, "d_prime": d_prime}))
+    out = check("adac-ucb", {"n_arms": "2"}, runs=200, pair=str(pair))
+    assert out["horizon"] == T
+    assert out["estimate"]["run_steps"] == run_steps(200, T, len(candidate_pairs(TableDP(), 2, T)))
+
+
+SLOW_CTOR = '''
+import time
+from dpaudit.policies.ucb import AdaCUCB
+
+class P(AdaCUCB):
+    built = 0
+
+    def __init__(self, **kw):
+        P.built += 1
+        if P.built == 1:
+            time.sleep({seconds})  # the first build (the up-front estimate's) is slow
+        super().__init__(**kw)
+'''
+
+
+def test_a_slow_constructor_cannot_make_the_estimate_take_minutes(capsys, tmp_path):
+    """--max-hours 0.0003 (about 1 s): a constructor still running after it is refused within the box."""
+    import time as _time
+
+    src = tmp_path / "slow.py"
+    src.write_text(SLOW_CTOR.format(seconds=60))
+    t0 = _time.monotonic()
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "100", "--max-hours", "0.0003"])
+    assert _time.monotonic() - t0 < 15
+    assert_one_sentence(code, out, err)
+    assert f"more than --max-hours 0.0003: plug-in {src}:P was still in its constructor after " in err
+
+
+def test_a_constructor_slower_than_the_estimates_box_is_audited_without_an_estimate(tmp_path, monkeypatch):
+    from dpaudit.runner import check
+    from dpaudit.runner import cost
+
+    monkeypatch.setattr(cost, "ESTIMATE_SECONDS", 0.5)
+    src = tmp_path / "slow2.py"
+    src.write_text(SLOW_CTOR.format(seconds=3))
+    out = check(f"{src}:P", runs=100, horizon=6)
+    assert out["estimate"]["note"].startswith(f"no time estimate: plug-in {src}:P was still in its constructor at "
+                                              "the end of the estimate's 0.5 s time box")
+    assert out["verdict"] in ("consistent", "inconclusive")

@@ -145,8 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         debug = bool(getattr(args, "debug", False))
         from dpaudit.engine import one_blas_thread
+        from dpaudit.sandbox import watch_signals
 
-        with one_blas_thread():
+        with one_blas_thread(), watch_signals():  # a plug-in's own KeyboardInterrupt is not a Ctrl-C (sandbox)
             status = int(args.func(args) or 0)
         if status == 130 and signals.first is not None:
             status = signals.status()  # 143 for SIGTERM, 129 for SIGHUP

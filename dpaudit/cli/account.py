@@ -4,7 +4,7 @@ Argument parsing and printing; the arithmetic is in :mod:`dpaudit.accountants` a
 accounting in :mod:`dpaudit.accounting`. Commands::
 
     dpaudit account zcdp --rho R --delta D
-    dpaudit account rdp --alpha A --eps E --delta D
+    dpaudit account rdp --alpha A --epsilon E --delta D
     dpaudit account gaussian --sigma S [--sensitivity 1] [--compositions n] --delta D
     dpaudit account policy NAME [--param k=v ...] --delta D
     dpaudit account calibrate --epsilon E --delta D [--sensitivity 1] [--compositions n]
@@ -43,7 +43,10 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
     r = what.add_parser("rdp", help="(alpha, eps)-RDP -> (eps, delta) (Canonne-Kamath-Steinke 2020, Prop. 12)")
     r.add_argument("--alpha", type=float, required=True, help="the Rényi order alpha > 1 ('inf' allowed)")
-    r.add_argument("--eps", type=float, required=True, help="the Rényi divergence bound at that order (>= 0)")
+    # --epsilon, as everywhere else; --eps is the old spelling, still accepted (hidden)
+    eps = r.add_mutually_exclusive_group(required=True)
+    eps.add_argument("--epsilon", type=float, help="the Rényi divergence bound at that order (>= 0)")
+    eps.add_argument("--eps", dest="epsilon", type=float, help=argparse.SUPPRESS)
     r.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
     r.set_defaults(func=_cmd_rdp)
 
@@ -146,11 +149,11 @@ def _cmd_rdp(args: argparse.Namespace) -> int:
     from dpaudit.accountants.conversions import rdp_to_approx
 
     t0 = time.perf_counter()
-    conv = rdp_to_approx(args.alpha, args.eps, args.delta)
+    conv = rdp_to_approx(args.alpha, args.epsilon, args.delta)
     obj = {"epsilon": conv.epsilon, "delta": conv.delta, "method": conv.method, "order": conv.order,
-           "rdp_epsilon": args.eps, "seconds": time.perf_counter() - t0}
+           "rdp_epsilon": args.epsilon, "seconds": time.perf_counter() - t0}
     return _emit(args, obj, [
-        ("guarantee", f"({args.alpha:g}, {args.eps:g})-RDP at delta = {args.delta:g}"),
+        ("guarantee", f"({args.alpha:g}, {args.epsilon:g})-RDP at delta = {args.delta:g}"),
         ("epsilon", f"{conv.epsilon:.6g}  ({conv.method}, order {_g(conv.order)})"),
     ])
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from dpaudit.runner import DEFAULTS
 from dpaudit.cli import print_json
-from dpaudit.errors import DPAuditError, check_int
+from dpaudit.errors import DPAuditError, check_int, check_positive
 
 __all__ = ["register_cli", "is_finite_spec", "check_finite", "check_named", "EXIT_STATUS"]
 
@@ -87,6 +87,7 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.protocol == "joint" and is_contextual_spec(args.policy):  # issue 13: exact joint-DP enumeration
         refuse_inapplicable(args, True)
+        _check_max_work(args)
         for dest, value in FINITE_DEFAULTS.items():
             if getattr(args, dest) is None:
                 setattr(args, dest, value)
@@ -100,6 +101,7 @@ def _run(args: argparse.Namespace) -> int:
                            "--protocol local; use table, view or interactive.")
     refuse_inapplicable(args, finite)
     if finite:
+        _check_max_work(args)
         for dest, value in FINITE_DEFAULTS.items():
             if getattr(args, dest) is None:
                 setattr(args, dest, value)
@@ -108,6 +110,13 @@ def _run(args: argparse.Namespace) -> int:
         if getattr(args, dest, None) is None:
             setattr(args, dest, value)
     return check_named(args)
+
+
+def _check_max_work(args: argparse.Namespace) -> None:
+    """--max-work is a ceiling: a positive finite number (NaN compared False with every size and let any
+    enumeration run; inf or a negative one is no ceiling at all)."""
+    if args.max_work is not None:
+        args.max_work = check_positive("--max-work", args.max_work)
 
 
 def _progress_printer(unit: str):
@@ -251,6 +260,9 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
                    help="record each finished piece in DIR; rerunning the same command resumes from it")
     c.add_argument("--max-hours", type=float, default=None,
                    help="refuse, before starting, an audit estimated to take longer (default 24)")
+    c.add_argument("--call-timeout", type=float, default=None, metavar="SECONDS",
+                   help="end the audit when one call into a plug-in's code (its act, observe, ...) runs longer, "
+                        "naming the call (default 600)")
 
 
 def _f(x: Any) -> str:
@@ -309,6 +321,11 @@ def print_findings(a: Any) -> None:
         print(f"power       {pw.pairs_tried} pairs tried; with {pw.fresh_runs_per_side} fresh runs per side the "
               f"black-box attack can show eps from {pw.smallest_detectable:.3g} up to {pw.largest_bound:.3g}"
               + (f"; it stopped after {pw.fresh_runs_used}, its answer settled" if pw.fresh_runs_used else ""))
+    cp = a.extra.get("checkpoint")
+    if isinstance(cp, dict) and "pieces_reused" in cp:
+        bad = cp.get("pieces_damaged_recomputed") or 0
+        print(f"checkpoint  {cp.get('dir')}: {cp['pieces_reused']} pieces reused, {cp['pieces_computed']} computed"
+              + (f" ({bad} of them damaged on disk and recomputed)" if bad else ""))
     if a.verdict == "interrupted" and a.extra.get("search"):
         print(f"search      {len(a.extra['search'])} candidate pairs ranked before the interruption")
     w = a.witness
@@ -371,6 +388,7 @@ def check_named(args: argparse.Namespace) -> int:
         from dpaudit.runner.cost import check_workers
 
         check_workers(workers)
+    call_timeout = None if args.call_timeout is None else check_positive("--call-timeout", args.call_timeout)
     bar = ProgressBar("dpaudit check")
     try:
         result = audit(
@@ -379,6 +397,7 @@ def check_named(args: argparse.Namespace) -> int:
             progress=bar, workers=workers, command="", horizons=_horizons(args.horizons),
             rewards=_parse_rewards(args.rewards), claim=_parse_claim(args.claim), adapter=args.adapter,
             pair=args.pair, scheduler=args.scheduler, checkpoint=args.checkpoint, max_hours=args.max_hours,
+            call_timeout=call_timeout,
         )
     except _Interrupted as exc:
         result = exc.audit

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -90,6 +93,8 @@ def _cmd_regret(args: argparse.Namespace) -> int:
     cls = load_policy_class(args.policy)
     if getattr(cls, "continuous_actions", False):  # BCO (issue 10): loss functions on a ball, dpaudit.bco
         return _bco_regret(args, params)
+    if args.plot is not None:
+        check_plot_path(args.plot)  # before the simulation: a bad path fails in a second
     entry = entry_of(args.policy)
     env = _env_from_args(args, entry.family if entry is not None else None)
     accepted = inspect.signature(cls.__init__).parameters
@@ -165,6 +170,21 @@ def _print_regret(out: dict[str, Any], setting: str, seconds: float) -> None:
               f"(relative {d['mean'] / tr['mean'] if tr['mean'] else float('nan'):.3f})")
 
 
+#: the image formats ``--plot`` writes (matplotlib's Agg canvas; not pgf, which needs LaTeX)
+PLOT_FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp")
+
+
+def check_plot_path(path: str) -> None:
+    """Refuse a ``--plot`` path that matplotlib cannot write, or that cannot be written, before any work."""
+    from dpaudit.errors import check_output_file
+
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in PLOT_FORMATS:
+        raise DPAuditError(f"--plot must name an image file ending in {', '.join('.' + f for f in PLOT_FORMATS)}, "
+                           f"got {path!r}.")
+    check_output_file(path, "the plot", "--plot")
+
+
 def _plot_regret(path: str, res: SimResult, tres: SimResult | None, out: dict[str, Any]) -> None:
     import matplotlib
 
@@ -185,12 +205,24 @@ def _plot_regret(path: str, res: SimResult, tres: SimResult | None, out: dict[st
     ax.set_title(f"{out['environment']}, {res.n_runs} runs")
     ax.legend()
     fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=120)
+    target = Path(path)
+    fmt = target.suffix.lower().lstrip(".")
+    tmp = None
+    try:  # whole or not at all: a temporary file beside it, renamed into place
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+        fig.savefig(tmp, dpi=120, format=fmt)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp creates 0600; a plot is an ordinary file
+        os.replace(tmp, target)
+        tmp = None
     except OSError as exc:
-        raise DPAuditError(f"cannot write the plot to {path!r}: {exc}.") from exc
+        raise DPAuditError(f"cannot write the plot to {path!r}: {exc.strerror or exc}.") from None
     finally:
         plt.close(fig)
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def _bco_regret(args: argparse.Namespace, params: dict[str, str]) -> int:

@@ -46,7 +46,7 @@ from dpaudit.policies.base import arm_ranges, check_alphabet
 from .base import Pair, Protocol
 
 __all__ = ["PAIR_FORMAT", "MAX_PAIR_BYTES", "UserPair", "load_pair", "parse_pair", "read_pair_file",
-           "load_joint_pair", "load_shuffle_pair"]
+           "load_joint_pair", "load_shuffle_pair", "pair_horizon"]
 
 PAIR_FORMAT = "dpaudit.pair/1"
 #: the largest pair file read (bytes)
@@ -77,6 +77,17 @@ def load_pair(path: str | os.PathLike[str], *, n_arms: int, protocol: Protocol |
     doc, src = read_pair_file(path)
     return parse_pair(doc, n_arms=n_arms, protocol=protocol, reward_range=reward_range, alphabet=alphabet,
                       source=src)
+
+
+def pair_horizon(path: str | os.PathLike[str]) -> int | None:
+    """The horizon T a pair file fixes (the length of its ``d``), read before any policy is built (for the
+    up-front time estimate); None when the file does not say (the audit then refuses it, naming the fault)."""
+    try:
+        doc, _ = read_pair_file(path)
+    except DPAuditError:
+        return None
+    d = doc.get("d") if isinstance(doc, dict) else None
+    return len(d) if isinstance(d, list) and len(d) >= 2 else None
 
 
 def read_pair_file(path: str | os.PathLike[str]) -> tuple[Any, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dpaudit.papers import PAPERS
 
-__all__ = ["EXPERIMENTS"]
+__all__ = ["EXPERIMENTS", "OUTPUTS", "EXACT"]
 
 
 def _paper(key: str) -> str:
@@ -29,4 +29,20 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
     "ldp-bandits": ("dpaudit.reproduce.ldp_bandits:ldp_bandits",
                     f"{_paper('003')}, Alg. 1: regret of local-DP UCB and Tsallis-INF against T, beside central "
                     "AdaC-UCB"),
+}
+
+#: the files each experiment writes into ``--out`` when it is done (checked before it starts,
+#: :func:`dpaudit.errors.check_output_folder`); an experiment not listed writes none
+OUTPUTS: dict[str, tuple[str, ...]] = {
+    "zcdp-bandits": ("zcdp_bandits.json", "zcdp_bandits.md", "zcdp_bandits_ucb.png", "zcdp_bandits_gope.png",
+                     "zcdp_bandits_oful.png"),
+    "glm-bandits": ("glm-bandits.md", "glm-bandits-regret.png"),
+    "ldp-bandits": ("ldp_bandits.json", "ldp_bandits.md", "ldp_bandits.png"),
+}
+
+#: experiments that draw nothing at random and have no grid: ``--seed``, ``--quick`` and ``--out`` are
+#: refused for them, with this reason
+EXACT: dict[str, str] = {
+    "table-vs-view": "it enumerates the T = 3 policy exactly, so it draws nothing at random, has no grid to "
+                     "shrink and writes no files (it prints its table, or JSON with --json)",
 }

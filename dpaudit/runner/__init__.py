@@ -25,9 +25,10 @@ from typing import Any, Callable
 
 from dpaudit.attacks.bounds import check_confidence
 from dpaudit.engine import Checkpoint, Engine, dask_executor, one_blas_thread
-from dpaudit.errors import DPAuditError, check_delta, check_int
+from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
 from dpaudit.protocols import get_protocol
-from dpaudit.sandbox import file_digest, plugin_digest
+from dpaudit.sandbox import (DEFAULT_CALL_TIMEOUT, call_limit, can_isolate, explain_worker_death, file_digest,
+                             is_plugin_spec, overdue, plugin_digest, run_isolated, watch_signals)
 
 from . import central, joint, local, shuffle
 from .context import DEFAULTS, Context, Request
@@ -87,6 +88,9 @@ def _checked(request: Request) -> Request:
                    runs=check_int("--runs", request.runs, minimum=100), seed=check_int("--seed", request.seed, minimum=0),
                    workers=check_int("workers", request.workers, minimum=1),
                    horizon=None if request.horizon is None else check_int("--horizon", request.horizon, minimum=2),
+                   max_work=None if request.max_work is None else check_positive("max_work", request.max_work),
+                   call_timeout=DEFAULT_CALL_TIMEOUT if request.call_timeout is None
+                   else check_positive("--call-timeout", request.call_timeout),
                    params=dict(request.params or {}))
 
 
@@ -106,20 +110,39 @@ def _checkpoint(request: Request) -> Checkpoint | None:
 
 def run(request: Request, progress: Callable[[str], None] | None = None) -> Findings:
     """Run one audit (module docstring) and return its typed findings; raises :class:`DPAuditError` on bad
-    input and :class:`~.findings.AuditInterrupted` (with the partial findings) on Ctrl-C."""
+    input and :class:`~.findings.AuditInterrupted` (with the partial findings) on Ctrl-C.
+
+    A plug-in (``file.py:Class``, ``module:Class``) is audited in a process of its own
+    (:func:`dpaudit.sandbox.run_isolated`), with one worker too: its code, the probe and the search
+    included, cannot crash dpaudit; a segfault or a call stuck in C code is one sentence naming the
+    plug-in, the method and the step. dpaudit's own policies run here, as before.
+    """
     request = _checked(request)
+    if isinstance(request.policy, str) and is_plugin_spec(request.policy) and can_isolate():
+        return run_isolated(_run_here, request, progress=progress, what="the audit")
+    return _run_here(request, progress=progress)
+
+
+def _run_here(request: Request, progress: Callable[[str], None] | None = None) -> Findings:
+    """:func:`run` in this process (``request`` checked)."""
     plan = _plan(request.protocol)
     cp = _checkpoint(request)
     close_scheduler, health, executor = None, None, request.executor
     if request.scheduler is not None:
         executor, health, close_scheduler = dask_executor(request.scheduler)
-    engine = Engine(request.workers, executor, checkpoint=cp, health=health)
+    engine = Engine(request.workers, executor, checkpoint=cp, health=health, watchdog=overdue)
     ctx = Context(request, get_protocol(request.protocol), engine, progress, request.delta, request.confidence)
     where = engine.describe() if request.scheduler is None else f"Dask cluster {request.scheduler}"
     try:
-        with one_blas_thread():
+        # a plug-in's own KeyboardInterrupt is not a Ctrl-C, and no call into it runs forever (dpaudit.sandbox)
+        with one_blas_thread(), watch_signals(), call_limit(request.call_timeout):
             plan.preflight(ctx)
             plan.audit(ctx)
+    except DPAuditError as exc:
+        named = explain_worker_death(exc)  # a worker that died in plug-in code: the plug-in, method and step
+        if named is None:
+            raise
+        raise named from None
     except KeyboardInterrupt:
         partial = ctx.conclude(interrupted=True)
         raise AuditInterrupted(replace(partial, extra={**partial.extra, "workers": where,

@@ -97,13 +97,28 @@ def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.rand
 
 
 def preflight(ctx: Context) -> None:
-    """Memory and time up front (:func:`dpaudit.runner.cost.audit_preflight`), at the audit's horizon or the default."""
+    """Memory and time up front (:func:`dpaudit.runner.cost.audit_preflight`), at the audit's horizon (the
+    pair file's, with ``--pair``) or the default."""
     from .cost import audit_preflight
 
     r = ctx.request
     ctx.extra["estimate"] = audit_preflight(lambda T: with_features(ctx.build(T), r.seed), ctx.protocol, runs=r.runs,
-                    horizon=r.horizon if r.horizon is not None else DEFAULTS["horizon"], workers=r.workers,
+                    horizon=estimate_horizon(r), workers=r.workers,
                     local=r.executor is None and r.scheduler is None, max_hours=r.max_hours)
+
+
+def estimate_horizon(r: Any) -> int:
+    """The horizon the up-front estimate assumes: ``--horizon``, else the pair file's T (it fixes the
+    horizon), else the default."""
+    if r.horizon is not None:
+        return int(r.horizon)
+    if r.pair is not None:
+        from dpaudit.protocols.pairs import pair_horizon
+
+        T = pair_horizon(r.pair)
+        if T is not None:
+            return T
+    return int(DEFAULTS["horizon"])
 
 
 def audit(ctx: Context) -> None:

@@ -9,10 +9,14 @@ audit starts, :func:`preflight` estimates
   policy's state is a few ``chunk x K`` arrays, the neighbouring pair is two ``T x K`` tables, and the
   main process keeps one privacy loss per likelihood run; compared with the memory available
   (``MemAvailable``) shared by the worker processes;
-* **time**: the policy is run for a short calibration (up to 2,000 runs, 32 steps) on a table of
-  the audit's shape and its measured run-steps per second, times the workers, is extrapolated to
-  the audit's total run-steps (the fresh views of both sides, the likelihood runs, and the
-  ranking samples of every candidate pair); compared with ``max_hours``;
+* **time**: the policy is run for a short calibration (batches of 64, 256, 1,024 and up to 2,000
+  runs, 32 steps, stopping once a batch takes half a second) on a table of the audit's shape and
+  its measured run-steps per second, times the workers, is extrapolated to the audit's total
+  run-steps (the fresh views of both sides, the likelihood runs, and the ranking samples of every
+  candidate pair); compared with ``max_hours``. The estimate itself is time-boxed
+  (:data:`ESTIMATE_SECONDS`, :func:`dpaudit.sandbox.time_box`): a plug-in whose constructor or
+  ``act`` is still running at the box's end is refused if what was seen already exceeds
+  ``max_hours``, and otherwise audited without a time estimate (a note says why);
 * **workers**: at most the cores this process may use, unless forced.
 
 What does not fit is refused in one sentence with the estimate and the largest value that fits.
@@ -24,16 +28,20 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from dpaudit.errors import DPAuditError
 
-__all__ = ["available_memory", "check_workers", "preflight", "audit_preflight", "DEFAULT_MAX_HOURS"]
+__all__ = ["available_memory", "check_workers", "preflight", "audit_preflight", "DEFAULT_MAX_HOURS",
+           "ESTIMATE_SECONDS", "estimating"]
 
 #: the longest audit dpaudit starts without --max-hours
 DEFAULT_MAX_HOURS = 24.0
+#: the longest the up-front time estimate itself may run plug-in code (building the policy, the calibration)
+ESTIMATE_SECONDS = 10.0
 #: bytes per (run, step) cell of a view chunk: the actions (int64) and the scorer's working copies
 _VIEW_BYTES = 8 * 4
 #: bytes per (run, arm) of a policy's state: counts, sums, noisy means, indices, noise draws
@@ -109,20 +117,54 @@ def run_steps(runs: int, horizon: int, n_candidates: int) -> float:
 
 
 def _calibrate(policy: Any, protocol: Any, horizon: int, runs: int, reward_range: tuple[float, float]) -> float:
-    """Measured run-steps per second of ``policy`` on a table of the audit's shape (one process)."""
+    """Measured run-steps per second of ``policy`` on a table of the audit's shape (one process): batches
+    of 64, 256, 1,024 ... runs up to the audit's chunk (at most 2,000), until one takes half a second."""
     from dpaudit.protocols import PairSpec, make_pair
 
     K = int(policy.n_arms)
     T = int(min(horizon, 32))
-    m = int(min(_chunk(runs, horizon), 2000))
+    full = int(min(_chunk(runs, horizon), 2000))
     d = make_pair(PairSpec(0, "low"), protocol, K, max(T, 2), reward_range).d0[:T]  # the range's low end:
     rng = np.random.default_rng(0)  # a reward every policy accepts, even one with a {lo, hi} alphabet
-    best = math.inf
-    for _ in range(2):  # the first run pays for caches and imports
+    m, rate = min(full, 64), 0.0
+    while True:  # the smaller batches pay for caches and imports
         t0 = time.perf_counter()
         protocol.run(policy, d, m, rng, None, record=False)
-        best = min(best, time.perf_counter() - t0)
-    return m * T / max(best, 1e-6)
+        took = max(time.perf_counter() - t0, 1e-6)
+        rate = max(rate, m * T / took) if m == full or took < 0.5 else m * T / took
+        if m >= full or took >= 0.5:
+            return rate
+        m = min(full, 4 * m)
+
+
+@contextmanager
+def estimating(max_hours: float | None) -> Iterator[float]:
+    """The time box of an up-front estimate (:data:`ESTIMATE_SECONDS`, or ``max_hours`` if shorter):
+    plug-in code still running at its end raises :class:`dpaudit.sandbox.TimeBoxExceeded`. Yields the
+    box's length in seconds."""
+    from dpaudit.sandbox import time_box
+
+    limit = (DEFAULT_MAX_HOURS if max_hours is None else float(max_hours)) * 3600
+    box = min(ESTIMATE_SECONDS, limit)
+    with time_box(box):
+        yield box
+
+
+def overran(exc: Any, max_hours: float | None, box: float, at_least: float | None = None) -> dict[str, Any]:
+    """What an estimate that ran past its time box (``exc``, a :class:`dpaudit.sandbox.TimeBoxExceeded`)
+    tells: a refusal when the audit certainly takes longer than ``max_hours`` (``at_least`` seconds, or
+    the box itself when it was as long as ``max_hours``), else the estimate's note (the audit goes on)."""
+    max_hours = DEFAULT_MAX_HOURS if max_hours is None else float(max_hours)
+    limit = max_hours * 3600
+    call = "its constructor" if exc.method == "__init__" else f"{exc.method}" + (
+        f" at step {exc.step}" if exc.step is not None else "")
+    lower = max(float(at_least or 0.0), box if box >= limit else 0.0)
+    if lower >= limit:
+        raise DPAuditError(f"this audit would take more than --max-hours {max_hours:g}: plug-in {exc.plugin} was still "
+                           f"in {call} after {exc.seconds:.1f} s of the up-front estimate, so the audit takes at least "
+                           f"{_duration(lower)}; raise --max-hours.") from None
+    return {"note": f"no time estimate: plug-in {exc.plugin} was still in {call} at the end of the estimate's "
+                    f"{box:g} s time box"}
 
 
 def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
@@ -181,8 +223,20 @@ def preflight(policy: Any, protocol: Any, *, runs: int, horizon: int, workers: i
         )
     if not local:
         return est
+    from dpaudit.sandbox import PluginTimeoutError, TimeBoxExceeded
+
+    t0 = time.perf_counter()
     try:
-        rate = _calibrate(policy, protocol, T, runs, reward_range) * max(1, workers)
+        with estimating(max_hours) as box:
+            rate = _calibrate(policy, protocol, T, runs, reward_range) * max(1, workers)
+    except TimeBoxExceeded as exc:  # what the calibration saw: its batches did not finish within the box
+        full = int(min(_chunk(runs, T), 2000))
+        ladder = sum(min(full, 64 * 4**i) for i in range(6) if i == 0 or 64 * 4**(i - 1) < full)
+        fastest = ladder * min(T, 32) / max(time.perf_counter() - t0, 1e-6) * max(1, workers)  # run-steps per second
+        est.update(overran(exc, max_hours, box, at_least=est["run_steps"] / fastest))
+        return est
+    except PluginTimeoutError:
+        raise  # --call-timeout: the audit would meet it again
     except DPAuditError as exc:  # the audit itself will meet (and report) whatever stopped the policy here
         est["note"] = f"no time estimate: the calibration run stopped ({exc})"
         return est
@@ -213,7 +267,14 @@ def audit_preflight(policy_for: Callable[[int], Any], protocol: Any, *, runs: in
     from dpaudit.errors import check_int
 
     T = check_int("--horizon", horizon, minimum=2)
-    policy = policy_for(T)
+    from dpaudit.sandbox import TimeBoxExceeded
+
+    t0 = time.perf_counter()
+    try:
+        with estimating(max_hours) as box:
+            policy = policy_for(T)
+    except TimeBoxExceeded as exc:  # a constructor slower than the whole estimate may take
+        return overran(exc, max_hours, box, at_least=time.perf_counter() - t0)
     from dpaudit.protocols import audit_range
 
     rr = audit_range(policy)

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 from dpaudit.attacks.result import AuditResult, ScoreHistogram, jsonable
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, shorten
 
 __all__ = ["FORMAT", "Claim", "Exact", "Power", "Part", "Findings", "AuditInterrupted", "VERDICTS", "EXIT_STATUS"]
 
@@ -155,6 +155,9 @@ class Findings:
     def from_dict(cls, findings: Mapping[str, Any]) -> "Findings":
         """Findings (of this class) from :meth:`to_dict` or from the JSON of ``dpaudit check policy --json``
         (``json.load`` of it); findings without a ``format`` key are read as dpaudit 0.1 wrote them."""
+        if not isinstance(findings, Mapping):
+            raise DPAuditError(f"findings must be a dict (Audit.to_dict(), or json.load of dpaudit check policy "
+                               f"--json), got {shorten(findings)}.")
         d = jsonable(dict(findings))
         fmt = d.get("format")
         if fmt is not None and fmt != FORMAT:
@@ -170,6 +173,16 @@ class Findings:
                      "shown": power.get("membership_epsilon_lower"), "note": power.get("note", ""),
                      "details": {k: v for k, v in power.items() if not k.startswith("membership_")
                                  and k not in ("pairs_tried", "fresh_runs_per_side", "note")}}
+        try:
+            return cls._read(d, power, known)
+        except DPAuditError:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a field of the wrong shape
+            raise DPAuditError(f"these findings cannot be read ({type(exc).__name__}: {shorten(exc, 120, as_text=True)}); "
+                               "give Audit.to_dict() or json.load of dpaudit check policy --json, unedited.") from None
+
+    @classmethod
+    def _read(cls, d: dict[str, Any], power: Any, known: set[str]) -> "Findings":
         return cls(
             verdict=str(d.get("verdict", "")), reason=str(d.get("reason", "")), policy=str(d.get("policy", "")),
             params=dict(d.get("params") or {}), protocol=str(d.get("protocol", "")), claim=d.get("claim"),

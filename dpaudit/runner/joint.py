@@ -101,15 +101,29 @@ def preflight(ctx: Context) -> None:
     if isinstance(r.policy, str) and is_contextual_spec(r.policy):
         return
     T = r.horizon if r.horizon is not None else JOINT_DEFAULTS["horizon"]
-    policy = ctx.build(T)
-    dim = _dim(policy, str(r.policy))
-    pairs = joint_pairs(int(policy.n_arms), dim, T)
-    src = JointViewSource(policy, pairs, T)
+    if r.horizon is None and r.pair is not None:  # the pair file fixes the horizon
+        from dpaudit.protocols.pairs import pair_horizon
+
+        T = max(3, pair_horizon(r.pair) or T)
+    from dpaudit.sandbox import TimeBoxExceeded
+
+    from .cost import estimating, overran
+
+    t0 = time.perf_counter()
+    try:
+        with estimating(r.max_hours) as box:  # a slow constructor or act cannot make the estimate itself long
+            policy = ctx.build(T)
+            dim = _dim(policy, str(r.policy))
+            pairs = joint_pairs(int(policy.n_arms), dim, T)
+            src = JointViewSource(policy, pairs, T)
+            t0 = time.perf_counter()
+            src.sample(0, 0, 200, np.random.SeedSequence(0))
+    except TimeBoxExceeded as exc:
+        ctx.extra["estimate"] = overran(exc, r.max_hours, box, at_least=time.perf_counter() - t0)
+        return
+    per_run = (time.perf_counter() - t0) / 200
     runs = min(r.runs, JOINT_DEFAULTS["runs"])
     small = max(500, min(4000, runs // 5))
-    t0 = time.perf_counter()
-    src.sample(0, 0, 200, np.random.SeedSequence(0))
-    per_run = (time.perf_counter() - t0) / 200
     views = (len(pairs) + 1) * 4 * small + 4 * runs  # membership and central
     if hasattr(policy, "ledger"):
         views += len(pairs) * 4 * small + 2 * runs  # the tree attack records the ledger: about as costly again

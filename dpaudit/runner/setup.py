@@ -20,7 +20,7 @@ import numpy as np
 
 from dpaudit.accountants import Guarantee
 from dpaudit.accountants.guarantees import as_guarantee, is_dp_event
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, shorten
 from dpaudit.policies.base import check_alphabet
 from dpaudit.protocols import FixedActionSet, PairSpec, make_pair
 
@@ -191,12 +191,22 @@ def with_features(policy: Any, seed: int) -> Any:
     return FixedActionSet(policy, x)
 
 
+def _numbers(name: str, values: Any, allowed: str) -> np.ndarray:
+    try:
+        out = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        out = None
+    if isinstance(values, (str, bytes)) or out is None or out.ndim != 1:
+        raise DPAuditError(f"{name} must be a list of numbers {allowed}, got {shorten(values)}.")
+    return out
+
+
 def claim_curves(claim: Any, deltas: Any = None, orders: Any = None) -> dict[str, Any]:
     """The claim's whole privacy profile (eps at each delta, by the claim's own conversion) and its
     Rényi curve, for the report's figures: what the claim allows, not only its eps at one delta."""
     g = as_guarantee(claim)
-    deltas = np.geomspace(1e-12, 0.5, 90) if deltas is None else np.asarray(deltas, dtype=float)
-    orders = np.geomspace(1.05, 64.0, 40) if orders is None else np.asarray(orders, dtype=float)
+    deltas = np.geomspace(1e-12, 0.5, 90) if deltas is None else _numbers("deltas", deltas, "in (0, 1)")
+    orders = np.geomspace(1.05, 64.0, 40) if orders is None else _numbers("orders", orders, "> 1 (Rényi orders)")
     eps = []
     for d in deltas:
         try:

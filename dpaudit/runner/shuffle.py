@@ -78,15 +78,23 @@ def _default_built(ctx: Context) -> Any:
 
 def preflight(ctx: Context) -> None:
     """The time up front: a pilot batch, scaled to the audit's runs, against --max-hours."""
-    from .cost import check_time
+    from dpaudit.sandbox import TimeBoxExceeded
 
-    policy = _policy(ctx)
+    from .cost import check_time, estimating, overran
+
+    t0 = time.perf_counter()
+    try:
+        with estimating(ctx.request.max_hours) as box:  # a slow constructor cannot make the estimate itself long
+            policy = _policy(ctx)
+            src = ShuffledViewSource(policy, shuffle_pairs(int(policy.batch0), int(policy.dim)))
+            t0 = time.perf_counter()
+            src.sample(0, 0, 100, np.random.SeedSequence(0))
+    except TimeBoxExceeded as exc:
+        ctx.extra["estimate"] = overran(exc, ctx.request.max_hours, box, at_least=time.perf_counter() - t0)
+        return
+    per_run = (time.perf_counter() - t0) / 100
     runs = min(ctx.request.runs, SHUFFLE_CAPS["runs"])
     n_fit = max(500, min(SHUFFLE_CAPS["fit"], runs // 4))
-    src = ShuffledViewSource(policy, shuffle_pairs(int(policy.batch0), int(policy.dim)))
-    t0 = time.perf_counter()
-    src.sample(0, 0, 100, np.random.SeedSequence(0))
-    per_run = (time.perf_counter() - t0) / 100
     views = len(src.pairs) * 4 * n_fit + 2 * runs
     check_time(ctx, per_run * views, f"{views} batches of {src.batch} users at a measured {1 / max(per_run, 1e-9):.3g} "
                                      "per second on one process")
