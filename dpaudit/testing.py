@@ -51,6 +51,7 @@ from dpaudit.accounting import ledger_entries
 from dpaudit.attacks.exact import exact_profile
 from dpaudit.errors import DPAuditError, check_order
 from dpaudit.mechanisms import gaussian_renyi, laplace_renyi
+from dpaudit.policies.base import check_actions
 from dpaudit.policies.finite import FinitePolicy
 
 __all__ = [
@@ -364,39 +365,223 @@ def _assert_mechanism_dinf(mechanism: Any, kind: Any, s: float, D: float, a: flo
     return numeric
 
 
-# ---- policies -----------------------------------------------------------------------------------
+# ---- policies: the inputs a policy is run on ------------------------------------------------------
 
-def run_on_table(policy: Any, table: np.ndarray, n_runs: int = 4, seed: int = 0, features: np.ndarray | None = None) -> Any:
-    """Run ``policy`` on a fixed T x K reward table (Table DP: it observes table[t, a_t]); return its ledger."""
-    d = np.asarray(table, dtype=float)
+def _who(policy: Any) -> str:
+    return getattr(policy, "name", "") or type(policy).__name__
+
+
+def _check_policy(policy: Any, fn: str) -> int:
+    """The policy's K, after checking it has the members the assertions call (one sentence otherwise)."""
+    if isinstance(policy, type):
+        raise DPAuditError(f"{fn}: got the class {policy.__name__}, not a policy; pass an instance built with its "
+                           f"parameters, e.g. {policy.__name__}(rho=0.5).")
+    missing = [m for m in ("n_arms", "reset", "act", "observe") if not hasattr(policy, m)]
+    if missing:
+        raise DPAuditError(f"{fn}: {_who(policy)} lacks {', '.join(missing)}; a policy needs n_arms, reset, act and "
+                           "observe (DESIGN.md, 'The plug-in contract').")
+    K = policy.n_arms
+    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 2:
+        raise DPAuditError(f"{fn}: {_who(policy)}.n_arms is {K!r}; a policy needs an integer number of arms K >= 2.")
+    return int(K)
+
+
+def _reward_bounds(policy: Any, K: int, fn: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-arm (lo, hi) of the policy's ``reward_range`` ((0, 1) when it declares none, as the plug-in
+    contract says); infinite ends allowed."""
+    rr = getattr(policy, "reward_range", (0.0, 1.0))
+    try:
+        a = np.asarray(rr, dtype=float)
+    except (TypeError, ValueError):
+        a = np.zeros(0)
+    if a.shape not in ((2,), (K, 2)) or np.any(np.isnan(a)) or np.any(a[..., 0] >= a[..., 1]):
+        raise DPAuditError(f"{fn}: {_who(policy)}.reward_range is {rr!r}; it must be (low, high) with low < high, "
+                           "the rewards its sensitivity analysis assumes.")
+    a = np.broadcast_to(a, (K, 2))
+    return a[:, 0], a[:, 1]
+
+
+def _check_input(policy: Any, data: Any, name: str, K: int, list_input: bool, fn: str) -> np.ndarray:
+    """``data`` as the policy's input (a T x K table, or a list of T rewards under View DP), refused in one
+    sentence unless its shape matches the policy's K (and horizon, if it has one), every value is finite
+    and inside the policy's reward range (and alphabet, if it declares one)."""
+    who = _who(policy)
+    try:
+        d = np.array(data, dtype=float)
+    except (TypeError, ValueError):
+        raise DPAuditError(f"{fn}: {name} must be an array of rewards, got {type(data).__name__}.") from None
+    if list_input:
+        if d.ndim != 1 or d.size < 1:
+            raise DPAuditError(f"{fn}: {name} must be a list of T >= 1 rewards (View DP), got shape {d.shape}.")
+    elif d.ndim != 2 or d.shape[0] < 1:
+        raise DPAuditError(f"{fn}: {name} must be a T x K reward table (T >= 1), got shape {d.shape}.")
+    elif d.shape[1] != K:
+        raise DPAuditError(f"{fn}: {name} has {d.shape[1]} columns (arms) but {who} has n_arms = {K}; build the "
+                           f"policy with n_arms={d.shape[1]} or draw tables with arms={K}.")
+    T = d.shape[0]
+
+    def where(i: int) -> str:
+        return f"entry {i}" if list_input else f"row {i // K}, arm {i % K}"
+
+    bad = np.flatnonzero(~np.isfinite(d.ravel()))
+    if bad.size:
+        raise DPAuditError(f"{fn}: {name} holds {d.ravel()[bad[0]]} at {where(int(bad[0]))}; rewards must be finite "
+                           "numbers.")
+    lo, hi = _reward_bounds(policy, K, fn)
+    if list_input:
+        lo, hi = np.full(T, lo.max()), np.full(T, hi.min())
+        flat_lo, flat_hi = lo, hi
+    else:
+        flat_lo, flat_hi = np.tile(lo, T), np.tile(hi, T)
+    out = np.flatnonzero((d.ravel() < flat_lo) | (d.ravel() > flat_hi))
+    if out.size:
+        i = int(out[0])
+        raise DPAuditError(f"{fn}: {name} holds the reward {d.ravel()[i]:g} at {where(i)}, outside "
+                           f"[{flat_lo[i]:g}, {flat_hi[i]:g}], the reward_range {who}'s sensitivity assumes; draw "
+                           "rewards inside it (e.g. neighbouring_tables(alphabet=...)) or declare the range the policy "
+                           "is calibrated for.")
+    alphabet = getattr(policy, "reward_alphabet", None)
+    if alphabet is not None:
+        letters = np.asarray(sorted({float(v) for v in alphabet}), dtype=float)
+        foreign = np.flatnonzero(~np.isin(d.ravel(), letters))
+        if foreign.size:
+            i = int(foreign[0])
+            raise DPAuditError(f"{fn}: {name} holds the reward {d.ravel()[i]:g} at {where(i)}, which is not in "
+                               f"{who}'s reward_alphabet {letters.tolist()}; draw rewards from it "
+                               f"(neighbouring_tables(alphabet={letters.tolist()})).")
+    h = getattr(policy, "horizon", None)
+    if isinstance(h, (int, np.integer)) and not isinstance(h, bool) and T > h:
+        raise DPAuditError(f"{fn}: {name} has T = {T} rounds but {who} was built for horizon = {int(h)}; build it "
+                           f"with horizon={T} or draw inputs with horizon <= {int(h)}.")
+    return d
+
+
+def _play(policy: Any, table: np.ndarray, n_runs: int, seed: int, features: np.ndarray | None,
+          list_input: bool = False) -> np.ndarray:
+    """Run ``policy`` on ``table`` (n_runs runs from ``seed``); its actions (n_runs, T), each checked."""
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
     policy.reset(n_runs, rng)
-    for t in range(d.shape[0]):
-        actions = np.asarray(policy.act(t, features))
-        policy.observe(t, actions, d[t, actions])
+    K, who = int(policy.n_arms), _who(policy)
+    views = np.empty((n_runs, table.shape[0]), dtype=np.int64)
+    for t in range(table.shape[0]):
+        actions = check_actions(policy.act(t, features), n_runs, K, who, t)
+        views[:, t] = actions
+        policy.observe(t, actions, np.full(n_runs, table[t]) if list_input else table[t, actions])
+    return views
+
+
+def run_on_table(policy: Any, table: np.ndarray, n_runs: int = 4, seed: int = 0, features: np.ndarray | None = None) -> Any:
+    """Run ``policy`` on a fixed T x K reward table (Table DP: it observes table[t, a_t]); return its ledger.
+
+    The table is checked against the policy first (its K columns, finite rewards inside the policy's
+    ``reward_range``, default (0, 1), and its ``horizon`` if it has one), and every action it returns
+    must be an arm 0..K-1: anything else is refused in one sentence (:class:`DPAuditError`).
+    """
+    K = _check_policy(policy, "run_on_table")
+    d = _check_input(policy, table, "the table", K, False, "run_on_table")
+    _play(policy, d, n_runs, seed, features)
     return getattr(policy, "ledger", None)
+
+
+def _probe_tables(d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """Tables to rerun a policy on with the same seed: all low, all high, each arm alone high, each arm
+    alone low (the policy's reward range; [0, 1] where it is unbounded)."""
+    T, K = d.shape
+    lo = np.where(np.isfinite(lo), lo, np.where(np.isfinite(hi), hi - 1.0, 0.0))
+    hi = np.where(np.isfinite(hi), hi, lo + 1.0)
+    out = [("the all-low table", np.broadcast_to(lo, (T, K)).copy()),
+           ("the all-high table", np.broadcast_to(hi, (T, K)).copy())]
+    for a in range(K):
+        up, down = lo.copy(), hi.copy()
+        up[a], down[a] = hi[a], lo[a]
+        out += [(f"the table with only arm {a} high", np.broadcast_to(up, (T, K)).copy()),
+                (f"the table with only arm {a} low", np.broadcast_to(down, (T, K)).copy())]
+    return out
+
+
+def _actions_change(policy: Any, d: np.ndarray, n_runs: int, seed: int,
+                    features: np.ndarray | None) -> str | None:
+    """Where the policy's actions on ``d`` change when only the rewards do (same seed, so the same
+    random draws for a policy whose draws do not depend on the rewards), in words; None if they never do."""
+    K = int(policy.n_arms)
+    base = _play(policy, d, n_runs, seed, features)
+    lo, hi = _reward_bounds(policy, K, "assert_ledger_within_claim")
+    for label, other in _probe_tables(d, lo, hi):
+        try:
+            v = _play(policy, other, n_runs, seed, features)
+        except Exception:  # a policy that refuses a probe table (e.g. a reward alphabet) is probed on the others
+            continue
+        diff = np.argwhere(v != base)
+        if diff.size:
+            r, t = (int(x) for x in diff[np.argmin(diff[:, 1])])
+            return (f"run {r} played arm {int(base[r, t])} at round {t} on the given table and arm {int(v[r, t])} "
+                    f"on {label}")
+    return None
 
 
 def assert_ledger_within_claim(policy: Any, table: np.ndarray, *, n_runs: int = 4, seed: int = 0,
                                alphas: Sequence[float] = (1.5, 2.0, 5.0, 20.0, 100.0),
-                               features: np.ndarray | None = None, rtol: float = 1e-9) -> Any:
+                               features: np.ndarray | None = None, rtol: float = 1e-9,
+                               allow_no_releases: bool = False) -> Any:
     """Run ``policy`` on ``table`` and assert the ledger's worst round stays within ``policy.claim``.
 
     The ledger-implied D_alpha of a round is the composition of the releases it fed (exact Rényi
     curves of Gaussian and Laplace noise, sensitivity taken as the larger of the declared one and
-    what the release's coefficients imply over the policy's reward range). Returns the
+    what the release's coefficients imply over the policy's reward range), checked at every order of
+    ``alphas``: exact, no sampling, so no confidence level is involved. Returns the
     :class:`~dpaudit.accountants.composition.RoundAccount`.
+
+    It trusts the ledger, and refuses (``AssertionError``, one sentence saying what to do) whenever
+    the ledger cannot vouch for the policy: no ``ledger`` or no ``claim``; a disabled ledger; and no
+    release recorded in the run. In the last case the policy is run again with the same seed on
+    extreme tables (all rewards low, all high, one arm high or low): if its actions change, it uses
+    its rewards outside ``dpaudit.mechanisms`` (its own noise, or none) and always fails;
+    if they never change (a horizon before the first release, or a policy that never touches its
+    rewards) it fails unless ``allow_no_releases=True``. Data used outside the mechanisms *beside*
+    recorded releases is invisible here: :func:`assert_pair_within_claim` is the check that trusts
+    nothing the policy says.
+
+    ``table`` is checked against the policy first (K columns, finite rewards inside its
+    ``reward_range``, its ``horizon`` if it has one): a mismatch is a :class:`DPAuditError`.
     """
-    ledger = run_on_table(policy, table, n_runs, seed, features)
+    fn = "assert_ledger_within_claim"
+    K = _check_policy(policy, fn)
+    d = _check_input(policy, table, "the table", K, False, fn)
+    who = _who(policy)
+    if not hasattr(policy, "ledger"):
+        raise AssertionError(f"{who} has no `ledger`, so assert_ledger_within_claim has nothing to check: release "
+                             "through dpaudit.mechanisms with a Ledger (see examples/plugin_template.py), or test it "
+                             "black-box with assert_pair_within_claim(policy, d, d_prime).")
     claim = getattr(policy, "claim", None)
-    if ledger is None or claim is None:
-        raise AssertionError(f"{type(policy).__name__} has no ledger or no claim to check.")
-    lo, hi = getattr(policy, "reward_range", (0.0, 1.0))
-    span = float(hi - lo) if math.isfinite(lo) and math.isfinite(hi) else None
-    T = int(np.asarray(table).shape[0])
+    if claim is None:
+        raise AssertionError(f"{who} declares no `claim`, so there is nothing to check its ledger against: give it a "
+                             "Guarantee from dpaudit.accountants (e.g. claim = ZCDP(rho)).")
+    _play(policy, d, n_runs, seed, features)
+    ledger = getattr(policy, "ledger", None)
+    if ledger is None or not hasattr(ledger, "releases") or not hasattr(ledger, "n_runs"):
+        raise AssertionError(f"{who}.ledger is {ledger!r} after reset and a run, not a dpaudit.mechanisms.Ledger; "
+                             "create Ledger(n_runs) in reset() and pass it to every mechanism's release(ledger=...).")
+    if getattr(ledger, "enabled", True) is False:
+        raise AssertionError(f"{who}'s ledger is disabled (Ledger(..., enabled=False)), so it recorded nothing to "
+                             "check; create it with enabled=True in reset().")
+    lo, hi = _reward_bounds(policy, K, fn)
+    span = float(np.max(hi - lo)) if np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) else None
+    T = d.shape[0]
     e = ledger_entries(ledger, T, span)
     acc = per_round_account(ledger.n_runs, T, e["run"], e["rnd"], e["kind"], e["ratio"])
     if acc.usage.sum() == 0:
+        change = _actions_change(policy, d, n_runs, seed, features)
+        if change is not None:
+            raise AssertionError(
+                f"{who}'s ledger recorded no release in {T} rounds of {n_runs} runs, yet its actions depend on its "
+                f"rewards ({change}, from the same seed): it uses them outside dpaudit.mechanisms, so the ledger "
+                "vouches for nothing; release every use through dpaudit.mechanisms, or test it black-box with "
+                "assert_pair_within_claim(policy, d, d_prime).")
+        if not allow_no_releases:
+            raise AssertionError(
+                f"{who}'s ledger recorded no release in {T} rounds of {n_runs} runs, so there was nothing to check "
+                "(its actions did not depend on the rewards either): draw longer tables (horizon past its first "
+                "release), or pass allow_no_releases=True if it genuinely releases nothing this early.")
         return acc
     curves = acc.renyi(np.asarray(alphas, dtype=float))  # (runs, T, orders)
     worst = curves.reshape(-1, len(alphas)).max(axis=0)

@@ -10,6 +10,7 @@ same calibration (the missing-forgetting bug: early rounds feed many releases).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +19,9 @@ from hypothesis import strategies as st
 
 from dpaudit.accountants import ZCDP, PureDP
 from dpaudit.accountants.conversions import rdp_to_approx
-from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism, gaussian_renyi
+from dpaudit.errors import DPAuditError
+from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism, Ledger, gaussian_renyi
+from dpaudit.policies.ucb import AdaCUCB
 from dpaudit.policies.base import Policy
 from dpaudit.testing import (
     assert_finite_policy_renyi,
@@ -279,8 +282,10 @@ def test_every_registered_policy_ledger_within_claim(entry):
     if dim:
         f = rng.standard_normal((K, int(dim)))
         feats = np.broadcast_to(f / np.linalg.norm(f, axis=1, keepdims=True), (2, K, int(dim)))
+    # a policy built for a horizon (the LDP linear ones) is built for this T: the assertion refuses a longer table
+    params = {"horizon": T} if isinstance(getattr(probe, "horizon", None), int) else {}
     for table in (d, d2):
-        acc = assert_ledger_within_claim(make_policy(entry.name, {}), table, n_runs=2, features=feats)
+        acc = assert_ledger_within_claim(make_policy(entry.name, params), table, n_runs=2, features=feats)
         assert acc.usage.sum() > 0, f"{entry.name} made no release in {T} rounds: nothing was checked"
 
 
@@ -290,3 +295,164 @@ def test_run_on_table_is_reproducible():
     assert len(a) == len(b) > 0
     for x, y in zip(a.releases, b.releases):
         np.testing.assert_array_equal(x.value, y.value)
+
+
+# ---- issue 20: a ledger that saw nothing cannot vouch for a policy ------------------------------------
+
+TEMPLATE = str(Path(__file__).resolve().parent.parent / "examples" / "plugin_template.py") + ":MyPolicy"
+
+
+class OwnNoiseGreedy(Policy):
+    """Leaks: round robin, then greedy on each arm's running mean plus its *own* Gaussian noise of sd 0.01
+    (a rho-zCDP claim needs sd 1/sqrt(2 rho) on each sum), drawn without dpaudit.mechanisms. Subclassing
+    Policy gives it a ledger, which stays empty: the old assert_ledger_within_claim passed it."""
+
+    name = "own-noise-greedy"
+    reward_range = (0.0, 1.0)
+
+    def __init__(self, n_arms: int = 3, rho: float = 0.5, sigma: float = 0.01) -> None:
+        super().__init__()
+        self.n_arms, self.rho, self.sigma = int(n_arms), float(rho), float(sigma)
+        self.claim = ZCDP(self.rho)
+
+    def _reset(self) -> None:
+        self.sums = np.zeros((self.n_runs, self.n_arms))
+        self.counts = np.zeros((self.n_runs, self.n_arms))
+
+    def act(self, t, arms=None):
+        if t < self.n_arms:
+            return np.full(self.n_runs, t, dtype=np.int64)
+        noisy = self.sums / np.maximum(self.counts, 1) + self.sigma * self.rng.standard_normal(self.sums.shape)
+        return np.argmax(noisy, axis=1)
+
+    def _observe(self, t, actions, rewards):
+        idx = np.arange(self.n_runs)
+        self.sums[idx, actions] += rewards
+        self.counts[idx, actions] += 1
+
+
+class OwnNoiseGreedyNoLedger:
+    """The same leak as a plain plug-in class: no ledger attribute at all."""
+
+    reward_range = (0.0, 1.0)
+
+    def __init__(self, n_arms: int = 3, rho: float = 0.5, sigma: float = 0.01) -> None:
+        self._inner = OwnNoiseGreedy(n_arms, rho, sigma)
+        self.n_arms, self.claim = self._inner.n_arms, self._inner.claim
+
+    def reset(self, n_runs, rng):
+        self._inner.reset(n_runs, rng)
+        del self._inner.ledger  # keep nothing a ledger assertion could read
+
+    def act(self, t, arms=None):
+        return self._inner.act(t, arms)
+
+    def observe(self, t, actions, rewards):
+        self._inner.observe(t, actions, rewards)
+
+
+class DisabledLedger(ForgettingMeans):
+    """A correct policy whose ledger is switched off: it records nothing, so it cannot be checked."""
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.ledger = Ledger(self.n_runs, enabled=False)
+
+
+def _template(**params):
+    from dpaudit.policies.registry import load_policy_class
+
+    return load_policy_class(TEMPLATE)(**params)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(neighbouring_tables(horizon=20, arms=3))
+def test_own_noise_without_mechanisms_fails_the_ledger_assertion(pair):
+    """The issue's policy passed 100 examples of the old helper (its empty ledger returned early)."""
+    d, d2, _ = pair
+    for table in (d, d2):
+        with pytest.raises(AssertionError, match="recorded no release .* yet its actions depend on its rewards"):
+            assert_ledger_within_claim(OwnNoiseGreedy(n_arms=3, rho=0.5), table)
+
+
+def test_a_policy_without_a_ledger_is_refused_with_what_to_do():
+    with pytest.raises(AssertionError, match="has no `ledger`.*assert_pair_within_claim"):
+        assert_ledger_within_claim(OwnNoiseGreedyNoLedger(), np.zeros((20, 3)))
+
+
+def test_a_disabled_ledger_is_refused():
+    with pytest.raises(AssertionError, match="ledger is disabled"):
+        assert_ledger_within_claim(DisabledLedger(2, 0.5), np.ones((40, 2)))
+
+
+@pytest.mark.parametrize("name,needle", [("mutant-shared-noise", "yet its actions depend on its rewards"),
+                                         ("mutant-sqrt2-noise", "above the bound")])
+def test_ledger_assertion_fails_on_mutants_with_a_ledger(name, needle):
+    from dpaudit.policies.registry import make_policy
+
+    rng = np.random.default_rng(3)
+    table = (rng.random((40, 3)) < 0.5).astype(float)
+    with pytest.raises(AssertionError, match=needle):
+        assert_ledger_within_claim(make_policy(name, {"n_arms": 3}), table)
+
+
+def test_no_release_within_the_table_fails_unless_allowed():
+    """The template releases at the end of its first explore block (K m = 12 rounds for K = 3, m = 4):
+    on 8 rounds its ledger is empty and its actions (round robin) ignore the rewards."""
+    table = np.ones((8, 3))
+    with pytest.raises(AssertionError, match="recorded no release in 8 rounds .* allow_no_releases=True"):
+        assert_ledger_within_claim(_template(n_arms=3, rho=0.5), table)
+    acc = assert_ledger_within_claim(_template(n_arms=3, rho=0.5), table, allow_no_releases=True)
+    assert acc.usage.sum() == 0
+    # a leak is never excused by allow_no_releases
+    with pytest.raises(AssertionError, match="depend on its rewards"):
+        assert_ledger_within_claim(OwnNoiseGreedy(n_arms=3), np.zeros((8, 3)), allow_no_releases=True)
+
+
+@pytest.mark.parametrize("make", [lambda: _template(n_arms=3, rho=0.5), lambda: AdaCUCB(n_arms=3, rho=0.5)],
+                         ids=["plugin-template", "adac-ucb"])
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(pair=neighbouring_tables(horizon=20, arms=3))
+def test_correct_policies_pass_the_ledger_assertion(make, pair):
+    for table in pair[:2]:
+        acc = assert_ledger_within_claim(make(), table)
+        assert acc.usage.sum() > 0 and acc.usage.max() == 1
+
+
+# ---- the inputs are checked against the policy ----------------------------------------------------------
+
+@pytest.mark.parametrize("table,needle", [
+    (np.zeros((20, 2)), "the table has 2 columns (arms) but adac-ucb has n_arms = 3; build the policy with n_arms=2"),
+    (np.full((20, 3), 1.5), "the table holds the reward 1.5 at row 0, arm 0, outside [0, 1], the reward_range"),
+    (np.where(np.arange(60).reshape(20, 3) == 31, -0.25, 0.5), "reward -0.25 at row 10, arm 1, outside [0, 1]"),
+    (np.where(np.arange(60).reshape(20, 3) == 7, np.nan, 0.5), "holds nan at row 2, arm 1; rewards must be finite"),
+    (np.zeros(20), "must be a T x K reward table (T >= 1), got shape (20,)"),
+])
+def test_ledger_assertion_checks_the_table_against_the_policy(table, needle):
+    with pytest.raises(DPAuditError) as exc:
+        assert_ledger_within_claim(AdaCUCB(n_arms=3, rho=0.5), table)
+    msg = str(exc.value)
+    assert needle in msg and "\n" not in msg and msg.endswith(".")
+
+
+def test_the_readme_mismatch_is_refused():
+    """The README's old example: the template's default 2 arms on 3-arm tables passed silently."""
+    with pytest.raises(DPAuditError, match="has 3 columns .* n_arms = 2"):
+        assert_ledger_within_claim(_template(rho=0.5), np.zeros((20, 3)))
+
+
+def test_a_policy_built_for_a_shorter_horizon_is_refused():
+    from dpaudit.policies.registry import make_policy
+
+    with pytest.raises(DPAuditError, match="T = 50 rounds but ldp-linucb was built for horizon = 40; build it with "
+                                           "horizon=50"):
+        run_on_table(make_policy("ldp-linucb", {"horizon": 40}), np.zeros((50, 5)))
+
+
+def test_an_out_of_range_action_is_refused_by_name():
+    class Wild(OwnNoiseGreedy):
+        def act(self, t, arms=None):
+            return np.full(self.n_runs, 3, dtype=np.int64)
+
+    with pytest.raises(DPAuditError, match="returned arm 3 at step 0; allowed arms are 0..2"):
+        assert_ledger_within_claim(Wild(), np.zeros((5, 3)))
