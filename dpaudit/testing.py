@@ -31,6 +31,8 @@ Assertions (each raises ``AssertionError`` with the numbers):
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -48,11 +50,19 @@ from dpaudit.accountants import Guarantee
 from dpaudit.accountants.composition import per_round_account
 from dpaudit.accountants.guarantees import is_dp_event, as_guarantee
 from dpaudit.accounting import ledger_entries
+from dpaudit.adapters import parse_claim
+from dpaudit.attacks.bounds import check_confidence, eps_lower_from_counts, split_confidence
 from dpaudit.attacks.exact import exact_profile
-from dpaudit.errors import DPAuditError, check_order
+from dpaudit.attacks.likelihood import likelihood_attack
+from dpaudit.attacks.membership import evaluate, fit_select
+from dpaudit.attacks.result import AuditResult
+from dpaudit.attacks.sampling import LOOKS
+from dpaudit.errors import DPAuditError, check_delta, check_int, check_order
 from dpaudit.mechanisms import gaussian_renyi, laplace_renyi
 from dpaudit.policies.base import check_actions
 from dpaudit.policies.finite import FinitePolicy
+from dpaudit.protocols import FixedActionSet, Pair, Protocol, TableDP, ViewDP
+from dpaudit.runner.setup import claimed_epsilon
 
 __all__ = [
     "deltas",
@@ -69,6 +79,8 @@ __all__ = [
     "assert_renyi_bound",
     "assert_mechanism_renyi",
     "assert_ledger_within_claim",
+    "assert_pair_within_claim",
+    "PairCheck",
     "assert_finite_policy_renyi",
     "run_on_table",
 ]
@@ -462,6 +474,8 @@ def _play(policy: Any, table: np.ndarray, n_runs: int, seed: int, features: np.n
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
     policy.reset(n_runs, rng)
     K, who = int(policy.n_arms), _who(policy)
+    if features is not None and np.ndim(features) == 2:  # one fixed action set (K, d), as the pair assertion takes
+        features = np.broadcast_to(np.asarray(features, dtype=float), (n_runs,) + np.shape(features))
     views = np.empty((n_runs, table.shape[0]), dtype=np.int64)
     for t in range(table.shape[0]):
         actions = check_actions(policy.act(t, features), n_runs, K, who, t)
@@ -543,6 +557,7 @@ def assert_ledger_within_claim(policy: Any, table: np.ndarray, *, n_runs: int = 
 
     ``table`` is checked against the policy first (K columns, finite rewards inside its
     ``reward_range``, its ``horizon`` if it has one): a mismatch is a :class:`DPAuditError`.
+    ``features`` (a linear policy's arms) is one fixed action set ``(K, d)`` or ``(n_runs, K, d)``.
     """
     fn = "assert_ledger_within_claim"
     K = _check_policy(policy, fn)
@@ -590,6 +605,240 @@ def assert_ledger_within_claim(policy: Any, table: np.ndarray, *, n_runs: int = 
         assert_renyi_bound(float(v), claim, a, rtol=rtol,
                            what=f"ledger-implied D_alpha (run {r}, round {t}, {int(acc.usage[r, t])} releases)")
     return acc
+
+
+# ---- policies: a neighbouring pair, attacked -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class PairCheck:
+    """What :func:`assert_pair_within_claim` measured on a pair it passed.
+
+    ``epsilon_lower`` is the largest lower bound of the attacks that ran (0 when none could: see
+    ``note``); each attack's :class:`~dpaudit.attacks.result.AuditResult` is in ``attacks`` and holds at
+    its own confidence (``confidence`` split over them), so all hold together at ``confidence``.
+    ``largest_detectable`` is the largest bound the black-box test can give at these sample sizes
+    (None when it did not run): a claim at or above it could only be caught by the gray-box attack.
+    """
+
+    epsilon_lower: float
+    claim_epsilon: float
+    delta: float
+    confidence: float
+    round: int
+    attacks: tuple[AuditResult, ...]
+    largest_detectable: float | None
+    runs: int
+    seconds: float
+    note: str = ""
+
+
+_PROTOCOLS = {"table": TableDP, "view": ViewDP}
+
+
+def _protocol_of(protocol: Any, fn: str) -> Protocol:
+    if isinstance(protocol, (TableDP, ViewDP)):
+        return protocol
+    if isinstance(protocol, str) and protocol in _PROTOCOLS:
+        return _PROTOCOLS[protocol]()
+    raise DPAuditError(f"{fn}: protocol must be 'table' (T x K reward tables, neighbours differ in one row) or "
+                       f"'view' (lists of T rewards, neighbours differ in one entry), got {protocol!r}.")
+
+
+def _claim_at(policy: Any, claim: Any, delta: float, fn: str) -> tuple[Guarantee, float, float, str]:
+    """(the claim as a Guarantee, its epsilon at delta, the delta compared at, the conversion in words)."""
+    raw = claim if claim is not None else getattr(policy, "claim", None)
+    if raw is None:
+        raise DPAuditError(f"{fn}: {_who(policy)} declares no claim; pass claim= (a Guarantee such as ZCDP(0.5), a "
+                           "dp-accounting DpEvent, or text such as 'zcdp:rho=0.5').")
+    g = parse_claim(raw) if isinstance(raw, str) else as_guarantee(raw)
+    own = getattr(g, "delta", None)
+    if isinstance(own, (int, float)) and own > delta:  # an (eps, delta') claim promises nothing below delta'
+        delta = float(own)
+    eps, how = claimed_epsilon(g, delta)
+    return g, float(eps), delta, how
+
+
+def _differing(d0: np.ndarray, d1: np.ndarray, list_input: bool, fn: str) -> int:
+    what, rel = ("entries", "View-DP neighbours differ in exactly one entry (one reward)") if list_input else \
+        ("rows", "Table-DP neighbours differ in exactly one row (one user's rewards)")
+    if d0.shape != d1.shape:
+        raise DPAuditError(f"{fn}: d has shape {d0.shape} but d_prime has shape {d1.shape}; neighbours have the same "
+                           "shape.")
+    diff = np.flatnonzero(d0 != d1) if list_input else np.flatnonzero(np.any(d0 != d1, axis=1))
+    if diff.size != 1:
+        found = "no " + what if diff.size == 0 else f"{what} {', '.join(map(str, diff[:8].tolist()))}" + \
+            (", ..." if diff.size > 8 else "")
+        raise DPAuditError(f"{fn}: d and d_prime differ in {found}; {rel}: draw them with "
+                           f"{'neighbouring_lists' if list_input else 'neighbouring_tables'}().")
+    return int(diff[0])
+
+
+def _fit_size(runs: int) -> int:
+    """Views per side for the membership attack's training split, and again for its selection split."""
+    return max(200, runs // 4)
+
+
+def _largest_bound(runs: int, delta: float, confidence: float) -> float:
+    """The largest bound the membership test can give from ``runs`` fresh runs per side when it counts them
+    all (no error at all; the last look spends :data:`~dpaudit.attacks.sampling.LOOKS`' last share)."""
+    share = LOOKS[-1][1]
+    return float(eps_lower_from_counts(0, runs, 0, runs, delta, 1 - (1 - confidence) * share))
+
+
+def _runs_needed(eps: float, delta: float, confidence: float) -> int:
+    n = 1000
+    while _largest_bound(n, delta, confidence) <= eps and n < 10**9:
+        n *= 2
+    lo, hi = n // 2, n
+    while hi - lo > max(1, lo // 100):
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _largest_bound(mid, delta, confidence) > eps else (mid, hi)
+    return int(math.ceil(hi / 100.0) * 100)
+
+
+def _row_text(d: np.ndarray, j: int) -> str:
+    v = d[j]
+    return f"{float(v):g}" if np.ndim(v) == 0 else "[" + ", ".join(f"{float(x):g}" for x in v) + "]"
+
+
+def _attack_text(res: AuditResult, claim_eps: float) -> str:
+    det = res.details
+    if res.attack == "membership":
+        how = (f"{det['n_fresh_per_side']:,} fresh runs per side: {det['false_positives']} false positives, "
+               f"{det['false_negatives']} false negatives, rejecting when {res.witness['statistic']} "
+               f"{res.witness['reject_when'].replace('score ', '').replace('threshold', format(res.witness['threshold'], 'g'))}")
+        name = "the membership (black-box) attack"
+    else:
+        how = f"{res.samples:,} runs' exact privacy losses from the ledger, under {det.get('orientation', 'd')}"
+        name = "the likelihood (gray-box) attack"
+    return (f"{name} shows eps >= {res.epsilon_lower:.4g} at delta = {res.delta:g} with confidence "
+            f"{res.confidence:.4g} ({how})")
+
+
+def assert_pair_within_claim(policy: Any, d: np.ndarray, d_prime: np.ndarray, *, claim: Any = None,
+                             delta: float = 1e-5, confidence: float = 0.95, runs: int = 5000,
+                             seed: int | np.random.SeedSequence = 0, protocol: str | Protocol = "table",
+                             features: np.ndarray | None = None, likelihood: bool = True) -> PairCheck:
+    """Run ``policy`` on both sides of a neighbouring pair and assert that no attack's lower bound on the
+    pair's epsilon (at ``delta``) exceeds the claim's epsilon, at ``confidence``.
+
+    The pair is ``d, d_prime``: two T x K reward tables differing in exactly one row (Table DP,
+    ``protocol="table"``), or two lists of T rewards differing in one entry (View DP, ``protocol="view"``),
+    as :func:`neighbouring_tables` / :func:`neighbouring_lists` draw them. The claim is ``claim`` (a
+    Guarantee, a dp-accounting DpEvent or text like ``'zcdp:rho=0.5'``) or the policy's own, converted to
+    epsilon at ``delta`` by its own conversion (as ``dpaudit check`` does). Attacks, from the library:
+
+    * **membership (black-box)**, whenever some action can depend on the differing row (it is not the
+      last): :func:`dpaudit.attacks.membership.fit_select` fits its scores on ``max(200, runs // 4)``
+      views per side and chooses the test on as many more, then
+      :func:`~dpaudit.attacks.membership.evaluate` counts it on ``runs`` fresh views per side (in looks,
+      stopping early only once the count cannot exceed the claim) and turns the errors into a
+      Clopper-Pearson lower bound (:func:`dpaudit.attacks.bounds.eps_lower_from_counts`). It trusts
+      nothing the policy says about itself;
+    * **likelihood (gray-box)**, when the policy has a ledger (and ``likelihood``):
+      :func:`dpaudit.attacks.likelihood.likelihood_attack` on ``runs`` runs under d and again under
+      d' (both orientations of the pair), bounding eps(delta) and the Rényi divergences from the exact
+      privacy loss of the recorded releases; a Rényi lower bound above the claim's curve fails too.
+
+    The error budget ``1 - confidence`` is split equally over the attacks that run (Bonferroni), so a
+    policy that keeps its claim on this pair fails with probability at most ``1 - confidence`` per call.
+    Over many hypothesis examples the chances add up: for a property test of N examples whose overall
+    false-alarm rate should stay below 5%, pass ``confidence=1 - 0.05 / N``.
+
+    What it can detect: with ``runs`` fresh runs per side the black-box bound cannot exceed
+    ``PairCheck.largest_detectable`` (at the defaults, delta = 1e-5 and 3 attacks: about 5.8 at
+    runs = 2,000, 6.7 at 5,000, 7.4 at 10,000). A policy without a ledger whose claim is at or above
+    that is refused up front (``DPAuditError`` naming the ``runs`` that would do), since the assertion
+    could never fail. Within that range it catches a pair the policy's views tell apart far more often
+    than the claim allows: a policy that uses the differing row without noise, or with noise a small
+    fraction of what its claim needs (own noise, shared noise, a missing release), is typically shown at
+    the largest bound; a noise scale off by a small factor (sqrt 2) is usually only within the gray-box
+    attack's reach, and needs more ``runs``. Which pair leaks most is the caller's choice (or
+    hypothesis's); ``dpaudit check policy`` searches for it. Time: a few tenths of a second for a small
+    batched policy (K = 3, T = 20) at the defaults; it grows linearly in ``runs`` and T.
+
+    Returns a :class:`PairCheck`; raises ``AssertionError`` with the bound, the claim's epsilon at
+    delta, the attack and its counts, and the pair's differing row when a lower bound exceeds the claim;
+    :class:`DPAuditError` (one sentence) when the inputs do not fit the policy (see
+    :func:`assert_ledger_within_claim`) or the pair is not a neighbouring pair.
+    """
+    t0 = time.perf_counter()
+    fn = "assert_pair_within_claim"
+    proto = _protocol_of(protocol, fn)
+    K = _check_policy(policy, fn)
+    d0 = _check_input(policy, d, "d", K, proto.list_input, fn)
+    d1 = _check_input(policy, d_prime, "d_prime", K, proto.list_input, fn)
+    j = _differing(d0, d1, proto.list_input, fn)
+    check_delta(delta)
+    check_confidence(confidence)
+    runs = check_int("runs", runs, minimum=100)
+    g, claim_eps, delta, how = _claim_at(policy, claim, delta, fn)
+    who = _who(policy)
+    if features is not None:
+        policy = FixedActionSet(policy, features)
+    else:
+        dim = getattr(policy, "dim", None)
+        if isinstance(dim, (int, np.integer)) and not isinstance(dim, bool):
+            raise DPAuditError(f"{fn}: {who} is a linear policy (dim = {int(dim)}); give its fixed action set as "
+                               f"features=<array of shape ({K}, {int(dim)})>.")
+    T = d0.shape[0]
+    black_box = j < T - 1  # round j's reward is observed after a_j: no action depends on the last row
+    gray_box = likelihood and hasattr(policy, "ledger")
+    parts = int(black_box) + 2 * int(gray_box)
+    if parts == 0:
+        return PairCheck(0.0, claim_eps, delta, confidence, j, (), None, runs, time.perf_counter() - t0,
+                         f"the pair differs in the last {'entry' if proto.list_input else 'row'} ({j}), which no "
+                         f"action depends on (its reward is observed after the last action), and {who} has no "
+                         "ledger: the two sides' views have the same distribution, so the pair is within any claim.")
+    each = split_confidence(confidence, parts)
+    largest = _largest_bound(runs, delta, each) if black_box else None
+
+    def powerless() -> DPAuditError:
+        return DPAuditError(
+            f"{fn}: with runs={runs:,} fresh runs per side the black-box test can show at most eps = {largest:.3g} "
+            f"at delta = {delta:g}, not above the claim's eps = {claim_eps:.4g} ({g.describe()}), and {who} records no "
+            f"release its row {j} feeds, so the assertion could never fail; pass "
+            f"runs={_runs_needed(claim_eps, delta, each):,} or more (or compare at a larger delta).")
+
+    if black_box and not gray_box and largest <= claim_eps:
+        raise powerless()
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    s_fit, s_test, s_lik0, s_lik1 = ss.spawn(4)
+    label = (f"{'entry' if proto.list_input else 'row'} {j}: {_row_text(d0, j)} in d, {_row_text(d1, j)} in d'")
+    results: list[AuditResult] = []
+    if black_box:
+        pair = Pair(d0, d1, j, None, label)
+        n_fit = _fit_size(runs)
+        cand = fit_select(policy, proto, pair, s_fit, delta=delta, confidence=each, n_train=n_fit, n_select=n_fit)
+        results.append(evaluate(policy, proto, cand, s_test, n_test=runs, delta=delta, confidence=each,
+                                claim=claim_eps))
+    if gray_box:
+        for orient, (a, b), s in (("d", (d0, d1), s_lik0), ("d'", (d1, d0), s_lik1)):
+            res = likelihood_attack(policy, proto, Pair(a, b, j, None, label), delta=delta, confidence=each,
+                                    n_runs=runs, seed=s, claim=g)
+            res.details["orientation"] = orient
+            results.append(res)
+    failed = [r for r in results if r.epsilon_lower > claim_eps]
+    renyi = [(r, v) for r in results for v in r.details.get("renyi_violation", [])]
+    if failed or renyi:
+        lines = [f"{who} leaks more than its claim on this pair: its claim {g.describe()} allows eps = "
+                 f"{claim_eps:.4g} at delta = {delta:g} ({how}), but"]
+        lines += [f"  {_attack_text(r, claim_eps)}" for r in failed]
+        for r, v in renyi[:3]:
+            lines.append(f"  the likelihood (gray-box) attack under {r.details.get('orientation', 'd')} shows "
+                         f"D_{v['order']:g} >= {v['D_alpha_lower']:.4g} with confidence {r.confidence:.4g}, above the "
+                         f"claim's {v['claimed']:.4g} at that order")
+        lines.append(f"  The pair differs in {label} (T = {T}); the bounds hold together at confidence {confidence:g} "
+                     f"(each attack at {each:.4g}).")
+        raise AssertionError("\n".join(lines))
+    fed = any(r.details.get("max_releases_fed_by_round", 0) > 0 for r in results if r.attack == "likelihood")
+    if black_box and not fed and largest <= claim_eps:  # a ledger, but empty where it matters: black-box only
+        raise powerless()
+    best = max((r.epsilon_lower for r in results), default=0.0)
+    note = "" if black_box else (f"the pair differs in the last {'entry' if proto.list_input else 'row'} ({j}), "
+                                 "which no action depends on: only the gray-box attack ran.")
+    return PairCheck(best, claim_eps, delta, confidence, j, tuple(results), largest, runs,
+                     time.perf_counter() - t0, note)
 
 
 def assert_finite_policy_renyi(policy: Any, bound: float | Guarantee, alpha: float, protocol: str = "table") -> float:

@@ -10,11 +10,12 @@ same calibration (the missing-forgetting bug: early rounds feed many releases).
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from dpaudit.accountants import ZCDP, PureDP
@@ -27,6 +28,7 @@ from dpaudit.testing import (
     assert_finite_policy_renyi,
     assert_ledger_within_claim,
     assert_mechanism_renyi,
+    assert_pair_within_claim,
     assert_renyi_bound,
     finite_policies,
     neighbouring_context_streams,
@@ -456,3 +458,203 @@ def test_an_out_of_range_action_is_refused_by_name():
 
     with pytest.raises(DPAuditError, match="returned arm 3 at step 0; allowed arms are 0..2"):
         assert_ledger_within_claim(Wild(), np.zeros((5, 3)))
+
+
+# ---- the pair, attacked: assert_pair_within_claim ------------------------------------------------------
+
+class CoinOnFirstReward:
+    """Exactly eps-DP, and tight: round 0 plays arm 0; one coin, heads with probability
+    (1 + (e^eps - 1) r_0) / (1 + e^eps), fixes every later action (arm 1 on heads, else arm 0). Any two
+    r_0 in [0, 1] give head and tail probabilities within a factor e^eps, and r_0 = 0 and 1 exactly e^eps
+    apart, so a threshold test on the views comes as close to the claim PureDP(eps) as its counts allow.
+    A plain plug-in: no ledger, judged black-box only."""
+
+    reward_range = (0.0, 1.0)
+
+    def __init__(self, n_arms: int = 2, eps: float = 1.0) -> None:
+        self.n_arms, self.eps = int(n_arms), float(eps)
+        self.claim = PureDP(self.eps)
+
+    def reset(self, n_runs, rng):
+        self.n, self.rng = int(n_runs), rng
+        self.heads = np.zeros(self.n, dtype=bool)
+
+    def act(self, t, arms=None):
+        return self.heads.astype(np.int64) if t > 0 else np.zeros(self.n, dtype=np.int64)
+
+    def observe(self, t, actions, rewards):
+        if t == 0:
+            p = (1 + math.expm1(self.eps) * np.asarray(rewards, dtype=float)) / (1 + math.exp(self.eps))
+            self.heads = self.rng.random(self.n) < p
+
+
+def _canary_pair(T=20, K=3, j=0):
+    d = np.zeros((T, K))
+    d2 = d.copy()
+    d2[j] = 1.0
+    return d, d2
+
+
+def _random_pair(T=20, K=3, j=2, seed=1):
+    d = (np.random.default_rng(seed).random((T, K)) < 0.5).astype(float)
+    d2 = d.copy()
+    d2[j] = 1.0 - d2[j]
+    return d, d2
+
+
+#: hypothesis examples of the property tests below, and the confidence per call that keeps the chance of
+#: any false alarm among them below 5% (Bonferroni), as the README advises
+EXAMPLES = 8
+PER_CALL = 1 - 0.05 / EXAMPLES
+NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)  # a failure found is reported as it is: cheap
+
+
+@pytest.mark.parametrize("make", [OwnNoiseGreedy, OwnNoiseGreedyNoLedger], ids=["empty-ledger", "no-ledger"])
+def test_pair_assertion_catches_own_too_small_noise(make):
+    """The issue's leak, caught from the actions alone: a black-box lower bound above the claim's 4.728."""
+    d, d2 = _canary_pair()
+    with pytest.raises(AssertionError) as exc:
+        assert_pair_within_claim(make(n_arms=3, rho=0.5), d, d2)
+    msg = str(exc.value)
+    bound = float(re.search(r"membership \(black-box\) attack shows eps >= ([0-9.]+)", msg).group(1))
+    assert bound > 6.5  # 0 errors in 5,000 fresh runs per side: about the largest bound they can give
+    for needle in ("leaks more than its claim", "0.5-zCDP allows eps = 4.728 at delta = 1e-05",
+                   "5,000 fresh runs per side", "row 0: [0, 0, 0] in d, [1, 1, 1] in d'"):
+        assert needle in msg
+
+
+def test_a_property_test_with_the_pair_assertion_finds_the_leak():
+    """What the README's example does, on the leaking policy: hypothesis draws pairs until one fails."""
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, phases=NO_SHRINK)
+    @given(neighbouring_tables(horizon=20, arms=3))
+    def keeps_its_claim(pair):
+        d, d2, _ = pair
+        assert_pair_within_claim(OwnNoiseGreedy(n_arms=3, rho=0.5), d, d2, confidence=PER_CALL)
+
+    with pytest.raises(AssertionError, match="leaks more than its claim"):
+        keeps_its_claim()
+
+
+@pytest.mark.parametrize("name,pair,attack", [
+    ("mutant-sqrt2-noise", _canary_pair(), "likelihood (gray-box)"),
+    ("mutant-sqrt2-noise", _random_pair(), "likelihood (gray-box)"),
+    ("mutant-shared-noise", _random_pair(), "membership (black-box)"),
+])
+def test_pair_assertion_catches_mutants_with_a_ledger(name, pair, attack):
+    """Noise too small by sqrt(2) (the ledger shows it: the gray-box bound, eps or a Rényi divergence, passes
+    the claim), and noise shared by the arms (the ledger stays empty: the black-box bound does)."""
+    from dpaudit.policies.registry import make_policy
+
+    with pytest.raises(AssertionError) as exc:
+        assert_pair_within_claim(make_policy(name, {"n_arms": 3}), *pair)
+    assert f"the {attack} attack" in str(exc.value) and "0.1-zCDP allows eps = 1.914" in str(exc.value)
+
+
+@pytest.mark.parametrize("make", [lambda: _template(n_arms=3, rho=0.5), lambda: AdaCUCB(n_arms=3, rho=0.5)],
+                         ids=["plugin-template", "adac-ucb"])
+def test_correct_policies_pass_the_pair_assertion(make):
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
+    @given(neighbouring_tables(horizon=20, arms=3))
+    def keeps_its_claim(pair):
+        d, d2, j = pair
+        res = assert_pair_within_claim(make(), d, d2, confidence=PER_CALL)
+        assert res.round == j and res.epsilon_lower <= res.claim_epsilon
+        assert [a.attack for a in res.attacks] == (["membership"] if j < 19 else []) + ["likelihood"] * 2
+
+    keeps_its_claim()
+    res = assert_pair_within_claim(make(), *_canary_pair())
+    assert 2.0 < res.epsilon_lower <= res.claim_epsilon  # the gray-box bound sees the real (Gaussian) leak
+    assert res.largest_detectable > res.claim_epsilon
+
+
+@pytest.mark.parametrize("case", ["coin, black-box", "adac-ucb, exact Gaussian claim"])
+def test_pair_assertion_false_alarms_stay_within_one_minus_confidence(case):
+    """30 seeds of a correct policy on a pair where the attack comes close to the claim: a policy that keeps
+    its claim may fail the 95% assertion in at most 5% of calls, so 5 or more failures in 30 (probability
+    0.016 at a 5% rate) would mean the assertion is anti-conservative. The bounds must sit close to the claim
+    (median above 85% of it), so the test cannot pass by measuring nothing: with its confidence ignored
+    (point estimates) the coin fails in about a third of the seeds (measured: 10-12 of 30 at
+    confidence=0.05, 5 of 30 at 0.5)."""
+    from dp_accounting import dp_event
+
+    if case.startswith("coin"):
+        make, pair, kw = (lambda: CoinOnFirstReward(eps=1.0)), _canary_pair(T=10, K=2), {}
+    else:  # the canary row feeds one Gaussian release of noise multiplier 1/sqrt(2 rho): its exact profile is the claim
+        make, pair = (lambda: AdaCUCB(n_arms=3, rho=0.5)), _canary_pair()
+        kw = {"claim": dp_event.GaussianDpEvent(1.0), "delta": 0.05}
+    failures, bounds = 0, []
+    for seed in range(30):
+        try:
+            res = assert_pair_within_claim(make(), *pair, seed=seed, **kw)
+        except AssertionError:
+            failures += 1
+        else:
+            bounds.append(res.epsilon_lower / res.claim_epsilon)
+    assert failures <= 4, f"{failures} false alarms in 30 seeds at 95% confidence"
+    assert np.median(bounds) > 0.85, f"the bounds sit at a median {np.median(bounds):.2f} of the claim: too weak"
+
+
+def test_pair_assertion_under_view_dp():
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
+    @given(neighbouring_lists(horizon=20))
+    def keeps_its_claim(pair):
+        r, r2, _ = pair
+        assert_pair_within_claim(AdaCUCB(n_arms=3, rho=0.5), r, r2, protocol="view", confidence=PER_CALL)
+
+    keeps_its_claim()
+    r = np.zeros(20)
+    r2 = r.copy()
+    r2[1] = 1.0
+    ok = assert_pair_within_claim(AdaCUCB(n_arms=3, rho=0.5), r, r2, protocol="view")
+    assert 0 < ok.epsilon_lower <= ok.claim_epsilon
+    with pytest.raises(AssertionError, match="membership \\(black-box\\) attack shows eps >= 6"):
+        assert_pair_within_claim(OwnNoiseGreedy(n_arms=3), r, r2, protocol="view")
+    r3 = r2.copy()
+    r3[2] = 1.0
+    with pytest.raises(DPAuditError, match="d and d_prime differ in entries 1, 2; View-DP neighbours"):
+        assert_pair_within_claim(AdaCUCB(n_arms=3), r, r3, protocol="view")
+
+
+def test_a_pair_no_action_depends_on_passes_with_a_reason():
+    """The last row's reward is observed after the last action: the sides' views are equal in law."""
+    d, d2 = _canary_pair(T=10, K=3, j=9)
+    res = assert_pair_within_claim(OwnNoiseGreedyNoLedger(n_arms=3), d, d2)
+    assert res.attacks == () and res.epsilon_lower == 0 and "no action depends on" in res.note
+
+
+@pytest.mark.parametrize("args,kw,needle", [
+    (lambda: _canary_pair(K=2), {}, "d has 2 columns (arms) but adac-ucb has n_arms = 3; build the policy with "
+                                    "n_arms=2 or draw tables with arms=3"),
+    (lambda: (np.zeros((20, 3)), np.full((20, 3), 2.0)), {}, "d_prime holds the reward 2 at row 0, arm 0, outside "
+                                                             "[0, 1], the reward_range adac-ucb's sensitivity assumes"),
+    (lambda: (np.zeros((20, 3)), np.zeros((20, 3))), {}, "d and d_prime differ in no rows; Table-DP neighbours differ "
+                                                         "in exactly one row"),
+    (lambda: (np.zeros((20, 3)), np.ones((20, 3))), {}, "d and d_prime differ in rows 0, 1, 2, 3, 4, 5, 6, 7, ...;"),
+    (lambda: (np.zeros((20, 3)), np.zeros((21, 3))), {}, "d has shape (20, 3) but d_prime has shape (21, 3)"),
+    (lambda: _canary_pair(), {"protocol": "local"}, "protocol must be 'table'"),
+    (lambda: _canary_pair(), {"confidence": 1.0}, "confidence must lie strictly between 0 and 1"),
+    (lambda: _canary_pair(), {"runs": 10}, "runs must be an integer >= 100"),
+    (lambda: _canary_pair(), {"claim": "zcdp:rho=lots"}, "is not a number"),
+])
+def test_pair_assertion_checks_its_inputs(args, kw, needle):
+    with pytest.raises(DPAuditError) as exc:
+        assert_pair_within_claim(AdaCUCB(n_arms=3, rho=0.5), *args(), **kw)
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_pair_assertion_refuses_a_claim_it_could_never_catch():
+    """Black-box only, a claim above the largest bound the sample size can give: the assertion could not fail."""
+    d, d2 = _canary_pair()
+    with pytest.raises(DPAuditError, match=r"can show at most eps = 7\.12 at delta = 1e-05, not above the claim's "
+                                           r"eps = 10\.72 \(2-zCDP\).* pass runs=[0-9,]+ or more"):
+        assert_pair_within_claim(OwnNoiseGreedyNoLedger(n_arms=3, rho=2.0), d, d2)
+    # the same claim within reach at the runs it names
+    msg = ""
+    try:
+        assert_pair_within_claim(OwnNoiseGreedyNoLedger(n_arms=3, rho=2.0), d, d2)
+    except DPAuditError as exc:
+        msg = str(exc)
+    runs = int(re.search(r"pass runs=([0-9,]+)", msg).group(1).replace(",", ""))
+    from dpaudit.testing import _largest_bound
+
+    assert _largest_bound(runs, 1e-5, 0.95) > 10.72 > _largest_bound(runs // 2, 1e-5, 0.95)
