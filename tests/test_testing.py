@@ -24,6 +24,7 @@ from dpaudit.errors import DPAuditError
 from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism, Ledger, gaussian_renyi
 from dpaudit.policies.ucb import AdaCUCB
 from dpaudit.policies.base import Policy
+from dpaudit.policies.registry import make_policy
 from dpaudit.testing import (
     assert_finite_policy_renyi,
     assert_ledger_within_claim,
@@ -655,6 +656,120 @@ def test_pair_assertion_refuses_a_claim_it_could_never_catch():
     except DPAuditError as exc:
         msg = str(exc)
     runs = int(re.search(r"pass runs=([0-9,]+)", msg).group(1).replace(",", ""))
-    from dpaudit.testing import _largest_bound
+    from dpaudit.attacks.bounds import largest_bound
+    from dpaudit.attacks.sampling import LOOKS
 
-    assert _largest_bound(runs, 1e-5, 0.95) > 10.72 > _largest_bound(runs // 2, 1e-5, 0.95)
+    def reach(n):  # the largest bound of n fresh runs per side, counted to the last look (its share of the budget)
+        return largest_bound(n, 1e-5, 1 - 0.05 * LOOKS[-1][1])
+
+    assert reach(runs) > 10.72 > reach(runs // 2)
+
+
+# ---- the pair, exactly: finite policies are enumerated ----------------------------------------------
+
+def _rr_finite(eps):
+    """T = 2, K = 2, rewards {0, 1}: a_1 uniform, then a_2 = r_1 (the reward of arm a_1) with probability
+    e^eps / (1 + e^eps): randomised response on one reward, exactly eps-DP (inf for eps = inf: a copy)."""
+    from dpaudit.policies.finite import FinitePolicy
+
+    keep = 1.0 if math.isinf(eps) else math.exp(eps) / (1 + math.exp(eps))
+    step2 = [[keep, 1 - keep] if r == 0 else [1 - keep, keep] for a in range(2) for r in range(2)]
+    return FinitePolicy([[[0.5, 0.5]], step2], [0.0, 1.0])
+
+
+def test_pair_assertion_is_exact_on_a_finite_policy():
+    d, d2 = np.zeros((2, 2)), np.zeros((2, 2))
+    d2[0] = 1.0
+    res = assert_pair_within_claim(_rr_finite(1.0), d, d2, claim=PureDP(1.0))
+    assert res.attacks == () and res.exact is not None and "exact" in res.note
+    assert math.isclose(res.epsilon_lower, res.exact["epsilon"]) and res.epsilon_lower <= res.claim_epsilon
+    assert math.isclose(res.exact["D_100"], 1.0, rel_tol=0.05)  # D_alpha of randomised response tends to eps
+    with pytest.raises(AssertionError, match=r"leaks more than its claim on this pair, by exact enumeration of its "
+                                             r"views: eps = 0\.99.* above the eps = 0\.89.*0\.9-DP.*: route every use"):
+        assert_pair_within_claim(_rr_finite(1.0), d, d2, claim=PureDP(0.9))
+    with pytest.raises(AssertionError, match=r"eps = inf at delta = 1e-05"):  # a finite policy that copies the reward
+        assert_pair_within_claim(_rr_finite(math.inf), d, d2, claim=PureDP(5.0))
+
+
+# ---- every assertion: fails on a leak with one sentence saying what to do; refuses bad arguments ------------
+
+class UnderstatedGaussian(GaussianMechanism):
+    def guarantee(self):
+        return ZCDP(float(self.sensitivity**2 / (4 * self.scale**2)))  # half the true rho
+
+
+def _failure(call):
+    with pytest.raises(AssertionError) as exc:
+        call()
+    return str(exc.value).split("\n")[0]
+
+
+@pytest.mark.parametrize("name,call,todo", [
+    ("assert_renyi_bound", lambda: assert_renyi_bound((np.array([0.6, 0.4]), np.array([0.4, 0.6])),
+                                                      PureDP(0.1), 50.0), "add noise"),
+    ("assert_mechanism_renyi", lambda: assert_mechanism_renyi(UnderstatedGaussian(1.0, 1.0), 2.0),
+     "its guarantee() promises more than its noise gives; derive the guarantee"),
+    ("assert_ledger_within_claim (own noise)", lambda: assert_ledger_within_claim(OwnNoiseGreedy(n_arms=3),
+                                                                                  np.zeros((20, 3))),
+     "release every use through dpaudit.mechanisms"),
+    ("assert_ledger_within_claim (sqrt 2)", lambda: assert_ledger_within_claim(
+        make_policy("mutant-sqrt2-noise", {"n_arms": 3}), _random_pair(T=40)[0]), "check the noise scale and sensitivity"),
+    ("assert_pair_within_claim (exact)", lambda: assert_pair_within_claim(
+        _rr_finite(2.0), np.zeros((2, 2)), np.array([[1.0, 1.0], [0.0, 0.0]]), claim=PureDP(1.0)),
+     "route every use of the rewards through dpaudit.mechanisms"),
+    ("assert_pair_within_claim", lambda: assert_pair_within_claim(OwnNoiseGreedy(n_arms=3), *_canary_pair()),
+     "route every use of the rewards through dpaudit.mechanisms"),
+    ("assert_finite_policy_renyi", lambda: assert_finite_policy_renyi(_rr_finite(2.0), 1.0, 2.0),
+     "mix them towards uniform"),
+])
+def test_every_assertion_fails_on_a_leak_with_one_sentence_saying_what_to_do(name, call, todo):
+    first = _failure(call)
+    assert todo in first and first.endswith("."), first
+    assert first.count(": ") <= 3 and ". " not in first.rstrip("."), first  # one sentence (its clauses by colons)
+
+
+_OK = (np.array([0.6, 0.4]), np.array([0.4, 0.6]))
+
+
+@pytest.mark.parametrize("call,needle", [
+    (lambda: assert_pair_within_claim(None, *_canary_pair()), "policy must be a policy instance"),
+    (lambda: assert_pair_within_claim("adac-ucb", *_canary_pair()), "got 'adac-ucb'; build it first"),
+    (lambda: assert_pair_within_claim(AdaCUCB, *_canary_pair()), "got the class AdaCUCB, not a policy"),
+    (lambda: assert_pair_within_claim(AdaCUCB(n_arms=3), None, _canary_pair()[1]), "d must be a T x 3 table of "
+                                                                                   "rewards, got None"),
+    (lambda: assert_pair_within_claim(AdaCUCB(n_arms=3), _canary_pair()[0], "d'"), "d_prime must be a T x 3 table"),
+    (lambda: assert_pair_within_claim(AdaCUCB(n_arms=3), *_canary_pair(), claim=5), "a claim must be a Guarantee"),
+    (lambda: assert_pair_within_claim(AdaCUCB(n_arms=3), *_canary_pair(), delta=None), "delta must be a real number"),
+    (lambda: assert_pair_within_claim(AdaCUCB(n_arms=3), *_canary_pair(), confidence="0.95"), "confidence must lie"),
+    (lambda: assert_pair_within_claim(AdaCUCB(n_arms=3), *_canary_pair(), runs=None), "runs must be an integer"),
+    (lambda: assert_pair_within_claim(AdaCUCB(n_arms=3), *_canary_pair(), seed=None), "seed must be an integer >= 0"),
+    (lambda: assert_pair_within_claim(AdaCUCB(n_arms=3), *_canary_pair(), seed="x"), "seed must be an integer >= 0"),
+    (lambda: assert_pair_within_claim(AdaCUCB(n_arms=3), *_canary_pair(), likelihood="no"), "likelihood must be True"),
+    (lambda: assert_pair_within_claim(AdaCUCB(n_arms=3), *_canary_pair(), features="x"), "features must be the "
+                                                                                         "policy's fixed action set"),
+    (lambda: assert_ledger_within_claim(None, np.zeros((20, 3))), "policy must be a policy instance"),
+    (lambda: assert_ledger_within_claim(AdaCUCB(n_arms=3), None), "the table must be a T x 3 table of rewards"),
+    (lambda: assert_ledger_within_claim(AdaCUCB(n_arms=3), np.zeros((20, 3)), seed=None), "seed must be an integer"),
+    (lambda: assert_ledger_within_claim(AdaCUCB(n_arms=3), np.zeros((20, 3)), n_runs="4"), "n_runs must be an integer"),
+    (lambda: assert_ledger_within_claim(AdaCUCB(n_arms=3), np.zeros((20, 3)), alphas="2"), "alphas must be a "
+                                                                                           "non-empty list"),
+    (lambda: assert_ledger_within_claim(AdaCUCB(n_arms=3), np.zeros((20, 3)), rtol=None), "rtol must be a real"),
+    (lambda: assert_ledger_within_claim(AdaCUCB(n_arms=3), np.zeros((20, 3)), allow_no_releases="yes"),
+     "allow_no_releases must be True or False"),
+    (lambda: assert_renyi_bound(None, 1.0, 2.0), "measured must be a real number, got None"),
+    (lambda: assert_renyi_bound("0.5", 1.0, 2.0), "measured must be a real number, got '0.5'"),
+    (lambda: assert_renyi_bound(_OK, None, 2.0), "bound must be a number >= 0, a Guarantee"),
+    (lambda: assert_renyi_bound(_OK, "zcdp", 2.0), "bound must be a number >= 0, a Guarantee"),
+    (lambda: assert_renyi_bound(_OK, 1.0, None), "alpha must be a real number"),
+    (lambda: assert_mechanism_renyi(None, 2.0), "mechanism must be a Gaussian or Laplace mechanism"),
+    (lambda: assert_mechanism_renyi("gaussian", 2.0), "mechanism must be a Gaussian or Laplace mechanism"),
+    (lambda: assert_mechanism_renyi(GaussianMechanism(1.0, 1.0), 2.0, centre="0"), "centre must be a real number"),
+    (lambda: assert_finite_policy_renyi(None, 1.0, 2.0), "policy must be a FinitePolicy"),
+    (lambda: assert_finite_policy_renyi(_rr_finite(1.0), None, 2.0), "bound must be a number >= 0"),
+])
+def test_every_assertion_refuses_a_wrong_argument_by_name(call, needle):
+    with pytest.raises(DPAuditError) as exc:
+        call()
+    msg = str(exc.value)
+    assert needle in msg and "\n" not in msg and msg.endswith("."), msg
+
