@@ -773,3 +773,26 @@ def test_every_assertion_refuses_a_wrong_argument_by_name(call, needle):
     msg = str(exc.value)
     assert needle in msg and "\n" not in msg and msg.endswith("."), msg
 
+
+# ---- the README's example, executed ------------------------------------------------------------------
+
+def _readme_property_test(policy_class, *, stop_at_first_failure=False):
+    """The README's property-test block, run as written with ``MyPolicy`` bound to ``policy_class`` (and, for a
+    policy expected to fail, hypothesis told to report the first failure without shrinking it: minutes saved)."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Property tests with `dpaudit.testing`", 1)[1]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    if stop_at_first_failure:
+        assert block.count("deadline=None)") == 1
+        block = block.replace("deadline=None)", "deadline=None, phases=NO_SHRINK, report_multiple_bugs=False)")
+    scope = {"__name__": "__readme__", "MyPolicy": policy_class, "NO_SHRINK": NO_SHRINK}
+    exec(compile(block, "README.md", "exec"), scope)
+    return scope["test_my_policy_keeps_its_claim"]
+
+
+def test_the_readme_property_test_passes_a_correct_policy_and_fails_a_leaking_one():
+    from dpaudit.policies.registry import load_policy_class
+
+    _readme_property_test(load_policy_class(TEMPLATE))()  # the plug-in template keeps its claim
+    with pytest.raises(AssertionError, match="own-noise-greedy leaks more than its claim on this pair"):
+        _readme_property_test(OwnNoiseGreedy, stop_at_first_failure=True)()
