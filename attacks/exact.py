@@ -44,6 +44,7 @@ __all__ = [
     "exact_profile",
     "exact_audit",
     "view_distributions",
+    "view_distribution",
     "hockey_stick",
     "epsilon_for_delta",
     "renyi_divergence",
@@ -238,6 +239,26 @@ def view_distributions(policy: FinitePolicy, protocol: str = "table") -> tuple[n
         s_idx = np.arange(sp.units)[None, None, :]
         r = inputs[np.arange(sp.n_inputs)[:, None, None], s_idx, q]
     return _view_probs(policy.rules, sp.K, sp.R, outputs, q, r), inputs
+
+
+def view_distribution(policy: FinitePolicy, data: np.ndarray, protocol: str = "table") -> np.ndarray:
+    """The exact distribution of the view (a_1..a_T, base-K order, ``a_1`` most significant) on one input:
+    a T x K reward table (Table DP) or a list of T rewards (View DP), T <= the policy's horizon, every
+    reward in its alphabet. One input, so ``K^T`` views and no enumeration of inputs."""
+    if protocol not in ("table", "view"):
+        raise DPAuditError(f"view_distribution covers the table and view protocols, got {protocol!r}.")
+    d = np.asarray(data, dtype=float)
+    K, R = policy.n_arms, policy.n_rewards
+    if d.ndim != (1 if protocol == "view" else 2) or (protocol == "table" and d.shape[1] != K) \
+            or not 1 <= d.shape[0] <= policy.horizon:
+        raise DPAuditError(f"view_distribution needs {'a list of T' if protocol == 'view' else f'a T x {K} table of'} "
+                           f"rewards with 1 <= T <= {policy.horizon}, got shape {d.shape}.")
+    T = d.shape[0]
+    idx = policy.reward_index(d.ravel()).reshape(d.shape)
+    outputs = _digits(K**T, K, T)
+    q = outputs[:, : T - 1]
+    r = idx[None, : T - 1] if protocol == "view" else idx[np.arange(T - 1)[None, :], q]
+    return _view_probs(policy.rules[:T], K, R, outputs, q, r)
 
 
 # ---------------------------------------------------------------------------------------------
