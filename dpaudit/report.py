@@ -1408,7 +1408,7 @@ def check_report_path(path: str | Path, flag: str = "--report") -> list[Path]:
         raise DPAuditError(f"{flag} must name a Markdown file ending in .md, got {shown}.")
     path = Path(path)
     # the longest name a figure's PNG beside the Markdown gets (write_report), probed with the pair
-    check_output_file(path.with_name(f"{path.stem}.fig-tradeoff.png"), "the report's figures", flag)
+    check_output_file(path.with_name(f"{path.stem}.fig-tradeoff.png"), "the report", flag)
     return [check_output_file(p, "the report", flag) for p in (path, path.with_suffix(".html"))]
 
 

@@ -161,7 +161,7 @@ def overran(exc: Any, max_hours: float | None, box: float, at_least: float | Non
     lower = max(float(at_least or 0.0), box if box >= limit else 0.0)
     if lower >= limit:
         raise DPAuditError(f"this audit would take more than --max-hours {max_hours:g}: plug-in {exc.plugin} was still "
-                           f"in {call} after {exc.seconds:.1f} s of the up-front estimate, so the audit takes at least "
+                           f"in {call} when the up-front estimate's {box:.3g} s time box ran out, so the audit takes at least "
                            f"{_duration(lower)}; raise --max-hours.") from None
     return {"note": f"no time estimate: plug-in {exc.plugin} was still in {call} at the end of the estimate's "
                     f"{box:g} s time box"}
