@@ -328,11 +328,16 @@ def _read_note(pid: Any, since: float = 0.0) -> tuple[int, str, str, Any, float,
     if _NOTES is None or not isinstance(pid, int) or isinstance(pid, bool):
         return None
     at = (pid % _SLOTS) * _SLOT
-    owner, state, n, started, limit = _HEAD.unpack_from(_NOTES, at)
-    if owner != pid or state == _IDLE or started < since:
-        return None
-    plugin, method, step = bytes(_NOTES[at + _HEAD.size:at + _HEAD.size + n]).decode(errors="replace").split("\x00")
-    return state, plugin, method, (int(step) if step.isdigit() else None), started, limit
+    for _ in range(3):  # the process may be writing its next note meanwhile: a read is kept if the head held
+        head = _HEAD.unpack_from(_NOTES, at)
+        owner, state, n, started, limit = head
+        if owner != pid or state == _IDLE or started < since:
+            return None
+        parts = bytes(_NOTES[at + _HEAD.size:at + _HEAD.size + n]).decode(errors="replace").split("\x00")
+        if _HEAD.unpack_from(_NOTES, at) == head and len(parts) == 3:
+            plugin, method, step = parts
+            return state, plugin, method, (int(step) if step.isdigit() else None), started, limit
+    return None  # a note rewritten under every read: the process is busy, not stuck in one call
 
 
 def overdue(pid: int, since: float = 0.0) -> bool:

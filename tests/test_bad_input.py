@@ -1047,3 +1047,34 @@ def test_a_constructor_slower_than_the_estimates_box_is_audited_without_an_estim
     assert out["estimate"]["note"].startswith(f"no time estimate: plug-in {src}:P was still in its constructor at "
                                               "the end of the estimate's 0.5 s time box")
     assert out["verdict"] in ("consistent", "inconclusive")
+
+
+def test_a_call_note_read_while_it_is_rewritten_is_ignored_not_a_crash():
+    """The parent reads a worker's note of its running call while the worker may be writing the next one:
+    a read whose head changed under it, or whose text does not parse, is no note (the worker is busy)."""
+    import multiprocessing as mp
+    import time
+
+    from dpaudit import sandbox
+
+    if sandbox._NOTES is None:  # pragma: no cover - a platform without anonymous shared memory
+        pytest.skip("no shared notes on this platform")
+    ctx = mp.get_context("fork")
+    done = ctx.Event()
+
+    def churn():  # notes of different lengths, as fast as it can, as a worker stepping a plug-in does
+        for i in range(200_000):
+            sandbox._note("p" * (i % 150), "act", i, 600.0)
+            sandbox._unnote()
+        done.set()
+
+    proc = ctx.Process(target=churn)
+    proc.start()
+    since, seen = time.monotonic() - 1, 0
+    while not done.is_set():
+        note = sandbox._read_note(proc.pid, since)  # must never raise
+        if note is not None:
+            assert note[2] == "act" and set(note[1]) <= {"p"} and isinstance(note[3], int)
+            seen += 1
+    proc.join()
+    assert proc.exitcode == 0
