@@ -24,7 +24,8 @@ Suites (one protocol each; settings smaller than the CLI defaults so that 50 see
 * ``thirdparty`` (table, and local for the click servers): the classes of tests/thirdparty/, written
   the way code outside dpaudit is written (one-run classes on the global ``np.random`` through the
   per-run adapter, the claim on the command line; batched local-DP servers), each correct one beside a
-  buggy one; 5,000 runs, horizon chosen by the audit; correct ones over all seeds, buggy ones over 20.
+  buggy one; 5,000 runs, horizon chosen by the audit; correct ones over all seeds, buggy ones over 20 (at most
+  --seeds; a per-run audit of a one-run Python class takes about a minute of CPU).
 
 Audits run two at a time (one process each: the findings do not depend on it).
 
@@ -151,7 +152,7 @@ def run(suite: str, seeds: int, only: list[str] | None, runs: int | None = None)
         for label, policy, params, correct, over in cases:
             if only and label not in only:
                 continue
-            n = over.get("seeds", seeds)
+            n = min(over.get("seeds", seeds), seeds)  # a case's own seed count, at most --seeds
             settings = {**base, **{k: v for k, v in over.items() if k != "seeds" and not (k == "runs" and runs)}}
             t0 = time.perf_counter()
             outs = list(pool.map(_audit, [policy] * n, [params] * n, [protocol] * n, [settings] * n, range(n)))
