@@ -24,7 +24,7 @@ the missed positive controls and their correct twins at a hand-given neighbourin
 (benchmarks/thirdparty_pairs/) or a longer horizon (``DIAGNOSTICS``; written to
 benchmarks/thirdparty_controls-diagnostics.*), to tell a miss of the search from a leak the default
 horizon cannot show. The recorded baseline is benchmarks/thirdparty_controls-baseline.* (a copy of
-the first run's output).
+the first run's output; rerun the script for today's table).
 """
 
 from __future__ import annotations
