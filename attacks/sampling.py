@@ -142,7 +142,9 @@ def count_in_looks(fn: Callable[..., Any], make_task: Callable[[int, int, np.ran
         b = stop.bound(fp, tp, used, share)
         if 0 < b <= stop.claim and stop.optimistic(fp, tp, used) < stop.claim:
             return Counted(fp, tp, used, share, "futile", k + 1, n, hist)
-    return Counted(fp, tp, used, looks[-1][1], None, len(looks), n)
+    # the last looks were empty (n so small that an earlier look already took all of it)
+    hist = tuple(binned) if binned[0] is not None and binned[1] is not None else None
+    return Counted(fp, tp, used, looks[-1][1], None, len(looks), n, hist)
 
 
 #: the most bin edges a test's fresh scores are binned at (the JSON keeps about three numbers per edge)

@@ -289,3 +289,18 @@ def test_markdown_figures_are_png_files_beside_it_and_linked(violation, tmp_path
     with pytest.raises(dpaudit.DPAuditError, match="No space left"):
         write_report({**violation.to_dict(), "seed": 7}, md)  # a different report
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_binned_scores_survive_looks_left_empty_by_a_tiny_sample():
+    """With one fresh run per side the first look takes it all and the later looks are empty: the binned
+    counts of that look are still returned."""
+    import numpy as np
+
+    from dpaudit.attacks.sampling import Stop, count_in_looks
+
+    def chunk(side, m, cs):
+        return 0, np.full(3, m, dtype=np.int64), 0
+
+    c = count_in_looks(chunk, lambda side, m, cs: (side, m, cs), 1, tuple(np.random.SeedSequence(0).spawn(2)),
+                       cells_per_run=1, stop=Stop(1e-5, 0.95, 1.0))
+    assert c.n == 1 and c.binned is not None and list(c.binned[0]) == [1, 1, 1]
