@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -52,18 +52,27 @@ def screened_lda_direction(F0: np.ndarray, F1: np.ndarray, k: int) -> np.ndarray
 
 def lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, delta: float,
                confidence: float, n_train: int, n_select: int, n_test: int, name: str, engine: Engine = SERIAL,
-               progress: Callable[[str], None] | None = None, claim: float | None = None) -> AuditResult:
+               progress: Callable[[str], None] | None = None, claim: float | None = None,
+               pilots: Sequence[Any] | None = None) -> AuditResult:
     """Threshold attack with Fisher's discriminant, over a source's candidate pairs.
 
     The discriminant is fitted on ``n_train`` views per side, the best (candidate, threshold, direction)
     chosen on ``n_select`` more, and only that test is counted on ``n_test`` fresh views per side, so
-    the Clopper-Pearson bound needs no correction for the choice. Views are drawn on ``engine``.
+    the Clopper-Pearson bound needs no correction for the choice. Views are drawn on ``engine``, or
+    given as ``pilots`` (per candidate: training views of side 0 and 1, then selection views of side 0
+    and 1), e.g. the features of runs another attack also uses to choose its test.
     """
     t0 = time.perf_counter()
     seeds = [ss.spawn(4) for ss in seed.spawn(len(candidates))]
-    views = draw_many(source, [(c, side, n, s[k]) for c, s in zip(candidates, seeds)
-                               for side, n, k in ((0, n_train, 0), (1, n_train, 1), (0, n_select, 2), (1, n_select, 3))],
-                      engine)
+    if pilots is not None:
+        if len(pilots) != 4 * len(candidates):
+            raise ValueError(f"lda_attack got {len(pilots)} pilot samples for {len(candidates)} candidates; expected "
+                             f"{4 * len(candidates)}.")
+        views = list(pilots)
+    else:
+        views = draw_many(source, [(c, side, n, s[k]) for c, s in zip(candidates, seeds)
+                                   for side, n, k in ((0, n_train, 0), (1, n_train, 1), (0, n_select, 2),
+                                                      (1, n_select, 3))], engine)
     best = None
     for i, c in enumerate(candidates):
         v = views[4 * i: 4 * i + 4]

@@ -374,16 +374,24 @@ def stderr_progress(prefix: str = "dpaudit") -> Callable[[str], None]:
 def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence[int], K: int, T: int,
                 seed: np.random.SeedSequence, *, delta: float, confidence: float, small: int, runs: int, name: str,
                 engine: Engine = SERIAL, progress: Callable[[str], None] | None = None,
-                claim: float | None = None) -> AuditResult:
+                claim: float | None = None, pilots: Sequence[Any] | None = None) -> AuditResult:
     """The membership pipeline on action views over a source's ``candidates``: :class:`ViewScorer`
     statistics after ``first_round[i]`` fitted on ``small`` training views per side, the best
     (pair, statistic, threshold) chosen on ``small`` selection views and counted once on ``runs`` fresh
     views per side (so the bound needs no correction for the choice). Views come from
-    ``source.sample`` (runs x T actions), drawn on ``engine``."""
+    ``source.sample`` (runs x T actions), drawn on ``engine``. ``pilots``: the training and selection
+    views already drawn (per candidate: side 0, side 1 for training, then for selection), e.g. from the
+    same runs as another attack's; they only choose the test, so sharing them costs no validity."""
     t0 = time.perf_counter()
     seeds = [ss.spawn(4) for ss in seed.spawn(len(candidates))]
-    views = draw_many(source, [(c, side, small, s[k]) for c, s in zip(candidates, seeds)
-                               for side, k in ((0, 0), (1, 1), (0, 2), (1, 3))], engine)
+    if pilots is not None:
+        if len(pilots) != 4 * len(candidates):
+            raise ValueError(f"view_attack got {len(pilots)} pilot samples for {len(candidates)} candidates; expected "
+                             f"{4 * len(candidates)}.")
+        views = list(pilots)
+    else:
+        views = draw_many(source, [(c, side, small, s[k]) for c, s in zip(candidates, seeds)
+                                   for side, k in ((0, 0), (1, 1), (0, 2), (1, 3))], engine)
     best = None
     for i, (c, j) in enumerate(zip(candidates, first_round)):
         v = views[4 * i: 4 * i + 4]

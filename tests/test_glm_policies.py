@@ -151,3 +151,38 @@ def test_regret_command_defaults_to_seed002_glm_bandit_and_its_twin(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["environment"].startswith("GLMContextualBandit(K=20, d=5")
     assert out["twin"]["policy"] == "jdp-glm-np"
+
+
+# ---- the batched linear algebra of the GLM policies ---------------------------------------------------
+
+def test_quad_forms_equal_the_three_operand_einsum_for_shared_and_per_run_contexts():
+    from dpaudit.policies.glm import quad_forms
+
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((7, 4, 4))
+    shared = np.broadcast_to(rng.standard_normal((5, 4)), (7, 5, 4))
+    per_run = rng.standard_normal((7, 5, 4))
+    for x in (shared, per_run):
+        np.testing.assert_allclose(quad_forms(x, A), np.einsum("nkd,nde,nke->nk", x, A, x), rtol=1e-12, atol=1e-12)
+
+
+def test_positive_definite_answers_per_matrix_and_psd_floor_rebuilds_only_the_failing_ones():
+    from dpaudit.policies.glm import positive_definite, psd_floor
+
+    rng = np.random.default_rng(4)
+    B = rng.standard_normal((200, 5, 5))
+    M = (B + B.transpose(0, 2, 1)) / 2 + 2.0 * np.eye(5)  # symmetric, some above the floor, some not
+    floor = 0.5
+    w = np.linalg.eigvalsh(M)
+    pd = positive_definite(M - floor * np.eye(5))
+    assert np.array_equal(pd, w.min(axis=1) > floor)
+    assert 0 < pd.sum() < len(M)  # both kinds present, so both branches are exercised
+    out = psd_floor(M, floor)
+    np.testing.assert_array_equal(out[pd], M[pd])  # untouched, bit for bit
+    wf, U = np.linalg.eigh(M[~pd])
+    np.testing.assert_allclose(out[~pd], np.einsum("nij,nj,nkj->nik", U, np.maximum(wf, floor), U), atol=1e-12)
+    assert np.linalg.eigvalsh(out).min() >= floor - 1e-9
+    # each matrix's result depends on that matrix only, not on the batch it came in
+    np.testing.assert_array_equal(psd_floor(M[:1], floor)[0], out[0])
+    good = M[pd]
+    assert psd_floor(good, floor) is good

@@ -74,3 +74,43 @@ def test_the_bound_holds_at_its_confidence_whenever_it_stops(claim):
                   stop=Stop(0.0, 0.8, claim=claim))
         over += c.bound(0.0, 0.8) > 1.0
     assert over / 300 <= 0.2 + 3 * math.sqrt(0.2 * 0.8 / 300)
+
+
+def test_attacks_given_their_pilots_find_what_they_would_have_drawn():
+    """view_attack and lda_attack with ``pilots`` (e.g. shared with another attack) give exactly the findings
+    they give when they draw the same pilots themselves; a wrong number of pilots is refused."""
+    from dpaudit.attacks.discriminant import lda_attack
+    from dpaudit.attacks.membership import view_attack
+    from dpaudit.attacks.sampling import draw_many
+    from dpaudit.policies import make_policy
+    from dpaudit.protocols.joint import joint_pairs
+    from dpaudit.runner.joint import JointViewSource, PilotSource
+
+    T = 4
+    policy = make_policy("jdp-glm", {"n_arms": "3", "dim": "2", "horizon": str(T)})
+    pairs = joint_pairs(3, 2, T)
+    small, runs = 200, 400
+
+    def pilots_of(seed: np.random.SeedSequence, family: str) -> list:
+        seeds = [ss.spawn(4) for ss in seed.spawn(len(pairs))]
+        drawn = draw_many(PilotSource(policy, pairs, T, 2), [(c, side, small, sd[k]) for c, sd in enumerate(seeds)
+                                                             for side, k in ((0, 0), (1, 1), (0, 2), (1, 3))])
+        return [v[family] for v in drawn]
+
+    src = JointViewSource(policy, pairs, T)
+    kw = dict(delta=1e-5, confidence=0.95, small=small, runs=runs, name="membership")
+    # PilotSource runs record the ledger; its actions are those of the same runs without it
+    own = view_attack(src, list(range(len(pairs))), [p.round for p in pairs], 3, T, np.random.SeedSequence(5), **kw)
+    given = view_attack(src, list(range(len(pairs))), [p.round for p in pairs], 3, T, np.random.SeedSequence(5),
+                        pilots=pilots_of(np.random.SeedSequence(5), "actions"), **kw)
+    assert given.epsilon_lower == own.epsilon_lower and given.details == own.details
+    from dpaudit.runner.joint import TreeSource
+
+    tsrc = TreeSource(policy, pairs, T, 2)
+    kw2 = dict(delta=1e-5, confidence=0.95, n_train=small, n_select=small, n_test=runs, name="tree")
+    own = lda_attack(tsrc, list(range(len(pairs))), np.random.SeedSequence(6), **kw2)
+    given = lda_attack(tsrc, list(range(len(pairs))), np.random.SeedSequence(6),
+                       pilots=pilots_of(np.random.SeedSequence(6), "tree"), **kw2)
+    assert given.epsilon_lower == own.epsilon_lower and given.details == own.details
+    with pytest.raises(ValueError, match="pilot samples"):
+        lda_attack(tsrc, list(range(len(pairs))), np.random.SeedSequence(6), pilots=[], **kw2)

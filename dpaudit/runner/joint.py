@@ -33,6 +33,7 @@ import numpy as np
 from dpaudit.accounting import ledger_audit
 from dpaudit.attacks.discriminant import lda_attack
 from dpaudit.attacks.membership import view_attack
+from dpaudit.attacks.sampling import draw_many
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.protocols import JointDP
 from dpaudit.protocols.joint import JointPair, joint_pairs, readout_pairs, tree_features
@@ -75,12 +76,24 @@ class TreeSource(JointViewSource):
     def __init__(self, policy: Any, pairs: list[JointPair], horizon: int, dim: int) -> None:
         super().__init__(policy, pairs, horizon)
         self.horizon = horizon
-        self.cells_per_run = 8 * horizon * horizon.bit_length() * (dim * (dim + 1) // 2 + 1)
+        # what a recorded run holds: every node's centre and value, and per round under it the reward
+        # coefficients of its packed triangle (Fed), about T log2 T (d(d+1)/2 + 1) cells for each of two trees
+        self.cells_per_run = 2 * horizon * horizon.bit_length() * (dim * (dim + 1) // 2 + 1)
 
     def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> np.ndarray:
         p = self.pairs[candidate]
         JointDP().run(self.policy, p.d1 if side else p.d0, n, np.random.default_rng(seed), record=True)
         return tree_features(self.policy, p.round, self.horizon)
+
+
+class PilotSource(TreeSource):
+    """The actions and the tree releases of the same runs (feature families ``actions`` and ``tree``): the
+    pilots from which the membership and the tree attacks both choose their tests, one simulation for two."""
+
+    def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> dict[str, np.ndarray]:
+        p = self.pairs[candidate]
+        views = JointDP().run(self.policy, p.d1 if side else p.d0, n, np.random.default_rng(seed), record=True)
+        return {"actions": views, "tree": tree_features(self.policy, p.round, self.horizon)}
 
 
 def _dim(policy: Any, spec: str) -> int:
@@ -197,23 +210,38 @@ def audit(ctx: Context) -> None:
             ctx.ran("ledger", "exact", f"{led.get('releases', 0)} releases composed per round (a tree ledger: every "
                                        "round feeds one node per level by design)")
 
+    mem_pilots = tree_pilots = None
+    if has_ledger:
+        # one simulation gives both attacks their training and selection runs (the tree's candidates are the
+        # first len(pairs) of view_pairs); the pilots only choose tests, so sharing them costs no validity
+        ctx.say("joint: pilot runs for the membership and tree attacks")
+        t_pilots = time.perf_counter()
+        seeds = [ss.spawn(4) for ss in s_view.spawn(len(view_pairs))]
+        drawn = draw_many(PilotSource(policy, view_pairs, T, dim),
+                          [(c, side, small, sd[k]) for c, sd in enumerate(seeds)
+                           for side, k in ((0, 0), (1, 1), (0, 2), (1, 3))], engine)
+        mem_pilots = [v["actions"] for v in drawn]
+        tree_pilots = [v["tree"] for v in drawn[:4 * len(pairs)]]
+        ctx.ran("pilots", "setup", f"{small} training and {small} selection runs per side of each of {len(view_pairs)} "
+                                   "pairs, whose actions and tree releases choose the two attacks' tests",
+                time.perf_counter() - t_pilots)
+
     ctx.say("joint: membership attack on a_{t+1}..a_T")
     src = JointViewSource(policy, view_pairs, T)
     mem = view_attack(src, list(range(len(view_pairs))), [p.round for p in view_pairs], K, T, s_view,
                       delta=ctx.delta, confidence=conf_each, small=small, runs=runs, name="membership", engine=engine,
-                      progress=ctx.progress, claim=ctx.claim.epsilon)
+                      progress=ctx.progress, claim=ctx.claim.epsilon, pilots=mem_pilots)
     ctx.attacks.append(mem)
     ctx.ran("membership", "bound", f"black-box on a_(t+1)..a_T, {len(view_pairs)} pairs, {runs_text(mem, runs)} fresh runs per side",
             mem.seconds)
-
     if has_ledger:
         ctx.say("joint: gray-box attack on the tree releases")
         tree = lda_attack(TreeSource(policy, pairs, T, dim), list(range(len(pairs))), s_tree, delta=ctx.delta,
                           confidence=conf_each, n_train=small, n_select=small, n_test=runs, name="tree-releases",
-                          engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon)
+                          engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon, pilots=tree_pilots)
         ctx.attacks.append(tree)
-        ctx.ran("tree-releases", "bound", f"gray-box: the tree nodes at and beside the canary, {runs} fresh runs per "
-                                          "side", tree.seconds)
+        ctx.ran("tree-releases", "bound", f"gray-box: the tree nodes at and beside the canary, {runs_text(tree, runs)} "
+                                          "fresh runs per side", tree.seconds)
 
     if user_pair is None:
         ctx.say("joint: the central view a_t..a_T (beside the verdict)")
@@ -239,6 +267,7 @@ def _power_note(mem: Any, runs: int, ctx: Context, T: int, has_ledger: bool, con
     got, claim = float(mem.epsilon_lower), ctx.claim.epsilon if ctx.claim else math.inf
     if got > claim:
         return ""
+    runs = int(mem.details.get("fresh_runs_used") or runs)  # what the test counted, if it stopped once settled
     seen = "shows nothing (bound 0)" if got <= 0 else f"shows eps >= {got:.3g}"
     return (f"power: the black-box attack on a_{{t+1}}..a_T {seen} at T = {T} with {runs} fresh runs per side (it "
             f"could show eps from {smallest_detectable(runs, ctx.delta, conf_each):.3g} up to "
