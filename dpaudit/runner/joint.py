@@ -248,11 +248,13 @@ def audit(ctx: Context) -> None:
         cpairs = joint_pairs(K, dim, T, central=True)
         central = view_attack(JointViewSource(policy, cpairs, T), [0], [cpairs[0].round - 1], K, T, s_central,
                               delta=ctx.delta, confidence=ctx.confidence, small=small, runs=runs, name="central view",
-                              engine=engine, progress=ctx.progress)
+                              engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon if ctx.claim else None)
+        # with a claim, the count stops once it is settled that the central view stays below it
         ctx.beside.append(central)
         ctx.notes.append(f"central view a_t..a_T (not promised by joint DP): eps >= {central.epsilon_lower:.4g} on "
-                         f"the pair '{cpairs[0].label}'.")
-        ctx.ran("central view", "beside", "black-box on a_t..a_T (joint DP does not hide a_t)", central.seconds)
+                         f"the pair '{cpairs[0].label}' ({runs_text(central, runs)} fresh runs per side).")
+        ctx.ran("central view", "beside", f"black-box on a_t..a_T (joint DP does not hide a_t), {runs_text(central, runs)} "
+                                          "fresh runs per side", central.seconds)
     note = _power_note(mem, runs, ctx, T, has_ledger, conf_each)
     ctx.set_power(mem, len(view_pairs), runs, conf_each, note=note)
     if note:
