@@ -76,12 +76,10 @@ def _loss_from_ledger(ledger: Any, n_runs: int, j: int, dr: np.ndarray) -> tuple
         if rel.fed is None:
             no_fed += 1
             continue
-        sel = rel.fed.rounds == j
-        if not np.any(sel):
+        pos, coef = rel.fed.at_round(j)
+        if not pos.size:
             continue
-        pos = rel.fed.pos[sel]
         runs = np.asarray(rel.runs)
-        coef = np.asarray(rel.fed.coef[sel], dtype=float).reshape(pos.size, -1)
         shift = np.zeros_like(rel.centre, dtype=float)
         np.add.at(shift, pos, coef * dr[runs[pos]][:, None])
         rows = np.unique(pos)

@@ -25,6 +25,7 @@ from dpaudit.errors import DPAuditError, check_nonnegative, check_order, check_p
 __all__ = [
     "Noise",
     "Fed",
+    "FedBlocks",
     "Release",
     "Ledger",
     "GaussianMechanism",
@@ -89,27 +90,81 @@ class Fed:
 
     ``pos[i]`` is the position (among the releasing runs) of the i-th (run, round) entry,
     ``rounds[i]`` the round, and ``coef[i]`` (shape ``(m,)`` per entry) the change of the centre
-    per unit change of that round's reward.
+    per unit change of that round's reward. A release fed by long runs of consecutive rounds is better
+    recorded as blocks (:meth:`blocks`, :meth:`interval`): the same object, expanded only when asked.
     """
 
     pos: np.ndarray
     rounds: np.ndarray
     coef: np.ndarray
 
+    def at_round(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """The entries of round ``j``: their positions (n_j,) and coefficients (n_j, m)."""
+        sel = np.asarray(self.rounds) == j
+        coef = np.asarray(self.coef, dtype=float)
+        return np.asarray(self.pos)[sel], coef.reshape(coef.shape[0], -1)[sel]
+
+    @classmethod
+    def blocks(cls, pos: np.ndarray, start: np.ndarray, length: np.ndarray, coef: np.ndarray | float) -> "Fed":
+        """Block ``b`` is rounds ``start[b] .. start[b] + length[b] - 1`` of the run at position ``pos[b]``,
+        each with the coefficient ``coef[b]`` (a scalar, (B,) or (B, m)). Kept as blocks (:class:`FedBlocks`):
+        an attack that asks for one round (:meth:`at_round`) never expands the phase into its rounds."""
+        return FedBlocks(pos, start, length, coef)
+
     @classmethod
     def interval(cls, start: np.ndarray, stop: np.ndarray, coef: np.ndarray | float) -> "Fed":
         """Every round in ``[start[i], stop[i])`` fed release ``i`` with the same ``coef[i]``."""
         start = np.asarray(start, dtype=np.int64)
         stop = np.asarray(stop, dtype=np.int64)
-        lengths = stop - start
-        if np.any(lengths < 0):
+        return FedBlocks(np.arange(start.size), start, stop - start, coef)
+
+
+class FedBlocks(Fed):
+    """:class:`Fed` as blocks of consecutive rounds (:meth:`Fed.blocks`); ``pos``, ``rounds`` and ``coef``
+    are the coordinate form, expanded once on first use."""
+
+    def __init__(self, pos: np.ndarray, start: np.ndarray, length: np.ndarray, coef: np.ndarray | float) -> None:
+        pos = np.asarray(pos, dtype=np.int64).reshape(-1)
+        start = np.asarray(start, dtype=np.int64).reshape(-1)
+        length = np.asarray(length, dtype=np.int64).reshape(-1)
+        if not pos.size == start.size == length.size:
+            raise DPAuditError(f"a release's blocks need as many positions, starts and lengths; got {pos.size}, "
+                               f"{start.size} and {length.size}.")
+        if np.any(length < 0):
             raise DPAuditError("a release's rounds must satisfy start <= stop.")
-        pos = np.repeat(np.arange(start.size), lengths)
-        offsets = np.arange(pos.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        rounds = start[pos] + offsets
-        coef_arr = np.broadcast_to(np.asarray(coef, dtype=float), (start.size,) if np.ndim(coef) <= 1 else np.shape(coef))
-        coef_arr = coef_arr.reshape(start.size, -1)[pos]
-        return cls(pos, rounds, coef_arr)
+        c = np.asarray(coef, dtype=float)
+        c = np.broadcast_to(c, (pos.size,) if c.ndim <= 1 else c.shape).reshape(pos.size, -1)
+        for name, value in (("block_pos", pos), ("block_start", start), ("block_length", length), ("block_coef", c)):
+            object.__setattr__(self, name, value)
+
+    def _expanded(self) -> Fed:
+        cached = self.__dict__.get("_coordinates")
+        if cached is None:
+            lengths = self.block_length
+            idx = np.repeat(np.arange(lengths.size), lengths)
+            offsets = np.arange(idx.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            cached = Fed(self.block_pos[idx], self.block_start[idx] + offsets, self.block_coef[idx])
+            object.__setattr__(self, "_coordinates", cached)
+        return cached
+
+    @property  # type: ignore[override]
+    def pos(self) -> np.ndarray:
+        return self._expanded().pos
+
+    @property  # type: ignore[override]
+    def rounds(self) -> np.ndarray:
+        return self._expanded().rounds
+
+    @property  # type: ignore[override]
+    def coef(self) -> np.ndarray:
+        return self._expanded().coef
+
+    def at_round(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        sel = (self.block_start <= j) & (j < self.block_start + self.block_length)
+        return self.block_pos[sel], self.block_coef[sel]
+
+    def __repr__(self) -> str:
+        return f"FedBlocks({self.block_pos.size} blocks, {int(self.block_length.sum())} rounds)"
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,28 @@ def test_gaussian_mechanism_calibration_and_ledger() -> None:
     np.testing.assert_array_equal(usage, [[1, 1, 0, 0, 0], [0, 0, 0, 0, 0], [0, 1, 1, 1, 0]])
 
 
+def test_fed_blocks_answer_as_their_coordinate_form() -> None:
+    """A release fed by blocks of rounds (Fed.blocks, Fed.interval) gives the same rounds and coefficients,
+    per round (at_round, what the likelihood attack asks) and expanded, as the coordinate form."""
+    rng = np.random.default_rng(1)
+    B = 40
+    pos, start, length = rng.integers(0, 7, B), rng.integers(0, 30, B), rng.integers(0, 6, B)
+    coef = rng.standard_normal((B, 2))
+    blocks = Fed.blocks(pos, start, length, coef)
+    rows = [(p, s + k, c) for p, s, n, c in zip(pos, start, length, coef) for k in range(n)]
+    coords = Fed(np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), np.array([r[2] for r in rows]))
+    np.testing.assert_array_equal(blocks.pos, coords.pos)
+    np.testing.assert_array_equal(blocks.rounds, coords.rounds)
+    np.testing.assert_array_equal(blocks.coef, coords.coef)
+    for j in range(-1, 37):
+        (p0, c0), (p1, c1) = blocks.at_round(j), coords.at_round(j)
+        order0, order1 = np.lexsort((c0[:, 0], p0)), np.lexsort((c1[:, 0], p1))
+        np.testing.assert_array_equal(p0[order0], p1[order1])
+        np.testing.assert_array_equal(c0[order0], c1[order1])
+    with pytest.raises(DPAuditError, match="start <= stop"):
+        Fed.interval(np.array([3]), np.array([2]), 1.0)
+
+
 def test_gaussian_noise_has_the_calibrated_scale() -> None:
     mech = GaussianMechanism.for_rdp(alpha=3.0, epsilon=0.5)
     rng = np.random.default_rng(1)

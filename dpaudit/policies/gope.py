@@ -382,12 +382,8 @@ class _GOPEBase(Policy):
         """Rounds of each run's phase, block by block, with ``coef[i, a]`` (m,) for arm a's block."""
         counts = self.counts[runs]  # (n_r, K)
         starts = self.start[runs][:, None] + self.cum[runs] - counts
-        lengths = counts.reshape(-1)
-        block_run = np.repeat(np.arange(runs.size), self.n_arms)
-        block_start = starts.reshape(-1)
-        idx = np.repeat(np.arange(lengths.size), lengths)
-        offsets = np.arange(idx.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        return Fed(block_run[idx], block_start[idx] + offsets, coef.reshape(lengths.size, -1)[idx])
+        return Fed.blocks(np.repeat(np.arange(runs.size), self.n_arms), starts.reshape(-1), counts.reshape(-1),
+                          coef.reshape(counts.size, -1))
 
 
 @register("gope", family="gope")
