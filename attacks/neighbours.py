@@ -97,18 +97,28 @@ def run_tables(policy: Any, protocol: Protocol, tables: np.ndarray, n_per: int,
     return protocol.run_batch(policy, tables, n_per, rng, record=False)
 
 
-def _cumulative_gaps(v0: np.ndarray, v1: np.ndarray, n_arms: int):
-    """Per arm: |difference of the two samples' mean cumulative plays| and its standard error, per round."""
-    n = v0.shape[0]
-
-    def moments(v: np.ndarray, a: int) -> tuple[np.ndarray, np.ndarray]:
+def _play_moments(v: np.ndarray, n_arms: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per arm and round, the mean and variance over runs of the cumulative plays: two (K, T) arrays."""
+    n = v.shape[0]
+    means, variances = [], []
+    for a in range(n_arms):
         c = np.cumsum((v == a).T, axis=0, dtype=np.int64)  # (T, n): integer sums keep a constant column's variance 0
         s1, s2 = c.sum(axis=1), np.einsum("ij,ij->i", c, c)
-        return s1 / n, (n * s2 - s1 * s1) / (n * n)
+        means.append(s1 / n)
+        variances.append((n * s2 - s1 * s1) / (n * n))
+    return np.array(means), np.array(variances)
 
-    for a in range(n_arms):
-        (m0, var0), (m1, var1) = moments(v0, a), moments(v1, a)
-        yield np.abs(m0 - m1), np.sqrt((var0 + var1) / n)
+
+def _gaps_of_moments(mom0: tuple[np.ndarray, np.ndarray], mom1: tuple[np.ndarray, np.ndarray], n: int):
+    """Per arm: |difference of two samples' mean cumulative plays| and its standard error, per round."""
+    (m0, var0), (m1, var1) = mom0, mom1
+    for a in range(m0.shape[0]):
+        yield np.abs(m0[a] - m1[a]), np.sqrt((var0[a] + var1[a]) / n)
+
+
+def _cumulative_gaps(v0: np.ndarray, v1: np.ndarray, n_arms: int):
+    """Per arm: |difference of the two samples' mean cumulative plays| and its standard error, per round."""
+    yield from _gaps_of_moments(_play_moments(v0, n_arms), _play_moments(v1, n_arms), v0.shape[0])
 
 
 def _first_of(diff: np.ndarray, se: np.ndarray, n: int, z: float) -> int | None:
@@ -134,20 +144,29 @@ class HorizonChoice:
     reason: str
 
 
+def _background_moments(policy: Any, protocol: Protocol, table: np.ndarray, n_per: int,
+                        seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
+    """The play moments (:func:`_play_moments`) of ``n_per`` pilot views of one background: a task of
+    :func:`discover_horizon` on the engine, which sends back 2 K T numbers, not the views."""
+    v = run_tables(policy, protocol, table[None], n_per, np.random.default_rng(seed))[0]
+    return _play_moments(v, int(policy.n_arms))
+
+
 def discover_horizon(policy_for: Callable[[int], Any], protocol: Protocol, seed: np.random.SeedSequence,
                      reward_range: tuple[float, float], alphabet: Sequence[float] | None = None, *,
                      start: int = 48, tail: int = 48, cap: int = HORIZON_CAP,
-                     cells: int = PILOT_CELLS) -> HorizonChoice:
+                     cells: int = PILOT_CELLS, engine: Engine = SERIAL) -> HorizonChoice:
     """The horizon for a policy without a ledger: run both extreme backgrounds (arm 0 best and the
     others worst, and the reverse) side by side, doubling T from ``start`` until the views depend on
     the input at some round t (the first data-dependent decision), then audit ``tail`` rounds past
     it. Stops at ``cap`` rounds, or earlier where 2 x 16 pilot runs no longer fit in ``cells``.
+    The two backgrounds run as two tasks on ``engine`` (each with its own seed, so the choice does not
+    depend on the engine): a policy stepped in Python spends its time per step, not per run.
     """
     lo, hi = input_range(reward_range, alphabet)
     T = start
     tried = 0
     view = isinstance(protocol, ViewDP)
-    rng = np.random.default_rng(seed)
     while True:
         n_per = min(200, cells // (2 * T))
         if n_per < 16 or T > cap:
@@ -159,9 +178,12 @@ def discover_horizon(policy_for: Callable[[int], Any], protocol: Protocol, seed:
         else:
             tables = np.stack([background_table([hi] + [lo] * (K - 1), T, (lo, hi), alphabet),
                                background_table([lo] + [hi] * (K - 1), T, (lo, hi), alphabet)])
-        v = run_tables(policy, protocol, tables, n_per, rng)
+        mom = engine.map(_background_moments, [(policy, protocol, tables[i], n_per, ss)
+                                               for i, ss in enumerate(seed.spawn(2))])
         tried = T
-        first = _first_difference(v[0], v[1], K)
+        firsts = [f for diff, se in _gaps_of_moments(mom[0], mom[1], n_per) if (f := _first_of(diff, se, n_per, 6.0))
+                  is not None]
+        first = min(firsts, default=None)
         if first is not None:
             if first < start:
                 return HorizonChoice(start, first, tried, "default")

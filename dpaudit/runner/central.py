@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from dpaudit.accounting import ledger_audit
+from dpaudit.engine import SERIAL, Engine
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.protocols import FixedActionSet, PairSpec, audit_range, candidate_pairs, make_pair
 from dpaudit.protocols.table import readout_pairs
@@ -61,7 +62,7 @@ def first_release_step(policy: Any, protocol: Any, data: np.ndarray, seed: np.ra
 
 def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.random.SeedSequence,
                   reward_range: tuple[float, float], alphabet: Sequence[float] | None = None,
-                  cells: int | None = None) -> tuple[int, str, Any]:
+                  cells: int | None = None, engine: Engine = SERIAL) -> tuple[int, str, Any]:
     """Choose the audit horizon. Returns (horizon, how it was chosen, the discovery's findings or None).
 
     A policy with a ledger: 48, or for one that releases nothing by then the first release step plus
@@ -89,7 +90,7 @@ def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.rand
         T *= 2
     kw = {} if cells is None else {"cells": cells}
     choice = discover_horizon(policy_for, protocol, seed, reward_range, alphabet, start=DEFAULTS["horizon"], tail=tail,
-                              **kw)
+                              engine=engine, **kw)
     why = choice.reason
     if T >= MAX_AUTO_HORIZON:
         why = f"its ledger shows no release within {MAX_AUTO_HORIZON} rounds, so the horizon comes from its actions: " + why
@@ -174,8 +175,13 @@ def audit(ctx: Context) -> None:
                                    "(--protocol joint).")
             features = contexts
         ctx.extra["horizon_reason"] = f"the horizon of the pair in {r.pair}"
+    pilot_engine = ctx.engine
+    try:  # the pilots run on the workers when the policy can travel there
+        pilot_engine.check_picklable(build(horizon if horizon is not None else DEFAULTS["horizon"]), proto)
+    except DPAuditError:
+        pilot_engine = pilot_engine.serial()
     if horizon is None:
-        horizon, how, choice = audit_horizon(build, proto, s_horizon, rr, alphabet, cells=cells)
+        horizon, how, choice = audit_horizon(build, proto, s_horizon, rr, alphabet, cells=cells, engine=pilot_engine)
         ctx.extra["horizon_reason"] = how
         if choice is not None:
             ctx.extra["horizon_search"] = {"first_dependent_round": choice.first_dependent_round,
@@ -189,11 +195,6 @@ def audit(ctx: Context) -> None:
         # backgrounds at the policy's decision threshold, in both orientations, with the canary's round
         # searched, and the horizon extended until a pair's two sides act differently (attacks.neighbours)
         ctx.stage = "threshold search"
-        pilot_engine = ctx.engine
-        try:
-            pilot_engine.check_picklable(build(horizon), proto)
-        except DPAuditError:
-            pilot_engine = pilot_engine.serial()
         threshold = threshold_pairs(build, proto, horizon, s_threshold, rr, alphabet, cells=cells,
                                     max_horizon=None if r.horizon is None else horizon, engine=pilot_engine)
         ctx.extra["threshold_search"] = threshold.info
