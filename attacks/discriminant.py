@@ -105,8 +105,9 @@ def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.rand
     """For every (candidate, feature family) a screened discriminant fitted on ``n_fit`` views per side,
     its best threshold chosen on ``n_fit`` more for the fresh sample size, and only the best candidate
     counted on ``n_test`` fresh views per side (so the Clopper-Pearson bound needs no correction for the
-    choice). ``source.sample`` returns a dict of feature families, each (n, p). Used on the shuffled view
-    (the binned multiset of a batch's messages), where many cells carry nothing."""
+    choice). ``source.sample`` returns a dict of feature families, each (n, p); a source with
+    ``for_family(name)`` (the same views read as that family alone) is counted through it. Used on the
+    shuffled view (the binned multiset of a batch's messages), where many cells carry nothing."""
     t0 = time.perf_counter()
     seeds = [ss.spawn(4) for ss in seed.spawn(len(candidates))]
     views = draw_many(source, [(c, side, n_fit, s[k]) for c, s in zip(candidates, seeds)
@@ -123,7 +124,9 @@ def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.rand
                 best = (bound, test, w, c, fam, score_edges(se0[fam] @ w, se1[fam] @ w, test))
     bound, test, w, c, fam, edges = best
     f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
-    counted = count(source, c, n_test, (f0, f1), Linear(w, family=fam), test, engine, progress, f"{name}: fresh views",
+    # a source that can read one feature family alone (the shuffled view's) computes only the chosen test's
+    counting = source.for_family(fam) if callable(getattr(source, "for_family", None)) else source
+    counted = count(counting, c, n_test, (f0, f1), Linear(w, family=fam), test, engine, progress, f"{name}: fresh views",
                     stop=None if claim is None else Stop(delta, confidence, claim), edges=edges)
     fp, tp, n_test = counted.fp, counted.tp, counted.n
     eps = counted.bound(delta, confidence)

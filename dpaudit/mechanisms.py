@@ -13,6 +13,7 @@ never one Python object per run.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Literal
@@ -368,13 +369,31 @@ def symmetric_gaussian(rng: np.random.Generator, shape_prefix: tuple[int, ...], 
     """
     d = _check_dim("d", d)
     prefix = tuple(int(s) for s in shape_prefix)
+    full = _packed_index(d)  # entry (i, j) of the matrix is packed coordinate (min(i, j), max(i, j))
+    upper = rng.standard_normal(prefix + (d * (d + 1) // 2,)) * np.asarray(sigma, dtype=float)[..., None] \
+        if np.ndim(sigma) else rng.standard_normal(prefix + (d * (d + 1) // 2,)) * float(sigma)
+    return upper.take(full, axis=-1).reshape(prefix + (d, d))
+
+
+@functools.lru_cache(maxsize=64)
+def _triu(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(d)``, computed once per d (read-only)."""
     iu = np.triu_indices(d)
-    upper = rng.standard_normal(prefix + (iu[0].size,)) * np.asarray(sigma, dtype=float)[..., None] \
-        if np.ndim(sigma) else rng.standard_normal(prefix + (iu[0].size,)) * float(sigma)
-    out = np.zeros(prefix + (d, d))
-    out[..., iu[0], iu[1]] = upper
-    out[..., iu[1], iu[0]] = upper
-    return out
+    for a in iu:
+        a.flags.writeable = False
+    return iu
+
+
+@functools.lru_cache(maxsize=64)
+def _packed_index(d: int) -> np.ndarray:
+    """(d * d,) flat: the packed upper-triangle coordinate (``np.triu_indices`` order) of each entry (i, j)."""
+    iu = _triu(d)
+    full = np.empty((d, d), dtype=np.intp)
+    full[iu[0], iu[1]] = np.arange(iu[0].size)
+    full[iu[1], iu[0]] = np.arange(iu[0].size)
+    full = full.ravel()
+    full.flags.writeable = False
+    return full
 
 
 def _check_dim(name: str, value: object) -> int:
@@ -619,9 +638,10 @@ class LinearStatsChannel(Channel):
         z = np.asarray(z, dtype=float)
         if z.ndim != 2 or z.shape[1] != self.d + 1:
             raise DPAuditError(f"{label} for Alg. 5's channel must have shape (n, d + 1) = (n, {self.d + 1}), got {z.shape}.")
-        if not np.all(np.isfinite(z)):
+        if not np.isfinite(z.sum()) and not np.all(np.isfinite(z)):  # a finite sum: every entry is finite
             raise DPAuditError(f"{label} contains NaN or inf; a channel's input must be finite.")
-        norms = np.linalg.norm(z[:, : self.d], axis=1)
+        x = z[:, : self.d]
+        norms = np.sqrt(np.add.reduce(x * x, axis=1))  # np.linalg.norm(x, axis=1), without its dispatch
         if norms.size and norms.max() > 1 + 1e-9:
             raise DPAuditError(f"a context of norm {norms.max():.6g} lies outside the channel's domain (the unit ball); "
                                "it is refused, not clipped.")
@@ -640,7 +660,7 @@ class LinearStatsChannel(Channel):
         V = xx + noise
         u = y[:, None] * x + rng.standard_normal((n, d)) * self.sigma
         if ledger is not None and ledger.enabled:
-            iu = np.triu_indices(d)
+            iu = _triu(d)
             r = np.arange(n) if runs is None else np.asarray(runs)
             ledger.record(Release(label or "Alg. 5 matrix x x^T + B", int(step), Noise("gaussian", np.full(n, self.sigma)),
                                   self.sens_matrix, r, xx[:, iu[0], iu[1]], V[:, iu[0], iu[1]],
@@ -699,7 +719,8 @@ class GLOCChannel(Channel):
         n, d = z.shape[0], self.d
         x, y = z[:, :d], z[:, d]
         th = np.zeros((n, d)) if theta_hat is None else np.broadcast_to(np.asarray(theta_hat, dtype=float), (n, d))
-        if np.linalg.norm(th, axis=1).max(initial=0.0) > 1 + 1e-9:
+        th0 = th[:1] if n > 1 and th.strides[0] == 0 else th  # one estimate broadcast to every user: check it once
+        if np.sqrt(np.add.reduce(th0 * th0, axis=1)).max(initial=0.0) > 1 + 1e-9:
             raise DPAuditError("the public estimate theta_hat must lie in the unit ball (the set W of Zheng et al. 2020, Alg. 3).")
         xx = x[:, :, None] * x[:, None, :]
         zt = np.einsum("nd,nd->n", x, th)
@@ -708,7 +729,7 @@ class GLOCChannel(Channel):
         u = zt[:, None] * x + rng.standard_normal((n, d)) * self.sigma
         gr = grad + rng.standard_normal((n, d)) * (self.C * self.sigma)
         if ledger is not None and ledger.enabled:
-            iu = np.triu_indices(d)
+            iu = _triu(d)
             r = np.arange(n) if runs is None else np.asarray(runs)
             sig = np.full(n, self.sigma)
             ledger.record(Release((label or "Alg. 3") + ": x x^T + B", int(step), Noise("gaussian", sig), self.sens[0],
@@ -1012,21 +1033,45 @@ class PiecewiseShuffler(Shuffler):
         return rng.integers(0, self.dim, size=(n_runs, n_users))
 
     def randomize_at(self, rng: np.random.Generator, J: np.ndarray, vJ: np.ndarray) -> np.ndarray:
-        """R given the sampled coordinates ``J`` and each user's value ``vJ`` of that coordinate -> encoded messages."""
+        """R given the sampled coordinates ``J`` and each user's value ``vJ`` of that coordinate -> encoded messages.
+
+        Two uniforms per message, ``pick`` (the high piece w.p. ``s / (s + 1)``) then ``w`` (the position on
+        the chosen piece): ``y = l(u) + w (C - 1)`` on the high piece, else ``w (C + 1) - C`` on the low pieces
+        ``[-C, l(u))``, shifted past the high piece when it reaches it. Computed in place (few passes over
+        the batch), the same arithmetic as the formula."""
         v = np.asarray(vJ, dtype=float)
-        if not np.all(np.isfinite(v)):
-            raise DPAuditError("shuffler values contain NaN or inf.")
-        u = (v - self.mid[J]) / self.half[J]
-        if u.size and (u.min() < -1 - 1e-9 or u.max() > 1 + 1e-9):
-            raise DPAuditError("a user's value lies outside the range [lo, hi] that the local randomizer's "
-                               "calibration assumes.")
-        left = self._left(np.clip(u, -1.0, 1.0))
+        J = np.asarray(J)
+        if self.dim == 1:  # every J is 0: the same scalars for every user
+            u = (v - self.mid[0]) / self.half[0]
+        else:
+            u = (v - self.mid.take(J)) / self.half.take(J)
+        if u.size:
+            lo, hi = u.min(), u.max()  # NaN propagates; inf shows in the extremes
+            if not (math.isfinite(lo) and math.isfinite(hi)) and not np.all(np.isfinite(v)):
+                raise DPAuditError("shuffler values contain NaN or inf.")
+            if lo < -1 - 1e-9 or hi > 1 + 1e-9:
+                raise DPAuditError("a user's value lies outside the range [lo, hi] that the local randomizer's "
+                                   "calibration assumes.")
+        left = np.clip(u, -1.0, 1.0, out=u)
+        left *= 0.5 * (self.C + 1.0)  # _left(u), in place
+        left -= 0.5 * (self.C - 1.0)
         width = self.C - 1.0
         pick, w = rng.random(u.shape), rng.random(u.shape)
+        high = pick < self.s / (self.s + 1.0)
         # the low pieces [-C, left) and (left + width, C] have total length C + 1: map w onto them
-        z = w * (self.C + 1.0) - self.C
-        y = np.where(pick < self.s / (self.s + 1.0), left + w * width, np.where(z < left, z, z + width))
-        return J * self.W + (y + self.C)
+        z = w * (self.C + 1.0)
+        z -= self.C
+        w *= width
+        w += left  # left + w * width: the high piece
+        y = z + width
+        np.copyto(y, z, where=z < left)
+        np.copyto(y, w, where=high)
+        y += self.C
+        if self.dim == 1:
+            return y  # J W = 0
+        out = J * self.W
+        out += y
+        return out
 
     def randomize(self, rng: np.random.Generator, values: np.ndarray) -> np.ndarray:
         """R for every user: ``values`` (n_runs, n_users, m) in [lo, hi] -> encoded messages (n_runs, n_users)."""
@@ -1038,9 +1083,14 @@ class PiecewiseShuffler(Shuffler):
 
     def decode(self, messages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(J, y) of encoded messages."""
+        if self.dim == 1:  # one coordinate: J = 0 whatever the message (the clip below)
+            return np.zeros(np.shape(messages), dtype=np.int64), messages - self.C
         J = np.floor(messages / self.W).astype(np.int64)
-        J = np.clip(J, 0, self.dim - 1)
-        return J, messages - J * self.W - self.C
+        np.clip(J, 0, self.dim - 1, out=J)
+        y = J * self.W
+        np.subtract(messages, y, out=y)
+        y -= self.C
+        return J, y
 
     def permute(self, rng: np.random.Generator, messages: np.ndarray) -> np.ndarray:
         """S: a uniform permutation of each run's (n_runs, n_users) messages (arrival order kept if ``shuffle=False``)."""

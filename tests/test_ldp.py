@@ -37,6 +37,67 @@ def test_symmetric_gaussian_is_symmetric_with_iid_upper_triangle():
     assert np.abs(corr - np.eye(6)).max() < 5 / math.sqrt(40000)
 
 
+def test_symmetric_gaussian_fills_the_matrix_from_the_drawn_upper_triangle():
+    """The packed upper triangle is drawn row by row (``np.triu_indices`` order) and mirrored: the same draws
+    as filling the two triangles by index."""
+    for d, sigma in [(1, 2.0), (3, 0.5), (4, np.array([1.0, 2.0, 3.0]))]:
+        Z = symmetric_gaussian(np.random.default_rng(3), (3,), d, sigma)
+        iu = np.triu_indices(d)
+        upper = np.random.default_rng(3).standard_normal((3, iu[0].size)) * np.asarray(sigma, dtype=float).reshape(-1, 1)
+        ref = np.zeros((3, d, d))
+        ref[:, iu[0], iu[1]] = upper
+        ref[:, iu[1], iu[0]] = upper
+        np.testing.assert_array_equal(Z, ref)
+
+
+def test_batched_inverse_is_the_inverse():
+    """The closed-form inverse of LinUCB-type policies (d <= 3) against LAPACK's, and the fallback for singular ones."""
+    from dpaudit.policies.ldp import batched_inverse
+
+    rng = np.random.default_rng(1)
+    for d in (1, 2, 3, 4):
+        A = rng.standard_normal((500, d, d))
+        M = np.einsum("nij,nkj->nik", A, A) + rng.uniform(0.05, 50.0, (500, 1, 1)) * np.eye(d)  # PD, some ill-conditioned
+        M[:250] += 0.3 * rng.standard_normal((250, d, d))  # and non-symmetric ones
+        inv, ref = batched_inverse(M), np.linalg.inv(M)
+        scale = np.abs(ref).max(axis=(1, 2), keepdims=True) * np.linalg.cond(M)[:, None, None]
+        assert np.all(np.abs(inv - ref) <= 1e-13 * scale)
+    S = np.zeros((2, 3, 3))
+    S[0] = np.eye(3)
+    with pytest.raises(np.linalg.LinAlgError):
+        batched_inverse(S)
+
+
+@pytest.mark.parametrize("name", ["ldp-linucb", "ldp-gloc", "linucb"])
+def test_linucb_index_on_a_fixed_action_set_is_the_direct_one(name):
+    """The index computed as one matrix product on features shared by every run (a fixed action set) is the direct
+    x^T (V + c I)^-1 x with LAPACK's inverse, and the per-run features path chooses the same arms."""
+    pol = make_policy(name, {"horizon": 30})
+    x = np.random.default_rng(0).standard_normal((pol.n_arms, pol.dim))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    n = 400
+    Xb = np.broadcast_to(x, (n,) + x.shape)
+    data = np.random.default_rng(1).random((30, pol.n_arms)) * (1.0 if name != "linucb" else 2.0)
+    views = {}
+    for label, arms in (("fixed", Xb), ("per-run", np.ascontiguousarray(Xb))):
+        pol.reset(n, np.random.default_rng(2), record=False)
+        acts = []
+        for t in range(30):
+            if t == 20 and label == "fixed":  # the direct index on this state
+                M = pol.V + pol._ridge(t) * np.eye(pol.dim)
+                Minv = np.linalg.inv(M)
+                theta = np.einsum("nij,nj->ni", Minv, pol.u)
+                quad = np.einsum("nki,nij,nkj->nk", Xb, Minv, Xb)
+                direct = np.einsum("nki,ni->nk", Xb, theta) + pol._beta(t) * np.sqrt(np.maximum(quad, 0.0))
+            a = pol.act(t, arms)
+            if t == 20 and label == "fixed":
+                np.testing.assert_array_equal(a, np.argmax(direct, axis=1))
+            acts.append(a)
+            pol.observe(t, a, data[t, a])
+        views[label] = np.array(acts)
+    np.testing.assert_array_equal(views["fixed"], views["per-run"])
+
+
 def test_gaussian_channel_calibrations_and_exact_epsilon():
     c = GaussianChannel.seed003(1.0, 1e-5)  # sigma = 2B sqrt(2 ln(1.25/delta))/eps with B = 1/2
     assert math.isclose(c.sigma, math.sqrt(2 * math.log(1.25e5)), rel_tol=1e-12)

@@ -205,3 +205,81 @@ def test_shuffle_audit_refuses_a_shuffler_it_cannot_read(monkeypatch):
     monkeypatch.setattr(reg, "make_policy", make)
     with pytest.raises(DPAuditError, match="cannot read"):
         audit_shuffle("shuffle-glm", {}, runs=200)
+
+
+# ---- the fast paths of the shuffle audit against the direct computations -----------------------------------
+
+def _randomize_at_reference(sh, rng, J, vJ):
+    """PiecewiseShuffler.randomize_at as first written (the formula, one array per step)."""
+    u = (vJ - sh.mid[J]) / sh.half[J]
+    left = sh._left(np.clip(u, -1.0, 1.0))
+    width = sh.C - 1.0
+    pick, w = rng.random(u.shape), rng.random(u.shape)
+    z = w * (sh.C + 1.0) - sh.C
+    y = np.where(pick < sh.s / (sh.s + 1.0), left + w * width, np.where(z < left, z, z + width))
+    return J * sh.W + (y + sh.C)
+
+
+@pytest.mark.parametrize("dim", [1, 3, 15])
+def test_randomize_at_and_decode_are_the_formula_bit_for_bit(dim):
+    lo, hi = -np.linspace(0.5, 1.0, dim), np.linspace(0.5, 2.0, dim)
+    sh = PiecewiseShuffler(3.5, dim, lo=lo, hi=hi)
+    rng = np.random.default_rng(5)
+    J = sh.sample_coordinates(rng, 40, 300)
+    vJ = rng.uniform(lo[J], hi[J])
+    vJ[0, :3] = lo[J[0, :3]]  # the ends of the range
+    vJ[1, :3] = hi[J[1, :3]]
+    fast = sh.randomize_at(np.random.default_rng(9), J, vJ.copy())
+    ref = _randomize_at_reference(sh, np.random.default_rng(9), J, vJ)
+    np.testing.assert_array_equal(fast, ref)
+    Jd, y = sh.decode(fast)
+    Jr = np.clip(np.floor(fast / sh.W).astype(np.int64), 0, dim - 1)
+    np.testing.assert_array_equal(Jd, Jr)
+    np.testing.assert_array_equal(y, fast - Jr * sh.W - sh.C)
+    np.testing.assert_array_equal(Jd, J)
+    with pytest.raises(DPAuditError, match="NaN"):
+        sh.randomize_at(rng, J[:1, :2], np.array([[np.nan, 0.0]]))
+    with pytest.raises(DPAuditError, match="NaN"):
+        sh.randomize_at(rng, J[:1, :2], np.array([[np.inf, 0.0]]))
+    with pytest.raises(DPAuditError, match="outside the range"):
+        sh.randomize_at(rng, J[:1, :1], hi[J[:1, :1]] + 1.0)
+
+
+@pytest.mark.parametrize("name,groups", [("shuffle-glm", 1), ("shuffle-glm", 4), ("mutant-shuffle-arrival-order", 1),
+                                         ("shuffle-glm-np", 2)])
+def test_view_only_batch_release_sends_the_same_messages(name, groups):
+    from dpaudit.policies.glm import _coordinates
+
+    pol = make_policy(name, {"batch0": 40, "groups": groups, "horizon": 200})
+    n, B, d = 6, 40, pol.dim
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((n, B, d))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=2, keepdims=True))
+    R = rng.random((n, B))
+    theta = 0.3 * rng.standard_normal((n, d))
+    pol.reset(n, np.random.default_rng(0), record=False)
+    full, th, V = pol.batch_release(np.random.default_rng(7), X, R, theta, prior=3)
+    view, th2, V2 = pol.batch_release(np.random.default_rng(7), X, R, theta, prior=3, view_only=True)
+    assert th is not None and V is not None and th2 is None
+    for a, b in zip([full["outer"], *full["grads"]], [view["outer"], *view["grads"]]):
+        assert (a is None and b is None) or np.array_equal(a, b)
+    # the coordinate gather, on a batch shared by every run (a broadcast) and on per-run contexts
+    J = rng.integers(0, d, (n, B))
+    for Xs in (X, np.broadcast_to(X[0], X.shape)):
+        np.testing.assert_array_equal(_coordinates(Xs, J), np.take_along_axis(Xs, J[..., None], 2)[..., 0])
+
+
+@pytest.mark.parametrize("name", ["shuffle-glm", "mutant-shuffle-arrival-order"])
+def test_one_feature_family_is_the_same_as_read_from_both(name):
+    from dpaudit.protocols.shuffle import shuffle_pairs
+    from dpaudit.runner.shuffle import ShuffledViewSource
+
+    pol = make_policy(name, {"batch0": 60, "groups": 2 if name == "shuffle-glm" else 1})
+    src = ShuffledViewSource(pol, shuffle_pairs(60, pol.dim))
+    for cand in range(len(src.pairs)):
+        both = src.sample(cand, 1, 25, np.random.SeedSequence(4))
+        assert set(both) == {"multiset", "position"}
+        for fam in ("multiset", "position"):
+            one = src.for_family(fam).sample(cand, 1, 25, np.random.SeedSequence(4))
+            assert list(one) == [fam]
+            np.testing.assert_array_equal(one[fam], both[fam])

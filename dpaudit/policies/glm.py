@@ -520,48 +520,78 @@ class ShuffleGLM(_GLMBase):
         return np.einsum("nij,nj,nkj->nik", U, np.clip(w, 0.0, float(B)), U)
 
     def batch_release(self, rng: np.random.Generator, X: np.ndarray, R: np.ndarray,
-                      theta: np.ndarray, prior: int = 0) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+                      theta: np.ndarray, prior: int = 0, *,
+                      view_only: bool = False) -> tuple[dict[str, Any], np.ndarray | None, np.ndarray | None]:
         """R, S, A on one batch: the users' played contexts ``X`` (n, B, d) and rewards ``R`` (n, B).
 
         Returns (the analyzer's view: shuffled outer-product messages and each group's shuffled
         gradient messages; the new estimate; the regularised design matrix). The shuffle protocol's
-        audit calls this directly on an adversarially fixed batch.
+        audit calls this directly on an adversarially fixed batch, with ``view_only=True``: the same
+        random draws and the same messages, but the analyzer's work that no later message depends on
+        (with one group, all of it) is skipped and the estimate and the design matrix come back as None.
         """
         n, B, d = X.shape
         if B % self.groups:
             raise DPAuditError(f"a batch of {B} users does not split into {self.groups} equal PGD groups.")
+        # the later groups' gradient messages depend on the estimate after the earlier groups' steps
+        estimate = not view_only or self.groups > 1
         if self.private:
             # each user's message carries one sampled coordinate of her packed outer product x x^T
             sh = self.shuffler_outer
             J = sh.sample_coordinates(rng, n, B)
-            vJ = np.take_along_axis(X, self._iu[0][J][..., None], 2)[..., 0] * np.take_along_axis(X, self._iu[1][J][..., None], 2)[..., 0]
-            msgs_outer, S = sh.run_at(rng, J, vJ)
+            vJ = _coordinate_products(X, self._iu[0], self._iu[1], J)
+            msgs_outer = sh.permute(rng, sh.randomize_at(rng, J, vJ))
+            S = sh.analyze(msgs_outer) if estimate else None
         else:
             msgs_outer = None
-            S = pack_symmetric(np.einsum("nbd,nbe->nde", X, X))
-        M = self.design_estimate(S, B)
-        V = M + self.lam * np.eye(d)
+            S = pack_symmetric(np.einsum("nbd,nbe->nde", X, X)) if estimate else None
         size = B // self.groups
-        # step 1/L for the group's mean loss: L = L_mu lambda_max(M) / B (the batch's curvature bound) + lam/size
-        lmax = np.linalg.eigvalsh(M)[:, -1]
-        eta = (1.0 / (self.Lmu * np.maximum(lmax, self.lam) / B + self.lam / size))[:, None]
-        # the warm start summarises the ``prior`` users of earlier batches: step on the pooled mean loss, whose
-        # curvature counts them too (for a quadratic loss of equal curvature, this is the pooled minimiser)
-        eta = eta * B / (B + prior)
+        V = None
+        if estimate:
+            M = self.design_estimate(S, B)
+            V = M + self.lam * np.eye(d)
+            # step 1/L for the group's mean loss: L = L_mu lambda_max(M) / B (the batch's curvature bound) + lam/size
+            lmax = np.linalg.eigvalsh(M)[:, -1]
+            eta = (1.0 / (self.Lmu * np.maximum(lmax, self.lam) / B + self.lam / size))[:, None]
+            # the warm start summarises the ``prior`` users of earlier batches: step on the pooled mean loss, whose
+            # curvature counts them too (for a quadratic loss of equal curvature, this is the pooled minimiser)
+            eta = eta * B / (B + prior)
         grads = []
         for g in range(self.groups):
             sl = slice(g * size, (g + 1) * size)
             Xg = X[:, sl]
             resid = link_mean(self.link, np.einsum("nmd,nd->nm", Xg, theta)) - R[:, sl]
+            step = estimate and (not view_only or g < self.groups - 1)
             if self.private:  # one sampled coordinate of her gradient term (mu(x^T theta) - r) x per user
                 sh = self.shuffler_grad
                 J = sh.sample_coordinates(rng, n, size)
-                msgs, G = sh.run_at(rng, J, resid * np.take_along_axis(Xg, J[..., None], 2)[..., 0])
+                msgs = sh.permute(rng, sh.randomize_at(rng, J, resid * _coordinates(Xg, J)))
+                G = sh.analyze(msgs) if step else None
             else:
-                msgs, G = None, np.einsum("nm,nmd->nd", resid, Xg)
+                msgs, G = None, (np.einsum("nm,nmd->nd", resid, Xg) if step else None)
             grads.append(msgs)
-            theta = project_ball(theta - eta * (G / size + self.lam / size * theta), self.theta_bound)
-        return {"outer": msgs_outer, "grads": grads}, theta, V
+            if step:
+                theta = project_ball(theta - eta * (G / size + self.lam / size * theta), self.theta_bound)
+        return {"outer": msgs_outer, "grads": grads}, (None if view_only else theta), V
+
+
+def _coordinates(X: np.ndarray, J: np.ndarray) -> np.ndarray:
+    """``X[i, b, J[i, b]]``: (n, B) from contexts (n, B, d) and coordinates (n, B) (``take_along_axis``, cheaper:
+    one coordinate needs no gather, and contexts shared by every run (a broadcast batch) are gathered once per run
+    from the one copy)."""
+    if X.shape[2] == 1:
+        return X[..., 0]
+    if X.shape[0] > 1 and X.strides[0] == 0:  # np.broadcast_to of one batch: the same rows in every run
+        return X[0][np.arange(X.shape[1]), J]
+    return np.take_along_axis(X, J[..., None], 2)[..., 0]
+
+
+def _coordinate_products(X: np.ndarray, i: np.ndarray, j: np.ndarray, J: np.ndarray) -> np.ndarray:
+    """``X[., ., i[J]] * X[., ., j[J]]``: each user's packed outer-product coordinate ``J`` (n, B)."""
+    if X.shape[2] == 1:
+        x = X[..., 0]
+        return x * x
+    return _coordinates(X, i[J]) * _coordinates(X, j[J])
 
 
 @register("shuffle-glm-np", family="glm")

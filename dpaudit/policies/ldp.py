@@ -79,7 +79,7 @@ from dpaudit.mechanisms import (Channel, GaussianChannel, GLOCChannel, LaplaceCh
 from dpaudit.policies.base import Policy
 from dpaudit.policies.registry import register
 
-__all__ = ["LDPPolicy", "OnePointUCB", "LDPUCB", "LDPUCBLaplace", "LDPUCBRR", "TsallisINF", "LDPTsallisINF",
+__all__ = ["batched_inverse", "LDPPolicy", "OnePointUCB", "LDPUCB", "LDPUCBLaplace", "LDPUCBRR", "TsallisINF", "LDPTsallisINF",
            "LinUCB", "LDPLinUCB", "GLOC", "LDPGLOC", "LilUCB", "LDPLilUCB"]
 
 
@@ -145,6 +145,35 @@ class LDPPolicy(Policy):
 
     def _update(self, t: int, msg: np.ndarray) -> None:
         raise NotImplementedError
+
+
+def batched_inverse(M: np.ndarray) -> np.ndarray:
+    """``np.linalg.inv`` of stacked (n, d, d) matrices; for d <= 3 by the adjugate over the determinant (the
+    closed form, a few array operations instead of one LAPACK call per matrix; equal to LAPACK's inverse up
+    to rounding for the well-conditioned matrices of the LinUCB-type policies, whose ridge dominates).
+    A zero or non-finite determinant goes to ``np.linalg.inv`` (which raises for a singular matrix)."""
+    d = M.shape[-1]
+    if d > 3 or M.ndim != 3:
+        return np.linalg.inv(M)
+    if d == 1:
+        det = M[:, 0, 0]
+        adj = np.ones_like(M)
+    elif d == 2:
+        a, b, c, e = M[:, 0, 0], M[:, 0, 1], M[:, 1, 0], M[:, 1, 1]
+        det = a * e - b * c
+        adj = np.stack([e, -b, -c, a], axis=1).reshape(-1, 2, 2)
+    else:
+        a, b, c = M[:, 0, 0], M[:, 0, 1], M[:, 0, 2]
+        p, q, r = M[:, 1, 0], M[:, 1, 1], M[:, 1, 2]
+        x, y, z = M[:, 2, 0], M[:, 2, 1], M[:, 2, 2]
+        c00, c01, c02 = q * z - r * y, r * x - p * z, p * y - q * x  # cofactors of the first row
+        det = a * c00 + b * c01 + c * c02
+        adj = np.stack([c00, c * y - b * z, b * r - c * q,
+                        c01, a * z - c * x, c * p - a * r,
+                        c02, b * x - a * y, a * q - b * p], axis=1).reshape(-1, 3, 3)
+    if not np.all(np.isfinite(det)) or not np.all(det != 0):
+        return np.linalg.inv(M)
+    return adj / det[:, None, None]
 
 
 def _check_eps_delta(epsilon: float, delta: float) -> tuple[float, float]:
@@ -399,13 +428,19 @@ class LinUCB(LDPPolicy):
         X = np.asarray(arms, dtype=float)
         if X.ndim != 3 or X.shape[1:] != (self.n_arms, self.dim):
             raise DPAuditError(f"{self.name} expects features of shape (n_runs, {self.n_arms}, {self.dim}), got {X.shape}.")
-        if np.linalg.norm(X, axis=2).max() > 1 + 1e-9:
+        X1 = X[:1] if X.shape[0] > 1 and X.strides[0] == 0 else X  # a fixed action set broadcast to every run
+        if np.sqrt(np.add.reduce(X1 * X1, axis=2)).max() > 1 + 1e-9:  # np.linalg.norm(X, axis=2), without its dispatch
             raise DPAuditError(f"{self.name}: a feature vector has norm above 1; Zheng et al. (2020) assume the unit ball.")
-        M = self.V + self._ridge(t) * np.eye(self.dim)
-        Minv = np.linalg.inv(M)
+        d = self.dim
+        M = self.V + self._ridge(t) * np.eye(d)
+        Minv = batched_inverse(M)
         theta = np.einsum("nij,nj->ni", Minv, self.u)
-        quad = np.einsum("nki,nij,nkj->nk", X, Minv, X)
-        index = np.einsum("nki,ni->nk", X, theta) + self._beta(t) * np.sqrt(np.maximum(quad, 0.0))
+        # x^T M^-1 x = <vec M^-1, vec x x^T>; a fixed action set (X1, one row broadcast to every run) forms x x^T
+        # once, and both paths reduce the same products in the same order (the same index either way)
+        xx = (X1[..., :, None] * X1[..., None, :]).reshape(X1.shape[0], -1, d * d)
+        quad = np.add.reduce(Minv.reshape(-1, 1, d * d) * xx, axis=2)
+        mean = np.add.reduce(X1 * theta[:, None, :], axis=2)
+        index = mean + self._beta(t) * np.sqrt(np.maximum(quad, 0.0))
         arm = np.argmax(index, axis=1)
         self._x = X[np.arange(X.shape[0]), arm]
         return arm
@@ -515,7 +550,7 @@ class GLOC(LinUCB):
         self.V += msg[:, : d * d].reshape(-1, d, d)
         self.u += msg[:, d * d: d * d + d]
         th = self.theta_hat - self.zeta * msg[:, d * d + d:]
-        self.theta_hat = th / np.maximum(1.0, np.linalg.norm(th, axis=1, keepdims=True))
+        self.theta_hat = th / np.maximum(1.0, np.sqrt(np.add.reduce(th * th, axis=1, keepdims=True)))  # Pi_W
 
 
 @register("ldp-gloc", family="ldp")

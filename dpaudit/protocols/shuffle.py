@@ -9,6 +9,7 @@ the order was kept).
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,10 @@ from dpaudit.errors import DPAuditError
 
 from .base import ContextInput, Protocol, check_context_input
 
-__all__ = ["ShuffleDP", "ShufflePair", "shuffle_pairs", "shuffle_features"]
+__all__ = ["ShuffleDP", "ShufflePair", "shuffle_pairs", "shuffle_features", "FAMILIES"]
+
+#: the feature families of a shuffled view (:func:`shuffle_features`)
+FAMILIES = ("multiset", "position")
 
 
 class ShuffleDP(Protocol):
@@ -47,8 +51,21 @@ class ShuffleDP(Protocol):
         policy.reset(n_runs, rng, record=False)
         X = np.broadcast_to(inp.X[:, 0], (n_runs,) + inp.X[:, 0].shape)
         R = np.broadcast_to(inp.R[:, 0], (n_runs, inp.R.shape[0]))
-        view, _, _ = policy.batch_release(rng, X, R, np.zeros((n_runs, X.shape[2])))
+        theta0 = np.zeros((n_runs, X.shape[2]))
+        if _takes_view_only(policy):  # the same messages, without the analyzer's work on them
+            view, _, _ = policy.batch_release(rng, X, R, theta0, view_only=True)
+        else:
+            view, _, _ = policy.batch_release(rng, X, R, theta0)
         return view
+
+
+def _takes_view_only(policy: Any) -> bool:
+    """Whether the policy's ``batch_release`` takes ``view_only`` (dpaudit's own shuffle policies; a plug-in
+    need not)."""
+    try:
+        return "view_only" in inspect.signature(policy.batch_release).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 
@@ -113,21 +130,37 @@ def _count_cells(cells: np.ndarray, k: int) -> np.ndarray:
     return np.bincount(flat, minlength=n * k).reshape(n, k).astype(float)
 
 
-def shuffle_features(policy: Any, view: dict[str, Any], pos: int, group_size: int) -> dict[str, np.ndarray]:
-    """Two feature families of one batch's view (the analyzer's shuffled messages).
+def shuffle_features(policy: Any, view: dict[str, Any], pos: int, group_size: int,
+                     families: tuple[str, ...] = FAMILIES) -> dict[str, np.ndarray]:
+    """Feature families of one batch's view (the analyzer's shuffled messages), all of :data:`FAMILIES` unless
+    ``families`` names fewer (a test counted on one family reads only that one).
 
     ``multiset``: the counts of every message cell (coordinate J, y-bin) in the outer-product shuffle and
     in each gradient group's shuffle (the multiset, binned: what a shuffler leaves). ``position``: the
     one-hot cells of the messages that arrived at the canary's position (only informative if the
     shuffler kept the arrival order)."""
+    unknown = set(families) - set(FAMILIES)
+    if unknown:
+        raise DPAuditError(f"unknown shuffle feature families {sorted(unknown)}; known: {', '.join(FAMILIES)}.")
+    multiset, positional = "multiset" in families, "position" in families
     so, sg = policy.shuffler_outer, policy.shuffler_grad
-    co, ko = _cells(so, view["outer"])
-    multi, position = [_count_cells(co, ko)], [np.eye(ko)[co[:, pos]]]
     g = pos // group_size
-    for i, msgs in enumerate(view["grads"]):
-        cg, kg = _cells(sg, msgs)
-        multi.append(_count_cells(cg, kg))
-        if i == g:
-            position.append(np.eye(kg)[cg[:, pos % group_size]])
-    return {"multiset": np.hstack(multi), "position": np.hstack(position)}
-
+    multi: list[np.ndarray] = []
+    position: list[np.ndarray] = []
+    groups = [(so, view["outer"], pos)] + [(sg, msgs, pos % group_size if i == g else None)
+                                           for i, msgs in enumerate(view["grads"])]
+    for sh, msgs, at in groups:
+        if multiset:
+            cells, k = _cells(sh, msgs)
+            multi.append(_count_cells(cells, k))
+            if positional and at is not None:
+                position.append(np.eye(k)[cells[:, at]])
+        elif at is not None:  # the position family alone: only the messages at the canary's position
+            cells, k = _cells(sh, np.asarray(msgs)[:, at])
+            position.append(np.eye(k)[cells])
+    out = {}
+    if multiset:
+        out["multiset"] = np.hstack(multi)
+    if positional:
+        out["position"] = np.hstack(position)
+    return out

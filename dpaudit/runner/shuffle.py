@@ -24,7 +24,7 @@ import numpy as np
 from dpaudit.attacks.discriminant import screened_lda_attack
 from dpaudit.errors import DPAuditError
 from dpaudit.protocols import ShuffleDP
-from dpaudit.protocols.shuffle import ShufflePair, shuffle_features, shuffle_pairs
+from dpaudit.protocols.shuffle import FAMILIES, ShufflePair, shuffle_features, shuffle_pairs
 
 from .context import Context, runs_text
 
@@ -39,8 +39,8 @@ class ShuffledViewSource:
 
     chunk_cells = 4_000_000
 
-    def __init__(self, policy: Any, pairs: list[ShufflePair]) -> None:
-        self.policy, self.pairs = policy, pairs
+    def __init__(self, policy: Any, pairs: list[ShufflePair], families: tuple[str, ...] = FAMILIES) -> None:
+        self.policy, self.pairs, self.families = policy, pairs, tuple(families)
         self.batch = int(policy.batch0)
         self.group_size = self.batch // int(policy.groups)
         self.cells_per_run = self.batch * 8
@@ -48,7 +48,12 @@ class ShuffledViewSource:
     def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> dict[str, np.ndarray]:
         p = self.pairs[candidate]
         view = ShuffleDP().run(self.policy, p.d1 if side else p.d0, n, np.random.default_rng(seed))
-        return shuffle_features(self.policy, view, p.pos, self.group_size)
+        return shuffle_features(self.policy, view, p.pos, self.group_size, self.families)
+
+    def for_family(self, family: str) -> "ShuffledViewSource":
+        """The same views (same seeds, same runs) read as one feature family only: what a test fitted on that
+        family counts on its fresh views."""
+        return ShuffledViewSource(self.policy, self.pairs, (family,))
 
     def describe(self, candidate: int) -> dict[str, Any]:
         return self.pairs[candidate].describe()
