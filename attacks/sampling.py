@@ -38,11 +38,16 @@ FUTILITY_ALPHA = 1e-3
 
 @dataclass(frozen=True)
 class Stop:
-    """When a test's fresh counts may stop early: once its bound is positive (the audit showed power) and
-    even the most favourable rates the counts allow (one-sided Clopper-Pearson at :data:`FUTILITY_ALPHA`)
-    imply an epsilon below ``claim``, so that more samples could not show a violation. A test whose bound
-    exceeds the claim counts every planned sample, so that a violation is reported with its full
-    strength. ``confidence`` and ``n_tests`` are the test's."""
+    """When a test's fresh counts may stop early, at one of the looks of :data:`LOOKS`:
+
+    * ``"violation"``: its bound (at that look's share of the error budget) already exceeds ``claim``,
+      so the violation is settled; more samples would only make the bound larger;
+    * ``"futile"``: its bound is positive (the audit showed power) and even the most favourable rates the
+      counts allow (one-sided Clopper-Pearson at :data:`FUTILITY_ALPHA`) imply an epsilon below
+      ``claim``, so that more samples could not show a violation.
+
+    Either way the bound holds at the test's confidence (the looks' shares add up to 1). ``confidence``
+    and ``n_tests`` are the test's."""
 
     delta: float
     confidence: float
@@ -65,7 +70,8 @@ class Stop:
 class Counted:
     """A test's fresh counts: false positives ``fp`` and true positives ``tp`` of ``n`` views per side,
     counted in ``looks`` looks; ``share`` of the error budget belongs to the bound at the last look;
-    ``stopped`` says why it stopped before all the planned samples (``futile``), else None."""
+    ``stopped`` says why it stopped before all the planned samples (``"violation"`` or ``"futile"``,
+    :class:`Stop`), else None."""
 
     fp: int
     tp: int
@@ -140,6 +146,8 @@ def count_in_looks(fn: Callable[..., Any], make_task: Callable[[int, int, np.ran
         if k == len(looks) - 1 or stop is None:
             return Counted(fp, tp, used, share, None, k + 1, n, hist)
         b = stop.bound(fp, tp, used, share)
+        if b > stop.claim:
+            return Counted(fp, tp, used, share, "violation", k + 1, n, hist)
         if 0 < b <= stop.claim and stop.optimistic(fp, tp, used) < stop.claim:
             return Counted(fp, tp, used, share, "futile", k + 1, n, hist)
     # the last looks were empty (n so small that an earlier look already took all of it)

@@ -195,7 +195,9 @@ def test_every_user_is_a_candidate_of_the_transcript_part(tmp_path):
         "        return super()._estimates(t + 1, messages, clicks)\n")
     bad = check(f"{plug}:LateLogging", {}, protocol="local", runs=2000, horizon=48, central=False)
     tr = next(a for a in bad["attacks"] if a["attack"] == "transcript")
-    assert bad["verdict"] == "violation" and tr["epsilon_lower"] > 3 and tr["witness"]["label"].startswith("user 9")
+    # (the count stops at the first look whose bound exceeds the claim, so the bound is that look's)
+    assert bad["verdict"] == "violation" and tr["epsilon_lower"] > bad["epsilon_claimed"]
+    assert tr["witness"]["label"].startswith("user 9")
     assert len(tr["details"]["screened_users"]) == 47
 
 

@@ -518,9 +518,9 @@ def test_pair_assertion_catches_own_too_small_noise(make):
         assert_pair_within_claim(make(n_arms=3, rho=0.5), d, d2)
     msg = str(exc.value)
     bound = float(re.search(r"membership \(black-box\) attack shows eps >= ([0-9.]+)", msg).group(1))
-    assert bound > 6.5  # 0 errors in 5,000 fresh runs per side: about the largest bound they can give
+    assert bound > 4.728  # the count stops at the first look whose bound exceeds the claim
     for needle in ("leaks more than its claim", "0.5-zCDP allows eps = 4.728 at delta = 1e-05",
-                   "5,000 fresh runs per side", "row 0: [0, 0, 0] in d, [1, 1, 1] in d'"):
+                   "fresh runs per side", "row 0: [0, 0, 0] in d, [1, 1, 1] in d'"):
         assert needle in msg
 
 
@@ -608,8 +608,9 @@ def test_pair_assertion_under_view_dp():
     r2[1] = 1.0
     ok = assert_pair_within_claim(AdaCUCB(n_arms=3, rho=0.5), r, r2, protocol="view")
     assert 0 < ok.epsilon_lower <= ok.claim_epsilon
-    with pytest.raises(AssertionError, match="membership \\(black-box\\) attack shows eps >= 6"):
+    with pytest.raises(AssertionError, match="membership \\(black-box\\) attack shows eps >= ") as exc:
         assert_pair_within_claim(OwnNoiseGreedy(n_arms=3), r, r2, protocol="view")
+    assert float(re.search(r"attack shows eps >= ([0-9.]+)", str(exc.value)).group(1)) > 4.728
     r3 = r2.copy()
     r3[2] = 1.0
     with pytest.raises(DPAuditError, match="d and d_prime differ in entries 1, 2; View-DP neighbours"):

@@ -141,10 +141,16 @@ class Context:
         used = None if attack is None else attack.details.get("fresh_runs_used")
         if used is not None and int(used) < runs:
             used = int(used)
-            stop = (f"the test stopped after {used} of {runs} fresh runs per side: its counts already placed its "
-                    "eps below the claim even at the most favourable error rates they allow (Clopper-Pearson at "
-                    "1e-3), so more runs were unlikely to reach the claim; its bound holds at its confidence at "
-                    "the look it stopped at.")
+            why = attack.details.get("stopped_early") if attack is not None else None
+            if why == "violation":
+                stop = (f"the test stopped after {used} of {runs} fresh runs per side: its bound already exceeded the "
+                        "claim there, so the violation was settled (more runs would only raise the bound); the bound "
+                        "holds at its confidence at the look it stopped at.")
+            else:
+                stop = (f"the test stopped after {used} of {runs} fresh runs per side: its counts already placed its "
+                        "eps below the claim even at the most favourable error rates they allow (Clopper-Pearson at "
+                        "1e-3), so more runs were unlikely to reach the claim; its bound holds at its confidence at "
+                        "the look it stopped at.")
             note = f"{note} {stop}".strip()
         else:
             used = None
