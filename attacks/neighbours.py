@@ -42,7 +42,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from dpaudit.errors import DPAuditError
-from dpaudit.engine import SERIAL, Engine
+from dpaudit.engine import SERIAL, Engine, progress_counter
 from dpaudit.protocols import (
     ContextInput,
     InteractiveDP,
@@ -582,7 +582,8 @@ def search(
 def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: Sequence[PairSpec], horizon: int,
                   seed: np.random.SeedSequence, reward_range: tuple[float, float], *, delta: float, confidence: float,
                   n: int, alphabet: Sequence[float] | None = None, factors: Sequence[int] = (1, 2, 4, 8),
-                  cells: int = PILOT_CELLS, engine: Engine = SERIAL) -> tuple[PairSpec, int, Any, list[dict[str, Any]]]:
+                  cells: int = PILOT_CELLS, engine: Engine = SERIAL,
+                  progress: Callable[[str], None] | None = None) -> tuple[PairSpec, int, Any, list[dict[str, Any]]]:
     """The pair pattern and horizon at which a policy leaks most: each of ``specs`` rebuilt at ``horizon``
     x each factor (within :data:`HORIZON_CAP` and ``cells`` run-rounds in all) and scored by the
     membership attack's selection bound on ``n`` views per split (training and selection). A policy
@@ -605,7 +606,9 @@ def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: S
             spent += cost
     tasks = [(policy_for(T), protocol, spec, ss, T, reward_range, delta, confidence, n, n, None, alphabet)
              for (spec, T), ss in zip(tried, seed.spawn(len(tried)))]
-    results = engine.map(_rank, tasks)
+    results = engine.map(_rank, tasks, on_result=progress_counter(
+        progress, "horizon sweep: {done}/{total} run-rounds of the best pairs at longer horizons",
+        [4 * n * T for _, T in tried]))
     rows = [{"pair": spec.label(), "horizon": T, "pilot_bound": float(cand.selection_bound),
              "separation": round(float(cand.extra.get("separation", 0.0)), 3)}
             for (spec, T), (cand, _, _) in zip(tried, results)]

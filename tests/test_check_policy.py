@@ -178,3 +178,18 @@ def test_interactive_protocol_is_refused_for_fixed_schedule_policies(capsys, nam
     with pytest.raises(Exception, match="Interactive-DP adversary"):
         get_protocol("interactive").run(make_policy(name), np.zeros((4, 10)), 2, np.random.default_rng(0),
                                         ConstantAdversary((0, 1, 0, 1)))
+
+
+def test_a_one_run_class_pilot_budgets_follow_its_measured_cost():
+    """The per-run adapter's pilot budgets: what about 15 s of CPU buys at the class's cost per step, within a
+    batched policy's budgets and never below 500 runs per split."""
+    from dpaudit.attacks.neighbours import PILOT_CELLS
+    from dpaudit.runner.central import per_run_budgets, small_sample
+
+    fast = per_run_budgets(1e-6, 50000, 48)
+    assert fast == (PILOT_CELLS // 30, small_sample(50000))
+    slow = per_run_budgets(2e-4, 50000, 400)
+    assert slow[1] == 500 and slow[0] == int(15.0 / 2e-4)
+    mid = per_run_budgets(5e-6, 50000, 48)
+    assert 500 < mid[1] < small_sample(50000) and mid[0] == PILOT_CELLS // 30
+    assert per_run_budgets(1.0, 50000, 48)[0] == 64 * 48  # a very slow class still gets its discovery's 16 runs

@@ -51,6 +51,25 @@ def small_sample(runs: int) -> int:
     return max(500, min(2000, runs // 10))
 
 
+#: the CPU seconds one pilot stage (horizon discovery, threshold search, ranking, horizon sweep) of a
+#: one-run class through the per-run adapter is sized for, at the class's measured cost per step
+PER_RUN_STAGE_SECONDS = 15.0
+
+
+def per_run_budgets(seconds_per_step: float, runs: int, horizon: int) -> tuple[int, int]:
+    """(pilot cells, search sample size) for a one-run class that costs ``seconds_per_step`` per run and
+    round: what :data:`PER_RUN_STAGE_SECONDS` buys, within the budgets of a batched policy's audit
+    (``PILOT_CELLS // 30`` cells; :func:`small_sample`) and never below 500 runs per split (the size the
+    third-party controls measured their power at; benchmarks/controls-thirdparty.md)."""
+    from dpaudit.attacks.neighbours import PILOT_CELLS
+
+    sps = max(float(seconds_per_step), 1e-7)
+    cells = int(min(PILOT_CELLS // 30, max(64 * horizon, PER_RUN_STAGE_SECONDS / sps)))
+    # the ranking's full stage: 8 candidates x (training + selection) x 2 sides x small runs of T rounds
+    small = int(min(small_sample(runs), max(500, PER_RUN_STAGE_SECONDS / (sps * horizon * 32))))
+    return cells, small
+
+
 def first_release_step(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
                        n_runs: int = 20) -> int | None:
     """The earliest step at which any of ``n_runs`` runs on ``data`` releases (None: no release)."""
@@ -153,8 +172,9 @@ def audit(ctx: Context) -> None:
         alphabet = probe_alphabet(probe, proto, rr, notes)
     if alphabet is not None:
         ctx.extra["reward_alphabet"] = list(alphabet)
-    # one-run classes cost a Python call per run and step: a smaller pilot budget for the searches
-    cells = PILOT_CELLS // 30 if isinstance(probe, PerRun) else PILOT_CELLS
+    # one-run classes cost a Python call per run and step: pilot budgets sized by their measured cost per step
+    per_run_sps = getattr(probe, "probe_seconds_per_step", None) if isinstance(probe, PerRun) else None
+    cells = PILOT_CELLS if per_run_sps is None else per_run_budgets(per_run_sps, r.runs, DEFAULTS["horizon"])[0]
     horizon = r.horizon
     user_pair = None
     if r.pair is not None:
@@ -216,6 +236,12 @@ def audit(ctx: Context) -> None:
     ctx.params = params() if callable(params) else dict(r.params)
     ctx.extra.update({"n_arms": K, "confidence_per_attack": conf_each})
     small = small_sample(r.runs)
+    if per_run_sps is not None:
+        small = per_run_budgets(per_run_sps, r.runs, horizon)[1]
+        if small < small_sample(r.runs):
+            notes.append(f"the search's samples: {small} runs per split (not {small_sample(r.runs)}), sized for about "
+                         f"{PER_RUN_STAGE_SECONDS:.0f} s of CPU at the {per_run_sps * 1e6:.3g} us per step the class took "
+                         "when probed.")
 
     ctx.stage = "ledger audit"
     if has_ledger:
@@ -279,7 +305,8 @@ def audit(ctx: Context) -> None:
         if sweep_specs:
             spec, best_T, cand, rows = horizon_sweep(build, proto, sweep_specs, horizon, s_sweep, rr,
                                                      delta=ctx.delta, confidence=conf_each, n=small,
-                                                     alphabet=alphabet, cells=cells, engine=engine)
+                                                     alphabet=alphabet, cells=cells, engine=engine,
+                                                     progress=ctx.progress)
             ctx.extra["horizon_sweep"] = rows
             res.best_membership_spec = spec
             if best_T != horizon:
