@@ -180,16 +180,19 @@ def test_interactive_protocol_is_refused_for_fixed_schedule_policies(capsys, nam
                                         ConstantAdversary((0, 1, 0, 1)))
 
 
-def test_a_one_run_class_pilot_budgets_follow_its_measured_cost():
-    """The per-run adapter's pilot budgets: what about 15 s of CPU buys at the class's cost per step, within a
-    batched policy's budgets and never below 500 runs per split."""
-    from dpaudit.attacks.neighbours import PILOT_CELLS
-    from dpaudit.runner.central import per_run_budgets, small_sample
+def test_a_one_run_class_gets_the_per_run_pilot_budgets_behind_the_sandbox():
+    """A plug-in runs behind the sandbox's PluginPolicy (the per-run budgets were lost behind it once); the
+    budgets are fixed, not timed, so that an audit reproduces on any machine."""
+    from pathlib import Path
 
-    fast = per_run_budgets(1e-6, 50000, 48)
-    assert fast == (PILOT_CELLS // 30, small_sample(50000))
-    slow = per_run_budgets(2e-4, 50000, 400)
-    assert slow[1] == 500 and slow[0] == int(15.0 / 2e-4)
-    mid = per_run_budgets(5e-6, 50000, 48)
-    assert 500 < mid[1] < small_sample(50000) and mid[0] == PILOT_CELLS // 30
-    assert per_run_budgets(1.0, 50000, 48)[0] == 64 * 48  # a very slow class still gets its discovery's 16 runs
+    from dpaudit.adapters import build_policy
+    from dpaudit.attacks.neighbours import PILOT_CELLS
+    from dpaudit.policies import make_policy
+    from dpaudit.runner.central import PER_RUN_SMALL, pilot_budgets, small_sample
+    from dpaudit.sandbox import wrap_plugin
+
+    spec = str(Path(__file__).resolve().parents[1] / "examples" / "per_run_ucb.py") + ":PrivateUCB"
+    one_run = build_policy(spec, {"n_arms": "2", "epsilon": "1"}, 48, adapter="per-run", claim="pure:eps=1")
+    for probe in (one_run, wrap_plugin(one_run, spec)):
+        assert pilot_budgets(probe, 50000) == (PILOT_CELLS // 30, PER_RUN_SMALL, True)
+    assert pilot_budgets(make_policy("adac-ucb"), 50000) == (PILOT_CELLS, small_sample(50000), False)

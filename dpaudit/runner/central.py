@@ -51,23 +51,25 @@ def small_sample(runs: int) -> int:
     return max(500, min(2000, runs // 10))
 
 
-#: the CPU seconds one pilot stage (horizon discovery, threshold search, ranking, horizon sweep) of a
-#: one-run class through the per-run adapter is sized for, at the class's measured cost per step
-PER_RUN_STAGE_SECONDS = 15.0
+#: the search's training, selection and screening size for a one-run class through the per-run adapter
+#: (a Python call per run and step): the size the third-party controls measured their power at
+#: (benchmarks/controls-thirdparty.md). Fixed, not timed, so that an audit reproduces on any machine.
+PER_RUN_SMALL = 500
 
 
-def per_run_budgets(seconds_per_step: float, runs: int, horizon: int) -> tuple[int, int]:
-    """(pilot cells, search sample size) for a one-run class that costs ``seconds_per_step`` per run and
-    round: what :data:`PER_RUN_STAGE_SECONDS` buys, within the budgets of a batched policy's audit
-    (``PILOT_CELLS // 30`` cells; :func:`small_sample`) and never below 500 runs per split (the size the
-    third-party controls measured their power at; benchmarks/controls-thirdparty.md)."""
+def pilot_budgets(probe: Any, runs: int) -> tuple[int, int, bool]:
+    """(pilot cells, search sample size, whether it is a one-run class) for the policy ``probe``: a one-run
+    class through the per-run adapter (also behind the plug-in sandbox or a fixed action set) gets
+    ``PILOT_CELLS // 30`` cells and :data:`PER_RUN_SMALL` runs per split, a batched policy the full budgets."""
+    from dpaudit.adapters import PerRun
     from dpaudit.attacks.neighbours import PILOT_CELLS
 
-    sps = max(float(seconds_per_step), 1e-7)
-    cells = int(min(PILOT_CELLS // 30, max(64 * horizon, PER_RUN_STAGE_SECONDS / sps)))
-    # the ranking's full stage: 8 candidates x (training + selection) x 2 sides x small runs of T rounds
-    small = int(min(small_sample(runs), max(500, PER_RUN_STAGE_SECONDS / (sps * horizon * 32))))
-    return cells, small
+    inner = probe
+    for _ in range(3):
+        inner = getattr(inner, "wrapped", inner)
+    if isinstance(inner, PerRun):
+        return PILOT_CELLS // 30, min(small_sample(runs), PER_RUN_SMALL), True
+    return PILOT_CELLS, small_sample(runs), False
 
 
 def first_release_step(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
@@ -143,9 +145,8 @@ def estimate_horizon(r: Any) -> int:
 
 def audit(ctx: Context) -> None:
     """The central plan (module docstring), filling ``ctx``."""
-    from dpaudit.adapters import PerRun
     from dpaudit.attacks.membership import evaluate
-    from dpaudit.attacks.neighbours import PILOT_CELLS, horizon_sweep, search, threshold_pairs
+    from dpaudit.attacks.neighbours import horizon_sweep, search, threshold_pairs
 
     r, proto, notes = ctx.request, ctx.protocol, ctx.notes
     spec = r.policy if isinstance(r.policy, str) else str(r.policy)
@@ -172,9 +173,8 @@ def audit(ctx: Context) -> None:
         alphabet = probe_alphabet(probe, proto, rr, notes)
     if alphabet is not None:
         ctx.extra["reward_alphabet"] = list(alphabet)
-    # one-run classes cost a Python call per run and step: pilot budgets sized by their measured cost per step
-    per_run_sps = getattr(probe, "probe_seconds_per_step", None) if isinstance(probe, PerRun) else None
-    cells = PILOT_CELLS if per_run_sps is None else per_run_budgets(per_run_sps, r.runs, DEFAULTS["horizon"])[0]
+    # one-run classes cost a Python call per run and step: smaller pilot budgets for the searches
+    cells, small, per_run = pilot_budgets(probe, r.runs)
     horizon = r.horizon
     user_pair = None
     if r.pair is not None:
@@ -235,13 +235,10 @@ def audit(ctx: Context) -> None:
     params = getattr(policy, "params", None)
     ctx.params = params() if callable(params) else dict(r.params)
     ctx.extra.update({"n_arms": K, "confidence_per_attack": conf_each})
-    small = small_sample(r.runs)
-    if per_run_sps is not None:
-        small = per_run_budgets(per_run_sps, r.runs, horizon)[1]
-        if small < small_sample(r.runs):
-            notes.append(f"the search's samples: {small} runs per split (not {small_sample(r.runs)}), sized for about "
-                         f"{PER_RUN_STAGE_SECONDS:.0f} s of CPU at the {per_run_sps * 1e6:.3g} us per step the class took "
-                         "when probed.")
+    if small < small_sample(r.runs):
+        notes.append(f"the search ranked its candidates on {small} runs per split (a one-run class costs a Python call "
+                     f"per run and step; {small_sample(r.runs)} for a batched policy); the bound comes from the "
+                     f"{r.runs} fresh runs per side as usual.")
 
     ctx.stage = "ledger audit"
     if has_ledger:
