@@ -158,13 +158,26 @@ def empirical_profile(loss: np.ndarray, eps: np.ndarray) -> np.ndarray:
     return np.maximum(val, 0.0) / max(n, 1)
 
 
+#: grid points of :func:`profile_bounds` computed at once
+_PROFILE_ROWS = 4
+
+
 def profile_bounds(loss: np.ndarray, eps_grid: np.ndarray, u: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Point estimate, lower and upper Clopper-Pearson bounds on delta(eps) for each eps (error alpha each side)."""
     n = loss.size
-    # (1 - e^(eps - L))_+ for every grid point; U_i < Y_i is an exact Bernoulli(delta(eps)) draw.
-    y = -np.expm1(np.minimum(eps_grid[:, None] - loss[None, :], 0.0))
-    est = y.mean(axis=1)
-    k = (u[None, :] < y).sum(axis=1)
+    # Y = (1 - e^(eps - L))_+ for every grid point; U_i < Y_i is an exact Bernoulli(delta(eps)) draw. A few
+    # grid points at a time (a grid x runs matrix at 400,000 runs is 400 MB of page faults, 1.5 s in the main
+    # process while the workers wait), and e^(eps - L) - 1 only where L > eps (elsewhere Y is -0.0, as
+    # -expm1(min(eps - L, 0)) gives): every row, hence every mean and count, is bit-identical to the one matrix.
+    est = np.empty(eps_grid.shape[0])
+    k = np.empty(eps_grid.shape[0], dtype=np.intp)
+    for i in range(0, eps_grid.shape[0], _PROFILE_ROWS):
+        d = np.subtract(eps_grid[i:i + _PROFILE_ROWS, None], loss[None, :])
+        y = np.zeros_like(d)
+        np.expm1(d, out=y, where=~(d >= 0))
+        np.negative(y, out=y)
+        est[i:i + d.shape[0]] = y.mean(axis=1)
+        k[i:i + d.shape[0]] = (u[None, :] < y).sum(axis=1)
     return est, cp_lower(k, n, alpha), cp_upper(k, n, alpha)
 
 

@@ -21,7 +21,9 @@ interrupted run, ``InvalidStateError: CANCELLED``). Each worker ignores SIGINT, 
 with its parent (``prctl(PR_SET_PDEATHSIG)`` on Linux, a watcher thread elsewhere). A worker that
 dies mid-task is reported as an error, never waited for. Every worker, and the CLI,
 :func:`dpaudit.check.audit_policy` and :func:`dpaudit.simulate.simulate`, keep BLAS to one thread
-(:func:`one_blas_thread`).
+(:func:`one_blas_thread`). An executor's worker whose environment fixed glibc's malloc thresholds (a
+Dask nanny sets ``MALLOC_TRIM_THRESHOLD_``) gets glibc's adaptive values back for dpaudit's tasks
+(:func:`_roomy_malloc`): with the fixed ones the pieces ran about twice as long as in dpaudit's own workers.
 """
 
 from __future__ import annotations
@@ -430,12 +432,51 @@ class Checkpoint:
 
 # ---- the engine ---------------------------------------------------------------------------------
 
+#: glibc's malloc settings whose presence in the environment turns off its adaptive mmap threshold
+_MALLOC_ENV = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
+#: glibc's mallopt parameters, and the values its adaptive threshold settles at on 64-bit Linux
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_MMAP_THRESHOLD = 32 * 1024 * 1024
+_malloc: list[Any] = []  # [libc] once this process's malloc was made roomy, [None] when it was left alone
+
+
+def _roomy_malloc() -> Any:
+    """In a process whose environment fixes glibc's malloc thresholds (a Dask nanny starts its workers with
+    ``MALLOC_TRIM_THRESHOLD_=65536``), set them to where glibc's own adaptive rule settles (arrays up to
+    32 MiB from the heap, trimmed beyond 64 MiB free) and return libc, else None. With the fixed thresholds
+    every numpy temporary above 128 KiB is a fresh mmap and its pages fault in again: a chunk of
+    likelihood runs took 0.59 s instead of 0.25 s, and a Dask audit's pieces about twice their time in
+    dpaudit's own workers. Done once per process."""
+    if _malloc:
+        return _malloc[0]
+    libc = None
+    if sys.platform.startswith("linux") and any(k in os.environ for k in _MALLOC_ENV):
+        try:
+            import ctypes
+
+            lib = ctypes.CDLL(None)
+            if lib.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD) == 1 and \
+                    lib.mallopt(_M_TRIM_THRESHOLD, 2 * _MMAP_THRESHOLD) == 1:
+                libc = lib
+        except (OSError, AttributeError):  # pragma: no cover - not glibc
+            libc = None
+    _malloc.append(libc)
+    return libc
+
+
 def _call_pickled(blob: bytes) -> Any:
     """A task sent as bytes (:func:`_pickle_task`): unpickled here, so every task gets fresh objects.
-    BLAS keeps to one thread in the executor's process too, as in dpaudit's own workers."""
+    BLAS keeps to one thread in the executor's process too, as in dpaudit's own workers; where the
+    environment fixed malloc's thresholds (Dask's workers), they are made roomy for the task
+    (:func:`_roomy_malloc`) and the memory it freed is handed back to the system afterwards."""
+    libc = _roomy_malloc()
     fn, args = pickle.loads(blob)
-    with one_blas_thread():
-        return fn(*args)
+    try:
+        with one_blas_thread():
+            return fn(*args)
+    finally:
+        if libc is not None:
+            libc.malloc_trim(0)
 
 
 def _pickle_task(fn: Callable[..., Any], args: tuple) -> bytes:

@@ -129,3 +129,25 @@ def test_blas_keeps_to_one_thread_here_and_in_workers():
         assert _blas_threads() == 1
     with Engine(2) as eng:
         assert eng.map(_blas_threads, [(), ()]) == [1, 1]
+
+
+def test_executor_tasks_make_a_fixed_malloc_roomy_in_that_process_only():
+    """A Dask nanny starts workers with MALLOC_TRIM_THRESHOLD_ fixed (every numpy temporary a fresh mmap,
+    pieces about twice as slow): an executor's task sets glibc's thresholds to its adaptive values there
+    (and trims after the task); a process without such a setting is left alone."""
+    import os
+    import subprocess
+    import sys
+
+    code = textwrap.dedent("""
+        import pickle
+        from dpaudit import engine
+        print(engine._call_pickled(pickle.dumps((sum, ([1, 2],)))), engine._malloc != [None])
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    fixed = subprocess.run([sys.executable, "-c", code], env=dict(env, MALLOC_TRIM_THRESHOLD_="65536"),
+                           capture_output=True, text=True, check=True).stdout.split()
+    free = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True).stdout.split()
+    assert fixed == ["3", str(sys.platform.startswith("linux"))]
+    assert free == ["3", "False"]

@@ -174,3 +174,20 @@ def test_grid_comes_from_the_pilot_not_the_counted_runs():
     pilot = np.array([0.1, 0.7, 1.5])
     r = likelihood_attack(OneShot(), TableDP(), _pair(), delta=1e-3, n_runs=2000, seed=1, pilot=pilot)
     assert r.details["grid"]["top"] == pytest.approx(3.0)  # twice the pilot's largest loss
+
+
+def test_profile_bounds_in_blocks_equal_the_one_matrix_bit_for_bit():
+    """profile_bounds computes a few grid points at a time (memory); every estimate, count and bound is the
+    one-matrix formula's, -0.0 where every run's loss is below eps included."""
+    from dpaudit.attacks.bounds import cp_lower, cp_upper
+
+    rng = np.random.default_rng(11)
+    loss = np.concatenate([rng.normal(0.3, 0.6, 5001), [0.0, 2.0, -1.0]])
+    u = rng.random(loss.size)
+    grid = np.concatenate([np.linspace(0.0, 5.0, 11), [0.3, 10.0]])
+    y = -np.expm1(np.minimum(grid[:, None] - loss[None, :], 0.0))
+    k = (u[None, :] < y).sum(axis=1)
+    est, lo, hi = profile_bounds(loss, grid, u, 1e-3)
+    want = y.mean(axis=1)
+    assert est.tobytes() == want.tobytes()  # the signs of zeros too
+    assert np.array_equal(lo, cp_lower(k, loss.size, 1e-3)) and np.array_equal(hi, cp_upper(k, loss.size, 1e-3))
