@@ -65,6 +65,8 @@ class Policy:
 
     def reset(self, n_runs: int, rng: np.random.Generator, *, record: bool = True) -> None:
         """Fresh state for ``n_runs`` independent runs; ``record=False`` skips the ledger."""
+        if "_built" not in self.__dict__:  # what the policy was before its first run (see __getstate__)
+            self.__dict__["_built"] = tuple(self.__dict__)
         self.n_runs = check_reset(n_runs, rng)
         self.rng = rng
         self.record = record
@@ -73,6 +75,18 @@ class Policy:
 
     def _reset(self) -> None:
         raise NotImplementedError
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A policy is pickled (to the engine's workers, into checkpoint keys) as it was before its first run:
+        the attributes it had then, without the state of the runs it has made here since (its arrays and
+        its ledger: megabytes per task after a ledger audit in this process). Every run begins with
+        ``reset``, which rebuilds that state."""
+        built = self.__dict__.get("_built")
+        if built is None:
+            return dict(self.__dict__)
+        state = {k: v for k, v in self.__dict__.items() if k in built}
+        state.update(n_runs=0, ledger=None, rng=None, record=True)
+        return state
 
     def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
         raise NotImplementedError

@@ -140,6 +140,10 @@ class FixedActionSet:
             self._inner.reset(n_runs, rng)
         self._arms = np.broadcast_to(self._features, (n_runs,) + self._features.shape)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # the per-run action set is a broadcast view that pickle would write out run by run; reset rebuilds it
+        return {**self.__dict__, "_arms": self._features[None]}
+
     def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
         return self._inner.act(t, self._arms if arms is None else arms)
 
