@@ -194,5 +194,5 @@ def test_a_one_run_class_gets_the_per_run_pilot_budgets_behind_the_sandbox():
     spec = str(Path(__file__).resolve().parents[1] / "examples" / "per_run_ucb.py") + ":PrivateUCB"
     one_run = build_policy(spec, {"n_arms": "2", "epsilon": "1"}, 48, adapter="per-run", claim="pure:eps=1")
     for probe in (one_run, wrap_plugin(one_run, spec)):
-        assert pilot_budgets(probe, 50000) == (PILOT_CELLS // 30, PER_RUN_SMALL, True)
+        assert pilot_budgets(probe, 50000) == (PILOT_CELLS, PER_RUN_SMALL, True)
     assert pilot_budgets(make_policy("adac-ucb"), 50000) == (PILOT_CELLS, small_sample(50000), False)
