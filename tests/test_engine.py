@@ -176,8 +176,22 @@ def test_a_policy_travels_as_built_without_its_runs_state(name):
     proto.run(used, data, 2000, np.random.default_rng(0), None, record=True) if name != "jdp-glm" else \
         proto.run(used, data, 2000, np.random.default_rng(0), record=True)
     blob = pickle.dumps(used)
-    assert len(blob) < 50_000
+    assert len(blob) < 200_000  # (what act sets, e.g. the GLM policy's played contexts, may travel: kilobytes)
     copy = pickle.loads(blob)
     run = (lambda p: proto.run(p, data, 200, np.random.default_rng(1), None, record=True)) if name != "jdp-glm" else \
         (lambda p: proto.run(p, data, 200, np.random.default_rng(1), record=True))
     np.testing.assert_array_equal(run(copy), run(fresh()))
+
+
+def test_what_is_set_on_a_policy_after_its_runs_still_travels():
+    """The local audit sets keep_transcript on a policy that has already run (its ledger audit): the copy the
+    workers get must keep it, or they keep no transcript."""
+    import pickle
+
+    from dpaudit.policies import make_policy
+    from dpaudit.protocols import TableDP
+
+    p = make_policy("ldp-ucb")
+    TableDP().run(p, np.full((20, p.n_arms), 0.5), 50, np.random.default_rng(0), None, record=True)
+    p.keep_transcript = True
+    assert pickle.loads(pickle.dumps(p)).keep_transcript is True

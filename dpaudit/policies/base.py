@@ -65,26 +65,27 @@ class Policy:
 
     def reset(self, n_runs: int, rng: np.random.Generator, *, record: bool = True) -> None:
         """Fresh state for ``n_runs`` independent runs; ``record=False`` skips the ledger."""
-        if "_built" not in self.__dict__:  # what the policy was before its first run (see __getstate__)
-            self.__dict__["_built"] = tuple(self.__dict__)
+        before = None if "_run_keys" in self.__dict__ else set(self.__dict__)
         self.n_runs = check_reset(n_runs, rng)
         self.rng = rng
         self.record = record
         self.ledger = Ledger(self.n_runs, enabled=record)
         self._reset()
+        if before is not None:  # the attributes a run creates (see __getstate__)
+            self.__dict__["_run_keys"] = tuple(k for k in self.__dict__ if k not in before)
 
     def _reset(self) -> None:
         raise NotImplementedError
 
     def __getstate__(self) -> dict[str, Any]:
-        """A policy is pickled (to the engine's workers, into checkpoint keys) as it was before its first run:
-        the attributes it had then, without the state of the runs it has made here since (its arrays and
-        its ledger: megabytes per task after a ledger audit in this process). Every run begins with
-        ``reset``, which rebuilds that state."""
-        built = self.__dict__.get("_built")
-        if built is None:
+        """A policy is pickled (to the engine's workers, into checkpoint keys) without the state of the runs it
+        made here: the attributes its first ``reset`` created (its arrays) and its ledger and generator
+        (megabytes per task after a ledger audit in this process). Every run begins with ``reset``, which
+        rebuilds them; whatever was set on the policy otherwise (``keep_transcript``, a claim) travels."""
+        run_keys = self.__dict__.get("_run_keys")
+        if run_keys is None:
             return dict(self.__dict__)
-        state = {k: v for k, v in self.__dict__.items() if k in built}
+        state = {k: v for k, v in self.__dict__.items() if k not in run_keys}
         state.update(n_runs=0, ledger=None, rng=None, record=True)
         return state
 
