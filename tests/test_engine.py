@@ -195,3 +195,20 @@ def test_what_is_set_on_a_policy_after_its_runs_still_travels():
     TableDP().run(p, np.full((20, p.n_arms), 0.5), 50, np.random.default_rng(0), None, record=True)
     p.keep_transcript = True
     assert pickle.loads(pickle.dumps(p)).keep_transcript is True
+
+
+@pytest.mark.parametrize("name,protocol,params,kw", [
+    ("ldp-ucb-rr", "local", {}, {"horizon": 8, "runs": 1000}),
+    ("ldp-linucb", "local", {}, {"horizon": 8, "runs": 500}),
+    ("jdp-glm", "joint", {"n_arms": "2", "dim": "2"}, {"horizon": 8, "runs": 1000}),
+    ("shuffle-glm", "shuffle", {"n_arms": "2", "dim": "1"}, {"runs": 1000}),
+    ("adar-gope", "view", {"n_arms": "3"}, {"horizon": 30, "runs": 500}),
+])
+def test_every_protocol_gives_the_same_findings_on_one_and_two_processes(name, protocol, params, kw):
+    """Every protocol's audit on worker processes, whose copies of the policy come pickled from this process
+    after it has run it (a local audit's transcript flag set after a run was once lost on the way)."""
+    import dpaudit
+
+    one = dpaudit.audit(name, params=params, protocol=protocol, workers=1, seed=2, **kw)
+    two = dpaudit.audit(name, params=params, protocol=protocol, workers=2, seed=2, **kw)
+    assert _stable(one.to_dict()) == _stable(two.to_dict())
