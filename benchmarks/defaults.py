@@ -15,8 +15,11 @@ central Table-DP part); the joint-DP GLM policy under joint; the shuffle-DP GLM 
 Also the bundled per-run example (``examples/per_run_ucb.py``, a one-run class on global ``np.random``,
 correct and leaky) through ``--adapter per-run`` at the horizon the audit finds, as docs/outside-code.md runs it.
 
+With ``--thirdparty``, also the one-run classes of ``tests/thirdparty/`` (code written the way other
+authors write it, correct and buggy) through ``--adapter per-run`` at their defaults.
+
 Run:  python benchmarks/defaults.py [--seed 0] [--mutants] [--only NAME ...] [--protocols table,local]
-      [--no-examples] [--out defaults]   (writes defaults.md and defaults.json here)
+      [--no-examples] [--thirdparty] [--append] [--out defaults]   (writes defaults.md and defaults.json here)
 """
 
 from __future__ import annotations
@@ -63,6 +66,14 @@ EXAMPLE = HERE.parent / "examples" / "per_run_ucb.py"
 PER_RUN = [(f"examples/per_run_ucb.py:{cls}", f"{EXAMPLE}:{cls}",
             ["--adapter", "per-run", "--param", "n_arms=2", "--param", "epsilon=1", "--claim", "pure:eps=1"])
            for cls in ("PrivateUCB", "LeakyUCB")]
+#: with --thirdparty: the one-run classes written the way other authors write them (tests/thirdparty/, the
+#: controls' per-run cases), each at the CLI's defaults with its horizon found by the audit
+THIRDPARTY = [(f"thirdparty/{mod}.py:{cls}", f"{HERE.parent / 'tests' / 'thirdparty' / mod}.py:{cls}",
+               ["--adapter", "per-run", "--param", "n_arms=2", "--claim", "pure:eps=1"])
+              for mod, cls in (("elimination", "BlockEliminationDP"), ("elimination", "SharedNoiseBlockElimination"),
+                               ("etc", "PrivateETC"), ("etc", "WrongScaleETC"),
+                               ("ucb_counter", "EpisodicLaplaceUCB"), ("ucb_counter", "NoResetEpisodicUCB"),
+                               ("greedy", "TreeCounterGreedy"), ("greedy", "DoubleDividedGreedy"))]
 
 
 def run_one(name: str, protocol: str, seed: int, spec: str | None = None, options: list[str] | None = None) -> dict:
@@ -172,12 +183,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--mutants", action="store_true", help="also audit every mutant (each must be flagged)")
-    ap.add_argument("--only", nargs="*", default=None, help="only these policies")
+    ap.add_argument("--only", nargs="*", default=None, help="only these policies (none: with --thirdparty, only its rows)")
     ap.add_argument("--protocols", default=None, help="only these protocols (comma-separated)")
     ap.add_argument("--previous", default=str(HERE), help="folder of the previous tables (default: this folder)")
     ap.add_argument("--previous-label", default="the tables committed before this run")
     ap.add_argument("--out", default="defaults", help="file stem of the tables written here")
     ap.add_argument("--no-examples", action="store_true", help="leave out the bundled per-run example's rows")
+    ap.add_argument("--thirdparty", action="store_true",
+                    help="also the one-run classes of tests/thirdparty/ through --adapter per-run (about 10 minutes)")
     ap.add_argument("--append", action="store_true",
                     help="keep the rows of the existing table and replace or add the ones measured now")
     args = ap.parse_args()
@@ -187,7 +200,7 @@ def main() -> None:
     kept = []
     if args.append and (HERE / f"{args.out}.json").exists():
         kept = json.loads((HERE / f"{args.out}.json").read_text())["rows"]
-    for name in args.only or private_policies(args.mutants):
+    for name in private_policies(args.mutants) if args.only is None else args.only:
         for proto in supported(name):
             if wanted is not None and proto not in wanted:
                 continue
@@ -196,13 +209,15 @@ def main() -> None:
             print(f"{name:<32} {proto:<12} {row.get('verdict', row.get('error')):<13} "
                   f"{_f(row.get('epsilon_lower')):>8} {row['wall_seconds']:7.1f} s wall {row['cpu_seconds']:7.1f} s CPU",
                   flush=True)
-    if args.only is None and (wanted is None or "table" in wanted) and not args.no_examples:
-        for label, spec, options in PER_RUN:
-            row = run_one(label, "table", args.seed, spec, options)
-            rows.append(row)
-            print(f"{label:<32} {'table':<12} {row.get('verdict', row.get('error')):<13} "
-                  f"{_f(row.get('epsilon_lower')):>8} {row['wall_seconds']:7.1f} s wall {row['cpu_seconds']:7.1f} s CPU",
-                  flush=True)
+    examples = [] if args.no_examples else PER_RUN
+    if args.only is not None or (wanted is not None and "table" not in wanted):
+        examples = []
+    for label, spec, options in examples + (THIRDPARTY if args.thirdparty else []):
+        row = run_one(label, "table", args.seed, spec, options)
+        rows.append(row)
+        print(f"{label:<32} {'table':<12} {row.get('verdict', row.get('error')):<13} "
+              f"{_f(row.get('epsilon_lower')):>8} {row['wall_seconds']:7.1f} s wall {row['cpu_seconds']:7.1f} s CPU",
+              flush=True)
     new = {(r["policy"], r["protocol"]) for r in rows}
     rows = sorted([r for r in kept if (r["policy"], r["protocol"]) not in new] + rows,
                   key=lambda r: (r["policy"], r["protocol"]))
