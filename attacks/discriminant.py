@@ -21,7 +21,7 @@ from dpaudit.engine import SERIAL, Engine
 
 from .bounds import best_threshold_test, select_threshold_for_fresh
 from .result import AuditResult
-from .sampling import Linear, Source, Stop, count, draw_many, score_edges
+from .sampling import Linear, Source, Stop, count, draw_pilots, score_edges
 
 __all__ = ["lda_direction", "screened_lda_direction", "lda_attack", "screened_lda_attack"]
 
@@ -63,16 +63,7 @@ def lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSe
     and 1), e.g. the features of runs another attack also uses to choose its test.
     """
     t0 = time.perf_counter()
-    seeds = [ss.spawn(4) for ss in seed.spawn(len(candidates))]
-    if pilots is not None:
-        if len(pilots) != 4 * len(candidates):
-            raise ValueError(f"lda_attack got {len(pilots)} pilot samples for {len(candidates)} candidates; expected "
-                             f"{4 * len(candidates)}.")
-        views = list(pilots)
-    else:
-        views = draw_many(source, [(c, side, n, s[k]) for c, s in zip(candidates, seeds)
-                                   for side, n, k in ((0, n_train, 0), (1, n_train, 1), (0, n_select, 2),
-                                                      (1, n_select, 3))], engine)
+    views = draw_pilots(source, candidates, seed, n_train, n_select, engine, pilots, "lda_attack")
     best = None
     for i, c in enumerate(candidates):
         v = views[4 * i: 4 * i + 4]
@@ -109,9 +100,7 @@ def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.rand
     ``for_family(name)`` (the same views read as that family alone) is counted through it. Used on the
     shuffled view (the binned multiset of a batch's messages), where many cells carry nothing."""
     t0 = time.perf_counter()
-    seeds = [ss.spawn(4) for ss in seed.spawn(len(candidates))]
-    views = draw_many(source, [(c, side, n_fit, s[k]) for c, s in zip(candidates, seeds)
-                               for side, k in ((0, 0), (1, 1), (0, 2), (1, 3))], engine)
+    views = draw_pilots(source, candidates, seed, n_fit, n_fit, engine)
     best = None
     families = 0
     for i, c in enumerate(candidates):

@@ -37,7 +37,7 @@ from dpaudit.protocols import Adversary, Pair, Protocol
 
 from .bounds import (TestCounts, best_threshold_test, check_confidence, select_projected_threshold)
 from .result import AuditResult
-from .sampling import Source, Stop, count, count_in_looks, draw_many, score_edges, tally
+from .sampling import Source, Stop, count, count_in_looks, draw_many, draw_pilots, score_edges, tally
 
 __all__ = [
     "Pair",
@@ -383,15 +383,7 @@ def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence
     views already drawn (per candidate: side 0, side 1 for training, then for selection), e.g. from the
     same runs as another attack's; they only choose the test, so sharing them costs no validity."""
     t0 = time.perf_counter()
-    seeds = [ss.spawn(4) for ss in seed.spawn(len(candidates))]
-    if pilots is not None:
-        if len(pilots) != 4 * len(candidates):
-            raise ValueError(f"view_attack got {len(pilots)} pilot samples for {len(candidates)} candidates; expected "
-                             f"{4 * len(candidates)}.")
-        views = list(pilots)
-    else:
-        views = draw_many(source, [(c, side, small, s[k]) for c, s in zip(candidates, seeds)
-                                   for side, k in ((0, 0), (1, 1), (0, 2), (1, 3))], engine)
+    views = draw_pilots(source, candidates, seed, small, small, engine, pilots, "view_attack")
     best = None
     for i, (c, j) in enumerate(zip(candidates, first_round)):
         v = views[4 * i: 4 * i + 4]

@@ -25,7 +25,7 @@ from dpaudit.engine import SERIAL, Engine
 from .bounds import TestCounts, cp_lower, eps_lower_from_counts, eps_lower_from_rates
 from .result import ScoreHistogram
 
-__all__ = ["Source", "Linear", "chunk_runs", "draw", "count", "Stop", "Counted", "count_in_looks", "LOOKS",
+__all__ = ["Source", "Linear", "chunk_runs", "draw", "draw_pilots", "count", "Stop", "Counted", "count_in_looks", "LOOKS",
            "score_edges", "tally", "MAX_EDGES"]
 
 #: the looks at a test's fresh samples: (fraction of the fresh samples counted so far, share of the
@@ -265,6 +265,23 @@ def draw_many(source: Source, requests: Sequence[tuple[int, int, int, np.random.
             owner.append(r)
     results = engine.map(_sample_chunk, tasks)
     return [_concat([x for x, o in zip(results, owner) if o == r]) for r in range(len(requests))]
+
+
+def draw_pilots(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, n_train: int, n_select: int,
+                engine: Engine = SERIAL, pilots: Sequence[Any] | None = None, who: str = "the attack") -> list[Any]:
+    """The training and selection views of every candidate, in the order side 0 and side 1 of the training
+    split, then of the selection split (``n_train`` / ``n_select`` views each, seeds spawned from ``seed``);
+    or ``pilots``, views already drawn in that order (e.g. from the runs another attack chooses its test
+    on; pilots only choose a test, so sharing them costs no validity), checked for their number."""
+    seeds = [ss.spawn(4) for ss in seed.spawn(len(candidates))]
+    if pilots is not None:
+        if len(pilots) != 4 * len(candidates):
+            raise ValueError(f"{who} got {len(pilots)} pilot samples for {len(candidates)} candidates; expected "
+                             f"{4 * len(candidates)}.")
+        return list(pilots)
+    return draw_many(source, [(c, side, n, s[k]) for c, s in zip(candidates, seeds)
+                              for side, n, k in ((0, n_train, 0), (1, n_train, 1), (0, n_select, 2), (1, n_select, 3))],
+                     engine)
 
 
 def count(source: Source, candidate: int, n: int, seeds: tuple[np.random.SeedSequence, np.random.SeedSequence],

@@ -33,7 +33,7 @@ import numpy as np
 from dpaudit.accounting import ledger_audit
 from dpaudit.attacks.discriminant import lda_attack
 from dpaudit.attacks.membership import view_attack
-from dpaudit.attacks.sampling import draw_many
+from dpaudit.attacks.sampling import draw_pilots
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.protocols import JointDP
 from dpaudit.protocols.joint import JointPair, joint_pairs, readout_pairs, tree_features
@@ -216,10 +216,8 @@ def audit(ctx: Context) -> None:
         # first len(pairs) of view_pairs); the pilots only choose tests, so sharing them costs no validity
         ctx.say("joint: pilot runs for the membership and tree attacks")
         t_pilots = time.perf_counter()
-        seeds = [ss.spawn(4) for ss in s_view.spawn(len(view_pairs))]
-        drawn = draw_many(PilotSource(policy, view_pairs, T, dim),
-                          [(c, side, small, sd[k]) for c, sd in enumerate(seeds)
-                           for side, k in ((0, 0), (1, 1), (0, 2), (1, 3))], engine)
+        drawn = draw_pilots(PilotSource(policy, view_pairs, T, dim), range(len(view_pairs)), s_view, small, small,
+                            engine)
         mem_pilots = [v["actions"] for v in drawn]
         tree_pilots = [v["tree"] for v in drawn[:4 * len(pairs)]]
         ctx.ran("pilots", "setup", f"{small} training and {small} selection runs per side of each of {len(view_pairs)} "
