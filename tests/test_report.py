@@ -213,7 +213,7 @@ def test_pair_is_written_atomically_and_bad_paths_fail_first(violation, tmp_path
 
 
 def _fail_second_file(monkeypatch):
-    import dpaudit.report as rep
+    import dpaudit.report.writing as rep
 
     real_fdopen, calls = os.fdopen, []
 
