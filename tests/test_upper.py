@@ -234,3 +234,25 @@ def test_a_one_run_class_has_no_upper_bound(tmp_path):
                     adapter="per-run", claim="pure:eps=1"))
     assert f.epsilon_upper is None and "keeps no ledger" in f.upper.details["reason"]
     assert math.isfinite(f.epsilon_claimed)
+
+
+def test_the_report_shows_the_bracket_beside_the_claim(tmp_path):
+    from dpaudit.api import Audit
+    from dpaudit.report import html_report, markdown_report
+
+    f = Audit.of(run(Request("adac-ucb", protocol="table", runs=100, workers=1,
+                             pair=_pair(tmp_path, "adac-ucb", "table", {}))))
+    md = markdown_report(f)
+    banner, claim = md.split("## What ran")[0], md.split("## The claim")[1].split("\n## ")[0]
+    assert f"**CONSISTENT**: {f.reason}." in banner  # the verdict's wording is unchanged
+    assert f"[{f.epsilon_lower:.4g}, 6.573]" in banner and "bracket" in banner
+    assert "The claim eps = 7.077 is looser than what dpaudit proves from the ledger, 6.573" in banner
+    assert "dpaudit proves eps <= 6.573 at delta = 1e-05 from the ledger" in claim and "What the upper bound assumes" in claim
+    assert "id='upper'" in html_report(f) and "looser than what dpaudit proves" in html_report(f)
+    old = {k: v for k, v in f.to_dict().items() if k not in ("epsilon_upper", "upper")}
+    assert "bracket" not in markdown_report(old)  # findings written before the upper side render as before
+    bad = Audit.of(run(Request("mutant-shared-noise", protocol="table", runs=100, workers=1,
+                               pair=_pair(tmp_path, "mutant-shared-noise", "table", {}))))
+    text = markdown_report(bad)
+    assert "No upper bound is proved:" in text.split("## What ran")[0] and "evidence that the ledger misstates" in text
+    assert "none (the ledger's figure is refuted by a lower bound)" in text.split("## What ran")[0]
