@@ -256,3 +256,24 @@ def test_the_report_shows_the_bracket_beside_the_claim(tmp_path):
     text = markdown_report(bad)
     assert "No upper bound is proved:" in text.split("## What ran")[0] and "evidence that the ledger misstates" in text
     assert "none (the ledger's figure is refuted by a lower bound)" in text.split("## What ran")[0]
+
+
+@pytest.mark.slow
+def test_no_lower_bound_exceeds_the_upper_bound_with_the_search():
+    """The same check with the audits' own neighbouring-pair search (no pair given), at T = 12 and 100 fresh
+    runs: every registered non-mutant policy under every protocol it supports (about 10 minutes)."""
+    for e in registered():
+        for p in PROTOCOLS:
+            if not is_bco(e.name) or p == "local":
+                if getattr(build_policy(e.name, {}, T if p != "shuffle" else None), "claim", None) is None:
+                    continue
+            try:
+                f = run(Request(e.name, {}, p, runs=100, horizon=12, workers=1))
+            except DPAuditError as exc:
+                if any(s in str(exc) for s in REFUSALS):
+                    continue
+                raise
+            assert f.upper is not None and f.upper.refuted is None, (e.name, p)
+            if f.epsilon_upper is not None:
+                assert all(low <= f.epsilon_upper * (1 + 1e-6) + 1e-9 for low, _ in _lowers(f)), (e.name, p)
+                assert f.epsilon_upper <= f.epsilon_claimed * (1 + 1e-6), (e.name, p)
