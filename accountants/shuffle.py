@@ -52,6 +52,8 @@ __all__ = [
     "clones_epsilon",
     "clones_epsilon_closed_form",
     "shuffle_guarantee",
+    "clones_composed_delta",
+    "clones_composed_epsilon",
     "tree_max_nodes",
     "tree_zcdp",
     "tree_sigma",
@@ -194,6 +196,80 @@ def shuffle_guarantee(n: int, eps0: float, delta: float, method: str = "numerica
     else:
         raise DPAuditError(f"method must be 'numerical' or 'closed-form', got {method!r}.")
     return ApproxDP(min(eps, eps0), delta)
+
+
+# ---- the exact composition of several shuffled message sets (issue 24, the upper side) -----------------
+
+def _hockey(prof: ClonesProfile, e: np.ndarray) -> np.ndarray:
+    """sum over outcomes with loss > e of (P - e^e Q), for every e (any sign): the P || Q hockey stick of ``prof``'s
+    enumerated outcomes at e (the dropped tail excluded)."""
+    i = np.searchsorted(-prof.loss, -e, side="left")  # outcomes 0..i-1 have loss > e
+    cp = np.where(i > 0, prof.cum_p[np.maximum(i - 1, 0)], 0.0)
+    cq = np.where(i > 0, prof.cum_q[np.maximum(i - 1, 0)], 0.0)
+    return np.maximum(cp - np.exp(e) * cq, 0.0)
+
+
+def _hockey_reverse(prof: ClonesProfile, e: np.ndarray) -> np.ndarray:
+    """sum over outcomes with loss < -e of (Q - e^e P), for every e: the Q || P hockey stick at e."""
+    j = np.searchsorted(-prof.loss, e, side="right")  # outcomes j.. have loss < -e
+    tot_p, tot_q = prof.cum_p[-1], prof.cum_q[-1]
+    pp = tot_p - np.where(j > 0, prof.cum_p[np.maximum(j - 1, 0)], 0.0)
+    qq = tot_q - np.where(j > 0, prof.cum_q[np.maximum(j - 1, 0)], 0.0)
+    return np.maximum(qq - np.exp(e) * pp, 0.0)
+
+
+def _masses(prof: ClonesProfile) -> tuple[np.ndarray, np.ndarray]:
+    return np.diff(prof.cum_p, prepend=0.0), np.diff(prof.cum_q, prepend=0.0)
+
+
+#: added to every composed delta: the rounding of the cumulative sums (double precision, sums of at most 1)
+_ROUNDING = 1e-12
+
+
+def clones_composed_delta(profiles: "tuple[ClonesProfile, ClonesProfile]", eps: float) -> float:
+    """delta(eps) of the product of two of FMT's pairs, both directions, exactly (plus the dropped tails).
+
+    For independent pairs the hockey stick of the product is sum_i P1_i H2(eps - l1_i), with H2 the second
+    pair's P || Q hockey stick at any (also negative) threshold and l1_i the first pair's privacy loss; the
+    mirror direction is sum_i Q1_i G2(eps + l1_i) with G2 the Q || P one. No discretisation: every outcome of
+    the first pair is enumerated and the second answers from its sorted cumulative sums. Outcomes either
+    profile dropped (binomial mass below 1e-17 per value) are charged in full (their masses added)."""
+    p1, p2 = profiles
+    mp, mq = _masses(p1)
+    d1 = float(np.dot(mp, _hockey(p2, eps - p1.loss)))
+    d2 = float(np.dot(mq, _hockey_reverse(p2, eps + p1.loss)))
+    return float(min(1.0, max(d1, d2) + p1.tail + p2.tail + _ROUNDING))
+
+
+def clones_composed_epsilon(ns: "tuple[int, ...] | list[int]", eps0: float, delta: float) -> float:
+    """The smallest eps (to 1e-9, rounded up) at which the shuffled message sets of one user are
+    (eps, delta)-DP together: ``ns`` holds the size of each shuffle she sends one ``eps0``-DP message to (one
+    or two shuffles), each reduced to Feldman, McMillan & Talwar's (2021) clone pair (Thm 3.2) and the pairs
+    composed exactly (:func:`clones_composed_delta`) instead of by adding each one's eps at delta/2.
+
+    Valid because the message sets are shuffled and randomised independently given the earlier batches, so the
+    pair of views is a post-processing of the product of the two clone pairs. At most the sum of the two
+    eps at delta/2 (basic composition), and at most 2 eps0 (the local guarantee composed)."""
+    delta = check_delta(delta)
+    ns = [check_int("n (users per shuffle)", n, minimum=1) for n in ns]
+    if len(ns) == 1:
+        return clones_epsilon(ns[0], eps0, delta)
+    if len(ns) != 2:
+        raise DPAuditError(f"the exact composition takes one or two shuffles per user, got {len(ns)}.")
+    profs = (clones_profile(ns[0], eps0), clones_profile(ns[1], eps0))
+    hi = 2 * profs[0].eps0
+    if clones_composed_delta(profs, 0.0) <= delta:
+        return 0.0
+    if clones_composed_delta(profs, hi) > delta:
+        return hi
+    lo = 0.0
+    while hi - lo > 1e-9:
+        mid = 0.5 * (lo + hi)
+        if clones_composed_delta(profs, mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def tree_max_nodes(horizon: int) -> int:

@@ -44,7 +44,10 @@ class Audit(Findings):
     judges, exceeds the claim), ``"consistent"`` (none does, and the audit showed power; ``gap`` =
     claimed eps minus the best lower bound), ``"inconclusive"`` (no power), ``"interrupted"`` or
     ``"exact"`` (an exact enumeration with nothing to judge); ``reason`` is the one sentence that says
-    why. ``to_dict()`` is the JSON of ``--json`` (with its ``format`` key) and :meth:`from_dict` reads it
+    why. ``epsilon_upper`` is the tightest eps at ``delta`` dpaudit can prove for the policy (``upper`` holds
+    its method and assumptions; None when nothing can be proved beyond the claim, or when a lower bound
+    refutes the figure), so the audit brackets the truth in [``epsilon_lower``, ``epsilon_upper``]; the
+    verdict judges the claim alone. ``to_dict()`` is the JSON of ``--json`` (with its ``format`` key) and :meth:`from_dict` reads it
     back; :meth:`to_markdown`, :meth:`to_html` and :meth:`write` render the reviewer report.
     """
 
@@ -416,7 +419,8 @@ def account(policy: Any, *, params: Mapping[str, Any] | None = None, delta: floa
 
     ``policy`` is given as for :func:`audit` (name, plug-in string, class with ``params``, instance).
     Returns a :class:`dpaudit.accounting.LedgerAccount` (``status`` is ``"exceeds-claim"`` when the
-    ledger implies more than the claim; ``as_dict()`` is the JSON of ``--json``). A DpEvent claim is
+    ledger implies more than the claim; ``epsilon_upper`` the tightest eps at ``delta`` the ledger proves,
+    every round's releases composed exactly; ``as_dict()`` is the JSON of ``--json``). A DpEvent claim is
     read exactly; a policy without a ledger is refused in one sentence.
     """
     from dpaudit.accountants.guarantees import as_guarantee

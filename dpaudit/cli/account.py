@@ -210,6 +210,13 @@ def _cmd_lint(args: argparse.Namespace) -> int:
     ])
 
 
+def _upper_row(rep: Any) -> str:
+    """The tightest eps the ledger proves, beside the claim and the ledger's implied guarantee."""
+    if rep.epsilon_upper is None:
+        return "none"
+    return f"epsilon {rep.epsilon_upper:.6g} ({rep.upper['method']})"
+
+
 def _cmd_policy(args: argparse.Namespace) -> int:
     from dpaudit.accountants.guarantees import as_guarantee
     from dpaudit.accounting import claim_vs_ledger, run_policy
@@ -238,6 +245,7 @@ def _cmd_policy(args: argparse.Namespace) -> int:
         ("policy", f"{args.policy} {' '.join(args.param)} (T = {args.horizon}, {args.runs} runs, seed {args.seed})"),
         ("claim", f"{rep.claim}  -> epsilon {rep.claim_epsilon:.6g} at delta = {delta:g} ({rep.claim_method})"),
         ("ledger (worst round)", f"{rep.ledger}  -> epsilon {rep.epsilon:.6g} ({rep.method})"),
+        ("upper (proved)", _upper_row(rep)),
         ("worst round", f"run {rep.worst_run}, round {rep.worst_round}, {rep.worst_round_releases} release(s)"),
         ("shared rounds", f"{rep.shared_rounds} (max releases per round {rep.max_usage})"),
         ("status", rep.status),

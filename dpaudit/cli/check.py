@@ -176,6 +176,9 @@ def check_finite(args: argparse.Namespace) -> int:
             },
             "sizes": prof.sizes,
             "seconds": prof.seconds,
+            # an exact enumeration is its own upper bound: the exact value brackets the truth from both sides
+            "epsilon_upper": prof.epsilon_at[0],
+            "upper": {"epsilon": prof.epsilon_at[0], "delta": args.delta, "method": "exact enumeration"},
         }
         print_json(jsonable(out), "dpaudit.exact/1", indent=2)
         return 0
@@ -186,6 +189,8 @@ def check_finite(args: argparse.Namespace) -> int:
     adv = f", {s['adversaries']} deterministic adversaries" if args.protocol == "interactive" else ""
     print(f"method    exact enumeration: {s['inputs']} inputs, {s['neighbouring_pairs']} neighbouring pairs, "
           f"{s['views']} views{adv} ({prof.seconds:.3f} s)")
+    print(f"upper     eps <= {_fmt(prof.epsilon_at[0])} at delta = {args.delta:g} (exact enumeration: the exact value "
+          "is both the lower and the upper bound)")
     print()
     rows = [
         (f"delta(eps = {args.epsilon:g})", prof.delta_at[0], w_delta),
@@ -269,12 +274,32 @@ def _f(x: Any) -> str:
     return "inf" if isinstance(x, float) and math.isinf(x) else f"{x:.4g}"
 
 
+def upper_line(up: Any) -> str:
+    """The ``upper`` line's text: the tightest eps dpaudit proves and how, or why there is none."""
+    if up is None:
+        return ""
+    if up.epsilon is None:
+        return f"none: {up.details.get('reason', 'nothing dpaudit can prove beyond the claim')}"
+    if up.refuted:
+        src = str(up.details.get("source", "policy")).split(",")[0]
+        return (f"NOT A PROOF: the {src} would give eps <= {_f(up.epsilon)}, but a lower bound exceeds it: evidence "
+                f"that the {src} misstates the policy (see the note)")
+    return f"eps <= {_f(up.epsilon)} at delta = {up.delta:g} ({up.method})"
+
+
+def print_upper(a: Any) -> None:
+    text = upper_line(getattr(a, "upper", None))
+    if text:
+        print(f"upper       {text}")
+
+
 def print_findings(a: Any) -> None:
     """Print an audit's typed findings, one line each, the same way for every protocol."""
     acts = a.extra.get("action_space") or f"K = {a.extra.get('n_arms', '?')}"  # BCO: points, not arms
     print(f"policy      {a.policy}  {a.params or ''}  ({acts}, T = {a.horizon}, protocol {a.protocol})")
     if a.epsilon_claimed is not None:
         print(f"claim       {a.claim_method}: eps = {a.epsilon_claimed:.4g} at delta = {a.delta:g}")
+    print_upper(a)
     if a.extra.get("channel"):
         print(f"channel     {a.extra['channel']}")
     led = a.ledger
@@ -458,6 +483,8 @@ def check_finite_joint(args: argparse.Namespace) -> int:
           f"({a.parts[0].seconds:.3f} s)")
     if a.claim is not None:
         print(f"claim     {a.claim_method}: eps = {a.epsilon_claimed:.6g} at delta = {a.delta:g}")
+    if a.upper is not None:
+        print(f"upper     {upper_line(a.upper)}")
     print()
     print(f"{'':<24} {'history (anticipating JDP)':>26} {'user data':>12} {'central a_t..a_T':>17}")
     for label, key in ((f"delta(eps = {args.epsilon:g})", "delta_at_epsilon"), (f"eps(delta = {args.delta:g})", "epsilon"),

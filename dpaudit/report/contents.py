@@ -2,7 +2,8 @@
 :class:`~dpaudit.report.blocks.Section` (or None when it has nothing to say); :func:`sections` lists them and
 :func:`figures` lists their figures. The sections, in order:
 
-* the parts that ran (``parts``), the claim, and the ledger, rendered by its kind: per user (local),
+* the parts that ran (``parts``), the claim with the upper side beside it (the bracket [lower, upper], a claim
+  looser than what dpaudit proves, the assumptions), and the ledger, rendered by its kind: per user (local),
   per round (table, view, interactive) or per round in a tree (joint, where every round feeds one node
   per tree level by design, so its usage figure says what the counts mean instead of raising an alarm);
 * the exact figures (judged by the verdict or reported), each lower bound of the verdict with its test
@@ -26,7 +27,7 @@ from dpaudit.report.blocks import (Code, Figure, Fold, Para, Section, Sub, Table
 from dpaudit.report.plots import (fig_bounds, fig_horizon, fig_ledger, fig_profile, fig_renyi, fig_roc, fig_scores,
                                   fig_tradeoff, png_base64, roc_table)
 from dpaudit.report.reading import (as_float, findings_dict, fmt, is_threshold_test, ledger_kind, point_estimate,
-                                    quoted_list, renyi_zero_notes, summary)
+                                    quoted_list, renyi_zero_notes, summary, upper_reading, upper_sentences)
 
 #: what each part's kind means, in the table of the parts that ran
 _ROLES = {"bound": "lower bound (enters the verdict)", "exact": "exact figure (no sampling)",
@@ -64,7 +65,20 @@ def _claim_section(out: dict[str, Any]) -> Section:
                                                    "exact figures below stand alone."),))
     text = (f"The policy declares **{out['claim']}**. At delta = {fmt(out['delta'])} this is eps = "
             f"**{as_float(out['epsilon_claimed']):.6g}** ({out.get('claim_method') or 'conversion not recorded'}).")
-    return Section("claim", "The claim", (Para(text),))
+    return Section("claim", "The claim", (Para(text),) + _upper_blocks(out))
+
+
+def _upper_blocks(out: dict[str, Any]) -> tuple[Any, ...]:
+    """The upper side beside the claim: the bracket [lower, upper], a claim looser than what dpaudit proves, the
+    assumptions the proof rests on (or why there is none, or why the figure is no proof)."""
+    said = upper_sentences(out)
+    if not said:
+        return ()
+    u = upper_reading(out) or {}
+    blocks: list[Any] = [Para(" ".join(said), note=bool(u.get("refuted")))]
+    if u.get("assumptions") and not u.get("refuted"):
+        blocks.append(Fold("What the upper bound assumes", (Table(("assumption",), tuple((a,) for a in u["assumptions"])),)))
+    return tuple(blocks)
 
 
 _LEDGER_LABELS = {

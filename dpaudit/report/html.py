@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 from dpaudit.report.blocks import Code, Figure, Fold, Para, Sub, Table
 from dpaudit.report.contents import sections
 from dpaudit.report.plots import FIG_WIDTH, WIDE_WIDTH, png_base64
-from dpaudit.report.reading import banner_numbers, exceeded, findings_dict, fmt, summary
+from dpaudit.report.reading import banner_numbers, exceeded, findings_dict, fmt, summary, upper_sentences
 
 _COLOURS = {"violation": "#b3261e", "consistent": "#1e7b34", "inconclusive": "#8a6100", "interrupted": "#555",
             "exact": "#1f4e99"}
@@ -144,6 +144,9 @@ def html_report(out: Any, pngs: Mapping[str, bytes] | None = None) -> str:
     said = exceeded(out)
     if said:
         page.append("<ul class='exceeded' id='exceeded'>" + "".join(f"<li>{_e(x)}</li>" for x in said) + "</ul>")
+    upper = upper_sentences(out, banner=True)
+    if upper:
+        page.append("<ul class='exceeded' id='upper'>" + "".join(f"<li>{_e(x)}</li>" for x in upper) + "</ul>")
     page.append(f"<dl class='numbers'>{dl}</dl></header>")
     for sec in sections(out):
         page.append(f"<section id='{_e(sec.id)}'><h2>{_e(sec.title)}</h2>"

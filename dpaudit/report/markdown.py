@@ -6,7 +6,7 @@ from typing import Any, Iterable, Mapping
 
 from dpaudit.report.blocks import Code, Figure, Fold, Para, Sub, Table
 from dpaudit.report.contents import sections
-from dpaudit.report.reading import banner_numbers, exceeded, findings_dict, fmt, summary
+from dpaudit.report.reading import banner_numbers, exceeded, findings_dict, fmt, summary, upper_sentences
 
 def _md_cell(x: Any) -> str:
     return fmt(x).replace("|", "\\|").replace("\n", " ")
@@ -44,7 +44,8 @@ def markdown_report(out: Any, figure_files: Mapping[str, str] | None = None) -> 
     lines += ["| " + " | ".join(k for k, _, _ in banner_numbers(s)) + " |",
               "| " + " | ".join("---" for _ in banner_numbers(s)) + " |",
               "| " + " | ".join(_md_cell(f"{v} ({sub})" if sub else v) for _, v, sub in banner_numbers(s)) + " |", ""]
-    lines += [f"- {x}" for x in exceeded(out)] + ([""] if exceeded(out) else [])
+    said = exceeded(out) + upper_sentences(out, banner=True)
+    lines += [f"- {x}" for x in said] + ([""] if said else [])
     for sec in sections(out):
         lines += [f"## {sec.title}", ""] + _md_blocks(sec.blocks, 3, figure_files)
     return "\n".join(lines).rstrip() + "\n"

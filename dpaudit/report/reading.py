@@ -1,6 +1,7 @@
 """Reading the findings: the dict every renderer reads (:func:`findings_dict`), the numbers of the verdict
 banner (:func:`summary`, :func:`banner_numbers`), what exceeded the claim in words (:func:`exceeded`), the
-notes on Rényi bounds of 0 (:func:`renyi_zero_notes`), and the small formatting helpers (:func:`fmt`,
+upper side in words (:func:`upper_sentences`: the bracket [lower, upper] and a claim looser than what dpaudit
+proves), the notes on Rényi bounds of 0 (:func:`renyi_zero_notes`), and the small formatting helpers (:func:`fmt`,
 :func:`as_float`, :func:`quoted_list`) every other module of the report uses.
 """
 
@@ -130,7 +131,59 @@ def summary(out: Any) -> dict[str, Any]:
         "parts_judged": sum(1 for p in out.get("parts") or [] if p.get("kind") == "bound"),
         "delta": out.get("delta"),
         "gap": out.get("gap"),
+        "upper": upper_reading(out),
     }
+
+
+#: a claim above the upper bound by more than this (relative) is "looser than what dpaudit proves"
+LOOSE = 1e-3
+
+
+def upper_reading(out: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The upper side of the findings: ``epsilon`` (None: nothing provable), ``short`` (how, in a few words),
+    ``method``, ``source`` (the ledger, the shuffle accounting, an exact enumeration), ``refuted`` (the sentence
+    when a lower bound exceeds it), ``reason`` (why there is none), ``assumptions``. None in findings without it."""
+    up = out.get("upper")
+    if not isinstance(up, Mapping):
+        return None
+    det = up.get("details") or {}
+    eps = up.get("epsilon")
+    return {"epsilon": None if eps is None else as_float(eps), "method": up.get("method") or "",
+            "short": det.get("short") or up.get("method") or "", "source": str(det.get("source") or "policy").split(",")[0],
+            "refuted": up.get("refuted"), "reason": det.get("reason"), "assumptions": list(up.get("assumptions") or []),
+            "delta": as_float(up.get("delta"))}
+
+
+def upper_sentences(out: Any, *, banner: bool = False) -> list[str]:
+    """The upper side in words: the bracket [lower, upper] the audit puts the truth in, and whether the claim is
+    looser than what dpaudit proves (or above it); a refuted figure is said to be no proof, and evidence of a
+    bug. ``banner``: only what a reviewer must see first (a claim looser than provable, above it, or refuted)."""
+    out = out if isinstance(out, dict) and "format" in out else findings_dict(out)
+    u = upper_reading(out)
+    if u is None:
+        return []
+    delta = fmt(as_float(out.get("delta")))
+    if u["refuted"]:
+        return [f"No upper bound is proved: {u['refuted']}."]
+    if u["epsilon"] is None:
+        return [] if banner else [f"No upper bound: {u['reason'] or 'nothing dpaudit can prove beyond the claim'}."]
+    up, claimed = u["epsilon"], as_float(out.get("epsilon_claimed"))
+    lower = out.get("epsilon_lower")
+    said = []
+    if not banner:
+        said.append(f"dpaudit proves eps <= {up:.4g} at delta = {delta} from the {u['source']} ({u['method']})"
+                    + (f", so the audit brackets the true eps in [{as_float(lower):.4g}, {up:.4g}]: the lower bound holds "
+                       "at the audit's confidence, the upper bound under the assumptions below." if lower is not None
+                       else "."))
+    if math.isfinite(claimed) and claimed > up * (1 + LOOSE):
+        said.append(f"The claim eps = {claimed:.4g} is looser than what dpaudit proves from the {u['source']}, "
+                    f"{up:.4g} ({u['short']})" + (f"; the audit brackets the true eps in [{as_float(lower):.4g}, {up:.4g}]."
+                                                  if banner and lower is not None else "."))
+    elif math.isfinite(claimed) and up > claimed * (1 + LOOSE):
+        said.append(f"What dpaudit can prove from the {u['source']}, eps <= {up:.4g} ({u['short']}), is above the "
+                    f"claim eps = {claimed:.4g}: the claim rests on an analysis this composition does not reproduce, "
+                    "or is wrong (the verdict judges the claim by its own tests).")
+    return said
 
 
 def banner_numbers(s: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -151,6 +204,12 @@ def banner_numbers(s: dict[str, Any]) -> list[tuple[str, str, str]]:
         nums.append(("confidence", fmt(s["confidence"]), split))
     if s["gap"] is not None:
         nums.append(("gap", f"{as_float(s['gap']):.4g}", "claimed minus lower bound"))
+    u = s.get("upper")
+    if u is not None and u["refuted"]:
+        nums.append(("proved upper bound", "none", f"the {u['source']}'s figure is refuted by a lower bound"))
+    elif u is not None and u["epsilon"] is not None:
+        low = as_float(s["epsilon_lower"]) if s["epsilon_lower"] is not None else 0.0
+        nums.append(("bracket", f"[{low:.4g}, {u['epsilon']:.4g}]", f"lower bound to proved upper bound: {u['short']}"))
     return nums
 
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpaudit.accounting import ledger_audit
+from dpaudit.accounting import ledger_audit, policy_upper
 from dpaudit.engine import SERIAL, Engine
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.protocols import FixedActionSet, PairSpec, audit_range, candidate_pairs, make_pair
@@ -261,6 +261,8 @@ def audit(ctx: Context) -> None:
             ctx.ledger = ledger
             ctx.ran("ledger", "setup", f"{ledger.get('releases', 0)} releases of {ledger.get('runs', 0)} runs composed "
                                        "per round (reported beside the verdict)")
+
+    ctx.set_upper(policy_upper(policy, horizon, ctx.delta, protocol=proto.name))  # from the ledger just recorded
 
     ctx.stage = "neighbouring-pair search and attacks"
     engine = ctx.engine

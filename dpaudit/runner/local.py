@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.accounting import calibration_lints, ledger_per_user
+from dpaudit.accounting import calibration_lints, ledger_per_user, policy_upper
 from dpaudit.attacks.exact import exact_channel_epsilon
 from dpaudit.attacks.membership import threshold_attack
 from dpaudit.attacks.result import AuditResult
@@ -286,6 +286,7 @@ def audit(ctx: Context) -> None:
         d = make_pair(PairSpec(0, background), TableDP(), K, T, rng_pair).d0
         TableDP().run(policy, d, 200, np.random.default_rng(s_ledger), None, record=True)
         _ledger_part(ctx, policy, ledger_per_user(policy.ledger, ctx.delta), 200 * T)
+        ctx.set_upper(policy_upper(policy, T, ctx.delta, protocol="local", per="user"))
     else:
         _ledger_part(ctx, policy, None, 200 * T)
 
@@ -408,7 +409,7 @@ def _central_part(ctx: Context, conf_each: float) -> None:
     ctx.renyi_violation += sub.renyi_violation
     ctx.extra["central"] = {k: v for k, v in found.to_dict().items()
                             if k in ("verdict", "reason", "epsilon_claimed", "epsilon_lower", "gap", "witness",
-                                     "attacks", "ledger", "notes", "seconds", "horizon")}
+                                     "attacks", "ledger", "notes", "seconds", "horizon", "epsilon_upper", "upper")}
     ctx.ran("central", "bound", f"the central Table-DP audit: {found.verdict}, eps >= "
                                 f"{found.epsilon_lower if found.epsilon_lower is not None else 0:.4g}", found.seconds)
 
@@ -427,6 +428,7 @@ def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> N
     pol = ctx.build(T)
     simulate_bco(pol, loss_pair(pol, T, 0)[0], 200, int(s_ledger.generate_state(1)[0]), record=True)
     _ledger_part(ctx, policy, ledger_per_user(pol.ledger, ctx.delta), 200 * T)
+    ctx.set_upper(policy_upper(pol, T, ctx.delta, protocol="local", per="user"))
     # 2. channel
     ctx.say("local: channel attack")
     _channel_part(ctx, policy, conf_each, s_channel, info)

@@ -26,6 +26,8 @@ from dpaudit.errors import DPAuditError
 from dpaudit.protocols import ShuffleDP
 from dpaudit.protocols.shuffle import FAMILIES, ShufflePair, shuffle_features, shuffle_pairs
 
+from dpaudit.accounting import policy_upper
+
 from .context import Context, runs_text
 
 __all__ = ["audit", "preflight", "SHUFFLE_CAPS", "ShuffledViewSource"]
@@ -115,6 +117,7 @@ def audit(ctx: Context) -> None:
     B, dim, groups = int(policy.batch0), int(policy.dim), int(policy.groups)
     ctx.horizon = int(getattr(policy, "horizon", B))
     ctx.params = dict(r.params)
+    ctx.set_upper(policy_upper(policy, ctx.horizon, ctx.delta, protocol="shuffle"))  # the clone bounds composed exactly
     ctx.extra.update({"batch": B, "n_arms": int(policy.n_arms), "confidence_per_attack": ctx.confidence})
     ctx.notes.append(f"view: the shuffled messages of the first (smallest) batch ({B} users, {groups} PGD group(s)), "
                      "where amplification is weakest.")
