@@ -176,6 +176,9 @@ class _GLMBase(Policy):
     """Shared parameters and helpers of the GLM policies."""
 
     accepts_queries = False
+    #: the protocol its claim is about: joint DP (seed 002 Alg. 2's notion; its adversarial-context setting is
+    #: where the non-private baselines are compared), shuffle DP for Alg. 1 (:class:`ShuffleGLM`)
+    notion = "joint"
     reward_range = (0.0, 1.0)
 
     def __init__(self, n_arms: int, dim: int, horizon: int, link: str, theta_bound: float, lam: float,
@@ -393,6 +396,7 @@ class ShuffleGLM(_GLMBase):
 
     private = True
     shuffle = True
+    notion = "shuffle"
 
     # No ledger: the messages carry the Piecewise Mechanism's output, not additive noise, so the claim comes from the
     # shuffle accountant and the audits treat the policy like one without a ledger (hasattr is False).

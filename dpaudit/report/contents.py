@@ -354,8 +354,12 @@ def _reproduce_section(out: dict[str, Any]) -> Section:
     if out.get("checkpoint"):
         rows.append(("checkpoint", out["checkpoint"]))
     versions = Table(("package", "version"), tuple((k, v) for k, v in (out.get("versions") or {}).items()))
+    how = (Para("It names the options given and the seed; the audit chooses the rest (the horizon T below among "
+                "them) again, the same way, so with the versions below it gives the same findings.", note=True),
+           ) if out.get("command") else ()
     return Section("reproduce", "How to reproduce", (
-        Code(out.get("command") or "(called from Python; the command was not recorded)"), kv_table(rows), versions))
+        Code(out.get("command") or "(called from Python; the command was not recorded)"), *how, kv_table(rows),
+        versions))
 
 
 def _verdict_section(out: dict[str, Any]) -> Section:
