@@ -142,7 +142,9 @@ def test_markdown_opens_with_the_verdict_and_numbers(violation):
     head = md.split("## What ran")[0]
     assert md.splitlines()[2].startswith("**VIOLATION**") and violation.reason in head
     assert f"{violation.epsilon_claimed:.4g}" in head and f"{violation.epsilon_lower:.4g}" in head
-    assert f"{violation.gap:.4g}" in head and "| seed | 0 |" in md and "## Verdict" in md
+    # a violation says by how much the bound exceeds the claim, never a negative gap
+    assert violation.gap < 0 and "| exceeds the claim by |" in head and f"{-violation.gap:.4g}" in head
+    assert f"{violation.gap:.4g}" not in md and "| seed | 0 |" in md and "## Verdict" in md
 
 
 def test_html_is_real_html_with_every_figure_and_no_scripts(violation):
@@ -445,7 +447,8 @@ def test_every_protocols_report_renders_in_a_real_browser(audits, written, viola
         if a.epsilon_lower is not None:
             assert f"{a.epsilon_lower:.4g}" in r["banner"] and "CONFIDENCE" in r["banner"].upper()
         if a.gap is not None:
-            assert f"{a.gap:.4g}" in r["banner"]
+            shown = f"{a.gap:.4g}" if a.gap >= 0 else f"{-a.gap:.4g}"
+            assert shown in r["banner"] and ("EXCEEDS THE CLAIM BY" in r["banner"].upper()) == (a.gap < 0)
         # every image decodes in Python too, at the size the browser reported
         parsed = _parse(pages[name])
         assert [_decode(img).shape[1] for img in parsed.imgs] == [img["natural"] for img in r["imgs"]], name
