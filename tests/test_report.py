@@ -345,6 +345,33 @@ def test_sections_are_the_same_data_for_every_protocol(audits):
         assert "| package | version |" in md
 
 
+def test_every_protocols_report_is_plain_readable_text(audits, violation):
+    """No Python float repr, no None, no part labelled consistent with a bound of 0, in any protocol's report;
+    the banner says what a consistent verdict rests on exactly when a part of the verdict showed nothing."""
+    for name, a in {**audits, "central": violation}.items():
+        md = markdown_report(a)
+        prose = "".join(md.split("```")[::2])
+        assert not re.search(r"\d\.\d{10,}", prose), (name, re.search(r".{60}\d\.\d{10,}.{20}", prose))
+        assert not re.search(r"\bNone\b", prose), name
+        assert "consistent, eps >= 0 " not in prose and "consistent, eps >= 0|" not in prose
+        d = a.to_dict()
+        bound_parts = [p["name"] for p in d["parts"] if p["kind"] == "bound"]
+        blind = [p for p in bound_parts
+                 if all(x["epsilon_lower"] <= 0 for x in d["attacks"] if x["attack"] == p or x["attack"].startswith(p + " "))]
+        head = md.split("## What ran")[0]
+        assert ("rests on" in head) == (a.verdict == "consistent" and bool(blind)), name
+
+
+def test_a_central_audit_times_its_setup_parts_and_counts_its_pairs_once(violation):
+    assert violation.parts and all(p.seconds > 0 for p in violation.parts), violation.parts
+    rows = violation.extra["search"]
+    pilot = sum(1 for r in rows if r["stage"] == "pilot")
+    assert violation.power.pairs_tried == (pilot or len(rows))
+    md = markdown_report(violation)
+    assert f"{violation.power.pairs_tried} neighbouring pairs tried" in md
+    assert f"{violation.power.pairs_tried} candidate pairs" in md.split("## Neighbouring-pair search")[1]
+
+
 # ---- a real browser -----------------------------------------------------------------------------
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -109,7 +109,8 @@ def data_blocks(value: Any, depth: int = 0, digits: int = 4) -> list[Any]:
         for k, v in value.items():
             if _absent(v):
                 continue
-            if depth < 2 and (_is_records(v) or isinstance(v, Mapping)):
+            witness = isinstance(v, Mapping) and "canary" in v and "neighbour" in v  # one line of text (cell)
+            if depth < 2 and (_is_records(v) or isinstance(v, Mapping)) and not witness:
                 blocks.append(Sub(label(k), tuple(data_blocks(v, depth + 1, digits))))
             else:
                 flat.append((label(k), v))

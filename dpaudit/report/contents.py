@@ -2,18 +2,26 @@
 :class:`~dpaudit.report.blocks.Section` (or None when it has nothing to say); :func:`sections` lists them and
 :func:`figures` lists their figures. The sections, in order:
 
-* the parts that ran (``parts``), the claim, and the ledger, rendered by its kind: per user (local),
-  per round (table, view, interactive) or per round in a tree (joint, where every round feeds one node
-  per tree level by design, so its usage figure says what the counts mean instead of raising an alarm);
+* the parts that ran (``parts``: each with what it found, its bound, "no power" for a bound of 0, or its
+  exact figure, and its time, a dash where none was recorded), the claim, and the ledger, rendered by its
+  kind: per user (local), per round (table, view, interactive) or per round in a tree (joint, where every
+  round feeds one node per tree level by design, so its usage figure says what the counts mean instead of
+  raising an alarm);
 * the exact figures (judged by the verdict or reported), each lower bound of the verdict with its test
-  (threshold, FPR/FNR, counts, corrections), the bounds reported beside the verdict in their own section;
-* the power, the protocol's own details rendered generically as data (key/value tables: a local audit's
-  channel, lints and central sub-audit; the exact joint enumeration by view; anything a protocol adds),
-  the neighbouring-pair search (folded), leakage against the horizon, the witness, the notes;
+  (threshold, FPR/FNR, counts, corrections; a test with no power said in a sentence instead of drawn; every
+  Rényi order a bound exceeds in one box), how the confidence is split (every row of the bounds figure
+  named: the parts, a part's own split, the exact figures that take no share), point estimates above the
+  claim explained, the bounds reported beside the verdict in their own section;
+* the power, the protocol's own details as readable tables (keys in words, numbers to 4 significant digits,
+  absent values left out: a local audit's channel, lints and central sub-audit; the exact joint enumeration
+  by view; anything a protocol adds), the neighbouring-pair search (pairs on the pilot and ranked again,
+  counted as the power counts them; every ranking folded), leakage against the horizon, the witness (a
+  pair's label and round, contexts as short vectors), the notes;
 * how to reproduce (command, seed, parameters, versions as a table) and the verdict again.
 
 The verdict banner above them is written by each writer (:mod:`dpaudit.report.markdown`,
-:mod:`dpaudit.report.html`) from :func:`dpaudit.report.reading.banner_numbers`.
+:mod:`dpaudit.report.html`) from :func:`dpaudit.report.reading.banner_numbers` and
+:func:`dpaudit.report.reading.rests_on`.
 """
 
 from __future__ import annotations
@@ -531,7 +539,8 @@ def _reproduce_section(out: dict[str, Any]) -> Section:
     rows += [("delta", out.get("delta")), ("confidence", out.get("confidence")),
              ("ran on", out.get("workers", "this process")), ("run time", f"{as_float(out.get('seconds')):.1f} s")]
     if out.get("estimate"):
-        rows.append(("estimated beforehand", f"{as_float(out['estimate'].get('seconds')):.1f} s: {out['estimate'].get('how')}"))
+        how = out["estimate"].get("how")
+        rows.append(("estimated beforehand", f"{as_float(out['estimate'].get('seconds')):.1f} s" + (f": {how}" if how else "")))
     if out.get("checkpoint"):
         rows.append(("checkpoint", out["checkpoint"]))
     versions = Table(("package", "version"), tuple((k, v) for k, v in (out.get("versions") or {}).items()))

@@ -126,7 +126,7 @@ def fig_profile(out: dict[str, Any]) -> Figure | None:
         import numpy as np
 
         fig, ax = _axes((FIG_WIDTH, 4.4))
-        if curves:
+        if claim_drawn:
             e = np.array([as_float(v) for v in curves["profile"]["eps"]])
             d = np.array([as_float(v) for v in curves["profile"]["delta"]])
             ok = np.isfinite(e)
@@ -158,7 +158,7 @@ def fig_profile(out: dict[str, Any]) -> Figure | None:
         ax.grid(alpha=0.3)
         return fig
 
-    claim_drawn = bool(curves) and any(math.isfinite(as_float(v)) for v in curves["profile"]["eps"])
+    claim_drawn = bool(curves) and any(math.isfinite(as_float(v)) for v in curves.get("profile", {}).get("eps", []))
     if not claim_drawn and not measured:
         return None
     cap = "The delta(eps) the claim allows (red)" if claim_drawn else "The measured profile"
@@ -233,7 +233,7 @@ def fig_tradeoff(out: dict[str, Any]) -> Figure | None:
     tests = [a for a in out.get("attacks") or [] if is_threshold_test(a) and not no_power(a)]
     if not tests:
         return None
-    curves = out.get("claim_curves")
+    curves = out.get("claim_curves") if "profile" in (out.get("claim_curves") or {}) else None
 
     def draw() -> Any:
         import matplotlib.patches

@@ -162,7 +162,7 @@ def _triple(x: Any) -> str:
     if isinstance(x, (list, tuple)) and len(x) == 3 and not isinstance(x[1], (list, tuple)):
         return f"({x[0]}, arm {x[1]}, reward {number(as_float(x[2]))})"
     if isinstance(x, (list, tuple)) and len(x) == 2 and _is_numbers(x[1]):
-        return f"({x[0]}, rewards {vector(x[1])})"
+        return f"({x[0]}, rewards ({numbers_text(x[1])}))"
     return str(x)
 
 
@@ -179,7 +179,7 @@ def enumeration_witness(w: Mapping[str, Any]) -> str:
     if fut_c:
         text += "; future contexts " + ", ".join(str(c) for c in fut_c)
     if fut_r:
-        text += "; future rewards " + "; ".join(vector(r) for r in fut_r)
+        text += "; future rewards " + ", ".join(f"({numbers_text(r)})" if _is_numbers(r) else str(r) for r in fut_r)
     if event:
         text += f"; event: the actions after it in {{{ev}}}"
     if w.get("p_event") is not None and w.get("q_event") is not None:
@@ -270,7 +270,7 @@ def _compact(v: Any, limit: int = 320) -> str:
     strings without quotes, floats to 4 digits; cut at ``limit``."""
     def plain(x: Any, top: bool) -> str:
         if isinstance(x, Mapping):
-            body = ", ".join(f"{k} {plain(y, False)}" for k, y in x.items())
+            body = ", ".join(f"{label(k)} {plain(y, False)}" for k, y in x.items())
             return body if top else f"({body})"
         if isinstance(x, (list, tuple)):
             xs = [plain(y, False) for y in x[:8]] + ([f"... {len(x)} items"] if len(x) > 8 else [])
