@@ -105,7 +105,8 @@ def fig_bounds(out: dict[str, Any]) -> Figure | None:
         parts.append(f"The lower bound of each attack of the verdict ({quoted_list([a['attack'] for a in attacks])}) at "
                      "its confidence (bar end), with a whisker up to its point estimate where it has one")
     if exact:
-        parts.append(f"the exact figures the verdict judges ({quoted_list([e['part'] for e in exact])}; diamonds, no "
+        parts.append(f"the exact figure{'s' if len(exact) > 1 else ''} the verdict judges "
+                     f"({quoted_list([e['part'] for e in exact])}; {'diamonds' if len(exact) > 1 else 'a diamond'}, no "
                      "sampling)")
     cap = "; ".join(parts) + ". The dashed line is the claim: a bound right of it is a violation."
     title = "Lower bounds against the claim" if attacks else "Exact figures against the claim"
