@@ -39,7 +39,7 @@ def check_report_path(path: str | Path, flag: str = "--report") -> list[Path]:
         raise DPAuditError(f"{flag} must name a Markdown file ending in .md, got {shown}.")
     path = Path(path)
     for fid in FIGURE_IDS:  # which figures a report draws is known only after the audit: check them all
-        check_output_file(figure_path(path, fid), "the report's figure", flag)
+        check_output_file(figure_path(path, fid), "the report", flag)
     return [check_output_file(p, "the report", flag) for p in (path, path.with_suffix(".html"))]
 
 
