@@ -290,7 +290,7 @@ def upper_side(ctx: Context, claim: Claim | None, interrupted: bool = False) -> 
                              f"{_source(up)}, {eps:.4g} ({short}) at delta = {up.delta:g}.")
         elif eps > claim.epsilon * (1 + LOOSE_TOLERANCE) and math.isfinite(eps):
             ctx.notes.append(f"what dpaudit can prove from the {_source(up)}, eps <= {eps:.4g} ({short}), is above "
-                             f"the claim eps = {claim.epsilon:.4g}: the claim rests on an analysis this composition "
+                             f"the claim eps = {claim.epsilon:.4g}: the claim relies on an analysis this composition "
                              "does not reproduce, or is wrong; the verdict judges the claim by its own tests.")
     return up
 
