@@ -13,6 +13,7 @@ from .noise import NoiseAccount
 from .composition import per_round_account
 from .shuffle import (clones_delta, clones_epsilon, clones_epsilon_closed_form, shuffle_guarantee, tree_max_nodes,
                       tree_sigma, tree_zcdp)
+from .shuffle import CanaryProfile, shuffled_canary_profile
 
 __all__ = [
     "DPAuditError", "Guarantee", "PureDP", "ApproxDP", "ZCDP", "RDP",
@@ -23,3 +24,4 @@ __all__ = [
     "tree_max_nodes", "tree_zcdp", "tree_sigma",
     "MechanismDP", "Composed", "compose", "as_guarantee",
 ]
+__all__ += ["CanaryProfile", "shuffled_canary_profile"]
