@@ -291,3 +291,22 @@ def test_the_gray_box_part_is_skipped_with_a_note(tmp_path):
     assert [a["attack"] for a in out["attacks"]] == ["membership (shuffled view)"] and not out["exact"]
     assert out["attacks"][0]["confidence"] == pytest.approx(0.95)
     assert any("do not all hold the same datum" in n for n in out["notes"])
+
+
+def test_a_reviewers_pair_with_a_third_background_datum(tmp_path):
+    """Every other user at one datum, distinct from both of the canary's values with partial overlaps (4 ratio
+    classes): the gray-box part runs on it, but its exact eps is not enumerated (said in a note)."""
+    pol = make_policy("shuffle-glm", {"dim": "1", "n_arms": "2"})
+    B = int(pol.batch0)
+    ctx, r = np.full((B, 1), 0.7), np.zeros(B)
+    ctx0, ctx1, r1 = ctx.copy(), ctx.copy(), r.copy()
+    ctx0[0, 0], ctx1[0, 0], r1[0] = 0.0, -0.6, 1.0
+    f = tmp_path / "batch.json"
+    f.write_text(json.dumps({"format": "dpaudit.pair/1", "d": r.tolist(), "d_prime": r1.tolist(),
+                             "contexts": ctx0.tolist(), "contexts_prime": ctx1.tolist()}))
+    out = check("shuffle-glm", {"dim": "1", "n_arms": "2"}, protocol="shuffle", pair=str(f), runs=1000)
+    names = [a["attack"] for a in out["attacks"]]
+    assert names == ["membership (shuffled view)", "likelihood (shuffled multiset)"] and not out["exact"]
+    gb = out["attacks"][1]
+    assert gb["epsilon_lower"] > 0 and gb["details"]["statistical_limit"] is None
+    assert any("was not enumerated" in n for n in out["notes"])

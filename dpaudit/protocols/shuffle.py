@@ -306,6 +306,13 @@ def calibrated_pairs(policy: Any, batch: int, limit: int = 4) -> list[ShufflePai
     X = np.repeat(ctx, 2, axis=0)
     R = np.tile([lo, hi], ctx.shape[0])
     vals = policy.message_values(X, R)
+    # only data whose messages the randomizers accept (a policy's ranges may be narrower than the unit ball)
+    ok = np.ones(X.shape[0], dtype=bool)
+    for sh, key in ((so, "outer"), (sg, "grad")):
+        ok &= np.all(np.abs((vals[key] - sh.mid) / sh.half) <= 1 + 1e-9, axis=1)
+    if ok.sum() < 2:
+        return []
+    X, R, vals = X[ok], R[ok], {k: v[ok] for k, v in vals.items()}
     sep_o = so.separation(vals["outer"][:, None], vals["outer"][None, :])
     sep_g = sg.separation(vals["grad"][:, None], vals["grad"][None, :])
     i, j = np.nonzero(~np.eye(X.shape[0], dtype=bool))

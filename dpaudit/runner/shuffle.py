@@ -169,9 +169,12 @@ def choose_gray_box(policy: Any, pairs: list[ShufflePair], runs: int, delta: flo
                     confidence: float) -> tuple[int | None, int, list[dict[str, Any]], dict[int, Any], list[str]]:
     """Among ``pairs`` with a canary model, the (pair, side) whose exact profile gives the largest statistical
     limit at ``runs`` (with a 128-point grid's share of the error budget): no data is used, so the choice
-    costs no validity. Returns (pair index or None, side, a row per candidate, the profiles, notes)."""
+    costs no validity. A pair with a model whose profile cannot be enumerated (a reviewer's pair with a
+    third background datum) is taken, side 0, only when no other has one. Returns (pair index or None, side,
+    a row per candidate, {index: (model, profile or None)}, notes)."""
     rows, profiles, notes = [], {}, []
     best = (None, 0, -1.0)
+    fallback = None
     alpha = (1 - confidence) / 128
     for i, p in enumerate(pairs):
         model, why = canary_model(policy, p)
@@ -181,7 +184,10 @@ def choose_gray_box(policy: Any, pairs: list[ShufflePair], runs: int, delta: flo
         try:
             prof = model.profile()
         except DPAuditError as exc:
-            notes.append(f"{p.label}: its exact privacy loss was not enumerated ({exc}); no gray-box part on it.")
+            notes.append(f"{p.label}: its exact privacy loss was not enumerated ({exc}), so neither its exact eps nor "
+                         "the statistical limit is reported.")
+            profiles[i] = (model, None)
+            fallback = i if fallback is None else fallback
             continue
         profiles[i] = (model, prof)
         for side in (0, 1):
@@ -190,6 +196,8 @@ def choose_gray_box(policy: Any, pairs: list[ShufflePair], runs: int, delta: flo
                          "exact_epsilon": prof.epsilon(delta, side), "statistical_limit": lim})
             if lim > best[2]:
                 best = (i, side, lim)
+    if best[0] is None and fallback is not None:
+        return fallback, 0, rows, profiles, notes
     return best[0], best[1], rows, profiles, notes
 
 
@@ -221,7 +229,7 @@ def _gray_box(ctx: Context, src: ShuffledViewSource, cand: int, side: int, prof:
     fine = np.linspace(0.0, max(float(loss.max()), 1e-3), 2000)
     prof_est = empirical_profile(loss, fine)
     point = float(fine[prof_est > ctx.delta].max()) if np.any(prof_est > ctx.delta) else None
-    limit = statistical_limit(prof, side, runs, ctx.delta, alpha, grid)
+    limit = None if prof is None else statistical_limit(prof, side, runs, ctx.delta, alpha, grid)
     p = src.pairs[cand]
     return AuditResult(
         attack=GRAY_BOX, epsilon_lower=eps_lower, delta=ctx.delta, confidence=confidence,
@@ -230,13 +238,21 @@ def _gray_box(ctx: Context, src: ShuffledViewSource, cand: int, side: int, prof:
                               "background's datum)"},
         samples=int(loss.size), seconds=time.perf_counter() - t0,
         details={"epsilon_point_estimate": point, "statistical_limit": limit,
-                 "exact_epsilon_of_side": prof.epsilon(ctx.delta, side),
+                 "exact_epsilon_of_side": None if prof is None else prof.epsilon(ctx.delta, side),
                  "grid": {"points": int(grid.size), "top": float(grid[-1]),
                           "bound_at_top": bool(grid.size and eps_lower >= grid[-1])},
                  "mean_loss_kl": float(loss.mean()), "max_loss": float(loss.max()),
                  "profile": {"eps": grid, "delta_estimate": est, "delta_lower": lo, "delta_upper": up},
                  "fresh_runs_used": int(loss.size), "pilot_runs": int(np.asarray(pilot).size),
                  "tests_corrected_for": int(grid.size)})
+
+
+def _limit_text(t: dict[str, Any] | None) -> str:
+    """What the gray-box test could show, for an audit whose bounds are all 0."""
+    if not t or t.get("statistical_limit") is None or t.get("exact_epsilon") is None:
+        return ""
+    return (f"; the gray-box test on the audited pair (exact eps {t['exact_epsilon']:.3g}) could be expected to show "
+            f"at most {t['statistical_limit']:.3g} with these runs")
 
 
 def audit(ctx: Context) -> None:
@@ -276,8 +292,7 @@ def audit(ctx: Context) -> None:
     t_exact = time.perf_counter()
     pick, side, rows, profiles, why = choose_gray_box(policy, calibrated, runs, ctx.delta, conf_two)
     t_exact = time.perf_counter() - t_exact
-    if pick is None:
-        ctx.notes += why
+    ctx.notes += why
     if r.pair is not None:
         pairs = calibrated
     else:
@@ -304,12 +319,28 @@ def audit(ctx: Context) -> None:
     ctx.ran("membership (shuffled view)", "bound", f"the first batch's shuffled messages, {len(pairs)} pairs, {nfam} "
                                                    f"(pair, feature family) candidates, {runs_text(att, runs)} fresh "
                                                    "runs per side", att.seconds)
+    settled = att.epsilon_lower > ctx.claim.epsilon
+    if pick is not None and settled:
+        ctx.notes.append("the gray-box part did not sample: the black-box bound already exceeds the claim, so the "
+                         "violation is settled.")
     if pick is not None:
         model, prof = profiles[pick]
-        gb = _gray_box(ctx, src, 0, side, prof, pilots[side][LOSS][:, 0], runs, confidence, s_gb, engine)
-        ctx.attacks.append(gb)
-        ctx.ran(GRAY_BOX, "bound", f"the exact loss of the shuffled multiset on {runs} fresh runs of side {side} of the "
-                                   f"calibrated pair, {gb.details['tests_corrected_for']} eps grid points", gb.seconds)
+        gb = None
+        if not settled:
+            gb = _gray_box(ctx, src, 0, side, prof, pilots[side][LOSS][:, 0], runs, confidence, s_gb, engine)
+            ctx.attacks.append(gb)
+            ctx.ran(GRAY_BOX, "bound", f"the exact loss of the shuffled multiset on {runs} fresh runs of side {side} of "
+                                       f"the audited pair, {gb.details['tests_corrected_for']} eps grid points",
+                    gb.seconds)
+        if gb is not None:
+            limit = gb.details["statistical_limit"]
+        else:
+            limit = None if prof is None else statistical_limit(prof, side, runs, ctx.delta, (1 - confidence) / 128)
+        ctx.extra["shuffle_tightness"] = {"gray_box_bound": None if gb is None else gb.epsilon_lower,
+                                          "statistical_limit": limit, "exact_epsilon": None, "side": side,
+                                          "fresh_runs": runs, "candidates": rows}
+    if pick is not None and profiles[pick][1] is not None:
+        prof = profiles[pick][1]
         exact_eps = prof.epsilon(ctx.delta)
         sides = [prof.epsilon(ctx.delta, s) for s in (0, 1)]
         ctx.exact.append(Exact(
@@ -319,17 +350,14 @@ def audit(ctx: Context) -> None:
             judged=False, witness=calibrated[pick].describe(),
             details={"epsilon_side_0_vs_1": sides[0], "epsilon_side_1_vs_0": sides[1],
                      "epsilon_bracket": [prof.epsilon(ctx.delta, None, "lower"), float(exact_eps)],
-                     "statistical_limit": gb.details["statistical_limit"],
+                     "statistical_limit": limit,
                      "statistical_limit_note": f"the gray-box test's bound at {runs} fresh runs of side {side} if its "
                                                "counts were their expectations (same grid and error budget)",
                      "message_sets": [dict(s, classes=dict(s["classes"])) for s in prof.sets],
                      "seconds": round(t_exact, 3)}))
         ctx.ran("exact eps of the audited pair", "exact", "enumerated over the message counts of the pair's two shuffled "
                                                           "message sets (not judged: one pair's truth)", t_exact)
-        ctx.extra["shuffle_tightness"] = {"gray_box_bound": gb.epsilon_lower,
-                                          "statistical_limit": gb.details["statistical_limit"],
-                                          "exact_epsilon": float(exact_eps), "side": side,
-                                          "fresh_runs": runs, "candidates": rows}
+        ctx.extra["shuffle_tightness"]["exact_epsilon"] = float(exact_eps)
     parts = getattr(policy, "claim_parts", None)
     if parts:
         ctx.notes.append("claim = basic composition of the amplified outer-product and gradient messages: "
@@ -341,15 +369,11 @@ def audit(ctx: Context) -> None:
         ctx.extra["_reason_suffix"] = (f"; with {runs} fresh runs per side the attack shows eps >= "
                                        f"{pw.smallest_detectable:.3g} at best for a pair as separable as randomised "
                                        f"response, and a shuffled canary among {B} users is far less separable"
-                                       + ("" if pick is None else
-                                          f"; the gray-box test on the calibrated pair (exact eps "
-                                          f"{ctx.extra['shuffle_tightness']['exact_epsilon']:.3g}) could be expected "
-                                          f"to show at most {ctx.extra['shuffle_tightness']['statistical_limit']:.3g} "
-                                          "with these runs"))
+                                       + _limit_text(ctx.extra.get("shuffle_tightness")))
     else:
         tight = ""
-        if pick is not None:
-            t = ctx.extra["shuffle_tightness"]
+        t = ctx.extra.get("shuffle_tightness") or {}
+        if all(t.get(k) is not None for k in ("gray_box_bound", "statistical_limit", "exact_epsilon")):
             tight = (f"; the gray-box bound {t['gray_box_bound']:.3g} against {t['statistical_limit']:.3g}, the most "
                      f"that test can be expected to show with {runs} runs, for a pair whose exact eps is "
                      f"{t['exact_epsilon']:.3g}")
