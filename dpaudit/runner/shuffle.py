@@ -152,7 +152,8 @@ def statistical_limit(profile: Any, side: int, n: int, delta: float, alpha: floa
     """The bound the gray-box test shows at ``n`` runs of ``side`` if its counts were their expectations under the
     pair's exact profile (:func:`dpaudit.attacks.likelihood.smallest_count`): the largest eps (of ``grid``, or
     any) whose exact delta(eps) reaches the smallest count that shows delta(eps) > ``delta`` at error ``alpha``.
-    No test on this loss can be expected to show more with these runs and this error budget."""
+    It is where the test's bound sits when its counts come out as expected: a run's bound scatters around it
+    (its counts do), and the exact eps above it is out of reach of this test at this sample size."""
     k = smallest_count(n, delta, alpha)
     if k > n:
         return 0.0
@@ -251,8 +252,8 @@ def _limit_text(t: dict[str, Any] | None) -> str:
     """What the gray-box test could show, for an audit whose bounds are all 0."""
     if not t or t.get("statistical_limit") is None or t.get("exact_epsilon") is None:
         return ""
-    return (f"; the gray-box test on the audited pair (exact eps {t['exact_epsilon']:.3g}) could be expected to show "
-            f"at most {t['statistical_limit']:.3g} with these runs")
+    return (f"; the gray-box test on the audited pair (exact eps {t['exact_epsilon']:.3g}) shows "
+            f"{t['statistical_limit']:.3g} with these runs at its expected counts")
 
 
 def audit(ctx: Context) -> None:
@@ -374,8 +375,8 @@ def audit(ctx: Context) -> None:
         tight = ""
         t = ctx.extra.get("shuffle_tightness") or {}
         if all(t.get(k) is not None for k in ("gray_box_bound", "statistical_limit", "exact_epsilon")):
-            tight = (f"; the gray-box bound {t['gray_box_bound']:.3g} against {t['statistical_limit']:.3g}, the most "
-                     f"that test can be expected to show with {runs} runs, for a pair whose exact eps is "
+            tight = (f"; the gray-box bound {t['gray_box_bound']:.3g} against {t['statistical_limit']:.3g}, what "
+                     f"that test shows with {runs} runs at its expected counts, for a pair whose exact eps is "
                      f"{t['exact_epsilon']:.3g}")
         ctx.extra["_reason_suffix"] = (f"; power: {len(pairs)} pairs, {nfam} (pair, feature family) candidates "
                                        f"tried, {runs} fresh runs per side (at most eps {pw.largest_bound:.3g} can be "
