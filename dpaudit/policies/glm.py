@@ -523,6 +523,18 @@ class ShuffleGLM(_GLMBase):
         w, U = np.linalg.eigh(M)
         return np.einsum("nij,nj,nkj->nik", U, np.clip(w, 0.0, float(B)), U)
 
+    def message_values(self, X: np.ndarray, R: np.ndarray, theta: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The vectors users' messages carry (a coordinate of each is sampled and randomized in
+        :meth:`batch_release`): ``outer`` the packed outer product of the context (m = d (d + 1) / 2) and ``grad``
+        the gradient term ``(mu(x^T theta) - r) x`` at ``theta`` (default 0: the first batch's start), for
+        contexts ``X`` (k, d) and rewards ``R`` (k,). The shuffle audit's gray-box part reads the canary's and
+        the background's vectors here (as the likelihood attack reads a ledger)."""
+        X = np.asarray(X, dtype=float).reshape(-1, self.dim)
+        R = np.asarray(R, dtype=float).reshape(-1)
+        th = np.zeros(self.dim) if theta is None else np.asarray(theta, dtype=float)
+        resid = link_mean(self.link, X @ th) - R
+        return {"outer": X[:, self._iu[0]] * X[:, self._iu[1]], "grad": resid[:, None] * X}
+
     def batch_release(self, rng: np.random.Generator, X: np.ndarray, R: np.ndarray,
                       theta: np.ndarray, prior: int = 0, *,
                       view_only: bool = False) -> tuple[dict[str, Any], np.ndarray | None, np.ndarray | None]:
