@@ -44,6 +44,9 @@ def _true_eps(name: str, pol) -> tuple[float, float, str]:
     if name == "mutant-sqrt2-noise":  # one release of the episode sum (sensitivity 1) per round
         e = _gauss(1.0 / float(pol._mech.sigma))
         return e, e, "approx"
+    if name == "mutant-ucb-prefix-off-by-one":  # a boundary round feeds two releases of sensitivity 1
+        e = _gauss(math.sqrt(2.0) / float(pol._mech.sigma))
+        return e, e, "approx"
     if name == "mutant-oful-half-sensitivity":  # the episode sum of a r moves by 2 B L when r goes -B -> B
         e = _gauss(2 * pol.reward_bound * pol.feature_bound / float(pol._mechanism().sigma))
         return e, e, "approx"
@@ -72,11 +75,12 @@ def _true_eps(name: str, pol) -> tuple[float, float, str]:
     raise AssertionError(name)
 
 
-SUBTLE = ["mutant-sqrt2-noise", "mutant-oful-half-sensitivity", "mutant-adar-ucb-sqrt2-noise",
+SUBTLE = ["mutant-sqrt2-noise", "mutant-ucb-prefix-off-by-one", "mutant-oful-half-sensitivity", "mutant-adar-ucb-sqrt2-noise",
           "mutant-ldp-half-sensitivity", "mutant-ldp-laplace-half-sensitivity", "mutant-ldp-laplace-std-scale",
           "mutant-shuffle-arrival-order", "mutant-shuffle-grad-whole-budget", "mutant-shuffle-group-claim"]
 #: the registered correct policy each differs from in one line, with the parameters that make it the twin
 TWINS = {"mutant-sqrt2-noise": ("adac-ucb", {"rho": "0.1", "n_arms": "2"}),
+         "mutant-ucb-prefix-off-by-one": ("adac-ucb", {"rho": "0.1", "n_arms": "2"}),
          "mutant-oful-half-sensitivity": ("adac-oful", {}),
          "mutant-adar-ucb-sqrt2-noise": ("adar-ucb", {}),
          "mutant-ldp-half-sensitivity": ("ldp-ucb", {}),
@@ -128,9 +132,28 @@ def test_twin_has_the_same_claim_and_true_eps_within_it(name):
         twin_eps = sum(shuffle_guarantee(n, sh.eps0, DELTA / 2).epsilon
                        for n, sh in [(pol.batch0, pol.shuffler_outer), (pol.batch0 // pol.groups, pol.shuffler_grad)])
         assert pol.shuffle and twin_eps == pytest.approx(claim, rel=1e-9)
+    elif name == "mutant-ucb-prefix-off-by-one":  # the twin feeds each round to one release
+        twin_eps = _gauss(1.0 / float(pol._mech.sigma))
     else:
         twin_eps = _true_eps(name, pol)[1]  # the same derivation on the twin's noise
     assert twin_eps <= claim * (1 + 1e-9), (twin, twin_eps, claim)
+
+
+def test_prefix_off_by_one_feeds_each_boundary_round_to_two_releases():
+    """The ledger records what the docstring derives: an episode's last round is used twice when a release follows
+    (round 0, arm 0's one-round initial pull, always), never more; the twin uses each round once."""
+    import numpy as np
+
+    from dpaudit.protocols import PairSpec, TableDP, make_pair
+
+    pair = make_pair(PairSpec(0, "high"), TableDP(), 2, 16)
+    pol = make_policy("mutant-ucb-prefix-off-by-one", {})
+    TableDP().run(pol, pair.d0, 50, np.random.default_rng(0))
+    usage = pol.ledger.round_usage(16)
+    assert usage.max() == 2 and usage[:, 0].min() == 2
+    ok = make_policy("adac-ucb", {"n_arms": "2", "rho": "0.1"})
+    TableDP().run(ok, pair.d0, 50, np.random.default_rng(0))
+    assert ok.ledger.round_usage(16).max() == 1
 
 
 def _local(name: str, runs: int, seed: int) -> dict:
