@@ -28,6 +28,12 @@ The converse of ``mutant-mean-sensitivity`` (the sum's sensitivity used for the 
 noise than needed; it costs utility, not privacy, so it is not a positive control for an auditor
 and is not shipped. Mutants default to rho = 0.1 (AdaC-UCB's own default is rho = 1), where the
 claim is eps ~ 1.9 at delta = 1e-5 and every bug is visible at the default sample sizes.
+
+*Subtle* mutants (the section near the end: ``mutant-ucb-prefix-off-by-one``, ``mutant-oful-half-sensitivity``,
+``mutant-adar-ucb-sqrt2-noise``, ``mutant-ldp-laplace-half-sensitivity``, ``mutant-ldp-laplace-std-scale``,
+``mutant-shuffle-grad-whole-budget``, ``mutant-shuffle-group-claim``; with ``mutant-sqrt2-noise``,
+``mutant-ldp-half-sensitivity`` and ``mutant-shuffle-arrival-order``) leak only 1.3-3x their claim; each
+docstring derives its true eps and names its correct twin.
 """
 
 from __future__ import annotations
