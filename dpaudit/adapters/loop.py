@@ -1,0 +1,3 @@
+"""placeholder"""
+def make_loop(*a, **k):
+    raise NotImplementedError
