@@ -69,7 +69,7 @@ def pilot_budgets(probe: Any, runs: int) -> tuple[int, int, bool]:
     inner = probe
     for _ in range(3):
         inner = getattr(inner, "wrapped", inner)
-    if isinstance(inner, PerRun):
+    if isinstance(inner, PerRun) or getattr(inner, "per_copy", False) is True:  # the loop adapter too
         return PILOT_CELLS, min(small_sample(runs), PER_RUN_SMALL), True
     return PILOT_CELLS, small_sample(runs), False
 
