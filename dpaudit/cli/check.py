@@ -230,7 +230,7 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--horizons", default=None, metavar="T1,T2,...",
                    help="also measure leakage against the horizon: the witness pair rebuilt at each T and "
                         "attacked afresh (a figure in the report)")
-    c.add_argument("--adapter", default=None, metavar="per-run[:KEY=VALUE,...]",
+    c.add_argument("--adapter", default=None, metavar="per-run|loop|process[:KEY=VALUE,...]",
                    help="per-run: POLICY is a one-run class (select_arm()/update(arm, reward), pull(), step(...)), "
                         "or a function FILE.py:FUNCTION / module:FUNCTION returning one (typed by its signature, the "
                         "horizon to the parameter that names it); dpaudit runs N seeded copies of it as a batched "
@@ -240,7 +240,13 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
                         "step_args=reward,arm); first_round=1 (it counts rounds from 1); n_arms=K; horizon=NAME (the "
                         "parameter that receives T); globals=off|redirect|swap; randomizer=NAME,domain=LOW,HIGH (a "
                         "local-DP class: the method that turns a user's datum into her message, for --protocol "
-                        "local). A list value runs to the next KEY=")
+                        "local). A list value runs to the next KEY=. loop: POLICY is a function (or a class with "
+                        "run()) that runs its own loop over an environment it is given (env.pull(arm), "
+                        "reward(t, arm), gym-like step(action)); options env=NAME, factory=NAME, pull=NAME, "
+                        "step=NAME, reward=NAME, run=NAME, n_arms=K, horizon=NAME (table and view DP). process: "
+                        "POLICY is a command speaking the line-delimited JSON protocol dpaudit.process/1 "
+                        "(docs/outside-code.md), e.g. \"node examples/process_ucb.js\"; options batch=on|off, "
+                        "n_arms=K, timeout=SECONDS")
     c.add_argument("--claim", default=None, metavar="CLAIM",
                    help="the guarantee to check, replacing any the policy declares: pure:eps=E, zcdp:rho=R, "
                         "approx:eps=E,delta=D or rdp:alpha=A,eps=E")
