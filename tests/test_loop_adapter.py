@@ -118,6 +118,11 @@ def test_a_factory_an_early_return_a_wrong_arm_and_a_crash(tmp_path):
             for t in range(T):
                 env.pull(2 if t == 3 else 0)
 
+        def polite(env, T=10, n_arms=2):
+            assert not hasattr(env, "render") and getattr(env, "seed", None) is None  # absent, not an error
+            for t in range(T):
+                env.pull(0)
+
         def crash(env, T=10, n_arms=2):
             for t in range(T):
                 if t == 4:
@@ -131,6 +136,7 @@ def test_a_factory_an_early_return_a_wrong_arm_and_a_crash(tmp_path):
         build_policy(f"{code}:short", {}, 10, adapter="loop")
     with pytest.raises(DPAuditError, match=r"bad_arm pulled arm 2 at round 3 \(copy 0\); an arm is an integer in 0..1"):
         build_policy(f"{code}:bad_arm", {}, 10, adapter="loop")
+    assert build_policy(f"{code}:polite", {}, 10, adapter="loop").n_arms == 2
     with pytest.raises(DPAuditError, match=r"crash raised ZeroDivisionError at round 4 \(copy 0\): division by zero\.$"):
         build_policy(f"{code}:crash", {}, 10, adapter="loop")
 

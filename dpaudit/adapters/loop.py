@@ -62,6 +62,12 @@ class _Stop(BaseException):
     own ``except Exception`` does not swallow it)."""
 
 
+class Unanswered(DPAuditError, AttributeError):
+    """A call the loop adapter's environment does not answer: an AttributeError too, so that the code's own
+    ``hasattr(env, "render")`` or ``getattr(env, "seed", None)`` reads it as absent, while a call of it ends
+    the audit with the sentence that names the option mapping it."""
+
+
 class _Space:
     def __init__(self, n: int) -> None:
         self.n = n
@@ -136,7 +142,7 @@ class LoopEnv:
         role = None if p is None else p.names.get(name)
         if role is not None:
             return {"pull": self._pull, "reward": self._reward, "step": self._step}[role]
-        raise DPAuditError(
+        raise Unanswered(
             f"{p.who if p else 'the loop'} asked its environment for {name!r}, which the loop adapter's environment "
             "does not answer; map it to the call it means with --adapter loop:pull=" + name + " (a reward for an arm), "
             "step=" + name + " (a gym-like tuple) or reward=" + name + " (reward(t, arm)), or "
@@ -389,9 +395,7 @@ def make_loop(spec: str, params: Mapping[str, Any] | None = None, claim: Guarant
     if not callable(target):
         raise DPAuditError(f"plug-in {spec!r} is {shorten(target)}, neither a function nor a class.")
     notes: list[str] = []
-    env_like = [n for n in ENV_NAMES if n in init_parameters(target)]
-    raw = {k: v for k, v in dict(params or {}).items()}
-    kwargs = coerce_params(target, raw, notes)
+    kwargs = coerce_params(target, dict(params or {}), notes)
     hp = horizon_parameter(target, options.pop("horizon_name", None))
     if horizon is not None and hp is not None and hp not in kwargs:
         kwargs[hp] = check_int("horizon", horizon, minimum=1)
@@ -400,5 +404,4 @@ def make_loop(spec: str, params: Mapping[str, Any] | None = None, claim: Guarant
     policy = LoopPolicy(target, kwargs, claim, horizon=horizon, spec=spec, **options)
     policy.audit_notes[:0] = notes
     policy._params = dict(kwargs)
-    del env_like
     return policy
