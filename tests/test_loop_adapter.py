@@ -162,3 +162,22 @@ def test_the_loop_functions_audited_correct_consistent_buggy_flagged():
                         workers=1)
     assert ok.verdict == "consistent", ok.verdict
     assert bad.verdict == "violation" and bad.epsilon_lower > 1.0, (bad.verdict, bad.epsilon_lower)
+
+
+def test_code_that_holds_the_hidden_global_instance_is_kept_apart_by_swap(tmp_path):
+    """A bound method of the hidden instance kept in a dict at import bypasses the redirected functions: the
+    redirect mode names the fix (globals=swap) and the swap mode keeps copies apart and reproducible."""
+    code = write(tmp_path, """
+        import numpy as np
+        HELD = {"draw": np.random.mtrand._rand.random_sample}
+
+        def held(env, T=6, n_arms=2):
+            for t in range(T):
+                env.pull(int(HELD["draw"]() < 0.5))
+    """, "held.py")
+    with pytest.raises(DPAuditError, match=r"--adapter loop:globals=swap"):
+        build_policy(f"{code}:held", {}, 6, adapter="loop")
+    p = build_policy(f"{code}:held", {}, 6, adapter="loop:globals=swap")
+    a = get_protocol("table").run(p, np.full((6, 2), 0.5), 500, np.random.default_rng(3))
+    b = get_protocol("table").run(p, np.full((6, 2), 0.5), 500, np.random.default_rng(3))
+    assert (a == b).all() and len({tuple(r) for r in a.tolist()}) > 30  # reproducible, copies differ

@@ -156,7 +156,8 @@ class LoopPolicy:
     ``kwargs`` its other parameters; the horizon goes to the parameter :func:`horizon_parameter` finds.
     Options: ``env`` (the parameter that receives the environment), ``factory`` (a module-level function
     the code calls to build its environment), ``pull``/``step``/``reward``/``get_reward`` (names of the
-    code's environment calls), ``n_arms``, ``globals_mode`` (off, redirect; as the per-run adapter).
+    code's environment calls), ``n_arms``, ``globals_mode`` (off, redirect or swap, as the per-run adapter's;
+    swap costs a state swap per copy, not per round, since a copy runs once).
     No ledger: only the black-box attacks judge it."""
 
     accepts_queries = False  # its own loop observes the arm it pulled: no Interactive-DP adversary's queries
@@ -229,10 +230,10 @@ class LoopPolicy:
                                f"{self._module}.")
         self._modules = tuple(m for m in {self._module} if m and m != "builtins")
         mode = globals_mode or "redirect"
-        if mode not in ("off", "redirect"):
-            raise DPAuditError(f"the loop adapter's globals must be off or redirect, got {globals_mode!r}.")
+        if mode not in ("off", "redirect", "swap"):
+            raise DPAuditError(f"the loop adapter's globals must be off, redirect or swap, got {globals_mode!r}.")
         self._globals = Globals(mode, mode, self._modules,
-                                [m.spec()[:2] + ("off" if mode == "off" else "replace", m.index)
+                                [m.spec()[:2] + ({"redirect": "replace"}.get(mode, mode), m.index)
                                  for m in find_module_generators(self._modules)])
         how = (f"its parameter {self.env_param}" if self.env_param else f"its module's {factory}()")
         self.audit_notes.append(
@@ -338,6 +339,7 @@ class LoopPolicy:
                     env._load(tables[w], i)
                     g.select(i)
                     self._one(env, seed)
+                    g.save(i)  # swap mode: the copy's states kept (a copy runs once, so twice per copy)
                     if len(env._arms) < self.horizon:
                         raise DPAuditError(f"{self.who} returned after {len(env._arms)} pulls (copy {i}), but the "
                                            f"audit's horizon is {self.horizon} rounds; give the horizon to the "
@@ -354,7 +356,8 @@ class LoopPolicy:
                     setattr(mod, self.factory, saved_factory)
                 moved = g.leave()
         if moved:
-            raise DPAuditError(moved_message(self.who, g, moved, "in its loop").replace("per-run", "loop"))
+            text = moved_message(self.who, g, moved, "in its loop")
+            raise DPAuditError(text.replace("per-run", "loop").replace("PerRun(", "LoopPolicy("))
         return out
 
     def _one(self, env: LoopEnv, seed: int) -> None:

@@ -243,6 +243,9 @@ class ProcessPolicy:
             raise DPAuditError(f"the number of arms of process {self.label} must be an integer >= 2, got {shorten(k)}.")
         self.n_arms = int(k)
         self.batch = bool(hello.get("batch", False)) if batch is None else bool(batch)
+        #: one message per run and round costs what a one-run class's call does, or more: the search then
+        #: ranks on the per-run adapter's small samples (runner.central.pilot_budgets)
+        self.per_copy = not self.batch
         rr = hello.get("reward_range", [0.0, 1.0])
         try:
             lo, hi = (float(x) for x in rr)
