@@ -147,7 +147,8 @@ def estimate_horizon(r: Any) -> int:
 
 def audit(ctx: Context) -> None:
     """The central plan (module docstring), filling ``ctx``."""
-    from dpaudit.attacks.neighbours import evaluate, horizon_sweep, search, threshold_pairs
+    from dpaudit.attacks.membership import evaluate
+    from dpaudit.attacks.neighbours import horizon_sweep, search, threshold_pairs
 
     r, proto, notes = ctx.request, ctx.protocol, ctx.notes
     spec = r.policy if isinstance(r.policy, str) else str(r.policy)
@@ -160,7 +161,6 @@ def audit(ctx: Context) -> None:
                 "--protocol table or --protocol view.")
     s_ledger, s_search, s_horizon, s_threshold = np.random.SeedSequence(r.seed).spawn(4)
     s_sweep, s_sweep_final = np.random.SeedSequence([r.seed, 0x5EE9]).spawn(2)
-    s_membership = np.random.SeedSequence([r.seed, 0x3E3B])
     ctx.stage = "choice of the horizon"
     features = None
 
@@ -287,19 +287,11 @@ def audit(ctx: Context) -> None:
     # a black-box audit free to choose its horizon also tries the search's best pairs at longer horizons
     # (a leak that grows with the rounds) before its one fresh test
     sweep = not has_ledger and user_pair is None and r.horizon is None
-    # the membership test is counted here, after the likelihood attack, so that its count may stop once it
-    # cannot raise the audit's bound above the gray-box one (attacks.sampling.Stop's floor)
     res = search(policy, proto, horizon=horizon, delta=ctx.delta, confidence_membership=conf_each,
                  confidence_likelihood=conf_each if has_ledger else None, seed=s_search, specs=specs,
                  reward_range=rr, n_train=small, n_select=small, n_test=r.runs, n_screen=small, n_likelihood=r.runs,
                  claim=policy.claim, progress=ctx.progress, engine=engine, finished=finished, alphabet=alphabet,
-                 claim_epsilon=ctx.claim.epsilon, test_membership=False)
-    if not sweep:
-        res.membership = evaluate(policy, proto, res.best_membership_candidate, s_membership, n_test=r.runs,
-                                  delta=ctx.delta, confidence=conf_each, n_tests=1, progress=ctx.progress,
-                                  engine=engine, claim=ctx.claim.epsilon,
-                                  floor=res.likelihood.epsilon_lower if res.likelihood is not None else 0.0)
-        finished["membership"] = res.membership
+                 claim_epsilon=ctx.claim.epsilon, test_membership=not sweep)
     if sweep:
         ctx.stage = "horizon sweep"
         best_of: dict[str, tuple[float, PairSpec]] = {}  # the best ranked pattern of each family
