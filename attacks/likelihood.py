@@ -26,8 +26,8 @@ truncation c chosen on a first half of the runs and the bound counted on the sec
 only lowers the mean, so the lower bound stays valid; no honest *upper* bound on an unbounded mean
 exists from samples, so D_alpha gets a lower bound and a point estimate). The eps bound gets
 :data:`EPSILON_SHARE` of the error budget and the orders split the rest (Bonferroni): every order's
-bound holds, and can enter the verdict, without starving the eps bound (:func:`loss_bounds`, the one
-function any attack that samples losses calls).
+bound holds, and can enter the verdict, without starving the eps bound (:func:`loss_bounds`, for any attack
+that samples losses; the shuffle plan's gray-box part still counts on a pilot grid).
 
 What it trusts: the ledger. Releases without ``fed`` are counted and reported (their dependence on
 round j is unknown, so a bound from such a ledger may be too low, never too high). A mechanism
@@ -281,7 +281,8 @@ def loss_bounds(loss: np.ndarray, u: np.ndarray, *, delta: float, confidence: fl
                 orders: Sequence[float] = DEFAULT_ORDERS, claim: Guarantee | None = None, n_tests: int = 1,
                 grid: np.ndarray | None = None) -> LossBounds:
     """Every bound of the gray-box test from sampled exact privacy losses: the one function for any attack
-    that samples losses (today :func:`likelihood_attack`; a new one should call it too).
+    that samples losses (today :func:`likelihood_attack`; the shuffle plan's gray-box part still counts on a
+    pilot grid of its own).
 
     ``loss``: the runs' privacy losses under d (never seen before: nothing here is chosen on them but the
     display band's points when ``grid`` is None); ``u``: as many independent uniforms. The error budget
@@ -386,3 +387,25 @@ def likelihood_attack(
             **info,
         },
     )
+
+
+def smallest_count(n: int, delta: float, alpha: float) -> int:
+    """The fewest of ``n`` Bernoulli draws (the trick of :func:`profile_bounds`) whose one-sided Clopper-Pearson
+    lower bound at error ``alpha`` exceeds ``delta`` (``n + 1`` if not even ``n`` do): a grid point shows
+    delta(eps) > ``delta`` only with at least this count, so a test whose counts were their expectations
+    ``n delta(eps)`` shows exactly the eps where ``delta(eps) >= smallest_count / n`` (the statistical limit of
+    the test at ``n`` runs, given a pair's exact profile)."""
+    n = int(n)
+    if float(cp_lower(n, n, alpha)) <= delta:
+        return n + 1
+    lo, hi = 0, n  # cp_lower grows with the count: the first count past delta, by bisection
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if float(cp_lower(mid, n, alpha)) > delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+__all__ += ["smallest_count"]

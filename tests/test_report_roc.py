@@ -275,7 +275,7 @@ def test_markdown_figures_are_png_files_beside_it_and_linked(violation, tmp_path
     # the last figure fails to write: nothing of the new report replaces the old one
     import os
 
-    import dpaudit.report as rep
+    import dpaudit.report.writing as rep
 
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     real, calls = os.fdopen, []

@@ -1,0 +1,397 @@
+"""Each copy's randomness kept apart: the global ``np.random`` and ``random`` generators redirected
+(or their state swapped in) per copy, generator objects made at module level in the class's modules
+found (:func:`find_module_generators`) and replaced or swapped per copy, and the caller's generators
+kept as they were.
+
+:class:`Globals` holds one adapter's per-copy generators and their modes; :data:`GLOBAL_LOCK` is held
+while any adapter swaps the process-wide generators; :func:`moved_message` is the sentence for a draw
+that escaped all of it, naming the option that fixes it.
+"""
+
+from __future__ import annotations
+
+import random as _pyrandom
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SEED_NAMES", "GLOBAL_LOCK", "NP_INST", "PY_INST", "Globals", "ModuleGen", "find_module_generators",
+           "unseedable_module_generators", "generators_kept", "moved_message", "same_state", "gen_state"]
+
+#: constructor parameters through which each copy gets its own seed
+SEED_NAMES = ("seed", "random_state", "rng")
+
+# the global generators are process-wide: one adapter at a time swaps them (threads then wait)
+GLOBAL_LOCK = threading.RLock()
+
+
+def _np_state_changed(before: tuple, after: tuple) -> bool:
+    return before[2] != after[2] or before[3] != after[3] or not np.array_equal(before[1], after[1])
+
+
+def same_state(a: Any, b: Any) -> bool:
+    """Equality of generator states (dicts, tuples, arrays, numbers)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_state(a[k], b[k]) for k in a)
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(same_state(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return bool(np.array_equal(a, b))
+    return bool(a == b)
+
+
+def gen_state(obj: Any, kind: str) -> Any:
+    """The state of a generator object of ``kind`` ("generator", "randomstate" or "random")."""
+    if kind == "generator":
+        return obj.bit_generator.state
+    if kind == "randomstate":
+        return obj.get_state(legacy=False)
+    return obj.getstate()
+
+
+# The module-level functions of the two global generators: bound methods of one hidden instance each.
+NP_INST = np.random.mtrand._rand
+PY_INST = _pyrandom._inst
+_NP_NAMES = tuple(n for n in dir(np.random)
+                  if not n.startswith("_") and getattr(getattr(np.random, n), "__self__", None) is NP_INST) + (
+    ("seed",) if hasattr(np.random, "seed") else ())  # np.random.seed is a module function, not a bound method
+_NP_SEED = getattr(np.random, "seed", None)
+_PY_NAMES = tuple(n for n in dir(_pyrandom)
+                  if not n.startswith("_") and getattr(getattr(_pyrandom, n), "__self__", None) is PY_INST)
+
+
+class _Target:
+    """Which copy's generators the redirected module functions currently call: copy ``i``'s, built on
+    its first use from its seed (code that draws rarely, or never before the horizon, pays nothing).
+
+    Copy i's numpy generator is ``RandomState(PCG64(seed_i))``: numpy's legacy distributions, as
+    ``np.random.*`` computes them, on a bit generator that takes ~30 us to build where MT19937 takes
+    ~300 us. Calls that need MT19937 get it: ``np.random.seed(s)`` gives the copy ``RandomState(s)``
+    (exactly the stream ``np.random.seed(s)`` gives the global generator), and ``get_state`` /
+    ``set_state`` first move the copy to an MT19937 generator seeded from its own stream.
+    """
+
+    def __init__(self) -> None:
+        self.i = 0
+        self.seeds: list[int] = []
+        self.np_gens: list[Any] = []
+        self.py_gens: list[Any] = []
+
+    def np_gen(self) -> Any:
+        g = self.np_gens[self.i]
+        if g is None:
+            g = self.np_gens[self.i] = np.random.RandomState(np.random.PCG64(self.seeds[self.i]))
+        return g
+
+    def np_mt(self) -> Any:
+        g = self.np_gen()
+        if not isinstance(g._bit_generator, np.random.MT19937):
+            g = self.np_gens[self.i] = np.random.RandomState(int(g.randint(0, 1 << 32, dtype=np.uint64)))
+        return g
+
+    def np_seed(self, *args: Any, **kwargs: Any) -> None:
+        self.np_gens[self.i] = np.random.RandomState(*args, **kwargs)
+
+    def py_gen(self) -> Any:
+        g = self.py_gens[self.i]
+        if g is None:
+            g = self.py_gens[self.i] = _pyrandom.Random(self.seeds[self.i])
+        return g
+
+
+def _redirector(target: _Target, which: str, name: str) -> Any:
+    if which == "np" and name == "seed":
+        call = target.np_seed
+    else:
+        gen = target.py_gen if which == "py" else target.np_mt if name in ("get_state", "set_state") else target.np_gen
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return getattr(gen(), name)(*args, **kwargs)
+
+        call.__name__ = name
+    return call
+
+
+_GEN_KINDS = {"generator": "a numpy Generator", "randomstate": "a numpy RandomState", "random": "a random.Random"}
+
+
+class ModuleGen:
+    """A generator object bound at module level in the class's modules (``rng = np.random.default_rng()``
+    made at import), kept apart per copy.
+
+    ``"replace"`` (the default): around copy i's calls, the module's name is bound to copy i's own
+    generator (``Generator(PCG64(...))``, ``RandomState(PCG64(...))`` or a ``random.Random`` of the
+    original's type, seeded from the copy's seed), built on the copy's first call; code that looks
+    the name up when it draws, or keeps what it found when the copy was built, draws from its copy's
+    generator. ``"swap"``: the original object's state is set to copy i's around its calls and saved
+    after them (for code that holds the original some other way). ``"off"``: left alone.
+    """
+
+    def __init__(self, places: tuple[tuple[str, str], ...], kind: str, mode: str = "replace", index: int = 0) -> None:
+        self.places, self.kind, self.mode, self.index = places, kind, mode, index
+        self.copies: list[Any] = []
+        self.spaces: list[dict] = []
+        self.saved: Any = None
+        mod, attr = places[0]
+        self.original = vars(sys.modules[mod]).get(attr) if mod in sys.modules else None
+
+    def spec(self) -> tuple:
+        return (self.places, self.kind, self.mode, self.index)
+
+    def label(self) -> str:
+        mod, attr = self.places[0]
+        m = sys.modules.get(mod)
+        where = getattr(m, "__file__", None) or mod
+        if where != mod:
+            import os
+
+            rel = os.path.relpath(where)
+            where = rel if not rel.startswith("..") else where
+        return f"{attr} of {where} ({_GEN_KINDS[self.kind]})"
+
+    def get(self) -> Any:
+        o = self.original
+        if self.kind == "generator":
+            return o.bit_generator.state
+        if self.kind == "randomstate":
+            return o.get_state(legacy=False)
+        return o.getstate()
+
+    def set(self, state: Any) -> None:
+        o = self.original
+        if self.kind == "generator":
+            o.bit_generator.state = state
+        elif self.kind == "randomstate":
+            o.set_state(state)
+        else:
+            o.setstate(state)
+
+    def _seq(self, seed: int) -> np.random.SeedSequence:
+        return np.random.SeedSequence([int(seed), 0x6D6F64, self.index])
+
+    def fresh(self, seed: int) -> Any:
+        """Copy ``seed``'s own generator (replace mode)."""
+        ss = self._seq(seed)
+        if self.kind == "generator":
+            return np.random.Generator(np.random.PCG64(ss))
+        if self.kind == "randomstate":
+            return np.random.RandomState(np.random.PCG64(ss))
+        s = int(ss.generate_state(1, np.uint64)[0])
+        try:
+            return type(self.original)(s)
+        except Exception:
+            return _pyrandom.Random(s)
+
+    def fresh_state(self, seed: int) -> Any:
+        """Copy ``seed``'s state for the original object (swap mode)."""
+        ss = self._seq(seed)
+        o = self.original
+        if self.kind == "generator":
+            return type(o.bit_generator)(ss).state
+        if self.kind == "randomstate":
+            return np.random.RandomState(type(o._bit_generator)(ss)).get_state(legacy=False)
+        return _pyrandom.Random(int(ss.generate_state(1, np.uint64)[0])).getstate()
+
+
+def find_module_generators(modules: Sequence[str]) -> list[ModuleGen]:
+    """The numpy Generators and RandomStates and ``random.Random`` objects bound at module level in
+    ``modules`` (not the hidden global instances, which the np.random / random handling covers, nor a
+    ``random.SystemRandom``, which nothing can seed), one entry per object with every name it has."""
+    found: dict[int, tuple[list[tuple[str, str]], str]] = {}
+    for name in modules:
+        mod = sys.modules.get(name)
+        if mod is None or name in ("numpy.random", "random"):
+            continue
+        for attr, val in list(vars(mod).items()):
+            if isinstance(val, np.random.Generator):
+                kind = "generator"
+            elif isinstance(val, np.random.RandomState) and val is not NP_INST:
+                kind = "randomstate"
+            elif isinstance(val, _pyrandom.Random) and val is not PY_INST and not isinstance(val, _pyrandom.SystemRandom):
+                kind = "random"
+            else:
+                continue
+            found.setdefault(id(val), ([], kind))[0].append((name, attr))
+    return [ModuleGen(tuple(places), kind, index=k) for k, (places, kind) in enumerate(found.values())]
+
+
+def unseedable_module_generators(modules: Sequence[str]) -> list[str]:
+    """``random.SystemRandom`` objects bound at module level in ``modules`` (named for the refusal)."""
+    out = []
+    for name in modules:
+        mod = sys.modules.get(name)
+        for attr, val in list(vars(mod).items()) if mod is not None else []:
+            if isinstance(val, _pyrandom.SystemRandom):
+                out.append(attr)
+    return out
+
+
+class Globals:
+    """Per-copy states of the global generators, one mode per generator.
+
+    ``"off"``: left alone. ``"redirect"`` (the default, cheap even for code that never draws): while
+    the copies run, the module's functions (``np.random.laplace``, ``random.random``, ...: the bound
+    methods of the hidden global instance) are replaced by functions that call the current copy's own
+    ``RandomState`` / ``random.Random``, built on its first draw; switching copies is one attribute
+    store. The same goes for those functions imported into the class's modules (``from numpy.random
+    import laplace``), found in the globals of the modules that define the class and its bases.
+    ``"swap"`` (for code that reaches the hidden instance some other way, e.g. a bound method kept in
+    a class attribute): each copy's saved state is swapped in with ``set_state``/``setstate`` around
+    its call and saved after it (about 40 us each way for numpy, so ~100x slower). Module-level
+    generator objects of the class's modules are kept apart per copy too (:class:`ModuleGen`). In
+    every mode the caller's generators end as they began.
+    Copy i's generators come from its seed: ``RandomState(PCG64(seed_i))`` (see :class:`_Target`)
+    or, swapped, the state of ``RandomState(seed_i)``; ``random.Random(seed_i)`` (or its state).
+    """
+
+    def __init__(self, np_mode: str, py_mode: str, modules: tuple[str, ...] = (),
+                 modgens: Sequence[tuple] = ()) -> None:
+        self.np_mode, self.py_mode = np_mode, py_mode
+        self.modules = modules  # names of the modules whose globals may hold imported generator functions
+        self.modgens = [ModuleGen(*spec) for spec in modgens]
+        self.modgens = [m for m in self.modgens if m.mode != "off" and m.original is not None]
+        self.target = _Target()
+        self.swaps = np_mode == "swap" or py_mode == "swap" or any(m.mode == "swap" for m in self.modgens)
+        #: per replace-mode module generator: (its (namespace, name) places, the copies' objects, maker); set by enter
+        self.binds: list[tuple[list[tuple[dict, str]], list[Any], Any]] = []
+        self.active = np_mode != "off" or py_mode != "off" or bool(self.modgens)
+        self._patched: list[tuple[dict, str, Any]] = []
+        self._saved: tuple[Any, Any] = (None, None)
+        self._redirectors = {which: {n: _redirector(self.target, which, n) for n in names}
+                             for which, names in (("np", _NP_NAMES), ("py", _PY_NAMES))}
+
+    def spec(self) -> tuple:
+        return (self.np_mode, self.py_mode, self.modules, tuple(m.spec() for m in self.modgens))
+
+    def __reduce__(self) -> tuple:
+        # pickled (to the engine's workers) as its modes only: the generators are rebuilt by reset()
+        return (Globals, self.spec())
+
+    def seed_copies(self, seeds: np.ndarray) -> None:
+        """Copy i's generators come from ``seeds[i]`` (distinct); each is built on first use."""
+        t = self.target
+        t.seeds = [int(s) for s in seeds]
+        t.np_gens = [None] * len(t.seeds)
+        t.py_gens = [None] * len(t.seeds)
+        for m in self.modgens:
+            m.copies = [None] * len(t.seeds)
+
+    def select(self, i: int) -> None:
+        """Make copy ``i``'s generators the current ones."""
+        t = self.target
+        t.i = i
+        if self.np_mode == "swap":
+            st = t.np_gens[i]
+            NP_INST.set_state(st if st is not None else np.random.RandomState(t.seeds[i]).get_state())
+        if self.py_mode == "swap":
+            st = t.py_gens[i]
+            PY_INST.setstate(st if st is not None else _pyrandom.Random(t.seeds[i]).getstate())
+        for m in self.modgens:
+            c = m.copies[i]
+            if m.mode == "replace":
+                if c is None:
+                    c = m.copies[i] = m.fresh(t.seeds[i])
+                for ns, (_, attr) in zip(m.spaces, m.places):
+                    ns[attr] = c
+            else:
+                m.set(c if c is not None else m.fresh_state(t.seeds[i]))
+
+    def save(self, i: int) -> None:
+        """After copy ``i``'s call: keep its swapped states."""
+        if self.np_mode == "swap":
+            self.target.np_gens[i] = NP_INST.get_state()
+        if self.py_mode == "swap":
+            self.target.py_gens[i] = PY_INST.getstate()
+        for m in self.modgens:
+            if m.mode == "swap":
+                m.copies[i] = m.get()
+
+    def enter(self) -> None:
+        """Before a batch of calls: install the redirections, save what a swap overwrites, and note
+        the hidden instances' states (to catch a class that bypasses the redirection)."""
+        self._saved = (NP_INST.get_state(), PY_INST.getstate())
+        for m in self.modgens:
+            m.spaces = [vars(sys.modules[mod]) for mod, _ in m.places]
+            m.saved = m.get()
+        self.binds = [([(ns, attr) for ns, (_, attr) in zip(m.spaces, m.places)], m.copies, m.fresh)
+                      for m in self.modgens if m.mode == "replace"]
+        on = {"np": self.np_mode == "redirect", "py": self.py_mode == "redirect"}
+        for which, module, names in (("np", np.random, _NP_NAMES), ("py", _pyrandom, _PY_NAMES)):
+            if on[which]:
+                ns = vars(module)
+                for n in names:
+                    self._patched.append((ns, n, ns[n]))
+                    ns[n] = self._redirectors[which][n]
+        for name in self.modules:
+            ns = vars(sys.modules[name]) if name in sys.modules else {}
+            for key, val in list(ns.items()):
+                owner = getattr(val, "__self__", None)
+                which = "np" if owner is NP_INST or val is _NP_SEED else "py" if owner is PY_INST else None
+                if which is not None and on[which]:
+                    fn = "seed" if val is _NP_SEED else getattr(val, "__name__", "")
+                    if fn in self._redirectors[which]:
+                        self._patched.append((ns, key, val))
+                        ns[key] = self._redirectors[which][fn]
+
+    def leave(self) -> list[str]:
+        """After a batch: undo the redirections and restore the caller's states. Returns what moved
+        although it was not swapped (the class bypassed the redirection): "np.random", "random", or a
+        module-level generator's label."""
+        for ns, n, original in reversed(self._patched):
+            ns[n] = original
+        self._patched.clear()
+        np_saved, py_saved = self._saved
+        moved = []
+        if self.np_mode != "swap" and _np_state_changed(np_saved, NP_INST.get_state()):
+            moved.append("np.random")
+        if self.py_mode != "swap" and py_saved != PY_INST.getstate():
+            moved.append("random")
+        NP_INST.set_state(np_saved)
+        PY_INST.setstate(py_saved)
+        for m in self.modgens:
+            if m.mode == "replace":
+                for ns, (_, attr) in zip(m.spaces, m.places):
+                    ns[attr] = m.original
+                if not same_state(m.get(), m.saved):
+                    moved.append(m.label())
+            m.set(m.saved)
+        return moved
+
+
+@contextmanager
+def generators_kept(modgens: Sequence[ModuleGen] = ()) -> Iterator[None]:
+    """Hold :data:`GLOBAL_LOCK` and give the caller back the hidden global instances' states and those
+    of ``modgens`` afterwards, whatever ran inside (building a copy may seed or draw from them)."""
+    with GLOBAL_LOCK:
+        np_saved, py_saved = NP_INST.get_state(), PY_INST.getstate()
+        mg_saved = [m.get() for m in modgens]
+        try:
+            yield
+        finally:
+            NP_INST.set_state(np_saved)
+            PY_INST.setstate(py_saved)
+            for m, st in zip(modgens, mg_saved):
+                m.set(st)
+
+
+def moved_message(who: str, g: Globals, moved: list[str], when: str) -> str:
+    """One sentence for a draw that was not kept apart per copy, naming the option that fixes it."""
+    what = moved[0]
+    if what in ("np.random", "random"):
+        mode = g.np_mode if what == "np.random" else g.py_mode
+        if mode == "off":
+            return (f"{who} drew from the global {what} generator {when}, which the adapter was told to leave alone "
+                    f"(globals=off), so its copies would share one stream; rerun without globals=off or with "
+                    f"--adapter per-run:globals=redirect (PerRun(..., globals_mode='redirect')), which gives each "
+                    f"copy its own generator behind {what}'s functions.")
+        return (f"{who} drew from the global {what} generator {when} without going through {what}'s functions, "
+                f"which the adapter redirects per copy (e.g. through a method of the hidden instance kept "
+                "elsewhere), so its copies would share one stream; rerun with --adapter per-run:globals=swap "
+                "(PerRun(..., globals_mode='swap')), which swaps each copy's state in around its calls (slower).")
+    return (f"{who} drew from the module-level generator {what} {when} through a reference the adapter does not "
+            "replace per copy, so its copies would share one stream; rerun with --adapter per-run:globals=swap "
+            "(PerRun(..., globals_mode='swap')), which swaps each copy's state into that object around its calls.")
