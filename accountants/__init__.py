@@ -14,6 +14,7 @@ from .composition import per_round_account
 from .shuffle import (clones_composed_epsilon, clones_delta, clones_epsilon, clones_epsilon_closed_form,
                       shuffle_guarantee, tree_max_nodes, tree_sigma, tree_zcdp)
 from .upper import compose_epsilon, worst_group_epsilon
+from .shuffle import CanaryProfile, shuffled_canary_profile
 
 __all__ = [
     "DPAuditError", "Guarantee", "PureDP", "ApproxDP", "ZCDP", "RDP",
@@ -25,3 +26,4 @@ __all__ = [
     "MechanismDP", "Composed", "compose", "as_guarantee",
     "compose_epsilon", "worst_group_epsilon", "clones_composed_epsilon",
 ]
+__all__ += ["CanaryProfile", "shuffled_canary_profile"]

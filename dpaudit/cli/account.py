@@ -6,7 +6,7 @@ accounting in :mod:`dpaudit.accounting`. Commands::
     dpaudit account zcdp --rho R --delta D
     dpaudit account rdp --alpha A --epsilon E --delta D
     dpaudit account gaussian --sigma S [--sensitivity 1] [--compositions n] --delta D
-    dpaudit account policy NAME [--param k=v ...] --delta D
+    dpaudit account policy NAME [--param NAME=VALUE ...] --delta D
     dpaudit account calibrate --epsilon E --delta D [--sensitivity 1] [--compositions n]
     dpaudit account lint --epsilon E --delta D
 
@@ -79,8 +79,8 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
                           "claim with the per-round composition of its ledger. Exit status 1 when the ledger "
                           "implies more than the claim.")
     pol.add_argument("policy", metavar="NAME", help="registered name, path/to/file.py:Class or module:Class")
-    pol.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                     help="a policy parameter, repeatable (see `dpaudit describe NAME`)")
+    pol.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                     help="a constructor parameter of the policy, repeatable (`dpaudit describe NAME` lists them)")
     pol.add_argument("--delta", type=float, required=True, help="delta at which claim and ledger are compared, in (0, 1)")
     pol.add_argument("--horizon", type=int, default=2000, help="steps to run (default 2000)")
     pol.add_argument("--runs", type=int, default=4, help="independent runs (default 4)")

@@ -40,7 +40,7 @@ from dpaudit.report.writing import check_report_path, write_report
 
 # the other public names of the single module this package was, still importable from here (re-exported
 # explicitly, so that type checkers without implicit re-exports see them too)
-from dpaudit.report.blocks import Code as Code, Fold as Fold, Para as Para, Section as Section, Sub as Sub
+from dpaudit.report.blocks import Box as Box, Code as Code, Fold as Fold, Para as Para, Section as Section, Sub as Sub
 from dpaudit.report.blocks import Table as Table
 from dpaudit.report.contents import SECTIONS as SECTIONS
 from dpaudit.report.plots import DPI as DPI, FIG_WIDTH as FIG_WIDTH, FONT_PT as FONT_PT, ROC_FPRS as ROC_FPRS

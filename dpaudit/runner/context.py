@@ -166,6 +166,10 @@ class Context:
                         "eps below the claim even at the most favourable error rates they allow (Clopper-Pearson at "
                         "1e-3), so more runs were unlikely to reach the claim; its bound holds at its confidence at "
                         "the look it stopped at.")
+            projected = attack.details.get("projected_full_sample_bound") if attack is not None else None
+            if projected is not None:
+                stop += (f" At the rates it counted, all {runs} runs per side would have shown eps >= "
+                         f"{float(projected):.4g}.")
             note = f"{note} {stop}".strip()
         else:
             used = None
@@ -290,7 +294,7 @@ def upper_side(ctx: Context, claim: Claim | None, interrupted: bool = False) -> 
                              f"{_source(up)}, {eps:.4g} ({short}) at delta = {up.delta:g}.")
         elif eps > claim.epsilon * (1 + LOOSE_TOLERANCE) and math.isfinite(eps):
             ctx.notes.append(f"what dpaudit can prove from the {_source(up)}, eps <= {eps:.4g} ({short}), is above "
-                             f"the claim eps = {claim.epsilon:.4g}: the claim rests on an analysis this composition "
+                             f"the claim eps = {claim.epsilon:.4g}: the claim relies on an analysis this composition "
                              "does not reproduce, or is wrong; the verdict judges the claim by its own tests.")
     return up
 

@@ -197,6 +197,7 @@ def audit(ctx: Context) -> None:
 
     if has_ledger:
         ctx.say("joint: ledger accounting")
+        t_ledger = time.perf_counter()
         led = ledger_audit(policy, JointDP(), pairs[0].d0, s_ledger)
         if led is not None:
             g = led.pop("implied_guarantee", None)
@@ -208,7 +209,7 @@ def audit(ctx: Context) -> None:
                                        True, {}, {}))
             ctx.ledger = led
             ctx.ran("ledger", "exact", f"{led.get('releases', 0)} releases composed per round (a tree ledger: every "
-                                       "round feeds one node per level by design)")
+                                       "round feeds one node per level by design)", time.perf_counter() - t_ledger)
     ctx.set_upper(policy_upper(policy, T, ctx.delta, protocol="joint"))  # from the ledger just recorded
 
     mem_pilots = tree_pilots = None
