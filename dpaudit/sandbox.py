@@ -27,8 +27,9 @@ its workers. Every call into it -- the import, the constructor, ``claim``, ``res
   the limit and a grace (:func:`overdue`: the engine asks it about its busy workers, :func:`run_isolated`
   about its process) and reported the same way. The limit is ``--call-timeout`` when given (at most
   :data:`MAX_CALL_TIMEOUT`); by default it is the *scaled watchdog* (:func:`scaled_limit`): 60 s before
-  any call into the plug-in has returned, then 100 times the slowest call measured so far (per run, times
-  the runs, for ``reset``, ``act`` and ``observe``, which work on a batch of runs), never less than 30 s;
+  any call into the plug-in has returned, then 100 times the slowest call measured so far (for ``reset``,
+  ``act`` and ``observe`` on a batch larger than any measured, 100 times the time per run on the largest batch
+  measured times the batch, if that is more), never less than 30 s;
   so a plug-in stuck in a call is named within a minute, while a slow but working one is measured first.
   Calls are measured per process; forked processes (the engine's workers) start from their parent's;
 * leaves a note of the call it is running (plug-in, method, step, start, limit) in memory shared with
@@ -184,7 +185,7 @@ def file_digest(path: str | os.PathLike) -> str | None:
 SCALED = "scaled"
 #: the scaled watchdog: before any call into plug-in code returned (in this process or the one it was forked
 #: from) a call may run WATCHDOG_FIRST seconds; after, WATCHDOG_FACTOR times the slowest call measured, but
-#: never less than WATCHDOG_FLOOR seconds (a call on a batch of runs: per run, times its runs)
+#: never less than WATCHDOG_FLOOR seconds (a call on a batch of runs larger than any measured: scaled by its runs)
 WATCHDOG_FIRST = 60.0
 WATCHDOG_FLOOR = 30.0
 WATCHDOG_FACTOR = 100.0
@@ -193,9 +194,11 @@ MAX_CALL_TIMEOUT = 1e6
 #: kept for callers of dpaudit < 0.2: the default is now :data:`SCALED`, not a fixed number of seconds
 DEFAULT_CALL_TIMEOUT = SCALED
 _CALL_TIMEOUT: float | str | None = SCALED
-#: the slowest outermost plug-in call measured in this process (seconds), and the slowest per run of the
-#: calls on a batch of runs (reset, act, observe): what the scaled watchdog scales
+#: the slowest outermost plug-in call measured in this process (seconds); the largest batch of runs a call
+#: (reset, act, observe) was measured on, and the slowest per run of the calls on that batch: what the scaled
+#: watchdog scales (a small batch's per-run time is mostly fixed cost, so only the largest batch's is scaled up)
 _SLOWEST: float | None = None
+_BATCH: int | None = None
 _PER_RUN: float | None = None
 #: the end (``time.monotonic()``) of the time box of an up-front estimate (:func:`time_box`), or None
 _BOX_END: float | None = None
@@ -261,20 +264,27 @@ def current_call_limit() -> float | str | None:
 def scaled_limit(runs: int | None = None) -> float:
     """The scaled watchdog's limit for the next call (on ``runs`` runs, or None for a call on no batch):
     :data:`WATCHDOG_FIRST` before any call returned; else :data:`WATCHDOG_FACTOR` times the slowest call
-    (per run times ``runs`` for a call on a batch, once one was measured), at least :data:`WATCHDOG_FLOOR`."""
+    measured, or, for a call on more runs than the largest batch measured, times the time per run on that
+    batch times ``runs`` if that is more (a batch 100 times larger may take 100 times longer); never less
+    than :data:`WATCHDOG_FLOOR`."""
     if _SLOWEST is None:
         return WATCHDOG_FIRST
-    base = _PER_RUN * runs if runs and _PER_RUN is not None else _SLOWEST
+    base = _SLOWEST
+    if runs and _BATCH is not None and _PER_RUN is not None and runs > _BATCH:
+        base = max(base, _PER_RUN * runs)
     return min(max(WATCHDOG_FLOOR, WATCHDOG_FACTOR * base), MAX_CALL_TIMEOUT)
 
 
 def _measured(seconds: float, runs: int | None) -> None:
     """An outermost plug-in call returned after ``seconds`` (on ``runs`` runs): what the watchdog scales."""
-    global _SLOWEST, _PER_RUN
+    global _SLOWEST, _BATCH, _PER_RUN
     _SLOWEST = seconds if _SLOWEST is None else max(_SLOWEST, seconds)
     if runs:
         per = seconds / runs
-        _PER_RUN = per if _PER_RUN is None else max(_PER_RUN, per)
+        if _BATCH is None or runs > _BATCH:
+            _BATCH, _PER_RUN = runs, per
+        elif runs == _BATCH:
+            _PER_RUN = max(_PER_RUN or 0.0, per)
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import textwrap
 from pathlib import Path
 
@@ -1564,6 +1565,7 @@ def test_the_scaled_watchdogs_limits(monkeypatch):
     from dpaudit import sandbox
 
     monkeypatch.setattr(sandbox, "_SLOWEST", None)
+    monkeypatch.setattr(sandbox, "_BATCH", None)
     monkeypatch.setattr(sandbox, "_PER_RUN", None)
     assert sandbox.scaled_limit() == 60.0 and sandbox.scaled_limit(50000) == 60.0  # before any call returned
     sandbox._measured(0.01, None)  # the import, in 10 ms
@@ -1571,7 +1573,14 @@ def test_the_scaled_watchdogs_limits(monkeypatch):
     sandbox._measured(2.0, None)  # a slow constructor
     assert sandbox.scaled_limit() == pytest.approx(200.0)
     sandbox._measured(0.064, 64)  # act on 64 runs: 1 ms per run
-    assert sandbox.scaled_limit(64) == 30.0 and sandbox.scaled_limit(40000) == pytest.approx(4000.0)
+    assert sandbox.scaled_limit(64) == pytest.approx(200.0)  # no batch larger than measured: the slowest call's
+    assert sandbox.scaled_limit(40000) == pytest.approx(4000.0)  # 625 times the batch: 625 times the time
+    sandbox._measured(0.05, 1)  # reset on one run in 50 ms: fixed cost, not 50 ms per run
+    assert sandbox.scaled_limit(40000) == pytest.approx(4000.0)  # the largest batch's rate is what scales
+    sandbox._measured(0.128, 64)  # the same batch, slower: its slowest per run counts
+    assert sandbox.scaled_limit(40000) == pytest.approx(8000.0)
+    sandbox._measured(1e5, None)  # capped at the longest --call-timeout
+    assert sandbox.scaled_limit() == sandbox.MAX_CALL_TIMEOUT
     assert sandbox.current_call_limit() == sandbox.SCALED  # the default, without --call-timeout
 
 
@@ -1606,6 +1615,7 @@ def test_the_default_watchdog_names_a_stuck_plugin(capsys, tmp_path, monkeypatch
     monkeypatch.setattr(sandbox, "WATCHDOG_FIRST", 6.0)
     monkeypatch.setattr(sandbox, "WATCHDOG_FLOOR", 3.0)
     monkeypatch.setattr(sandbox, "_SLOWEST", None)
+    monkeypatch.setattr(sandbox, "_BATCH", None)
     monkeypatch.setattr(sandbox, "_PER_RUN", None)
     src = tmp_path / f"watched_{where.strip('_')}_{workers}.py"
     spin = "os.getpid() == IMPORTED_IN" if workers == "1" else "os.getpid() != IMPORTED_IN"
@@ -1616,9 +1626,15 @@ def test_the_default_watchdog_names_a_stuck_plugin(capsys, tmp_path, monkeypatch
     took = _time.monotonic() - t0
     assert_one_sentence(code, out, err)
     call = "act at step 3" if where == "act" else "its constructor"
-    assert f"plug-in {src}:P did not return from {call} within 3 s" in err, err  # the floor: the import returned first
+    said = re.search(rf"plug-in {re.escape(str(src))}:P did not return from {call} within ([\d.]+) s \(stopped after "
+                     r"([\d.]+) s\)", err)
+    assert said, err
+    limit, ran = float(said.group(1)), float(said.group(2))
+    # the import returned first, so the floor (3 s), or 100 times a slow call's time on a loaded machine; never
+    # the first call's 6 s unless the import itself took more than 60 ms; and stopped by the alarm at the limit
+    assert 3.0 <= limit <= 20.0 and limit <= ran < limit + 2, err
     assert "the watchdog allows a call 100 times the slowest it has measured, at least 3 s" in err
-    assert took < 30, took
+    assert took < limit + 25, (took, limit)
 
 
 @pytest.mark.slow
