@@ -1087,6 +1087,7 @@ def test_a_call_note_read_while_it_is_rewritten_is_ignored_not_a_crash():
 ONE_RUN = '''
 import os, sys, time
 MODE = {mode!r}
+PRINTS = {{"ctor": 2, "probe": 2}}  # a few prints (the constructor's and the probe's); every call's would flood the test with output
 
 class One:
     def __init__(self, n_arms=2):
@@ -1094,7 +1095,8 @@ class One:
             sys.exit(0)
         if MODE == "ctor_sleep":
             time.sleep(3600)
-        if MODE == "print":
+        if MODE == "print" and PRINTS["ctor"] > 0:
+            PRINTS["ctor"] -= 1
             print("constructor noise")
         self._k = n_arms
         self.t = 0
@@ -1108,7 +1110,8 @@ class One:
         return self._k
 
     def select_arm(self):
-        if MODE == "print":
+        if MODE == "print" and PRINTS["probe"] > 0:
+            PRINTS["probe"] -= 1
             print("probe noise")
         if MODE == "probe_exit" and self.t == 5:
             sys.exit(0)
@@ -1649,4 +1652,6 @@ def test_the_default_watchdog_within_a_minute(tmp_path, dpaudit_cli, where):
     proc = dpaudit_cli("check", "policy", f"{src}:P", "--runs", "100", "--horizon", "6", "--workers", "1", timeout=180)
     took = _time.monotonic() - t0
     assert proc.returncode == 2 and "did not return from" in proc.stderr and "within 30 s" in proc.stderr
-    assert took < 60 + 15, took  # the first call's 60 s at most; here the import returned first: 30 s
+    # the import returned first, so 30 s; before it, the up-front estimate's 10 s time box met the same call
+    # (audited without a time estimate), and a stuck call must not be retried (the reward probe once did: 74 s)
+    assert took < 60, took

@@ -177,12 +177,14 @@ def reward_alphabet_for(policy: Any, given: Sequence[float] | None, rr: tuple[fl
 def probe_alphabet(policy: Any, protocol: Any, rr: tuple[float, float], notes: list[str]) -> tuple[float, ...] | None:
     """None if ``policy`` accepts the middle of its reward range; (lo, hi) if it refuses it but accepts
     the extremes (a policy written for {0, 1} rewards), with a note; else the policy's own error."""
+    from dpaudit.sandbox import PluginStopped, PluginTimeoutError
+
     d = make_pair(PairSpec(0, "mid"), protocol, int(policy.n_arms), 8, rr).d0
     try:
         protocol.run(policy, d, 4, np.random.default_rng(0), None, record=False)
         return None
-    except KeyboardInterrupt:
-        raise
+    except (KeyboardInterrupt, PluginTimeoutError, PluginStopped):
+        raise  # a stuck call or an exit is no refusal of a reward: trying other rewards would only wait again
     except Exception as exc:  # the policy's own check of its rewards, whatever it raises
         first = exc
     letters = (float(rr[0]), float(rr[1]))
