@@ -166,6 +166,10 @@ class Context:
                         "eps below the claim even at the most favourable error rates they allow (Clopper-Pearson at "
                         "1e-3), so more runs were unlikely to reach the claim; its bound holds at its confidence at "
                         "the look it stopped at.")
+            projected = attack.details.get("projected_full_sample_bound") if attack is not None else None
+            if projected is not None:
+                stop += (f" At the rates it counted, all {runs} runs per side would have shown eps >= "
+                         f"{float(projected):.4g}.")
             note = f"{note} {stop}".strip()
         else:
             used = None

@@ -325,7 +325,7 @@ def audit(ctx: Context) -> None:
         kept, screen = _screened(source, ctx, s_screen, n_tr, conf_each, engine)
         rows = threshold_attack(source, kept, s_eval, delta=ctx.delta, confidence=conf_each,
                                 n_select=max(1000, n_tr // 5), n_fresh=n_tr, engine=engine, progress=ctx.progress,
-                                what="transcript: fresh runs", claim=ctx.claim.epsilon)
+                                what="transcript: fresh runs", claim=ctx.claim.epsilon, floor=_shown(ctx))
         res = _rows_result("transcript", rows, source, ctx.delta, conf_each, max(1000, n_tr // 5),
                            time.perf_counter() - t0)
         if screen:
@@ -341,6 +341,12 @@ def audit(ctx: Context) -> None:
     # 5. central Table DP
     if central:
         _central_part(ctx, conf_each)
+
+
+def _shown(ctx: Context) -> float:
+    """The largest bound the audit already shows (the channel's): a later test's count may stop once it
+    cannot raise the audit's bound above it (:class:`dpaudit.attacks.sampling.Stop`)."""
+    return max((float(a.epsilon_lower) for a in ctx.attacks), default=0.0)
 
 
 def _engine(ctx: Context, policy: Any) -> Any:
@@ -458,7 +464,7 @@ def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> N
         kept, screen = _screened(source, ctx, s_screen, n, conf_each, engine)
         rows = threshold_attack(source, kept, s_eval, delta=ctx.delta, confidence=conf_each,
                                 n_select=max(1000, n // 5), n_fresh=n, engine=engine, progress=ctx.progress,
-                                what=f"{kind}: fresh runs", claim=ctx.claim.epsilon)
+                                what=f"{kind}: fresh runs", claim=ctx.claim.epsilon, floor=_shown(ctx))
         stat = None
         if kind == "transcript" and policy.n_points == 2:
             stat = "projection of (message, message x direction of x1 - x2) onto the learnt mean difference"
