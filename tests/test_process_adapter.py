@@ -148,6 +148,13 @@ def test_the_call_limit_of_the_sandbox_is_the_default_timeout(tmp_path):
         p = ProcessPolicy(fake(tmp_path, "hang"))
     assert p.timeout == 7.5
     p.close()
+    # by default the scaled watchdog's rule on the process's own answers: 60 s for the first, then 100 times
+    # the slowest so far, at least 30 s
+    p = ProcessPolicy(fake(tmp_path, "none"))
+    assert p.timeout == "scaled" and p._proc.slowest is not None and p._proc.limit() == 30.0
+    p._proc.slowest = 2.0
+    assert p._proc.limit() == 200.0
+    p.close()
 
 
 def test_a_wrong_protocol_version_and_a_missing_command_are_refused(tmp_path):

@@ -37,6 +37,7 @@ import numpy as np
 from dpaudit.accountants import Guarantee
 from dpaudit.adapters.claims import CLAIM_FORMS, parse_claim
 from dpaudit.errors import DPAuditError, check_int, shorten
+from dpaudit.sandbox import MAX_CALL_TIMEOUT, SCALED, WATCHDOG_FACTOR, WATCHDOG_FIRST, WATCHDOG_FLOOR
 
 __all__ = ["PROTOCOL", "ProcessPolicy", "make_process"]
 
@@ -57,10 +58,12 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 
 
 class _Process:
-    """One running command and its pipes: lines written, lines read under a deadline."""
+    """One running command and its pipes: lines written, lines read under a deadline (``timeout``: seconds,
+    or "scaled": the sandbox's scaled watchdog rule applied to this process's own answers)."""
 
-    def __init__(self, argv: list[str], label: str, timeout: float, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, argv: list[str], label: str, timeout: float | str, env: Mapping[str, str] | None = None) -> None:
         self.label, self.timeout = label, timeout
+        self.slowest: float | None = None
         self.stderr = tempfile.TemporaryFile()
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
@@ -103,20 +106,33 @@ class _Process:
         said = f"; its last line on stderr: {shorten(tail, 160, as_text=True)}" if tail else "; it wrote nothing on stderr"
         return DPAuditError(f"process {self.label} {how} during {where}{said}.")
 
+    def limit(self) -> float:
+        """Seconds the next answer may take: the fixed timeout, or the scaled watchdog's rule (the first answer
+        WATCHDOG_FIRST seconds, then WATCHDOG_FACTOR times the slowest answer so far, at least WATCHDOG_FLOOR)."""
+        if self.timeout != SCALED:
+            return float(self.timeout)
+        if self.slowest is None:
+            return WATCHDOG_FIRST
+        return min(max(WATCHDOG_FLOOR, WATCHDOG_FACTOR * self.slowest), MAX_CALL_TIMEOUT)
+
     def hung(self, where: str, limit: float) -> DPAuditError:
         self.kill()
+        rule = ("" if self.timeout != SCALED else
+                f" (by default the scaled watchdog: {WATCHDOG_FIRST:g} s for the first answer, then "
+                f"{WATCHDOG_FACTOR:g} times the slowest so far, at least {WATCHDOG_FLOOR:g} s)")
         return DPAuditError(f"process {self.label} did not answer {where} within {limit:g} s, so it was killed; an "
-                            "answer may take at most the call limit (--adapter process:timeout=SECONDS, else "
-                            "--call-timeout), so raise it if the process is only slow.")
+                            f"answer may take at most the call limit (--adapter process:timeout=SECONDS, else "
+                            f"--call-timeout{rule}), so raise it if the process is only slow.")
 
     def write(self, data: bytes, where: str) -> None:
         fd = self.proc.stdin.fileno()
         view = memoryview(data)
-        deadline = time.monotonic() + self.timeout
+        limit = self.limit()
+        deadline = time.monotonic() + limit
         while view:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise self.hung(where, self.timeout)
+                raise self.hung(where, limit)
             _, w, _ = select.select([], [fd], [], left)
             if not w:
                 continue
@@ -132,17 +148,22 @@ class _Process:
         """The next ``n`` lines, each within the time limit of the one before."""
         fd = self.proc.stdout.fileno()
         out: list[bytes] = []
-        deadline = time.monotonic() + self.timeout
+        limit = self.limit()
+        start = time.monotonic()
+        deadline = start + limit
         while len(out) < n:
             i = self.buf.find(b"\n")
             if i >= 0:
                 out.append(bytes(self.buf[:i]))
                 del self.buf[:i + 1]
-                deadline = time.monotonic() + self.timeout
+                now = time.monotonic()
+                self.slowest = max(self.slowest or 0.0, now - start)
+                limit = self.limit()
+                start, deadline = now, now + limit
                 continue
             left = deadline - time.monotonic()
             if left <= 0:
-                raise self.hung(where, self.timeout)
+                raise self.hung(where, limit)
             r, _, _ = select.select([fd], [], [], left)
             if not r:
                 continue
@@ -206,7 +227,8 @@ class ProcessPolicy:
     JSON: numbers stay numbers), the audit's horizon, and the options of ``--adapter
     process:KEY=VALUE,...``: ``batch`` (True/False: one message per round for all runs, or one per run;
     default what the process's hello says), ``n_arms`` (else the process's hello must say it),
-    ``timeout`` (seconds an answer may take; default the call limit in force, else 600). ``claim``
+    ``timeout`` (seconds an answer may take; default the call limit in force: ``--call-timeout``, or the
+    sandbox's scaled watchdog rule applied to the process's own answers). ``claim``
     replaces the process's own (its answer to ``claim``). No ledger: only the black-box attacks apply.
     """
 
@@ -227,12 +249,19 @@ class ProcessPolicy:
         self.kwargs = {k: _json_value(v) for k, v in dict(params or {}).items()}
         self.horizon = None if horizon is None else check_int("horizon", horizon, minimum=1)
         if timeout is None:
-            from dpaudit.sandbox import DEFAULT_CALL_TIMEOUT, current_call_limit
+            from dpaudit.sandbox import current_call_limit
 
-            timeout = current_call_limit() or DEFAULT_CALL_TIMEOUT
-        self.timeout = float(timeout)
-        if not self.timeout > 0:
-            raise DPAuditError(f"the process adapter's timeout must be a number of seconds > 0, got {timeout!r}.")
+            timeout = current_call_limit()  # seconds, the scaled watchdog, or None (no limit)
+            timeout = MAX_CALL_TIMEOUT if timeout is None else timeout
+        if timeout != SCALED:
+            try:
+                timeout = float(timeout)
+            except (TypeError, ValueError):
+                timeout = float("nan")
+            if not 0 < timeout <= MAX_CALL_TIMEOUT:
+                raise DPAuditError(f"the process adapter's timeout must be a number of seconds in (0, "
+                                   f"{MAX_CALL_TIMEOUT:g}], got {timeout!r}.")
+        self.timeout: float | str = timeout
         self._proc: _Process | None = None
         hello = self._hello()
         k = n_arms if n_arms is not None else hello.get("n_arms")
