@@ -70,6 +70,9 @@ def test_the_shapes_gym_step_a_class_and_a_mapped_name():
     mapped = loop("etc_with_draw", adapter="loop:pull=draw_arm", epsilon="1e6")
     assert (get_protocol("table").run(mapped, d, 50, np.random.default_rng(0))[:, 10:] == 1).all()
     assert parse_adapter("loop:env=arena,pull=draw,n_arms=3") == ("loop", {"env": "arena", "pull": "draw", "n_arms": 3})
+    assert parse_adapter("loop:run=go,globals=swap") == ("loop", {"run": "go", "globals_mode": "swap"})
+    with pytest.raises(DPAuditError, match="loop adapter option 'speed=2' must be KEY=VALUE with KEY one of env"):
+        parse_adapter("loop:speed=2")
 
 
 def test_what_it_cannot_run_is_one_sentence_naming_the_option(tmp_path):

@@ -27,9 +27,11 @@ PROCESS_OPTIONS = {"batch": "batch", "n_arms": "n_arms", "timeout": "timeout"}
 #: environment's parameter or factory, its method names for the mapped calls, the number of arms,
 #: the horizon's parameter, the seed's
 LOOP_OPTIONS = {"env": "env", "pull": "pull", "step": "step", "reward": "reward", "get_reward": "get_reward",
-                "n_arms": "n_arms", "horizon": "horizon_name", "globals": "globals_mode", "factory": "factory"}
+                "n_arms": "n_arms", "horizon": "horizon_name", "globals": "globals_mode", "factory": "factory",
+                "run": "run"}
 PROCESS_SYNTAX = "process:batch=on|off,n_arms=K,timeout=SECONDS"
-LOOP_SYNTAX = "loop:env=NAME,pull=NAME,step=NAME,reward=NAME,get_reward=NAME,n_arms=K,horizon=NAME,factory=NAME"
+LOOP_SYNTAX = ("loop:env=NAME,pull=NAME,step=NAME,reward=NAME,get_reward=NAME,run=NAME,n_arms=K,horizon=NAME,"
+               "factory=NAME,globals=off|redirect|swap")
 
 
 def _parse_simple(kind: str, rest: str, keys: dict[str, str]) -> dict[str, Any]:
