@@ -299,9 +299,12 @@ def test_captions_describe_only_what_ran(name, audits, written):
         return
     _assert_captions_describe_what_ran(a, page)
     low = page.lower()
-    if name in ("joint", "shuffle", "local-bco", "exact-joint"):  # no likelihood attack ran in these
+    if name in ("shuffle", "local-bco", "exact-joint"):  # no likelihood attack ran in these
         assert "likelihood" not in " ".join(_parse(page).captions.values()).lower()
         assert "fig-renyi" not in low or name == "exact-joint"  # the enumeration's exact D_alpha only
+    if name == "joint":  # the joint gray-box part, by its own name (not the central likelihood attack)
+        caps = " ".join(_parse(page).captions.values()).lower()
+        assert "'tree-likelihood'" in caps and caps.count("likelihood") == caps.count("tree-likelihood")
 
 
 def test_the_old_joint_captions_would_fail(audits):
