@@ -191,6 +191,8 @@ def main() -> None:
         r["limit_audit"] = _limit(ex, lik["grid"], lik["n"], alpha)
         fine = [i * 0.005 for i in range(1, 1201)]
         r["limit_one"] = _limit(ex, fine, lik["n"], 1 - lik["confidence"])
+        grid = lik.pop("grid")
+        lik["grid_points"], lik["grid_top"] = len(grid), grid[-1]
     before = {}
     if args.before and args.before.exists():
         for b in json.loads(args.before.read_text())["rows"]:
