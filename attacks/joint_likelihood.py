@@ -33,9 +33,26 @@ From the sampled losses the bound is the central likelihood attack's
 an eps grid chosen on pilot losses the bound never sees (:func:`~dpaudit.attacks.likelihood.pilot_grid`),
 by the Bernoulli trick and Clopper-Pearson (:func:`~dpaudit.attacks.likelihood.profile_bounds`), with
 Bonferroni over the grid and the Rényi orders (:func:`~dpaudit.attacks.likelihood.renyi_bounds`).
-What it trusts: the ledger's noise (kind and scale) and centres. A policy whose ledger lies (noise
-reused or missing where the ledger says Gaussian) is judged by the black-box tests on the releases and
-the actions, not here.
+When the bound holds (at its stated confidence), and what it assumes:
+
+* the ledger's noise is true: each recorded release is its centre plus fresh noise of the recorded kind
+  and scale, independent of everything before it. A policy whose ledger lies (noise reused or missing
+  where the ledger says Gaussian) is judged by the black-box tests on the releases and the actions, not
+  here;
+* the replay is exact: run on d' with the releases held fixed, the policy computes every release's
+  centre as a genuine run on d' would given the same past releases. That holds when every centre is a
+  function of the input, the earlier releases and randomness whose draws do not depend on the input
+  (the replay draws from a generator in the same state, so such coins are the same on both sides).
+  It fails for a policy whose other random draws depend on the input in number or order (the coins
+  then differ between the two sides) or that keeps state outside its mechanisms. The replay checks
+  what it can (the same releases in number, label, step, runs and shape, and every recorded value
+  returned; :class:`~dpaudit.mechanisms.ReplayMismatch` otherwise, and the part does not run) but not
+  the centres themselves;
+* the claim bounds the releases: the policy's proof (Sarmasarkar's (2026) Alg. 2, every release
+  Gaussian) bounds the releases and the view a_{t+1}..a_T as their post-processing, so a bound above
+  the claim refutes the proof;
+* the fresh runs are independent, and the candidate pair, its side and the eps grid are chosen on pilot
+  runs the bound never sees (Bonferroni over the grid and the orders).
 """
 
 from __future__ import annotations
@@ -55,7 +72,7 @@ from .likelihood import DEFAULT_ORDERS, empirical_profile, pilot_grid, profile_b
 from .result import AuditResult
 from .sampling import Source, draw
 
-__all__ = ["replay_run", "release_losses", "replay_losses", "screen_score", "bound_from_losses",
+__all__ = ["replay_run", "release_losses", "sensitivity_excess", "replay_losses", "screen_score", "bound_from_losses",
            "joint_likelihood_attack"]
 
 
@@ -113,14 +130,30 @@ def release_losses(rec: Sequence[Any], twin: Sequence[Any], n: int) -> tuple[np.
     return loss, mu2, moved
 
 
+def sensitivity_excess(rec: Sequence[Any], twin: Sequence[Any], n: int) -> np.ndarray:
+    """Per run, the largest ratio over its releases of the centre's shift between the two sides (L2 for
+    Gaussian noise, L1 for Laplace) to the sensitivity the ledger records for that release (0 where nothing
+    moved). Above 1, the neighbouring pair moves a release further than the policy's accounting allows: its
+    ledger understates that release's cost (a sensitivity calibrated for another neighbouring relation)."""
+    out = np.zeros(n)
+    for a, b in zip(rec, twin):
+        if a.noise.kind not in ("gaussian", "laplace") or np.array_equal(a.centre, b.centre):
+            continue
+        diff = b.centre - a.centre
+        shift = np.linalg.norm(diff, axis=1) if a.noise.kind == "gaussian" else np.abs(diff).sum(axis=1)
+        np.maximum.at(out, np.asarray(a.runs), shift / float(a.sensitivity))
+    return out
+
+
 def replay_losses(policy: Any, pair: JointPair, side: int, n: int, seed: np.random.SeedSequence) -> dict[str, np.ndarray]:
     """The privacy losses of ``n`` runs on side ``side`` of ``pair`` against the other side (replayed):
-    ``loss``, ``mu2`` and ``moved`` (:func:`release_losses`) and ``post`` (whether the replay's actions after
-    the canary round equal the run's: they must, for actions that are post-processing of the releases)."""
+    ``loss``, ``mu2`` and ``moved`` (:func:`release_losses`), ``post`` (whether the replay's actions after
+    the canary round equal the run's: they must, for actions that are post-processing of the releases) and
+    ``excess`` (:func:`sensitivity_excess`)."""
     views, rec, twin_views, twin = replay_run(policy, pair, side, n, seed)
     loss, mu2, moved = release_losses(rec, twin, n)
     post = np.all(views[:, pair.round + 1:] == twin_views[:, pair.round + 1:], axis=1)
-    return {"loss": loss, "mu2": mu2, "moved": moved, "post": post}
+    return {"loss": loss, "mu2": mu2, "moved": moved, "post": post, "excess": sensitivity_excess(rec, twin, n)}
 
 
 def screen_score(loss: np.ndarray, seed: int = 0) -> float:
@@ -201,6 +234,7 @@ def joint_likelihood_attack(source: Source, candidates: Sequence[tuple[int, int]
     eps = b.pop("epsilon_lower")
     desc = source.describe(c)
     mu2 = got["mu2"]
+    excess = np.asarray(got.get("excess", np.zeros(0)), dtype=float)
     return AuditResult(name, eps, delta, confidence,
                        {"label": desc.get("label", ""), "pair": desc, "sampled": "d" if side == 0 else "d'",
                         "statistic": "exact privacy loss of every release (replayed)"},
@@ -211,4 +245,6 @@ def joint_likelihood_attack(source: Source, candidates: Sequence[tuple[int, int]
                                 "mu2_mean": float(mu2.mean()), "mu2_min": float(mu2.min()),
                                 "mu2_max": float(mu2.max()),
                                 "releases_moved_max": int(got["moved"].max(initial=0)),
-                                "views_not_post_processing": int(np.count_nonzero(~got["post"]))})
+                                "views_not_post_processing": int(np.count_nonzero(~got["post"])),
+                                "sensitivity_excess_max": float(excess.max(initial=0.0)),
+                                "sensitivity_excess_runs": int(np.count_nonzero(excess > 1 + 1e-9))})

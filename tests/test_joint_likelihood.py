@@ -205,3 +205,46 @@ def test_a_policy_whose_releases_do_not_replay_is_audited_without_the_part():
     assert {a["attack"] for a in out["attacks"]} == {"membership"}
     assert out["confidence_per_attack"] == out["confidence"]
     assert any(n.startswith("no tree-likelihood part: replaying") for n in out["notes"])
+
+
+@pytest.mark.parametrize("name,times_rho,recorded_tree", [
+    ("jdp-glm", 1.0, SQRT2),
+    ("mutant-jdp-add-remove-sensitivity", 3.0, 1.0),  # its ledger records the sensitivity it assumed
+    ("mutant-jdp-sigma-typo", 2.0, SQRT2),
+    ("mutant-jdp-pgd-steps-unsplit", 3.0, SQRT2),
+])
+def test_calibration_mutants_cost_what_their_docstrings_say_and_the_replay_sees_the_true_shift(
+        name, times_rho, recorded_tree):
+    # the true zCDP of a round under every tree node (shift sqrt 2) and every gradient release (shift 2)
+    for T in (8, 16, 1000):
+        pol = make_policy(name, {"n_arms": 2, "dim": 2, "horizon": T})
+        L = int(tree_node_counts(T).max())
+        rho = 2 * L * 2.0 / (2 * pol.sigma_tree**2) + pol.max_updates * pol.pgd_steps * 4.0 / (2 * pol.sigma_grad**2)
+        assert rho == pytest.approx(times_rho * pol.rho, rel=1e-12)
+    # the replay reads the canary's true shift whatever the ledger says: every H-tree node over round 0 moves by
+    # sqrt 2, so a run without a PGD update has mu^2 = L * 2 / sigma_tree^2 (twice the correct policy's for the
+    # first two mutants), and the recorded sensitivity is what the policy believed
+    T = 8
+    pol = make_policy(name, {"n_arms": 2, "dim": 2, "horizon": T})
+    pair = canary_pairs(2, 2, T)[0]
+    _, rec, _, twin = replay_run(pol, pair, 0, 200, np.random.SeedSequence(3))
+    nodes = canary_nodes(rec, pair.round)
+    moved = [x for x in nodes if x["on_path"] and not np.array_equal(rec[x["index"]].centre, twin[x["index"]].centre)]
+    assert moved and all(rec[x["index"]].sensitivity == recorded_tree for x in moved)
+    shifts = np.concatenate([np.linalg.norm(twin[x["index"]].centre - rec[x["index"]].centre, axis=1) for x in moved])
+    assert np.allclose(shifts, SQRT2)
+    _, mu2, _ = release_losses(rec, twin, 200)
+    assert mu2.min() == pytest.approx(int(tree_node_counts(T)[0]) * 2.0 / pol.sigma_tree**2, rel=1e-9)
+
+
+def test_a_ledger_sensitivity_the_canary_exceeds_is_noted():
+    kw = dict(protocol="joint", runs=1000, horizon=8, seed=0, workers=1)
+    ok = check("jdp-glm", {"n_arms": "2", "dim": "2"}, **kw)
+    lik = next(a for a in ok["attacks"] if a["attack"] == "tree-likelihood")
+    assert lik["details"]["sensitivity_excess_max"] == pytest.approx(1.0) and lik["details"]["sensitivity_excess_runs"] == 0
+    assert not any("times the sensitivity" in n for n in ok["notes"])
+    bad = check("mutant-jdp-add-remove-sensitivity", {"n_arms": "2", "dim": "2"}, **kw)
+    lik = next(a for a in bad["attacks"] if a["attack"] == "tree-likelihood")
+    assert lik["details"]["sensitivity_excess_max"] == pytest.approx(SQRT2)  # an H-tree node: sqrt 2 against 1
+    assert lik["details"]["sensitivity_excess_runs"] == 1000
+    assert any("1.414 times the sensitivity" in n for n in bad["notes"])

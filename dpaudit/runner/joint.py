@@ -19,7 +19,9 @@ and the PGD read-out adversary :func:`~dpaudit.protocols.joint.readout_pairs`, o
   every recorded release, each run replayed on the other input with its releases held fixed
   (:mod:`dpaudit.attacks.joint_likelihood`), on the worst-case canaries of
   :func:`~dpaudit.protocols.joint.canary_pairs`, bounded as the central likelihood attack does. It counts
-  every fresh run (no early stop), so its bound is what its sample can show;
+  every fresh run (no early stop), so its bound is what its sample can show. It is valid when the replay
+  is exact (every release's centre under d' computed as a run on d' would, given the same releases) and
+  the ledger's noise is true (:mod:`dpaudit.attacks.joint_likelihood` says when);
 * ``ledger`` (exact, judged): the per-round composition of every release the policy recorded;
 * beside the verdict, the central view a_t..a_T on a pair whose canary swaps which arm carries e1:
   joint DP does not promise to hide a_t, and the report shows how much it reveals.
@@ -375,8 +377,14 @@ def audit(ctx: Context) -> None:
             ctx.notes.append(f"in {lik.details['views_not_post_processing']} of {runs} replayed runs the actions after "
                              "the canary round changed although every release was the same: the actions read the "
                              "canary other than through the releases, which the tree-likelihood part cannot see.")
+        if lik.details.get("sensitivity_excess_runs"):
+            ctx.notes.append(f"in {lik.details['sensitivity_excess_runs']} of {runs} replayed runs the canary moved a "
+                             f"release's centre by up to {lik.details['sensitivity_excess_max']:.4g} times the sensitivity "
+                             "its ledger records: the policy's accounting (and the ledger figure) understates that "
+                             "release's cost for joint DP's neighbours (a round's context and reward replaced).")
         ctx.ran("tree-likelihood", "bound", f"gray box: the exact privacy loss of every release, each run replayed on "
-                                            f"the other input, {lik.details['n_fresh']} fresh runs (all counted)",
+                                            f"the other input, {lik.details['n_fresh']} fresh runs (all counted); "
+                                            "valid when the replay is exact and the ledger's noise true",
                 lik.seconds)
 
     if user_pair is None:
