@@ -300,3 +300,25 @@ def likelihood_attack(
             **info,
         },
     )
+
+
+def smallest_count(n: int, delta: float, alpha: float) -> int:
+    """The fewest of ``n`` Bernoulli draws (the trick of :func:`profile_bounds`) whose one-sided Clopper-Pearson
+    lower bound at error ``alpha`` exceeds ``delta`` (``n + 1`` if not even ``n`` do): a grid point shows
+    delta(eps) > ``delta`` only with at least this count, so a test whose counts were their expectations
+    ``n delta(eps)`` shows exactly the eps where ``delta(eps) >= smallest_count / n`` (the statistical limit of
+    the test at ``n`` runs, given a pair's exact profile)."""
+    n = int(n)
+    if float(cp_lower(n, n, alpha)) <= delta:
+        return n + 1
+    lo, hi = 0, n  # cp_lower grows with the count: the first count past delta, by bisection
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if float(cp_lower(mid, n, alpha)) > delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+__all__ += ["smallest_count"]

@@ -285,9 +285,12 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
             specs = [sp for _, _, sp in chosen] + [sp for sp in fallback if sp not in [c[2] for c in chosen]]
             if new_T != horizon:
                 specs = [sp for _, _, sp in chosen]  # the fallback's rounds were sized for the old horizon
+            # the best pairs passed on, each with the horizon its pilot ran at: when no horizon separated, the
+            # audit stays at ``horizon`` while the last pilot ran at T, and a canary round past the audit's
+            # horizon would name a pair the audit never ran (it is dropped below)
             info = {"tried": tried, "separated": bool(separated), "horizon": new_T,
-                    "best": [{"pair": sp.label(), "separation": round(min(z, 1e6), 2), "first_difference": f}
-                             for z, f, sp in chosen]}
+                    "best": [{"pair": sp.label(), "separation": round(min(z, 1e6), 2), "first_difference": f,
+                              "scored_at_horizon": T} for z, f, sp in chosen if sp.round < new_T - 1]}
             if not specs:
                 info["skipped"] = "no gap changed the policy's actions"
             return ThresholdSearch([sp for sp in specs if sp.round < new_T - 1], new_T, info)

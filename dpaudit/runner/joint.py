@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.accounting import ledger_audit
+from dpaudit.accounting import ledger_audit, policy_upper
 from dpaudit.attacks.discriminant import lda_attack
 from dpaudit.attacks.joint_likelihood import joint_likelihood_attack, release_losses, replay_losses, replay_run
 from dpaudit.attacks.membership import view_attack
@@ -274,7 +274,13 @@ def audit(ctx: Context) -> None:
         tree_pairs = canary_pairs(K, dim, T)
     has_tree = replayable = False
     if has_ledger:
-        has_tree, replayable, why = _probe(policy, tree_pairs[0])
+        try:
+            has_tree, replayable, why = _probe(policy, tree_pairs[0])
+        except ReplayMismatch:
+            raise
+        except DPAuditError as exc:  # the policy refuses contexts that change from round to round
+            raise DPAuditError(f"policy {spec!r} cannot be audited under joint DP: a run on the joint adversary's "
+                               f"input, whose contexts change from round to round, failed ({exc})") from exc
         if not replayable:
             ctx.notes.append(f"no tree-likelihood part: replaying the policy's runs on the other input failed ({why})")
     conf_each = confidence_each(ctx, 1 + int(has_tree) + int(replayable))
@@ -288,6 +294,7 @@ def audit(ctx: Context) -> None:
 
     if has_ledger:
         ctx.say("joint: ledger accounting")
+        t_ledger = time.perf_counter()
         led = ledger_audit(policy, JointDP(), pairs[0].d0, s_ledger)
         if led is not None:
             g = led.pop("implied_guarantee", None)
@@ -299,7 +306,9 @@ def audit(ctx: Context) -> None:
                                        True, {}, {}))
             ctx.ledger = led
             what = " (a tree ledger: every round feeds one node per tree level by design)" if has_tree else ""
-            ctx.ran("ledger", "exact", f"{led.get('releases', 0)} releases composed per round{what}")
+            ctx.ran("ledger", "exact", f"{led.get('releases', 0)} releases composed per round{what}",
+                    time.perf_counter() - t_ledger)
+    ctx.set_upper(policy_upper(policy, T, ctx.delta, protocol="joint"))  # from the ledger just recorded
 
     tree_small = _tree_small(runs)
     drawn: list[Any] = []
@@ -523,6 +532,7 @@ def audit_finite(ctx: Context) -> None:
         ctx.extra["claim_point"] = {"epsilon": point[0], "delta_claimed": point[1], "epsilon_exact": e_pt}
     ctx.ran("exact enumeration", "exact", f"every history, canary pair and future of T = {policy.horizon}: eps = "
                                           f"{_f(eps_h)}", prof.seconds)
+    ctx.set_upper({"epsilon": eps_h, "method": "exact enumeration", "details": {"source": "exact enumeration"}})
     ctx.extra["central_exact"] = {"epsilon": exact["central"]["epsilon"], "witness": exact["central"]["witness_epsilon"]}
     if claim is None:
         ctx.extra["_reason"] = "the spec states no claim, so there is nothing to judge; the exact numbers stand alone"
