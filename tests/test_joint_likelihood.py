@@ -248,3 +248,6 @@ def test_a_ledger_sensitivity_the_canary_exceeds_is_noted():
     assert lik["details"]["sensitivity_excess_max"] == pytest.approx(SQRT2)  # an H-tree node: sqrt 2 against 1
     assert lik["details"]["sensitivity_excess_runs"] == 1000
     assert any("1.414 times the sensitivity" in n for n in bad["notes"])
+    # the ledger-based upper bound rests on the sensitivities the replay refuted: withdrawn, with the reason
+    assert ok["upper"]["epsilon"] is not None
+    assert bad["upper"]["epsilon"] is None and "1.414 times the sensitivity" in bad["upper"]["details"]["reason"]

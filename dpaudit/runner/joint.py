@@ -391,6 +391,11 @@ def audit(ctx: Context) -> None:
                              f"release's centre by up to {lik.details['sensitivity_excess_max']:.4g} times the sensitivity "
                              "its ledger records: the policy's accounting (and the ledger figure) understates that "
                              "release's cost for joint DP's neighbours (a round's context and reward replaced).")
+            if ctx.upper is not None and ctx.upper.epsilon is not None:  # its sensitivity assumption is refuted
+                ctx.set_upper(None, reason=f"no upper bound: the ledger's composition assumes every release's "
+                                           f"sensitivity is right for joint DP's neighbours, and the replay moved a "
+                                           f"release's centre by {lik.details['sensitivity_excess_max']:.4g} times the "
+                                           "sensitivity its ledger records")
         ctx.ran("tree-likelihood", "bound", f"gray box: the exact privacy loss of every release, each run replayed on "
                                             f"the other input, {lik.details['n_fresh']} fresh runs (all counted); "
                                             "valid when the replay is exact and the ledger's noise true",
