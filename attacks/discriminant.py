@@ -63,7 +63,7 @@ def lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSe
                confidence: float, n_train: int, n_select: int, n_test: int, name: str, engine: Engine = SERIAL,
                progress: Callable[[str], None] | None = None, claim: float | None = None,
                pilots: Sequence[Any] | None = None, project: Sequence[np.ndarray | None] | None = None,
-               threshold_for_fresh: bool = False) -> AuditResult:
+               threshold_for_fresh: bool = False, floor: float = 0.0) -> AuditResult:
     """Threshold attack with Fisher's discriminant, over a source's candidate pairs.
 
     The discriminant is fitted on ``n_train`` views per side, the best (candidate, threshold, direction)
@@ -73,7 +73,8 @@ def lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSe
     and 1), e.g. the features of runs another attack also uses to choose its test. ``project`` (per
     candidate, or None for a candidate): fit on those projections (:func:`projected_lda_direction`);
     ``threshold_for_fresh``: the threshold whose bound projected to ``n_test`` fresh views is largest
-    (:func:`~dpaudit.attacks.bounds.select_threshold_for_fresh`) rather than the best on the selection split.
+    (:func:`~dpaudit.attacks.bounds.select_threshold_for_fresh`) rather than the best on the selection split. ``floor``: a bound the audit already shows by another test, below
+    which the fresh count may stop as futile (:class:`~dpaudit.attacks.sampling.Stop`).
     """
     t0 = time.perf_counter()
     views = draw_pilots(source, candidates, seed, n_train, n_select, engine, pilots, "lda_attack")
@@ -91,7 +92,7 @@ def lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSe
     bound, test, w, c, edges = best
     f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
     counted = count(source, c, n_test, (f0, f1), Linear(w), test, engine, progress, f"{name}: fresh views",
-                    stop=None if claim is None else Stop(delta, confidence, claim), edges=edges)
+                    stop=None if claim is None else Stop(delta, confidence, claim, floor=floor), edges=edges)
     fp, tp, n_test = counted.fp, counted.tp, counted.n
     eps = counted.bound(delta, confidence)
     desc = source.describe(c)

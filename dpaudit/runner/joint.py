@@ -14,7 +14,9 @@ and the PGD read-out adversary :func:`~dpaudit.protocols.joint.readout_pairs`, o
   shift of its centre, read from replayed pilot runs), scored by Fisher's discriminant on those few
   projections (:func:`dpaudit.attacks.discriminant.projected_lda_direction`), the threshold chosen for the
   fresh sample size. It trusts only the released values, so it is what catches a tree whose noise is
-  missing or reused while its ledger says Gaussian (a noise-free direction the discriminant finds);
+  missing or reused while its ledger says Gaussian (a noise-free direction the discriminant finds). It
+  runs after the tree-likelihood part, whose bound is the floor below which its fresh count may stop as
+  futile (:class:`dpaudit.attacks.sampling.Stop`);
 * ``tree-likelihood`` (gray box, policies built on dpaudit's mechanisms): the exact privacy loss of
   every recorded release, each run replayed on the other input with its releases held fixed
   (:mod:`dpaudit.attacks.joint_likelihood`), on the worst-case canaries of
@@ -344,28 +346,8 @@ def audit(ctx: Context) -> None:
     ctx.attacks.append(mem)
     ctx.ran("membership", "bound", f"black-box on a_(t+1)..a_T, {len(view_pairs)} pairs, {runs_text(mem, runs)} fresh runs per side",
             mem.seconds)
-    if has_tree:
-        ctx.say("joint: the tree releases at the canary (black box on the releases)")
-        P = len(tree_pairs)
-        train, select = drawn[:2 * P], drawn[2 * P:]
-        pilots, project = [], []
-        for c, pair in enumerate(tree_pairs):
-            tr0, tr1 = train[c], train[P + c]
-            se0, se1 = select[2 * c], select[2 * c + 1]
-            pilots += [tr0["tree"], tr1["tree"], se0["tree"], se1["tree"]]
-            if replayable:
-                rels = _node_widths(policy, pair)
-                project.append(_projections(rels[0], rels[1], np.vstack([tr0["shift"], tr1["shift"]])))
-            else:
-                project.append(None)
-        tree = lda_attack(TreeSource(policy, tree_pairs, T, dim), list(range(P)), s_tree, delta=ctx.delta,
-                          confidence=conf_each, n_train=tree_small, n_select=tree_small, n_test=runs,
-                          name="tree-releases", engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon,
-                          pilots=pilots, project=project, threshold_for_fresh=True)
-        ctx.attacks.append(tree)
-        ctx.ran("tree-releases", "bound", f"black box on the releases: the tree nodes at and beside the canary, "
-                                          f"projected on its known difference, {runs_text(tree, runs)} fresh runs per side",
-                tree.seconds)
+    # the gray box first: its bound is the floor below which the tree discriminant's count may stop as futile
+    projectable = replayable  # the pilots replayed, so the discriminant has its known differences
     if replayable:
         ctx.say("joint: the exact privacy loss of the releases (gray box)")
         P = len(tree_pairs)
@@ -378,6 +360,29 @@ def audit(ctx: Context) -> None:
         except ReplayMismatch as exc:  # its share of the confidence stays unspent: the other bounds only get safer
             replayable = False
             ctx.notes.append(f"no tree-likelihood bound: replaying a fresh run on the other input failed ({exc})")
+    if has_tree:
+        ctx.say("joint: the tree releases at the canary (black box on the releases)")
+        P = len(tree_pairs)
+        train, select = drawn[:2 * P], drawn[2 * P:]
+        pilots, project = [], []
+        for c, pair in enumerate(tree_pairs):
+            tr0, tr1 = train[c], train[P + c]
+            se0, se1 = select[2 * c], select[2 * c + 1]
+            pilots += [tr0["tree"], tr1["tree"], se0["tree"], se1["tree"]]
+            if projectable:
+                rels = _node_widths(policy, pair)
+                project.append(_projections(rels[0], rels[1], np.vstack([tr0["shift"], tr1["shift"]])))
+            else:
+                project.append(None)
+        tree = lda_attack(TreeSource(policy, tree_pairs, T, dim), list(range(P)), s_tree, delta=ctx.delta,
+                          confidence=conf_each, n_train=tree_small, n_select=tree_small, n_test=runs,
+                          name="tree-releases", engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon,
+                          pilots=pilots, project=project, threshold_for_fresh=True,
+                          floor=float(lik.epsilon_lower) if replayable else 0.0)
+        ctx.attacks.append(tree)
+        ctx.ran("tree-releases", "bound", f"black box on the releases: the tree nodes at and beside the canary, "
+                                          f"projected on its known difference, {runs_text(tree, runs)} fresh runs per side",
+                tree.seconds)
     if replayable:
         ctx.attacks.append(lik)
         ctx.renyi_violation = list(lik.details.get("renyi_violation", []))
