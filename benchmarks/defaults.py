@@ -16,10 +16,14 @@ Also the bundled per-run example (``examples/per_run_ucb.py``, a one-run class o
 correct and leaky) through ``--adapter per-run`` at the horizon the audit finds, as docs/outside-code.md runs it.
 
 With ``--thirdparty``, also the one-run classes of ``tests/thirdparty/`` (code written the way other
-authors write it, correct and buggy) through ``--adapter per-run`` at their defaults.
+authors write it, correct and buggy) through ``--adapter per-run`` at their defaults, the loop-shaped
+functions of ``tests/thirdparty/loops.py`` through ``--adapter loop`` and the Node.js reference policy
+``examples/process_ucb.js`` (and its ``--leaky`` flag) through ``--adapter process``. ``--only LABEL ...``
+with those rows' labels (``thirdparty/loops.py:dp_etc``, ``examples/process_ucb.js --leaky``) runs just them.
 
 Run:  python benchmarks/defaults.py [--seed 0] [--mutants] [--only NAME ...] [--protocols table,local]
-      [--no-examples] [--thirdparty] [--append] [--out defaults]   (writes defaults.md and defaults.json here)
+      [--no-examples] [--thirdparty] [--append] [--out defaults]   (writes defaults.md and defaults.json here,
+      and with --out defaults also tightness-policies.md/.json: benchmarks/tightness_policies.py)
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from tightness_policies import tightness_fields, write as write_tightness  # noqa: E402  (this folder's sibling)
 
 
 def supported(name: str) -> list[str]:
@@ -74,6 +80,14 @@ THIRDPARTY = [(f"thirdparty/{mod}.py:{cls}", f"{HERE.parent / 'tests' / 'thirdpa
                                ("etc", "PrivateETC"), ("etc", "WrongScaleETC"),
                                ("ucb_counter", "EpisodicLaplaceUCB"), ("ucb_counter", "NoResetEpisodicUCB"),
                                ("greedy", "TreeCounterGreedy"), ("greedy", "DoubleDividedGreedy"))]
+#: with --thirdparty: loop-shaped functions (tests/thirdparty/loops.py) through --adapter loop, and the Node.js
+#: reference policy (examples/process_ucb.js, correct and --leaky) through --adapter process, at the defaults
+JS = HERE.parent / "examples" / "process_ucb.js"
+NEW_ADAPTERS = ([(f"thirdparty/loops.py:{fn}", f"{HERE.parent / 'tests' / 'thirdparty' / 'loops'}.py:{fn}",
+                  ["--adapter", "loop", "--claim", "pure:eps=1"]) for fn in ("dp_etc", "dp_etc_mean_noise")]
+                + [(f"examples/process_ucb.js{flag}", f"node {JS}{flag}", ["--adapter", "process"])
+                   for flag in ("", " --leaky")])
+THIRDPARTY += NEW_ADAPTERS
 
 
 def run_one(name: str, protocol: str, seed: int, spec: str | None = None, options: list[str] | None = None) -> dict:
@@ -98,6 +112,7 @@ def run_one(name: str, protocol: str, seed: int, spec: str | None = None, option
                 "horizon": out.get("horizon"), "fresh_runs_per_side": runs, "workers": out.get("workers"),
                 "fresh_runs_used": power.get("fresh_runs_used") or runs, "blackbox_bound": power.get("shown"),
                 "parts": [p["name"] for p in out.get("parts", [])]})
+    row.update(tightness_fields(out))
     return row
 
 
@@ -201,7 +216,9 @@ def main() -> None:
     kept = []
     if args.append and (HERE / f"{args.out}.json").exists():
         kept = json.loads((HERE / f"{args.out}.json").read_text())["rows"]
-    for name in private_policies(args.mutants) if args.only is None else args.only:
+    labels = {label for label, _, _ in THIRDPARTY}
+    only_rows = None if args.only is None else [n for n in args.only if n in labels]
+    for name in private_policies(args.mutants) if args.only is None else [n for n in args.only if n not in labels]:
         for proto in supported(name):
             if wanted is not None and proto not in wanted:
                 continue
@@ -213,7 +230,10 @@ def main() -> None:
     examples = [] if args.no_examples else PER_RUN
     if args.only is not None or (wanted is not None and "table" not in wanted):
         examples = []
-    for label, spec, options in examples + (THIRDPARTY if args.thirdparty else []):
+    extra = THIRDPARTY if args.thirdparty else []
+    if only_rows:  # --only LABEL ...: just those rows of --thirdparty
+        extra = [row for row in THIRDPARTY if row[0] in only_rows]
+    for label, spec, options in examples + extra:
         row = run_one(label, "table", args.seed, spec, options)
         rows.append(row)
         print(f"{label:<32} {'table':<12} {row.get('verdict', row.get('error')):<13} "
@@ -225,6 +245,8 @@ def main() -> None:
     cores = len(os.sched_getaffinity(0))
     (HERE / f"{args.out}.json").write_text(json.dumps({"seed": args.seed, "cores": cores, "rows": rows}, indent=1))
     (HERE / f"{args.out}.md").write_text(markdown(rows, prev, args.seed, cores, args.previous_label))
+    if args.out == "defaults":
+        write_tightness(rows, args.seed)
 
 
 if __name__ == "__main__":
