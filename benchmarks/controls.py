@@ -282,8 +282,8 @@ def main() -> None:
     if args.merge:
         recs = [json.loads(Path(p).read_text()) for p in args.merge]
         rec = {**recs[0], "rows": [r for x in recs for r in x["rows"]], "seeds": max(x["seeds"] for x in recs),
-               "command": f"python benchmarks/controls.py --suite {recs[0]['suite']} --seeds "
-                          f"{max(x['seeds'] for x in recs)}` (run in parts with --only, merged with `--merge"}
+               "command": f"python benchmarks/controls.py --suite {recs[0]['suite']} --seeds S` with S as in each row's "
+                          "seeds column (run in parts with --only, merged with `--merge"}
         stem = args.out or f"controls-{rec['suite']}"
         (HERE / f"{stem}.json").write_text(json.dumps(rec, indent=1, default=str))
         (HERE / f"{stem}.md").write_text(markdown(rec, rec["command"]))
