@@ -106,6 +106,8 @@ def _run(args: argparse.Namespace) -> int:
             if getattr(args, dest) is None:
                 setattr(args, dest, value)
         return check_finite(args)
+    if getattr(args, "method", None) == "one-run" and args.runs is None:
+        args.runs = ONE_RUN_RUNS
     for dest, value in NAMED_DEFAULTS.items():
         if getattr(args, dest, None) is None:
             setattr(args, dest, value)
@@ -205,7 +207,10 @@ def check_finite(args: argparse.Namespace) -> int:
 # ---- registered policies and plug-ins --------------------------------------------------------
 
 #: the named path's defaults, filled in after :func:`refuse_inapplicable` (argparse defaults are None)
-NAMED_DEFAULTS: dict[str, Any] = {"param": [], "confidence": DEFAULTS["confidence"], "runs": DEFAULTS["runs"], "seed": 0}
+NAMED_DEFAULTS: dict[str, Any] = {"param": [], "confidence": DEFAULTS["confidence"], "runs": DEFAULTS["runs"], "seed": 0,
+                                  "method": "multi-run"}
+#: --runs of --method one-run when not given: runs in all, one of them the pilot
+ONE_RUN_RUNS = 10
 
 
 def add_named_options(c: argparse.ArgumentParser) -> None:
@@ -215,7 +220,17 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--confidence", type=float, default=None,
                    help="confidence of every lower bound (default 0.95)")
     c.add_argument("--runs", type=int, default=None,
-                   help="fresh runs per side for the final attack evaluations (default 50000)")
+                   help="fresh runs per side for the final attack evaluations (default 50000); with --method one-run, "
+                        f"the runs in all, one of them the pilot (default {ONE_RUN_RUNS})")
+    c.add_argument("--method", choices=["multi-run", "one-run"], default=None,
+                   help="multi-run (default): thousands of runs per side of the most revealing neighbouring pair. "
+                        "one-run: for code that can only run a few times (Steinke, Nasr & Jagielski 2023; "
+                        "Mahloujifar, Melis & Chaudhuri 2025), --runs R runs (one pilot) with many canaries each "
+                        "(rounds 2^k - 1 whose reward is high or low, or every user under local), guessed from what "
+                        "follows them; table, view and local only. It can show a violation when many guesses are "
+                        "right, up to the cap its guesses allow (reported as its power); it cannot catch a leak of a "
+                        "few percent, nor a policy that decides once per run (one guess per run: 10 runs show at "
+                        "most eps = 1.05)")
     c.add_argument("--horizon", type=int, default=None,
                    help="horizon T of the neighbouring inputs (default: 48, or for a policy with a ledger "
                         "whose first release comes later, just past that release)")
@@ -397,7 +412,7 @@ def check_named(args: argparse.Namespace) -> int:
             progress=bar, workers=workers, command="", horizons=_horizons(args.horizons),
             rewards=_parse_rewards(args.rewards), claim=_parse_claim(args.claim), adapter=args.adapter,
             pair=args.pair, scheduler=args.scheduler, checkpoint=args.checkpoint, max_hours=args.max_hours,
-            call_timeout=call_timeout,
+            call_timeout=call_timeout, method=args.method,
         )
     except _Interrupted as exc:
         result = exc.audit
@@ -409,6 +424,7 @@ def check_named(args: argparse.Namespace) -> int:
     argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs)]
     argv += ["--horizon", str(horizon)] if horizon is not None else []
     argv += ["--seed", str(args.seed)]
+    argv += ["--method", args.method] if args.method != "multi-run" else []
     for flag, value in (("--adapter", args.adapter), ("--claim", args.claim), ("--pair", args.pair),
                         ("--rewards", args.rewards), ("--horizons", args.horizons)):
         if value is not None:

@@ -59,11 +59,15 @@ class Request:
     #: seconds one call into plug-in code may run before the audit ends (None: the default, 600 s;
     #: :func:`dpaudit.sandbox.call_limit`)
     call_timeout: float | None = None
+    #: "multi-run" (the default: thousands of runs per side) or "one-run" (``runs`` runs in all, many canaries
+    #: in each: :mod:`dpaudit.runner.one_run`)
+    method: str = "multi-run"
 
     def given(self) -> dict[str, Any]:
         """The options given explicitly, by their command-line names (for the refusals)."""
         opts = {"--scheduler": self.scheduler, "--checkpoint": self.checkpoint, "--max-hours": self.max_hours,
-                "--rewards": self.rewards, "--claim": self.claim, "--adapter": self.adapter, "--pair": self.pair}
+                "--rewards": self.rewards, "--claim": self.claim, "--adapter": self.adapter, "--pair": self.pair,
+                "--method": None if self.method == "multi-run" else self.method}
         return {k: v for k, v in opts.items() if v is not None}
 
 
