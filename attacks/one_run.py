@@ -39,7 +39,7 @@ __all__ = ["steinke_p_value", "steinke_epsilon", "Tradeoff", "fdp_rejects", "fdp
 EPS_MAX = 60.0
 #: scan step of the first-crossing searches (then bisection to BISECT_STEPS)
 SCAN_STEP = 0.05
-BISECT_STEPS = 50
+BISECT_STEPS = 36
 
 
 def _check_counts(m: int, r: int, v: int) -> tuple[int, int, int]:
@@ -226,17 +226,20 @@ def fdp_epsilon(family: Tradeoff, theta: float, delta: float) -> float:
 ANALYSES = ("steinke", "fdp-approx", "fdp-gaussian")
 
 
-def analyses_for(claim: Any, delta: float) -> tuple[tuple[str, float], ...]:
-    """The analyses (and the delta each is at) that may judge ``claim``, from the claim alone.
+def analyses_for(claim: Any, delta: float, gaussian: bool = False) -> tuple[tuple[str, float], ...]:
+    """The analyses (and the delta each is at) that may judge ``claim``, from the claim and ``gaussian`` (whether
+    the policy's noise is known to be Gaussian: every release its ledger recorded), never from the counts.
 
     * a pure eps-DP claim: Steinke et al.'s bound at delta = 0 (their Thm 3.1: exact binomial domination; at
       delta = 0 it was never looser than the f-DP test of the pure curve on the counts we tried), which
       contradicts the claim at any delta;
-    * a zCDP claim: the f-DP test of Gaussian DP, reading rho-zCDP as sqrt(2 rho)-GDP. **Assumption**: the
-      claim's zCDP comes from Gaussian mechanisms (composed adaptively: exactly sqrt(sum 2 rho_i)-GDP, Dong,
-      Roth & Su 2022); the bound is then the eps at delta of the largest rejected mu, a lower bound on the
-      mechanism's eps when its trade-off curve is Gaussian (else read the rejected mu: the claim's own
-      sqrt(2 rho)-GDP is refuted whenever mu exceeds it);
+    * a zCDP claim of a policy whose noise is Gaussian (``gaussian``): the f-DP test of Gaussian DP, reading
+      rho-zCDP as sqrt(2 rho)-GDP. **Assumption**: the claim's zCDP comes from those Gaussian mechanisms
+      (composed adaptively they are exactly sqrt(sum 2 rho_i)-GDP, Dong, Roth & Su 2022; zCDP alone does not
+      imply it: randomised response at eps is eps^2/2-zCDP but not eps-GDP). The bound is the eps at delta of
+      the largest rejected mu, a lower bound on the mechanism's eps when its trade-off curve is Gaussian (and
+      the claim's own sqrt(2 rho)-GDP is refuted whenever mu exceeds it). Without that evidence a zCDP claim
+      is judged as any other;
     * any other claim (approximate DP, Rényi DP, compositions): at the audit's delta, Steinke et al.'s bound
       or the f-DP test of the (eps, delta)-DP curve, whichever the pilot predicts higher (the f-DP test has no
       2 m delta term, so it keeps its power with many canaries).
@@ -245,7 +248,7 @@ def analyses_for(claim: Any, delta: float) -> tuple[tuple[str, float], ...]:
 
     if isinstance(claim, PureDP):
         return (("steinke", 0.0),)
-    if isinstance(claim, ZCDP):
+    if isinstance(claim, ZCDP) and gaussian:
         return (("fdp-gaussian", float(delta)),)
     return (("steinke", float(delta)), ("fdp-approx", float(delta)))
 

@@ -306,7 +306,8 @@ def print_findings(a: Any) -> None:
             print(f"ledger      implied {led['implied']} (eps = {_f(led.get('implied_epsilon', math.nan))}); {per}")
         if led.get("releases_without_fed"):
             print(f"            {led['releases_without_fed']} releases do not say which rounds fed them")
-    elif a.verdict != "interrupted" and a.protocol in ("table", "view", "interactive"):
+    elif a.verdict != "interrupted" and a.protocol in ("table", "view", "interactive") and \
+            a.extra.get("method") != "one-run":
         print("ledger      none (the policy does not use dpaudit's mechanisms; black-box attacks only)")
     for e in a.exact:
         if e.part.endswith("ledger"):
@@ -332,7 +333,9 @@ def print_findings(a: Any) -> None:
         print(f"central     Table DP: {central['verdict']}, {'no bound' if low is None else f'eps >= {low:.4g}'} "
               f"({central.get('seconds', 0):.1f} s)")
     pw = a.power
-    if pw is not None:
+    if pw is not None and pw.details.get("method") == "one-run":
+        print(f"power       {pw.note}")
+    elif pw is not None:
         print(f"power       {pw.pairs_tried} pairs tried; with {pw.fresh_runs_per_side} fresh runs per side the "
               f"black-box attack can show eps from {pw.smallest_detectable:.3g} up to {pw.largest_bound:.3g}"
               + (f"; it stopped after {pw.fresh_runs_used}, its answer settled" if pw.fresh_runs_used else ""))

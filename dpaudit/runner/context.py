@@ -96,6 +96,8 @@ class Context:
     extra: dict[str, Any] = field(default_factory=dict)
     renyi_violation: list[dict[str, Any]] = field(default_factory=list)
     unseen: str | None = None
+    #: what an inconclusive verdict advises trying (None: the multi-run audit's advice)
+    advice: str | None = None
     blackbox_only: bool = False
     stage: str = "setup"
     started: float = field(default_factory=time.perf_counter)
@@ -195,7 +197,8 @@ class Context:
                        unseen=ctx.unseen, blackbox_only=ctx.blackbox_only,
                        ceiling=ctx.power.largest_bound if ctx.power else math.inf,
                        runs=ctx.power.fresh_runs_per_side if ctx.power else None,
-                       pairs_tried=ctx.power.pairs_tried if ctx.power else None, confidence=ctx.confidence)
+                       pairs_tried=ctx.power.pairs_tried if ctx.power else None, confidence=ctx.confidence,
+                       advice=ctx.advice)
             verdict, reason, witness, lower = v.verdict, v.reason, v.witness, v.epsilon_lower
             extra_reason = ctx.extra.pop("_reason_suffix", None)
             if extra_reason and verdict != "violation":

@@ -56,9 +56,9 @@ MAX_RUNS = 1000
 def check_request(request: Any) -> None:
     """Refuse, in one sentence each, what a one-run audit cannot do."""
     if request.protocol not in PROTOCOLS:
-        raise DPAuditError(f"--method one-run runs under --protocol table, view or local, not {request.protocol}: its "
-                           "canaries are reward rounds or users, which the joint, shuffle and interactive protocols "
-                           "do not have as independent inputs; use the multi-run audit (drop --method).")
+        raise DPAuditError(f"--method one-run runs under --protocol table, view or local (where each canary is one "
+                           f"reward round or one user), not {request.protocol}; drop --method to run the multi-run "
+                           "audit.")
     if request.pair is not None:
         raise DPAuditError("--pair does not apply to --method one-run: its canaries are laid out by the method, not "
                            "a neighbouring pair; drop --pair.")
@@ -75,11 +75,12 @@ def _horizon(ctx: Context) -> int:
 
 
 def _batch(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
-           transcript: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """Runs on ``data`` (one input per run): their actions (n, T) and, with ``transcript``, what the server
-    received from each user (n, T, w)."""
+           transcript: bool) -> tuple[np.ndarray, np.ndarray | None, list[str] | None]:
+    """Runs on ``data`` (one input per run): their actions (n, T); with ``transcript``, what the server
+    received from each user (n, T, w); and the noise kinds of the releases the policy's ledger recorded (None
+    without a ledger)."""
     n, T = data.shape[:2]
-    views = protocol.run_batch(policy, data, 1, np.random.default_rng(seed)).reshape(n, T)
+    views = protocol.run_batch(policy, data, 1, np.random.default_rng(seed), record=True).reshape(n, T)
     messages = None
     if transcript:
         tr = np.asarray(policy.transcript(), dtype=float)
@@ -87,7 +88,9 @@ def _batch(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSeq
             raise DPAuditError(f"the policy's transcript() returned shape {tr.shape} after {n} runs of {T} rounds; "
                                f"expected ({n}, {T}, message size).")
         messages = tr
-    return views, messages
+    ledger = getattr(policy, "ledger", None)
+    kinds = sorted({str(rel.noise.kind) for rel in getattr(ledger, "releases", [])}) if ledger is not None else None
+    return views, messages, kinds
 
 
 def preflight(ctx: Context) -> None:
@@ -187,6 +190,7 @@ def audit(ctx: Context) -> None:
     transcript = bool(info is not None and info.transcript)
     channel_only = info is not None and not info.transcript
     views = messages = None
+    kinds: list[str] | None = None
     if not channel_only:
         ctx.say(f"one-run: {R} runs of {T} rounds")
         engine = ctx.engine
@@ -198,9 +202,11 @@ def audit(ctx: Context) -> None:
         parts = np.array_split(np.arange(R), min(R, BATCHES))
         outs = engine.map(_batch, [(policy, proto, inputs[p], ss, transcript)
                                    for p, ss in zip(parts, s_runs.spawn(len(parts)))])
-        views = np.concatenate([v for v, _ in outs])
+        views = np.concatenate([v for v, _, _ in outs])
         if transcript:
-            messages = np.concatenate([mm for _, mm in outs])
+            messages = np.concatenate([mm for _, mm, _ in outs])
+        if all(k is not None for _, _, k in outs):
+            kinds = sorted({x for _, _, k in outs for x in (k or [])})
     else:
         # no transcript: each user's message from the channel, one call per user with her datum
         ctx.say(f"one-run: the channel's messages of {R} x {T} users")
@@ -231,7 +237,15 @@ def audit(ctx: Context) -> None:
     n_correct = int(np.count_nonzero(t_guess * y > 0))
 
     # -- the analysis the claim selects (the pilot's prediction picks between two at delta), the bound, the cap
-    options = o.analyses_for(policy.claim, ctx.delta)
+    gaussian = kinds == ["gaussian"]
+    options = o.analyses_for(policy.claim, ctx.delta, gaussian=gaussian)
+    from dpaudit.accountants import ZCDP
+
+    if isinstance(policy.claim, ZCDP) and not gaussian:
+        ctx.notes.append("the zCDP claim is judged at delta by the assumption-free analyses, not as Gaussian DP: "
+                         + ("the policy keeps no ledger, so nothing shows that its noise is Gaussian."
+                            if kinds is None else f"its ledger recorded {', '.join(kinds) or 'no'} noise, not only "
+                            "Gaussian."))
     if len(options) > 1:
         row = next(c for c in candidates if (c["feature"], c["plus"], c["minus"]) == (rule.feature, rule.plus, rule.minus))
         acc = (row["pilot_correct"] + 0.5) / (row["pilot_guesses"] + 1)
@@ -251,7 +265,8 @@ def audit(ctx: Context) -> None:
     from dpaudit.attacks.result import AuditResult
 
     theta_text = (f"; mu >= {found['theta']:.4g} (Gaussian DP)" if analysis == "fdp-gaussian" else "")
-    label = (f"{'users' if proto.name == 'local' else 'canary rounds'}: {layout}; guesses: {rule.describe()}")
+    label = (f"{m} canary {'users' if proto.name == 'local' else 'rounds'} per run "
+             f"({'every user' if proto.name == 'local' else 'rounds 2^k - 1'}); guesses: {rule.describe()}")
     result = AuditResult(
         "one-run", float(found["epsilon"]), float(a_delta), ctx.confidence,
         witness={"label": label, "statistic": rule.feature},
@@ -264,6 +279,15 @@ def audit(ctx: Context) -> None:
                  "layout": layout, "horizon": T})
     ctx.attacks.append(result)
     ctx.blackbox_only = True
+    ctx.advice = ("try a longer --horizon (more canaries per run), more --runs, or the multi-run audit (drop --method), "
+                  "which counts thousands of runs per side")
+    claimed = ctx.claim.epsilon if ctx.claim is not None else math.inf
+    if found["epsilon"] <= 0:
+        ctx.unseen = (f"the counted guesses were right {n_correct} times of {n_guess}, no more often than chance allows "
+                      f"at {ctx.confidence:g} confidence (bound 0)")
+    elif top <= claimed:
+        ctx.unseen = (f"the claim eps = {claimed:.4g} lies at or above {top:.4g}, the most {n_guess} guesses among "
+                      f"{m_counted} canaries can show even if every one is right")
     what = {"steinke": f"Steinke, Nasr & Jagielski (2023) at delta = {a_delta:g}",
             "fdp-approx": f"the f-DP test of (eps, {a_delta:g})-DP (Mahloujifar, Melis & Chaudhuri 2025)",
             "fdp-gaussian": "the f-DP test of Gaussian DP (Mahloujifar, Melis & Chaudhuri 2025), the claim's zCDP read "
