@@ -80,19 +80,21 @@ def steinke_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     return min(1.0, beta + alpha * float(delta) * 2 * m)
 
 
-def _first_crossing(ok: Callable[[float], bool], top: float = EPS_MAX) -> float:
+def _first_crossing(ok: Callable[[float], bool], top: float = EPS_MAX, step: float = SCAN_STEP) -> float:
     """inf {x >= 0 : not ok(x)} (``top`` if ok holds up to it): a scan, then bisection inside the first
     bracket. The infimum, not some crossing, so that the bound needs no monotonicity of the test: every
-    x below it was rejected."""
+    x below it was rejected (to the scan's resolution, ``step`` and finer where the bounds live)."""
     if not ok(0.0):
         return 0.0
     lo = 0.0
-    x = SCAN_STEP
+    x = step
     while x <= top and ok(x):
         lo = x
-        x = round(x + SCAN_STEP * max(1.0, x), 10)  # finer where the bounds live, coarser far out
+        x = round(x + step * max(1.0, x), 12)  # coarser far out
     if x > top:
-        return top
+        if ok(top):
+            return top
+        x = top
     hi = x
     for _ in range(BISECT_STEPS):
         mid = 0.5 * (lo + hi)
@@ -113,7 +115,19 @@ def steinke_epsilon(m: int, r: int, v: int, delta: float, confidence: float) -> 
     level = _level(confidence)
     if v == 0:
         return 0.0
-    return _first_crossing(lambda e: steinke_p_value(m, r, v, e, delta) < level)
+    if delta == 0:
+        # P[Binomial(r, q) >= v] grows with q and equals 1 - confidence at the one-sided Clopper-Pearson lower
+        # limit of v / r: the bound is exactly its logit (:func:`dpaudit.attacks.bounds.cp_lower`)
+        from .bounds import cp_lower
+
+        q = float(cp_lower(v, r, level))
+        return min(EPS_MAX, max(0.0, math.log(q / (1.0 - q)))) if q < 1.0 else EPS_MAX
+    # the delta term only adds to the p-value, so every eps not rejected at delta = 0 is not rejected here:
+    # the search stays below the closed-form bound of delta = 0
+    top = steinke_epsilon(m, r, v, 0.0, confidence)
+    if top <= 0:
+        return 0.0
+    return _first_crossing(lambda e: steinke_p_value(m, r, v, e, delta) < level, top=top, step=top / 16)
 
 
 # ---- f-DP (Mahloujifar, Melis & Chaudhuri 2025) -----------------------------------------------------------
@@ -276,15 +290,24 @@ def cap(analysis: str, m: int, r: int, delta: float, confidence: float) -> float
     return bound(analysis, m, r, r, delta, confidence)["epsilon"]
 
 
+def _positive(analysis: str, m: int, r: int, v: int, delta: float, confidence: float) -> bool:
+    """Whether the bound of ``analysis`` is above 0: its test rejects at eps = 0 (mu = 0)."""
+    if analysis == "steinke":
+        return steinke_p_value(m, r, v, 0.0, delta) < _level(confidence)
+    family = Tradeoff("gaussian") if analysis == "fdp-gaussian" else (
+        Tradeoff("approx", delta) if delta > 0 else Tradeoff("pure"))
+    return fdp_rejects(family.inverse_blowup(0.0), m, r, v, confidence)
+
+
 def smallest_positive(analysis: str, m: int, r: int, delta: float, confidence: float) -> float:
-    """The smallest positive bound r guesses can give (the fewest correct guesses whose bound is above 0);
+    """The smallest positive bound r guesses can give (at the fewest correct guesses whose bound is above 0);
     inf when none is."""
-    if r == 0 or bound(analysis, m, r, r, delta, confidence)["epsilon"] <= 0:
+    if r == 0 or not _positive(analysis, m, r, r, delta, confidence):
         return math.inf
     lo, hi = 0, r
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if bound(analysis, m, r, mid, delta, confidence)["epsilon"] > 0:
+        if _positive(analysis, m, r, mid, delta, confidence):
             hi = mid
         else:
             lo = mid

@@ -44,9 +44,9 @@ __all__ = ["audit", "preflight", "ONE_RUN_DEFAULTS", "PROTOCOLS", "check_request
 
 #: runs in all (one pilot, the rest counted), the horizon of a table/view run and the users of a local run
 ONE_RUN_DEFAULTS = {"runs": 10, "horizon": 4096, "local_horizon": 4096}
-#: the runs are simulated in this many batches (fixed, so the findings do not depend on the engine): a one-run
-#: class through the per-run adapter pays most of its cost per step, whatever the number of copies
-BATCHES = 2
+#: the runs are simulated in this many batches (fixed, so the findings do not depend on the engine): one, since a
+#: one-run class through the per-run adapter pays most of its cost per step, whatever the number of copies
+BATCHES = 1
 #: the protocols a one-run audit runs under
 PROTOCOLS = ("table", "view", "local")
 #: the most runs a one-run audit takes (beyond it, the multi-run audit is the better tool)
@@ -93,6 +93,13 @@ def _batch(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSeq
     return views, messages, kinds
 
 
+def _refuse_bco(policy: Any, request: Any) -> None:
+    if getattr(policy, "continuous_actions", False):
+        spec = request.policy if isinstance(request.policy, str) else str(request.policy)
+        raise DPAuditError(f"{spec!r} plays points of a convex body (BCO), and --method one-run audits K-armed policies "
+                           "only (their users hold one reward each); drop --method for the multi-run local audit.")
+
+
 def preflight(ctx: Context) -> None:
     """Time one short run and refuse, before the audit starts, one estimated beyond ``--max-hours``."""
     from .cost import check_time
@@ -103,6 +110,7 @@ def preflight(ctx: Context) -> None:
     if T < 8:
         raise DPAuditError(f"--horizon must be at least 8 for --method one-run (its canaries need rounds), got {T}.")
     policy = with_features(ctx.build(T), r.seed)
+    _refuse_bco(policy, r)
     t_short = min(T, 512)
     K = int(policy.n_arms)
     data = np.full((1, t_short) if ctx.protocol.list_input else (1, t_short, K), 0.5)
@@ -132,9 +140,7 @@ def audit(ctx: Context) -> None:
     T = _horizon(ctx)
     R = int(r.runs)
     policy = with_features(ctx.build(T), r.seed)
-    if getattr(policy, "continuous_actions", False):
-        raise DPAuditError(f"{spec!r} plays points of a convex body (BCO); --method one-run audits K-armed policies "
-                           "only (their users hold one reward each); drop --method for the multi-run local audit.")
+    _refuse_bco(policy, r)
     ctx.horizon = T
     ctx.policy = policy
     ctx.read_claim(policy, spec)
