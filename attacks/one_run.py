@@ -33,7 +33,12 @@ from dpaudit.errors import DPAuditError
 
 __all__ = ["steinke_p_value", "steinke_epsilon", "Tradeoff", "fdp_rejects", "fdp_lower", "fdp_epsilon",
            "gdp_epsilon", "ANALYSES", "analyses_for", "bound", "cap", "smallest_positive", "GuessRule", "guesses",
-           "choose_rule", "dyadic_rounds", "canary_inputs", "action_features", "message_scorer", "message_features"]
+           "choose_rule", "dyadic_rounds", "canary_inputs", "action_features", "message_scorer", "message_features",
+           "STEINKE", "MAHLOUJIFAR"]
+
+#: the two papers, as anything a user reads names them
+STEINKE = 'Steinke, Nasr & Jagielski, "Privacy Auditing with One (1) Training Run" (NeurIPS 2023)'
+MAHLOUJIFAR = 'Mahloujifar, Melis & Chaudhuri, "Auditing f-Differential Privacy in One Run" (ICML 2025)'
 
 #: the largest epsilon (and mu) the searches consider; a bound at it means "at least this much"
 EPS_MAX = 60.0

@@ -224,8 +224,9 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
                         f"the runs in all, one of them the pilot (default {ONE_RUN_RUNS})")
     c.add_argument("--method", choices=["multi-run", "one-run"], default=None,
                    help="multi-run (default): thousands of runs per side of the most revealing neighbouring pair. "
-                        "one-run: for code that can only run a few times (Steinke, Nasr & Jagielski 2023; "
-                        "Mahloujifar, Melis & Chaudhuri 2025), --runs R runs (one pilot) with many canaries each "
+                        "one-run: for code that can only run a few times (Steinke, Nasr & Jagielski, \"Privacy "
+                        "Auditing with One (1) Training Run\", 2023; Mahloujifar, Melis & Chaudhuri, \"Auditing "
+                        "f-Differential Privacy in One Run\", 2025), --runs R runs (one pilot) with many canaries each "
                         "(rounds 2^k - 1 whose reward is high or low, or every user under local), guessed from what "
                         "follows them; table, view and local only. It can show a violation when many guesses are "
                         "right, up to the cap its guesses allow (reported as its power); it cannot catch a leak of a "
@@ -233,7 +234,8 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
                         "most eps = 1.05)")
     c.add_argument("--horizon", type=int, default=None,
                    help="horizon T of the neighbouring inputs (default: 48, or for a policy with a ledger "
-                        "whose first release comes later, just past that release)")
+                        "whose first release comes later, just past that release; with --method one-run, 4096 "
+                        "rounds, or users under local)")
     c.add_argument("--seed", type=int, default=None, help="seed of every random draw, an integer >= 0 (default 0)")
     c.add_argument("--report", default=None, metavar="PATH.md",
                    help="also write a Markdown report (and a self-contained HTML page beside it)")

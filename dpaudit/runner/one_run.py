@@ -44,9 +44,6 @@ __all__ = ["audit", "preflight", "ONE_RUN_DEFAULTS", "PROTOCOLS", "check_request
 
 #: runs in all (one pilot, the rest counted), the horizon of a table/view run and the users of a local run
 ONE_RUN_DEFAULTS = {"runs": 10, "horizon": 4096, "local_horizon": 4096}
-#: the runs are simulated in this many batches (fixed, so the findings do not depend on the engine): one, since a
-#: one-run class through the per-run adapter pays most of its cost per step, whatever the number of copies
-BATCHES = 1
 #: the protocols a one-run audit runs under
 PROTOCOLS = ("table", "view", "local")
 #: the most runs a one-run audit takes (beyond it, the multi-run audit is the better tool)
@@ -192,27 +189,16 @@ def audit(ctx: Context) -> None:
     bits = np.random.default_rng(s_bits).choice(np.array([-1, 1]), size=(R, m))
     inputs = o.canary_inputs(proto.list_input, K, T, rounds, bits, lo, hi, background)
 
-    # -- the runs: run 0 the pilot, the rest counted; one task each on the engine
+    # -- the runs: run 0 the pilot, the rest counted, simulated as one batch in this process (a one-run class
+    # through the per-run adapter pays most of its cost per step, whatever the number of copies); the engine's
+    # checkpoint records it
     transcript = bool(info is not None and info.transcript)
     channel_only = info is not None and not info.transcript
     views = messages = None
     kinds: list[str] | None = None
     if not channel_only:
         ctx.say(f"one-run: {R} runs of {T} rounds")
-        engine = ctx.engine
-        try:
-            engine.check_picklable(policy, proto)
-        except DPAuditError as exc:
-            ctx.notes.append(f"ran in this process only: {exc}")
-            engine = engine.serial()
-        parts = np.array_split(np.arange(R), min(R, BATCHES))
-        outs = engine.map(_batch, [(policy, proto, inputs[p], ss, transcript)
-                                   for p, ss in zip(parts, s_runs.spawn(len(parts)))])
-        views = np.concatenate([v for v, _, _ in outs])
-        if transcript:
-            messages = np.concatenate([mm for _, mm, _ in outs])
-        if all(k is not None for _, _, k in outs):
-            kinds = sorted({x for _, _, k in outs for x in (k or [])})
+        views, messages, kinds = ctx.engine.serial().map(_batch, [(policy, proto, inputs, s_runs, transcript)])[0]
     else:
         # no transcript: each user's message from the channel, one call per user with her datum
         ctx.say(f"one-run: the channel's messages of {R} x {T} users")
@@ -294,10 +280,10 @@ def audit(ctx: Context) -> None:
     elif top <= claimed:
         ctx.unseen = (f"the claim eps = {claimed:.4g} lies at or above {top:.4g}, the most {n_guess} guesses among "
                       f"{m_counted} canaries can show even if every one is right")
-    what = {"steinke": f"Steinke, Nasr & Jagielski (2023) at delta = {a_delta:g}",
-            "fdp-approx": f"the f-DP test of (eps, {a_delta:g})-DP (Mahloujifar, Melis & Chaudhuri 2025)",
-            "fdp-gaussian": "the f-DP test of Gaussian DP (Mahloujifar, Melis & Chaudhuri 2025), the claim's zCDP read "
-                            "as sqrt(2 rho)-GDP"}[analysis]
+    what = {"steinke": f"the bound of {o.STEINKE} at delta = {a_delta:g}",
+            "fdp-approx": f"the f-DP test of (eps, {a_delta:g})-DP of {o.MAHLOUJIFAR}",
+            "fdp-gaussian": f"the f-DP test of Gaussian DP of {o.MAHLOUJIFAR}, the claim's zCDP read as "
+                            "sqrt(2 rho)-GDP (its ledger's noise is Gaussian)"}[analysis]
     note = (f"{n_guess} guesses among {m_counted} counted canaries ({R - 1} runs) can show eps up to {top:.4g} by "
             f"{what}, if every guess were right: a claim at or above it cannot be refuted by this many guesses.")
     ctx.power = Power(1, R - 1, low, top, float(found["epsilon"]), note,
