@@ -18,7 +18,11 @@ a mechanism that is private with respect to each canary's S_i:
 
 Both hold whatever the guesses depend on, as long as the guesses are a function of the output (and of
 randomness independent of S), and for a fixed number r of guesses: dpaudit guesses the top and bottom
-k scores, k fixed before the counted runs (:func:`choose_guesses` on a pilot run).
+k scores, k fixed before the counted runs (:func:`choose_rule` on a pilot run). Where the papers leave a
+choice, ours: the eps (mu) bound is the infimum of the parameters the test does not reject, found by a
+scan and bisection (the paper's code bisects, which agrees whenever the p-value grows with eps); at
+delta = 0 Steinke et al.'s bound is computed in closed form (the logit of a Clopper-Pearson limit); the
+f-DP recursion is the two-option case (a canary is in or out) with abstention.
 """
 
 from __future__ import annotations
