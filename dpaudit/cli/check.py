@@ -229,9 +229,9 @@ def add_named_options(c: argparse.ArgumentParser) -> None:
                         "f-Differential Privacy in One Run\", 2025), --runs R runs (one pilot) with many canaries each "
                         "(rounds 2^k - 1 whose reward is high or low, or every user under local), guessed from what "
                         "follows them; table, view and local only. It can show a violation when many guesses are "
-                        "right, up to the cap its guesses allow (reported as its power); it cannot catch a leak of a "
-                        "few percent, nor a policy that decides once per run (one guess per run: 10 runs show at "
-                        "most eps = 1.05)")
+                        "right, up to the cap its guesses allow (reported as its power); it cannot catch a leak of tens "
+                        "of percent, nor a policy that decides once per run (one informative guess per counted run: "
+                        "the 9 counted runs of 10 show at most eps = 0.93)")
     c.add_argument("--horizon", type=int, default=None,
                    help="horizon T of the neighbouring inputs (default: 48, or for a policy with a ledger "
                         "whose first release comes later, just past that release; with --method one-run, 4096 "
