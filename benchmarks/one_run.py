@@ -251,6 +251,16 @@ WHY_NOT = {
                               "canaries with the best k give at most about 0.77 from 36,864 users",
     "mutant-ldp-peek": "the server reads one user's raw reward (user 0) and no other's: one leaking canary per run, "
                        "9 informative guesses show at most 0.93 < 1",
+    "mutant-laplace-eps-scale": "flagged in some seeds only: each release is 2-DP against the claim 0.5, but a "
+                                "canary moves the next actions only when the two arms' noisy indices are close; about "
+                                "55 guesses give bounds around the claim (median and max in this row)",
+    "mutant-mean-sensitivity": "missed in some seeds: its true eps is huge (the multi-run bound is in the table "
+                               "above), but one-run bounds are capped by the guesses (cap 6.16 with 55 guesses) and "
+                               "a few wrong guesses pull them to about the claim 1.91",
+    "mutant-shared-noise": "missed in some seeds: its argmax is a deterministic function of the data, but 85 guesses "
+                           "cap the bound at 3.33 and two or three wrong guesses bring it near the claim 1.91",
+    "examples/per_run_ucb.py:LeakyUCB": "missed in some seeds: its leak is eps x n in an episode of n rounds, and the "
+                                        "bounds from 55-85 guesses sit just above the claim 1",
     "mutant-bco-2pt-half-gap": "refused: a BCO policy plays points of a convex body, the one-run layout is K-armed",
     "mutant-bco-fkm-half-sensitivity": "refused: a BCO policy (as above)",
     "mutant-bco-fkm-peek": "refused: a BCO policy (as above)",
@@ -335,8 +345,7 @@ def write_md(out: dict[str, Any], path: Path) -> None:
     for r in buggy:
         a = r["seed0"]
         s = r.get("seeds")
-        why = "" if a.get("verdict") == "violation" and s and s["verdicts"].get("violation", 0) * 2 > s["n"] else \
-            WHY_NOT.get(r["policy"], "")
+        why = "" if s and s["verdicts"].get("violation", 0) == s["n"] else WHY_NOT.get(r["policy"], "")
         if s is None:
             if "error" in a:
                 L.append(f"| {r['policy']} | {r['protocol']} | - | refused | - | - | - | - | - | {why} |")
