@@ -11,8 +11,10 @@ from .gaussian import gaussian_epsilon, gaussian_sigma, lint_classical_gaussian,
 from .guarantees import compose_parallel, compose_sequential
 from .noise import NoiseAccount
 from .composition import per_round_account
-from .shuffle import (clones_delta, clones_epsilon, clones_epsilon_closed_form, shuffle_guarantee, tree_max_nodes,
-                      tree_sigma, tree_zcdp)
+from .shuffle import (clones_composed_epsilon, clones_delta, clones_epsilon, clones_epsilon_closed_form,
+                      shuffle_guarantee, tree_max_nodes, tree_sigma, tree_zcdp)
+from .upper import compose_epsilon, worst_group_epsilon
+from .shuffle import CanaryProfile, shuffled_canary_profile
 
 __all__ = [
     "DPAuditError", "Guarantee", "PureDP", "ApproxDP", "ZCDP", "RDP",
@@ -22,4 +24,6 @@ __all__ = [
     "clones_delta", "clones_epsilon", "clones_epsilon_closed_form", "shuffle_guarantee",
     "tree_max_nodes", "tree_zcdp", "tree_sigma",
     "MechanismDP", "Composed", "compose", "as_guarantee",
+    "compose_epsilon", "worst_group_epsilon", "clones_composed_epsilon",
 ]
+__all__ += ["CanaryProfile", "shuffled_canary_profile"]

@@ -92,15 +92,18 @@ def lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSe
 def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, delta: float,
                         confidence: float, n_fit: int, n_test: int, screen: int = 8,
                         name: str = "membership (shuffled view)", engine: Engine = SERIAL,
-                        progress: Callable[[str], None] | None = None, claim: float | None = None) -> AuditResult:
+                        progress: Callable[[str], None] | None = None, claim: float | None = None,
+                        pilots: Sequence[Any] | None = None) -> AuditResult:
     """For every (candidate, feature family) a screened discriminant fitted on ``n_fit`` views per side,
     its best threshold chosen on ``n_fit`` more for the fresh sample size, and only the best candidate
     counted on ``n_test`` fresh views per side (so the Clopper-Pearson bound needs no correction for the
     choice). ``source.sample`` returns a dict of feature families, each (n, p); a source with
     ``for_family(name)`` (the same views read as that family alone) is counted through it. Used on the
-    shuffled view (the binned multiset of a batch's messages), where many cells carry nothing."""
+    shuffled view (the binned multiset of a batch's messages), where many cells carry nothing. ``pilots``: the
+    fitting and selection views already drawn (as :func:`lda_attack` takes them), e.g. shared with another
+    part that chooses its test on them."""
     t0 = time.perf_counter()
-    views = draw_pilots(source, candidates, seed, n_fit, n_fit, engine)
+    views = draw_pilots(source, candidates, seed, n_fit, n_fit, engine, pilots, "screened_lda_attack")
     best = None
     families = 0
     for i, c in enumerate(candidates):

@@ -285,9 +285,12 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
             specs = [sp for _, _, sp in chosen] + [sp for sp in fallback if sp not in [c[2] for c in chosen]]
             if new_T != horizon:
                 specs = [sp for _, _, sp in chosen]  # the fallback's rounds were sized for the old horizon
+            # the best pairs passed on, each with the horizon its pilot ran at: when no horizon separated, the
+            # audit stays at ``horizon`` while the last pilot ran at T, and a canary round past the audit's
+            # horizon would name a pair the audit never ran (it is dropped below)
             info = {"tried": tried, "separated": bool(separated), "horizon": new_T,
-                    "best": [{"pair": sp.label(), "separation": round(min(z, 1e6), 2), "first_difference": f}
-                             for z, f, sp in chosen]}
+                    "best": [{"pair": sp.label(), "separation": round(min(z, 1e6), 2), "first_difference": f,
+                              "scored_at_horizon": T} for z, f, sp in chosen if sp.round < new_T - 1]}
             if not specs:
                 info["skipped"] = "no gap changed the policy's actions"
             return ThresholdSearch([sp for sp in specs if sp.round < new_T - 1], new_T, info)
@@ -517,7 +520,7 @@ def search(
     ``confidence_likelihood=None`` skips the gray-box attack (policies without a ledger). The
     candidates are ranked on ``engine`` (see :mod:`dpaudit.engine`); the results do not depend on
     it. ``finished``, if given, receives each piece as it completes (``ranking`` rows, then the
-    ``membership`` and ``likelihood`` results), so an interrupted search can report what it did.
+    ``likelihood`` and ``membership`` results), so an interrupted search can report what it did.
     ``claim_epsilon`` lets the membership attack's fresh counts stop once the answer is settled
     (:class:`dpaudit.attacks.sampling.Stop`). ``test_membership=False`` leaves the membership attack's
     fresh test to the caller (``membership`` is then None; the fitted attack is
@@ -561,20 +564,23 @@ def search(
         if use_lik and (best_l is None or row["likelihood_mean_loss"] > best_l[0]):
             best_l = (row["likelihood_mean_loss"], spec, loss)
     assert best_m is not None
-    mem = None
-    if test_membership:
-        mem = evaluate(policy, protocol, best_m[2], s_final_m, n_test=n_test, delta=delta,
-                       confidence=confidence_membership, n_tests=1, progress=progress, engine=engine,
-                       claim=claim_epsilon)
-        finished["membership"] = mem
     lik = None
     if use_lik and best_l is not None:
         pair = _as_pair(best_l[1], protocol, K, horizon, rr, alphabet)
-        # the screening losses of the chosen pair pick the eps grid; the bound counts fresh runs only
+        # the screening losses of the chosen pair say where the profile band is drawn; the bound counts
+        # fresh runs only
         lik = likelihood_attack(policy, protocol, pair, delta=delta, confidence=confidence_likelihood,
                                 n_runs=n_likelihood, seed=s_final_l, claim=claim, pilot=best_l[2],
                                 progress=progress, engine=engine)
         finished["likelihood"] = lik
+    mem = None
+    if test_membership:
+        # counted after the likelihood attack, so that its count may stop once it cannot raise the audit's
+        # bound above the gray-box one (the floor of attacks.sampling.Stop); its seed is its own either way
+        mem = evaluate(policy, protocol, best_m[2], s_final_m, n_test=n_test, delta=delta,
+                       confidence=confidence_membership, n_tests=1, progress=progress, engine=engine,
+                       claim=claim_epsilon, floor=lik.epsilon_lower if lik is not None else 0.0)
+        finished["membership"] = mem
     return SearchResult(mem, lik, best_m[1], best_l[1] if (use_lik and best_l) else None, ranking, list(specs),
                         best_m[2])
 

@@ -5,6 +5,11 @@ this module adds the part that needs dpaudit objects: turning a :class:`~dpaudit
 into per-round accounting arrays, running a policy on a fixed reward table, and comparing its
 declared ``claim`` with what its ledger implies. The ``dpaudit account`` command
 (:mod:`dpaudit.cli.account`) prints these.
+
+The upper side (issue 24): :func:`ledger_upper` (and :func:`policy_ledger_upper`, :func:`shuffle_upper`) give the
+tightest eps dpaudit can prove for a policy at delta -- a ledger's releases composed exactly per round or
+user, or a shuffle batch's clone bounds composed exactly -- with the method and the assumptions it rests on;
+an audit reports it beside the claim as ``epsilon_upper``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from dpaudit.accountants.gaussian import (gaussian_epsilon, laplace_epsilon, lin
 from dpaudit.accountants.conversions import (
     zcdp_to_approx,
 )
+from dpaudit.accountants.upper import GAUSSIAN, LAPLACE, PURE
 from dpaudit.errors import check_delta, check_int
 from dpaudit.mechanisms import Ledger
 
@@ -36,13 +42,27 @@ __all__ = [
     "LedgerAccount",
     "claim_vs_ledger",
     "run_policy",
+    "ledger_upper",
+    "policy_ledger_upper",
+    "shuffle_upper",
+    "policy_upper",
+    "NOISE_CODES",
+    "LEDGER_ASSUMPTIONS",
 ]
 
 
 # ---- ledger -> per-round accounting ---------------------------------------------------------------
 
+#: a release's noise kind -> the code of :func:`dpaudit.accountants.upper.worst_group_epsilon` (any other kind is
+#: accounted as a pure-DP release of eps = sensitivity / scale, the convention randomised response records)
+NOISE_CODES = {"gaussian": GAUSSIAN, "laplace": LAPLACE}
+
+
 def ledger_entries(ledger: Ledger, horizon: int, reward_span: float | None = None) -> dict[str, np.ndarray]:
-    """Flatten a ledger into one entry per (release, run, round fed): run, rnd, kind, ratio.
+    """Flatten a ledger into one entry per (release, run, round fed): run, rnd, kind, code, ratio.
+
+    ``kind`` is True for a Gaussian release; ``code`` tells Gaussian, Laplace and any other (pure) noise apart
+    (:data:`NOISE_CODES`: randomised response is recorded with scale 1/eps, so its ratio is its pure eps).
 
     ``ratio`` is sensitivity / noise scale. With a finite ``reward_span`` (the width of the reward
     range the policy accepts) it is the larger of the declared ratio and the one the release's
@@ -51,7 +71,7 @@ def ledger_entries(ledger: Ledger, horizon: int, reward_span: float | None = Non
     entries where that happened. A release without ``fed`` information is charged to every round
     up to its step (it might have used any of them).
     """
-    runs, rnds, kinds, ratios = [], [], [], []
+    runs, rnds, kinds, codes, ratios = [], [], [], [], []
     understated = 0
     for rel in ledger.releases:
         n = rel.runs.size
@@ -82,12 +102,14 @@ def ledger_entries(ledger: Ledger, horizon: int, reward_span: float | None = Non
         runs.append(rel.runs[pos])
         rnds.append(rnd)
         kinds.append(np.full(pos.size, gauss))
+        codes.append(np.full(pos.size, NOISE_CODES.get(rel.noise.kind, PURE)))
         ratios.append(ratio)
     cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dtype=dt))
     return {
         "run": cat(runs, np.int64),
         "rnd": cat(rnds, np.int64),
         "kind": cat(kinds, bool),
+        "code": cat(codes, np.int64),
         "ratio": cat(ratios, float),
         "understated": np.array(understated),
     }
@@ -124,6 +146,10 @@ class LedgerAccount:
     finding: str
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the tightest eps at delta dpaudit proves from the ledger (:func:`ledger_upper`: every round's releases
+    #: composed exactly, the worst over every run and round), and its record (method, assumptions, details)
+    epsilon_upper: float | None = None
+    upper: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -154,7 +180,8 @@ def claim_vs_ledger(claim: Guarantee | None, ledger: Ledger, horizon: int, delta
     The claim holds for the recorded runs when, at the worst round, the ledger's Rényi curve lies
     below the claim's at every order (for RDP/zCDP/pure claims) or its exact epsilon at the claim's
     delta is within the claimed epsilon (for (eps, delta) claims). A mismatch is a finding with the
-    numbers; the converted epsilons at ``delta`` are shown side by side either way.
+    numbers; the converted epsilons at ``delta`` are shown side by side either way. Beside them,
+    ``epsilon_upper`` is the tightest eps at ``delta`` the ledger proves (:func:`ledger_upper`).
     """
     delta = check_delta(delta)
     t0 = time.perf_counter()
@@ -167,7 +194,7 @@ def claim_vs_ledger(claim: Guarantee | None, ledger: Ledger, horizon: int, delta
         return LedgerAccount(delta, str(claim), cconv.epsilon if claim else math.nan, cconv.method if claim else "",
                              cconv.order if claim else None, "no releases", 0.0, "empty", None, -1, -1, 0, 0, [], 0,
                              0, 0.0, "empty-ledger", "the ledger recorded no release that used a round.",
-                             time.perf_counter() - t0)
+                             time.perf_counter() - t0, epsilon_upper=0.0, upper=ledger_upper(ledger, horizon, delta, reward_span))
     run, rnd = account.worst_round()
     worst = account.round_account(run, rnd)
     lconv = worst.epsilon(delta)
@@ -201,13 +228,14 @@ def claim_vs_ledger(claim: Guarantee | None, ledger: Ledger, horizon: int, delta
             finding += f" {n_shared} (run, round) pairs fed more than one release (max {int(account.usage.max())})."
         if understated:
             finding += f" {understated} ledger entries declared a sensitivity below what their coefficients imply."
+    upper = ledger_upper(ledger, horizon, delta, reward_span)
     return LedgerAccount(
         delta, claim.describe() if claim is not None else "none",
         cconv.epsilon if claim is not None else math.nan, cconv.method if claim is not None else "",
         cconv.order if claim is not None else None,
         ledger_g.describe(), lconv.epsilon, lconv.method, order, run, rnd, int(account.usage[run, rnd]),
         n_shared, examples, int(account.usage.max()), understated, ratio, status, finding,
-        time.perf_counter() - t0,
+        time.perf_counter() - t0, epsilon_upper=upper["epsilon"] if upper else None, upper=upper,
     )
 
 
@@ -381,3 +409,164 @@ def calibration_lints(policy: Any) -> list[dict[str, Any]]:
     return [ln.as_dict() for ln in lints]
 
 
+
+
+# ---- the upper side: the tightest eps dpaudit can prove (issue 24) ----------------------------------
+
+#: what every ledger-based upper bound assumes (the findings' ``upper.assumptions``)
+LEDGER_ASSUMPTIONS = (
+    "the ledger's recorded releases are every use the policy makes of its private data, and the view is a "
+    "post-processing of them and of public inputs",
+    "each release's sensitivity is right for the protocol's neighbouring relation (dpaudit takes the larger of the "
+    "declared sensitivity and the one the release's recorded coefficients imply over the reward range)",
+    "the releases a round (user) feeds, with their noise multipliers, are bounded in every execution by the worst "
+    "round of the recorded runs; then composing them per round is valid although they are chosen adaptively "
+    "(fully adaptive composition with the bound as a privacy filter: Whitehouse, Ramdas, Rogers & Wu 2023; Smith & "
+    "Thakurta 2022 for Gaussian DP)",
+    "a Laplace release of L1 sensitivity D and scale b is accounted as the one-dimensional Laplace pair at eps = D/b, "
+    "and any other non-Gaussian release as an eps-DP one (binary randomised response dominates it)",
+)
+
+#: why no release is dropped for the view of a protocol (the findings' ``upper.details["view"]``)
+VIEW_REFINEMENT = (
+    "every recorded release is composed, none dropped for the view: under {p} a release fed by a round comes at or "
+    "after that round and can move every later action; only a release fed by the last round (made after the last "
+    "action, since that round's reward arrives then) cannot reach the actions, but the audit's gray-box parts read "
+    "the releases themselves (the likelihood attack, the joint audit's tree attack), a view that contains every "
+    "release, and the upper bound must hold for every view the audit tests")
+
+
+def _finite_span(bounds: Any) -> float | None:
+    """hi - lo of a (low, high) pair when both are finite numbers with low < high, else None."""
+    try:
+        lo, hi = (float(x) for x in bounds)
+    except (TypeError, ValueError):
+        return None
+    return hi - lo if math.isfinite(lo) and math.isfinite(hi) and lo < hi else None
+
+
+def _how(worst: Any) -> tuple[str, str]:
+    """(the composition's name, the worst group's releases) in words."""
+    lap, pure, mu = worst.laplace_eps, worst.pure_eps, worst.gaussian_mu
+    parts = ([f"Gaussian mu = {mu:.4g}"] if mu > 0 else []) + \
+        ([f"Laplace eps = {', '.join(f'{e:.4g}' for e in lap)}"] if lap else []) + \
+        ([f"pure eps = {', '.join(f'{e:.4g}' for e in pure)}"] if pure else [])
+    short = {"gaussian-exact": "exact Gaussian composition", "laplace-exact": "exact Laplace profile",
+             "pure-rr-profile": "exact pure-DP profile (randomised response)",
+             "pld-pessimistic": "PLD composition (dp-accounting, pessimistic)",
+             "renyi-cks": "Rényi-curve bound (too many distinct compositions to compose all exactly)",
+             "unnoised release": "a release without noise (nothing finite can be proved)",
+             "no release": "no release recorded"}.get(worst.method, worst.method)
+    return short, " + ".join(parts)
+
+
+def ledger_upper(ledger: Any, horizon: int, delta: float, reward_span: float | None = None, *,
+                 protocol: str = "table", per: str = "round") -> dict[str, Any] | None:
+    """The tightest eps(delta) dpaudit can prove from a recorded ledger: every round's (user's) releases
+    composed exactly, worst round over the recorded runs (:func:`dpaudit.accountants.upper.worst_group_epsilon`).
+
+    Gaussian releases only: one Gaussian with mu = sqrt(sum mu_i^2) and its analytic profile; with Laplace or
+    randomised-response members: dp-accounting's PLD accountant (pessimistic, within about 1e-3 of exact).
+    Each entry's ratio is the larger of the declared sensitivity over the noise scale and the one its
+    coefficients imply over ``reward_span`` (:func:`ledger_entries`); a release without ``fed`` is charged to
+    every round up to its step. The assumptions are returned with the number (:data:`LEDGER_ASSUMPTIONS`):
+    the ledger is right for the protocol's neighbouring relation, and the per-round composition of adaptively
+    chosen releases is valid because every recorded round's budget is bounded. None without a ledger."""
+    from dpaudit.accountants.upper import worst_group_epsilon
+
+    if ledger is None or not hasattr(ledger, "releases"):
+        return None
+    delta = check_delta(delta)
+    T = check_int("horizon", horizon, minimum=1)
+    with np.errstate(divide="ignore"):  # a release with no noise: an infinite ratio, an infinite bound
+        e = ledger_entries(ledger, T, reward_span)
+    n_runs = int(ledger.n_runs)
+    worst = worst_group_epsilon(n_runs * T, e["run"] * T + e["rnd"], e["code"], e["ratio"], delta)
+    unit = "user" if per == "user" else "round"
+    run, rnd = divmod(worst.group, T) if worst.group >= 0 else (-1, -1)
+    short, what = _how(worst)
+    method = (f"{short}, {what}; worst {unit} over {n_runs} recorded runs" if worst.group >= 0 else
+              f"the ledger recorded no release in {n_runs} runs of {T} rounds")
+    return {"epsilon": float(worst.epsilon), "delta": delta, "method": method,
+            "assumptions": list(LEDGER_ASSUMPTIONS),
+            "details": {"source": f"ledger, per {unit}", "short": short, "runs": n_runs, "horizon": T,
+                        "worst_run": int(run), f"worst_{unit}": int(rnd), "releases": len(ledger.releases),
+                        "entries": int(e["run"].size), f"{unit}s_with_releases": worst.groups,
+                        "gaussian_mu": worst.gaussian_mu, "laplace_eps": list(worst.laplace_eps),
+                        "pure_eps": list(worst.pure_eps), "composition": worst.method,
+                        "composed_exactly": worst.composed_exactly, "understated_sensitivities": int(e["understated"]),
+                        "reward_span": reward_span,
+                        "view": VIEW_REFINEMENT.format(p="local DP (the view is the whole transcript)" if per == "user"
+                                                       else f"{protocol} DP"),
+                        **worst.details}}
+
+
+def policy_ledger_upper(policy: Any, horizon: int, delta: float, *, protocol: str = "table",
+                        per: str = "round") -> dict[str, Any] | None:
+    """:func:`ledger_upper` of the ledger ``policy`` recorded last (None without one), with the reward span of its
+    ``reward_range`` (``domain`` for a local policy's users, ``per="user"``)."""
+    if not hasattr(policy, "ledger"):
+        return None
+    span = _finite_span(getattr(policy, "domain", None)) if per == "user" else None
+    if span is None:
+        span = _finite_span(getattr(policy, "reward_range", None))
+    return ledger_upper(getattr(policy, "ledger", None), horizon, delta, span, protocol=protocol, per=per)
+
+
+def shuffle_upper(policy: Any, delta: float) -> dict[str, Any] | None:
+    """The tightest eps(delta) dpaudit can prove for a shuffle policy's first batch: each user sends one message
+    through each of its two shufflers (``shuffler_outer`` to the whole batch of ``batch0``, ``shuffler_grad`` to
+    her group of ``batch0 / groups``), each ``eps0``-DP; the two clone pairs (Feldman, McMillan & Talwar 2021,
+    Thm 3.2) composed exactly (:func:`dpaudit.accountants.shuffle.clones_composed_epsilon`), not added at
+    delta/2 each. A shuffler that keeps the arrival order gets no amplification: its message composes as the
+    eps0-DP message it is. Later batches are larger (their clone bounds smaller) and hold other users (parallel
+    composition). None when the policy has no such pipeline."""
+    from dpaudit.accountants.shuffle import clones_composed_epsilon, clones_epsilon
+    from dpaudit.accountants.upper import compose_epsilon
+
+    delta = check_delta(delta)
+    sh = [getattr(policy, "shuffler_outer", None), getattr(policy, "shuffler_grad", None)]
+    if (any(s is None or not hasattr(s, "eps0") for s in sh) or not hasattr(policy, "batch0")
+            or getattr(policy, "private", True) is False):  # a non-private twin sums the exact data instead
+        return None
+    B = int(policy.batch0)
+    groups = int(getattr(policy, "groups", 1))
+    sizes = [B, B // groups]
+    eps0 = [float(s.eps0) for s in sh]
+    shuffled = [bool(getattr(s, "shuffle", True)) for s in sh]
+    assumptions = ["a user's private data reaches the view only through her two messages (the contexts the actions "
+                   "are chosen from are public, and the iterate depends only on earlier batches)",
+                   "each user of the batch sends exactly one message through each shuffler, and each message's "
+                   "randomizer is eps0-DP whatever the iterate",
+                   "the two message sets are shuffled and randomised independently, so the view is a post-processing "
+                   "of the product of the two clone pairs",
+                   "a user belongs to one batch only, and the first (smallest) batch is the worst"]
+    if all(shuffled) and eps0[0] == eps0[1]:
+        eps = clones_composed_epsilon(sizes, eps0[0], delta)
+        basic = clones_epsilon(sizes[0], eps0[0], delta / 2) + clones_epsilon(sizes[1], eps0[1], delta / 2)
+        method = (f"exact composition of the clone bounds (Feldman, McMillan & Talwar 2021) of the batch's two shuffled "
+                  f"message sets ({sizes[0]} and {sizes[1]} users, eps0 = {eps0[0]:g} each)")
+    else:
+        pure = list(eps0)
+        singles = [clones_epsilon(n, e0, delta / 2) if s else e0 for e0, n, s in zip(eps0, sizes, shuffled)]
+        basic = sum(singles)
+        eps = min(basic, compose_epsilon(delta, pure_eps=pure).epsilon)
+        method = ("a shuffler keeps the arrival order, so its message is accounted as the eps0-DP message it is: "
+                  f"the two messages composed (eps0 = {eps0[0]:g}, {eps0[1]:g}), or the clone bounds added at delta/2 "
+                  "where smaller")
+    return {"epsilon": float(eps), "delta": delta, "method": method, "assumptions": assumptions,
+            "details": {"source": "shuffle accounting", "short": method.split(" (")[0], "users_per_shuffle": sizes, "eps0": eps0, "shuffled": shuffled,
+                        "basic_composition": float(basic),
+                        "view": "every message of the first batch is in the analyzer's view; none can be dropped"}}
+
+
+def policy_upper(policy: Any, horizon: int, delta: float, *, protocol: str = "table",
+                 per: str = "round") -> dict[str, Any] | None:
+    """The upper side of an audit, computed once by each protocol's plan after its ledger part: a shuffle
+    pipeline's :func:`shuffle_upper` (its users' data reach the view only through the shuffled messages, so
+    it holds for every view of the protocols it runs under), else the ledger the policy recorded last
+    (:func:`policy_ledger_upper`), else None (nothing dpaudit can prove beyond the claim)."""
+    found = shuffle_upper(policy, delta)
+    if found is not None:
+        return found
+    return policy_ledger_upper(policy, horizon, delta, protocol=protocol, per=per)

@@ -33,7 +33,8 @@ from dpaudit.runner.setup import claim_curves
 if TYPE_CHECKING:
     from dpaudit.accounting import LedgerAccount
 
-__all__ = ["Audit", "audit", "account", "describe", "policy_label", "claim_curves", "AuditInterrupted"]
+__all__ = ["Audit", "audit", "account", "describe", "policy_label", "claim_curves", "AuditInterrupted",
+           "resolve_protocol", "finite_notion"]
 
 
 @dataclass(frozen=True, repr=False)
@@ -44,7 +45,10 @@ class Audit(Findings):
     judges, exceeds the claim), ``"consistent"`` (none does, and the audit showed power; ``gap`` =
     claimed eps minus the best lower bound), ``"inconclusive"`` (no power), ``"interrupted"`` or
     ``"exact"`` (an exact enumeration with nothing to judge); ``reason`` is the one sentence that says
-    why. ``to_dict()`` is the JSON of ``--json`` (with its ``format`` key) and :meth:`from_dict` reads it
+    why. ``epsilon_upper`` is the tightest eps at ``delta`` dpaudit can prove for the policy (``upper`` holds
+    its method and assumptions; None when nothing can be proved beyond the claim, or when a lower bound
+    refutes the figure), so the audit brackets the truth in [``epsilon_lower``, ``epsilon_upper``]; the
+    verdict judges the claim alone. ``to_dict()`` is the JSON of ``--json`` (with its ``format`` key) and :meth:`from_dict` reads it
     back; :meth:`to_markdown`, :meth:`to_html` and :meth:`write` render the reviewer report.
     """
 
@@ -79,13 +83,130 @@ class Audit(Findings):
 
 
 def policy_label(policy: Any) -> str:
-    """How a policy is named in the findings: the spec string, ``module:Class`` for a class, and
-    ``module:Class(instance)`` for an instance."""
+    """How a policy is named in the findings: the spec string, ``module:Class`` for a class (a plug-in
+    file's class as ``path/to/file.py:Class``, the way the user names it), and ``module:Class (instance)``
+    for an instance."""
+    from dpaudit.policies.registry import plugin_label
+
     if isinstance(policy, str):
         return policy
     cls = policy if isinstance(policy, type) else type(policy)
-    name = f"{cls.__module__}:{cls.__qualname__}"
+    name = plugin_label(cls)
     return name if isinstance(policy, type) else f"{name} (instance)"
+
+
+# ---- the protocol: the notion a policy's claim is about, unless asked otherwise ------------------
+
+#: (the claim's notion, the protocol audited) -> where the paper shows the claim implies the audited notion
+_IMPLIED = {("interactive", "table"): "Azize & Basu 2023a, Prop. 2(a)",
+            ("table", "view"): "Azize & Basu 2023a, Prop. 1(b, c)",
+            ("interactive", "view"): "Azize & Basu 2023a, Props. 1(b, c) and 2(a)"}
+
+
+def _a(word: str) -> str:
+    return ("an " if word[:1].lower() in "aeiou" else "a ") + word
+
+
+def finite_notion(spec: str) -> str | None:
+    """``"joint"`` for a finite contextual spec, ``"table"`` for a finite policy spec, None for neither."""
+    from dpaudit.policies.finite import BUNDLED
+    from dpaudit.policies.finite_contextual import BUNDLED_CONTEXTUAL, FORMAT_CONTEXTUAL
+
+    if spec in BUNDLED_CONTEXTUAL:
+        return "joint"
+    if spec in BUNDLED:
+        return "table"
+    if spec.endswith(".json"):
+        import json
+
+        if not Path(spec).is_file():
+            return "table"  # (a folder, a FIFO, a missing file: the spec's loader says what is wrong with it)
+        try:
+            with open(spec) as fh:
+                fmt = json.load(fh).get("format")
+        except Exception:  # unreadable, not JSON, too deeply nested, not an object
+            return "table"  # the spec's loader says what is wrong with it, in one sentence
+        return "joint" if fmt == FORMAT_CONTEXTUAL else "table"
+    return None
+
+
+def _class_notion(spec: str, adapter: str | None, progress: Any = None) -> tuple[str | None, bool]:
+    """(its class's ``notion``, whether a per-run adapter names a randomizer) of a plug-in spec: run in a
+    process of its own (:func:`dpaudit.sandbox.run_isolated`), so that importing plug-in code here
+    changes nothing of the audit that follows (it imports the plug-in in its own process)."""
+    from dpaudit.policies.registry import load_policy_class, notion_of
+    from dpaudit.sandbox import guard
+
+    with guard(spec, "import"):
+        target = load_policy_class(spec, contract=adapter is None)
+        notion = notion_of(target) if isinstance(target, type) else None
+    randomizer = adapter is not None and "randomizer=" in adapter
+    return notion, randomizer
+
+
+def _notion(policy: Any, adapter: str | None) -> tuple[str | None, str]:
+    """(the notion ``policy``'s claim is about or None, the reason in words) for the audit's default."""
+    from dpaudit.policies.registry import NOTION_NAMES, entry_of, notion_of
+    from dpaudit.sandbox import can_isolate, is_plugin_spec, run_isolated
+
+    who = policy_label(policy)
+    if isinstance(policy, str):
+        entry = entry_of(policy)
+        if entry is not None:
+            return entry.notion, f"the claim of {who} is {_a(NOTION_NAMES[entry.notion])} claim"
+        finite = finite_notion(policy)
+        if finite == "joint":
+            return finite, f"{who} is a finite contextual spec, audited exactly under joint DP"
+        if finite == "table":
+            return finite, f"{who} is a finite policy spec, audited exactly under Table DP by default"
+        if not is_plugin_spec(policy):
+            return None, ""  # an unknown name: the audit says so in one sentence
+        if can_isolate():
+            notion, randomizer = run_isolated(_class_notion, policy, adapter, what="reading the plug-in's notion")
+        else:  # pragma: no cover - no fork (Windows)
+            notion, randomizer = _class_notion(policy, adapter)
+    else:
+        notion, randomizer = notion_of(policy), False
+        entry = entry_of(policy if isinstance(policy, type) else type(policy))
+        who = entry.name if entry is not None else who
+    if notion is not None:
+        return notion, f"the claim of {who} is {_a(NOTION_NAMES[notion])} claim"
+    if randomizer:
+        return "local", f"the per-run adapter runs {who} with its randomizer as each user's channel"
+    return None, (f"{who} names no notion (a class attribute such as notion = 'joint' says which protocol its "
+                  "claim is about), so the default, table")
+
+
+def resolve_protocol(policy: Any, protocol: str | None = None, *,
+                     adapter: str | None = None) -> tuple[str, str | None]:
+    """The protocol an audit of ``policy`` runs, and the note that says why.
+
+    Without ``protocol``: the notion its claim is about (its class's ``notion``, a registered policy's
+    :attr:`~dpaudit.policies.registry.PolicyEntry.notion`; table for a plug-in that names none). With
+    one: that protocol, and when the claim is about another notion the note says so (a claim about
+    Interactive DP implies Table DP and a Table-DP claim View DP, Azize & Basu 2023a, Props. 1 and 2;
+    any other mismatch judges the claim under a notion it does not make)."""
+    from dpaudit.policies.registry import NOTION_NAMES
+
+    notion, why = _notion(policy, adapter)
+    if protocol is None:
+        return (notion or "table"), (f"protocol {notion or 'table'}: {why}." if why else None)
+    if notion is None or not why or why.startswith(f"{policy_label(policy)} is a finite"):
+        return protocol, None  # the default of a finite spec or of a policy naming no notion: nothing to contrast
+    if protocol == notion:
+        return protocol, f"protocol {protocol}: {why}."
+    claim = why  # "the claim of X is a ... claim"
+    later = f"; without --protocol it is audited under {notion}."
+    implied = _IMPLIED.get((notion, protocol))
+    if implied is not None:
+        return protocol, (f"protocol {protocol} (as asked): {claim}, which implies {NOTION_NAMES[protocol][:-3]} DP "
+                           f"({implied}): a weaker test of it{later}")
+    stronger = _IMPLIED.get((protocol, notion))
+    if stronger is not None:
+        return protocol, (f"protocol {protocol} (as asked): {claim}, and {NOTION_NAMES[protocol][:-3]} DP is "
+                           f"stronger ({stronger}), so a bound above the claim here need not contradict it{later}")
+    return protocol, (f"protocol {protocol} (as asked): {claim}, not {_a(NOTION_NAMES[protocol])} one, so a bound "
+                      f"above the claim here need not contradict it{later}")
 
 
 #: what ``policy`` may be, in the sentence that refuses anything else
@@ -121,12 +242,24 @@ def _check_policy_object(policy: Any, params: Mapping[str, Any] | None) -> None:
                            "class with params=..., or the instance alone.")
 
 
+#: the arguments of :func:`audit` that determine its findings, with their defaults: the recorded call names
+#: those given otherwise (and the seed), never a value the audit chose (its horizon)
+_FINDING_ARGUMENTS: dict[str, Any] = {"protocol": None, "delta": 1e-5, "confidence": 0.95, "runs": 50000,
+                                      "horizon": None, "seed": None, "horizons": None, "rewards": None, "claim": None,
+                                      "adapter": None, "pair": None}
+
+
 def _python_call(policy: Any, params: Mapping[str, Any], kwargs: dict[str, Any]) -> str:
-    """The call that reproduces an audit from Python, recorded as the findings' ``command``."""
+    """The call that reproduces an audit from Python, recorded as the findings' ``command``: the policy
+    (a class as its ``"module:Class"`` or ``"file.py:Class"`` spec; an instance cannot be written down,
+    so it stays as its label), its ``params``, the arguments given that determine the findings, and the
+    seed. A claim object is written as its ``repr`` (``ZCDP(rho=0.1)``, from :mod:`dpaudit.accountants`)."""
     args = [repr(policy_label(policy))]
     if params:
         args.append(f"params={dict(params)!r}")
-    args += [f"{k}={v!r}" for k, v in kwargs.items()]
+    for k, v in kwargs.items():
+        if k == "seed" or (v is not None and (k not in _FINDING_ARGUMENTS or v != _FINDING_ARGUMENTS[k])):
+            args.append(f"{k}={list(v) if isinstance(v, tuple) else v!r}")
     return f"dpaudit.audit({', '.join(args)})"
 
 
@@ -134,7 +267,7 @@ def audit(
     policy: Any,
     *,
     params: Mapping[str, Any] | None = None,
-    protocol: str = "table",
+    protocol: str | None = None,
     delta: float = 1e-5,
     confidence: float = 0.95,
     runs: int | None = None,
@@ -158,7 +291,10 @@ def audit(
     """Audit a policy: its claim, what the attacks measure, and a verdict (``dpaudit check policy``).
 
     ``policy`` is a registered name, a ``"file.py:Class"`` / ``"module:Class"`` string, a class (built
-    with ``params``) or an instance. ``delta``, ``confidence``, ``runs`` (fresh runs per side),
+    with ``params``) or an instance. ``protocol`` (``"table"``, ``"view"``, ``"interactive"``,
+    ``"local"``, ``"joint"``, ``"shuffle"``; None: the notion the policy's claim is about, its class's
+    ``notion``, table for a plug-in that names none; :func:`resolve_protocol`): the first note of the
+    findings says which protocol ran and why. ``delta``, ``confidence``, ``runs`` (fresh runs per side),
     ``horizon`` (None: chosen as the CLI chooses it), ``seed`` are the CLI's options of the same
     names (``runs=None``: 50000 per side). ``method="one-run"`` audits from a few runs with many canaries
     each instead (protocols table, view and local; ``runs`` is then the number of runs in all, one of them
@@ -204,16 +340,19 @@ def audit(
         if isinstance(horizons, (str, bytes)) or not isinstance(horizons, Iterable):
             raise DPAuditError(f"horizons must be a list of integers >= 2 such as [24, 48, 96], got {shorten(horizons)}.")
         horizons = sorted({check_int("each of horizons", T, minimum=2) for T in horizons})
-        if protocol not in ("table", "view"):
-            raise DPAuditError("horizons (leakage against the horizon) are measured under protocol table or view, "
-                               f"not {protocol}.")
         if method == "one-run":
             raise DPAuditError("horizons (leakage against the horizon) rebuild a neighbouring pair at each T, which a "
                                "one-run audit does not have; drop horizons or method='one-run'.")
     if command is None:
         command = _python_call(policy, params, {"protocol": protocol, "delta": delta, "confidence": confidence,
                                                 "runs": runs, "horizon": horizon, "seed": seed,
+                                                "horizons": horizons, "rewards": rewards, "claim": claim,
+                                                "adapter": adapter, "pair": pair,
                                                 **({"method": method} if method != "multi-run" else {})})
+    protocol, why = resolve_protocol(policy, protocol, adapter=adapter)
+    if horizons is not None and protocol not in ("table", "view"):
+        raise DPAuditError("horizons (leakage against the horizon) are measured under protocol table or view, "
+                           f"not {protocol}.")
     workers = default_workers() if workers is None else check_int("workers", workers, minimum=1)
     bar = None
     if progress is True:
@@ -231,14 +370,16 @@ def audit(
     request = Request(policy, params, protocol, delta, confidence, runs, horizon, seed, workers, executor, scheduler,
                       checkpoint, max_hours, rewards, claim, adapter, pair, command, call_timeout=call_timeout,
                       method=method)
+    first = (why,) if why else ()  # which protocol ran, and why: the findings' first note
     try:
         out = run(request, progress_fn)
     except AuditInterrupted as exc:
-        raise AuditInterrupted(Audit.of(replace(exc.audit, policy=label))) from None
+        partial = replace(exc.audit, policy=label, notes=first + tuple(exc.audit.notes))
+        raise AuditInterrupted(Audit.of(partial)) from None
     finally:
         if bar is not None:
             bar.close()
-    result = Audit.of(replace(out, policy=label))
+    result = Audit.of(replace(out, policy=label, notes=first + tuple(out.notes)))
     if horizons:
         rows = _leakage_vs_horizon(policy, params, result, horizons, runs, seed, adapter, claim)
         result = replace(result, extra={**result.extra, "leakage_vs_horizon": rows})
@@ -253,8 +394,9 @@ def _check_audit_arguments(*, protocol: Any, delta: Any, confidence: Any, runs: 
     from dpaudit.errors import check_delta
     from dpaudit.runner import PLANS
 
-    if not isinstance(protocol, str) or protocol not in PLANS:
-        raise DPAuditError(f"protocol must be one of {', '.join(map(repr, PLANS))}, got {shorten(protocol)}.")
+    if protocol is not None and (not isinstance(protocol, str) or protocol not in PLANS):
+        raise DPAuditError(f"protocol must be one of {', '.join(map(repr, PLANS))} or None (the notion of the "
+                           f"policy's claim), got {shorten(protocol)}.")
     check_delta(delta)
     check_confidence(confidence)
     check_int("runs", runs, minimum=2 if method == "one-run" else 100)
@@ -343,13 +485,20 @@ def describe(policy: Any) -> dict[str, Any]:
     ``follows`` and ``docstring``), and ``papers`` lists the full references (authors, title, year)
     of the papers named.
 
-    ``policy`` is a registered name, a plug-in spec string or a class. Returns a JSON-ready dict
-    (``dpaudit describe POLICY --json`` prints it).
+    ``notion`` is the protocol its claim is about, the one ``dpaudit check policy`` audits without
+    ``--protocol`` (``notion_note`` says why; a plug-in that names none gets table).
+
+    ``policy`` is a registered name, a plug-in spec string, a class, or a finite policy spec (a bundled
+    name such as ``seed001-counterexample`` or a ``.json`` path: its format, sizes, description and
+    claim). Returns a JSON-ready dict (``dpaudit describe POLICY --json`` prints it).
     """
-    from dpaudit.policies.registry import entry_of, load_policy_class
+    from dpaudit.policies.registry import entry_of, load_policy_class, notion_of, plugin_label
     from dpaudit.sandbox import guard, is_plugin_spec
 
     _check_policy_object(policy, None)
+    if isinstance(policy, str) and entry_of(policy) is None and not is_plugin_spec(policy) \
+            and finite_notion(policy) is not None:
+        return _describe_spec(policy)
     if isinstance(policy, str):
         cls = load_policy_class(policy)
     elif isinstance(policy, type):
@@ -405,9 +554,14 @@ def describe(policy: Any) -> dict[str, Any]:
 
     doc = inspect.getdoc(cls) or ""
     follows = _doc_sources(cls)
+    notion, why = _notion(cls, None)
+    if entry is not None:
+        why = why.replace(policy_label(cls), entry.name)
     return {
         "policy": policy if isinstance(policy, str) else policy_label(cls),
-        "class": f"{cls.__module__}:{cls.__qualname__}",
+        "class": plugin_label(cls),
+        "notion": notion or "table",
+        "notion_note": why,
         "registered_as": entry.name if entry else None,
         "family": entry.family if entry else None,
         "mutant": bool(entry.mutant) if entry else False,
@@ -422,6 +576,49 @@ def describe(policy: Any) -> dict[str, Any]:
     }
 
 
+def _describe_spec(spec: str) -> dict[str, Any]:
+    """:func:`describe` of a finite policy spec (``dpaudit.finite-policy/1``) or a finite contextual one
+    (``dpaudit.finite-contextual-policy/1``): a bundled name or a ``.json`` path."""
+    import json
+    from importlib import resources
+
+    from dpaudit.accountants.guarantees import as_guarantee
+    from dpaudit.papers import cite, references
+    from dpaudit.policies.finite import BUNDLED, load_spec
+    from dpaudit.policies.finite_contextual import BUNDLED_CONTEXTUAL, load_contextual
+
+    notion, why = _notion(spec, None)
+    contextual = notion == "joint"
+    pol: Any = load_contextual(spec) if contextual else load_spec(spec)  # validated: a bad spec is one sentence
+    bundled = {**BUNDLED, **BUNDLED_CONTEXTUAL}
+    text = (resources.files("dpaudit.specs").joinpath(bundled[spec]).read_text() if spec in bundled
+            else Path(spec).read_text())
+    raw = json.loads(text)
+    description = cite(str(raw.get("description") or ""))
+    rewards = ", ".join(f"{r:g}" for r in pol.rewards)
+    sizes = f"T = {pol.horizon}, K = {pol.n_arms}" + (f", contexts {{{', '.join(pol.contexts)}}}" if contextual else "")
+    claim = getattr(pol, "claim", None)
+    kind = "finite contextual policy" if contextual else "finite policy"
+    return {
+        "policy": spec,
+        "class": f"{type(pol).__module__}:{type(pol).__qualname__}",
+        "notion": notion,
+        "notion_note": why,
+        "registered_as": None,
+        "family": "finite contextual spec" if contextual else "finite spec",
+        "mutant": False,
+        "summary": f"{kind} given by its decision-rule tables, format {raw.get('format')} ({sizes}, rewards "
+                   f"{{{rewards}}}); audited exactly by enumeration",
+        "follows": [description] if description else [],
+        "papers": references(description),
+        "parameters": [],
+        "claim": None if claim is None else as_guarantee(claim).describe(),
+        "claim_note": "the spec's own" if claim is not None else "the spec states none",
+        "has_ledger": False,
+        "docstring": description,
+    }
+
+
 # ---- account ------------------------------------------------------------------------------------
 
 def account(policy: Any, *, params: Mapping[str, Any] | None = None, delta: float = 1e-5, horizon: int = 2000,
@@ -432,7 +629,8 @@ def account(policy: Any, *, params: Mapping[str, Any] | None = None, delta: floa
 
     ``policy`` is given as for :func:`audit` (name, plug-in string, class with ``params``, instance).
     Returns a :class:`dpaudit.accounting.LedgerAccount` (``status`` is ``"exceeds-claim"`` when the
-    ledger implies more than the claim; ``as_dict()`` is the JSON of ``--json``). A DpEvent claim is
+    ledger implies more than the claim; ``epsilon_upper`` the tightest eps at ``delta`` the ledger proves,
+    every round's releases composed exactly; ``as_dict()`` is the JSON of ``--json``). A DpEvent claim is
     read exactly; a policy without a ledger is refused in one sentence.
     """
     from dpaudit.accountants.guarantees import as_guarantee

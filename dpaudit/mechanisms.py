@@ -1028,6 +1028,117 @@ class PiecewiseShuffler(Shuffler):
         high = (y >= left) & (y <= left + self.C - 1.0)
         return np.where(high, math.log(self.p_high), math.log(self.p_high) - self.eps0)
 
+    def scaled(self, values: np.ndarray) -> np.ndarray:
+        """A user's vector ``values`` (..., m) on the randomizer's scale: ``u = (v - mid) / half`` in [-1, 1]."""
+        v = np.asarray(values, dtype=float)
+        if v.shape[-1:] != (self.dim,):
+            raise DPAuditError(f"a user's vector must have {self.dim} coordinates, got shape {v.shape}.")
+        u = (v - self.mid) / self.half
+        if not np.all(np.isfinite(u)) or u.min() < -1 - 1e-9 or u.max() > 1 + 1e-9:
+            raise DPAuditError("a user's value lies outside the range [lo, hi] that the local randomizer's "
+                               "calibration assumes.")
+        return np.clip(u, -1.0, 1.0)
+
+    def message_log_density(self, messages: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """The log-density of encoded ``messages`` (any shape) sent by a user whose vector is ``values`` (m,):
+        ``log(1/m) + log f(y | u_J)`` (the coordinate J uniform, then the Piecewise Mechanism at its scaled
+        value). ``values`` of shape (k, m) gives one density per message for each of the k vectors, shape
+        ``(k,) + messages.shape``. Ratios of these densities are the exact likelihood ratios of a message."""
+        J, y = self.decode(np.asarray(messages, dtype=float))
+        left = self._left(self.scaled(values))
+        lJ = left[..., J]  # (k,) + messages.shape, or messages.shape for one vector
+        high = (y >= lJ) & (y <= lJ + (self.C - 1.0))
+        top = math.log(self.p_high) - math.log(self.dim)
+        return np.where(high, top, top - self.eps0)
+
+    def ratio_classes(self, canary: np.ndarray, other: np.ndarray, background: np.ndarray) -> dict[tuple[int, int], float]:
+        """How a message of a user holding ``background`` splits by its two density ratios: for each (a, b) in
+        {-1, 0, 1}^2, the probability that ``f(m | canary) / f(m | background) = e^(a eps0)`` and
+        ``f(m | other) / f(m | background) = e^(b eps0)`` (the Piecewise Mechanism has two density levels, so
+        every ratio is one of e^-eps0, 1, e^eps0). Computed from the high pieces' overlaps per coordinate
+        (exact arithmetic on interval ends, each coordinate with probability 1/m); classes of probability
+        0 are left out. The privacy-loss distribution of a shuffled canary against a constant background
+        is a function of these (:func:`dpaudit.accountants.shuffled_canary_profile`)."""
+        lefts = self._left(np.stack([self.scaled(canary), self.scaled(other), self.scaled(background)]))  # (3, m)
+        width = self.C - 1.0
+        ends = np.sort(np.concatenate([np.full((1, self.dim), -self.C), lefts, lefts + width,
+                                       np.full((1, self.dim), self.C)]), axis=0)  # (8, m) breakpoints
+        ends = np.clip(ends, -self.C, self.C)
+        lengths = np.diff(ends, axis=0)  # (7, m) segments
+        mids = 0.5 * (ends[1:] + ends[:-1])
+        inside = (mids[None] >= lefts[:, None]) & (mids[None] <= lefts[:, None] + width)  # (3, 7, m)
+        dens = np.where(inside[2], self.p_high, self.p_high * math.exp(-self.eps0))  # under the background
+        a = inside[0].astype(int) - inside[2].astype(int)
+        b = inside[1].astype(int) - inside[2].astype(int)
+        out: dict[tuple[int, int], float] = {}
+        mass = dens * lengths / self.dim
+        for ai, bi, q in zip(a.ravel(), b.ravel(), mass.ravel()):
+            if q > 0:
+                out[(int(ai), int(bi))] = out.get((int(ai), int(bi)), 0.0) + float(q)
+        return out
+
+    def _class_codes(self, msgs: np.ndarray, lefts: np.ndarray) -> np.ndarray:
+        """Each encoded message's ratio class code ``3 (a + 1) + (b + 1)`` (int8), by the high-piece test of
+        :meth:`message_log_density` for the three vectors' ``lefts`` (3, m)."""
+        width = self.C - 1.0
+        starts = lefts + (np.arange(self.dim) * self.W + self.C)[None]  # each piece's start on the encoded line
+        if self.dim == 1:
+            J = None
+        else:
+            J = np.floor_divide(msgs, self.W).astype(np.int64)
+            np.clip(J, 0, self.dim - 1, out=J)
+        code = np.full(msgs.shape, 4, dtype=np.int8)
+        for k, weight in ((0, 3), (1, 1), (2, -4)):  # 3 in_x + in_x' - 4 in_b + 4 = 3 (a + 1) + (b + 1)
+            t = msgs - (starts[k, 0] if J is None else starts[k].take(J))
+            np.add(code, weight, out=code, where=(t >= 0) & (t <= width))
+        return code
+
+    def ratio_class_counts(self, messages: np.ndarray, canary: np.ndarray, other: np.ndarray,
+                           background: np.ndarray) -> np.ndarray:
+        """For each run's encoded ``messages`` (n_runs, n), how many fall in each ratio class of
+        :meth:`ratio_classes`: (n_runs, 9) counts, column ``3 (a + 1) + (b + 1)`` for the class (a, b). Then
+        ``sum_i f(m_i | canary) / f(m_i | background) = sum_(a, b) count (a, b) e^(a eps0)`` (and ``other`` with
+        b): the sums of density ratios of :class:`dpaudit.protocols.shuffle.CanaryModel`, exact and batched.
+
+        The high-piece test of :meth:`message_log_density` on the encoded line (coordinate J's messages occupy
+        ``J W + [0, 2 C]``, a vector's piece ``J W + C + [l(u_J), l(u_J) + C - 1]``), read from a table of 2^16
+        equal cells of the line: a cell with no piece end in it (or within 1e-9 of it) has one class for all its
+        messages; the few messages in the other cells are tested directly."""
+        lefts = self._left(np.stack([self.scaled(canary), self.scaled(other), self.scaled(background)]))  # (3, m)
+        msgs = np.asarray(messages, dtype=float)
+        n_runs = msgs.shape[0]
+        width = self.C - 1.0
+        cells = 1 << 16
+        span = self.dim * self.W
+        bounds = np.arange(cells + 1) * (span / cells)
+        ends = np.sort((lefts[..., None] + np.array([0.0, width]) + (np.arange(self.dim) * self.W + self.C)[None, :, None])
+                       .ravel())
+        # a cell is ambiguous if a piece end lies within it (with a margin for the rounding of msg * scale)
+        first = np.searchsorted(ends, bounds[:-1] - 1e-9, side="left")
+        last = np.searchsorted(ends, bounds[1:] + 1e-9, side="right")
+        table = self._class_codes(0.5 * (bounds[:-1] + bounds[1:]), lefts)
+        table[last > first] = -1
+        idx = (msgs * (cells / span)).astype(np.int64)
+        np.clip(idx, 0, cells - 1, out=idx)
+        code = table.take(idx)
+        amb = code < 0
+        if amb.any():
+            code[amb] = self._class_codes(msgs[amb], lefts)
+        out = np.empty((n_runs, 9), dtype=np.int64)
+        for c in range(9):
+            out[:, c] = np.count_nonzero(code == c, axis=1)
+        return out
+
+    def separation(self, values: np.ndarray, other: np.ndarray) -> np.ndarray:
+        """How far apart two users' messages are: the mean over coordinates of the fraction of ``values``' high
+        piece outside ``other``'s (1 when the pieces are disjoint in every coordinate, 0 for equal vectors);
+        vectorised over leading axes of the (..., m) vectors. For a canary against a background equal to its
+        other value the privacy loss of a shuffled batch depends on the pair only through this number (its
+        ratio classes are ``separation / (s (s + 1))`` and ``separation s / (s + 1)``), and more of it is never
+        less leakage (a smaller one is the larger one with some messages replaced by uninformative ones)."""
+        gap = np.abs(self._left(self.scaled(values)) - self._left(self.scaled(other)))
+        return np.minimum(gap / (self.C - 1.0), 1.0).mean(axis=-1)
+
     def sample_coordinates(self, rng: np.random.Generator, n_runs: int, n_users: int) -> np.ndarray:
         """Each user's coordinate J, uniform on 0..m-1 and independent of the data: (n_runs, n_users) ints."""
         return rng.integers(0, self.dim, size=(n_runs, n_users))

@@ -114,7 +114,7 @@ def test_params_are_typed_by_the_constructor() -> None:
         coerce_params(P, {"beta": "1"})
     with pytest.raises(DPAuditError, match="arms='three' must be an integer"):
         coerce_params(P, {"arms": "three"})
-    with pytest.raises(DPAuditError, match="must have the form key=value"):
+    with pytest.raises(DPAuditError, match="must have the form NAME=VALUE"):
         parse_params(["rho"])
 
 

@@ -44,6 +44,7 @@ def _interrupted():
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(nb, "evaluate", boom)
+        mp.setattr(nb, "likelihood_attack", boom)  # (the fresh tests after the search: likelihood, then membership)
         with pytest.raises(AuditInterrupted) as info:
             dpaudit.audit("adac-ucb", params={"n_arms": 3}, runs=500, horizon=12, workers=1)
     return info.value.audit
@@ -62,7 +63,7 @@ AUDITS = {
     "exact-joint": lambda: dpaudit.audit("jdp-finite-rr-uneven", protocol="joint"),
     "interrupted": _interrupted,
 }
-WORDS = {"local": "CONSISTENT", "local-bco": "CONSISTENT", "joint": "CONSISTENT", "shuffle": "INCONCLUSIVE",
+WORDS = {"local": "CONSISTENT", "local-bco": "CONSISTENT", "joint": "CONSISTENT", "shuffle": "CONSISTENT",
          "exact-joint": "VIOLATION", "interrupted": "INTERRUPTED"}
 
 
@@ -142,7 +143,9 @@ def test_markdown_opens_with_the_verdict_and_numbers(violation):
     head = md.split("## What ran")[0]
     assert md.splitlines()[2].startswith("**VIOLATION**") and violation.reason in head
     assert f"{violation.epsilon_claimed:.4g}" in head and f"{violation.epsilon_lower:.4g}" in head
-    assert f"{violation.gap:.4g}" in head and "| seed | 0 |" in md and "## Verdict" in md
+    # a violation says by how much the bound exceeds the claim, never a negative gap
+    assert violation.gap < 0 and "| exceeds the claim by |" in head and f"{-violation.gap:.4g}" in head
+    assert f"{violation.gap:.4g}" not in md and "| seed | 0 |" in md and "## Verdict" in md
 
 
 def test_html_is_real_html_with_every_figure_and_no_scripts(violation):
@@ -299,7 +302,7 @@ def test_captions_describe_only_what_ran(name, audits, written):
         return
     _assert_captions_describe_what_ran(a, page)
     low = page.lower()
-    if name in ("joint", "shuffle", "local-bco", "exact-joint"):  # no likelihood attack ran in these
+    if name in ("joint", "local-bco", "exact-joint"):  # no likelihood attack ran in these (shuffle has its gray box)
         assert "likelihood" not in " ".join(_parse(page).captions.values()).lower()
         assert "fig-renyi" not in low or name == "exact-joint"  # the enumeration's exact D_alpha only
 
@@ -341,6 +344,33 @@ def test_sections_are_the_same_data_for_every_protocol(audits):
         prose = "".join(md.split("```")[::2])  # outside the command line (a Python call's is Python)
         assert "{'" not in prose and "'}" not in prose  # no Python dict: versions and parameters are tables
         assert "| package | version |" in md
+
+
+def test_every_protocols_report_is_plain_readable_text(audits, violation):
+    """No Python float repr, no None, no part labelled consistent with a bound of 0, in any protocol's report;
+    the banner says what a consistent verdict rests on exactly when a part of the verdict showed nothing."""
+    for name, a in {**audits, "central": violation}.items():
+        md = markdown_report(a)
+        prose = "".join(md.split("```")[::2])
+        assert not re.search(r"\d\.\d{10,}", prose), (name, re.search(r".{60}\d\.\d{10,}.{20}", prose))
+        assert not re.search(r"\bNone\b", prose), name
+        assert "consistent, eps >= 0 " not in prose and "consistent, eps >= 0|" not in prose
+        d = a.to_dict()
+        bound_parts = [p["name"] for p in d["parts"] if p["kind"] == "bound"]
+        blind = [p for p in bound_parts
+                 if all(x["epsilon_lower"] <= 0 for x in d["attacks"] if x["attack"] == p or x["attack"].startswith(p + " "))]
+        head = md.split("## What ran")[0]
+        assert ("rests on" in head) == (a.verdict == "consistent" and bool(blind)), name
+
+
+def test_a_central_audit_times_its_setup_parts_and_counts_its_pairs_once(violation):
+    assert violation.parts and all(p.seconds > 0 for p in violation.parts), violation.parts
+    rows = violation.extra["search"]
+    pilot = sum(1 for r in rows if r["stage"] == "pilot")
+    assert violation.power.pairs_tried == (pilot or len(rows))
+    md = markdown_report(violation)
+    assert f"{violation.power.pairs_tried} neighbouring pairs tried" in md
+    assert f"{violation.power.pairs_tried} candidate pairs" in md.split("## Neighbouring-pair search")[1]
 
 
 # ---- a real browser -----------------------------------------------------------------------------
@@ -445,7 +475,8 @@ def test_every_protocols_report_renders_in_a_real_browser(audits, written, viola
         if a.epsilon_lower is not None:
             assert f"{a.epsilon_lower:.4g}" in r["banner"] and "CONFIDENCE" in r["banner"].upper()
         if a.gap is not None:
-            assert f"{a.gap:.4g}" in r["banner"]
+            shown = f"{a.gap:.4g}" if a.gap >= 0 else f"{-a.gap:.4g}"
+            assert shown in r["banner"] and ("EXCEEDS THE CLAIM BY" in r["banner"].upper()) == (a.gap < 0)
         # every image decodes in Python too, at the size the browser reported
         parsed = _parse(pages[name])
         assert [_decode(img).shape[1] for img in parsed.imgs] == [img["natural"] for img in r["imgs"]], name

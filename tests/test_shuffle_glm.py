@@ -169,7 +169,10 @@ def test_shuffle_audit_is_consistent_with_power_and_flags_arrival_order():
     assert ok["verdict"] == "consistent", ok["reason"]
     assert 0 < ok["epsilon_lower"] < ok["epsilon_claimed"]
     pw = ok["power"]
-    assert pw["pairs_tried"] == 2 and pw["fresh_runs_per_side"] == 6000
+    assert pw["pairs_tried"] == 3 and pw["fresh_runs_per_side"] == 6000  # the calibrated canary and the two extreme ones
+    parts = {a["attack"]: a for a in ok["attacks"]}
+    assert set(parts) == {"membership (shuffled view)", "likelihood (shuffled multiset)"}
+    assert all(a["confidence"] == pytest.approx(0.975) for a in ok["attacks"])  # two parts share the 5% budget
     assert 0 < pw["smallest_detectable"] < pw["largest_bound"]
     assert "power" in ok["reason"]
     bad = audit_shuffle("mutant-shuffle-arrival-order", {}, runs=6000, seed=2)  # its defaults are d = 1, K = 2
@@ -178,9 +181,10 @@ def test_shuffle_audit_is_consistent_with_power_and_flags_arrival_order():
 
 
 def test_shuffle_audit_without_power_says_inconclusive():
-    out = audit_shuffle("shuffle-glm", {"batch0": "200", "eps0": "1", "dim": "2", "n_arms": "2"}, runs=400, seed=0)
+    # eps0 = 0.05: the calibrated pair's exact eps is 0.0069, its delta(0) far below what 400 runs can see
+    out = audit_shuffle("shuffle-glm", {"batch0": "200", "eps0": "0.05", "dim": "2", "n_arms": "2"}, runs=400, seed=0)
     assert out["verdict"] == "inconclusive" and out["epsilon_lower"] == 0
-    assert "fresh runs per side" in out["reason"]
+    assert "fresh runs per side" in out["reason"] and "shows 0 with these runs at its expected counts" in out["reason"]
 
 
 @pytest.mark.slow

@@ -177,6 +177,14 @@ def main(argv: list[str] | None = None) -> int:
         status = 1
         return status
     except Exception as exc:  # a dpaudit bug: one sentence, the traceback on request
+        if signals.first is not None:
+            # a Ctrl-C inside a C extension's import (numpy's) surfaces as that import's ImportError:
+            # once a signal has arrived, whatever failed after it is the interrupt, not a bug
+            if debug:
+                _print_debug(exc)
+            print("dpaudit: interrupted.", file=sys.stderr)
+            status = signals.status()
+            return status
         if debug:
             _print_debug(exc)
         msg = " ".join(str(exc).split())[:200]

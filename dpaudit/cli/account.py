@@ -6,7 +6,7 @@ accounting in :mod:`dpaudit.accounting`. Commands::
     dpaudit account zcdp --rho R --delta D
     dpaudit account rdp --alpha A --epsilon E --delta D
     dpaudit account gaussian --sigma S [--sensitivity 1] [--compositions n] --delta D
-    dpaudit account policy NAME [--param k=v ...] --delta D
+    dpaudit account policy NAME [--param NAME=VALUE ...] --delta D
     dpaudit account calibrate --epsilon E --delta D [--sensitivity 1] [--compositions n]
     dpaudit account lint --epsilon E --delta D
 
@@ -79,8 +79,8 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
                           "claim with the per-round composition of its ledger. Exit status 1 when the ledger "
                           "implies more than the claim.")
     pol.add_argument("policy", metavar="NAME", help="registered name, path/to/file.py:Class or module:Class")
-    pol.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                     help="a policy parameter, repeatable (see `dpaudit describe NAME`)")
+    pol.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                     help="a constructor parameter of the policy, repeatable (`dpaudit describe NAME` lists them)")
     pol.add_argument("--delta", type=float, required=True, help="delta at which claim and ledger are compared, in (0, 1)")
     pol.add_argument("--horizon", type=int, default=2000, help="steps to run (default 2000)")
     pol.add_argument("--runs", type=int, default=4, help="independent runs (default 4)")
@@ -210,6 +210,13 @@ def _cmd_lint(args: argparse.Namespace) -> int:
     ])
 
 
+def _upper_row(rep: Any) -> str:
+    """The tightest eps the ledger proves, beside the claim and the ledger's implied guarantee."""
+    if rep.epsilon_upper is None:
+        return "none"
+    return f"epsilon {rep.epsilon_upper:.6g} ({rep.upper['method']})"
+
+
 def _cmd_policy(args: argparse.Namespace) -> int:
     from dpaudit.accountants.guarantees import as_guarantee
     from dpaudit.accounting import claim_vs_ledger, run_policy
@@ -238,6 +245,7 @@ def _cmd_policy(args: argparse.Namespace) -> int:
         ("policy", f"{args.policy} {' '.join(args.param)} (T = {args.horizon}, {args.runs} runs, seed {args.seed})"),
         ("claim", f"{rep.claim}  -> epsilon {rep.claim_epsilon:.6g} at delta = {delta:g} ({rep.claim_method})"),
         ("ledger (worst round)", f"{rep.ledger}  -> epsilon {rep.epsilon:.6g} ({rep.method})"),
+        ("upper (proved)", _upper_row(rep)),
         ("worst round", f"run {rep.worst_run}, round {rep.worst_round}, {rep.worst_round_releases} release(s)"),
         ("shared rounds", f"{rep.shared_rounds} (max releases per round {rep.max_usage})"),
         ("status", rep.status),

@@ -24,30 +24,62 @@ __all__ = ["register_cli", "is_finite_spec", "check_finite", "check_named", "EXI
 from dpaudit.runner.findings import EXIT_STATUS  # noqa: E402  exit status by verdict (2: bad input)
 
 
+#: the protocols, as --protocol spells them
+PROTOCOLS = ("table", "view", "interactive", "local", "joint", "shuffle")
+#: the metavar of the policy-parameter option, the same in every command
+PARAM_METAVAR = "NAME=VALUE"
+
+
+def _wrapped(text: str) -> str:
+    """A paragraph wrapped for a help screen whose epilog keeps its own layout (RawDescriptionHelpFormatter)."""
+    import textwrap
+
+    return "\n\n".join(textwrap.fill(" ".join(par.split()), 100) for par in text.split("\n\n"))
+
+
 def register_cli(sub: argparse._SubParsersAction) -> None:
+    from dpaudit.cli import EXIT_STATUSES
+
     p = sub.add_parser("check", help="audit a policy: its claim, what attacks measure, and a verdict")
     what = p.add_subparsers(dest="what", metavar="WHAT")
     what.required = True
     c = what.add_parser(
         "policy",
         help="audit one policy",
-        description="Audit a policy. POLICY is a finite-policy JSON spec (or a bundled spec such as "
-        "seed001-counterexample, the T = 3 counterexample of Azize & Basu 2023a, Prop. 1(e)), a registered name "
-        "(see `dpaudit list`), or a plug-in path/to/file.py:ClassName or package.module:ClassName.",
+        description=_wrapped(
+            "Audit a policy: its claim at --delta, what the attacks measure (lower bounds on epsilon at "
+            "--confidence), and a verdict. POLICY is a registered name (see `dpaudit list`), a plug-in "
+            "path/to/file.py:ClassName or package.module:ClassName, or a finite policy spec (a bundled name "
+            "such as seed001-counterexample, the T = 3 counterexample of Azize & Basu 2023a, Prop. 1(e), or a "
+            "file.json), audited exactly by enumeration.\n\n"
+            "Without --protocol the audit runs under the notion the policy's claim is about (`dpaudit describe "
+            "POLICY` shows it; table for a plug-in that names none), and its first note says which protocol ran "
+            "and why. Options that only one protocol uses say so; an option the chosen path has no use for is "
+            "refused, never ignored."),
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    c.add_argument("policy", metavar="POLICY")
-    c.add_argument("--protocol", choices=["table", "view", "interactive", "local", "joint", "shuffle"], default="table",
-                   help="privacy definition (table, view, interactive: Azize & Basu 2023a, Sec. III; local: per-user "
-                        "LDP as in Zheng et al. 2020 and Duchi, Jordan & Wainwright 2013; joint: anticipating joint DP "
-                        "as in Shariff & Sheffet 2018 and Vietri et al. 2020; shuffle: Sarmasarkar 2026; "
-                        "default: table)")
-    c.add_argument("--epsilon", type=float, default=None, help="finite specs: evaluate delta(epsilon) here (default 1)")
-    c.add_argument("--delta", type=float, default=1e-5, help="report the smallest epsilon at this delta (default 1e-5)")
-    c.add_argument("--alpha", type=float, default=None, help="finite specs: Rényi order to report (default 2; 'inf' allowed)")
-    c.add_argument("--max-work", type=float, default=None,
-                   help="ceiling on elementary operations of an exact enumeration (default 2e9)")
-    c.add_argument("--json", action="store_true", help="print one JSON object")
-    add_named_options(c)
+    target = c.add_argument_group("what to audit")
+    target.add_argument("policy", metavar="POLICY",
+                        help="a registered name, path/to/file.py:ClassName, package.module:ClassName, or a finite "
+                             "policy spec (bundled name or file.json)")
+    target.add_argument("--protocol", choices=PROTOCOLS, default=None,
+                        help="the privacy notion audited: table, view or interactive (Azize & Basu 2023a, Sec. III: "
+                             "neighbouring reward tables, observed reward lists, or an adversary's queries), local "
+                             "(per-user LDP: Zheng et al. 2020; Duchi, Jordan & Wainwright 2013), joint (anticipating "
+                             "joint DP: Shariff & Sheffet 2018; Vietri et al. 2020) or shuffle (Sarmasarkar 2026). "
+                             "Default: the notion the policy's claim is about (table for a plug-in that names none, "
+                             "joint for a finite contextual spec); another one is audited as asked, with a note when "
+                             "the claim is about a different notion")
+    add_named_options(c, target)
+    finite = c.add_argument_group("finite specs only (exact enumeration)")
+    finite.add_argument("--epsilon", type=float, default=None,
+                        help="report the exact delta(epsilon) at this epsilon (default 1)")
+    finite.add_argument("--alpha", type=float, default=None,
+                        help="report the exact Rényi divergence of this order (default 2; 'inf' allowed)")
+    finite.add_argument("--max-work", type=float, default=None,
+                        help="refuse an enumeration of more elementary operations than this (default 2e9)")
+    add_execution_options(c)
     c.set_defaults(func=_run)
 
 
@@ -60,8 +92,13 @@ def is_finite_spec(spec: str) -> bool:
 #: options of one path only; each defaults to None, so "given explicitly" is "not None"
 FINITE_ONLY = ("epsilon", "alpha", "max_work")
 FINITE_DEFAULTS = {"epsilon": 1.0, "alpha": 2.0}
-#: options both paths use; every other option belongs to the named-policy / plug-in path
-COMMON = {"command", "what", "func", "policy", "protocol", "delta", "json", "debug"}
+#: options both paths use (and what _run records); every other option belongs to the named-policy / plug-in path
+COMMON = {"command", "what", "func", "policy", "protocol", "delta", "json", "debug", "given", "protocol_note"}
+#: the options that determine an audit's findings, in the order the reproduce command writes them, then the
+#: report it writes (the rest say where it runs, how long it may take, or how the findings are printed)
+FINDING_OPTIONS = ("protocol", "param", "delta", "confidence", "runs", "horizon", "seed", "epsilon", "alpha",
+                   "max_work", "adapter", "claim", "pair", "rewards", "horizons", "method")
+RECORDED_OPTIONS = FINDING_OPTIONS + ("report",)
 
 
 def _flag(dest: str) -> str:
@@ -82,9 +119,49 @@ def refuse_inapplicable(args: argparse.Namespace, finite: bool) -> None:
         raise DPAuditError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to {args.policy!r}: {why}.")
 
 
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The options that determine the findings (and the report path), as the user gave them (argparse
+    defaults are None)."""
+    return {d: getattr(args, d) for d in RECORDED_OPTIONS if getattr(args, d, None) not in (None, [])}
+
+
+def _arg(value: Any) -> str:
+    """An option's value as the reproduce command writes it: floats exactly (``repr``), the rest as given."""
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def reproduce_command(policy: str, given: dict[str, Any], seed: int | None = None) -> str:
+    """The command line that reproduces an audit: the policy, the options the user gave that determine the
+    findings (:data:`FINDING_OPTIONS`, each as given: never a default filled in or a horizon the audit
+    chose, which would change what the audit searches), the seed, and the report it wrote."""
+    argv = ["dpaudit", "check", "policy", policy]
+    opts = dict(given)
+    if seed is not None:
+        opts["seed"] = seed
+    for dest in RECORDED_OPTIONS:
+        if dest not in opts:
+            continue
+        values = opts[dest] if isinstance(opts[dest], list) else [opts[dest]]
+        for v in values:
+            argv += [_flag(dest), _arg(v)]
+    return " ".join(shlex.quote(a) for a in argv)
+
+
 def _run(args: argparse.Namespace) -> int:
+    from dpaudit.api import finite_notion
     from dpaudit.policies.finite_contextual import BUNDLED_CONTEXTUAL, is_contextual_spec
 
+    args.given = _given(args)  # before any default is filled in: the reproduce command names only these
+    args.protocol_note = None
+    if args.protocol is None:  # a finite spec's notion; a policy's is read by dpaudit.audit
+        notion = finite_notion(args.policy)
+        if notion is not None:
+            args.protocol = notion
+            args.protocol_note = ("the default for a finite contextual spec" if notion == "joint" else
+                                  "the default for a finite policy spec; --protocol view or interactive asks for "
+                                  "the others")
+    if args.delta is None:
+        args.delta = DEFAULTS["delta"]
     if args.protocol == "joint" and is_contextual_spec(args.policy):  # issue 13: exact joint-DP enumeration
         refuse_inapplicable(args, True)
         _check_max_work(args)
@@ -93,8 +170,8 @@ def _run(args: argparse.Namespace) -> int:
                 setattr(args, dest, value)
         return check_finite_joint(args)
     if args.policy in BUNDLED_CONTEXTUAL:
-        raise DPAuditError(f"{args.policy!r} is a finite contextual policy, audited exactly under --protocol joint only "
-                           f"(got --protocol {args.protocol}).")
+        raise DPAuditError(f"{args.policy!r} is a finite contextual policy, audited exactly under --protocol joint "
+                           f"only (got --protocol {args.protocol}).")
     finite = is_finite_spec(args.policy)
     if finite and args.protocol == "local":
         raise DPAuditError(f"{args.policy!r} is a finite policy spec without channels, so it cannot be audited under "
@@ -178,16 +255,22 @@ def check_finite(args: argparse.Namespace) -> int:
             },
             "sizes": prof.sizes,
             "seconds": prof.seconds,
+            # an exact enumeration is its own upper bound: the exact value brackets the truth from both sides
+            "epsilon_upper": prof.epsilon_at[0],
+            "upper": {"epsilon": prof.epsilon_at[0], "delta": args.delta, "method": "exact enumeration"},
         }
         print_json(jsonable(out), "dpaudit.exact/1", indent=2)
         return 0
     s = prof.sizes
     rewards = ", ".join(f"{r:g}" for r in policy.rewards)
     print(f"policy    {args.policy}  (finite: T = {policy.horizon}, K = {policy.n_arms}, rewards {{{rewards}}})")
-    print(f"protocol  {args.protocol}: {get_protocol(args.protocol).summary}")
+    print(f"protocol  {args.protocol}: {get_protocol(args.protocol).summary}"
+          + (f" ({args.protocol_note})" if args.protocol_note else ""))
     adv = f", {s['adversaries']} deterministic adversaries" if args.protocol == "interactive" else ""
     print(f"method    exact enumeration: {s['inputs']} inputs, {s['neighbouring_pairs']} neighbouring pairs, "
           f"{s['views']} views{adv} ({prof.seconds:.3f} s)")
+    print(f"upper     eps <= {_fmt(prof.epsilon_at[0])} at delta = {args.delta:g} (exact enumeration: the exact value "
+          "is both the lower and the upper bound)")
     print()
     rows = [
         (f"delta(eps = {args.epsilon:g})", prof.delta_at[0], w_delta),
@@ -206,84 +289,140 @@ def check_finite(args: argparse.Namespace) -> int:
 
 # ---- registered policies and plug-ins --------------------------------------------------------
 
-#: the named path's defaults, filled in after :func:`refuse_inapplicable` (argparse defaults are None)
+#: the named path's defaults, filled in after :func:`refuse_inapplicable` (argparse defaults are None, so that
+#: "given" is "not None": the reproduce command names what was given, never a default)
 NAMED_DEFAULTS: dict[str, Any] = {"param": [], "confidence": DEFAULTS["confidence"], "runs": DEFAULTS["runs"], "seed": 0,
                                   "method": "multi-run"}
 #: --runs of --method one-run when not given: runs in all, one of them the pilot
 ONE_RUN_RUNS = 10
 
 
-def add_named_options(c: argparse.ArgumentParser) -> None:
-    """The options only the named-policy / plug-in path uses (added to the lead's parser)."""
-    c.add_argument("--param", action="append", default=None, metavar="K=V",
-                   help="a policy parameter, repeatable (named policies and plug-ins)")
-    c.add_argument("--confidence", type=float, default=None,
-                   help="confidence of every lower bound (default 0.95)")
-    c.add_argument("--runs", type=int, default=None,
-                   help="fresh runs per side for the final attack evaluations (default 50000); with --method one-run, "
-                        f"the runs in all, one of them the pilot (default {ONE_RUN_RUNS})")
-    c.add_argument("--method", choices=["multi-run", "one-run"], default=None,
-                   help="multi-run (default): thousands of runs per side of the most revealing neighbouring pair. "
-                        "one-run: for code that can only run a few times (Steinke, Nasr & Jagielski, \"Privacy "
-                        "Auditing with One (1) Training Run\", 2023; Mahloujifar, Melis & Chaudhuri, \"Auditing "
-                        "f-Differential Privacy in One Run\", 2025), --runs R runs (one pilot) with many canaries each "
-                        "(rounds 2^k - 1 whose reward is high or low, or every user under local), guessed from what "
-                        "follows them; table, view and local only. It can show a violation when many guesses are "
-                        "right, up to the cap its guesses allow (reported as its power); it cannot catch a leak of tens "
-                        "of percent, nor a policy that decides once per run (one informative guess per counted run: "
-                        "the 9 counted runs of 10 show at most eps = 0.93)")
-    c.add_argument("--horizon", type=int, default=None,
-                   help="horizon T of the neighbouring inputs (default: 48, or for a policy with a ledger "
-                        "whose first release comes later, just past that release; with --method one-run, 4096 "
-                        "rounds, or users under local)")
-    c.add_argument("--seed", type=int, default=None, help="seed of every random draw, an integer >= 0 (default 0)")
-    c.add_argument("--report", default=None, metavar="PATH.md",
-                   help="also write a Markdown report (and a self-contained HTML page beside it)")
-    c.add_argument("--horizons", default=None, metavar="T1,T2,...",
-                   help="also measure leakage against the horizon: the witness pair rebuilt at each T and "
-                        "attacked afresh (a figure in the report)")
-    c.add_argument("--adapter", default=None, metavar="per-run[:KEY=VALUE,...]",
-                   help="per-run: POLICY is a one-run class (select_arm()/update(arm, reward), pull(), step(...)), "
-                        "or a function FILE.py:FUNCTION / module:FUNCTION returning one (typed by its signature, the "
-                        "horizon to the parameter that names it); dpaudit runs N seeded copies of it as a batched "
-                        "policy (give its claim with --claim). Options: select=NAME,update=NAME or step=NAME (its "
-                        "methods); update_args=TOKENS or step_args=TOKENS (the feedback call's arguments in its "
-                        "order, tokens arm, reward and t, NAME:TOKEN for a keyword: update_args=t,arm,reward, "
-                        "step_args=reward,arm); first_round=1 (it counts rounds from 1); n_arms=K; horizon=NAME (the "
-                        "parameter that receives T); globals=off|redirect|swap; randomizer=NAME,domain=LOW,HIGH (a "
-                        "local-DP class: the method that turns a user's datum into her message, for --protocol "
-                        "local). A list value runs to the next KEY=")
-    c.add_argument("--claim", default=None, metavar="CLAIM",
-                   help="the guarantee to check, replacing any the policy declares: pure:eps=E, zcdp:rho=R, "
-                        "approx:eps=E,delta=D or rdp:alpha=A,eps=E")
-    c.add_argument("--pair", default=None, metavar="PAIR.json",
-                   help="audit exactly this neighbouring pair (format dpaudit.pair/1: two reward tables or lists "
-                        "differing in one round, optional contexts; under joint, per-round contexts T x K x d and "
-                        "optional contexts_prime; under shuffle, one batch: rewards, contexts B x d) instead of "
-                        "searching for one")
-    c.add_argument("--rewards", default=None, metavar="R1,R2,...",
-                   help="the only rewards the policy accepts (e.g. 0,1); every audit input is built from them "
-                        "(default: the policy's reward_alphabet, else any value in its reward range; K-armed "
-                        "protocols: table, view, interactive, local)")
-    c.add_argument("--workers", type=int, default=None,
-                   help="local processes that run the audit's independent pieces (default: one per core); "
-                        "the findings do not depend on it")
-    # reliability options (issue 12): where the pieces run, resumable audits, up-front cost limits
-    c.add_argument("--force-workers", action="store_true", default=None,
-                   help="allow --workers beyond the cores this process may use")
-    c.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                   help='run the pieces on a Dask distributed cluster (pip install "dpaudit[dask]")')
-    c.add_argument("--checkpoint", default=None, metavar="DIR",
-                   help="record each finished piece in DIR; rerunning the same command resumes from it")
-    c.add_argument("--max-hours", type=float, default=None,
-                   help="refuse, before starting, an audit estimated to take longer (default 24)")
-    c.add_argument("--call-timeout", type=float, default=None, metavar="SECONDS",
-                   help="end the audit when one call into a plug-in's code (its act, observe, ...) runs longer, "
-                        "naming the call (default 600)")
+def add_named_options(c: argparse.ArgumentParser, target: Any = None) -> None:
+    """The options of the named-policy / plug-in path, in their groups (``target``: the "what to audit"
+    group the policy and --protocol are in)."""
+    from dpaudit.runner.joint import JOINT_DEFAULTS
+    from dpaudit.runner.local import LOCAL_DEFAULTS
+    from dpaudit.runner.shuffle import SHUFFLE_CAPS
+
+    target = target if target is not None else c
+    target.add_argument("--param", action="append", default=None, metavar=PARAM_METAVAR,
+                        help="a constructor parameter of the policy, repeatable (`dpaudit describe POLICY` lists them "
+                             "with their types and defaults); every protocol")
+    target.add_argument("--claim", default=None, metavar="CLAIM",
+                        help="the guarantee to check, replacing any the policy declares: pure:eps=E, zcdp:rho=R, "
+                             "approx:eps=E,delta=D or rdp:alpha=A,eps=E; every protocol")
+    target.add_argument("--adapter", default=None, metavar="per-run[:NAME=VALUE,...]",
+                        help="per-run: POLICY is a one-run class (select_arm()/update(arm, reward), pull(), "
+                             "step(...)), or a function FILE.py:FUNCTION / module:FUNCTION returning one (typed by its "
+                             "signature, the horizon to the parameter that names it); dpaudit runs N seeded copies of "
+                             "it as a batched policy (give its claim with --claim). Options: select=NAME,update=NAME "
+                             "or step=NAME (its methods); update_args=TOKENS or step_args=TOKENS (the feedback call's "
+                             "arguments in its order, tokens arm, reward and t, NAME:TOKEN for a keyword: "
+                             "update_args=t,arm,reward, step_args=reward,arm); first_round=1 (it counts rounds from "
+                             "1); n_arms=K; horizon=NAME (the parameter that receives T); globals=off|redirect|swap; "
+                             "randomizer=NAME,domain=LOW,HIGH (a local-DP class: the method that turns a user's datum "
+                             "into her message; then local is the default protocol). A list value runs to the next "
+                             "NAME=. Table, view, interactive and local; refused under joint and shuffle (they build "
+                             "contextual inputs)")
+    target.add_argument("--pair", default=None, metavar="PAIR.json",
+                        help="audit exactly this neighbouring pair instead of searching for one (format "
+                             "dpaudit.pair/1): table, view, interactive: two reward tables or lists differing in one "
+                             "round (optional contexts: one fixed action set), and its T is the horizon; joint: "
+                             "per-round contexts T x K x d and optional contexts_prime; shuffle: one batch (rewards, "
+                             "contexts B x d); refused under local (it compares one user's data at its domain's ends)")
+    stats = c.add_argument_group("sampling and statistics")
+    stats.add_argument("--method", choices=["multi-run", "one-run"], default=None,
+                       help="multi-run (default): thousands of runs per side of the most revealing neighbouring pair. "
+                            "one-run: for code that can only run a few times (Steinke, Nasr & Jagielski, \"Privacy "
+                            "Auditing with One (1) Training Run\", 2023; Mahloujifar, Melis & Chaudhuri, \"Auditing "
+                            "f-Differential Privacy in One Run\", 2025), --runs R runs (one pilot) with many canaries "
+                            "each (rounds 2^k - 1 whose reward is high or low, or every user under local), guessed from "
+                            "what follows them; table, view and local only. It can show a violation when many guesses "
+                            "are right, up to the cap its guesses allow (reported as its power); it cannot catch a leak "
+                            "of tens of percent, nor a policy that decides once per run (one informative guess per "
+                            "counted run: the 9 counted runs of 10 show at most eps = 0.93)")
+    stats.add_argument("--delta", type=float, default=None,
+                       help="the delta of every epsilon: the claim is converted to eps at it and every lower bound "
+                            "is on eps at it (default 1e-5); for a finite spec, the exact eps(delta) is read there")
+    stats.add_argument("--confidence", type=float, default=None,
+                       help="the probability that the verdict's lower bounds all hold, split over the audit's "
+                            "bounds (Bonferroni; default 0.95)")
+    stats.add_argument("--runs", type=int, default=None,
+                       help=f"fresh runs per side of the final tests (default {DEFAULTS['runs']}; a test stops "
+                            "early once its answer is settled); the central search ranks its pairs on a tenth of "
+                            f"it (500 to 2,000 runs); local audits test the channel on {LOCAL_DEFAULTS['channel_factor']} x it and "
+                            f"the transcript and central view on 1/{LOCAL_DEFAULTS['transcript_div']} of it; joint "
+                            f"audits cap it at {JOINT_DEFAULTS['runs']:,} and shuffle audits at "
+                            f"{SHUFFLE_CAPS['runs']:,}; with --method one-run, the runs in all, one of them the "
+                            f"pilot (default {ONE_RUN_RUNS})")
+    stats.add_argument("--horizon", type=int, default=None, metavar="T",
+                       help=f"rounds of every audited input. Default: table, view, interactive: chosen by the audit "
+                            f"({DEFAULTS['horizon']}; for a policy whose ledger releases later, just past its first "
+                            f"release; without a ledger, {DEFAULTS['horizon']} rounds past its first input-dependent "
+                            "action, then the search may extend it while a pair's sides act alike), an explicit T is "
+                            f"kept as given; local: {DEFAULTS['horizon']}; joint: {JOINT_DEFAULTS['horizon']}; "
+                            "shuffle: the policy's own (it only places the later batches; the first batch is the "
+                            "view); --method one-run: 4096 rounds, or users under local")
+    stats.add_argument("--seed", type=int, default=None,
+                       help="seed of every random draw, an integer >= 0 (default 0): the same options and seed give "
+                            "the same findings whatever --workers or --scheduler")
+    special = c.add_argument_group("protocol-specific")
+    special.add_argument("--rewards", default=None, metavar="R1,R2,...",
+                         help="the only rewards the policy accepts (e.g. 0,1); every audit input is built from them "
+                              "(default: the policy's reward_alphabet, else any value in its reward range). K-armed "
+                              "protocols: table, view, interactive, local; refused under joint and shuffle")
+    special.add_argument("--horizons", default=None, metavar="T1,T2,...",
+                         help="table and view: also measure leakage against the horizon, the witness pair rebuilt at "
+                              "each T and attacked afresh (a figure in the report; its own seed, so the verdict is "
+                              "unchanged)")
+
+
+def add_execution_options(c: argparse.ArgumentParser) -> None:
+    """Where the audit runs, how long it may take, and what it writes (none changes the findings)."""
+    run = c.add_argument_group("execution (where and how long; the findings do not depend on these)")
+    run.add_argument("--workers", type=int, default=None,
+                     help="local processes that run the audit's independent pieces (default: one per core)")
+    run.add_argument("--force-workers", action="store_true", default=None,
+                     help="allow --workers beyond the cores this process may use")
+    run.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                     help='run the pieces on a Dask distributed cluster instead (pip install "dpaudit[dask]")')
+    run.add_argument("--checkpoint", default=None, metavar="DIR",
+                     help="record each finished piece in DIR; rerunning the same command resumes from it")
+    run.add_argument("--max-hours", type=float, default=None,
+                     help="refuse, before starting, an audit estimated to take longer (default 24)")
+    run.add_argument("--call-timeout", type=float, default=None, metavar="SECONDS",
+                     help="end the audit when one call into a plug-in's code (its act, observe, ...) runs longer, "
+                          "naming the call (default 600)")
+    out = c.add_argument_group("output")
+    out.add_argument("--json", action="store_true",
+                     help="print the findings as one JSON object (format dpaudit.audit/2; dpaudit.exact/1 for a "
+                          "finite spec under table, view or interactive)")
+    out.add_argument("--report", default=None, metavar="PATH.md",
+                     help="also write a Markdown report (its figures as PNG files beside it) and a self-contained "
+                          "HTML page beside it; not for finite specs")
 
 
 def _f(x: Any) -> str:
     return "inf" if isinstance(x, float) and math.isinf(x) else f"{x:.4g}"
+
+
+def upper_line(up: Any) -> str:
+    """The ``upper`` line's text: the tightest eps dpaudit proves and how, or why there is none."""
+    if up is None:
+        return ""
+    if up.epsilon is None:
+        return f"none: {up.details.get('reason', 'nothing dpaudit can prove beyond the claim')}"
+    if up.refuted:
+        src = str(up.details.get("source", "policy")).split(",")[0]
+        return (f"NOT A PROOF: the {src} would give eps <= {_f(up.epsilon)}, but a lower bound exceeds it: evidence "
+                f"that the {src} misstates the policy (see the note)")
+    return f"eps <= {_f(up.epsilon)} at delta = {up.delta:g} ({up.method})"
+
+
+def print_upper(a: Any) -> None:
+    text = upper_line(getattr(a, "upper", None))
+    if text:
+        print(f"upper       {text}")
 
 
 def print_findings(a: Any) -> None:
@@ -292,6 +431,7 @@ def print_findings(a: Any) -> None:
     print(f"policy      {a.policy}  {a.params or ''}  ({acts}, T = {a.horizon}, protocol {a.protocol})")
     if a.epsilon_claimed is not None:
         print(f"claim       {a.claim_method}: eps = {a.epsilon_claimed:.4g} at delta = {a.delta:g}")
+    print_upper(a)
     if a.extra.get("channel"):
         print(f"channel     {a.extra['channel']}")
     led = a.ledger
@@ -392,10 +532,6 @@ def check_named(args: argparse.Namespace) -> int:
     from dpaudit.policies.registry import parse_params
     from dpaudit.progress import ProgressBar
 
-    # the canonical command line (every option spelled out, so the report reproduces exactly)
-    argv = ["check", "policy", args.policy, "--protocol", args.protocol]
-    for item in args.param:
-        argv += ["--param", item]
     report_paths = None
     if args.report is not None:
         from dpaudit.report import check_report_path
@@ -424,19 +560,9 @@ def check_named(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     status = result.exit_status
-    # the horizon written is the one used, so the command reproduces the audit even when it was chosen
-    horizon = result.horizon if result.horizon is not None else args.horizon
-    argv += ["--delta", f"{args.delta:g}", "--confidence", f"{args.confidence:g}", "--runs", str(args.runs)]
-    argv += ["--horizon", str(horizon)] if horizon is not None else []
-    argv += ["--seed", str(args.seed)]
-    argv += ["--method", args.method] if args.method != "multi-run" else []
-    for flag, value in (("--adapter", args.adapter), ("--claim", args.claim), ("--pair", args.pair),
-                        ("--rewards", args.rewards), ("--horizons", args.horizons)):
-        if value is not None:
-            argv += [flag, value]
-    if args.report is not None:
-        argv += ["--report", str(args.report)]
-    result = dataclasses.replace(result, command="dpaudit " + " ".join(shlex.quote(a) for a in argv))
+    # the command that reproduces the findings: what the user gave and the seed, never a horizon the audit chose
+    # (an explicit horizon limits the search, so it would audit something else)
+    result = dataclasses.replace(result, command=reproduce_command(args.policy, args.given, args.seed))
     if report_paths is not None:
         result = dataclasses.replace(result, extra={**result.extra, "report": [str(p) for p in report_paths]})
     if args.json:
@@ -458,15 +584,15 @@ def check_named(args: argparse.Namespace) -> int:
 def check_finite_joint(args: argparse.Namespace) -> int:
     """Print the exact joint-DP audit of a finite contextual policy (through the one runner, plan
     :mod:`dpaudit.runner.joint`); exit status by verdict (0 without a claim)."""
+    from dataclasses import replace
+
     from dpaudit.api import Audit
     from dpaudit.runner import Request, run
 
-    argv = ["dpaudit", "check", "policy", args.policy, "--protocol", "joint", "--delta", f"{args.delta:g}",
-            "--epsilon", f"{args.epsilon:g}", "--alpha", f"{args.alpha:g}"]
-    if args.max_work is not None:
-        argv += ["--max-work", f"{args.max_work:g}"]
     a = Audit.of(run(Request(args.policy, protocol="joint", delta=args.delta, epsilon=args.epsilon, alpha=args.alpha,
-                             max_work=args.max_work, command=" ".join(shlex.quote(x) for x in argv))))
+                             max_work=args.max_work, command=reproduce_command(args.policy, args.given))))
+    if args.protocol_note:
+        a = replace(a, notes=(f"protocol joint: {args.protocol_note}.",) + tuple(a.notes))
     if args.json:
         print(json.dumps(a.to_dict(), indent=2))
         return a.exit_status
@@ -474,11 +600,13 @@ def check_finite_joint(args: argparse.Namespace) -> int:
     rewards = ", ".join(f"{r:g}" for r in x["rewards"])
     print(f"policy    {a.policy}  (finite contextual: T = {a.horizon}, K = {x['n_arms']}, contexts "
           f"{{{', '.join(x['contexts'])}}}, rewards {{{rewards}}})")
-    print(f"protocol  joint: {x['protocol_summary']}")
+    print(f"protocol  joint: {x['protocol_summary']}" + (f" ({args.protocol_note})" if args.protocol_note else ""))
     print(f"method    exact enumeration: {x['sizes']['pairs']} (history, neighbouring round-t triples, future) cases "
           f"({a.parts[0].seconds:.3f} s)")
     if a.claim is not None:
         print(f"claim     {a.claim_method}: eps = {a.epsilon_claimed:.6g} at delta = {a.delta:g}")
+    if a.upper is not None:
+        print(f"upper     {upper_line(a.upper)}")
     print()
     print(f"{'':<24} {'history (anticipating JDP)':>26} {'user data':>12} {'central a_t..a_T':>17}")
     for label, key in ((f"delta(eps = {args.epsilon:g})", "delta_at_epsilon"), (f"eps(delta = {args.delta:g})", "epsilon"),

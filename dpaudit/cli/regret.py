@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.environments import Environment
+from dpaudit.environments import Environment, environment_names
 from dpaudit.cli import print_json
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.simulate import SimResult, mean_ci, simulate, twin_of
@@ -29,20 +29,32 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         description="Simulate a policy on a stochastic bandit and report its mean regret with a 95% "
         "confidence interval beside its non-private twin's (the same episodes without noise).",
     )
-    p.add_argument("policy", metavar="POLICY", help="registered name (see `dpaudit list`) or plug-in file.py:Class")
-    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="policy parameter (repeatable)")
-    p.add_argument("--env", default=None,
-                   help="environment name (default by family: bernoulli for ucb, linear for gope, contextual-linear for oful)")
-    p.add_argument("--env-param", action="append", metavar="KEY=VALUE",
-                   help="environment parameter, e.g. means=0.9,0.5 (default: the five Bernoulli arms of Azize & Basu "
-                        "2023a, Sec. VII-A)")
-    p.add_argument("--horizon", type=int, required=True, metavar="T")
-    p.add_argument("--runs", type=int, default=100, metavar="N")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--path", choices=["auto", "step", "episode"], default="auto", help="simulation path (default auto)")
-    p.add_argument("--no-twin", action="store_true", help="do not run the non-private twin")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--plot", metavar="FILE.png", help="write the mean regret curves with 95%% bands")
+    p.add_argument("policy", metavar="POLICY",
+                   help="a registered name (see `dpaudit list`), path/to/file.py:ClassName or package.module:ClassName")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="a constructor parameter of the policy, repeatable (`dpaudit describe POLICY` lists them); "
+                        "n_arms and dim default to the environment's")
+    p.add_argument("--env", default=None, metavar="NAME",
+                   help="the environment (default by family: linear for GOPE, contextual-linear for OFUL, glm for the "
+                        "GLM policies, stochastic BCO losses for BCO policies, else bernoulli); K-armed: "
+                        f"{', '.join(environment_names())}; BCO: stochastic or adversarial")
+    p.add_argument("--env-param", action="append", metavar="NAME=VALUE",
+                   help="an environment parameter, repeatable, e.g. means=0.9,0.5 (default: the environment's own; "
+                        "bernoulli's are the five arms of Azize & Basu 2023a, Sec. VII-A)")
+    p.add_argument("--horizon", type=int, required=True, metavar="T", help="rounds of every run (required)")
+    p.add_argument("--runs", type=int, default=100, metavar="N",
+                   help="independent runs whose regret is averaged (default %(default)s)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of every random draw, the twin's too (common random numbers; default %(default)s)")
+    p.add_argument("--path", choices=["auto", "step", "episode"], default="auto",
+                   help="K-armed simulation path: step by step, episode by episode (policies with a fast path; the "
+                        "same trajectories), or auto, the fastest the policy offers (default %(default)s)")
+    p.add_argument("--no-twin", action="store_true",
+                   help="do not run the non-private twin (by default it runs on the same seed, and the price of "
+                        "privacy is the paired difference)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (format dpaudit.regret/1)")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="K-armed policies: also write the mean regret curves with 95%% bands (png, pdf, svg, ...)")
     p.set_defaults(func=_cmd_regret)
 
 

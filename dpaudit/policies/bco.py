@@ -146,6 +146,8 @@ class BCOPolicy(Policy):
 
     continuous_actions = True
     accepts_queries = False
+    #: the protocol its claim is about: local DP (seed 003 Alg. 1, 2); the only protocol BCO policies run under
+    notion = "local"
     n_points = 1
     keep_transcript = False
     _chan: Channel | None = None

@@ -42,6 +42,8 @@ class OutsideStyle:
     reward_range = (0.0, 1.0)
     #: the schedule decides which arm's reward is observed (Interactive DP's queries do not apply)
     accepts_queries = False
+    #: the protocol its claim is about: pure eps-DP, for which Table and View DP coincide (seed 001 Prop. 1(a))
+    notion = "table"
 
     def params(self) -> dict[str, Any]:
         return dict(self._params)
@@ -67,7 +69,8 @@ class DPSuccessiveElimination(OutsideStyle):
     8 ln(4 K e^2/beta)/(eps Delta_e)) (rounded up); at the epoch's end each active arm's mean of its
     R_e rewards of this epoch gets its own Lap(1/(eps R_e)) noise, and arm a is eliminated when
     max_b mu~_b - mu~_a > Delta_e. One arm left: it is played for ever. Means are not carried across
-    epochs (each reward is used once). Claim: eps-DP for rewards in [0, 1].
+    epochs (each reward is used once). Claim: eps-DP for rewards in [0, 1], under Table DP (for pure DP, Table
+    and View DP coincide: seed 001 Prop. 1(a)).
     Choices: the paper's constants; arms eliminated simultaneously when several cross.
     """
 
@@ -155,7 +158,8 @@ class DPExploreThenCommit(OutsideStyle):
     arm's mean gets its own Lap(1/(eps n)) noise and the policy commits to the argmax for the rest of
     the horizon. The first data-dependent action is round m (1,000 for the default K = 2, n = 500),
     so an audit that stops at 48 rounds sees nothing. Choice: ties broken to the lowest
-    arm (ties have probability 0 with continuous noise).
+    arm (ties have probability 0 with continuous noise). Claim: eps-DP under Table DP (for pure DP, Table
+    and View DP coincide: seed 001 Prop. 1(a)).
     """
 
     def __init__(self, n_arms: int = 2, epsilon: float = 1.0, pulls: int = 500) -> None:

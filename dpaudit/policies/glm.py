@@ -176,6 +176,9 @@ class _GLMBase(Policy):
     """Shared parameters and helpers of the GLM policies."""
 
     accepts_queries = False
+    #: the protocol its claim is about: joint DP (seed 002 Alg. 2's notion; its adversarial-context setting is
+    #: where the non-private baselines are compared), shuffle DP for Alg. 1 (:class:`ShuffleGLM`)
+    notion = "joint"
     reward_range = (0.0, 1.0)
 
     def __init__(self, n_arms: int, dim: int, horizon: int, link: str, theta_bound: float, lam: float,
@@ -393,6 +396,7 @@ class ShuffleGLM(_GLMBase):
 
     private = True
     shuffle = True
+    notion = "shuffle"
 
     # No ledger: the messages carry the Piecewise Mechanism's output, not additive noise, so the claim comes from the
     # shuffle accountant and the audits treat the policy like one without a ledger (hasattr is False).
@@ -518,6 +522,18 @@ class ShuffleGLM(_GLMBase):
             M = M - alpha[:, None, None] * dev
         w, U = np.linalg.eigh(M)
         return np.einsum("nij,nj,nkj->nik", U, np.clip(w, 0.0, float(B)), U)
+
+    def message_values(self, X: np.ndarray, R: np.ndarray, theta: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The vectors users' messages carry (a coordinate of each is sampled and randomized in
+        :meth:`batch_release`): ``outer`` the packed outer product of the context (m = d (d + 1) / 2) and ``grad``
+        the gradient term ``(mu(x^T theta) - r) x`` at ``theta`` (default 0: the first batch's start), for
+        contexts ``X`` (k, d) and rewards ``R`` (k,). The shuffle audit's gray-box part reads the canary's and
+        the background's vectors here (as the likelihood attack reads a ledger)."""
+        X = np.asarray(X, dtype=float).reshape(-1, self.dim)
+        R = np.asarray(R, dtype=float).reshape(-1)
+        th = np.zeros(self.dim) if theta is None else np.asarray(theta, dtype=float)
+        resid = link_mean(self.link, X @ th) - R
+        return {"outer": X[:, self._iu[0]] * X[:, self._iu[1]], "grad": resid[:, None] * X}
 
     def batch_release(self, rng: np.random.Generator, X: np.ndarray, R: np.ndarray,
                       theta: np.ndarray, prior: int = 0, *,

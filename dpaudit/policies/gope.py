@@ -132,6 +132,9 @@ class _GOPEBase(Policy):
     """
 
     private = False
+    #: the protocol its claim is about: Table DP (seed 001 proves AdaC-GOPE in the Interactive form, which
+    #: implies it, Prop. 2(a); dpaudit cannot feed it an adversary's queries, see ``accepts_queries``)
+    notion = "table"
     accepts_queries = False  # its phase schedule fixes the arm observed at every step
     fast_path = True
 
@@ -405,6 +408,7 @@ class AdaCGOPE(_GOPEBase):
 
     ``c_l = 8d/beta_l^2 log(4/delta_{K,l}) + (2d/beta_l) sqrt((2/rho) f(d, delta_{K,l}))`` with
     ``delta_{K,l} = delta / (K l (l+1))`` and ``f(d, x) = d + 2 sqrt(d log(2/x)) + 2 log(2/x)``.
+    Claim: rho-zCDP (seed 001 Thm 3) under Table DP, which its Interactive form implies (Prop. 2(a)).
     """
 
     private = True
@@ -456,9 +460,11 @@ class AdaRGOPE(_GOPEBase):
 
     ``T_l(a) = ceil(8 d pi(a)/beta^2 L + (2 d pi(a)/beta) sqrt((2 alpha/eps) d (d+1) L))`` with
     ``L = log(4 K l (l+1) / delta)``; ``theta = V^{-1} sum_{a in supp} a (S_a + N_a)``.
+    Claim: (alpha, eps)-RDP under View DP (seed 004 Def. 3: reward sequences that differ in one step).
     """
 
     private = True
+    notion = "view"
 
     def __init__(
         self,

@@ -87,6 +87,8 @@ class LDPPolicy(Policy):
     """Base of the local-DP policies: users privatise through ``self._chan``; the server sees messages only."""
 
     reward_range = (0.0, 1.0)
+    #: the protocol its claim is about: local DP (seed 003), the non-private twins' too (they are compared there)
+    notion = "local"
     _chan: Channel | None = None
     keep_transcript = False
 
@@ -236,28 +238,42 @@ class LDPUCB(OnePointUCB):
 
     Claim: (eps, delta)-LDP (seed 003 Thm 2), hence (eps, delta)-DP of the actions (Thm 1).
     The calibration is the classical one (Dwork & Roth Thm A.1), proven for eps < 1; the audit's
-    calibration lint says whether it still holds above. ``calibration="seed000"`` uses seed 000's
-    channel instead (Priv[Delta], sigma_a = 2 sqrt(log(1.25/beta))/alpha with alpha = eps, beta = delta:
-    sqrt(2) more noise), linted by ``lint_seed000_channel``.
+    calibration lint says whether it still holds above. ``calibration="gaussian-channel"`` uses seed
+    000's channel instead (Priv[Delta], sigma_a = 2 sqrt(log(1.25/beta))/alpha with alpha = eps, beta =
+    delta: sqrt(2) more noise), linted by ``lint_seed000_channel``; the default ``"zheng-2020"`` is
+    seed 003's. The values are named by the paper, not by dpaudit's internal shorthand; the old
+    ``"seed003"`` and ``"seed000"`` are still accepted.
     """
 
     non_private_twin = "ucb-onepoint"
+    #: the calibrations by name, and the older names still accepted for them
+    CALIBRATIONS = ("zheng-2020", "gaussian-channel")
+    _OLD_CALIBRATIONS = {"seed003": "zheng-2020", "seed000": "gaussian-channel"}
 
-    def __init__(self, n_arms: int = 2, epsilon: float = 1.0, delta: float = 1e-5, calibration: str = "seed003") -> None:
+    def __init__(self, n_arms: int = 2, epsilon: float = 1.0, delta: float = 1e-5,
+                 calibration: str = "zheng-2020") -> None:
         super().__init__(n_arms)
         self.epsilon, self.delta = _check_eps_delta(epsilon, delta)
-        if calibration not in ("seed003", "seed000"):
-            raise DPAuditError(f"calibration must be 'seed003' (Zheng et al. 2020, Alg. 1) or 'seed000' (the Gaussian channel "
-                               "calibration sigma = 2 sqrt(log(1.25/delta))/eps of the interactive joint/local DP "
-                               f"definitions), "
+        calibration = self._OLD_CALIBRATIONS.get(calibration, calibration) if isinstance(calibration, str) \
+            else calibration
+        if calibration not in self.CALIBRATIONS:
+            raise DPAuditError(f"calibration must be 'zheng-2020' (Zheng et al. 2020, Alg. 1: sigma = 2B sqrt(2 "
+                               "ln(1.25/delta))/eps) or 'gaussian-channel' (the Gaussian channel calibration "
+                               "sigma = 2 sqrt(log(1.25/delta))/eps of the interactive joint/local DP definitions), "
                                f"got {calibration!r}.")
         self.calibration = calibration
         self._chan = self._make_channel()
         self.claim = ApproxDP(self.epsilon, self.delta)
         self._params.update(epsilon=self.epsilon, delta=self.delta, calibration=calibration)
 
+    def params(self) -> dict[str, Any]:
+        out = super().params()
+        if "calibration" in out:  # an old name given is reported by its new one
+            out["calibration"] = self.calibration
+        return out
+
     def _make_channel(self) -> Channel:
-        if self.calibration == "seed000":  # sigma = 2 sigma_a Delta, sigma_a = 2 sqrt(log(1.25/beta))/alpha
+        if self.calibration == "gaussian-channel":  # sigma = 2 sigma_a Delta, sigma_a = 2 sqrt(log(1.25/beta))/alpha
             return GaussianChannel.seed000(self.epsilon, self.delta, self.reward_range)
         return GaussianChannel.seed003(self.epsilon, self.delta, self.reward_range)
 

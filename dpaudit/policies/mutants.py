@@ -293,7 +293,7 @@ class DoubleDividedCounterGreedy(OutsideStyle):
     """Greedy on privately counted means, with the counter broken twice.
 
     Intended design: each arm's running sum from a private counter (a binary tree, Chan-Shi-Song),
-    greedy on the counted means, eps-DP. As written: each arm once in index order, then the argmax
+    greedy on the counted means, eps-DP (Table DP, as every central K-armed policy here). As written: each arm once in index order, then the argmax
     of (S_a + Z_a / n_a) / n_a with a fresh Z_a ~ Lap(1/eps) at every count (no tree: every reward
     feeds every later release) and the noise divided by the count twice, so it vanishes like 1/n^2
     while a reward moves the mean by 1/n. The leak decides the argmax when the arms' means are close.

@@ -150,6 +150,9 @@ class _OFULBase(Policy):
     """Shared batched machinery of the rarely-switching OFUL blueprint (see the module docstring)."""
 
     private = False
+    #: the protocol its claim is about: Table DP (seed 001 proves AdaC-OFUL in the Interactive form, which
+    #: implies it, Prop. 2(a); dpaudit cannot feed it an adversary's queries, see ``accepts_queries``)
+    notion = "table"
     accepts_queries = False  # its design matrix and episode sums are built from the features it played
 
     def __init__(
@@ -380,7 +383,8 @@ class AdaCOFUL(_OFULBase):
     (Line 7; ``sigma = 2 B L / sqrt(2 rho)`` for rewards in ``[-B, B]`` and features of norm
     ``<= L``, which is ``sqrt(2/rho)`` at the paper's ``B = L = 1``), and
     ``theta = V^{-1}(sum a_s r_s + sum_m Y_m)`` (Line 8). Rewards outside ``[-B, B]`` and features of
-    norm above ``L`` are refused (Assumption 1).
+    norm above ``L`` are refused (Assumption 1). Claim: rho-zCDP (seed 001 Thm 3) under Table DP, which its
+    Interactive form implies (Prop. 2(a)).
     """
 
     private = True
@@ -411,9 +415,11 @@ class AdaROFUL(_OFULBase):
 
     Identical to AdaC-OFUL except ``Y ~ N(0, (2 alpha / eps) I_d)`` (Line 7), i.e.
     ``sigma = 2 B L sqrt(alpha / (2 eps))``, so each episode's release has D_alpha = eps exactly.
+    Claim: (alpha, eps)-RDP under View DP (seed 004 Def. 3: reward sequences that differ in one step).
     """
 
     private = True
+    notion = "view"
 
     def __init__(
         self,

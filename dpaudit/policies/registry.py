@@ -22,6 +22,10 @@ from dpaudit.papers import cite
 from dpaudit.sandbox import guard, is_plugin_spec, wrap_plugin
 
 __all__ = [
+    "NOTIONS",
+    "NOTION_NAMES",
+    "notion_of",
+    "plugin_label",
     "entry_of",
     "PolicyEntry",
     "register",
@@ -35,16 +39,41 @@ __all__ = [
 ]
 
 
+#: the notions of privacy a policy's claim can be about, by the protocol that audits each
+#: (DESIGN.md, "Input data and protocols")
+NOTIONS = ("table", "view", "interactive", "local", "joint", "shuffle")
+#: how a notion is named in a sentence ("a joint-DP claim")
+NOTION_NAMES = {"table": "Table-DP", "view": "View-DP", "interactive": "Interactive-DP", "local": "local-DP",
+                "joint": "joint-DP", "shuffle": "shuffle-DP"}
+
+
+def notion_of(policy: Any) -> str | None:
+    """The notion a policy's claim is about: its class attribute ``notion`` (one of :data:`NOTIONS`), or
+    None when it names none (a plug-in without the attribute; the audit then defaults to table).
+
+    ``policy`` is a class or an instance; a value outside :data:`NOTIONS` is refused in one sentence."""
+    value = getattr(policy, "notion", None)
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in NOTIONS:
+        who = getattr(policy, "__qualname__", type(policy).__qualname__)
+        raise DPAuditError(f"{who}.notion must be one of {', '.join(map(repr, NOTIONS))} (the protocol its claim is "
+                           f"about), got {value!r}.")
+    return value
+
+
 @dataclass(frozen=True)
 class PolicyEntry:
     """A registered policy. ``summary`` is its docstring's first line with papers named by authors and
-    year (:func:`dpaudit.papers.cite`): ``dpaudit list`` shows it."""
+    year (:func:`dpaudit.papers.cite`): ``dpaudit list`` shows it. ``notion`` is the protocol its claim is
+    about (its class's ``notion``): the protocol ``dpaudit check policy`` audits when none is given."""
 
     name: str
     cls: type
     family: str
     summary: str
     mutant: bool = False
+    notion: str = "table"
 
 
 _REGISTRY: dict[str, PolicyEntry] = {}
@@ -57,7 +86,10 @@ def register(name: str, *, family: str, mutant: bool = False) -> Callable[[type]
         if name in _REGISTRY and _REGISTRY[name].cls is not cls:
             raise RuntimeError(f"policy name {name!r} is registered twice")
         doc = (cls.__doc__ or "").strip().splitlines()
-        _REGISTRY[name] = PolicyEntry(name, cls, family, cite(doc[0]) if doc else "", mutant)
+        notion = notion_of(cls)
+        if notion is None:
+            raise RuntimeError(f"registered policy {name!r} names no notion (a class attribute notion = 'table', ...)")
+        _REGISTRY[name] = PolicyEntry(name, cls, family, cite(doc[0]) if doc else "", mutant, notion)
         cls.name = name
         return cls
 
@@ -133,7 +165,17 @@ def load_policy_class(spec: str, *, contract: bool = True) -> type:
                 raise DPAuditError(f"plug-in module {target!r} cannot be imported: {exc}.") from exc
     if target.endswith(".py") or "/" in target or "\\" in target:
         module.__dpaudit_mtime__ = Path(target).stat().st_mtime_ns
+        module.__dpaudit_source__ = target  # what the user wrote: how the plug-in is named to her
     return _plugin_class(module, target, attr, contract)
+
+
+def plugin_label(cls: Any) -> str:
+    """``module:Class`` of a class, with a plug-in file's module named as the user gave it
+    (``path/to/file.py:MyPolicy``, not the internal module name dpaudit imported it under)."""
+    module = sys.modules.get(getattr(cls, "__module__", ""), None)
+    source = getattr(module, "__dpaudit_source__", None)
+    qual = getattr(cls, "__qualname__", getattr(cls, "__name__", repr(cls)))
+    return f"{source or getattr(cls, '__module__', '?')}:{qual}"
 
 
 def _plugin_class(module: Any, target: str, attr: str, contract: bool) -> type:
@@ -155,7 +197,7 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise DPAuditError(f"--param {item!r} must have the form key=value.")
+            raise DPAuditError(f"--param {item!r} must have the form NAME=VALUE.")
         out[key.strip()] = value.strip()
     return out
 

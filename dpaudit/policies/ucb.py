@@ -77,6 +77,8 @@ class EpisodeUCB(Policy):
     """
 
     reward_range = (0.0, 1.0)
+    #: the protocol its claim is about (DESIGN.md, "Policy"): Table DP, as seed 001 proves the AdaC blueprint
+    notion = "table"
     fast_path = True  # offers plan()/complete() for dpaudit.simulate's episode-level path
     valid_actions = True  # act() returns arms in [0, K) by construction (simulate skips its check)
     non_private_twin = "ucb-episodes"
@@ -251,7 +253,10 @@ class AdaCUCB(_GaussianEpisodeUCB):
     """AdaC-UCB: rho-zCDP UCB with per-arm doubling, forgetting and Gaussian noise (seed 001 App. C, Alg. 4, Eq. 14).
 
     sigma_{a,l}^2 = 1/(2 rho n^2) on the last episode's mean (n its length); bonus
-    sqrt((1/(2n) + 1/(rho n^2)) beta log t_l). Claim: rho-zCDP (seed 001 Thm 12) for rewards in [0, 1].
+    sqrt((1/(2n) + 1/(rho n^2)) beta log t_l). Claim: rho-zCDP (seed 001 Thm 12) for rewards in [0, 1],
+    under Table DP: seed 001 states it in the Interactive form (Def. 4), which implies Table DP (Prop. 2(a))
+    and, for its non-overlapping adaptive episodes (Lemma 1), holds with it (the remark after Prop. 2).
+    ``--protocol interactive`` audits the Interactive form.
     """
 
     def __init__(self, n_arms: int = 2, rho: float = 1.0, beta: float = 4.0) -> None:
@@ -268,8 +273,12 @@ class AdaRUCB(_EpsAlias, _GaussianEpisodeUCB):
     """AdaR-UCB: (alpha, eps)-RDP UCB with per-arm doubling, forgetting and Gaussian noise (seed 004 Alg. 2, Eq. 6).
 
     sigma_{a,l}^2 = alpha/(2 eps n^2); bonus sqrt((1/(2n) + alpha/(eps n^2)) beta log t_l).
-    Claim: (alpha, eps)-RDP at the single order alpha (seed 004 Thm 4). alpha must be finite.
+    Claim: (alpha, eps)-RDP at the single order alpha (seed 004 Thm 4), under View DP: seed 004's
+    Def. 3 takes neighbouring reward sequences that differ in one step (seed 001's View DP, which Table DP
+    implies, Prop. 1(c)). alpha must be finite.
     """
+
+    notion = "view"
 
     def __init__(self, n_arms: int = 2, alpha: float = 2.0, epsilon: float = 1.0, beta: float = 4.0) -> None:
         super().__init__(n_arms, beta)
@@ -287,6 +296,7 @@ class AdaEDUCB(_EpsAlias, _GaussianEpisodeUCB):
 
     sigma_{a,l}^2 = 2 log(1.25/delta)/(eps^2 n^2); bonus sqrt((1/(2n) + 4 log(1.25/delta)/(eps^2 n^2)) beta log t_l).
     The calibration is proven only for eps < 1 (Dwork & Roth 2014, Thm A.1), so eps >= 1 is refused.
+    Claim: (eps, delta)-DP under Table DP, as for AdaC-UCB.
     """
 
     def __init__(self, n_arms: int = 2, epsilon: float = 0.5, delta: float = 1e-5, beta: float = 4.0) -> None:
@@ -309,7 +319,8 @@ class AdaPUCB(_EpsAlias, EpisodeUCB):
     """AdaP-UCB: pure eps-DP UCB, the same blueprint with Laplace noise (seed 001 Sec. II, its ref. [8]).
 
     The last episode's mean gets Lap(1/(eps n)); bonus sqrt(beta log t_l/(2n)) + beta log t_l/(eps n).
-    Claim: eps-DP for rewards in [0, 1].
+    Claim: eps-DP for rewards in [0, 1], under Table DP (for pure DP, Table and View DP coincide: seed 001
+    Prop. 1(a)).
     """
 
     noise_kind = "laplace"
@@ -338,6 +349,7 @@ class UCB1(Policy):
     """
 
     reward_range = (0.0, 1.0)
+    notion = "table"
     non_private_twin = "ucb1"
 
     def __init__(self, n_arms: int = 2) -> None:

@@ -1,10 +1,14 @@
 """Shuffle DP (seed 002 Alg. 1): the view is the shuffled multiset of one batch's messages.
 
-The adversary fixes one batch of users' data (:func:`shuffle_pairs`: an extreme canary against a
-background at the other end of the randomizer's range, the canary arriving first); the view is what
-the analyzer receives from that batch, read through :func:`shuffle_features` as a binned multiset
-(what a shuffler leaves) and as the messages at the canary's arrival position (informative only if
-the order was kept).
+The adversary fixes one batch of users' data, the canary arriving first: :func:`shuffle_pairs` (an
+extreme canary on one coordinate against a background at the other end of the randomizer's range) and
+:func:`calibrated_pairs` (canaries derived from the randomizer's calibration: a canary and a background
+whose messages are as far apart as the Piecewise Mechanism allows in every coordinate of both message
+sets, the canary's other value equal to the background's). The view is what the analyzer receives
+from that batch, read through :func:`shuffle_features` as a binned multiset (what a shuffler leaves),
+as the messages at the canary's arrival position (informative only if the order was kept) and, when
+every other user holds the same datum, as the exact log-likelihood ratio of the multiset
+(:class:`CanaryModel`).
 """
 
 from __future__ import annotations
@@ -18,10 +22,13 @@ from dpaudit.errors import DPAuditError
 
 from .base import ContextInput, Protocol, check_context_input
 
-__all__ = ["ShuffleDP", "ShufflePair", "shuffle_pairs", "shuffle_features", "FAMILIES"]
+__all__ = ["ShuffleDP", "ShufflePair", "shuffle_pairs", "calibrated_pairs", "shuffle_features", "FAMILIES", "LOSS",
+           "CanaryModel", "canary_model"]
 
 #: the feature families of a shuffled view (:func:`shuffle_features`)
 FAMILIES = ("multiset", "position")
+#: the feature family of a pair with a :class:`CanaryModel`: its exact log-likelihood ratio
+LOSS = "loss"
 
 
 class ShuffleDP(Protocol):
@@ -80,6 +87,18 @@ class ShufflePair:
         return {"label": self.label, "canary_position": self.pos, "batch": int(self.d0.X.shape[0]),
                 "background": self.background}
 
+    def common_background(self) -> tuple[np.ndarray, float] | None:
+        """(context, reward) held by every user but the canary on both sides, or None if they differ."""
+        X0, X1 = np.asarray(self.d0.X, dtype=float)[:, 0], np.asarray(self.d1.X, dtype=float)[:, 0]
+        R0, R1 = np.asarray(self.d0.R, dtype=float)[:, 0], np.asarray(self.d1.R, dtype=float)[:, 0]
+        others = np.arange(X0.shape[0]) != self.pos
+        if not others.any():
+            return None
+        x, r = X0[others][0], R0[others][0]
+        same = (np.all(X0[others] == x) and np.all(X1[others] == x) and np.all(R0[others] == r)
+                and np.all(R1[others] == r))
+        return (x.copy(), float(r)) if same else None
+
 
 def shuffle_pairs(batch: int, dim: int) -> list[ShufflePair]:
     """dpaudit's shuffle-DP adversaries (module docstring); the canary arrives first.
@@ -131,17 +150,25 @@ def _count_cells(cells: np.ndarray, k: int) -> np.ndarray:
 
 
 def shuffle_features(policy: Any, view: dict[str, Any], pos: int, group_size: int,
-                     families: tuple[str, ...] = FAMILIES) -> dict[str, np.ndarray]:
+                     families: tuple[str, ...] = FAMILIES, model: CanaryModel | None = None) -> dict[str, np.ndarray]:
     """Feature families of one batch's view (the analyzer's shuffled messages), all of :data:`FAMILIES` unless
     ``families`` names fewer (a test counted on one family reads only that one).
 
     ``multiset``: the counts of every message cell (coordinate J, y-bin) in the outer-product shuffle and
     in each gradient group's shuffle (the multiset, binned: what a shuffler leaves). ``position``: the
     one-hot cells of the messages that arrived at the canary's position (only informative if the
-    shuffler kept the arrival order)."""
-    unknown = set(families) - set(FAMILIES)
+    shuffler kept the arrival order). ``loss`` (:data:`LOSS`, given a ``model``): the exact
+    log-likelihood ratio of the multiset, one column."""
+    known = FAMILIES + ((LOSS,) if model is not None else ())
+    unknown = set(families) - set(known)
     if unknown:
-        raise DPAuditError(f"unknown shuffle feature families {sorted(unknown)}; known: {', '.join(FAMILIES)}.")
+        raise DPAuditError(f"unknown shuffle feature families {sorted(unknown)}; known: {', '.join(known)}.")
+    out: dict[str, np.ndarray] = {}
+    if LOSS in families:
+        out[LOSS] = model.losses(view)[:, None]
+        families = tuple(f for f in families if f != LOSS)
+        if not families:
+            return out
     multiset, positional = "multiset" in families, "position" in families
     so, sg = policy.shuffler_outer, policy.shuffler_grad
     g = pos // group_size
@@ -158,9 +185,160 @@ def shuffle_features(policy: Any, view: dict[str, Any], pos: int, group_size: in
         elif at is not None:  # the position family alone: only the messages at the canary's position
             cells, k = _cells(sh, np.asarray(msgs)[:, at])
             position.append(np.eye(k)[cells])
-    out = {}
     if multiset:
         out["multiset"] = np.hstack(multi)
     if positional:
         out["position"] = np.hstack(position)
+    return out
+
+
+# ---- the exact likelihood ratio of a shuffled canary, and canaries derived from the calibration ----------------
+
+
+class CanaryModel:
+    """The exact log-likelihood ratio of a batch's shuffled messages between a pair's two sides, when every other
+    user of the batch holds the same datum b (a gray-box reading: it trusts the policy's ``message_values``, as
+    the likelihood attack trusts a ledger).
+
+    Derivation (per shuffled message set, n messages, the canary's among them): the others' messages are
+    i.i.d. with density g = f(. | b), the canary's has density f(. | x), and the shuffle hides which is
+    hers, so the multiset M = {m_1..m_n} has probability ``prod_i g(m_i) * (1/n) sum_i f(m_i | x) / g(m_i)``
+    (the canary in any of the n places). Between the canary's two values x, x' the common factor cancels::
+
+        P(M | x) / P(M | x') = sum_i f(m_i | x) / f(m_i | b)  /  sum_i f(m_i | x') / f(m_i | b),
+
+    a sum over the set's messages of density ratios the randomizer's public calibration gives
+    (:meth:`dpaudit.mechanisms.PiecewiseShuffler.message_log_density`). The message sets (the outer
+    products; each PGD group's gradients) are independent given the data, so their log-ratios add; the
+    later groups' messages depend on the canary only through the earlier messages (the estimate the
+    analyzer computes from them), so their factors cancel and only the canary's own group counts. The
+    order of the messages is not used: the loss is that of the multiset, which a shuffler that kept the
+    arrival order also releases (so a bound from it holds for such a shuffler too).
+    """
+
+    def __init__(self, pair: ShufflePair, sets: list[dict[str, Any]]) -> None:
+        self.pair, self.sets = pair, sets
+
+    def losses(self, view: dict[str, Any]) -> np.ndarray:
+        """``log P(view | d0) / P(view | d1)`` of each run's view (n_runs,), batched over runs: per message set the
+        sums of density ratios from how many messages fall in each ratio class
+        (:meth:`dpaudit.mechanisms.PiecewiseShuffler.ratio_class_counts`), their logs' difference added up."""
+        total = None
+        for st in self.sets:
+            msgs = view["outer"] if st["name"] == "outer" else view["grads"][st["group"]]
+            counts = st["shuffler"].ratio_class_counts(msgs, *st["values"]).astype(float)
+            e = float(st["shuffler"].eps0)
+            a = np.repeat([-1.0, 0.0, 1.0], 3)
+            b = np.tile([-1.0, 0.0, 1.0], 3)
+            part = np.log(counts @ np.exp(a * e)) - np.log(counts @ np.exp(b * e))
+            total = part if total is None else total + part
+        return total
+
+    def classes(self) -> list[tuple[int, float, dict]]:
+        """Per message set (n, eps0, ratio classes): the input of :func:`dpaudit.accountants.shuffled_canary_profile`."""
+        return [(st["n"], float(st["shuffler"].eps0), st["shuffler"].ratio_classes(*st["values"])) for st in self.sets]
+
+    def profile(self) -> Any:
+        """The pair's exact privacy-loss distribution (:func:`dpaudit.accountants.shuffled_canary_profile`)."""
+        from dpaudit.accountants import shuffled_canary_profile
+
+        return shuffled_canary_profile(self.classes())
+
+    def separation(self) -> list[float]:
+        """Per message set, how far apart the canary's two values' messages are (0..1,
+        :meth:`dpaudit.mechanisms.PiecewiseShuffler.separation`)."""
+        return [float(st["shuffler"].separation(st["values"][0], st["values"][1])) for st in self.sets]
+
+
+def canary_model(policy: Any, pair: ShufflePair) -> tuple[CanaryModel | None, str]:
+    """The pair's :class:`CanaryModel`, or None and the reason it has none (said in the findings)."""
+    so, sg = getattr(policy, "shuffler_outer", None), getattr(policy, "shuffler_grad", None)
+    if not callable(getattr(policy, "message_values", None)):
+        return None, ("the policy does not say which vectors its messages carry (message_values), so the exact "
+                      "likelihood ratio of its shuffled messages is unknown")
+    if not all(callable(getattr(sh, a, None)) for sh in (so, sg) for a in ("message_log_density", "ratio_classes")):
+        return None, "its shufflers have no known density (they are not dpaudit.mechanisms.PiecewiseShuffler)"
+    bg = pair.common_background()
+    if bg is None:
+        return None, "the other users of the batch do not all hold the same datum"
+    B = int(pair.d0.X.shape[0])
+    groups = int(getattr(policy, "groups", 1))
+    size = B // groups
+    if pair.pos >= size:
+        return None, ("the canary is not in the first PGD group (a later group's gradients are taken at an estimate "
+                      "that depends on the earlier messages)")
+    X = np.stack([np.asarray(pair.d0.X, dtype=float)[pair.pos, 0], np.asarray(pair.d1.X, dtype=float)[pair.pos, 0],
+                  bg[0]])
+    R = np.array([float(pair.d0.R[pair.pos, 0]), float(pair.d1.R[pair.pos, 0]), bg[1]])
+    vals = policy.message_values(X, R)
+    sets = [{"name": "outer", "group": None, "n": B, "shuffler": so, "values": np.asarray(vals["outer"], dtype=float)},
+            {"name": "grad", "group": 0, "n": size, "shuffler": sg, "values": np.asarray(vals["grad"], dtype=float)}]
+    for st in sets:
+        st["shuffler"].scaled(st["values"])  # inside the calibrated ranges, or one sentence why not
+    return CanaryModel(pair, sets), ""
+
+
+#: magnitudes of the calibrated canaries' contexts (times a unit sign pattern)
+_MAGNITUDES = np.linspace(0.0, 1.0, 21)
+
+
+def calibrated_pairs(policy: Any, batch: int, limit: int = 4) -> list[ShufflePair]:
+    """Canaries derived from the randomizer's calibration, against a background equal to the canary's other value.
+
+    Data points: contexts ``a sigma / |sigma|`` for a in 0, 0.05, ..., 1 and sigma all ones or alternating
+    signs, with rewards at both ends of the policy's reward range. Every ordered (canary, background) pair of
+    them is scored in each message set by :meth:`~dpaudit.mechanisms.PiecewiseShuffler.separation` of the
+    canary's and the background's messages (the Piecewise Mechanism's high pieces of width C - 1 stop
+    overlapping once the scaled inputs differ by 2 (C - 1) / (C + 1), about 0.35 at eps0 = 3.5): for such a
+    pair the exact privacy loss depends on it only through those separations and grows with each, so the
+    pairs on their Pareto front (at most ``limit``, the largest total separation first) are the candidates;
+    :func:`dpaudit.accountants.shuffled_canary_profile` ranks them exactly. d0 has the canary, d1 every user
+    at the background (so the canary's other value is the background's: her absence). Empty for a policy
+    without ``message_values`` or whose shufflers are not Piecewise ones."""
+    so, sg = getattr(policy, "shuffler_outer", None), getattr(policy, "shuffler_grad", None)
+    if not callable(getattr(policy, "message_values", None)) or not all(
+            callable(getattr(sh, "separation", None)) for sh in (so, sg)):
+        return []
+    dim = int(policy.dim)
+    lo, hi = (float(v) for v in getattr(policy, "reward_range", (0.0, 1.0)))
+    signs = [np.ones(dim)] + ([np.where(np.arange(dim) % 2, -1.0, 1.0)] if dim > 1 else [])
+    ctx = np.unique(np.round(np.vstack([a * s / np.linalg.norm(s) for s in signs for a in _MAGNITUDES]), 12), axis=0)
+    X = np.repeat(ctx, 2, axis=0)
+    R = np.tile([lo, hi], ctx.shape[0])
+    vals = policy.message_values(X, R)
+    # only data whose messages the randomizers accept (a policy's ranges may be narrower than the unit ball)
+    ok = np.ones(X.shape[0], dtype=bool)
+    for sh, key in ((so, "outer"), (sg, "grad")):
+        ok &= np.all(np.abs((vals[key] - sh.mid) / sh.half) <= 1 + 1e-9, axis=1)
+    if ok.sum() < 2:
+        return []
+    X, R, vals = X[ok], R[ok], {k: v[ok] for k, v in vals.items()}
+    sep_o = so.separation(vals["outer"][:, None], vals["outer"][None, :])
+    sep_g = sg.separation(vals["grad"][:, None], vals["grad"][None, :])
+    i, j = np.nonzero(~np.eye(X.shape[0], dtype=bool))
+    pts = np.round(np.stack([sep_o[i, j], sep_g[i, j]], axis=1), 9)
+    # the Pareto front of (outer, gradient) separation, each point once (the first pair that reaches it)
+    order = np.lexsort((-pts[:, 1], -pts[:, 0]))
+    front, best_g = [], -1.0
+    for k in order:
+        if pts[k, 1] > best_g:
+            front.append(k)
+            best_g = pts[k, 1]
+    front.sort(key=lambda k: -(pts[k, 0] + pts[k, 1]))
+    out = []
+    for k in front[:limit]:
+        c, b = int(i[k]), int(j[k])
+        Xa = np.tile(X[b], (batch, 1))[:, None, :]
+        Ra = np.full((batch, 1), R[b])
+        Xc, Rc = Xa.copy(), Ra.copy()
+        Xc[0, 0], Rc[0, 0] = X[c], R[c]
+
+        def txt(x: np.ndarray, r: float) -> str:
+            return "[" + ", ".join(f"{v:.3g}" for v in x) + f"] with reward {r:g}"
+
+        out.append(ShufflePair(ContextInput(Xc, Rc), ContextInput(Xa, Ra), 0,
+                               f"calibrated: the canary played {txt(X[c], R[c])} vs the background's datum "
+                               f"(separation {pts[k, 0]:.3g} of the outer-product messages, {pts[k, 1]:.3g} of the "
+                               "gradient messages)",
+                               f"every other user played {txt(X[b], R[b])}"))
     return out

@@ -12,7 +12,7 @@ what (:func:`exceeded`: a bound above the eps the claim allows, a ledger that im
 
 Which module holds what (each imports only the modules listed before it):
 
-* :mod:`~dpaudit.report.reading`: reading the findings: :func:`summary`, :func:`exceeded`,
+* :mod:`~dpaudit.report.reading`: reading the findings: :func:`summary`, :func:`exceeded`, :func:`upper_sentences`,
   :func:`renyi_zero_notes`, the banner's numbers and the small formatting helpers;
 * :mod:`~dpaudit.report.blocks`: the report as data: :class:`Para`, :class:`Table`, :class:`Figure`,
   :class:`Code`, :class:`Fold`, :class:`Sub`, :class:`Section` and the builders that turn values into them;
@@ -35,16 +35,16 @@ from dpaudit.report.contents import figures, sections
 from dpaudit.report.html import html_report
 from dpaudit.report.markdown import markdown_report
 from dpaudit.report.plots import draw_figure, roc_summary
-from dpaudit.report.reading import exceeded, renyi_zero_notes, summary
+from dpaudit.report.reading import exceeded, renyi_zero_notes, summary, upper_sentences
 from dpaudit.report.writing import check_report_path, write_report
 
 # the other public names of the single module this package was, still importable from here (re-exported
 # explicitly, so that type checkers without implicit re-exports see them too)
-from dpaudit.report.blocks import Code as Code, Fold as Fold, Para as Para, Section as Section, Sub as Sub
+from dpaudit.report.blocks import Box as Box, Code as Code, Fold as Fold, Para as Para, Section as Section, Sub as Sub
 from dpaudit.report.blocks import Table as Table
 from dpaudit.report.contents import SECTIONS as SECTIONS
 from dpaudit.report.plots import DPI as DPI, FIG_WIDTH as FIG_WIDTH, FONT_PT as FONT_PT, ROC_FPRS as ROC_FPRS
 from dpaudit.report.plots import WIDE_WIDTH as WIDE_WIDTH
 
 __all__ = ["markdown_report", "html_report", "write_report", "check_report_path", "figures", "summary",
-           "sections", "renyi_zero_notes", "exceeded", "roc_summary", "draw_figure", "Figure"]
+           "sections", "renyi_zero_notes", "exceeded", "upper_sentences", "roc_summary", "draw_figure", "Figure"]

@@ -11,10 +11,11 @@ import html
 import re
 from typing import Any, Iterable, Mapping
 
-from dpaudit.report.blocks import Code, Figure, Fold, Para, Sub, Table
+from dpaudit.report.blocks import Box, Code, Figure, Fold, Para, Sub, Table
 from dpaudit.report.contents import sections
 from dpaudit.report.plots import FIG_WIDTH, WIDE_WIDTH, png_base64
-from dpaudit.report.reading import banner_numbers, exceeded, findings_dict, fmt, summary
+from dpaudit.report.reading import (banner_numbers, cell, exceeded, findings_dict, rests_on, summary,
+                                     upper_sentences)
 
 _COLOURS = {"violation": "#b3261e", "consistent": "#1e7b34", "inconclusive": "#8a6100", "interrupted": "#555",
             "exact": "#1f4e99"}
@@ -45,6 +46,8 @@ th{background:#f2f2f2} td.num{text-align:right;font-variant-numeric:tabular-nums
 code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em;overflow-wrap:anywhere}
 pre{background:#f6f6f6;padding:.6em;white-space:pre-wrap}
 .note{background:#fff8e1;border-left:.3em solid #e0b000;padding:.4em .8em;margin:.4em 0}
+div.note p{margin:.2em 0} div.note table{background:white}
+.banner p.rests-on{margin:.2em 0 .7em 0}
 details{margin:.8em 0} summary{cursor:pointer;font-weight:600}
 @media print{body{max-width:none;margin:0;font-size:10pt}.banner,.note,th{-webkit-print-color-adjust:exact;
 print-color-adjust:exact}details>summary{list-style:none}details::details-content{content-visibility:visible;
@@ -81,8 +84,8 @@ def _breakable(text: str, run: int = 24) -> str:
 
 def _html_table(t: Table) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in t.header)
-    body = "".join("<tr>" + "".join(f"<td class='num'>{_breakable(fmt(c))}</td>" if i in t.num else
-                                    f"<td>{_breakable(fmt(c))}</td>" for i, c in enumerate(r)) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td class='num'>{_breakable(cell(c))}</td>" if i in t.num else
+                                    f"<td>{_breakable(cell(c))}</td>" for i, c in enumerate(r)) + "</tr>"
                    for r in t.rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -113,6 +116,9 @@ def _html_blocks(blocks: Iterable[Any], level: int, pngs: Mapping[str, bytes] | 
             out.append(f"<p class='note'>{_inline(b.text)}</p>" if b.note else f"<p>{_inline(b.text)}</p>")
         elif isinstance(b, Table):
             out.append(_html_table(b))
+        elif isinstance(b, Box):
+            out.append(f"<div class='note'><p>{_inline(b.text)}</p>" + "".join(_html_blocks(b.blocks, level, pngs))
+                       + "</div>")
         elif isinstance(b, Code):
             out.append(f"<pre>{_e(b.text)}</pre>")
         elif isinstance(b, Fold):
@@ -144,6 +150,12 @@ def html_report(out: Any, pngs: Mapping[str, bytes] | None = None) -> str:
     said = exceeded(out)
     if said:
         page.append("<ul class='exceeded' id='exceeded'>" + "".join(f"<li>{_e(x)}</li>" for x in said) + "</ul>")
+    upper = upper_sentences(out, banner=True)
+    if upper:
+        page.append("<ul class='exceeded' id='upper'>" + "".join(f"<li>{_e(x)}</li>" for x in upper) + "</ul>")
+    basis = rests_on(out)
+    if basis:
+        page.append(f"<p class='rests-on' id='rests-on'>{_e(basis)}</p>")
     page.append(f"<dl class='numbers'>{dl}</dl></header>")
     for sec in sections(out):
         page.append(f"<section id='{_e(sec.id)}'><h2>{_e(sec.title)}</h2>"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from dpaudit.report.blocks import Code, Figure, Fold, Para, Sub, Table
+from dpaudit.report.blocks import Box, Code, Figure, Fold, Para, Sub, Table
 from dpaudit.report.contents import sections
-from dpaudit.report.reading import banner_numbers, exceeded, findings_dict, fmt, summary
+from dpaudit.report.reading import banner_numbers, cell, exceeded, findings_dict, rests_on, summary, upper_sentences
+
 
 def _md_cell(x: Any) -> str:
-    return fmt(x).replace("|", "\\|").replace("\n", " ")
+    return cell(x).replace("|", "\\|").replace("\n", " ")
 
 
 def _md_blocks(blocks: Iterable[Any], level: int, files: Mapping[str, str] | None = None) -> list[str]:
@@ -26,6 +27,9 @@ def _md_blocks(blocks: Iterable[Any], level: int, files: Mapping[str, str] | Non
                 lines += [f"![{b.title}]({files[b.id]})", "", f"*Figure: **{b.title}.** {b.caption}*", ""]
             else:
                 lines += [f"> Figure (in the HTML page beside this file): **{b.title}.** {b.caption}", ""]
+        elif isinstance(b, Box):
+            inner = _md_blocks(b.blocks, level, files)
+            lines += [f"> {b.text}", ">"] + [f"> {x}" if x else ">" for x in inner[:-1]] + [""]
         elif isinstance(b, Code):
             lines += ["```", b.text, "```", ""]
         elif isinstance(b, (Fold, Sub)):
@@ -44,7 +48,11 @@ def markdown_report(out: Any, figure_files: Mapping[str, str] | None = None) -> 
     lines += ["| " + " | ".join(k for k, _, _ in banner_numbers(s)) + " |",
               "| " + " | ".join("---" for _ in banner_numbers(s)) + " |",
               "| " + " | ".join(_md_cell(f"{v} ({sub})" if sub else v) for _, v, sub in banner_numbers(s)) + " |", ""]
-    lines += [f"- {x}" for x in exceeded(out)] + ([""] if exceeded(out) else [])
+    said = exceeded(out) + upper_sentences(out, banner=True)
+    lines += [f"- {x}" for x in said] + ([""] if said else [])
+    basis = rests_on(out)
+    if basis:
+        lines += [basis, ""]
     for sec in sections(out):
         lines += [f"## {sec.title}", ""] + _md_blocks(sec.blocks, 3, figure_files)
     return "\n".join(lines).rstrip() + "\n"

@@ -21,14 +21,17 @@ import math
 from typing import Any, Mapping
 
 from dpaudit.report.blocks import Figure, Table
-from dpaudit.report.reading import (as_float, findings_dict, fmt, is_threshold_test, ledger_kind, point_estimate,
-                                    quoted_list, summary)
+from dpaudit.report.reading import (as_float, findings_dict, fmt, is_threshold_test, ledger_kind, no_power,
+                                    point_estimate, quoted_list, summary)
 
 #: figure widths in inches; the HTML page shows a figure at 96 CSS px per inch (never scaled down in a
 #: window 1,100 px or wider), so FONT_PT is the size a reader sees: at least 10 pt
 FIG_WIDTH, WIDE_WIDTH = 7.6, 10.2
 #: the smallest font of any figure (ticks, legends), and the PNG's pixels per inch (2x for sharp text)
 FONT_PT, DPI = 10.5, 144
+#: the id of every figure a report can have (its PNG beside the Markdown is ``stem.ID.png``)
+FIGURE_IDS = ("fig-ledger", "fig-bounds", "fig-profile", "fig-renyi", "fig-tradeoff", "fig-roc", "fig-scores",
+              "fig-roc-beside", "fig-scores-beside", "fig-horizon")
 _RC = {"font.size": FONT_PT, "axes.titlesize": FONT_PT + 0.5, "axes.labelsize": FONT_PT + 0.5,
        "xtick.labelsize": FONT_PT, "ytick.labelsize": FONT_PT, "legend.fontsize": FONT_PT,
        "figure.titlesize": FONT_PT + 1}
@@ -61,7 +64,7 @@ def _claim_allows(curves: Mapping[str, Any], fpr: Any) -> Any:
 
 
 def fig_bounds(out: dict[str, Any]) -> Figure | None:
-    attacks = out.get("attacks") or []
+    attacks = [a for a in out.get("attacks") or [] if not no_power(a)]  # a bound of 0 shows nothing: said, not drawn
     exact = [e for e in out.get("exact") or [] if e.get("judged", True) and math.isfinite(as_float(e["epsilon"]))]
     if not attacks and not exact:
         return None
@@ -102,7 +105,8 @@ def fig_bounds(out: dict[str, Any]) -> Figure | None:
         parts.append(f"The lower bound of each attack of the verdict ({quoted_list([a['attack'] for a in attacks])}) at "
                      "its confidence (bar end), with a whisker up to its point estimate where it has one")
     if exact:
-        parts.append(f"the exact figures the verdict judges ({quoted_list([e['part'] for e in exact])}; diamonds, no "
+        parts.append(f"the exact figure{'s' if len(exact) > 1 else ''} the verdict judges "
+                     f"({quoted_list([e['part'] for e in exact])}; {'diamonds' if len(exact) > 1 else 'a diamond'}, no "
                      "sampling)")
     cap = "; ".join(parts) + ". The dashed line is the claim: a bound right of it is a violation."
     title = "Lower bounds against the claim" if attacks else "Exact figures against the claim"
@@ -123,7 +127,7 @@ def fig_profile(out: dict[str, Any]) -> Figure | None:
         import numpy as np
 
         fig, ax = _axes((FIG_WIDTH, 4.4))
-        if curves:
+        if claim_drawn:
             e = np.array([as_float(v) for v in curves["profile"]["eps"]])
             d = np.array([as_float(v) for v in curves["profile"]["delta"]])
             ok = np.isfinite(e)
@@ -141,7 +145,7 @@ def fig_profile(out: dict[str, Any]) -> Figure | None:
         ax.axhline(delta, color="gray", ls=":", lw=1)
         ax.annotate(f"delta = {delta:g}", (0, delta), xytext=(2, 2), textcoords="offset points",
                     color="gray")
-        if math.isfinite(lo_eps):
+        if lo_eps > 0:
             ax.plot([lo_eps], [delta], marker="o", color="black", ms=6, ls="",
                     label=f"best lower bound eps >= {lo_eps:.4g}")
         if math.isfinite(eps_claim):
@@ -155,35 +159,45 @@ def fig_profile(out: dict[str, Any]) -> Figure | None:
         ax.grid(alpha=0.3)
         return fig
 
-    cap = "The delta(eps) the claim allows (red)"
+    claim_drawn = bool(curves) and any(math.isfinite(as_float(v)) for v in curves.get("profile", {}).get("eps", []))
+    if not claim_drawn and not measured:
+        return None
+    cap = "The delta(eps) the claim allows (red)" if claim_drawn else "The measured profile"
     if measured:
         cap += (f", against the estimated profile of {quoted_list([a['attack'] for a in measured])} with its confidence band "
                 "(blue; points where a bound is 0 are not drawn)")
     cap += f". Marked at delta = {delta:g}: the claimed eps"
-    if math.isfinite(lo_eps) and best:
+    if lo_eps > 0 and best:
         cap += f" and the best lower bound ('{best}')"
-    cap += ". A lower bound above the red curve contradicts the claim."
+    cap += ". A lower bound above the red curve contradicts the claim." if claim_drawn else "."
     title = "Privacy profile" if measured else "The claim's privacy profile"
-    return Figure("fig-profile", title, cap, draw, tuple(a["attack"] for a in measured) + ((best,) if best else ()))
+    return Figure("fig-profile", title, cap, draw,
+                  tuple(a["attack"] for a in measured) + ((best,) if best and lo_eps > 0 else ()))
+
+
+def _claimed_renyi(curves: Mapping[str, Any] | None) -> tuple[list[float], list[float]]:
+    """The claim's Rényi curve where it is finite (a pure or (eps, delta) claim may have none)."""
+    if not curves or "renyi" not in curves:
+        return [], []
+    pts = [(as_float(o), as_float(c)) for o, c in zip(curves["renyi"]["orders"], curves["renyi"]["claimed"])]
+    pts = [(o, c) for o, c in pts if math.isfinite(o) and math.isfinite(c)]
+    return [o for o, _ in pts], [c for _, c in pts]
 
 
 def fig_renyi(out: dict[str, Any]) -> Figure | None:
     measured = [a for a in out.get("attacks") or [] if "lower" in ((a.get("details") or {}).get("renyi") or {})]
-    exact = [e for e in out.get("exact") or [] if "value" in ((e.get("details") or {}).get("renyi") or {})]
+    exact = [e for e in out.get("exact") or [] if isinstance((e.get("details") or {}).get("renyi"), Mapping)
+             and "value" in e["details"]["renyi"]]
     if not measured and not exact:
         return None  # nothing measured a Rényi divergence: the claim's curve alone would be an empty panel
-    curves = out.get("claim_curves")
+    orders, claimed = _claimed_renyi(out.get("claim_curves"))  # the caption names the red curve only if drawn
 
     def draw() -> Any:
         import numpy as np
 
         fig, ax = _axes((FIG_WIDTH, 4.2))
-        if curves:
-            o = np.array([as_float(v) for v in curves["renyi"]["orders"]])
-            c = np.array([as_float(v) for v in curves["renyi"]["claimed"]])
-            ok = np.isfinite(c)
-            if ok.any():
-                ax.plot(o[ok], c[ok], color="tab:red", lw=2, label="the claim's D_alpha")
+        if orders:
+            ax.plot(orders, claimed, color="tab:red", lw=2, label="the claim's D_alpha")
         for a in measured:
             r = a["details"]["renyi"]
             o = np.array([as_float(v) for v in r["orders"]])
@@ -209,16 +223,18 @@ def fig_renyi(out: dict[str, Any]) -> Figure | None:
                     "whiskers up to the estimates (circles)")
     if exact:
         what.append(f"the exact D_alpha of {quoted_list([e['part'] for e in exact])} (diamonds)")
-    cap = ("The claim's Rényi curve (red) against " if curves else "") + "; ".join(what) + "."
+    cap = ("The claim's Rényi curve (red) against " if orders else "") + "; ".join(what) + "."
+    if not orders and out.get("claim") is not None:
+        cap += f" The claim ({out['claim']}) states no finite Rényi divergence, so no claimed curve is drawn."
     return Figure("fig-renyi", "Rényi divergence", cap[0].upper() + cap[1:], draw,
                   tuple(a["attack"] for a in measured) + tuple(e["part"] for e in exact))
 
 
 def fig_tradeoff(out: dict[str, Any]) -> Figure | None:
-    tests = [a for a in out.get("attacks") or [] if is_threshold_test(a)]
+    tests = [a for a in out.get("attacks") or [] if is_threshold_test(a) and not no_power(a)]
     if not tests:
         return None
-    curves = out.get("claim_curves")
+    curves = out.get("claim_curves") if "profile" in (out.get("claim_curves") or {}) else None
 
     def draw() -> Any:
         import matplotlib.patches
@@ -297,8 +313,16 @@ def _histogram(a: Mapping[str, Any]) -> Any:
     return h if h.n0 > 0 and h.n1 > 0 else None
 
 
-def _roc_tests(results: list[Mapping[str, Any]]) -> list[tuple[str, Any]]:
-    return [(a["attack"], h) for a in results if (h := _histogram(a)) is not None]
+def _roc_tests(results: list[Mapping[str, Any]], drawn: bool = False) -> list[tuple[str, Any]]:
+    """(attack, binned scores) of every threshold test that kept its fresh scores; ``drawn``: only those a
+    figure draws (a test with no power, lower bound 0, is said in a sentence instead)."""
+    return [(a["attack"], h) for a in results if (h := _histogram(a)) is not None and not (drawn and no_power(a))]
+
+
+def roc_auc(a: Mapping[str, Any]) -> float | None:
+    """The AUC of an attack's threshold test on its fresh scores, or None when it kept none."""
+    h = _histogram(a)
+    return None if h is None else h.auc()
 
 
 #: the false-positive rates the ROC summary reads the TPR at (as TensorFlow Privacy's and ML Privacy Meter's reports)
@@ -320,7 +344,7 @@ def roc_summary(out: Any, beside: bool = False) -> list[dict[str, Any]]:
 
 
 def fig_roc(out: dict[str, Any], beside: bool = False) -> Figure | None:
-    tests = _roc_tests(out.get("beside" if beside else "attacks") or [])
+    tests = _roc_tests(out.get("beside" if beside else "attacks") or [], drawn=True)
     if not tests:
         return None
 
@@ -369,8 +393,43 @@ def fig_roc(out: dict[str, Any], beside: bool = False) -> Figure | None:
                   tuple(names), wide=True)
 
 
+#: the most bars a score histogram shows: the test's fixed bins (a few hundred), adjacent ones merged
+MAX_BARS = 40
+
+
+def merged_bins(h: Any, max_bars: int = MAX_BARS) -> tuple[Any, Any, Any]:
+    """A :class:`~dpaudit.attacks.result.ScoreHistogram`'s cells merged into at most ``max_bars`` bins between
+    its first and last edge (and the two outer cells): edges narrower than 1e-6 of the range dropped, then an
+    evenly spaced subset of the remaining edges kept (the first and last always). Merging adjacent cells
+    only sums their counts, so every bar is exact. Returns (edges, side-0 counts, side-1 counts), the counts
+    one longer than the edges (the outer cells included)."""
+    import numpy as np
+
+    e = np.array(h.edges, dtype=float)
+    span = float(e[-1] - e[0]) or 1.0
+    keep = [0]
+    for i in range(1, e.size):
+        if e[i] - e[keep[-1]] > 1e-6 * span:
+            keep.append(i)
+    keep = np.array(keep)
+    if keep.size > max_bars + 1:
+        keep = keep[np.unique(np.round(np.linspace(0, keep.size - 1, max_bars + 1)).astype(int))]
+    # old cell i, (e_{i-1}, e_i], goes to the new cell whose upper edge is the first kept edge at or after i
+    cell = np.searchsorted(keep, np.arange(e.size + 1), side="left")
+    m0, m1 = np.zeros(keep.size + 1), np.zeros(keep.size + 1)
+    np.add.at(m0, cell, np.array(h.counts0, dtype=float))
+    np.add.at(m1, cell, np.array(h.counts1, dtype=float))
+    return e[keep], m0, m1
+
+
+def _stems(h: Any) -> bool:
+    """Whether a histogram is drawn as one bar per value: every score on an edge, and few values."""
+    used = [i for i, (a, b) in enumerate(zip(h.counts0[:-1], h.counts1[:-1])) if a or b]
+    return h.exact and len(used) <= MAX_BARS
+
+
 def fig_scores(out: dict[str, Any], beside: bool = False) -> Figure | None:
-    tests = _roc_tests(out.get("beside" if beside else "attacks") or [])[:4]
+    tests = _roc_tests(out.get("beside" if beside else "attacks") or [], drawn=True)[:4]
     if not tests:
         return None
 
@@ -380,11 +439,10 @@ def fig_scores(out: dict[str, Any], beside: bool = False) -> Figure | None:
         n = len(tests)
         fig, axs = _axes((WIDE_WIDTH if n > 1 else FIG_WIDTH, 4.2), ncols=n, layout="constrained")
         for ax, (name, h) in zip(np.atleast_1d(axs), tests):
-            e = np.array(h.edges)
-            c0 = np.array(h.counts0, dtype=float) / h.n0
-            c1 = np.array(h.counts1, dtype=float) / h.n1
-            if h.exact:  # every score is an edge: one stem per value, the sides side by side
-                c0, c1 = c0[:-1], c1[:-1]
+            if _stems(h):  # every score is an edge: one stem per value, the sides side by side
+                e = np.array(h.edges)
+                c0 = np.array(h.counts0, dtype=float)[:-1] / h.n0
+                c1 = np.array(h.counts1, dtype=float)[:-1] / h.n1
                 used = (c0 > 0) | (c1 > 0)
                 x = e[used]
                 gap = float(np.min(np.diff(x))) if x.size > 1 else 1.0
@@ -393,22 +451,13 @@ def fig_scores(out: dict[str, Any], beside: bool = False) -> Figure | None:
                     ax.vlines(x + shift * gap, 0, c, color=colour, lw=4, label=label)
                 ax.set_ylim(0, max(c0.max(), c1.max()) * 1.12)
                 ax.set_ylabel("share of fresh runs")
-            else:  # the bins as stairs (bins narrower than 1e-6 of the range merged into the next one)
-                span = float(e[-1] - e[0]) or 1.0
-                keep = [0]
-                for i in range(1, e.size):
-                    if e[i] - e[keep[-1]] > 1e-6 * span:
-                        keep.append(i)
-                ke = e[keep]
-                cell = np.searchsorted(ke, np.concatenate([e, [np.inf]]), side="left")
-                m0, m1 = np.zeros(ke.size + 1), np.zeros(ke.size + 1)
-                np.add.at(m0, cell, c0)
-                np.add.at(m1, cell, c1)
+            else:  # at most MAX_BARS bins as stairs, the outer cells one median bin wide
+                ke, m0, m1 = merged_bins(h)
                 step = float(np.median(np.diff(ke))) if ke.size > 1 else 1.0
                 x = np.concatenate([[ke[0] - step], ke, [ke[-1] + step]])
                 width = np.diff(x)
-                ax.stairs(m0 / width, x, color="tab:blue", lw=1.8, label="d (side 0)")
-                ax.stairs(m1 / width, x, color="tab:red", lw=1.8, label="d' (side 1)")
+                ax.stairs(m0 / h.n0 / width, x, color="tab:blue", lw=1.8, label="d (side 0)")
+                ax.stairs(m1 / h.n1 / width, x, color="tab:red", lw=1.8, label="d' (side 1)")
                 ax.set_ylabel("density of fresh runs")
             ax.set_xlabel(h.statistic)
             ax.set_title(name)
@@ -417,12 +466,21 @@ def fig_scores(out: dict[str, Any], beside: bool = False) -> Figure | None:
         return fig
 
     names = [n for n, _ in tests]
+    stems = [_stems(h) for _, h in tests]
+    how = ("one bar per value of the score" if all(stems) else
+           f"the density in each bin: the test's fixed bins, adjacent ones merged into at most {MAX_BARS}"
+           if not any(stems) else
+           f"one bar per value where the score takes few values, else the density in each of at most {MAX_BARS} "
+           "bins, the test's fixed bins merged")
     cap = (f"The two sides' fresh scores of the threshold test of {quoted_list(names)}: how the runs on d (blue) and on d' "
-           "(red) spread over the values of its statistic (one bar per value where the score takes few values, else "
-           "the density in each bin). Where the two part, the test tells the sides apart.")
+           f"(red) spread over the values of its statistic ({how}). Where the two part, the test tells the sides apart.")
     fid = "fig-scores-beside" if beside else "fig-scores"
     return Figure(fid, "Threshold tests: score histograms" + (" (beside the verdict)" if beside else ""), cap, draw,
                   tuple(names), wide=len(tests) > 1)
+
+
+def _na(x: float | None) -> Any:
+    return "n/a" if x is None else x
 
 
 def roc_table(out: dict[str, Any], beside: bool = False) -> Table | None:
@@ -430,7 +488,7 @@ def roc_table(out: dict[str, Any], beside: bool = False) -> Table | None:
     if not rows:
         return None
     return Table(("attack", "statistic", "AUC", "TPR at FPR 1e-3", "TPR at FPR 1e-2", "fresh runs per side", "ROC"),
-                 tuple((r["attack"], r["statistic"], r["auc"], r["tpr_at_fpr_0.001"], r["tpr_at_fpr_0.01"],
+                 tuple((r["attack"], r["statistic"], r["auc"], _na(r["tpr_at_fpr_0.001"]), _na(r["tpr_at_fpr_0.01"]),
                         r["runs_per_side"], "exact" if r["exact"] else f"at {r['thresholds']} bin edges")
                        for r in rows), frozenset({2, 3, 4, 5}))
 

@@ -22,11 +22,12 @@ Everything samples on the audit's engine.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpaudit.accounting import ledger_audit
+from dpaudit.accounting import ledger_audit, policy_upper
 from dpaudit.engine import SERIAL, Engine
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.protocols import FixedActionSet, PairSpec, audit_range, candidate_pairs, make_pair
@@ -203,6 +204,7 @@ def audit(ctx: Context) -> None:
     except DPAuditError:
         pilot_engine = pilot_engine.serial()
     if horizon is None:
+        t_horizon = time.perf_counter()
         horizon, how, choice = audit_horizon(build, proto, s_horizon, rr, alphabet, cells=cells, engine=pilot_engine)
         ctx.extra["horizon_reason"] = how
         if choice is not None:
@@ -210,13 +212,14 @@ def audit(ctx: Context) -> None:
                                            "tried_up_to": choice.tried}
         if how != "default":
             notes.append(f"horizon T = {horizon} chosen automatically: {how}.")
-        ctx.ran("horizon", "setup", f"T = {horizon}: {how}")
+        ctx.ran("horizon", "setup", f"T = {horizon}: {how}", time.perf_counter() - t_horizon)
     horizon = check_int("--horizon", horizon, minimum=2)
     threshold = None
     if proto.name == "table" and user_pair is None:
         # backgrounds at the policy's decision threshold, in both orientations, with the canary's round
         # searched, and the horizon extended until a pair's two sides act differently (attacks.neighbours)
         ctx.stage = "threshold search"
+        t_threshold = time.perf_counter()
         threshold = threshold_pairs(build, proto, horizon, s_threshold, rr, alphabet, cells=cells,
                                     max_horizon=None if r.horizon is None else horizon, engine=pilot_engine)
         ctx.extra["threshold_search"] = threshold.info
@@ -224,7 +227,8 @@ def audit(ctx: Context) -> None:
             notes.append(f"horizon T = {threshold.horizon}: the threshold search found pairs whose two sides act "
                          f"differently only after T = {horizon}.")
             horizon = threshold.horizon
-        ctx.ran("threshold search", "setup", f"{len(threshold.specs)} threshold pairs at T = {horizon}")
+        ctx.ran("threshold search", "setup", f"{len(threshold.specs)} threshold pairs at T = {horizon}",
+                time.perf_counter() - t_threshold)
     ctx.horizon = horizon
     policy = build(horizon)
     ctx.policy = policy
@@ -244,6 +248,7 @@ def audit(ctx: Context) -> None:
 
     ctx.stage = "ledger audit"
     if has_ledger:
+        t_ledger = time.perf_counter()
         d = make_pair(PairSpec(0, "mid"), proto, K, horizon, rr, alphabet).d0
         ledger = ledger_audit(policy, proto, d, s_ledger)
         if ledger is not None and ledger.get("releases") == 0:
@@ -260,7 +265,9 @@ def audit(ctx: Context) -> None:
                 ledger["implied_epsilon"] = float(convert_claim(g, ctx.delta)[0])  # may be inf (an unnoised release)
             ctx.ledger = ledger
             ctx.ran("ledger", "setup", f"{ledger.get('releases', 0)} releases of {ledger.get('runs', 0)} runs composed "
-                                       "per round (reported beside the verdict)")
+                                       "per round (reported beside the verdict)", time.perf_counter() - t_ledger)
+
+    ctx.set_upper(policy_upper(policy, horizon, ctx.delta, protocol=proto.name))  # from the ledger just recorded
 
     ctx.stage = "neighbouring-pair search and attacks"
     engine = ctx.engine
@@ -287,11 +294,14 @@ def audit(ctx: Context) -> None:
     # a black-box audit free to choose its horizon also tries the search's best pairs at longer horizons
     # (a leak that grows with the rounds) before its one fresh test
     sweep = not has_ledger and user_pair is None and r.horizon is None
+    t_search = time.perf_counter()
     res = search(policy, proto, horizon=horizon, delta=ctx.delta, confidence_membership=conf_each,
                  confidence_likelihood=conf_each if has_ledger else None, seed=s_search, specs=specs,
                  reward_range=rr, n_train=small, n_select=small, n_test=r.runs, n_screen=small, n_likelihood=r.runs,
                  claim=policy.claim, progress=ctx.progress, engine=engine, finished=finished, alphabet=alphabet,
                  claim_epsilon=ctx.claim.epsilon, test_membership=not sweep)
+    # the ranking's own time: the search's, less the fresh tests it ran (their parts have their own times)
+    t_ranking = time.perf_counter() - t_search - sum(a.seconds for a in (res.membership, res.likelihood) if a is not None)
     if sweep:
         ctx.stage = "horizon sweep"
         best_of: dict[str, tuple[float, PairSpec]] = {}  # the best ranked pattern of each family
@@ -301,6 +311,7 @@ def audit(ctx: Context) -> None:
                 best_of[fam] = (row["membership_selection_bound"], sp)
         sweep_specs = [sp for _, sp in sorted(best_of.values(), key=lambda x: -x[0])[:SWEEP_FAMILIES]]
         cand = res.best_membership_candidate
+        t_sweep = time.perf_counter()
         if sweep_specs:
             spec, best_T, cand, rows = horizon_sweep(build, proto, sweep_specs, horizon, s_sweep, rr,
                                                      delta=ctx.delta, confidence=conf_each, n=small,
@@ -316,13 +327,17 @@ def audit(ctx: Context) -> None:
                 policy = build(horizon)
                 ctx.policy = policy
             ctx.ran("horizon sweep", "setup", f"the best pairs of {len(sweep_specs)} families at "
-                                              f"T = {sorted({row['horizon'] for row in rows})}: T = {horizon}")
+                                              f"T = {sorted({row['horizon'] for row in rows})}: T = {horizon}",
+                    time.perf_counter() - t_sweep)
         res.membership = evaluate(policy, proto, cand, s_sweep_final, n_test=r.runs, delta=ctx.delta,
                                   confidence=conf_each, n_tests=1, progress=ctx.progress, engine=engine,
                                   claim=ctx.claim.epsilon)
         finished["membership"] = res.membership
     ctx.attacks += [res.membership] + ([res.likelihood] if res.likelihood is not None else [])
-    ctx.ran("search", "setup", f"{len(specs)} candidate pairs ranked on {small} runs per side")
+    again = sum(1 for row in res.ranking if row.get("stage") == "ranked")
+    ctx.ran("search", "setup", (f"{len(specs)} candidate pairs ranked on pilot runs, the best {again} again on {small} "
+                                "runs per side" if again < len(res.ranking) else
+                                f"{len(specs)} candidate pairs ranked on {small} runs per side"), max(0.0, t_ranking))
     ctx.ran("membership", "bound", f"black-box: the best pair's views, {runs_text(res.membership, r.runs)} fresh runs per side",
             res.membership.seconds)
     if res.likelihood is not None:

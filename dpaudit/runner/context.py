@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from dpaudit.attacks.bounds import largest_bound, smallest_detectable, split_confidence
 from dpaudit.attacks.result import AuditResult
@@ -18,7 +18,7 @@ from dpaudit.engine import Engine
 from dpaudit.errors import DPAuditError
 from dpaudit.protocols import Protocol
 
-from .findings import Claim, Exact, Findings, Part, Power
+from .findings import Claim, Exact, Findings, Part, Power, Upper
 from .setup import build_policy, claim_curves, claimed_epsilon, versions
 from .verdict import decide
 
@@ -95,6 +95,8 @@ class Context:
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     renyi_violation: list[dict[str, Any]] = field(default_factory=list)
+    #: the upper side: the tightest eps dpaudit can prove (:meth:`set_upper`); None: nothing beyond the claim
+    upper: Upper | None = None
     unseen: str | None = None
     #: what an inconclusive verdict advises trying (None: the multi-run audit's advice)
     advice: str | None = None
@@ -137,6 +139,19 @@ class Context:
         self.claim = Claim(claim.describe(), eps, self.delta, method)
         return self.claim
 
+    def set_upper(self, found: Mapping[str, Any] | None, reason: str | None = None) -> Upper | None:
+        """Fill the upper side from what an accounting function returned (``epsilon``, ``method``,
+        ``assumptions``, ``details``: :func:`dpaudit.accounting.ledger_upper`, :func:`~dpaudit.accounting.shuffle_upper`,
+        or an exact enumeration's figure); None leaves it empty, with ``reason`` saying why."""
+        if found is None:
+            self.upper = None if reason is None else Upper(None, self.delta, "none", (), {"reason": reason})
+            return self.upper
+        eps = found.get("epsilon")
+        self.upper = Upper(None if eps is None else float(eps), float(found.get("delta", self.delta)),
+                           str(found.get("method", "")), tuple(found.get("assumptions") or ()),
+                           dict(found.get("details") or {}))
+        return self.upper
+
     def ran(self, name: str, kind: str, summary: str, seconds: float = 0.0) -> None:
         self.parts.append(Part(name, kind, summary, round(float(seconds), 3)))
 
@@ -157,6 +172,10 @@ class Context:
                         "eps below the claim even at the most favourable error rates they allow (Clopper-Pearson at "
                         "1e-3), so more runs were unlikely to reach the claim; its bound holds at its confidence at "
                         "the look it stopped at.")
+            projected = attack.details.get("projected_full_sample_bound") if attack is not None else None
+            if projected is not None:
+                stop += (f" At the rates it counted, all {runs} runs per side would have shown eps >= "
+                         f"{float(projected):.4g}.")
             note = f"{note} {stop}".strip()
         else:
             used = None
@@ -204,6 +223,7 @@ class Context:
             if extra_reason and verdict != "violation":
                 reason += extra_reason
         ctx.extra.pop("_reason_suffix", None)
+        upper = upper_side(ctx, claim, interrupted)
         stated = getattr(ctx.policy, "claim", None)
         if claim is not None and stated is not None and "claim_curves" not in ctx.extra:
             ctx.extra["claim_curves"] = claim_curves(stated)
@@ -216,7 +236,74 @@ class Context:
             attacks=tuple(ctx.attacks), ledger=ctx.ledger, notes=tuple(ctx.notes), versions=versions(),
             seconds=time.perf_counter() - ctx.started, command=r.command,
             claim_method=claim.method if claim else None, exact=tuple(ctx.exact), beside=tuple(ctx.beside),
-            power=ctx.power, parts=tuple(ctx.parts), extra=dict(ctx.extra))
+            power=ctx.power, parts=tuple(ctx.parts), epsilon_upper=upper.proved if upper else None, upper=upper,
+            extra=dict(ctx.extra))
+
+
+#: "the claim is looser than what dpaudit proves" when it exceeds the upper bound by more than this (relative)
+LOOSE_TOLERANCE = 1e-3
+#: a lower bound "exceeds" the upper bound beyond this relative margin (exact figures equal to it do not)
+REFUTE_TOLERANCE = 1e-6
+#: why an audit of a policy without a ledger has no upper bound
+NO_LEDGER = "the policy keeps no ledger: nothing dpaudit can prove beyond the claim"
+
+
+def _lowers(ctx: Context) -> list[tuple[float, str]]:
+    """Every lower bound the upper bound must lie above: the verdict's attacks, and the exact figures that are
+    not themselves upper bounds (a finite channel's eps; not a ledger's composition) at the audit's delta. Bounds
+    beside the verdict (e.g. the central view of a joint audit, which joint DP does not promise to hide) are of
+    another view and are left out."""
+    out = [(float(a.epsilon_lower), f"the {a.attack} attack's lower bound eps >= {a.epsilon_lower:.4g} (at "
+                                    f"{a.confidence:g} confidence)") for a in ctx.attacks]
+    out += [(float(e.epsilon), f"the {e.part}'s exact eps = {e.epsilon:.6g}") for e in ctx.exact
+            if not e.part.endswith("ledger") and e.claimed is None]
+    return out
+
+
+def _source(up: Upper) -> str:
+    return str(up.details.get("source", "policy")).split(",")[0]
+
+
+def upper_side(ctx: Context, claim: Claim | None, interrupted: bool = False) -> Upper | None:
+    """The audit's upper side, checked against its lower bounds, with the notes it calls for.
+
+    No upper bound recorded: a policy without a ledger (nothing to prove beyond the claim; the reason is
+    kept). A lower bound above it: the figure is marked refuted (it cannot hold for a correct policy, so it
+    is evidence that the ledger misstates the policy) and a note says so. Else, a claim looser than the
+    upper bound (beyond :data:`LOOSE_TOLERANCE`) gets a note with both numbers, and an upper bound above the
+    claim a note that the ledger alone does not prove the claim. The verdict is not changed."""
+    from dataclasses import replace
+
+    up = ctx.upper
+    if up is None:
+        if ctx.policy is None or interrupted:
+            return None
+        has_ledger = hasattr(ctx.policy, "ledger")
+        up = Upper(None, ctx.delta, "none", (), {"reason": NO_LEDGER if not has_ledger else (
+            f"dpaudit computes no upper bound for this policy under the {ctx.request.protocol} protocol")})
+    if up.epsilon is None:
+        return up
+    eps = up.epsilon
+    over = [(v, what) for v, what in _lowers(ctx) if v > eps * (1 + REFUTE_TOLERANCE) + REFUTE_TOLERANCE]
+    if over:
+        v, what = max(over)
+        src = _source(up)
+        text = (f"{what} exceeds eps = {eps:.4g}, what the {src} would prove ({up.method}); for a correct policy "
+                f"this cannot happen (but with the lower bound's error probability), so it is evidence that the {src} "
+                "misstates the policy (a sensitivity too small, or a use of the data it does not record), and that "
+                "figure is no proof of anything")
+        ctx.notes.append(f"upper bound refuted: {text}.")
+        return replace(up, refuted=text)
+    if claim is not None and not interrupted:
+        short = up.details.get("short") or up.method
+        if claim.epsilon > eps * (1 + LOOSE_TOLERANCE):
+            ctx.notes.append(f"the claim eps = {claim.epsilon:.4g} is looser than what dpaudit proves from the "
+                             f"{_source(up)}, {eps:.4g} ({short}) at delta = {up.delta:g}.")
+        elif eps > claim.epsilon * (1 + LOOSE_TOLERANCE) and math.isfinite(eps):
+            ctx.notes.append(f"what dpaudit can prove from the {_source(up)}, eps <= {eps:.4g} ({short}), is above "
+                             f"the claim eps = {claim.epsilon:.4g}: the claim relies on an analysis this composition "
+                             "does not reproduce, or is wrong; the verdict judges the claim by its own tests.")
+    return up
 
 
 def runs_text(attack: AuditResult, planned: int) -> str:

@@ -14,7 +14,8 @@ findings older dpaudit wrote, and refuses a format it does not know). The versio
 changes meaning or goes away; a new optional key keeps it (readers of the same version ignore what they
 do not know, and read findings without it): so each attack's ``scores`` (its threshold test's binned fresh
 scores, :class:`~dpaudit.attacks.result.ScoreHistogram`, for the report's ROC curve) came within
-``dpaudit.audit/2``, and findings written before it load with ``scores = None``.
+``dpaudit.audit/2``, and findings written before it load with ``scores = None``; likewise the upper side
+(``epsilon_upper`` and its record ``upper``, :class:`Upper`), and findings without it load with ``None``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, Mapping
 from dpaudit.attacks.result import AuditResult, ScoreHistogram, jsonable
 from dpaudit.errors import DPAuditError, shorten
 
-__all__ = ["FORMAT", "Claim", "Exact", "Power", "Part", "Findings", "AuditInterrupted", "VERDICTS", "EXIT_STATUS"]
+__all__ = ["FORMAT", "Claim", "Exact", "Power", "Part", "Upper", "Findings", "AuditInterrupted", "VERDICTS", "EXIT_STATUS"]
 
 #: the JSON format of :meth:`Audit.to_dict` (version 1 was the unversioned dict of dpaudit 0.1)
 FORMAT = "dpaudit.audit/2"
@@ -100,6 +101,37 @@ class Part:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class Upper:
+    """The upper side of an audit: the tightest eps at ``delta`` dpaudit can prove for the policy, and how.
+
+    ``epsilon`` is None when nothing can be proved beyond the claim (a policy without a ledger, or a
+    one-run class through the per-run adapter), and ``details["reason"]`` says why. ``method`` names how it
+    was computed (a ledger's releases composed exactly per round or user, a shuffle batch's clone bounds
+    composed exactly, an exact enumeration), ``assumptions`` what the proof rests on. ``refuted`` is set
+    when a lower bound of the same audit exceeds ``epsilon``: for a correct policy that cannot happen (at
+    the lower bound's confidence), so it is evidence that the ledger misstates the policy (a sensitivity,
+    a release it does not record), and ``epsilon`` is then no proof (:attr:`Findings.epsilon_upper` is None).
+    """
+
+    epsilon: float | None
+    delta: float
+    method: str
+    assumptions: tuple[str, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+    refuted: str | None = None
+
+    @property
+    def proved(self) -> float | None:
+        """``epsilon`` when it stands as a proof (not refuted), else None."""
+        return self.epsilon if self.refuted is None else None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Upper":
+        return cls(_num(d.get("epsilon")), float(d.get("delta", math.nan)), str(d.get("method", "")),
+                   tuple(d.get("assumptions") or ()), dict(d.get("details") or {}), d.get("refuted"))
+
+
 def _result(d: Mapping[str, Any]) -> AuditResult:
     kw = {f.name: d[f.name] for f in fields(AuditResult) if f.name in d}
     if isinstance(kw.get("scores"), Mapping):
@@ -120,7 +152,10 @@ class Findings:
     lower bound at ``confidence``. ``attacks`` holds the lower bounds that enter the verdict,
     ``beside`` those reported beside it, ``exact`` the exact figures, ``ledger`` the per-round
     accounting of the policy's ledger, ``power`` what the black-box attack could show, ``parts`` what
-    ran. Everything else (the search's ranking, a protocol's own sections) is in ``extra``.
+    ran. ``epsilon_upper`` is the tightest eps at ``delta`` dpaudit can prove for the policy (its record,
+    with the method and assumptions, is ``upper``; None when nothing can be proved beyond the claim, or when
+    a lower bound refutes the ledger's figure): the audit brackets the truth in [``epsilon_lower``,
+    ``epsilon_upper``], and the verdict still judges the claim alone. Everything else (the search's ranking, a protocol's own sections) is in ``extra``.
     """
 
     verdict: str
@@ -148,6 +183,9 @@ class Findings:
     beside: tuple[AuditResult, ...] = ()
     power: Power | None = None
     parts: tuple[Part, ...] = ()
+    #: the upper side: the tightest eps dpaudit can prove (None: nothing beyond the claim, or refuted), and its record
+    epsilon_upper: float | None = None
+    upper: Upper | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     format: str = FORMAT
 
@@ -200,6 +238,8 @@ class Findings:
                            "largest_bound": float(power["largest_bound"]),
                            "shown": _num(power.get("shown"))}) if isinstance(power, Mapping) else None,
             parts=tuple(Part(**p) for p in d.get("parts") or []),
+            epsilon_upper=_num(d.get("epsilon_upper")),
+            upper=Upper.from_dict(d["upper"]) if isinstance(d.get("upper"), Mapping) else None,
             extra={k: v for k, v in d.items() if k not in known and k != "format"},
         )
 
@@ -214,7 +254,7 @@ class Findings:
                 v = [a.to_dict() for a in v]
             elif f.name in ("exact", "parts"):
                 v = [asdict(x) for x in v]
-            elif f.name == "power":
+            elif f.name in ("power", "upper"):
                 v = asdict(v) if v is not None else None
             elif f.name == "notes":
                 v = list(v)
@@ -239,8 +279,9 @@ class Findings:
             return "None" if x is None else f"{x:.4g}"
 
         return (f"Audit({self.verdict}: {self.policy} {self.params or ''} claims eps = {f(self.epsilon_claimed)}, "
-                f"measured eps >= {f(self.epsilon_lower)} at delta = {self.delta:g}, confidence {self.confidence:g}; "
-                f"gap {f(self.gap)})")
+                f"measured eps >= {f(self.epsilon_lower)}"
+                + (f", proved eps <= {f(self.epsilon_upper)}" if self.epsilon_upper is not None else "")
+                + f" at delta = {self.delta:g}, confidence {self.confidence:g}; gap {f(self.gap)})")
 
 
 class AuditInterrupted(Exception):

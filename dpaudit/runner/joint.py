@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.accounting import ledger_audit
+from dpaudit.accounting import ledger_audit, policy_upper
 from dpaudit.attacks.discriminant import lda_attack
 from dpaudit.attacks.membership import view_attack
 from dpaudit.attacks.sampling import draw_pilots
@@ -197,6 +197,7 @@ def audit(ctx: Context) -> None:
 
     if has_ledger:
         ctx.say("joint: ledger accounting")
+        t_ledger = time.perf_counter()
         led = ledger_audit(policy, JointDP(), pairs[0].d0, s_ledger)
         if led is not None:
             g = led.pop("implied_guarantee", None)
@@ -208,7 +209,8 @@ def audit(ctx: Context) -> None:
                                        True, {}, {}))
             ctx.ledger = led
             ctx.ran("ledger", "exact", f"{led.get('releases', 0)} releases composed per round (a tree ledger: every "
-                                       "round feeds one node per level by design)")
+                                       "round feeds one node per level by design)", time.perf_counter() - t_ledger)
+    ctx.set_upper(policy_upper(policy, T, ctx.delta, protocol="joint"))  # from the ledger just recorded
 
     mem_pilots = tree_pilots = None
     if has_ledger:
@@ -363,6 +365,7 @@ def audit_finite(ctx: Context) -> None:
         ctx.extra["claim_point"] = {"epsilon": point[0], "delta_claimed": point[1], "epsilon_exact": e_pt}
     ctx.ran("exact enumeration", "exact", f"every history, canary pair and future of T = {policy.horizon}: eps = "
                                           f"{_f(eps_h)}", prof.seconds)
+    ctx.set_upper({"epsilon": eps_h, "method": "exact enumeration", "details": {"source": "exact enumeration"}})
     ctx.extra["central_exact"] = {"epsilon": exact["central"]["epsilon"], "witness": exact["central"]["witness_epsilon"]}
     if claim is None:
         ctx.extra["_reason"] = "the spec states no claim, so there is nothing to judge; the exact numbers stand alone"

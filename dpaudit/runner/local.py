@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.accounting import calibration_lints, ledger_per_user
+from dpaudit.accounting import calibration_lints, ledger_per_user, policy_upper
 from dpaudit.attacks.exact import exact_channel_epsilon
 from dpaudit.attacks.membership import threshold_attack
 from dpaudit.attacks.result import AuditResult
@@ -283,9 +283,11 @@ def audit(ctx: Context) -> None:
     # 1. ledger, per user
     ctx.say("local: ledger")
     if hasattr(policy, "ledger"):
+        t_ledger = time.perf_counter()
         d = make_pair(PairSpec(0, background), TableDP(), K, T, rng_pair).d0
         TableDP().run(policy, d, 200, np.random.default_rng(s_ledger), None, record=True)
-        _ledger_part(ctx, policy, ledger_per_user(policy.ledger, ctx.delta), 200 * T)
+        _ledger_part(ctx, policy, ledger_per_user(policy.ledger, ctx.delta), 200 * T, time.perf_counter() - t_ledger)
+        ctx.set_upper(policy_upper(policy, T, ctx.delta, protocol="local", per="user"))
     else:
         _ledger_part(ctx, policy, None, 200 * T)
 
@@ -296,12 +298,13 @@ def audit(ctx: Context) -> None:
     # 3. exact, finite channels
     if info.table is not None:  # checked by check_local_plugin; None: the channel is not finite
         inputs, outputs, P = info.table
+        t_exact = time.perf_counter()
         e, (i, j) = exact_channel_epsilon(P, ctx.delta)
         ctx.exact.append(Exact("finite channel", e, "exact eps(delta) over every ordered pair of inputs", True,
                                {"z": float(inputs[i]), "z_prime": float(inputs[j])},
                                {"inputs": np.asarray(inputs).tolist(), "outputs": np.asarray(outputs).tolist(),
                                 "table": np.asarray(P).tolist()}))
-        ctx.ran("finite channel", "exact", f"the channel table's exact eps = {e:.4g}")
+        ctx.ran("finite channel", "exact", f"the channel table's exact eps = {e:.4g}", time.perf_counter() - t_exact)
 
     # 4. the transcript, black box
     if has_transcript:
@@ -315,7 +318,7 @@ def audit(ctx: Context) -> None:
         kept, screen = _screened(source, ctx, s_screen, n_tr, conf_each, engine)
         rows = threshold_attack(source, kept, s_eval, delta=ctx.delta, confidence=conf_each,
                                 n_select=max(1000, n_tr // 5), n_fresh=n_tr, engine=engine, progress=ctx.progress,
-                                what="transcript: fresh runs", claim=ctx.claim.epsilon)
+                                what="transcript: fresh runs", claim=ctx.claim.epsilon, floor=_shown(ctx))
         res = _rows_result("transcript", rows, source, ctx.delta, conf_each, max(1000, n_tr // 5),
                            time.perf_counter() - t0)
         if screen:
@@ -333,6 +336,12 @@ def audit(ctx: Context) -> None:
         _central_part(ctx, conf_each)
 
 
+def _shown(ctx: Context) -> float:
+    """The largest bound the audit already shows (the channel's): a later test's count may stop once it
+    cannot raise the audit's bound above it (:class:`dpaudit.attacks.sampling.Stop`)."""
+    return max((float(a.epsilon_lower) for a in ctx.attacks), default=0.0)
+
+
 def _engine(ctx: Context, policy: Any) -> Any:
     try:
         ctx.engine.check_picklable(policy)
@@ -344,7 +353,7 @@ def _engine(ctx: Context, policy: Any) -> Any:
         return ctx.engine.serial()
 
 
-def _ledger_part(ctx: Context, policy: Any, ledger: dict[str, Any] | None, users: int) -> None:
+def _ledger_part(ctx: Context, policy: Any, ledger: dict[str, Any] | None, users: int, seconds: float = 0.0) -> None:
     if ledger is not None and ledger["messages"] and ledger.get("users", 0) < users:
         ctx.notes.append(f"only {ledger['users']} of {users} (run, user) pairs sent a recorded message.")
     if ledger is not None:
@@ -353,7 +362,7 @@ def _ledger_part(ctx: Context, policy: Any, ledger: dict[str, Any] | None, users
             ctx.exact.append(Exact("per-user ledger", float(ledger["epsilon"]), ledger["method"], True,
                                    {"messages": ledger["messages"]}, {}))
             ctx.ran("ledger", "exact", f"{ledger['messages']} recorded messages composed per user: eps = "
-                                       f"{ledger['epsilon']:.4g}")
+                                       f"{ledger['epsilon']:.4g}", seconds)
     lints = calibration_lints(policy)
     ctx.extra["lints"] = lints
     ctx.notes.extend(ln["message"] for ln in lints if ln["flagged"])
@@ -408,9 +417,10 @@ def _central_part(ctx: Context, conf_each: float) -> None:
     ctx.renyi_violation += sub.renyi_violation
     ctx.extra["central"] = {k: v for k, v in found.to_dict().items()
                             if k in ("verdict", "reason", "epsilon_claimed", "epsilon_lower", "gap", "witness",
-                                     "attacks", "ledger", "notes", "seconds", "horizon")}
-    ctx.ran("central", "bound", f"the central Table-DP audit: {found.verdict}, eps >= "
-                                f"{found.epsilon_lower if found.epsilon_lower is not None else 0:.4g}", found.seconds)
+                                     "attacks", "ledger", "notes", "seconds", "horizon", "epsilon_upper", "upper")}
+    low = found.epsilon_lower if found.epsilon_lower is not None else 0.0
+    ctx.ran("central", "bound", "the central Table-DP audit: " + (f"{found.verdict}, eps >= {low:.4g}" if low > 0 else
+                                                                 "no power, every lower bound 0"), found.seconds)
 
 
 def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> None:
@@ -424,9 +434,11 @@ def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> N
                       f"R^{policy.d}, {policy.n_points} per round", "confidence_per_attack": conf_each})
     # 1. ledger: the background losses (0, and user 0 at the low extreme), 200 runs
     ctx.say("local: ledger")
+    t_ledger = time.perf_counter()
     pol = ctx.build(T)
     simulate_bco(pol, loss_pair(pol, T, 0)[0], 200, int(s_ledger.generate_state(1)[0]), record=True)
-    _ledger_part(ctx, policy, ledger_per_user(pol.ledger, ctx.delta), 200 * T)
+    _ledger_part(ctx, policy, ledger_per_user(pol.ledger, ctx.delta), 200 * T, time.perf_counter() - t_ledger)
+    ctx.set_upper(policy_upper(pol, T, ctx.delta, protocol="local", per="user"))
     # 2. channel
     ctx.say("local: channel attack")
     _channel_part(ctx, policy, conf_each, s_channel, info)
@@ -445,7 +457,7 @@ def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> N
         kept, screen = _screened(source, ctx, s_screen, n, conf_each, engine)
         rows = threshold_attack(source, kept, s_eval, delta=ctx.delta, confidence=conf_each,
                                 n_select=max(1000, n // 5), n_fresh=n, engine=engine, progress=ctx.progress,
-                                what=f"{kind}: fresh runs", claim=ctx.claim.epsilon)
+                                what=f"{kind}: fresh runs", claim=ctx.claim.epsilon, floor=_shown(ctx))
         stat = None
         if kind == "transcript" and policy.n_points == 2:
             stat = "projection of (message, message x direction of x1 - x2) onto the learnt mean difference"

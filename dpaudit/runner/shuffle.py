@@ -1,17 +1,35 @@
-"""The plan of shuffle DP (seed 002 Alg. 1): the view is what the analyzer receives from one batch.
+"""The plan of shuffle DP (Sarmasarkar 2026, Alg. 1): the view is what the analyzer receives from one batch.
 
 The policy's ``batch_release`` runs on a first batch (the smallest, where amplification is weakest)
-fixed by the adversary (:func:`dpaudit.protocols.shuffle.shuffle_pairs`: an extreme canary against a
-background at the other end of the randomizer's range, the canary arriving first), or on a reviewer's
-pair (``--pair``: the batch's contexts and rewards). The view is read as two feature families
-(:func:`dpaudit.protocols.shuffle.shuffle_features`): the binned multiset (what a shuffler leaves) and
-the messages at the canary's arrival position (informative only if the order was kept). For each
-(pair, family) a screened discriminant is fitted on a training split, its threshold chosen on a
-selection split for the fresh sample size, and the best candidate counted once on fresh views
-(:func:`dpaudit.attacks.discriminant.screened_lda_attack`). The bound is compared with the amplified
-claim at the policy's delta (an (eps, delta)-DP claim says nothing at a smaller delta); ``consistent``
-needs a positive bound, and the findings carry the power. Defaults: at most 40,000 fresh runs and
-10,000 fitting runs per side (a batch of users is simulated per run).
+fixed by the adversary, or on a reviewer's pair (``--pair``: the batch's contexts and rewards). Two
+parts share the error budget (:func:`dpaudit.attacks.bounds.split_confidence`, Bonferroni; one part when
+the gray-box part cannot run):
+
+* **black box** (:func:`dpaudit.attacks.discriminant.screened_lda_attack`): the pairs are the best
+  calibrated canary (:func:`dpaudit.protocols.shuffle.calibrated_pairs`) and the extreme one-coordinate
+  canaries (:func:`dpaudit.protocols.shuffle.shuffle_pairs`); each view is read as feature families
+  (:func:`dpaudit.protocols.shuffle.shuffle_features`: the binned multiset, the messages at the canary's
+  arrival position, and for a pair with a constant background its exact log-likelihood ratio, one
+  column). For each (pair, family) a screened discriminant is fitted on a training split, its threshold
+  chosen on a selection split for the fresh sample size, and the best candidate counted once on fresh
+  views (looks, with the early stops of :mod:`dpaudit.attacks.sampling`). Trusts nothing the policy says;
+  it is what catches a shuffler that keeps the arrival order.
+* **gray box** (the likelihood attack's statistics on the shuffled multiset): for a pair whose other users
+  all hold one datum, the multiset's privacy loss is exact (:class:`dpaudit.protocols.shuffle.CanaryModel`),
+  so ``runs`` fresh views of one side give the loss of each, and delta(eps) is bounded below as
+  :mod:`dpaudit.attacks.likelihood` does (each (1 - e^(eps - L))_+ compared with a uniform, Clopper-Pearson
+  over an eps grid from :func:`~dpaudit.attacks.likelihood.pilot_grid` of the black-box part's training
+  views of that side, never counted). No early stop: the bound is that of the whole sample. The pair and
+  the side are chosen without data: among the calibrated candidates, the one whose exact privacy-loss
+  distribution (:func:`dpaudit.accountants.shuffled_canary_profile`) gives the largest statistical limit
+  at ``runs`` (the bound this test shows when its counts are their expectations). Skipped, with a note,
+  for a policy without ``message_values`` or Piecewise shufflers, or a ``--pair`` whose other users differ.
+
+Beside the bounds, the audited pair's exact eps (an :class:`~dpaudit.runner.findings.Exact` the verdict does
+not judge: the truth of that pair, not a proof for every pair) and the statistical limit, so a reader sees
+bound against truth. The bounds are compared with the amplified claim at the policy's delta (an (eps,
+delta)-DP claim says nothing at a smaller delta); ``consistent`` needs a positive bound. Defaults: at most
+40,000 fresh runs per side and 2,500 fitting runs per side and split (a batch of users is simulated per run).
 """
 
 from __future__ import annotations
@@ -21,39 +39,59 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.accounting import policy_upper
+from dpaudit.attacks.bounds import split_confidence
 from dpaudit.attacks.discriminant import screened_lda_attack
+from dpaudit.attacks.likelihood import empirical_profile, pilot_grid, profile_bounds, smallest_count
+from dpaudit.attacks.result import AuditResult
+from dpaudit.attacks.sampling import draw, draw_pilots
 from dpaudit.errors import DPAuditError
 from dpaudit.protocols import ShuffleDP
-from dpaudit.protocols.shuffle import FAMILIES, ShufflePair, shuffle_features, shuffle_pairs
+from dpaudit.protocols.shuffle import (FAMILIES, LOSS, CanaryModel, ShufflePair, calibrated_pairs, canary_model,
+                                       shuffle_features, shuffle_pairs)
 
 from .context import Context, runs_text
+from .findings import Exact
 
-__all__ = ["audit", "preflight", "SHUFFLE_CAPS", "ShuffledViewSource"]
+__all__ = ["audit", "preflight", "SHUFFLE_CAPS", "ShuffledViewSource", "statistical_limit", "choose_gray_box",
+           "loss_bound"]
 
 #: a shuffle audit simulates a whole batch per run, so it caps the fresh runs per side and the fitting sizes
-SHUFFLE_CAPS = {"runs": 40000, "fit": 10000}
+SHUFFLE_CAPS = {"runs": 40000, "fit": 2500}
+#: the part name of the gray-box bound
+GRAY_BOX = "likelihood (shuffled multiset)"
 
 
 class ShuffledViewSource:
-    """The analyzer's view of the first batch on each pair's data, as the two feature families."""
+    """The analyzer's view of the first batch on each pair's data, as feature families (the exact loss too for
+    the pairs with a :class:`~dpaudit.protocols.shuffle.CanaryModel`)."""
 
     chunk_cells = 4_000_000
 
-    def __init__(self, policy: Any, pairs: list[ShufflePair], families: tuple[str, ...] = FAMILIES) -> None:
-        self.policy, self.pairs, self.families = policy, pairs, tuple(families)
+    def __init__(self, policy: Any, pairs: list[ShufflePair], families: tuple[str, ...] | None = None,
+                 models: list[CanaryModel | None] | None = None) -> None:
+        self.policy, self.pairs = policy, pairs
+        self.models = list(models) if models is not None else [None] * len(pairs)
+        self.families = None if families is None else tuple(families)
         self.batch = int(policy.batch0)
         self.group_size = self.batch // int(policy.groups)
         self.cells_per_run = self.batch * 8
 
+    def _families(self, candidate: int) -> tuple[str, ...]:
+        if self.families is not None:
+            return self.families
+        return FAMILIES + ((LOSS,) if self.models[candidate] is not None else ())
+
     def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> dict[str, np.ndarray]:
         p = self.pairs[candidate]
         view = ShuffleDP().run(self.policy, p.d1 if side else p.d0, n, np.random.default_rng(seed))
-        return shuffle_features(self.policy, view, p.pos, self.group_size, self.families)
+        return shuffle_features(self.policy, view, p.pos, self.group_size, self._families(candidate),
+                                self.models[candidate])
 
     def for_family(self, family: str) -> "ShuffledViewSource":
         """The same views (same seeds, same runs) read as one feature family only: what a test fitted on that
         family counts on its fresh views."""
-        return ShuffledViewSource(self.policy, self.pairs, (family,))
+        return ShuffledViewSource(self.policy, self.pairs, (family,), self.models)
 
     def describe(self, candidate: int) -> dict[str, Any]:
         return self.pairs[candidate].describe()
@@ -81,6 +119,11 @@ def _default_built(ctx: Context) -> Any:
     return build_policy(r.policy, dict(r.params), None, r.adapter, r.claim)
 
 
+def _sizes(runs: int) -> int:
+    """Fitting (and selection) runs per side of the black-box part."""
+    return max(500, min(SHUFFLE_CAPS["fit"], runs // 16))
+
+
 def preflight(ctx: Context) -> None:
     """The time up front: a pilot batch, scaled to the audit's runs, against --max-hours."""
     from dpaudit.sandbox import TimeBoxExceeded
@@ -91,7 +134,8 @@ def preflight(ctx: Context) -> None:
     try:
         with estimating(ctx.request.max_hours) as box:  # a slow constructor cannot make the estimate itself long
             policy = _policy(ctx)
-            src = ShuffledViewSource(policy, shuffle_pairs(int(policy.batch0), int(policy.dim)))
+            pairs = shuffle_pairs(int(policy.batch0), int(policy.dim))
+            src = ShuffledViewSource(policy, pairs)
             t0 = time.perf_counter()
             src.sample(0, 0, 100, np.random.SeedSequence(0))
     except TimeBoxExceeded as exc:
@@ -99,10 +143,118 @@ def preflight(ctx: Context) -> None:
         return
     per_run = (time.perf_counter() - t0) / 100
     runs = min(ctx.request.runs, SHUFFLE_CAPS["runs"])
-    n_fit = max(500, min(SHUFFLE_CAPS["fit"], runs // 4))
-    views = len(src.pairs) * 4 * n_fit + 2 * runs
+    views = (len(pairs) + 1) * 4 * _sizes(runs) + 3 * runs  # the pairs' fitting, both sides' and the gray box's fresh
     check_time(ctx, per_run * views, f"{views} batches of {src.batch} users at a measured {1 / max(per_run, 1e-9):.3g} "
                                      "per second on one process")
+
+
+def statistical_limit(profile: Any, side: int, n: int, delta: float, alpha: float,
+                      grid: np.ndarray | None = None) -> float:
+    """The bound the gray-box test shows at ``n`` runs of ``side`` if its counts were their expectations under the
+    pair's exact profile (:func:`dpaudit.attacks.likelihood.smallest_count`): the largest eps (of ``grid``, or
+    any) whose exact delta(eps) reaches the smallest count that shows delta(eps) > ``delta`` at error ``alpha``.
+    It is where the test's bound sits when its counts come out as expected: a run's bound scatters around it
+    (its counts do), and the exact eps above it is out of reach of this test at this sample size."""
+    k = smallest_count(n, delta, alpha)
+    if k > n:
+        return 0.0
+    top = profile.epsilon(min(k / n, 1 - 1e-12), side)  # the smallest eps with delta(eps) <= k / n
+    if grid is None:
+        return float(top)
+    g = np.asarray(grid, dtype=float)
+    ok = g[g <= top]
+    ok = [e for e in ok[::-1][:3] if profile.delta(float(e), side) >= k / n]  # the grid points just below, checked
+    return float(ok[0]) if ok else 0.0
+
+
+def choose_gray_box(policy: Any, pairs: list[ShufflePair], runs: int, delta: float,
+                    confidence: float) -> tuple[int | None, int, list[dict[str, Any]], dict[int, Any], list[str]]:
+    """Among ``pairs`` with a canary model, the (pair, side) whose exact profile gives the largest statistical
+    limit at ``runs`` (with a 128-point grid's share of the error budget): no data is used, so the choice
+    costs no validity. A pair with a model whose profile cannot be enumerated (a reviewer's pair with a
+    third background datum) is taken, side 0, only when no other has one. Returns (pair index or None, side,
+    a row per candidate, {index: (model, profile or None)}, notes)."""
+    rows, profiles, notes = [], {}, []
+    best = (None, 0, -1.0)
+    fallback = None
+    alpha = (1 - confidence) / 128
+    for i, p in enumerate(pairs):
+        model, why = canary_model(policy, p)
+        if model is None:
+            notes.append(f"{p.label}: no gray-box part ({why}).")
+            continue
+        try:
+            prof = model.profile()
+        except DPAuditError as exc:
+            notes.append(f"{p.label}: its exact privacy loss was not enumerated ({exc}), so neither its exact eps nor "
+                         "the statistical limit is reported.")
+            profiles[i] = (model, None)
+            fallback = i if fallback is None else fallback
+            continue
+        profiles[i] = (model, prof)
+        for side in (0, 1):
+            lim = statistical_limit(prof, side, runs, delta, alpha)
+            rows.append({"pair": p.label, "side": side, "separation": model.separation(),
+                         "exact_epsilon": prof.epsilon(delta, side), "statistical_limit": lim})
+            if lim > best[2]:
+                best = (i, side, lim)
+    if best[0] is None and fallback is not None:
+        return fallback, 0, rows, profiles, notes
+    return best[0], best[1], rows, profiles, notes
+
+
+def loss_bound(loss: np.ndarray, pilot: np.ndarray, u: np.ndarray, delta: float,
+               confidence: float) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """The gray-box bound from sampled exact losses of one side: delta(eps) bounded below on the grid of
+    :func:`~dpaudit.attacks.likelihood.pilot_grid` of ``pilot`` losses (never counted) by the Bernoulli trick
+    and Clopper-Pearson (:func:`~dpaudit.attacks.likelihood.profile_bounds`, each of the grid's points at
+    ``(1 - confidence) / points``), the bound the largest eps whose lower bound exceeds ``delta``. Returns (bound,
+    grid, estimate, lower, upper, error per point)."""
+    grid = pilot_grid(np.asarray(pilot, dtype=float))
+    alpha = (1.0 - confidence) / grid.size
+    est, lo, up = profile_bounds(np.asarray(loss, dtype=float), grid, u, alpha)
+    above = lo > delta
+    return (float(grid[above].max()) if np.any(above) else 0.0), grid, est, lo, up, alpha
+
+
+def _gray_box(ctx: Context, src: ShuffledViewSource, cand: int, side: int, prof: Any, pilot: np.ndarray,
+              runs: int, confidence: float, seed: np.random.SeedSequence, engine: Any) -> AuditResult:
+    """The gray-box bound on ``runs`` fresh views of ``side`` of the source's pair ``cand`` (module docstring)."""
+    t0 = time.perf_counter()
+    s_views, s_u = seed.spawn(2)
+    sign = 1.0 if side == 0 else -1.0  # the loss of side 1 against side 0 is minus the model's
+    ctx.say(f"shuffle: gray-box likelihood on {runs} fresh views")
+    loss = sign * draw(src.for_family(LOSS), cand, side, runs, s_views, engine)[LOSS][:, 0]
+    u = np.random.default_rng(s_u).random(loss.size)
+    eps_lower, grid, est, lo, up, alpha = loss_bound(loss, sign * np.asarray(pilot, dtype=float), u, ctx.delta,
+                                                     confidence)
+    fine = np.linspace(0.0, max(float(loss.max()), 1e-3), 2000)
+    prof_est = empirical_profile(loss, fine)
+    point = float(fine[prof_est > ctx.delta].max()) if np.any(prof_est > ctx.delta) else None
+    limit = None if prof is None else statistical_limit(prof, side, runs, ctx.delta, alpha, grid)
+    p = src.pairs[cand]
+    return AuditResult(
+        attack=GRAY_BOX, epsilon_lower=eps_lower, delta=ctx.delta, confidence=confidence,
+        witness={"label": p.label, "pair": p.describe(), "side": side,
+                 "statistic": "the exact log-likelihood ratio of the shuffled multiset (every other user at the "
+                              "background's datum)"},
+        samples=int(loss.size), seconds=time.perf_counter() - t0,
+        details={"epsilon_point_estimate": point, "statistical_limit": limit,
+                 "exact_epsilon_of_side": None if prof is None else prof.epsilon(ctx.delta, side),
+                 "grid": {"points": int(grid.size), "top": float(grid[-1]),
+                          "bound_at_top": bool(grid.size and eps_lower >= grid[-1])},
+                 "mean_loss_kl": float(loss.mean()), "max_loss": float(loss.max()),
+                 "profile": {"eps": grid, "delta_estimate": est, "delta_lower": lo, "delta_upper": up},
+                 "fresh_runs_used": int(loss.size), "pilot_runs": int(np.asarray(pilot).size),
+                 "tests_corrected_for": int(grid.size)})
+
+
+def _limit_text(t: dict[str, Any] | None) -> str:
+    """What the gray-box test could show, for an audit whose bounds are all 0."""
+    if not t or t.get("statistical_limit") is None or t.get("exact_epsilon") is None:
+        return ""
+    return (f"; the gray-box test on the audited pair (exact eps {t['exact_epsilon']:.3g}) shows "
+            f"{t['statistical_limit']:.3g} with these runs at its expected counts")
 
 
 def audit(ctx: Context) -> None:
@@ -115,48 +267,120 @@ def audit(ctx: Context) -> None:
     B, dim, groups = int(policy.batch0), int(policy.dim), int(policy.groups)
     ctx.horizon = int(getattr(policy, "horizon", B))
     ctx.params = dict(r.params)
-    ctx.extra.update({"batch": B, "n_arms": int(policy.n_arms), "confidence_per_attack": ctx.confidence})
+    ctx.set_upper(policy_upper(policy, ctx.horizon, ctx.delta, protocol="shuffle"))  # the clone bounds composed exactly
+    ctx.extra.update({"batch": B, "n_arms": int(policy.n_arms)})
     ctx.notes.append(f"view: the shuffled messages of the first (smallest) batch ({B} users, {groups} PGD group(s)), "
                      "where amplification is weakest.")
-    if r.pair is not None:
-        from dpaudit.protocols.pairs import load_shuffle_pair
-
-        pairs = [load_shuffle_pair(r.pair, batch=B, dim=dim)]
-        ctx.notes.append(f"audited on the batch given in {r.pair} (user {pairs[0].pos} differs); no search.")
-    else:
-        pairs = shuffle_pairs(B, dim)
     runs = r.runs
     if runs > SHUFFLE_CAPS["runs"]:
         ctx.notes.append(f"fresh runs capped at {SHUFFLE_CAPS['runs']} per side (asked {runs}): every run simulates "
                          f"a batch of {B} users.")
         runs = SHUFFLE_CAPS["runs"]
-    n_fit = max(500, min(SHUFFLE_CAPS["fit"], runs // 4))
+    n_fit = _sizes(runs)
+    if r.pair is not None:
+        from dpaudit.protocols.pairs import load_shuffle_pair
+
+        given = [load_shuffle_pair(r.pair, batch=B, dim=dim)]
+        ctx.notes.append(f"audited on the batch given in {r.pair} (user {given[0].pos} differs); no search.")
+        fixed, calibrated = given, given
+    else:
+        fixed, calibrated = shuffle_pairs(B, dim), calibrated_pairs(policy, B)
+        if not calibrated:
+            ctx.notes.append("no calibrated canary: the policy does not say which vectors its messages carry "
+                             "(message_values) or its shufflers are not Piecewise ones; the one-coordinate canaries "
+                             "only, and no gray-box part.")
+    # the gray-box pair and side, chosen on the exact profiles (no data); its confidence share is decided up front
+    conf_two = split_confidence(ctx.confidence, 2)
+    ctx.say("shuffle: exact privacy loss of the calibrated canaries")
+    t_exact = time.perf_counter()
+    pick, side, rows, profiles, why = choose_gray_box(policy, calibrated, runs, ctx.delta, conf_two)
+    t_exact = time.perf_counter() - t_exact
+    ctx.notes += why
+    if r.pair is not None:
+        pairs = calibrated
+    else:
+        pairs = ([calibrated[pick]] if pick is not None else []) + fixed
+    models = [profiles[pick][0] if (pick is not None and k == 0) else None for k in range(len(pairs))]
+    confidence = conf_two if pick is not None else ctx.confidence
+    ctx.extra["confidence_per_attack"] = confidence
     engine = ctx.engine
     try:
         engine.check_picklable(policy)
     except DPAuditError as exc:
         ctx.notes.append(f"ran in this process only: {exc}")
         engine = engine.serial()
+    root = np.random.SeedSequence(r.seed)
+    s_bb, s_gb = root.spawn(2)
+    src = ShuffledViewSource(policy, pairs, models=models)
+    cands = list(range(len(pairs)))
     ctx.say("shuffle: attack on the analyzer's view")
-    att = screened_lda_attack(ShuffledViewSource(policy, pairs), list(range(len(pairs))),
-                              np.random.SeedSequence(r.seed), delta=ctx.delta, confidence=ctx.confidence, n_fit=n_fit,
-                              n_test=runs, engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon)
+    pilots = draw_pilots(src, cands, s_bb, n_fit, n_fit, engine)
+    att = screened_lda_attack(src, cands, s_bb, delta=ctx.delta, confidence=confidence, n_fit=n_fit, n_test=runs,
+                              engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon, pilots=pilots)
     ctx.attacks.append(att)
-    ctx.ran("membership (shuffled view)", "bound", f"the first batch's shuffled messages, {len(pairs)} pairs x 2 "
-                                                   f"feature families, {runs_text(att, runs)} fresh runs per side", att.seconds)
+    nfam = att.details["candidates"]
+    ctx.ran("membership (shuffled view)", "bound", f"the first batch's shuffled messages, {len(pairs)} pairs, {nfam} "
+                                                   f"(pair, feature family) candidates, {runs_text(att, runs)} fresh "
+                                                   "runs per side", att.seconds)
+    settled = att.epsilon_lower > ctx.claim.epsilon
+    if pick is not None and settled:
+        ctx.notes.append("the gray-box part did not sample: the black-box bound already exceeds the claim, so the "
+                         "violation is settled.")
+    if pick is not None:
+        model, prof = profiles[pick]
+        gb = None
+        if not settled:
+            gb = _gray_box(ctx, src, 0, side, prof, pilots[side][LOSS][:, 0], runs, confidence, s_gb, engine)
+            ctx.attacks.append(gb)
+            ctx.ran(GRAY_BOX, "bound", f"the exact loss of the shuffled multiset on {runs} fresh runs of side {side} of "
+                                       f"the audited pair, {gb.details['tests_corrected_for']} eps grid points",
+                    gb.seconds)
+        if gb is not None:
+            limit = gb.details["statistical_limit"]
+        else:
+            limit = None if prof is None else statistical_limit(prof, side, runs, ctx.delta, (1 - confidence) / 128)
+        ctx.extra["shuffle_tightness"] = {"gray_box_bound": None if gb is None else gb.epsilon_lower,
+                                          "statistical_limit": limit, "exact_epsilon": None, "side": side,
+                                          "fresh_runs": runs, "candidates": rows}
+    if pick is not None and profiles[pick][1] is not None:
+        prof = profiles[pick][1]
+        exact_eps = prof.epsilon(ctx.delta)
+        sides = [prof.epsilon(ctx.delta, s) for s in (0, 1)]
+        ctx.exact.append(Exact(
+            part="the audited pair's exact eps", epsilon=float(exact_eps),
+            method="the shuffled multiset's privacy-loss distribution for this pair, enumerated over message counts "
+                   "(dpaudit.accountants.shuffled_canary_profile); the truth of this pair, not a bound for every pair",
+            judged=False, witness=calibrated[pick].describe(),
+            details={"epsilon_side_0_vs_1": sides[0], "epsilon_side_1_vs_0": sides[1],
+                     "epsilon_bracket": [prof.epsilon(ctx.delta, None, "lower"), float(exact_eps)],
+                     "statistical_limit": limit,
+                     "statistical_limit_note": f"the gray-box test's bound at {runs} fresh runs of side {side} if its "
+                                               "counts were their expectations (same grid and error budget)",
+                     "message_sets": [dict(s, classes=dict(s["classes"])) for s in prof.sets],
+                     "seconds": round(t_exact, 3)}))
+        ctx.ran("exact eps of the audited pair", "exact", "enumerated over the message counts of the pair's two shuffled "
+                                                          "message sets (not judged: one pair's truth)", t_exact)
+        ctx.extra["shuffle_tightness"]["exact_epsilon"] = float(exact_eps)
     parts = getattr(policy, "claim_parts", None)
     if parts:
         ctx.notes.append("claim = basic composition of the amplified outer-product and gradient messages: "
                          + " + ".join(p.describe() for p in parts)
                          + f" (Feldman-McMillan-Talwar numerical bound; local guarantee {policy.eps0:g}-DP per message).")
-    pw = ctx.set_power(att, len(pairs), runs, ctx.confidence, candidates=att.details["candidates"],
-                       fit_runs_per_side=n_fit)
-    if att.epsilon_lower <= 0:
+    pw = ctx.set_power(att, len(pairs), runs, confidence, candidates=nfam, fit_runs_per_side=n_fit)
+    best = max(a.epsilon_lower for a in ctx.attacks)
+    if best <= 0:
         ctx.extra["_reason_suffix"] = (f"; with {runs} fresh runs per side the attack shows eps >= "
                                        f"{pw.smallest_detectable:.3g} at best for a pair as separable as randomised "
-                                       f"response, and a shuffled canary among {B} users is far less separable")
+                                       f"response, and a shuffled canary among {B} users is far less separable"
+                                       + _limit_text(ctx.extra.get("shuffle_tightness")))
     else:
-        ctx.extra["_reason_suffix"] = (f"; power: {len(pairs)} pairs x 2 feature families tried, {runs} fresh runs per "
-                                       f"side (at most eps {pw.largest_bound:.3g} can be shown; a pair as separable as "
-                                       f"randomised response at eps {pw.smallest_detectable:.3g} would show a positive "
-                                       "bound)")
+        tight = ""
+        t = ctx.extra.get("shuffle_tightness") or {}
+        if all(t.get(k) is not None for k in ("gray_box_bound", "statistical_limit", "exact_epsilon")):
+            tight = (f"; the gray-box bound {t['gray_box_bound']:.3g} against {t['statistical_limit']:.3g}, what "
+                     f"that test shows with {runs} runs at its expected counts, for a pair whose exact eps is "
+                     f"{t['exact_epsilon']:.3g}")
+        ctx.extra["_reason_suffix"] = (f"; power: {len(pairs)} pairs, {nfam} (pair, feature family) candidates "
+                                       f"tried, {runs} fresh runs per side (at most eps {pw.largest_bound:.3g} can be "
+                                       f"shown; a pair as separable as randomised response at eps "
+                                       f"{pw.smallest_detectable:.3g} would show a positive bound)" + tight)
