@@ -205,6 +205,7 @@ def test_one_run_flags_a_mutant_and_types_its_findings():
     assert d["correct"] <= d["guesses"] <= d["canaries_counted"] == 81
     assert a.power.largest_bound == pytest.approx(d["cap"]) and d["cap"] >= res.epsilon_lower
     assert [p.name for p in a.parts] == ["one-run"] and a.extra["one_run"]["counted_runs"] == 9
+    assert "method='one-run'" in a.command  # the recorded call reproduces a one-run audit, not a multi-run one
     md = a.to_markdown()
     assert "One-run audit: what it can and cannot show" in md and "cannot show" in md
     back = dpaudit.Audit.from_dict(a.to_dict())
@@ -290,6 +291,9 @@ def test_cli_one_run_and_bad_runs(dpaudit_cli):
                       "1")
     assert res.returncode == 1, res.stderr[-500:]
     assert "one-run" in res.stdout and "guesses among" in res.stdout
+    from dpaudit.cli.check import reproduce_command
+
+    assert "--method one-run" in reproduce_command("adac-ucb", {"method": "one-run", "runs": 4}, 0)
     bad = dpaudit_cli("check", "policy", "adac-ucb", "--method", "one-run", "--runs", "1")
     assert bad.returncode == 2 and "runs must be an integer >= 2" in bad.stderr
     with pytest.raises(DPAuditError, match="horizons"):
