@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpaudit.errors import DPAuditError, check_delta
+from dpaudit.errors import check_confidence as _check_confidence
 
 __all__ = [
     "cp_upper",
@@ -48,10 +49,9 @@ __all__ = [
 
 
 def check_confidence(confidence: float) -> float:
-    """Return ``confidence`` after checking it lies in (0, 1)."""
-    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
-        raise DPAuditError(f"confidence must lie strictly between 0 and 1, got {confidence!r}.")
-    return float(confidence)
+    """Return ``confidence`` after checking it lies in (0, 1) (:func:`dpaudit.errors.check_confidence`, the
+    one check: numpy scalars are numbers too)."""
+    return _check_confidence(confidence)
 
 
 def cp_upper(k: np.ndarray | int, n: np.ndarray | int, alpha: float) -> np.ndarray:

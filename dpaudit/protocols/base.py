@@ -25,7 +25,7 @@ from dpaudit.errors import DPAuditError
 from dpaudit.policies.base import check_actions
 
 __all__ = ["Adversary", "Protocol", "Pair", "FixedActionSet", "ContextInput", "check_context_input",
-           "offers_blocks", "check_table"]
+           "offers_blocks", "plays_tables", "check_table"]
 
 
 class Adversary:
@@ -165,6 +165,16 @@ def offers_blocks(policy) -> bool:
     return type(inner).__module__.startswith("dpaudit.")
 
 
+def plays_tables(policy) -> bool:
+    """Whether ``Protocol.run`` may hand ``policy`` whole reward tables (``play_tables``) instead of driving it
+    round by round: dpaudit's loop adapter (:class:`dpaudit.adapters.loop.LoopPolicy`), whose copies run their
+    own loops to completion on a table fixed in advance (Table and View DP fix it; no adversary)."""
+    inner = policy
+    for _ in range(3):
+        inner = getattr(inner, "wrapped", inner)
+    return type(inner).__module__.startswith("dpaudit.") and callable(getattr(inner, "play_tables", None))
+
+
 class Protocol:
     """Base class: the private input, the observation rule, the view and the neighbouring relation."""
 
@@ -250,6 +260,8 @@ class Protocol:
                 f"{getattr(policy, 'name', '') or type(policy).__name__} runs step by step."
             )
         who = getattr(policy, "name", "") or type(policy).__name__
+        if adversary is None and contexts is None and plays_tables(policy):
+            return policy.play_tables(data[None], np.zeros(n_runs, dtype=np.int64), self.list_input)
         if path != "step" and blocks_ok:
             return self._run_blocks(policy, data, n_runs, n_arms, who)
         views = np.empty((n_runs, horizon), dtype=np.int64)
@@ -280,6 +292,8 @@ class Protocol:
         except TypeError:
             policy.reset(n, rng)
         who = getattr(policy, "name", "") or type(policy).__name__
+        if plays_tables(policy):
+            return policy.play_tables(inputs, which, self.list_input).reshape(m, n_per, horizon)
         lo, hi = getattr(policy, "reward_range", (-np.inf, np.inf))
         if (offers_blocks(policy) and type(self).block_sums is not Protocol.block_sums
                 and inputs.min() >= lo and inputs.max() <= hi):

@@ -56,9 +56,9 @@ class Request:
     max_work: float | None = None
     #: local DP only: also run the central Table-DP part (``False`` skips it, for quick measurements)
     central: bool = True
-    #: seconds one call into plug-in code may run before the audit ends (None: the default, 600 s;
-    #: :func:`dpaudit.sandbox.call_limit`)
-    call_timeout: float | None = None
+    #: seconds one call into plug-in code may run before the audit ends (None: the default, the scaled
+    #: watchdog of :func:`dpaudit.sandbox.scaled_limit`; :func:`dpaudit.sandbox.call_limit`)
+    call_timeout: float | str | None = None
     #: "multi-run" (the default: thousands of runs per side) or "one-run" (``runs`` runs in all, many canaries
     #: in each: :mod:`dpaudit.runner.one_run`)
     method: str = "multi-run"
