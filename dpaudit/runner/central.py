@@ -324,8 +324,12 @@ def audit(ctx: Context) -> None:
                              f"per side (horizons {sorted({row['horizon'] for row in rows})} tried).")
                 horizon = best_T
                 ctx.horizon = horizon
+                built_at = list(getattr(policy, "audit_notes", ()))
                 policy = build(horizon)
                 ctx.policy = policy
+                rebuilt_notes(notes, built_at, getattr(policy, "audit_notes", ()))
+                params = getattr(policy, "params", None)
+                ctx.params = params() if callable(params) else ctx.params
             ctx.ran("horizon sweep", "setup", f"the best pairs of {len(sweep_specs)} families at "
                                               f"T = {sorted({row['horizon'] for row in rows})}: T = {horizon}",
                     time.perf_counter() - t_sweep)
@@ -356,6 +360,18 @@ def audit(ctx: Context) -> None:
         ctx.unseen = (f"no action of the policy depended on its input within "
                       f"{ctx.extra['horizon_search']['tried_up_to']} rounds of the horizon discovery, and no attack "
                       f"told the sides of the {len(specs)} pairs tried apart at T = {horizon}")
+
+
+def rebuilt_notes(notes: list[str], old: Sequence[str], new: Sequence[str]) -> None:
+    """The per-run adapter's notes of the policy rebuilt at a new horizon in place of those of the policy it
+    replaces (a factory's note names the horizon its copies are built at), in ``notes``."""
+    fresh = [n for n in new if n not in notes]
+    stale = [i for i, n in enumerate(notes) if n in old and n not in new]
+    for i, n in zip(stale, fresh):
+        notes[i] = n
+    for i in sorted(stale[len(fresh):], reverse=True):
+        del notes[i]
+    notes.extend(fresh[len(stale):])
 
 
 def search_summary(ranking: Sequence[dict[str, Any]], horizon: int) -> list[dict[str, Any]]:
