@@ -86,7 +86,8 @@ def first_release_step(policy: Any, protocol: Any, data: np.ndarray, seed: np.ra
 
 def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.random.SeedSequence,
                   reward_range: tuple[float, float], alphabet: Sequence[float] | None = None,
-                  cells: int | None = None, engine: Engine = SERIAL) -> tuple[int, str, Any]:
+                  cells: int | None = None, engine: Engine = SERIAL,
+                  progress: Callable[[str], None] | None = None) -> tuple[int, str, Any]:
     """Choose the audit horizon. Returns (horizon, how it was chosen, the discovery's findings or None).
 
     A policy with a ledger: 48, or for one that releases nothing by then the first release step plus
@@ -114,7 +115,7 @@ def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.rand
         T *= 2
     kw = {} if cells is None else {"cells": cells}
     choice = discover_horizon(policy_for, protocol, seed, reward_range, alphabet, start=DEFAULTS["horizon"], tail=tail,
-                              engine=engine, **kw)
+                              engine=engine, progress=progress, **kw)
     why = choice.reason
     if T >= MAX_AUTO_HORIZON:
         why = f"its ledger shows no release within {MAX_AUTO_HORIZON} rounds, so the horizon comes from its actions: " + why
@@ -129,7 +130,20 @@ def preflight(ctx: Context) -> None:
     r = ctx.request
     ctx.extra["estimate"] = audit_preflight(lambda T: with_features(ctx.build(T), r.seed), ctx.protocol, runs=r.runs,
                     horizon=estimate_horizon(r), workers=r.workers,
-                    local=r.executor is None and r.scheduler is None, max_hours=r.max_hours)
+                    local=r.executor is None and r.scheduler is None, max_hours=r.max_hours,
+                    search=lambda policy: searches(policy, r, ctx.protocol.name))
+
+
+def searches(policy: Any, r: Any, protocol: str) -> dict[str, Any]:
+    """The searches :func:`audit` runs for ``policy`` under request ``r``, as :func:`dpaudit.runner.cost.run_steps`'
+    keywords: the search's sample size, the threshold search (Table DP without a pair), the horizon sweep
+    (a black-box audit that chooses its horizon)."""
+    auto = r.horizon is None and r.pair is None
+    from .cost import HORIZON_MULTIPLES
+
+    threshold = 0 if protocol != "table" or r.pair is not None else HORIZON_MULTIPLES if auto else 1
+    return {"small": pilot_budgets(policy, r.runs)[1], "threshold": threshold,
+            "sweep": auto and not hasattr(policy, "ledger")}
 
 
 def estimate_horizon(r: Any) -> int:
@@ -162,7 +176,7 @@ def audit(ctx: Context) -> None:
                 "--protocol table or --protocol view.")
     s_ledger, s_search, s_horizon, s_threshold = np.random.SeedSequence(r.seed).spawn(4)
     s_sweep, s_sweep_final = np.random.SeedSequence([r.seed, 0x5EE9]).spawn(2)
-    ctx.stage = "choice of the horizon"
+    ctx.say("choice of the horizon")
     features = None
 
     def build(T: int) -> Any:
@@ -205,7 +219,8 @@ def audit(ctx: Context) -> None:
         pilot_engine = pilot_engine.serial()
     if horizon is None:
         t_horizon = time.perf_counter()
-        horizon, how, choice = audit_horizon(build, proto, s_horizon, rr, alphabet, cells=cells, engine=pilot_engine)
+        horizon, how, choice = audit_horizon(build, proto, s_horizon, rr, alphabet, cells=cells, engine=pilot_engine,
+                                             progress=ctx.progress)
         ctx.extra["horizon_reason"] = how
         if choice is not None:
             ctx.extra["horizon_search"] = {"first_dependent_round": choice.first_dependent_round,
@@ -218,10 +233,11 @@ def audit(ctx: Context) -> None:
     if proto.name == "table" and user_pair is None:
         # backgrounds at the policy's decision threshold, in both orientations, with the canary's round
         # searched, and the horizon extended until a pair's two sides act differently (attacks.neighbours)
-        ctx.stage = "threshold search"
+        ctx.say("threshold search")
         t_threshold = time.perf_counter()
         threshold = threshold_pairs(build, proto, horizon, s_threshold, rr, alphabet, cells=cells,
-                                    max_horizon=None if r.horizon is None else horizon, engine=pilot_engine)
+                                    max_horizon=None if r.horizon is None else horizon, engine=pilot_engine,
+                                    progress=ctx.progress)
         ctx.extra["threshold_search"] = threshold.info
         if threshold.horizon != horizon:
             notes.append(f"horizon T = {threshold.horizon}: the threshold search found pairs whose two sides act "
@@ -269,7 +285,7 @@ def audit(ctx: Context) -> None:
 
     ctx.set_upper(policy_upper(policy, horizon, ctx.delta, protocol=proto.name))  # from the ledger just recorded
 
-    ctx.stage = "neighbouring-pair search and attacks"
+    ctx.say("neighbouring-pair search and attacks")
     engine = ctx.engine
     try:
         engine.check_picklable(policy, proto)
@@ -303,7 +319,7 @@ def audit(ctx: Context) -> None:
     # the ranking's own time: the search's, less the fresh tests it ran (their parts have their own times)
     t_ranking = time.perf_counter() - t_search - sum(a.seconds for a in (res.membership, res.likelihood) if a is not None)
     if sweep:
-        ctx.stage = "horizon sweep"
+        ctx.say("horizon sweep")
         best_of: dict[str, tuple[float, PairSpec]] = {}  # the best ranked pattern of each family
         for row, sp in zip([x for x in res.ranking if x.get("stage") == "ranked"], res.ranked_specs):
             fam = row.get("family", "?")
