@@ -135,3 +135,22 @@ def test_a_policy_rebuilt_at_the_swept_horizon_replaces_its_notes():
     factory = [n for n in notes if "is a factory" in n]
     assert len(factory) == 1 and "192" in factory[0] and "48" not in factory[0]
     assert notes[0] == "protocol table." and notes[-1] == "horizon T = 192: swept." and len(notes) == len(old) + 2
+
+
+def test_a_stage_that_shows_nothing_for_a_while_gets_a_heartbeat_line():
+    import io
+    import time
+
+    from dpaudit.progress import ProgressBar
+
+    buf = io.StringIO()
+    bar = ProgressBar("x", buf, tty=False, heartbeat=0.3)
+    bar("choice of the horizon")
+    time.sleep(1.0)
+    bar("search: 1/5 pairs ranked")
+    bar.close()
+    time.sleep(0.4)
+    lines = buf.getvalue().splitlines()
+    assert lines[0].startswith("x: choice of the horizon [")
+    assert any(line.startswith("x: choice of the horizon: still running [") for line in lines[1:-1])
+    assert lines[-1].startswith("x: search: 1/5 pairs ranked")  # nothing after close()

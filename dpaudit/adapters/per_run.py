@@ -366,49 +366,49 @@ class PerRun:
         views = np.empty((n, T), dtype=np.int64)
         g = self._globals
         i = t = 0
-        method = s.feedback if s.kind == "step" else s.select
         one_arm = self._one_arm
-
-        def arm_of(a: Any, t: int, i: int) -> int:
-            if a.__class__ is not int or not 0 <= a < K:  # a numpy int, a whole float; else refused
-                a = one_arm(a, t, i)
-            return a
-
         with GLOBAL_LOCK:
             g.enter()
             try:
                 for i in range(n):
                     g.select(i)
                     table = rows[int(idx[i])]
-                    arms = [0] * T
+                    arms: list[int] = []
+                    keep = arms.append
                     if s.kind == "step":
                         fn = self._sel[i]
                         a = r = None
-                        for t in range(T):
+                        for t, row in enumerate(table):
                             vals = (a, r, t + fr)
-                            a = arm_of(fn(*[vals[j] for j in pos], **{k: vals[j] for k, j in kws}), t, i)
-                            arms[t] = a
-                            r = table[t][a]
-                    else:
-                        sel, upd, st = self._sel[i], self._upd[i], s.select_t
-                        for t in range(T):
-                            method = s.select
-                            a = sel(t + fr) if st else sel()
-                            if a.__class__ is not int or not 0 <= a < K:
+                            a = fn(*[vals[j] for j in pos], **{k: vals[j] for k, j in kws})
+                            if a.__class__ is not int or not 0 <= a < K:  # a numpy int, a whole float; else refused
                                 a = one_arm(a, t, i)
-                            arms[t] = a
-                            method = s.feedback
-                            if plain:
-                                upd(a, table[t][a])
-                            else:
-                                vals = (a, table[t][a], t + fr)
+                            keep(a)
+                            r = row[a]
+                    else:
+                        sel, upd = self._sel[i], self._upd[i]
+                        if plain and not s.select_t:  # select() + feedback(arm, reward): the common shape
+                            for t, row in enumerate(table):
+                                a = sel()
+                                if a.__class__ is not int or not 0 <= a < K:
+                                    a = one_arm(a, t, i)
+                                keep(a)
+                                upd(a, row[a])
+                        else:
+                            st = s.select_t
+                            for t, row in enumerate(table):
+                                a = sel(t + fr) if st else sel()
+                                if a.__class__ is not int or not 0 <= a < K:
+                                    a = one_arm(a, t, i)
+                                keep(a)
+                                vals = (a, row[a], t + fr)
                                 upd(*[vals[j] for j in pos], **{k: vals[j] for k, j in kws})
                     views[i] = arms
                     g.save(i)
             except DPAuditError:
                 raise
             except Exception as exc:
-                raise self._failure(method or "call", exc, f"at round {t} (copy {i})") from exc
+                raise self._failure(_called(exc, s), exc, f"at round {t} (copy {i})") from exc
             finally:
                 moved = g.leave()
         if moved:
@@ -491,6 +491,14 @@ class PerRun:
     # ---- local DP: the randomizer as the channel -------------------------------------------------
     def _local(self, probe: Any, randomizer: str, domain: Any) -> None:
         raise DPAuditError("a randomizer makes a LocalPerRun; build it with PerRun(..., randomizer=NAME).")
+
+
+def _called(exc: BaseException, s: Any) -> str:
+    """The name of the copy's method an exception of :meth:`PerRun.run_copies` came out of: the frame its loop
+    called (the feedback method when none shows, a method written in C)."""
+    tb = exc.__traceback__
+    frame = tb.tb_next if tb is not None else None
+    return frame.tb_frame.f_code.co_name if frame is not None else s.feedback
 
 
 def _check_required(cls: Any, maker: str, kwargs: Mapping[str, Any], seed_param: str | None,
