@@ -134,6 +134,21 @@ def preflight(ctx: Context) -> None:
                     search=lambda policy: searches(policy, r, ctx.protocol.name))
 
 
+def say_estimate(ctx: Context, policy: Any, horizon: int) -> None:
+    """The up-front estimate redone at the chosen horizon (:func:`dpaudit.runner.cost.refresh_estimate`), said."""
+    from .cost import duration, refresh_estimate
+
+    r = ctx.request
+    est = ctx.extra.get("estimate")
+    if not isinstance(est, dict) or r.pair is not None:
+        return
+    elapsed = sum(float(p.seconds) for p in ctx.parts)
+    rest = refresh_estimate(est, r.runs, horizon, len(candidate_pairs(ctx.protocol, int(policy.n_arms), horizon)),
+                            searches(policy, r, ctx.protocol.name), elapsed)
+    if rest is not None:
+        ctx.say(f"horizon T = {horizon}: about {duration(rest)} to go (estimated)")
+
+
 def searches(policy: Any, r: Any, protocol: str) -> dict[str, Any]:
     """The searches :func:`audit` runs for ``policy`` under request ``r``, as :func:`dpaudit.runner.cost.run_steps`'
     keywords: the search's sample size, the threshold search (Table DP without a pair), the horizon sweep
@@ -248,6 +263,7 @@ def audit(ctx: Context) -> None:
     ctx.horizon = horizon
     policy = build(horizon)
     ctx.policy = policy
+    say_estimate(ctx, policy, horizon)
     ctx.read_claim(policy, spec)
     notes.extend(n for n in getattr(policy, "audit_notes", ()) if n not in notes)  # what the per-run adapter did
     has_ledger = hasattr(policy, "ledger")

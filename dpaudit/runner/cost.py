@@ -38,7 +38,7 @@ import numpy as np
 from dpaudit.errors import DPAuditError
 
 __all__ = ["available_memory", "check_workers", "preflight", "audit_preflight", "DEFAULT_MAX_HOURS",
-           "ESTIMATE_SECONDS", "estimating"]
+           "ESTIMATE_SECONDS", "estimating", "run_steps", "refresh_estimate", "duration"]
 
 #: the longest audit dpaudit starts without --max-hours
 DEFAULT_MAX_HOURS = 24.0
@@ -116,6 +116,10 @@ def memory_per_process(runs: int, horizon: int, n_arms: int) -> tuple[float, flo
 THRESHOLD_CELLS = 2 * (4 * 32 * 32 + 32 * 2 * 2 * 18)
 #: the horizons the threshold search and the horizon sweep try, as multiples of the first: 1, 2, 4, 8
 HORIZON_MULTIPLES = 1 + 2 + 4 + 8
+#: the horizon a black-box audit's fresh test runs at, as a multiple of the first, in the estimate: the
+#: geometric mean of the ten one-run classes' (benchmarks/defaults.md: 1 to 16 times, their threshold search
+#: and horizon sweep moving them), since the estimate is made before either runs
+SWEPT = 3
 
 
 def run_steps(runs: int, horizon: int, n_candidates: int, *, small: int | None = None, threshold: int = 0,
@@ -129,13 +133,14 @@ def run_steps(runs: int, horizon: int, n_candidates: int, *, small: int | None =
     8 times the horizon (when no pair's two sides act differently at the first). ``sweep``: a
     black-box audit free to choose its horizon (no ledger, no likelihood runs): the horizon discovery, the
     sweep of the best 3 pairs at 1, 2, 4 and 8 times the horizon on ``small`` runs per split, and the fresh
-    views at 4 times it (the sweep moves the test to between 1 and 8 times the first horizon)."""
+    views at :data:`SWEPT` times it. Once the horizon is chosen, :func:`refresh_estimate` redoes it there.
+    """
     small = max(500, min(2000, runs // 10)) if small is None else int(small)
     T = float(horizon)
     total = T * 5.0 * small * n_candidates
     total += THRESHOLD_CELLS * T * int(threshold)
     if sweep:
-        total += 2 * 200 * T * 2 + 4 * small * T * HORIZON_MULTIPLES * 3 + 2.0 * runs * 4 * T
+        total += 2 * 200 * T * 2 + 4 * small * T * HORIZON_MULTIPLES * 3 + 2.0 * runs * SWEPT * T
     else:
         total += 3.0 * runs * T
     return total
@@ -309,6 +314,24 @@ def audit_preflight(policy_for: Callable[[int], Any], protocol: Any, *, runs: in
     rr = audit_range(policy)
     return preflight(policy, protocol, runs=runs, horizon=T, workers=workers, local=local, max_hours=max_hours,
                      reward_range=rr, search=None if search is None else search(policy))
+
+
+def refresh_estimate(estimate: dict[str, Any] | None, runs: int, horizon: int, n_candidates: int,
+                     search: dict[str, Any], elapsed: float) -> float | None:
+    """The up-front ``estimate`` redone once the horizon is chosen (the discovery and threshold search done,
+    ``elapsed`` seconds so far): the rest of the audit's run-steps at ``horizon`` at the rate measured up
+    front, plus ``elapsed``, recorded in the estimate as ``seconds_at_horizon`` (with its ``horizon``).
+    Returns the seconds still to go (None without a measured rate)."""
+    if not estimate or not estimate.get("run_steps_per_second"):
+        return None
+    rest = run_steps(runs, horizon, n_candidates, **{**search, "threshold": 0}) / float(estimate["run_steps_per_second"])
+    estimate["at_horizon"] = {"horizon": int(horizon), "seconds": elapsed + rest}
+    return rest
+
+
+def duration(seconds: float) -> str:
+    """Seconds as text: 42 s, 7 min, 3.5 h, 4 days."""
+    return _duration(seconds)
 
 
 def check_time(ctx: Any, seconds: float, how: str) -> None:
