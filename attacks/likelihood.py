@@ -14,16 +14,20 @@ Balle & Wang (2018) and Steinke's privacy-loss-distribution view, from samples o
 * the privacy profile delta(eps) = E[(1 - e^(eps - L))_+] (hockey-stick divergence), and
 * the Rényi divergence D_alpha = log E[e^((alpha - 1) L)] / (alpha - 1).
 
-Confidence intervals (our choices; honest for any distribution of L): a [0, 1]-valued Y_i is turned
+Confidence bounds (our choices; honest for any distribution of L): a [0, 1]-valued Y_i is turned
 into an exact Bernoulli(E[Y]) draw by comparing it with an independent uniform U_i, and the
-Clopper-Pearson bounds of those counts are the interval. delta(eps) uses Y = (1 - e^(eps - L))_+;
-D_alpha uses Y = min(e^((alpha-1)L), c) / c with the truncation c chosen on a first half of the
-runs and the bound counted on the second half (truncation only lowers the mean, so the lower bound
-stays valid; no honest *upper* bound on an unbounded mean exists from samples, so D_alpha gets a
-lower bound and a point estimate). Every eps of the grid and every order is one test, and the
-error budget is divided among them (Bonferroni). The eps grid itself is chosen on losses the bound
-never sees (a pilot sample, or the neighbouring search's screening runs), so that every test is
-fixed before its counts are drawn.
+Clopper-Pearson bounds of those counts are the interval. delta(eps) uses Y = (1 - e^(eps - L))_+, and
+since U_i < Y_i(eps) exactly when eps < W_i = L_i + log(1 - U_i), the counts at every eps at once are
+those of one sample of W, whose survival function is delta(eps): the largest eps whose lower bound
+exceeds delta is an order statistic of W, valid at the error of one test whatever eps it lands on
+(:func:`epsilon_from_losses`; its exact law, hence the statistical limit at n runs, is
+:func:`dpaudit.attacks.limits.likelihood_limit`). D_alpha uses Y = min(e^((alpha-1)L), c) / c with the
+truncation c chosen on a first half of the runs and the bound counted on the second half (truncation
+only lowers the mean, so the lower bound stays valid; no honest *upper* bound on an unbounded mean
+exists from samples, so D_alpha gets a lower bound and a point estimate). The eps bound gets
+:data:`EPSILON_SHARE` of the error budget and the orders split the rest (Bonferroni): every order's
+bound holds, and can enter the verdict, without starving the eps bound (:func:`loss_bounds`, for any attack
+that samples losses; the shuffle plan's gray-box part still counts on a pilot grid).
 
 What it trusts: the ledger. Releases without ``fed`` are counted and reported (their dependence on
 round j is unknown, so a bound from such a ledger may be too low, never too high). A mechanism
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -52,7 +57,7 @@ from .membership import Pair, chunk_seeds
 from .result import AuditResult
 
 __all__ = ["privacy_losses", "empirical_profile", "profile_bounds", "renyi_bounds", "pilot_grid", "likelihood_attack",
-           "DEFAULT_ORDERS"]
+           "DEFAULT_ORDERS", "EPSILON_SHARE", "LossBounds", "loss_bounds", "epsilon_from_losses"]
 
 DEFAULT_ORDERS: tuple[float, ...] = (1.5, 2.0, 4.0, 8.0, 16.0, 32.0)
 _NO_LEDGER = "the likelihood attack needs a policy that records a ledger (uses dpaudit's mechanisms); this one has none."
@@ -202,16 +207,129 @@ def renyi_bounds(loss: np.ndarray, orders: Sequence[float], u: np.ndarray, alpha
 
 
 def pilot_grid(pilot: np.ndarray, size: int = 128, reach: float = 2.0) -> np.ndarray:
-    """The eps grid of :func:`likelihood_attack`: ``size`` points from 0 to ``reach`` x the pilot's largest loss.
-
-    delta is small, so eps(delta) sits in the far tail of the loss, beyond what a pilot a tenth the
-    size of the final sample sees: a grid ending at the pilot's maximum would cap the bound (AdaC-UCB,
-    K = 5, rho = 0.1: 1.38 instead of 1.54 with 50,000 runs). Points past the tail cost only their
-    share of the error budget.
-    """
+    """Where the profile band of :func:`loss_bounds` is drawn: ``size`` points from 0 to ``reach`` x the
+    pilot's largest loss. Display only: the eps bound is an order statistic of the counted runs and does
+    not depend on any grid (so a pure-DP bound is not capped below the loss's maximum, as the 128-point
+    grid that once was the test capped it at 126/127 of it)."""
     pilot = np.asarray(pilot, dtype=float)
     hi = float(np.max(pilot)) if pilot.size else 0.0
     return np.linspace(0.0, max(reach * hi, 1e-3), size)
+
+
+#: the share of the likelihood test's error budget its eps bound gets; the Rényi orders split the rest
+EPSILON_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class LossBounds:
+    """What :func:`loss_bounds` shows from sampled privacy losses: the eps lower bound (the ``rank``-th
+    largest of L - E, at error ``alpha_epsilon``), the Rényi lower bounds (each order at ``alpha_order``),
+    the orders whose bound exceeds the claim, and the profile band for display."""
+
+    epsilon_lower: float
+    rank: int | None
+    alpha_epsilon: float
+    alpha_order: float
+    epsilon_point_estimate: float | None
+    profile: dict[str, Any]
+    orders: list[float]
+    renyi_estimate: np.ndarray
+    renyi_lower: np.ndarray
+    renyi_violation: list[dict[str, float]]
+    n_tests: int
+
+    def details(self) -> dict[str, Any]:
+        """The findings' details of the likelihood attack (without the sampling's own counters)."""
+        return {
+            "epsilon_point_estimate": self.epsilon_point_estimate,
+            "order_statistic": {"rank": self.rank, "alpha": self.alpha_epsilon},
+            "profile": self.profile,
+            "renyi": {"orders": self.orders, "estimate": self.renyi_estimate, "lower": self.renyi_lower,
+                      "alpha_each": self.alpha_order},
+            "renyi_violation": self.renyi_violation,
+            "tests_corrected_for": self.n_tests * (1 + len(self.orders)),
+        }
+
+
+def epsilon_from_losses(loss: np.ndarray, u: np.ndarray, delta: float, alpha: float) -> tuple[float, int | None]:
+    """The eps lower bound at error ``alpha`` from exact losses ``loss`` and independent uniforms ``u``.
+
+    Each run's Y(eps) = (1 - e^(eps - L))_+ in [0, 1] has mean delta(eps); U < Y(eps) is an exact
+    Bernoulli(delta(eps)) draw (the Bernoulli trick), and U < Y(eps) exactly when eps < W = L + log(1 - U).
+    So the count at eps is the number of W above eps, nested in eps, and W's survival function is delta:
+    the largest eps whose Clopper-Pearson lower bound (at ``alpha``) exceeds ``delta``, over *every* eps at
+    once, is the k-th largest W with k = :func:`dpaudit.attacks.limits.order_statistic_rank`, and it
+    exceeds the true eps(delta) only when Binomial(n, delta) >= k: probability below ``alpha`` with no
+    correction for the eps values it looked at (the classical distribution-free bound on a quantile). No
+    grid, hence no grid to choose and no cap below the largest loss. Returns (bound, k; None when n runs
+    cannot reach delta)."""
+    from .limits import order_statistic_rank
+
+    loss = np.asarray(loss, dtype=float)
+    n = loss.size
+    if n == 0:
+        return 0.0, None
+    k = order_statistic_rank(n, delta, alpha)
+    if k is None:
+        return 0.0, None
+    w = loss + np.log1p(-np.asarray(u, dtype=float))
+    kth = float(np.partition(w, n - k)[n - k])  # the k-th largest
+    return max(kth, 0.0), k
+
+
+def loss_bounds(loss: np.ndarray, u: np.ndarray, *, delta: float, confidence: float,
+                orders: Sequence[float] = DEFAULT_ORDERS, claim: Guarantee | None = None, n_tests: int = 1,
+                grid: np.ndarray | None = None) -> LossBounds:
+    """Every bound of the gray-box test from sampled exact privacy losses: the one function for any attack
+    that samples losses (today :func:`likelihood_attack`; the shuffle plan's gray-box part still counts on a
+    pilot grid of its own).
+
+    ``loss``: the runs' privacy losses under d (never seen before: nothing here is chosen on them but the
+    display band's points when ``grid`` is None); ``u``: as many independent uniforms. The error budget
+    ``(1 - confidence) / n_tests`` goes :data:`EPSILON_SHARE` to the eps bound (one test,
+    :func:`epsilon_from_losses`) and the rest in equal parts to the Rényi orders (:func:`renyi_bounds`),
+    whose bounds are compared with ``claim.renyi(alpha)`` when a claim is given. ``grid``: where the profile
+    band is drawn (e.g. :func:`pilot_grid` of a pilot's losses); it is pointwise, each point's
+    Clopper-Pearson interval at the eps bound's error, and never enters the bound.
+    """
+    check_delta(delta, allow_zero=True)
+    check_confidence(confidence)
+    if isinstance(n_tests, bool) or not isinstance(n_tests, (int, np.integer)) or n_tests < 1:
+        raise DPAuditError(f"n_tests must be an integer >= 1, got {n_tests!r}.")
+    loss = np.asarray(loss, dtype=float)
+    u = np.asarray(u, dtype=float)
+    if loss.shape != u.shape or loss.ndim != 1:
+        raise DPAuditError(f"loss_bounds needs one uniform per loss, got {loss.shape} losses and {u.shape} uniforms.")
+    orders = [float(o) for o in orders]
+    budget = (1.0 - confidence) / int(n_tests)
+    a_eps = budget * (EPSILON_SHARE if orders else 1.0)
+    a_ord = budget * (1.0 - EPSILON_SHARE) / len(orders) if orders else 0.0
+    eps_lower, rank = epsilon_from_losses(loss, u, delta, a_eps)
+
+    top = max(float(loss.max()) if loss.size else 0.0, eps_lower)
+    if grid is None:
+        grid = np.linspace(0.0, max(1.05 * top, 1e-3), 128)
+    grid = np.unique(np.concatenate([np.asarray(grid, dtype=float), [np.nextafter(eps_lower, -np.inf)] if eps_lower > 0 else []]))
+    est, lo, up = profile_bounds(loss, grid, u, a_eps)
+    d_est, d_low = renyi_bounds(loss, orders, u, a_ord) if orders else (np.zeros(0), np.zeros(0))
+
+    # point estimate of eps(delta) from the empirical profile, for information
+    fine = np.linspace(0.0, max(float(loss.max()) if loss.size else 0.0, 1e-3), 2000)
+    prof = empirical_profile(loss, fine)
+    eps_point = float(fine[prof > delta].max()) if np.any(prof > delta) else None
+
+    renyi_violation = []
+    if claim is not None:
+        for o, low_o in zip(orders, d_low):
+            try:
+                bound = claim.renyi(o)
+            except Exception:  # claims that promise nothing at this order
+                continue
+            if low_o > bound:
+                renyi_violation.append({"order": o, "D_alpha_lower": float(low_o), "claimed": float(bound)})
+    return LossBounds(eps_lower, rank, a_eps, a_ord, eps_point,
+                      {"eps": grid, "delta_estimate": est, "delta_lower": lo, "delta_upper": up, "band": "pointwise"},
+                      orders, d_est, d_low, renyi_violation, int(n_tests))
 
 
 def likelihood_attack(
@@ -233,13 +351,13 @@ def likelihood_attack(
 ) -> AuditResult:
     """Gray-box attack on one pair: lower bounds on eps(delta) and on D_alpha from exact losses.
 
-    ``epsilon_lower`` is the largest eps of the grid whose delta(eps) lower bound exceeds ``delta``.
-    Without ``eps_grid``, the grid is :func:`pilot_grid` of ``pilot`` losses of the same pair
-    (independent of the runs counted here); without ``pilot`` either, a fresh pilot of
-    ``max(200, n_runs // 10)`` runs is drawn for it.
-    With a ``claim``, ``details['renyi_violation']`` lists the orders where the D_alpha lower bound
-    exceeds ``claim.renyi(alpha)``. The error budget ``1 - confidence`` (divided by ``n_tests``
-    for the caller's other pairs) is split over the grid and the orders.
+    ``epsilon_lower`` is an order statistic of the counted runs (:func:`epsilon_from_losses`), valid at its
+    share of the error budget whatever eps it lands on; the Rényi orders share the rest
+    (:func:`loss_bounds`). ``eps_grid``, or else :func:`pilot_grid` of ``pilot`` losses (independent of the
+    runs counted here), is where the profile band is drawn; without either, its points span the counted
+    losses (display only). With a ``claim``, ``details['renyi_violation']`` lists the orders where the
+    D_alpha lower bound exceeds ``claim.renyi(alpha)``. The error budget ``1 - confidence`` is divided by
+    ``n_tests`` for the caller's other pairs.
     """
     check_delta(delta, allow_zero=True)
     check_confidence(confidence)
@@ -247,56 +365,25 @@ def likelihood_attack(
         raise DPAuditError(f"n_runs must be an integer >= 2, got {n_runs!r}.")
     t0 = time.perf_counter()
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    s_runs, s_u, s_pilot = ss.spawn(3)
-    if eps_grid is None:
-        if pilot is None:
-            pilot, _ = privacy_losses(policy, protocol, pair, max(200, int(n_runs) // 10), s_pilot, engine=engine)
+    s_runs, s_u, _ = ss.spawn(3)  # (the third once seeded a pilot for an eps grid; the bound needs none)
+    if eps_grid is None and pilot is not None:
         eps_grid = pilot_grid(np.asarray(pilot, dtype=float))
     loss, info = privacy_losses(policy, protocol, pair, int(n_runs), s_runs, progress, engine)
     u = np.random.default_rng(s_u).random(loss.size)
-    eps_grid = np.asarray(eps_grid, dtype=float)
-    orders = [float(o) for o in orders]
-    n_budget = eps_grid.size + len(orders)
-    alpha = (1.0 - confidence) / n_tests / n_budget
-
-    est, lo, up = profile_bounds(loss, eps_grid, u, alpha)
-    above = lo > delta
-    eps_lower = float(eps_grid[above].max()) if np.any(above) else 0.0
-    d_est, d_low = renyi_bounds(loss, orders, u, alpha)
-
-    # point estimate of eps(delta) from the empirical profile, for information
-    fine = np.linspace(0.0, max(float(loss.max()), 1e-3), 2000)
-    prof = empirical_profile(loss, fine)
-    eps_point = float(fine[prof > delta].max()) if np.any(prof > delta) else None
-
-    renyi_violation = []
-    if claim is not None:
-        for o, low_o in zip(orders, d_low):
-            try:
-                bound = claim.renyi(o)
-            except Exception:  # claims that promise nothing at this order
-                continue
-            if low_o > bound:
-                renyi_violation.append({"order": o, "D_alpha_lower": float(low_o), "claimed": float(bound)})
-
+    b = loss_bounds(loss, u, delta=delta, confidence=confidence, orders=orders, claim=claim, n_tests=n_tests,
+                    grid=None if eps_grid is None else np.asarray(eps_grid, dtype=float))
     return AuditResult(
         attack="likelihood",
-        epsilon_lower=eps_lower,
+        epsilon_lower=b.epsilon_lower,
         delta=delta,
         confidence=confidence,
         witness=pair.describe(),
         samples=int(loss.size),
         seconds=time.perf_counter() - t0,
         details={
-            "epsilon_point_estimate": eps_point,
-            "grid": {"points": int(eps_grid.size), "top": float(eps_grid[-1]),
-                     "bound_at_top": bool(eps_grid.size and eps_lower >= eps_grid[-1])},
+            **b.details(),
             "mean_loss_kl": float(loss.mean()),
             "max_loss": float(loss.max()),
-            "profile": {"eps": eps_grid, "delta_estimate": est, "delta_lower": lo, "delta_upper": up},
-            "renyi": {"orders": orders, "estimate": d_est, "lower": d_low},
-            "renyi_violation": renyi_violation,
-            "tests_corrected_for": n_tests * n_budget,
             **info,
         },
     )

@@ -99,7 +99,7 @@ def _count_rejections(policy: Any, protocol: Protocol, data: np.ndarray, m: int,
     """One chunk of fresh views: how many the test rejects, with ``edges`` also their binned scores (a task
     of :func:`evaluate`; :func:`dpaudit.attacks.sampling.tally`)."""
     views = protocol.run(policy, data, m, np.random.default_rng(ss), adversary, record=False)
-    s = scorer.scores(views)[test.statistic]
+    s = scorer.scores(views, (test.statistic,))[test.statistic]
     return tally(s, np.count_nonzero(test.reject(s)), edges)
 
 
@@ -175,20 +175,36 @@ class ViewScorer:
         res = minimize(loss, np.zeros(z.shape[1]), jac=True, method="L-BFGS-B", options={"maxiter": 200})
         self._coef = res.x
 
-    def scores(self, views: np.ndarray) -> dict[str, np.ndarray]:
+    def scores(self, views: np.ndarray, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Every statistic of ``views``, or only those in ``names`` (a fresh count needs its test's one)."""
         out: dict[str, np.ndarray] = {}
-        pulls = self.pulls_after(views)
-        for a in range(self.K):
-            out[f"pulls_after[{a}]"] = pulls[:, a]
-        h = self.hashes(views)
-        if self._hist_keys.size:
+        if names is None or any(n.startswith("pulls_after") for n in names):
+            pulls = self.pulls_after(views)
+            for a in range(self.K):
+                out[f"pulls_after[{a}]"] = pulls[:, a]
+        if self._hist_keys.size and (names is None or "histogram" in names):
+            h = self.hashes(views)
             pos = np.clip(np.searchsorted(self._hist_keys, h), 0, self._hist_keys.size - 1)
             hit = self._hist_keys[pos] == h
             out["histogram"] = np.where(hit, self._hist_vals[pos], 0.0)
-        if self._coef is not None:
+        if self._coef is not None and (names is None or "logistic" in names):
             z = (self.features(views) - self._mu) / self._sd
             out["logistic"] = z @ self._coef[:-1] + self._coef[-1]
         return out
+
+    def only(self, name: str) -> "OneStatistic":
+        """A scorer of the one statistic ``name`` (what a fresh count sends to the workers)."""
+        return OneStatistic(self, name)
+
+
+class OneStatistic:
+    """:meth:`ViewScorer.scores` of one statistic: the fresh count of a chosen test scores nothing else."""
+
+    def __init__(self, scorer: ViewScorer, name: str) -> None:
+        self.scorer, self.name = scorer, name
+
+    def scores(self, views: np.ndarray) -> dict[str, np.ndarray]:
+        return {self.name: self.scorer.scores(views, (self.name,))[self.name]}
 
 
 @dataclass
@@ -279,18 +295,19 @@ def evaluate(
     progress: Callable[[str], None] | None = None,
     engine: Engine = SERIAL,
     claim: float | None = None,
+    floor: float = 0.0,
 ) -> AuditResult:
     """Count the chosen test on fresh samples and return the corrected lower bound. With the claimed
     epsilon ``claim``, the fresh samples come in looks and the count stops once the answer is settled
-    (:class:`dpaudit.attacks.sampling.Stop`)."""
+    (:class:`dpaudit.attacks.sampling.Stop`; ``floor``: a bound the audit already shows by another test)."""
     t0 = time.perf_counter()
-    pair, test = cand.pair, cand.test
+    pair, test, edges = cand.pair, cand.test, cand.edges
     T = int(np.asarray(pair.d0).shape[0])
     data = (pair.d0, pair.d1)
-    stop = None if claim is None else Stop(delta, confidence, claim, n_tests)
+    stop = None if claim is None else Stop(delta, confidence, claim, n_tests, floor)
     counted = count_in_looks(_count_rejections,
                              lambda side, m, cs: (policy, protocol, data[side], m, cs, pair.adversary, cand.scorer, test,
-                                                  cand.edges),
+                                                  edges),
                              n_test, tuple(seed.spawn(2)), cells_per_run=T, chunk_cells=CHUNK_CELLS, stop=stop,
                              engine=engine, progress=progress, what="membership: fresh views")
     n_used, fp, tp = counted.n, counted.fp, counted.tp
@@ -323,7 +340,7 @@ def evaluate(
             "tests_corrected_for": n_tests,
             **cand.extra,
         },
-        scores=counted.scores(test, cand.edges),
+        scores=counted.scores(test, edges),
     )
 
 
@@ -395,7 +412,7 @@ def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence
             best = (bound, test, scorer, c, score_edges(q0[test.statistic], q1[test.statistic], test))
     bound, test, scorer, c, edges = best
     f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
-    counted = count(source, c, runs, (f0, f1), scorer, test, engine, progress, f"{name}: fresh views",
+    counted = count(source, c, runs, (f0, f1), scorer.only(test.statistic), test, engine, progress, f"{name}: fresh views",
                     stop=None if claim is None else Stop(delta, confidence, claim), edges=edges)
     fp, tp, n = counted.fp, counted.tp, counted.n
     eps = counted.bound(delta, confidence)
@@ -455,7 +472,7 @@ def screen_candidates(source: Source, candidates: Sequence[int], seed: np.random
 def threshold_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, delta: float,
                      confidence: float, n_select: int, n_fresh: int, engine: Engine = SERIAL,
                      progress: Callable[[str], None] | None = None, what: str = "fresh samples",
-                     claim: float | None = None) -> list[dict[str, Any]]:
+                     claim: float | None = None, floor: float = 0.0) -> list[dict[str, Any]]:
     """A threshold test per candidate, chosen on a selection split and counted on fresh samples.
 
     ``source.sample`` gives (n, m) features: a local channel's messages, what a server received from
@@ -465,7 +482,9 @@ def threshold_attack(source: Source, candidates: Sequence[int], seed: np.random.
     (:func:`dpaudit.attacks.bounds.select_projected_threshold`) and counted on them. Every candidate's
     test is evaluated, so each bound is corrected (Bonferroni) for ``len(candidates)``. Returns one
     row per candidate (its bound, counts, threshold and score; ``scores``, its binned fresh scores, is for
-    the caller's :class:`~dpaudit.attacks.result.AuditResult`, not for a table).
+    the caller's :class:`~dpaudit.attacks.result.AuditResult`, not for a table). With ``claim``, each count
+    comes in looks and stops once settled (:class:`dpaudit.attacks.sampling.Stop`, ``floor`` a bound the audit
+    already shows by another part).
     """
     n_tests = len(candidates)
     half = max(1, n_select // 2)
@@ -482,7 +501,7 @@ def threshold_attack(source: Source, candidates: Sequence[int], seed: np.random.
         sel_bound, test = select_projected_threshold(p0, p1, n_fresh, delta, confidence, n_tests)
         edges = score_edges(p0, p1, test)
         counted = count(source, c, n_fresh, (s[4], s[5]), score, test, engine, progress, what,
-                        stop=None if claim is None else Stop(delta, confidence, claim, n_tests), edges=edges)
+                        stop=None if claim is None else Stop(delta, confidence, claim, n_tests, floor), edges=edges)
         fp, n = counted.fp, counted.n
         fn = n - counted.tp
         eps = counted.bound(delta, confidence, n_tests)

@@ -527,7 +527,7 @@ def search(
     ``confidence_likelihood=None`` skips the gray-box attack (policies without a ledger). The
     candidates are ranked on ``engine`` (see :mod:`dpaudit.engine`); the results do not depend on
     it. ``finished``, if given, receives each piece as it completes (``ranking`` rows, then the
-    ``membership`` and ``likelihood`` results), so an interrupted search can report what it did.
+    ``likelihood`` and ``membership`` results), so an interrupted search can report what it did.
     ``claim_epsilon`` lets the membership attack's fresh counts stop once the answer is settled
     (:class:`dpaudit.attacks.sampling.Stop`). ``test_membership=False`` leaves the membership attack's
     fresh test to the caller (``membership`` is then None; the fitted attack is
@@ -571,20 +571,23 @@ def search(
         if use_lik and (best_l is None or row["likelihood_mean_loss"] > best_l[0]):
             best_l = (row["likelihood_mean_loss"], spec, loss)
     assert best_m is not None
-    mem = None
-    if test_membership:
-        mem = evaluate(policy, protocol, best_m[2], s_final_m, n_test=n_test, delta=delta,
-                       confidence=confidence_membership, n_tests=1, progress=progress, engine=engine,
-                       claim=claim_epsilon)
-        finished["membership"] = mem
     lik = None
     if use_lik and best_l is not None:
         pair = _as_pair(best_l[1], protocol, K, horizon, rr, alphabet)
-        # the screening losses of the chosen pair pick the eps grid; the bound counts fresh runs only
+        # the screening losses of the chosen pair say where the profile band is drawn; the bound counts
+        # fresh runs only
         lik = likelihood_attack(policy, protocol, pair, delta=delta, confidence=confidence_likelihood,
                                 n_runs=n_likelihood, seed=s_final_l, claim=claim, pilot=best_l[2],
                                 progress=progress, engine=engine)
         finished["likelihood"] = lik
+    mem = None
+    if test_membership:
+        # counted after the likelihood attack, so that its count may stop once it cannot raise the audit's
+        # bound above the gray-box one (the floor of attacks.sampling.Stop); its seed is its own either way
+        mem = evaluate(policy, protocol, best_m[2], s_final_m, n_test=n_test, delta=delta,
+                       confidence=confidence_membership, n_tests=1, progress=progress, engine=engine,
+                       claim=claim_epsilon, floor=lik.epsilon_lower if lik is not None else 0.0)
+        finished["membership"] = mem
     return SearchResult(mem, lik, best_m[1], best_l[1] if (use_lik and best_l) else None, ranking, list(specs),
                         best_m[2])
 

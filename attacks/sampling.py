@@ -26,7 +26,7 @@ from .bounds import TestCounts, cp_lower, eps_lower_from_counts, eps_lower_from_
 from .result import ScoreHistogram
 
 __all__ = ["Source", "Linear", "chunk_runs", "draw", "draw_pilots", "count", "Stop", "Counted", "count_in_looks", "LOOKS",
-           "score_edges", "tally", "MAX_EDGES"]
+           "score_edges", "tally", "MAX_EDGES", "FUTILITY_ALPHA", "FUTILITY_GAIN", "FUTILITY_GAIN_OF_CLAIM"]
 
 #: the looks at a test's fresh samples: (fraction of the fresh samples counted so far, share of the
 #: test's error budget spent on that look's bound). The shares add up to 1, so whichever look an audit
@@ -34,6 +34,11 @@ __all__ = ["Source", "Linear", "chunk_runs", "draw", "draw_pilots", "count", "St
 LOOKS = ((1 / 16, 0.1), (1 / 4, 0.2), (1.0, 0.7))
 #: the error allowed to the futility rule (stopping because more samples could not show the claim exceeded)
 FUTILITY_ALPHA = 1e-3
+#: the futility rule's margins: a test stops as futile only if the bound its whole planned sample would give at
+#: the current rates exceeds the bound already shown by at most this fraction of it ...
+FUTILITY_GAIN = 0.10
+#: ... or by at most this fraction of the claim (a gain too small to matter beside the claim)
+FUTILITY_GAIN_OF_CLAIM = 0.02
 
 
 @dataclass(frozen=True)
@@ -42,9 +47,13 @@ class Stop:
 
     * ``"violation"``: its bound (at that look's share of the error budget) already exceeds ``claim``,
       so the violation is settled; more samples would only make the bound larger;
-    * ``"futile"``: its bound is positive (the audit showed power) and even the most favourable rates the
-      counts allow (one-sided Clopper-Pearson at :data:`FUTILITY_ALPHA`) imply an epsilon below
-      ``claim``, so that more samples could not show a violation.
+    * ``"futile"``: its bound is positive (the audit showed power), even the most favourable rates the
+      counts allow (one-sided Clopper-Pearson at :data:`FUTILITY_ALPHA`) imply an epsilon below ``claim``,
+      so that more samples could not show a violation, *and* the bound the whole planned sample would
+      give at the current rates (:meth:`projected`) exceeds the bound shown by at most
+      max(:data:`FUTILITY_GAIN` x bound, :data:`FUTILITY_GAIN_OF_CLAIM` x claim), or stays at or below
+      ``floor``, a bound the audit already shows by another test (the gray-box bound beside a black-box
+      one): stopping costs the reader of the audit's bound no more than that margin.
 
     Either way the bound holds at the test's confidence (the looks' shares add up to 1). ``confidence``
     and ``n_tests`` are the test's."""
@@ -53,6 +62,7 @@ class Stop:
     confidence: float
     claim: float
     n_tests: int = 1
+    floor: float = 0.0
 
     def bound(self, fp: int, tp: int, n: int, share: float) -> float:
         conf = 1 - (1 - self.confidence) * share
@@ -64,6 +74,20 @@ class Stop:
         fpr_lo = max(float(cp_lower(fp, n, FUTILITY_ALPHA / 2)), 1e-300)
         fnr_lo = max(float(cp_lower(n - tp, n, FUTILITY_ALPHA / 2)), 1e-300)
         return float(eps_lower_from_rates(fpr_lo, fnr_lo, self.delta))
+
+    def projected(self, fp: int, tp: int, n: int, planned: int) -> float:
+        """The bound the whole ``planned`` sample would give (at the last look's share) if its error rates
+        were the current ones: the counts scaled to ``planned``."""
+        f = planned / max(n, 1)
+        return self.bound(round(fp * f), round(tp * f), planned, LOOKS[-1][1])
+
+    def futile(self, fp: int, tp: int, n: int, planned: int, share: float) -> bool:
+        """Whether the count may stop as futile here (class docstring)."""
+        b = self.bound(fp, tp, n, share)
+        if not 0 < b <= self.claim or self.optimistic(fp, tp, n) >= self.claim:
+            return False
+        p = self.projected(fp, tp, n, planned)
+        return p <= self.floor or p - b <= max(FUTILITY_GAIN * b, FUTILITY_GAIN_OF_CLAIM * self.claim)
 
 
 @dataclass(frozen=True)
@@ -82,6 +106,8 @@ class Counted:
     planned: int
     #: the binned fresh scores of side 0 and side 1 and how many scores were off an edge (when edges were given)
     binned: tuple[np.ndarray, np.ndarray, int] | None = None
+    #: when it stopped early: the bound all ``planned`` views would give at the rates counted (:meth:`Stop.projected`)
+    projected: float | None = None
 
     def bound(self, delta: float, confidence: float, n_tests: int = 1) -> float:
         """The epsilon lower bound of these counts at the test's ``confidence``, with the share of the error
@@ -98,8 +124,11 @@ class Counted:
                               tuple(int(x) for x in h0), tuple(int(x) for x in h1), int(off))
 
     def details(self) -> dict[str, Any]:
-        return {"fresh_runs_used": self.n, "fresh_runs_planned": self.planned, "looks": self.looks,
-                "budget_share_of_last_look": self.share, "stopped_early": self.stopped}
+        out = {"fresh_runs_used": self.n, "fresh_runs_planned": self.planned, "looks": self.looks,
+               "budget_share_of_last_look": self.share, "stopped_early": self.stopped}
+        if self.projected is not None:
+            out["projected_full_sample_bound"] = self.projected
+        return out
 
 
 def count_in_looks(fn: Callable[..., Any], make_task: Callable[[int, int, np.random.SeedSequence], tuple], n: int,
@@ -145,11 +174,10 @@ def count_in_looks(fn: Callable[..., Any], make_task: Callable[[int, int, np.ran
         hist = tuple(binned) if binned[0] is not None and binned[1] is not None else None
         if k == len(looks) - 1 or stop is None:
             return Counted(fp, tp, used, share, None, k + 1, n, hist)
-        b = stop.bound(fp, tp, used, share)
-        if b > stop.claim:
-            return Counted(fp, tp, used, share, "violation", k + 1, n, hist)
-        if 0 < b <= stop.claim and stop.optimistic(fp, tp, used) < stop.claim:
-            return Counted(fp, tp, used, share, "futile", k + 1, n, hist)
+        if stop.bound(fp, tp, used, share) > stop.claim:
+            return Counted(fp, tp, used, share, "violation", k + 1, n, hist, stop.projected(fp, tp, used, n))
+        if stop.futile(fp, tp, used, n, share):
+            return Counted(fp, tp, used, share, "futile", k + 1, n, hist, stop.projected(fp, tp, used, n))
     # the last looks were empty (n so small that an earlier look already took all of it)
     hist = tuple(binned) if binned[0] is not None and binned[1] is not None else None
     return Counted(fp, tp, used, looks[-1][1], None, len(looks), n, hist)

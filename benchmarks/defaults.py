@@ -19,7 +19,8 @@ With ``--thirdparty``, also the one-run classes of ``tests/thirdparty/`` (code w
 authors write it, correct and buggy) through ``--adapter per-run`` at their defaults.
 
 Run:  python benchmarks/defaults.py [--seed 0] [--mutants] [--only NAME ...] [--protocols table,local]
-      [--no-examples] [--thirdparty] [--append] [--out defaults]   (writes defaults.md and defaults.json here)
+      [--no-examples] [--thirdparty] [--append] [--out defaults]   (writes defaults.md and defaults.json here,
+      and with --out defaults also tightness-policies.md/.json: benchmarks/tightness_policies.py)
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from tightness_policies import tightness_fields, write as write_tightness  # noqa: E402  (this folder's sibling)
 
 
 def supported(name: str) -> list[str]:
@@ -98,6 +101,7 @@ def run_one(name: str, protocol: str, seed: int, spec: str | None = None, option
                 "horizon": out.get("horizon"), "fresh_runs_per_side": runs, "workers": out.get("workers"),
                 "fresh_runs_used": power.get("fresh_runs_used") or runs, "blackbox_bound": power.get("shown"),
                 "parts": [p["name"] for p in out.get("parts", [])]})
+    row.update(tightness_fields(out))
     return row
 
 
@@ -225,6 +229,8 @@ def main() -> None:
     cores = len(os.sched_getaffinity(0))
     (HERE / f"{args.out}.json").write_text(json.dumps({"seed": args.seed, "cores": cores, "rows": rows}, indent=1))
     (HERE / f"{args.out}.md").write_text(markdown(rows, prev, args.seed, cores, args.previous_label))
+    if args.out == "defaults":
+        write_tightness(rows, args.seed)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import inspect
 import re
 from contextlib import nullcontext
 from dataclasses import dataclass, fields, replace
+from numbers import Integral
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
@@ -309,7 +310,11 @@ def audit(
     ``scheduler`` (a Dask scheduler address ``tcp://HOST:PORT``), ``checkpoint`` (a directory the
     finished pieces are recorded in, and resumed from) and ``max_hours`` (the up-front time limit,
     default 24) are the CLI's ``--scheduler``, ``--checkpoint`` and ``--max-hours``; ``call_timeout``
-    (seconds one call into a plug-in's code may run, default 600) is ``--call-timeout``.
+    (seconds one call into a plug-in's code may run; default: the scaled watchdog of
+    :func:`dpaudit.sandbox.scaled_limit`, 60 s before the first call returns, then 100 times the slowest
+    call, at least 30 s) is ``--call-timeout``: it applies to plug-in strings, and to classes and
+    instances that are not dpaudit's own, whose calls run behind :func:`dpaudit.sandbox.guard` in this
+    process. Numbers may be Python's or numpy's (``confidence=np.float32(0.9)``).
     Raises :class:`DPAuditError` on bad input and
     :class:`AuditInterrupted` (carrying the partial :class:`Audit`) on Ctrl-C.
     """
@@ -374,9 +379,9 @@ def _check_audit_arguments(*, protocol: Any, delta: Any, confidence: Any, runs: 
                            executor: Any, command: Any, pair: Any, checkpoint: Any, max_hours: Any, adapter: Any,
                            scheduler: Any, call_timeout: Any) -> None:
     """The arguments of :func:`audit`, named as the call names them, checked before anything is built."""
-    from dpaudit.attacks.bounds import check_confidence
-    from dpaudit.errors import check_delta
+    from dpaudit.errors import check_confidence, check_delta
     from dpaudit.runner import PLANS
+    from dpaudit.sandbox import check_call_timeout
 
     if protocol is not None and (not isinstance(protocol, str) or protocol not in PLANS):
         raise DPAuditError(f"protocol must be one of {', '.join(map(repr, PLANS))} or None (the notion of the "
@@ -398,8 +403,7 @@ def _check_audit_arguments(*, protocol: Any, delta: Any, confidence: Any, runs: 
             check_path(name, value)
     if max_hours is not None:
         check_positive("max_hours", max_hours)
-    if call_timeout is not None:
-        check_positive("call_timeout", call_timeout)
+    check_call_timeout(call_timeout, "call_timeout")
 
 
 def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: Audit, horizons: Sequence[int],
@@ -615,7 +619,8 @@ def account(policy: Any, *, params: Mapping[str, Any] | None = None, delta: floa
     Returns a :class:`dpaudit.accounting.LedgerAccount` (``status`` is ``"exceeds-claim"`` when the
     ledger implies more than the claim; ``epsilon_upper`` the tightest eps at ``delta`` the ledger proves,
     every round's releases composed exactly; ``as_dict()`` is the JSON of ``--json``). A DpEvent claim is
-    read exactly; a policy without a ledger is refused in one sentence.
+    read exactly; a policy without a ledger is refused in one sentence, and so are ``runs`` and ``horizon``
+    whose runs cannot fit in memory (:func:`dpaudit.runner.cost.account_preflight`).
     """
     from dpaudit.accountants.guarantees import as_guarantee
     from dpaudit.accounting import claim_vs_ledger, run_policy
@@ -628,14 +633,22 @@ def account(policy: Any, *, params: Mapping[str, Any] | None = None, delta: floa
     horizon = check_int("horizon", horizon, minimum=1)
     runs = check_int("runs", runs, minimum=1)
     seed = check_int("seed", seed, minimum=0)
-    built = build_policy(policy, params, horizon)
-    info = run_policy(built, horizon, runs, seed)
+    from dpaudit.runner.cost import account_preflight
+    from dpaudit.sandbox import own_numerics
+
+    with own_numerics():
+        built = build_policy(policy, params, horizon)
+        k = getattr(built, "n_arms", None)
+        account_preflight(runs, horizon, int(k) if isinstance(k, Integral) and not isinstance(k, bool) else 1,
+                          names=("runs", "horizon"))
+        info = run_policy(built, horizon, runs, seed)
     ledger = getattr(built, "ledger", None)
     if ledger is None:
         raise DPAuditError(f"policy {policy_label(policy)!r} keeps no ledger (it does not use dpaudit's mechanisms), "
                            "so its releases cannot be accounted; use dpaudit.audit for the black-box attack.")
     claim = getattr(built, "claim", None)
-    result = claim_vs_ledger(as_guarantee(claim) if claim is not None else None, ledger, horizon, delta,
-                             info["reward_span"])
+    with own_numerics():
+        result = claim_vs_ledger(as_guarantee(claim) if claim is not None else None, ledger, horizon, delta,
+                                 info["reward_span"])
     result.extra.update({"run_seconds": info.get("seconds")} if "seconds" in info else {})
     return result

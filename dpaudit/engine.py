@@ -36,6 +36,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -43,12 +44,12 @@ import time
 import traceback
 import weakref
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, CancelledError, Executor, Future, wait
 from multiprocessing.connection import wait as wait_connections
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from dpaudit.errors import DPAuditError, check_int
+from dpaudit.errors import DPAuditError, check_int, shorten
 
 __all__ = ["Engine", "SERIAL", "Checkpoint", "default_workers", "progress_counter", "one_blas_thread",
            "kill_all_workers", "dask_executor"]
@@ -323,7 +324,10 @@ class Checkpoint:
     name), so a piece damaged on disk (a flipped byte, a truncated or emptied file, another piece's
     file copied over it) never reaches the unpickler and never changes the findings: it is
     recomputed, written back whole, and counted (``summary()["pieces_damaged_recomputed"]``, the
-    findings' ``checkpoint`` entry).
+    findings' ``checkpoint`` entry). So is a piece that is not a regular file (a FIFO, which reading would
+    block on forever; a directory; a device): it is never read, a directory is moved aside (to
+    ``.NAME.not-a-piece.*`` beside it, never deleted) and anything else removed, and the piece is written
+    in its place.
     """
 
     #: the header of a piece's file: magic, then the payload's SHA-256 and the piece's own digest (hex)
@@ -392,15 +396,30 @@ class Checkpoint:
 
     def load(self, path: Path) -> tuple[bool, Any]:
         """``(True, result)`` for a verified piece; ``(False, None)`` for a missing one, or a damaged one
-        (counted in ``damaged``, then recomputed and saved over it by the engine)."""
+        (counted in ``damaged``, then recomputed and saved over it by the engine). Only a regular file is
+        read: it is opened without blocking and checked before a byte is read (a FIFO would block)."""
         try:
-            with open(path, "rb") as f:
-                blob = f.read()
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
             return False, None
+        except OSError:  # a directory (EISDIR), no permission, a dangling link's loop...
+            self.damaged += 1
+            self._clear(path)
+            return False, None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                self.damaged += 1
+                self._clear(path)
+                return False, None
+            with os.fdopen(fd, "rb") as f:
+                fd = -1
+                blob = f.read()
         except OSError:
             self.damaged += 1
             return False, None
+        finally:
+            if fd >= 0:
+                os.close(fd)
         head = len(self.MAGIC)
         payload = blob[head + 130:]
         if (blob[:head] != self.MAGIC or blob[head + 64:head + 65] != b" " or blob[head + 129:head + 130] != b"\n"
@@ -416,6 +435,17 @@ class Checkpoint:
         self.reused += 1
         return True, value
 
+    def _clear(self, path: Path) -> None:
+        """Make room for a piece where something that is not one sits: a directory is moved aside (it is
+        not dpaudit's to delete), anything else (a FIFO, a socket, a device node, a link to one) removed."""
+        try:
+            if path.is_dir() and not path.is_symlink():
+                os.replace(path, path.with_name(f".{path.name}.not-a-piece.{os.getpid()}.{time.monotonic_ns()}"))
+            else:
+                os.unlink(path)
+        except OSError:
+            pass  # save() says so if the place is still taken
+
     def save(self, path: Path, value: Any) -> None:
         self.computed += 1
         try:
@@ -423,7 +453,11 @@ class Checkpoint:
         except Exception:  # pragma: no cover - results are numpy arrays and tuples
             return
         header = self.MAGIC + hashlib.sha256(data).hexdigest().encode() + b" " + self._for(path) + b"\n"
-        self._atomic(path, header + data)
+        try:
+            self._atomic(path, header + data)
+        except OSError as exc:
+            raise DPAuditError(f"--checkpoint cannot record the piece {path.name} in {str(self.dir)!r} "
+                               f"({exc.strerror or exc}); free the place or give another --checkpoint.") from None
 
     def summary(self) -> dict[str, Any]:
         return {"dir": str(self.dir), "pieces_reused": self.reused, "pieces_computed": self.computed,
@@ -596,15 +630,38 @@ class Engine:
                          deliver: Callable[[int, Any], None]) -> None:
         pool = self._executor
         assert pool is not None
-        futures: dict[Future, int] = {pool.submit(_call_pickled, _pickle_task(fn, args)): i for i, args in todo}
-        pending = set(futures)
+        who = f"the executor {type(pool).__name__}"
+        futures: dict[Future, int] = {}
+        pending: set[Future] = set()
         try:
+            for i, args in todo:
+                try:
+                    f = pool.submit(_call_pickled, _pickle_task(fn, args))
+                except Exception as exc:  # shut down, full, or broken: its own words, in one sentence
+                    raise DPAuditError(f"{who} refused a task: its submit raised {type(exc).__name__}: "
+                                       f"{' '.join(str(exc).split()).rstrip('.') or '(no message)'}; give a running "
+                                       "concurrent.futures executor (not one shut down).") from None
+                if not isinstance(f, Future):
+                    raise DPAuditError(f"{who}'s submit returned {shorten(f, 60)}, not a concurrent.futures.Future; "
+                                       "give an executor whose submit(fn, *args) returns a Future, such as a "
+                                       "ProcessPoolExecutor or a Dask client's get_executor().")
+                futures[f] = i
+                pending.add(f)
             while pending:
                 done, pending = wait(pending, timeout=self._poll, return_when=FIRST_COMPLETED)
                 if not done and self._health is not None:
                     self._health()
                 for f in sorted(done, key=futures.__getitem__):
-                    deliver(futures[f], f.result())
+                    try:
+                        value = f.result()
+                    except CancelledError:
+                        raise DPAuditError(f"{who} cancelled a task before it ran (was it shut down during the "
+                                           "audit?); give an executor that stays up until the audit ends.") from None
+                    except BrokenExecutor as exc:
+                        raise DPAuditError(f"{who} broke while running a task ({type(exc).__name__}: "
+                                           f"{' '.join(str(exc).split()).rstrip('.') or 'a worker died'}); its "
+                                           "worker processes ended abruptly (out of memory, or killed).") from None
+                    deliver(futures[f], value)
         except BaseException:
             for f in pending:
                 f.cancel()

@@ -3,6 +3,11 @@
 Every message is one sentence that names the offending value and what is allowed, so the CLI can
 print it as is and exit with status 2. This module depends on nothing else in dpaudit: the
 accountants are the bottom of the dependency graph and the rest of the package imports from here.
+
+A number is anything :class:`numbers.Real` accepts (bool excluded): Python's ``int`` and ``float``
+and numpy's scalars (``np.float32(0.9)``, ``np.int64(3)``), which numpy registers as real numbers;
+every check returns a Python ``float`` or ``int``, so nothing downstream sees a numpy scalar's own
+arithmetic (``float32`` rounding, ``int64`` overflow).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ __all__ = [
     "check_positive",
     "check_nonnegative",
     "check_delta",
+    "check_confidence",
     "check_order",
     "check_int",
     "check_path",
@@ -41,13 +47,22 @@ def _as_float(name: str, value: object) -> float:
     return v
 
 
-def check_positive(name: str, value: object, *, allow_inf: bool = False) -> float:
-    """Return ``value`` as a float after checking ``0 < value`` (``< inf`` unless allowed)."""
+def check_positive(name: str, value: object, *, allow_inf: bool = False, maximum: float | None = None,
+                   unit: str = "") -> float:
+    """Return ``value`` as a float after checking ``0 < value`` (``< inf`` unless allowed; ``<= maximum``
+    when given, ``unit`` naming what the number counts in the sentence, e.g. " seconds")."""
     v = _as_float(name, value)
+    if maximum is not None and (not v > 0 or v > maximum):
+        raise DPAuditError(f"{name} must be a number{unit} > 0 and at most {maximum:g}, got {_shown(value)}.")
     if not v > 0 or (math.isinf(v) and not allow_inf):
         allowed = "a positive number" + ("" if allow_inf else " (finite)")
         raise DPAuditError(f"{name} must be {allowed}, got {value!r}.")
     return v
+
+
+def _shown(value: object) -> str:
+    """A number as a sentence shows it: ``1e+10`` for a float, the repr otherwise."""
+    return f"{float(value):g}" if isinstance(value, float) else repr(value)
 
 
 def check_nonnegative(name: str, value: object, *, allow_inf: bool = False) -> float:
@@ -66,6 +81,14 @@ def check_delta(value: object, name: str = "delta", *, allow_zero: bool = False)
         interval = "[0, 1)" if allow_zero else "(0, 1)"
         raise DPAuditError(f"{name} must lie in {interval}, got {value!r}.")
     return v
+
+
+def check_confidence(confidence: object, name: str = "confidence") -> float:
+    """Return a confidence level as a float after checking it lies strictly between 0 and 1 (a Python or
+    numpy number: ``np.float32(0.9)`` is accepted as the 0.9 it rounds to)."""
+    if isinstance(confidence, bool) or not isinstance(confidence, Real) or not 0 < float(confidence) < 1:
+        raise DPAuditError(f"{name} must lie strictly between 0 and 1, got {confidence!r}.")
+    return float(confidence)
 
 
 def check_order(value: object, name: str = "alpha", *, finite_for: str | None = None) -> float:

@@ -896,6 +896,12 @@ class BinaryTreeMechanism:
         return ZCDP(int(tree_node_counts(self.horizon).max()) * self.sensitivity**2 / (2 * self.sigma**2))
 
 
+def _outside(value: float, coordinate: int, lo: float, hi: float) -> str:
+    """The sentence for a user's value outside the range a shuffler's local randomizer is calibrated for."""
+    return (f"a user's value {value:.6g} (message coordinate {coordinate}) lies outside the range [{lo:g}, {hi:g}] "
+            "that the local randomizer's calibration assumes, so its privacy guarantee would not hold.")
+
+
 class Shuffler:
     """The shuffle model of seed 002 Alg. 1: a local randomizer R per user, a shuffler S, an analyzer A.
 
@@ -943,8 +949,8 @@ class Shuffler:
         span = self.hi - self.lo
         p = (v - self.lo) / span
         if p.min() < -1e-9 or p.max() > 1 + 1e-9:
-            raise DPAuditError("a user's value lies outside the range [lo, hi] that the local randomizer's "
-                               "calibration assumes.")
+            at = np.unravel_index(int(np.argmax(np.abs(p - 0.5))), p.shape)
+            raise DPAuditError(_outside(float(v[at]), int(at[-1]), float(self.lo[at[-1]]), float(self.hi[at[-1]])))
         # rounding then randomized response, in one draw: P(+1) = keep p + (1 - keep)(1 - p)
         q = (1.0 - self.keep) + (2.0 * self.keep - 1.0) * p
         return np.where(rng.random(v.shape) < q, 1, -1).astype(np.int8)
@@ -1161,8 +1167,9 @@ class PiecewiseShuffler(Shuffler):
             if not (math.isfinite(lo) and math.isfinite(hi)) and not np.all(np.isfinite(v)):
                 raise DPAuditError("shuffler values contain NaN or inf.")
             if lo < -1 - 1e-9 or hi > 1 + 1e-9:
-                raise DPAuditError("a user's value lies outside the range [lo, hi] that the local randomizer's "
-                                   "calibration assumes.")
+                at = np.unravel_index(int(np.argmax(np.abs(u))), u.shape)
+                j = int(J[at]) if J.shape == u.shape else 0
+                raise DPAuditError(_outside(float(v[at]), j, float(self.lo[j]), float(self.hi[j])))
         left = np.clip(u, -1.0, 1.0, out=u)
         left *= 0.5 * (self.C + 1.0)  # _left(u), in place
         left -= 0.5 * (self.C - 1.0)

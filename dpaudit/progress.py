@@ -6,8 +6,10 @@ progress_counter`). :class:`ProgressBar` turns each stage into one tqdm bar (rat
 when stderr is a terminal, and into at most one plain line every ``every`` seconds (plus each
 stage's last line) when it is not, so logs of CI jobs stay short and readable. A stage that counts
 nothing for a while (the horizon discovery, a long chunk of runs) still shows: with ``heartbeat``
-seconds set, a line saying that the last stage is still running comes whenever nothing was shown for
-that long (a daemon thread; :meth:`ProgressBar.close` stops it).
+seconds set, a message that names a stage (no count) is shown once the stage has lasted that long,
+and a line saying that the last stage is still running comes whenever nothing was shown for that long
+(a daemon thread; :meth:`ProgressBar.close` stops it). So a command that fails within seconds prints
+its error alone.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class ProgressBar:
         self._lock = threading.RLock()
         self._shown = time.perf_counter()  # when anything was last shown
         self._message: str | None = None  # the last message
+        self._arrived = self._shown  # when it came
+        self._pending = False  # it names a stage and is not shown yet
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         if heartbeat is not None and heartbeat > 0:
@@ -53,11 +57,12 @@ class ProgressBar:
         while not self._stop.wait(min(1.0, every / 4)):
             with self._lock:
                 now = time.perf_counter()
-                if self._message is None or now - self._shown < every:
+                if self._message is None or now - max(self._shown, self._arrived) < every:
                     continue
                 stage = self._message.split(":", 1)[0].strip() if _COUNT.match(self._message) else self._message
-                text = f"{self.prefix}: {stage.rstrip('.')}: still running [{now - self._start:.0f} s]"
-                self._shown = now
+                text = (f"{self.prefix}: {self._message} [{now - self._start:.0f} s]" if self._pending else
+                        f"{self.prefix}: {stage.rstrip('.')}: still running [{now - self._start:.0f} s]")
+                self._shown, self._pending = now, False
                 if self._bar is not None:
                     self._bar.refresh()  # the bar's elapsed time moves on
                 else:
@@ -65,7 +70,11 @@ class ProgressBar:
 
     def __call__(self, message: str) -> None:
         with self._lock:
-            self._message = message
+            self._message, self._arrived = message, time.perf_counter()
+            if self._beat is not None and _COUNT.match(message) is None:
+                self._pending = True  # a stage's name: shown once it lasts (a failure within it prints alone)
+                return
+            self._pending = False
             self._call(message)
 
     def _call(self, message: str) -> None:

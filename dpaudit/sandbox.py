@@ -9,20 +9,29 @@ its workers. Every call into it -- the import, the constructor, ``claim``, ``res
   function that raises; a reference taken at import time is that same function, so it is caught
   later too);
 * turns any other exception into one sentence naming the plug-in, the method, the step and the
-  exception; the plug-in's own traceback is kept on the error (``plugin_traceback``) and shown
-  only under ``dpaudit --debug``;
+  exception (its own ``BaseException`` subclasses too, by type name and message: such a class exists only
+  where the plug-in was imported, so it never crosses to another process); the plug-in's own traceback
+  is kept on the error (``plugin_traceback``) and shown only under ``dpaudit --debug``;
+* keeps the plug-in's floating-point error state (``np.seterr``) to its own calls: installed around each,
+  dpaudit's restored after it, so ``np.seterr(all="raise")`` in a plug-in never reaches dpaudit's numerics
+  (which run under numpy's default state, :func:`own_numerics`, whatever a Python caller set);
 * sends whatever the plug-in prints to stderr, so dpaudit's stdout (``--json``) stays its own;
 * tells a real interruption from the plug-in's own ``KeyboardInterrupt``: while dpaudit watches the
   signals (:func:`watch_signals`: the CLI and :func:`dpaudit.runner.run` do), each SIGINT, SIGTERM and
   SIGHUP is counted before its handler raises, so a ``KeyboardInterrupt`` with no signal counted during
   the call (or raised in a worker process, which ignores those signals) is the plug-in's own: an error
   naming the method and the step, not "interrupted";
-* ends a call that does not return: with a per-call limit (:func:`call_limit`; ``--call-timeout``,
-  set by :func:`dpaudit.runner.run` for the audit, in this process and the processes it forks), a
-  SIGALRM timer raises in the plug-in's code, and the audit ends with one sentence naming the plug-in,
-  the method, the step and the time it ran; a call stuck where the alarm cannot reach (C code) is
-  killed from outside once past the limit and a grace (:func:`overdue`: the engine asks it about its
-  busy workers, :func:`run_isolated` about its process) and reported the same way;
+* ends a call that does not return: with a per-call limit (:func:`call_limit`), a SIGALRM timer raises in
+  the plug-in's code, and the audit ends with one sentence naming the plug-in, the method, the step and
+  the time it ran; a call stuck where the alarm cannot reach (C code) is killed from outside once past
+  the limit and a grace (:func:`overdue`: the engine asks it about its busy workers, :func:`run_isolated`
+  about its process) and reported the same way. The limit is ``--call-timeout`` when given (at most
+  :data:`MAX_CALL_TIMEOUT`); by default it is the *scaled watchdog* (:func:`scaled_limit`): 60 s before
+  any call into the plug-in has returned, then 100 times the slowest call measured so far (for ``reset``,
+  ``act`` and ``observe`` on a batch larger than any measured, 100 times the time per run on the largest batch
+  measured times the batch, if that is more), never less than 30 s;
+  so a plug-in stuck in a call is named within a minute, while a slow but working one is measured first.
+  Calls are measured per process; forked processes (the engine's workers) start from their parent's;
 * leaves a note of the call it is running (plug-in, method, step, start, limit) in memory shared with
   the process that forked it, so that when plug-in code kills its process (a segfault, a signal,
   ``abort()``) the parent's error names the plug-in, the method and the step (:func:`explain_worker_death`).
@@ -56,11 +65,13 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from dpaudit.errors import DPAuditError, shorten
+from dpaudit.errors import DPAuditError, check_positive, shorten
 
 __all__ = ["guard", "PluginPolicy", "PluginExit", "wrap_plugin", "is_plugin_spec", "plugin_digest", "file_digest",
            "watch_signals", "call_limit", "current_call_limit", "time_box", "PluginTimeoutError", "TimeBoxExceeded",
-           "timeout_error", "overdue", "explain_worker_death", "can_isolate", "run_isolated", "DEFAULT_CALL_TIMEOUT"]
+           "timeout_error", "overdue", "explain_worker_death", "can_isolate", "run_isolated", "DEFAULT_CALL_TIMEOUT",
+           "SCALED", "WATCHDOG_FIRST", "WATCHDOG_FLOOR", "WATCHDOG_FACTOR", "MAX_CALL_TIMEOUT", "check_call_timeout",
+           "scaled_limit", "PluginStopped", "in_plugin_code", "own_numerics", "portable_error"]
 
 _REAL_EXIT = os._exit
 _LOCK = threading.Lock()
@@ -170,9 +181,25 @@ def file_digest(path: str | os.PathLike) -> str | None:
 
 # ---- the per-call time limit (a watchdog) ----------------------------------------------------------
 
-#: seconds one call into plug-in code may run, the default of ``--call-timeout``
-DEFAULT_CALL_TIMEOUT = 600.0
-_CALL_TIMEOUT: float | None = None
+#: the watchdog by default (no --call-timeout): the limit of a call scales with the calls measured so far
+SCALED = "scaled"
+#: the scaled watchdog: before any call into plug-in code returned (in this process or the one it was forked
+#: from) a call may run WATCHDOG_FIRST seconds; after, WATCHDOG_FACTOR times the slowest call measured, but
+#: never less than WATCHDOG_FLOOR seconds (a call on a batch of runs larger than any measured: scaled by its runs)
+WATCHDOG_FIRST = 60.0
+WATCHDOG_FLOOR = 30.0
+WATCHDOG_FACTOR = 100.0
+#: the longest --call-timeout (seconds; about 11.6 days): the alarm timer cannot hold much more (1e10 overflows)
+MAX_CALL_TIMEOUT = 1e6
+#: kept for callers of dpaudit < 0.2: the default is now :data:`SCALED`, not a fixed number of seconds
+DEFAULT_CALL_TIMEOUT = SCALED
+_CALL_TIMEOUT: float | str | None = SCALED
+#: the slowest outermost plug-in call measured in this process (seconds); the largest batch of runs a call
+#: (reset, act, observe) was measured on, and the slowest per run of the calls on that batch: what the scaled
+#: watchdog scales (a small batch's per-run time is mostly fixed cost, so only the largest batch's is scaled up)
+_SLOWEST: float | None = None
+_BATCH: int | None = None
+_PER_RUN: float | None = None
 #: the end (``time.monotonic()``) of the time box of an up-front estimate (:func:`time_box`), or None
 _BOX_END: float | None = None
 _BOX_SECONDS: float | None = None
@@ -185,8 +212,9 @@ class PluginTimeout(BaseException):
 
 
 class PluginTimeoutError(DPAuditError):
-    """A call into plug-in code ran past ``--call-timeout``: one sentence naming the plug-in, the method,
-    the step and the time it ran (``plugin``, ``method``, ``step``, ``seconds``)."""
+    """A call into plug-in code ran past its limit (``--call-timeout``, or the scaled watchdog): one sentence
+    naming the plug-in, the method, the step and the time it ran (``plugin``, ``method``, ``step``,
+    ``seconds``)."""
 
     def __init__(self, message: str, plugin: str = "", method: str = "", step: Any = None, seconds: float = 0.0):
         super().__init__(message)
@@ -206,22 +234,57 @@ def _alarm(signum: int, frame: Any) -> None:
         raise PluginTimeout()
 
 
+def check_call_timeout(value: Any, name: str = "--call-timeout") -> float | str:
+    """``--call-timeout`` checked before any work: None (the scaled watchdog, :data:`SCALED`) or a number of
+    seconds in (0, :data:`MAX_CALL_TIMEOUT`]; numpy numbers are numbers."""
+    if value is None or value == SCALED:
+        return SCALED
+    return check_positive(name, value, maximum=MAX_CALL_TIMEOUT, unit=" of seconds")
+
+
 @contextmanager
-def call_limit(seconds: float | None) -> Iterator[None]:
-    """Within it, a call into plug-in code that runs longer than ``seconds`` (None: no limit) is stopped
-    and reported. Processes forked inside it (the engine's workers) keep the limit."""
+def call_limit(seconds: float | str | None) -> Iterator[None]:
+    """Within it, a call into plug-in code that runs longer than ``seconds`` is stopped and reported:
+    a number of seconds (``--call-timeout``), :data:`SCALED` (the default: the scaled watchdog) or None
+    (no limit). Processes forked inside it (the engine's workers) keep the limit."""
     global _CALL_TIMEOUT
     saved = _CALL_TIMEOUT
-    _CALL_TIMEOUT = seconds
+    _CALL_TIMEOUT = seconds if seconds in (None, SCALED) else check_call_timeout(seconds)
     try:
         yield
     finally:
         _CALL_TIMEOUT = saved
 
 
-def current_call_limit() -> float | None:
-    """The per-call limit in force (:func:`call_limit`), or None."""
+def current_call_limit() -> float | str | None:
+    """The per-call limit in force (:func:`call_limit`): seconds, :data:`SCALED`, or None."""
     return _CALL_TIMEOUT
+
+
+def scaled_limit(runs: int | None = None) -> float:
+    """The scaled watchdog's limit for the next call (on ``runs`` runs, or None for a call on no batch):
+    :data:`WATCHDOG_FIRST` before any call returned; else :data:`WATCHDOG_FACTOR` times the slowest call
+    measured, or, for a call on more runs than the largest batch measured, times the time per run on that
+    batch times ``runs`` if that is more (a batch 100 times larger may take 100 times longer); never less
+    than :data:`WATCHDOG_FLOOR`."""
+    if _SLOWEST is None:
+        return WATCHDOG_FIRST
+    base = _SLOWEST
+    if runs and _BATCH is not None and _PER_RUN is not None and runs > _BATCH:
+        base = max(base, _PER_RUN * runs)
+    return min(max(WATCHDOG_FLOOR, WATCHDOG_FACTOR * base), MAX_CALL_TIMEOUT)
+
+
+def _measured(seconds: float, runs: int | None) -> None:
+    """An outermost plug-in call returned after ``seconds`` (on ``runs`` runs): what the watchdog scales."""
+    global _SLOWEST, _BATCH, _PER_RUN
+    _SLOWEST = seconds if _SLOWEST is None else max(_SLOWEST, seconds)
+    if runs:
+        per = seconds / runs
+        if _BATCH is None or runs > _BATCH:
+            _BATCH, _PER_RUN = runs, per
+        elif runs == _BATCH:
+            _PER_RUN = max(_PER_RUN or 0.0, per)
 
 
 @contextmanager
@@ -240,25 +303,33 @@ def time_box(seconds: float) -> Iterator[None]:
         _BOX_END, _BOX_SECONDS = saved
 
 
-def _arm() -> tuple[float, bool] | None:
-    """Start the watchdog for an outermost plug-in call: (the limit in force, whether it is a time box's
-    end), or None when off (no limit, not the main thread, or SIGALRM already someone else's)."""
-    limit, boxed = _CALL_TIMEOUT, False
+def _limit(runs: int | None) -> tuple[float | None, bool, bool]:
+    """(the limit of the next outermost call in seconds or None, whether it is a time box's end, whether it
+    is the scaled watchdog's)."""
+    scaled = _CALL_TIMEOUT == SCALED
+    limit = scaled_limit(runs) if scaled else _CALL_TIMEOUT  # type: ignore[assignment]
+    boxed = False
     if _BOX_END is not None:
         left = max(_BOX_END - time.monotonic(), 1e-3)
         if limit is None or left < limit:
-            limit, boxed = left, True
+            limit, boxed, scaled = left, True, False
+    return limit, boxed, scaled  # type: ignore[return-value]
+
+
+def _arm(limit: float | None) -> bool:
+    """Start the watchdog for an outermost plug-in call; whether it runs (not without a limit, outside the
+    main thread, or when SIGALRM is already someone else's)."""
     if limit is None or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        return None
+        return False
     current = signal.getsignal(signal.SIGALRM)
     if current is not _alarm:
         if current not in (signal.SIG_DFL, None):
-            return None  # the program's own alarm: leave it alone
+            return False  # the program's own alarm: leave it alone
         signal.signal(signal.SIGALRM, _alarm)
     global _ARMED
     _ARMED = True
     signal.setitimer(signal.ITIMER_REAL, limit)
-    return limit, boxed
+    return True
 
 
 def _disarm() -> None:
@@ -274,12 +345,20 @@ def _called(method: str, step: Any) -> str:
     return method + (f" at step {step}" if step is not None else "")
 
 
-def timeout_error(plugin: str, method: str, step: Any, limit: float, ran: float) -> PluginTimeoutError:
-    """The one sentence for a plug-in call that did not return within ``limit`` seconds (``--call-timeout``)."""
+def timeout_error(plugin: str, method: str, step: Any, limit: float, ran: float,
+                  scaled: bool = False) -> PluginTimeoutError:
+    """The one sentence for a plug-in call that did not return within ``limit`` seconds: ``--call-timeout``,
+    or (``scaled``) the scaled watchdog's limit."""
+    if scaled:
+        why = (f"the watchdog allows a call {WATCHDOG_FACTOR:g} times the slowest it has measured, at least "
+               f"{WATCHDOG_FLOOR:g} s ({WATCHDOG_FIRST:g} s before any call returned), so give --call-timeout "
+               "SECONDS (call_timeout= in dpaudit.audit) if the call is only slow")
+    else:
+        why = ("a call into a plug-in may take at most --call-timeout seconds (call_timeout= in dpaudit.audit), so "
+               "raise it if the call is only slow")
     return PluginTimeoutError(
-        f"plug-in {plugin} did not return from {_called(method, step)} within {limit:g} s (stopped after {ran:.1f} s); "
-        "a call into a plug-in may take at most --call-timeout seconds (call_timeout= in dpaudit.audit), so raise "
-        "it if the call is only slow.", plugin, method, step, ran)
+        f"plug-in {plugin} did not return from {_called(method, step)} within {limit:.3g} s (stopped after "
+        f"{ran:.1f} s); {why}.", plugin, method, step, ran)
 
 
 def _grace(limit: float) -> float:
@@ -300,13 +379,15 @@ except (OSError, ValueError):  # pragma: no cover
     _NOTES = None
 
 
-def _note(plugin: str, method: str, step: Any, limit: float | None) -> None:
+def _note(plugin: str, method: str, step: Any, limit: float | None, scaled: bool = False) -> None:
     """Record the call this process is in (only in processes other than the one that imported dpaudit:
-    the engine's workers and :func:`run_isolated`'s process)."""
+    the engine's workers and :func:`run_isolated`'s process): plug-in, method, step, its limit and whether
+    that is the scaled watchdog's."""
     pid = os.getpid()
     if _NOTES is None or pid == _MAIN_PID:
         return
-    text = f"{plugin}\x00{method}\x00{'' if step is None else step}".encode()[: _SLOT - _HEAD.size]
+    text = (f"{'s' if scaled else '-'}{plugin}\x00{method}\x00{'' if step is None else step}"
+            .encode()[: _SLOT - _HEAD.size])
     at = (pid % _SLOTS) * _SLOT
     _HEAD.pack_into(_NOTES, at, pid, _IDLE, 0, 0.0, 0.0)
     _NOTES[at + _HEAD.size:at + _HEAD.size + len(text)] = text
@@ -322,9 +403,9 @@ def _unnote() -> None:
         _HEAD.pack_into(_NOTES, at, pid, _IDLE, 0, 0.0, 0.0)
 
 
-def _read_note(pid: Any, since: float = 0.0) -> tuple[int, str, str, Any, float, float] | None:
-    """(state, plug-in, method, step, start, limit) of the call process ``pid`` is (or was) in, if it started
-    after ``since`` (a note older than the process is another process's of the same id); None if none."""
+def _read_note(pid: Any, since: float = 0.0) -> tuple[int, str, str, Any, float, float, bool] | None:
+    """(state, plug-in, method, step, start, limit, scaled) of the call process ``pid`` is (or was) in, if it
+    started after ``since`` (a note older than the process is another process's of the same id); None if none."""
     if _NOTES is None or not isinstance(pid, int) or isinstance(pid, bool):
         return None
     at = (pid % _SLOTS) * _SLOT
@@ -334,9 +415,10 @@ def _read_note(pid: Any, since: float = 0.0) -> tuple[int, str, str, Any, float,
         if owner != pid or state == _IDLE or started < since:
             return None
         parts = bytes(_NOTES[at + _HEAD.size:at + _HEAD.size + n]).decode(errors="replace").split("\x00")
-        if _HEAD.unpack_from(_NOTES, at) == head and len(parts) == 3:
+        if _HEAD.unpack_from(_NOTES, at) == head and len(parts) == 3 and parts[0][:1] in ("s", "-"):
             plugin, method, step = parts
-            return state, plugin, method, (int(step) if step.isdigit() else None), started, limit
+            return (state, plugin[1:], method, (int(step) if step.isdigit() else None), started, limit,
+                    plugin[:1] == "s")
     return None  # a note rewritten under every read: the process is busy, not stuck in one call
 
 
@@ -367,9 +449,9 @@ def _death(pid: int, code: Any, who: str, since: float = 0.0) -> DPAuditError | 
     note = _read_note(pid, since)
     if note is None:
         return None
-    state, plugin, method, step, started, limit = note
+    state, plugin, method, step, started, limit, scaled = note
     if state == _STOPPED:
-        return timeout_error(plugin, method, step, limit, time.monotonic() - started)
+        return timeout_error(plugin, method, step, limit, time.monotonic() - started, scaled)
     how = (f"was killed by signal {-code} ({_signal_name(-code)})" if isinstance(code, int) and code < 0
            else f"ended with status {code}")
     return DPAuditError(f"{who} {how} while plug-in {plugin} ran {_where(method, step)}, so its code (or C code it "
@@ -435,11 +517,12 @@ def _isolated_main(conn: Any, parent: int, fn: Any, args: tuple, kwargs: dict) -
             return len(text)
 
     sys.stdout, sys.stderr = Forward("stdout"), Forward("stderr")
+    known = frozenset(sys.modules)  # the parent's modules: what it can unpickle without importing anything
 
     try:
         reply: tuple = ("ok", fn(*args, progress=progress, **kwargs))
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
-        reply = ("err", exc)
+        reply = ("err", portable_error(exc, known))
     try:
         try:
             conn.send(reply)
@@ -449,6 +532,27 @@ def _isolated_main(conn: Any, parent: int, fn: Any, args: tuple, kwargs: dict) -
                        RuntimeError(f"{type(reply[1]).__name__}: {text} ({type(exc).__name__} sending it back)")))
     finally:
         _REAL_EXIT(0)
+
+
+def portable_error(exc: BaseException, known: Any) -> BaseException:
+    """``exc`` as it may cross to a parent process whose modules are ``known``: itself when its class lives in
+    one of them, else one sentence with its type's name and its message, so the parent never has to import
+    (or fail to import) the class: a plug-in file's own exception class (``class Boom(BaseException)``)
+    exists only in the process that imported the plug-in. Raised by plug-in code, it is the plug-in's
+    error (a :class:`PluginStopped`); from elsewhere, an internal error (a RuntimeError) naming it."""
+    cls = type(exc)
+    if cls.__module__ in known:
+        return exc
+    text = shorten(exc, 200, as_text=True).rstrip(".") or "(no message)"
+    mod = sys.modules.get(cls.__module__)
+    if getattr(mod, "__dpaudit_mtime__", None) is not None or cls.__module__.startswith("dpaudit_plugin_"):
+        kind = "an Exception" if isinstance(exc, Exception) else "a BaseException, not an Exception"
+        err: BaseException = PluginStopped(
+            f"plug-in code raised {cls.__qualname__} ({kind}, defined in the plug-in's module) outside any call "
+            f"dpaudit names: {text} (rerun with dpaudit --debug for its traceback).")
+        err.plugin_traceback = "".join(traceback.format_exception(exc))  # type: ignore[attr-defined]
+        return err
+    return RuntimeError(f"{cls.__qualname__} (from {cls.__module__}): {text}")
 
 
 def run_isolated(fn: Any, *args: Any, progress: Any = None, what: str = "the audit", **kwargs: Any) -> Any:
@@ -530,27 +634,58 @@ def run_isolated(fn: Any, *args: Any, progress: Any = None, what: str = "the aud
         here.close()
 
 
+#: the floating-point error state (``np.seterr``) plug-in code last left, or None while it changed nothing:
+#: installed around each plug-in call and taken off after it, so neither side's state reaches the other
+_PLUGIN_ERR: dict[str, str] | None = None
+_SAVED_ERR: dict[str, str] | None = None
+
+
 def _enter() -> bool:
     """Enter plug-in code; whether this is the outermost call."""
-    global _DEPTH, _SAVED_STDOUT
+    global _DEPTH, _SAVED_STDOUT, _SAVED_ERR
     with _LOCK:
         outermost = _DEPTH == 0
         if outermost:
             _SAVED_STDOUT = sys.stdout
             sys.stdout = sys.stderr
             os._exit = _guarded_exit
+            _SAVED_ERR = np.geterr()
+            if _PLUGIN_ERR is not None:
+                np.seterr(**_PLUGIN_ERR)
         _DEPTH += 1
     return outermost
 
 
 def _leave() -> None:
-    global _DEPTH, _SAVED_STDOUT
+    global _DEPTH, _SAVED_STDOUT, _SAVED_ERR, _PLUGIN_ERR
     with _LOCK:
         _DEPTH -= 1
         if _DEPTH == 0:
             os._exit = _REAL_EXIT
             sys.stdout = _SAVED_STDOUT  # even if the plug-in replaced it
             _SAVED_STDOUT = None
+            now = np.geterr()
+            if _SAVED_ERR is not None and (now != _SAVED_ERR or _PLUGIN_ERR is not None):
+                _PLUGIN_ERR = now  # the plug-in's np.seterr stays the plug-in's
+                np.seterr(**_SAVED_ERR)
+            _SAVED_ERR = None
+
+
+#: numpy's default floating-point error state: what dpaudit's numerics are written and tested under
+NUMPY_ERRORS = {"divide": "warn", "over": "warn", "under": "ignore", "invalid": "warn"}
+
+
+def own_numerics() -> Any:
+    """A context manager: dpaudit's computations under numpy's default floating-point error state, whatever
+    the caller (``np.seterr(all="raise")`` before ``dpaudit.audit``) or a plug-in set; an underflow that
+    dpaudit's numerics expect is never an error. :func:`dpaudit.runner.run` and :func:`dpaudit.account` run
+    under it, and :func:`guard` keeps a plug-in's own state to its calls."""
+    return np.errstate(**NUMPY_ERRORS)
+
+
+def in_plugin_code() -> bool:
+    """Whether a :func:`guard` is open in this process (plug-in code is running further up the stack)."""
+    return _DEPTH > 0
 
 
 def _where(method: str, step: Any) -> str:
@@ -561,62 +696,93 @@ def _where(method: str, step: Any) -> str:
     return f"in {method}" + (f" at step {step}" if step is not None else "")
 
 
+class PluginStopped(DPAuditError):
+    """Plug-in code ended its call in a way no caller may handle as an ordinary failure: an exit
+    (``sys.exit``, ``os._exit``), a ``KeyboardInterrupt`` of its own or another ``BaseException``."""
+
+
+def _traced(err: DPAuditError, exc: BaseException) -> DPAuditError:
+    err.plugin_traceback = "".join(traceback.format_exception(exc))  # type: ignore[attr-defined]
+    return err
+
+
 @contextmanager
-def guard(plugin: str, method: str, step: Any = None) -> Iterator[None]:
+def guard(plugin: str, method: str, step: Any = None, *, runs: int | None = None,
+          passthrough: bool = False) -> Iterator[None]:
     """Run plug-in code: exits and exceptions become one-sentence :class:`DPAuditError`\\ s, prints go
     to stderr. ``KeyboardInterrupt`` from a real signal (Ctrl-C, and SIGTERM/SIGHUP as the CLI maps them)
-    passes through; one the plug-in raised itself is an error naming the method and the step."""
+    passes through; one the plug-in raised itself is an error naming the method and the step.
+
+    ``runs``: the call works on a batch of that many runs (``reset``, ``act``, ``observe``), so the scaled
+    watchdog scales its limit with the batch (:func:`scaled_limit`). ``passthrough``: ordinary exceptions
+    (``Exception``) pass unchanged, for a caller that words them itself (the per-run adapter names the
+    argument order that would run); exits, timeouts and other ``BaseException``\\ s are still this
+    guard's. The plug-in's ``np.seterr`` is kept apart from dpaudit's (installed around its calls only).
+    Only the outermost guard of nested ones times its call, and reports its timeout."""
     seen = _SIGNALS_SEEN
     outermost = _enter()
-    armed = None
+    armed = False
+    limit, boxed, scaled = None, False, False
+    timed_out = False
     started = time.monotonic()
     try:
         if outermost:
-            _note(plugin, method, step, _CALL_TIMEOUT)
-            armed = _arm()
+            limit, boxed, scaled = _limit(runs)
+            _note(plugin, method, step, limit, scaled)
+            armed = _arm(limit)
             started = time.monotonic()
         yield
     except DPAuditError:
         raise
     except PluginTimeout as exc:
+        if not outermost:
+            raise  # the guard that armed the watchdog reports it
+        timed_out = True
         ran = time.monotonic() - started
-        limit, boxed = armed if armed is not None else (ran, False)
         if boxed:
-            err = TimeBoxExceeded(f"plug-in {plugin} was still in {_called(method, step)} at the end of a "
-                                  f"{_BOX_SECONDS or limit:g} s time box (after {ran:.1f} s).", plugin, method, step, ran)
+            err: DPAuditError = TimeBoxExceeded(
+                f"plug-in {plugin} was still in {_called(method, step)} at the end of a "
+                f"{_BOX_SECONDS or limit:g} s time box (after {ran:.1f} s).", plugin, method, step, ran)
         else:
-            err = timeout_error(plugin, method, step, limit, ran)
-        err.plugin_traceback = "".join(traceback.format_exception(exc))
-        raise err from None
+            err = timeout_error(plugin, method, step, limit if limit is not None else ran, ran, scaled)
+        raise _traced(err, exc) from None
     except KeyboardInterrupt as exc:
         if _a_signal(seen):
             raise
-        err = DPAuditError(f"plug-in {plugin} raised KeyboardInterrupt {_where(method, step)} while no Ctrl-C or "
-                           "signal reached dpaudit, so it is the plug-in's own error, not an interruption (rerun with "
-                           "dpaudit --debug for its traceback).")
-        err.plugin_traceback = "".join(traceback.format_exception(exc))
-        raise err from None
+        raise _traced(PluginStopped(
+            f"plug-in {plugin} raised KeyboardInterrupt {_where(method, step)} while no Ctrl-C or signal reached "
+            "dpaudit, so it is the plug-in's own error, not an interruption (rerun with dpaudit --debug for its "
+            "traceback)."), exc) from None
     except SystemExit as exc:
-        err = DPAuditError(f"plug-in {plugin} called sys.exit({exc.code!r}) {_where(method, step)}; a plug-in must "
-                           "raise an exception, not end dpaudit, so its exit status cannot pass for a verdict.")
-        err.plugin_traceback = "".join(traceback.format_exception(exc))
-        raise err from None
+        raise _traced(PluginStopped(
+            f"plug-in {plugin} called sys.exit({exc.code!r}) {_where(method, step)}; a plug-in must raise an "
+            "exception, not end dpaudit, so its exit status cannot pass for a verdict."), exc) from None
     except PluginExit as exc:
-        err = DPAuditError(f"plug-in {plugin} called os._exit({exc.code!r}) {_where(method, step)}; a plug-in must "
-                           "raise an exception, not end dpaudit, so its exit status cannot pass for a verdict.")
-        err.plugin_traceback = "".join(traceback.format_exception(exc))
-        raise err from None
+        raise _traced(PluginStopped(
+            f"plug-in {plugin} called os._exit({exc.code!r}) {_where(method, step)}; a plug-in must raise an "
+            "exception, not end dpaudit, so its exit status cannot pass for a verdict."), exc) from None
     except Exception as exc:
+        if passthrough:
+            raise
         msg = shorten(exc, 200, as_text=True) or "(no message)"
-        err = DPAuditError(f"plug-in {plugin} raised {type(exc).__name__} {_where(method, step)}: {msg.rstrip('.')} "
-                           "(rerun with dpaudit --debug for its traceback).")
-        err.plugin_traceback = "".join(traceback.format_exception(exc))
-        raise err from None
+        raise _traced(DPAuditError(
+            f"plug-in {plugin} raised {type(exc).__name__} {_where(method, step)}: {msg.rstrip('.')} (rerun with "
+            "dpaudit --debug for its traceback)."), exc) from None
+    except GeneratorExit:
+        raise  # a generator closed around the call: not the plug-in's doing
+    except BaseException as exc:  # the plug-in's own BaseException subclass: named here, never pickled
+        msg = shorten(exc, 200, as_text=True) or "(no message)"
+        raise _traced(PluginStopped(
+            f"plug-in {plugin} raised {type(exc).__name__} (a BaseException, not an Exception) "
+            f"{_where(method, step)}: {msg.rstrip('.')}; a plug-in must raise an Exception (rerun with dpaudit "
+            "--debug for its traceback)."), exc) from None
     finally:
-        if armed is not None:
+        if armed:
             _disarm()
         if outermost:
             _unnote()
+            if not timed_out:
+                _measured(time.monotonic() - started, runs)
         _leave()
 
 
@@ -638,6 +804,7 @@ class PluginPolicy:
     def __init__(self, inner: Any, plugin: str) -> None:
         self._inner = inner
         self._plugin = plugin
+        self._runs: int | None = None  # the batch reset last made: act and observe work on it (the watchdog)
         with guard(plugin, "n_arms"):
             k = getattr(inner, "n_arms", None)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
@@ -671,19 +838,30 @@ class PluginPolicy:
         self.__dict__["_claim"] = value
 
     def reset(self, n_runs: int, rng: np.random.Generator, **kw: Any) -> None:
-        with guard(self._plugin, "reset"):
+        runs = int(n_runs) if isinstance(n_runs, (int, np.integer)) and not isinstance(n_runs, bool) else None
+        self._runs = runs if runs is not None and runs > 0 else None
+        with guard(self._plugin, "reset", runs=self._runs):
             if self._reset_kw:
                 self._inner.reset(n_runs, rng, **kw)
             else:
                 self._inner.reset(n_runs, rng)
 
     def act(self, t: int, arms: np.ndarray | None = None) -> Any:
-        with guard(self._plugin, "act", _step_of("act", (t,))):
+        with guard(self._plugin, "act", _step_of("act", (t,)), runs=self._runs):
             return self._inner.act(t, arms)
 
     def observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
-        with guard(self._plugin, "observe", _step_of("observe", (t,))):
+        with guard(self._plugin, "observe", _step_of("observe", (t,)), runs=self._runs):
             self._inner.observe(t, actions, rewards)
+
+    def run_copies(self, tables: Any, which: Any = None) -> Any:
+        """The per-run adapter's whole runs (``PerRun.run_copies``): one call doing the work of T rounds of
+        ``act`` and ``observe``, so the scaled watchdog counts its run-rounds as the runs of its batch."""
+        fn = getattr(self._inner, "run_copies")
+        rounds = int(np.shape(tables)[-2]) if np.ndim(tables) >= 2 else 1
+        cells = self._runs * rounds if self._runs else None
+        with guard(self._plugin, "run_copies", runs=cells):
+            return fn(tables, which)
 
     # ---- everything else the protocols may ask for ---------------------------------------
     def __getattr__(self, name: str) -> Any:

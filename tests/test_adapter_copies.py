@@ -151,6 +151,11 @@ def test_a_stage_that_shows_nothing_for_a_while_gets_a_heartbeat_line():
     bar.close()
     time.sleep(0.4)
     lines = buf.getvalue().splitlines()
-    assert lines[0].startswith("x: choice of the horizon [")
+    assert lines[0].startswith("x: choice of the horizon [")  # once it had lasted 0.3 s
     assert any(line.startswith("x: choice of the horizon: still running [") for line in lines[1:-1])
     assert lines[-1].startswith("x: search: 1/5 pairs ranked")  # nothing after close()
+    quick = io.StringIO()
+    bar = ProgressBar("x", quick, tty=False, heartbeat=5.0)
+    bar("choice of the horizon")
+    bar.close()
+    assert quick.getvalue() == ""  # a stage that ends (or fails) at once shows nothing

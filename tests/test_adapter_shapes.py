@@ -315,7 +315,7 @@ def test_a_draw_from_np_random_after_the_probe_is_kept_apart_and_off_names_redir
 def test_the_estimate_measures_the_class_and_refuses_up_front(pair):
     a = audit(f"{STYLES}:ModuleRngUCB", adapter="per-run", claim="pure:eps=1", runs=500, pair=pair, workers=1)
     est = a.extra["estimate"]  # recorded in the findings (a run key: not part of the reproducible JSON)
-    assert 1e3 < est["run_steps_per_second"] < 1e8 and est["seconds"] > 0
+    assert 1e2 < est["run_steps_per_second"] < 1e8 and est["seconds"] > 0  # measured, not a speed requirement
     with pytest.raises(DPAuditError) as e:
         # 7.2 s: longer than the estimate's own calibration, far shorter than 50,000 runs of this class
         audit(f"{STYLES}:ModuleRngUCB", adapter="per-run", claim="pure:eps=1", workers=1, max_hours=2e-3)

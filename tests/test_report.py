@@ -44,6 +44,7 @@ def _interrupted():
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(nb, "evaluate", boom)
+        mp.setattr(nb, "likelihood_attack", boom)  # (the fresh tests after the search: likelihood, then membership)
         with pytest.raises(AuditInterrupted) as info:
             dpaudit.audit("adac-ucb", params={"n_arms": 3}, runs=500, horizon=12, workers=1)
     return info.value.audit

@@ -116,3 +116,48 @@ def test_attacks_given_their_pilots_find_what_they_would_have_drawn():
     assert given.epsilon_lower == own.epsilon_lower and given.details == own.details
     with pytest.raises(ValueError, match="pilot samples"):
         lda_attack(tsrc, list(range(len(pairs))), np.random.SeedSequence(6), pilots=[], **kw2)
+
+
+def test_a_futile_stop_keeps_the_bound_within_its_stated_margin_of_the_whole_sample():
+    """A count stops as futile only where the bound its whole sample would give at the rates counted exceeds the
+    bound shown by at most max(FUTILITY_GAIN x bound, FUTILITY_GAIN_OF_CLAIM x claim) (or stays below the floor).
+    Randomised response at eps = 1 with a claim of 3, 40 seeds: every futile stop obeys the rule, and the bound
+    it reports is, in the median, within that margin of the bound the same seeds give when counted to the end."""
+    from dpaudit.attacks.sampling import FUTILITY_GAIN, FUTILITY_GAIN_OF_CLAIM
+
+    class Never(Stop):
+        def futile(self, fp, tp, n, planned, share):
+            return False
+
+    src, claim, n = RR(1.0), 3.0, 16000
+    stopped, shortfall = 0, []
+    for s in range(40):
+        c = count(src, 0, n, tuple(np.random.SeedSequence([9, s]).spawn(2)), Identity(), TEST,
+                  stop=Stop(1e-5, 0.95, claim))
+        full = count(src, 0, n, tuple(np.random.SeedSequence([9, s]).spawn(2)), Identity(), TEST,
+                     stop=Never(1e-5, 0.95, claim))
+        assert full.n == n and full.stopped is None
+        b = c.bound(1e-5, 0.95)
+        if c.stopped == "futile":
+            stopped += 1
+            assert c.projected is not None and c.projected - b <= max(FUTILITY_GAIN * b, FUTILITY_GAIN_OF_CLAIM * claim)
+            shortfall.append(full.bound(1e-5, 0.95) - b)
+        else:
+            assert c.n == n and c.bound(1e-5, 0.95) == full.bound(1e-5, 0.95)  # same looks, same counts
+    assert stopped >= 20  # the rule still saves time where the bound is settled
+    assert float(np.median(shortfall)) <= max(FUTILITY_GAIN * 1.0, FUTILITY_GAIN_OF_CLAIM * claim)
+
+
+def test_a_floor_stops_a_count_that_cannot_raise_the_audits_bound():
+    """With a floor (a bound the audit already shows by another test) above the count's projection, the count
+    stops at its first look where no violation is possible; without it, it goes on."""
+    src = RR(1.0)
+
+    def seeds():
+        return tuple(np.random.SeedSequence(4).spawn(2))
+
+    low = count(src, 0, 32000, seeds(), Identity(), TEST, stop=Stop(1e-5, 0.95, claim=1.5))
+    high = count(src, 0, 32000, seeds(), Identity(), TEST, stop=Stop(1e-5, 0.95, claim=1.5, floor=1.2))
+    assert high.stopped == "futile" and high.n < low.n
+    assert high.projected is not None and high.projected <= 1.2
+    assert high.details()["projected_full_sample_bound"] == high.projected

@@ -13,6 +13,7 @@ import inspect
 import math
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from dpaudit.adapters.seeding import (GLOBAL_LOCK, SEED_NAMES, Globals, find_mod
 from dpaudit.adapters.shape import checked_arm, detect_arms, detect_shape
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.policies.base import arm_ranges
+from dpaudit.sandbox import guard, in_plugin_code
 
 __all__ = ["PerRun", "LocalPerRun", "make_per_run"]
 
@@ -122,6 +124,8 @@ class PerRun:
         self.name = f"{maker} (per-run)"
         self._maker = maker
         self._who = maker
+        #: how errors name the plug-in: its spec (as the sandbox's wrapper names it), else the class
+        self._plugin = spec or maker
         self.audit_notes: list[str] = []
         self.first_round = check_int("first_round", first_round, minimum=0)
         if globals_mode not in (None, "off", "redirect", "swap"):
@@ -141,22 +145,32 @@ class PerRun:
             self._who = type(probe).__name__
             modules += [c.__module__ for c in type(probe).__mro__]
         self._modules = tuple(dict.fromkeys(m for m in modules if m and m != "builtins"))
-        self._shape = detect_shape(probe, self._who, select, update, step, update_args, step_args)
-        self.n_arms = detect_arms(probe, self._who, cls, self.kwargs, n_arms)
+        # every read of the instance is plug-in code (a property may raise, exit or hang): behind the sandbox
+        with guard(self._plugin, "its methods"):
+            self._shape = detect_shape(probe, self._who, select, update, step, update_args, step_args)
+        with guard(self._plugin, "n_arms"):
+            self.n_arms = detect_arms(probe, self._who, cls, self.kwargs, n_arms)
         if isinstance(claim, str):
             claim = parse_claim(claim)
         if claim is None:
-            claim = getattr(probe, "claim", None)
+            with guard(self._plugin, "claim"):
+                claim = getattr(probe, "claim", None)
         if claim is not None and not isinstance(claim, Guarantee):
             raise DPAuditError(f"the claim must be a Guarantee from dpaudit.accountants or text such as "
                                f"{CLAIM_FORMS}, got {claim!r}.")
         self.claim = claim
-        rr = reward_range if reward_range is not None else getattr(probe, "reward_range", (0.0, 1.0))
+        if reward_range is None:
+            with guard(self._plugin, "reward_range"):
+                reward_range = getattr(probe, "reward_range", (0.0, 1.0))
+        rr = reward_range
         rr_arr = arm_ranges(rr, self.n_arms)
         if not np.all(rr_arr == rr_arr[0]):
             raise DPAuditError(f"the per-run adapter needs one reward range for all arms, got {rr!r}.")
         self.reward_range = (float(rr_arr[0, 0]), float(rr_arr[0, 1]))
-        self.reward_alphabet = alphabet if alphabet is not None else getattr(probe, "reward_alphabet", None)
+        if alphabet is None:
+            with guard(self._plugin, "reward_alphabet"):
+                alphabet = getattr(probe, "reward_alphabet", None)
+        self.reward_alphabet = alphabet
         self.reward_alphabet = reward_alphabet(self)  # sorted, checked inside the range (None stays None)
         T = horizon_value(cls, self.kwargs)
         steps = max(32, 4 * self.n_arms) if probe_steps is None else check_int("probe_steps", probe_steps, minimum=1)
@@ -189,11 +203,15 @@ class PerRun:
 
     # ---- construction ------------------------------------------------------------------------
     def _build(self, seed: int | None) -> Any:
+        """A copy built with ``seed``: plug-in code, behind the sandbox (an exit, a hang, a print), its
+        exceptions worded here. Inside a guard already (``reset`` builds a copy per run behind the sandbox's
+        wrapper) no second one is opened: that one covers it, at no cost per copy."""
         kw = dict(self.kwargs)
         if self._seed_param is not None and seed is not None:
             kw[self._seed_param] = np.random.default_rng(seed) if self._seed_param == "rng" else int(seed)
         try:
-            return self.cls(**kw)
+            with nullcontext() if in_plugin_code() else guard(self._plugin, "__init__", passthrough=True):
+                return self.cls(**kw)
         except DPAuditError:
             raise
         except Exception as exc:
@@ -201,8 +219,11 @@ class PerRun:
                                f"{type(exc).__name__}: {exc}.") from exc
 
     def _call(self, fn: Any, args: tuple, kw: dict, t: int, copy: int = 0) -> Any:
+        """A copy's method called at round ``t`` (the probe's calls): behind the sandbox, its exceptions
+        worded here (with the argument order that would run)."""
         try:
-            return fn(*args, **kw)
+            with guard(self._plugin, getattr(fn, "__name__", "a method"), t, passthrough=True):
+                return fn(*args, **kw)
         except DPAuditError:
             raise
         except Exception as exc:
@@ -556,7 +577,8 @@ class LocalPerRun(PerRun):
 
     def _local(self, probe: Any, randomizer: str, domain: Any) -> None:
         who = self._who
-        fn = getattr(probe, randomizer, None)
+        with guard(self._plugin, randomizer):
+            fn = getattr(probe, randomizer, None)
         if not callable(fn):
             raise DPAuditError(f"{who} has no method {randomizer!r} to serve as its randomizer (the method taking one "
                                "user's datum and returning the message she sends).")
@@ -564,7 +586,10 @@ class LocalPerRun(PerRun):
         if not arity or not arity[0] <= 1 <= arity[1]:
             raise DPAuditError(f"{who}.{randomizer}{params_text(fn)} must take one argument, a user's datum, to serve "
                                "as the randomizer.")
-        raw = domain if domain is not None else getattr(probe, "domain", None)
+        raw = domain
+        if raw is None:
+            with guard(self._plugin, "domain"):
+                raw = getattr(probe, "domain", None)
         if raw is None:
             raw = self.reward_range
         try:
@@ -608,6 +633,10 @@ class LocalPerRun(PerRun):
                 moved = g.leave()
         if moved:
             raise DPAuditError(moved_message(self._who, self._globals, moved, "in its randomizer"))
+        odd = next((v for v in out if np.iscomplexobj(v)), None)
+        if odd is not None:  # a float conversion would drop the imaginary part unseen
+            raise DPAuditError(f"{self._who}.{self._randomizer} returned {odd!r}, a complex message; a user's message "
+                               "must be real numbers (an imaginary part would be dropped unseen).")
         try:
             m = np.asarray(out, dtype=float)
         except (TypeError, ValueError):

@@ -212,6 +212,8 @@ class Probe:
                 try:
                     arms = self.drive(obj, shape, first_round, values)
                 except DPAuditError as exc:
+                    if not hasattr(exc, "base"):
+                        raise  # not a call the adapter worded (an exit, a timeout): no other order can help
                     return exc
                 seconds = time.perf_counter() - t0
             finally:

@@ -18,12 +18,17 @@ from dpaudit.adapters.arguments import (ArgMap, accepts_call, auto_arg_map, para
 from dpaudit.adapters.horizon import init_parameters
 from dpaudit.errors import DPAuditError, check_int
 
-__all__ = ["N_ARMS_NAMES", "SELECT_NAMES", "UPDATE_NAMES", "Shape", "detect_shape", "detect_arms", "checked_arm"]
+__all__ = ["N_ARMS_NAMES", "SELECT_NAMES", "UPDATE_NAMES", "MAX_ARMS", "Shape", "detect_shape", "detect_arms",
+           "checked_arm"]
 
 #: instance attributes (then constructor parameters) read for the number of arms, in this order
 N_ARMS_NAMES = ("n_arms", "K", "k", "n_actions", "num_arms", "narms", "arms")
 #: method names tried for the selection call (first found wins), with or without a round argument
 SELECT_NAMES = ("select_arm", "select_action", "choose_arm", "pull", "choose", "act", "get_action")
+#: the most arms the per-run adapter drives: its probe plays max(32, 4 K) rounds of one copy, twice, before
+#: anything else (a copy's selection usually scans its arms, so K^2 Python steps), and it sizes per-arm arrays by
+#: K before the audit's own memory check runs; what the audit can afford is then checked with the rest
+MAX_ARMS = 100_000
 #: method names tried for the feedback call ``update(arm, reward)``
 UPDATE_NAMES = ("update", "observe", "receive_reward", "feedback")
 
@@ -150,7 +155,7 @@ def detect_arms(obj: Any, who: str, cls: Any, kwargs: Mapping[str, Any], n_arms:
     (an int, or a sequence whose length counts), else among ``kwargs``, else among the defaults of
     ``cls``'s parameters; none of them is refused in one sentence naming n_arms."""
     if n_arms is not None:
-        return check_int("n_arms", n_arms, minimum=2)
+        return _bounded("n_arms", check_int("n_arms", n_arms, minimum=2))
     params = init_parameters(cls)
 
     def default(n: str) -> Any:
@@ -164,11 +169,20 @@ def detect_arms(obj: Any, who: str, cls: Any, kwargs: Mapping[str, Any], n_arms:
             if v is None or callable(v):
                 continue
             if isinstance(v, Integral) and not isinstance(v, bool):
-                return check_int(f"{who}'s {source} {n}", int(v), minimum=2)
+                return _bounded(f"{who}'s {source} {n}", check_int(f"{who}'s {source} {n}", int(v), minimum=2))
             if isinstance(v, (Sequence, np.ndarray)) and not isinstance(v, (str, bytes)):
-                return check_int(f"the number of {who}'s {source} {n}", len(v), minimum=2)
+                what = f"the number of {who}'s {source} {n}"
+                return _bounded(what, check_int(what, len(v), minimum=2))
     raise DPAuditError(f"cannot tell how many arms {who} has: it has none of the attributes or parameters "
                        f"{', '.join(N_ARMS_NAMES)}; give n_arms explicitly (--adapter per-run:n_arms=K).")
+
+
+def _bounded(what: str, k: int) -> int:
+    """``k`` arms, refused beyond :data:`MAX_ARMS` before anything is sized by it."""
+    if k > MAX_ARMS:
+        raise DPAuditError(f"{what} is {k}; the per-run adapter drives at most {MAX_ARMS:,} arms (its probe plays "
+                           "4 rounds per arm with one Python copy before the audit starts), so give a smaller n_arms.")
+    return k
 
 
 def checked_arm(value: Any, t: int, copy: int, who: str, n_arms: int) -> int:

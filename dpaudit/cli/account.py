@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from numbers import Integral
 from typing import Any
 
 from dpaudit.cli import print_json
@@ -229,6 +230,11 @@ def _cmd_policy(args: argparse.Namespace) -> int:
         raise DPAuditError(f"policy {args.policy!r} declares no privacy claim (its claim is "
                            f"{getattr(policy, 'claim', None)!r}), so there is nothing to account its ledger "
                            "against; `dpaudit account policy` takes a private policy.")
+    from dpaudit.runner.cost import account_preflight
+
+    k = getattr(policy, "n_arms", None)
+    account_preflight(check_int("--runs", args.runs, minimum=1), check_int("--horizon", args.horizon, minimum=1),
+                      int(k) if isinstance(k, Integral) and not isinstance(k, bool) else 1)
     t0 = time.perf_counter()
     info = run_policy(policy, args.horizon, args.runs, args.seed)
     t_run = time.perf_counter() - t0

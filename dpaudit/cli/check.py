@@ -378,7 +378,8 @@ def add_execution_options(c: argparse.ArgumentParser) -> None:
                      help="refuse, before starting, an audit estimated to take longer (default 24)")
     run.add_argument("--call-timeout", type=float, default=None, metavar="SECONDS",
                      help="end the audit when one call into a plug-in's code (its act, observe, ...) runs longer, "
-                          "naming the call (default 600)")
+                          "naming the call (at most 1e6; default: a watchdog scaled to the calls it measured, 100 "
+                          "times the slowest, at least 30 s, and 60 s before the first call returns)")
     out = c.add_argument_group("output")
     out.add_argument("--json", action="store_true",
                      help="print the findings as one JSON object (format dpaudit.audit/2; dpaudit.exact/1 for a "
@@ -527,7 +528,9 @@ def check_named(args: argparse.Namespace) -> int:
         from dpaudit.runner.cost import check_workers
 
         check_workers(workers)
-    call_timeout = None if args.call_timeout is None else check_positive("--call-timeout", args.call_timeout)
+    from dpaudit.sandbox import check_call_timeout
+
+    call_timeout = None if args.call_timeout is None else check_call_timeout(args.call_timeout)
     bar = ProgressBar("dpaudit check", heartbeat=HEARTBEAT)
     try:
         result = audit(

@@ -24,7 +24,7 @@ from dpaudit.errors import DPAuditError, shorten
 from .base import FixedActionSet
 from .table import PairSpec, TableDP, make_pair
 
-__all__ = ["LocalDP", "LocalPluginInfo", "check_local_plugin", "ask_transcript"]
+__all__ = ["LocalDP", "LocalPluginInfo", "check_local_plugin", "ask_transcript", "real_array"]
 
 
 class LocalDP(TableDP):
@@ -49,6 +49,23 @@ class LocalDP(TableDP):
 
 
 # ---- the local plug-in contract, checked -----------------------------------------------------------------
+
+def real_array(raw: Any, what: str, allowed: str) -> np.ndarray:
+    """``raw`` (what a plug-in returned: messages, a transcript, a channel table) as a float array.
+
+    Complex numbers are refused in one sentence naming ``what`` and ``allowed``: converting them to floats
+    would drop the imaginary part unseen, so a channel that sends the raw datum there would be judged on
+    its real part alone (and pass). Anything else that is not numbers raises numpy's TypeError or
+    ValueError, for the caller's own sentence."""
+    arr = np.asarray(raw)
+    if arr.dtype.kind == "c" or (arr.dtype.kind == "O" and any(
+            isinstance(x, (complex, np.complexfloating)) for x in arr.flat)):
+        values = [complex(x) for x in arr.flat if isinstance(x, (complex, np.complexfloating))]
+        first = next((v for v in values if v.imag != 0), values[0])
+        raise DPAuditError(f"{what} returned complex numbers (such as {complex(first)!r}); messages must be real, "
+                           f"since an imaginary part would be dropped unseen: {allowed}.")
+    return np.asarray(arr, dtype=float)
+
 
 #: users per channel query of the probes, alternating (a channel that ignores the batch size fails one of them)
 PROBE_BATCHES = (3, 5)
@@ -250,7 +267,9 @@ def _probe_channel(p: _Probe, chan: Any, pairs: Sequence[tuple[np.ndarray, np.nd
             batch = np.broadcast_to(z, (n,) + z.shape).copy()
             out = p.call("channel", lambda: chan(batch, rng), allowed, on=f" on user data {data} from its domain")
             try:
-                m = np.asarray(out, dtype=float)
+                m = real_array(out, f"channel of {p.who}", allowed)
+            except DPAuditError:
+                raise
             except (TypeError, ValueError):
                 raise DPAuditError(f"channel of {p.who} returned {shorten(out)} for {n} users with data {data}, not an "
                                    f"array of numbers; {allowed}.") from None
@@ -283,8 +302,10 @@ def _channel_table(p: _Probe, raw: Any, vector: bool, domain: tuple[float, float
     except (TypeError, ValueError):
         raise DPAuditError(f"{what} returned {shorten(raw)}, not a triple; {allowed}.") from None
     try:
-        x = np.asarray(inputs, dtype=float)
-        P = np.asarray(P, dtype=float)
+        x = real_array(inputs, f"{what} (its inputs)", allowed)
+        P = real_array(P, f"{what} (its P)", allowed)
+    except DPAuditError:
+        raise
     except (TypeError, ValueError):
         raise DPAuditError(f"{what} returned inputs {shorten(inputs)} and P {shorten(P)}, which are not both arrays of "
                            f"numbers; {allowed}.") from None
@@ -319,7 +340,9 @@ def _check_transcript(p: _Probe, fn: Any, rounds: int, width: int | None) -> int
                f"array (n_runs, rounds, m) = ({PROBE_RUNS}, {rounds}, m)")
     out = p.call("transcript()", fn, allowed)
     try:
-        a = np.asarray(out, dtype=float)
+        a = real_array(out, what, allowed)
+    except DPAuditError:
+        raise
     except (TypeError, ValueError):
         raise DPAuditError(f"{what} returned {shorten(out)}, not an array of numbers; {allowed}.") from None
     if a.ndim != 3 or a.shape[:2] != (PROBE_RUNS, rounds) or a.shape[2] == 0:

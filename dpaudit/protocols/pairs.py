@@ -33,6 +33,7 @@ import json
 import math
 import os
 import stat
+import sys
 from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
@@ -118,6 +119,10 @@ def read_pair_file(path: str | os.PathLike[str]) -> tuple[Any, str]:
     except json.JSONDecodeError as exc:
         raise DPAuditError(f"pair file {str(p)!r} is not valid JSON: {exc.msg} at line {exc.lineno}, "
                            f"column {exc.colno}.") from None
+    except ValueError:  # an integer literal of more digits than Python converts (4300 by default)
+        limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+        raise DPAuditError(f"pair file {str(p)!r} holds an integer of more than {limit} digits, far beyond the "
+                           "largest float; values must be finite numbers.") from None
     except RecursionError:
         raise DPAuditError(f"pair file {str(p)!r} nests its JSON too deeply; a pair has at most three levels "
                            "of lists.") from None
@@ -134,6 +139,18 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, Real) and not isinstance(v, bool)
 
 
+#: the largest finite float, as an int: a JSON integer beyond it has no float value
+_FLOAT_MAX = int(np.finfo(float).max)
+
+
+def _big(v: int) -> str:
+    """A huge integer for a sentence: its sign, leading digits and number of digits."""
+    digits = str(abs(v)) if abs(v).bit_length() < 13000 else None
+    if digits is None:
+        return f"an integer of about {int(abs(v).bit_length() * 0.30103) + 1} digits"
+    return f"{'-' if v < 0 else ''}{digits[0]}.{digits[1:4]}e+{len(digits) - 1} (an integer of {len(digits)} digits)"
+
+
 def _numbers(value: Any, field: str, depth: int, src: str) -> np.ndarray:
     """A nested list of exactly ``depth`` levels, rectangular, of JSON numbers -> a float array.
     Errors name the first offending position."""
@@ -144,6 +161,9 @@ def _numbers(value: Any, field: str, depth: int, src: str) -> np.ndarray:
         if level == depth:
             if not _is_number(v):
                 raise fail(where, f"is {json.dumps(v)[:40]}, not a number")
+            if isinstance(v, int) and not -_FLOAT_MAX <= v <= _FLOAT_MAX:  # 10**400: no float holds it
+                raise fail(where, f"is {_big(v)}, beyond the largest float ({_FLOAT_MAX:.4g}); values must be "
+                                  "finite numbers")
             return ()
         if not isinstance(v, list):
             raise fail(where, f"must be a list ({depth - level} more level{'s' if depth - level > 1 else ''} of "
@@ -334,10 +354,13 @@ def load_joint_pair(path: str | os.PathLike[str], *, n_arms: int, dim: int) -> A
     return JointPair(ContextInput(X0, R0), ContextInput(X1, R1), j, label or f"user pair from {src}, canary round {j}")
 
 
-def load_shuffle_pair(path: str | os.PathLike[str], *, batch: int, dim: int) -> Any:
+def load_shuffle_pair(path: str | os.PathLike[str], *, batch: int, dim: int, reward_range: Any = None,
+                      max_norm: float | None = None) -> Any:
     """A shuffle-DP pair from a ``dpaudit.pair/1`` file: one batch of ``batch`` users, ``d`` and ``d_prime``
     their rewards (lists of B numbers), ``contexts`` the contexts they played (B x d) and optionally
-    ``contexts_prime``; the two batches differ in exactly one user."""
+    ``contexts_prime``; the two batches differ in exactly one user. ``reward_range`` (low, high) and
+    ``max_norm`` (the largest context norm), when given, are what the policy's randomizers are calibrated
+    for: a reward or a context outside them is refused naming the user and the numbers."""
     from .base import ContextInput
     from .shuffle import ShufflePair
 
@@ -352,9 +375,34 @@ def load_shuffle_pair(path: str | os.PathLike[str], *, batch: int, dim: int) -> 
         if arr.shape != shape:
             raise DPAuditError(f"{src}: {key} has shape {list(arr.shape)}; under --protocol shuffle it must be "
                                f"{list(shape)} (the policy's first batch of B = {B} users, d = {d}).")
+    _inside(src, (("d", r0), ("d_prime", r1)), (("contexts", X0), ("contexts_prime", X1)), reward_range, max_norm)
     pos = _one_difference((r0 != r1) | np.any(X0 != X1, axis=1), src, "user", B - 1)
     label = doc.get("label")
     if label is not None and not isinstance(label, str):
         raise DPAuditError(f"{src}: label must be text, got {json.dumps(label)[:40]}.")
     return ShufflePair(ContextInput(X0[:, None, :], r0[:, None]), ContextInput(X1[:, None, :], r1[:, None]), pos,
                        label or f"user pair from {src}, user {pos}", "the batch given in the pair file")
+
+
+def _inside(src: str, rewards: Any, contexts: Any, reward_range: Any, max_norm: float | None) -> None:
+    """Refuse a user's reward outside ``reward_range`` or context of norm above ``max_norm``, naming the numbers."""
+    try:
+        rr = None if reward_range is None else np.asarray(reward_range, dtype=float)
+    except (TypeError, ValueError):
+        rr = None
+    if rr is not None and rr.shape == (2,):  # one range for every user (a per-arm range is the policy's to check)
+        lo, hi = float(rr[0]), float(rr[1])
+        for key, r in rewards:
+            bad = np.flatnonzero((r < lo) | (r > hi))
+            if bad.size:
+                i = int(bad[0])
+                raise DPAuditError(f"{src}: {key}[{i}] = {r[i]:g} lies outside the policy's reward range "
+                                   f"[{lo:g}, {hi:g}] (user {i}).")
+    if max_norm is not None:
+        for key, X in contexts:
+            norms = np.linalg.norm(X, axis=1)
+            bad = np.flatnonzero(norms > max_norm * (1 + 1e-9))
+            if bad.size:
+                i = int(bad[0])
+                raise DPAuditError(f"{src}: {key}[{i}] has norm {norms[i]:.6g}; contexts must lie in the ball of "
+                                   f"radius {max_norm:g} that the policy's randomizers are calibrated for (user {i}).")

@@ -228,6 +228,13 @@ def _test_blocks(a: Mapping[str, Any], digits: int = 6) -> list[Any]:
             f"Exact privacy loss of {a['samples']} runs from the ledger: mean loss (KL) {fmt(d.pop('mean_loss_kl', None))}, "
             f"largest {fmt(d.pop('max_loss', None))}; point estimate of eps(delta) "
             f"{fmt(d.pop('epsilon_point_estimate', None))}; tests corrected for: {d.pop('tests_corrected_for', 'n/a')}."))
+        os_ = d.pop("order_statistic", None)
+        if isinstance(os_, dict) and os_.get("rank") is not None:
+            blocks.append(Para(
+                f"The eps bound is the value of rank {os_['rank']} from the top of L + log(1 - U) over the runs (U uniform): the "
+                f"largest eps whose Clopper-Pearson lower bound on delta(eps) exceeds delta, at error "
+                f"{fmt(os_.get('alpha'))} for every eps at once (no grid); the Rényi orders share the rest of the "
+                f"error budget ({fmt(r.get('alpha_each'))} each)."))
         if "lower" in r:
             blocks.append(Table(("order alpha", "D_alpha estimate", "D_alpha lower bound"),
                                 tuple(zip(r["orders"], r["estimate"], r["lower"])), frozenset({0, 1, 2})))

@@ -23,12 +23,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
-from dpaudit.attacks.bounds import check_confidence
 from dpaudit.engine import Checkpoint, Engine, dask_executor, one_blas_thread
-from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
+from dpaudit.errors import DPAuditError, check_confidence, check_delta, check_int, check_positive
 from dpaudit.protocols import get_protocol
-from dpaudit.sandbox import (DEFAULT_CALL_TIMEOUT, call_limit, can_isolate, explain_worker_death, file_digest,
-                             is_plugin_spec, overdue, plugin_digest, run_isolated, watch_signals)
+from dpaudit.sandbox import (call_limit, can_isolate, check_call_timeout, explain_worker_death, file_digest,
+                             is_plugin_spec, overdue, own_numerics, plugin_digest, run_isolated, watch_signals)
 
 from . import central, joint, local, shuffle
 from .context import DEFAULTS, Context, Request
@@ -89,8 +88,7 @@ def _checked(request: Request) -> Request:
                    workers=check_int("workers", request.workers, minimum=1),
                    horizon=None if request.horizon is None else check_int("--horizon", request.horizon, minimum=2),
                    max_work=None if request.max_work is None else check_positive("max_work", request.max_work),
-                   call_timeout=DEFAULT_CALL_TIMEOUT if request.call_timeout is None
-                   else check_positive("--call-timeout", request.call_timeout),
+                   call_timeout=check_call_timeout(request.call_timeout),
                    params=dict(request.params or {}))
 
 
@@ -115,12 +113,14 @@ def run(request: Request, progress: Callable[[str], None] | None = None) -> Find
     A plug-in (``file.py:Class``, ``module:Class``) is audited in a process of its own
     (:func:`dpaudit.sandbox.run_isolated`), with one worker too: its code, the probe and the search
     included, cannot crash dpaudit; a segfault or a call stuck in C code is one sentence naming the
-    plug-in, the method and the step. dpaudit's own policies run here, as before.
+    plug-in, the method and the step. dpaudit's own policies run here, as before. Its numerics run under
+    numpy's default floating-point error state whatever the caller set (:func:`dpaudit.sandbox.own_numerics`).
     """
     request = _checked(request)
-    if isinstance(request.policy, str) and is_plugin_spec(request.policy) and can_isolate():
-        return run_isolated(_run_here, request, progress=progress, what="the audit")
-    return _run_here(request, progress=progress)
+    with own_numerics():
+        if isinstance(request.policy, str) and is_plugin_spec(request.policy) and can_isolate():
+            return run_isolated(_run_here, request, progress=progress, what="the audit")
+        return _run_here(request, progress=progress)
 
 
 def _run_here(request: Request, progress: Callable[[str], None] | None = None) -> Findings:

@@ -56,9 +56,9 @@ class Request:
     max_work: float | None = None
     #: local DP only: also run the central Table-DP part (``False`` skips it, for quick measurements)
     central: bool = True
-    #: seconds one call into plug-in code may run before the audit ends (None: the default, 600 s;
-    #: :func:`dpaudit.sandbox.call_limit`)
-    call_timeout: float | None = None
+    #: seconds one call into plug-in code may run before the audit ends (None: the default, the scaled
+    #: watchdog of :func:`dpaudit.sandbox.scaled_limit`; :func:`dpaudit.sandbox.call_limit`)
+    call_timeout: float | str | None = None
 
     def given(self) -> dict[str, Any]:
         """The options given explicitly, by their command-line names (for the refusals)."""
@@ -166,6 +166,10 @@ class Context:
                         "eps below the claim even at the most favourable error rates they allow (Clopper-Pearson at "
                         "1e-3), so more runs were unlikely to reach the claim; its bound holds at its confidence at "
                         "the look it stopped at.")
+            projected = attack.details.get("projected_full_sample_bound") if attack is not None else None
+            if projected is not None:
+                stop += (f" At the rates it counted, all {runs} runs per side would have shown eps >= "
+                         f"{float(projected):.4g}.")
             note = f"{note} {stop}".strip()
         else:
             used = None

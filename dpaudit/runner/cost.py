@@ -38,7 +38,8 @@ import numpy as np
 from dpaudit.errors import DPAuditError
 
 __all__ = ["available_memory", "check_workers", "preflight", "audit_preflight", "DEFAULT_MAX_HOURS",
-           "ESTIMATE_SECONDS", "estimating", "run_steps", "refresh_estimate", "duration"]
+           "ESTIMATE_SECONDS", "estimating", "account_preflight", "bco_preflight", "run_steps", "refresh_estimate",
+           "duration"]
 
 #: the longest audit dpaudit starts without --max-hours
 DEFAULT_MAX_HOURS = 24.0
@@ -347,3 +348,57 @@ def check_time(ctx: Any, seconds: float, how: str) -> None:
     if est > max_hours * 3600:
         raise DPAuditError(f"this audit would take about {_duration(est)} ({how}), more than --max-hours {max_hours:g}; "
                            "lower --runs or --horizon, or raise --max-hours.")
+
+
+def account_memory(runs: int, horizon: int, n_arms: int) -> float:
+    """Bytes ``dpaudit account policy`` needs: the T x K reward table (and its draws), the policy's per-arm
+    state for every run, and its ledger, at most a few releases per (run, step) (as a view chunk's cells)."""
+    return float(runs) * horizon * _VIEW_BYTES + float(runs) * n_arms * _STATE_BYTES + 3.0 * horizon * n_arms * 8
+
+
+def account_preflight(runs: int, horizon: int, n_arms: int, names: tuple[str, str] = ("--runs", "--horizon")) -> None:
+    """Refuse, before any run, a ledger account (:func:`dpaudit.account`, ``dpaudit account policy``) whose
+    runs cannot fit in the memory available: ``runs = 10**9`` is one sentence with the largest --runs that
+    fits, not a MemoryError from deep inside numpy. ``names``: how the caller calls runs and horizon."""
+    avail = available_memory()
+    if avail is None:
+        return
+    budget = max(avail - _BASELINE, 0)
+    need = account_memory(runs, horizon, n_arms)
+    if need <= budget:
+        return
+    hint = []
+    for label, lo, cur, f in ((names[0], 1, runs, lambda v: account_memory(v, horizon, n_arms)),
+                              (names[1], 1, horizon, lambda v: account_memory(runs, v, n_arms))):
+        best = _largest(lo, cur, lambda v: f(v) <= budget)
+        if best is not None:
+            hint.append(f"{label} {best:,} fits")
+    raise DPAuditError(f"this account needs about {_gb(need)} of memory (K = {n_arms}, T = {horizon}, {names[0]} {runs}) "
+                       f"but {_gb(avail)} is available; " + (", or ".join(hint) if hint else
+                                                             f"no smaller {names[0]} or {names[1]} alone fits") + ".")
+
+
+def bco_preflight(ctx: Any, policy_for: Callable[[], Any], horizon: int, run_steps: float) -> None:
+    """The up-front time check of a BCO policy's local audit (``--max-hours``, as for every other audit):
+    ``run_steps`` (the plan's count of run-rounds) at the rate of a timed pilot, 200 runs of
+    ``min(horizon, 32)`` rounds on the ledger part's loss sequence, the pilot itself time-boxed
+    (:func:`estimating`); refused by :func:`check_time` when it exceeds ``--max-hours``."""
+    from dpaudit.protocols.continuous import loss_pair, play
+    from dpaudit.sandbox import TimeBoxExceeded
+
+    max_hours = ctx.request.max_hours
+    rounds, n = int(min(horizon, 32)), 200
+    t0 = time.perf_counter()
+    try:
+        with estimating(max_hours) as box:
+            policy = policy_for()
+            losses = loss_pair(policy, int(horizon), 0)[0]
+            t0 = time.perf_counter()
+            play(lambda: policy, losses, n, np.random.default_rng(0), rounds)
+    except TimeBoxExceeded as exc:
+        took = max(time.perf_counter() - t0, 1e-6)
+        ctx.extra["estimate"] = overran(exc, max_hours, box, at_least=run_steps / (n * rounds / took))
+        return
+    rate = n * rounds / max(time.perf_counter() - t0, 1e-6)
+    check_time(ctx, run_steps / rate, f"{run_steps:.3g} run-rounds at a measured {rate:.3g} per second on one "
+                                      "process")

@@ -139,6 +139,32 @@ def _result(d: Mapping[str, Any]) -> AuditResult:
     return AuditResult(**kw)
 
 
+#: what every verdict needs, and what each must be: without them a report reads "CONSISTENT: ." with NaN
+VERDICT_KEYS = ("verdict", "reason", "policy", "protocol", "delta", "confidence")
+
+
+def _check_verdict_keys(d: Mapping[str, Any]) -> None:
+    """Refuse findings that lack (or garble) what a verdict needs, in one sentence naming the keys."""
+    missing = [k for k in VERDICT_KEYS if d.get(k) in (None, "")]
+    if missing:
+        raise DPAuditError(f"these findings cannot be read: they lack {', '.join(missing)}, which every verdict needs "
+                           f"({', '.join(VERDICT_KEYS)}); give Audit.to_dict() or json.load of dpaudit check policy "
+                           "--json, unedited.")
+    if d["verdict"] not in VERDICTS:
+        raise DPAuditError(f"these findings cannot be read: their verdict is {shorten(d['verdict'])}, not one of "
+                           f"{', '.join(VERDICTS)}.")
+    for k in ("reason", "policy", "protocol"):
+        if not isinstance(d[k], str):
+            raise DPAuditError(f"these findings cannot be read: their {k} is {shorten(d[k])}, not text.")
+    for k, ok, where in (("delta", lambda v: 0 <= v < 1, "[0, 1)"), ("confidence", lambda v: 0 < v <= 1, "(0, 1]")):
+        try:
+            v = float(d[k])
+        except (TypeError, ValueError):
+            v = math.nan
+        if not ok(v):  # an exact enumeration holds with confidence 1
+            raise DPAuditError(f"these findings cannot be read: their {k} is {shorten(d[k])}, not a number in {where}.")
+
+
 @dataclass(frozen=True)
 class Findings:
     """The findings of one audit (what ``dpaudit check policy --json`` prints), with typed fields.
@@ -201,6 +227,7 @@ class Findings:
         if fmt is not None and fmt != FORMAT:
             raise DPAuditError(f"these findings are in format {fmt!r}, which this dpaudit does not read; it reads "
                                f"{FORMAT!r} and the unversioned findings of dpaudit 0.1 (upgrade dpaudit to read them).")
+        _check_verdict_keys(d)
         known = {f.name for f in fields(cls)} - {"extra", "format"}
         power = d.get("power")
         if isinstance(power, Mapping) and "smallest_detectable" not in power:  # 0.1 wrote it flat

@@ -44,7 +44,7 @@ from dpaudit.attacks.membership import threshold_attack
 from dpaudit.attacks.result import AuditResult
 from dpaudit.errors import DPAuditError
 from dpaudit.protocols import LocalDP, PairSpec, TableDP, make_pair
-from dpaudit.protocols.local import ask_transcript, check_local_plugin
+from dpaudit.protocols.local import ask_transcript, check_local_plugin, real_array
 from dpaudit.protocols.continuous import central_features, loss_pair, play, transcript_features
 
 from .context import DEFAULTS, Context, confidence_each, runs_text
@@ -79,7 +79,7 @@ def messages(policy: Any, z: np.ndarray, n: int, rng: np.random.Generator) -> np
     """``n`` messages of a user with data ``z`` as (n, m) floats, checked for shape and finiteness."""
     batch = np.broadcast_to(z, (n,) + z.shape).copy()
     try:
-        m = np.asarray(policy.channel(batch, rng), dtype=float)
+        m = real_array(policy.channel(batch, rng), "the policy's channel", "a message is finite real numbers")
     except DPAuditError:
         raise
     except Exception as exc:  # the plug-in's channel failed on data from its own domain
@@ -129,7 +129,8 @@ class TranscriptSource:
     def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> np.ndarray:
         nb = self.pairs[candidate]
         LocalDP().run(self.policy, nb.d1 if side else nb.d0, n, np.random.default_rng(seed), None, record=False)
-        tr = np.asarray(self.policy.transcript(), dtype=float)
+        tr = real_array(self.policy.transcript(), "the policy's transcript()",
+                        "a transcript holds the finite real messages the server received")
         j = self.rounds[candidate]
         if tr.ndim != 3 or tr.shape[0] != n or tr.shape[1] <= j:
             raise DPAuditError(f"the policy's transcript() returned shape {tr.shape} after {n} runs of {j + 2} rounds; "
@@ -224,7 +225,7 @@ def _screened(source: Any, ctx: Context, seed: np.random.SeedSequence, n_fresh: 
 
 def preflight(ctx: Context) -> None:
     """Up-front estimate of the central part (the costliest): the central plan's at runs / 5."""
-    from .cost import audit_preflight
+    from .cost import audit_preflight, bco_preflight
 
     r = ctx.request
     T = r.horizon or DEFAULTS["horizon"]
@@ -232,8 +233,14 @@ def preflight(ctx: Context) -> None:
     spec = r.policy if isinstance(r.policy, str) else str(r.policy)
     # the local plug-in contract first: a malformed member is one sentence before anything runs it
     ctx.state["local_info"] = check_local_plugin(probe, horizon=T, rng_seed=r.seed, rewards=r.rewards, name=spec)
-    if getattr(probe, "continuous_actions", False) or not r.central:
-        return  # BCO: every part is a short run on a loss sequence; without the central part, nothing long
+    if getattr(probe, "continuous_actions", False):  # BCO: the parts' run-rounds (_audit_bco) at a measured rate
+        n = max(1000, r.runs // LOCAL_DEFAULTS["transcript_div"])
+        users = len(_user_rounds(T, T - 2))
+        per_part = 2 * (users * max(200, min(1000, n // 20)) * (T / 2 + 2) + KEEP_USERS * (max(1000, n // 5) + n) * T)
+        bco_preflight(ctx, lambda: ctx.build(T), T, 200 * T + (1 + int(r.central)) * per_part)
+        return
+    if not r.central:
+        return  # without the central part, nothing long
     ctx.extra["estimate"] = audit_preflight(lambda T: with_features(ctx.build(T), r.seed), TableDP(),
                     runs=max(1000, r.runs // LOCAL_DEFAULTS["central_div"]),
                     horizon=r.horizon if r.horizon is not None else DEFAULTS["horizon"], workers=r.workers,
@@ -318,7 +325,7 @@ def audit(ctx: Context) -> None:
         kept, screen = _screened(source, ctx, s_screen, n_tr, conf_each, engine)
         rows = threshold_attack(source, kept, s_eval, delta=ctx.delta, confidence=conf_each,
                                 n_select=max(1000, n_tr // 5), n_fresh=n_tr, engine=engine, progress=ctx.progress,
-                                what="transcript: fresh runs", claim=ctx.claim.epsilon)
+                                what="transcript: fresh runs", claim=ctx.claim.epsilon, floor=_shown(ctx))
         res = _rows_result("transcript", rows, source, ctx.delta, conf_each, max(1000, n_tr // 5),
                            time.perf_counter() - t0)
         if screen:
@@ -334,6 +341,12 @@ def audit(ctx: Context) -> None:
     # 5. central Table DP
     if central:
         _central_part(ctx, conf_each)
+
+
+def _shown(ctx: Context) -> float:
+    """The largest bound the audit already shows (the channel's): a later test's count may stop once it
+    cannot raise the audit's bound above it (:class:`dpaudit.attacks.sampling.Stop`)."""
+    return max((float(a.epsilon_lower) for a in ctx.attacks), default=0.0)
 
 
 def _engine(ctx: Context, policy: Any) -> Any:
@@ -451,7 +464,7 @@ def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> N
         kept, screen = _screened(source, ctx, s_screen, n, conf_each, engine)
         rows = threshold_attack(source, kept, s_eval, delta=ctx.delta, confidence=conf_each,
                                 n_select=max(1000, n // 5), n_fresh=n, engine=engine, progress=ctx.progress,
-                                what=f"{kind}: fresh runs", claim=ctx.claim.epsilon)
+                                what=f"{kind}: fresh runs", claim=ctx.claim.epsilon, floor=_shown(ctx))
         stat = None
         if kind == "transcript" and policy.n_points == 2:
             stat = "projection of (message, message x direction of x1 - x2) onto the learnt mean difference"

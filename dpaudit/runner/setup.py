@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import platform
+from contextlib import nullcontext
 from typing import Any, Sequence
 
 import numpy as np
@@ -104,34 +105,50 @@ def policy_from_object(obj: Any, params: dict[str, Any], horizon: int, adapter: 
     and, like a registered name, receives the audit's horizon under whatever name its constructor
     gives it (:func:`dpaudit.adapters.horizon_parameter`); an instance is audited as it is (its own
     parameters, whatever the horizon). ``claim`` replaces a declared claim, as for a name.
+
+    A K-armed class or instance that is not dpaudit's own is plug-in code: it is built and run behind
+    :func:`dpaudit.sandbox.guard` (:class:`dpaudit.sandbox.PluginPolicy`), in the caller's process, so
+    ``call_timeout`` (and the scaled watchdog), exits and prints are handled as for a plug-in string.
     """
     from dpaudit.adapters import horizon_parameter, parse_claim
     from dpaudit.policies.registry import coerce_params
+    from dpaudit.sandbox import guard, wrap_plugin
 
     if adapter is not None:
         raise DPAuditError("the per-run adapter takes the plug-in as a 'file.py:Class' or 'module:Class' string, "
                            f"not a {'class' if isinstance(obj, type) else 'policy object'}.")
+    cls = obj if isinstance(obj, type) else type(obj)
+    label = f"{cls.__module__}:{cls.__qualname__}"
+    outside = not _own(cls) and not getattr(obj, "continuous_actions", False)
     if isinstance(obj, type):
         params = dict(params)
         hp = horizon_parameter(obj)
         if hp is not None and hp not in params:
             params[hp] = horizon
         kwargs = coerce_params(obj, params)
-        try:
-            policy = obj(**kwargs)
-        except TypeError as exc:
-            raise DPAuditError(f"cannot build {obj.__name__} with parameters {kwargs}: {exc}.") from exc
+        with guard(label, "__init__") if outside else nullcontext():
+            try:
+                policy = obj(**kwargs)
+            except TypeError as exc:
+                raise DPAuditError(f"cannot build {obj.__name__} with parameters {kwargs}: {exc}.") from exc
         try:
             policy._params = dict(kwargs)
         except AttributeError:
             pass
     else:
         policy = obj
+    if outside:
+        policy = wrap_plugin(policy, label)
     if not hasattr(policy, "n_arms") and not getattr(policy, "continuous_actions", False):  # BCO: dpaudit.bco
         raise DPAuditError(f"policy {policy!r} has no n_arms attribute; a policy must say how many arms it has.")
     if claim is not None:
         policy.claim = parse_claim(claim) if isinstance(claim, str) else claim
     return claim_as_guarantee(policy)
+
+
+def _own(cls: type) -> bool:
+    """Whether ``cls`` is dpaudit's own code (its policies, mutants and wrappers), not plug-in code."""
+    return str(getattr(cls, "__module__", "")).split(".")[0] == "dpaudit"
 
 def claim_as_guarantee(policy: Any) -> Any:
     """A claim given as a dp-accounting DpEvent becomes the Guarantee it describes (issue 11)."""
@@ -160,12 +177,14 @@ def reward_alphabet_for(policy: Any, given: Sequence[float] | None, rr: tuple[fl
 def probe_alphabet(policy: Any, protocol: Any, rr: tuple[float, float], notes: list[str]) -> tuple[float, ...] | None:
     """None if ``policy`` accepts the middle of its reward range; (lo, hi) if it refuses it but accepts
     the extremes (a policy written for {0, 1} rewards), with a note; else the policy's own error."""
+    from dpaudit.sandbox import PluginStopped, PluginTimeoutError
+
     d = make_pair(PairSpec(0, "mid"), protocol, int(policy.n_arms), 8, rr).d0
     try:
         protocol.run(policy, d, 4, np.random.default_rng(0), None, record=False)
         return None
-    except KeyboardInterrupt:
-        raise
+    except (KeyboardInterrupt, PluginTimeoutError, PluginStopped):
+        raise  # a stuck call or an exit is no refusal of a reward: trying other rewards would only wait again
     except Exception as exc:  # the policy's own check of its rewards, whatever it raises
         first = exc
     letters = (float(rr[0]), float(rr[1]))
@@ -180,13 +199,22 @@ def probe_alphabet(policy: Any, protocol: Any, rr: tuple[float, float], notes: l
                  f"audit input uses only the rewards {{{rr[0]:g}, {rr[1]:g}}} (give --rewards to choose others).")
     return letters
 
+#: the most features (K x d numbers) of the fixed action set a linear policy is audited on (80 MB)
+MAX_FEATURES = 10_000_000
+
+
 def with_features(policy: Any, seed: int) -> Any:
     """A linear policy (one with an integer ``dim``) gets a fixed action set of K unit vectors drawn from
     ``seed`` (:class:`dpaudit.protocols.FixedActionSet`); any other policy is returned as it is."""
     dim = getattr(policy, "dim", None)
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim < 1:
         return policy
-    x = np.random.default_rng([int(seed), 7]).standard_normal((int(policy.n_arms), int(dim)))
+    K = int(policy.n_arms)
+    if K * int(dim) > MAX_FEATURES:  # a declared size, bounded before anything is sized by it
+        raise DPAuditError(f"policy {type(getattr(policy, 'wrapped', policy)).__name__} declares dim = {int(dim)} with "
+                           f"{K} arms: a fixed action set of {K * int(dim):.3g} features, more than the {MAX_FEATURES:.0e} "
+                           "dpaudit builds (every run sees all of them at every step); give a smaller dim.")
+    x = np.random.default_rng([int(seed), 7]).standard_normal((K, int(dim)))
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     return FixedActionSet(policy, x)
 

@@ -108,7 +108,38 @@ def _policy(ctx: Context) -> Any:
     if not all(hasattr(sh, "decode") and hasattr(sh, "C") for sh in (policy.shuffler_outer, policy.shuffler_grad)):
         raise DPAuditError(f"policy {spec!r} shuffles messages the shuffle audit cannot read: it reads the messages of "
                            "dpaudit.mechanisms.PiecewiseShuffler (one sampled coordinate per message).")
+    _check_batches(policy, spec)
     return policy
+
+
+def _check_batches(policy: Any, spec: str) -> None:
+    """The sizes the view is built from, checked before anything is sized by them: ``batch0`` users (at least
+    2, and one run's view must fit in memory), ``groups`` PGD groups dividing it, ``dim`` >= 1; and a horizon
+    that holds the first batch. Alg. 1 of Sarmasarkar (2026) sends a batch's messages to the shuffler only
+    once the batch is full (batches of batch0, 2 batch0, ... users partition the horizon), so at a horizon
+    shorter than batch0 the mechanism releases nothing from its users: the shuffled batch this audit
+    attacks is not part of its output there, and judging it would be judging a release that never happens
+    (a 'consistent' verdict about nothing). So that is refused, not audited."""
+    from dpaudit.errors import check_int
+
+    from .cost import available_memory
+
+    B = check_int(f"{spec}'s batch0 (the users of its first batch)", policy.batch0, minimum=2)
+    groups = check_int(f"{spec}'s groups (its PGD groups per batch)", policy.groups, minimum=1)
+    dim = check_int(f"{spec}'s dim", policy.dim, minimum=1)
+    if B % groups:
+        raise DPAuditError(f"{spec}'s batch0 = {B} does not split into groups = {groups} equal PGD groups; batch0 must "
+                           "be a multiple of groups.")
+    avail = available_memory()
+    per_run = 8.0 * B * (dim * (dim + 1) // 2 + 2 * dim + 8)  # one run's batch: contexts, products, messages
+    if avail is not None and per_run * 100 > avail:  # the up-front pilot simulates 100 runs of the batch
+        raise DPAuditError(f"{spec}'s batch0 = {B} users (dim {dim}) needs about {per_run * 100 / 2**30:.3g} GB for the "
+                           f"up-front pilot of 100 runs but {avail / 2**30:.3g} GB is available; give a smaller batch0.")
+    T = getattr(policy, "horizon", None)
+    if T is not None and int(T) < B:
+        raise DPAuditError(f"{spec} at horizon {int(T)} holds no full batch (its first batch has batch0 = {B} users), so "
+                           "it releases nothing from its users and there is no shuffled batch to audit; give "
+                           f"--horizon {B} or more, or a smaller batch0.")
 
 
 def _default_built(ctx: Context) -> Any:
@@ -280,7 +311,8 @@ def audit(ctx: Context) -> None:
     if r.pair is not None:
         from dpaudit.protocols.pairs import load_shuffle_pair
 
-        given = [load_shuffle_pair(r.pair, batch=B, dim=dim)]
+        given = [load_shuffle_pair(r.pair, batch=B, dim=dim, reward_range=getattr(policy, "reward_range", None),
+                                   max_norm=1.0)]  # dpaudit's GLM policies assume ||x|| <= 1
         ctx.notes.append(f"audited on the batch given in {r.pair} (user {given[0].pos} differs); no search.")
         fixed, calibrated = given, given
     else:
