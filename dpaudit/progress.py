@@ -6,7 +6,8 @@ progress_counter`). :class:`ProgressBar` turns each stage into one tqdm bar (rat
 when stderr is a terminal, and into at most one plain line every ``every`` seconds (plus each
 stage's last line) when it is not, so logs of CI jobs stay short and readable. A stage that counts
 nothing for a while (the horizon discovery, a long chunk of runs) still shows: with ``heartbeat``
-seconds set, a message that names a stage (no count) is shown once the stage has lasted that long,
+seconds set, a message that names a stage (no count) is shown once the stage has lasted that long
+(an estimate, ending "(estimated)", at once),
 and a line saying that the last stage is still running comes whenever nothing was shown for that long
 (a daemon thread; :meth:`ProgressBar.close` stops it). So a command that fails within seconds prints
 its error alone.
@@ -24,6 +25,8 @@ __all__ = ["ProgressBar", "counted"]
 
 #: words of a progress message that name what is counted (the bar's unit)
 _UNITS = frozenset({"views", "runs", "pairs", "simulations", "adversaries", "rounds"})
+#: the end of a message shown at once even with a heartbeat (the audit's estimate, redone at its horizon)
+_AT_ONCE = "(estimated)"
 _COUNT = re.compile(r"^\s*(?P<stage>[^:]+):\s*(?P<done>\d+)/(?P<total>\d+)\s*(?P<unit>[^\[(;,]*)")
 
 
@@ -71,7 +74,7 @@ class ProgressBar:
     def __call__(self, message: str) -> None:
         with self._lock:
             self._message, self._arrived = message, time.perf_counter()
-            if self._beat is not None and _COUNT.match(message) is None:
+            if self._beat is not None and _COUNT.match(message) is None and not message.endswith(_AT_ONCE):
                 self._pending = True  # a stage's name: shown once it lasts (a failure within it prints alone)
                 return
             self._pending = False
