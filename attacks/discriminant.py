@@ -5,6 +5,8 @@
 * :func:`screened_lda_direction` -- Fisher's discriminant on the k features with the largest two-sample
   t statistics, zero elsewhere: with many cells and a weak canary (a shuffled batch), fitting every
   cell would drown the few informative ones in noise;
+* :func:`projected_lda_direction` -- Fisher's discriminant on known projections of the features (one per
+  released tree node along the canary's difference), as a direction on the raw features;
 * :func:`lda_attack` and :func:`screened_lda_attack` -- the attacks: fit on one split, choose the
   (candidate pair, threshold, direction) on a second, count only the chosen test on fresh views
   (Clopper-Pearson, :mod:`dpaudit.attacks.bounds`), so the bound needs no correction for the choice.
@@ -23,7 +25,7 @@ from .bounds import best_threshold_test, select_threshold_for_fresh
 from .result import AuditResult
 from .sampling import Linear, Source, Stop, count, draw_pilots, score_edges
 
-__all__ = ["lda_direction", "screened_lda_direction", "lda_attack", "screened_lda_attack"]
+__all__ = ["lda_direction", "screened_lda_direction", "projected_lda_direction", "lda_attack", "screened_lda_attack"]
 
 
 def lda_direction(F0: np.ndarray, F1: np.ndarray) -> np.ndarray:
@@ -50,36 +52,53 @@ def screened_lda_direction(F0: np.ndarray, F1: np.ndarray, k: int) -> np.ndarray
 
 
 
+def projected_lda_direction(F0: np.ndarray, F1: np.ndarray, project: np.ndarray) -> np.ndarray:
+    """Fisher's discriminant on the projected features ``F @ project`` ((p, q): q known directions, e.g. one
+    per released node along the canary's known difference), as a direction on the raw features: with few
+    informative directions among many noise coordinates, fitting q weights instead of p loses little."""
+    return project @ lda_direction(F0 @ project, F1 @ project)
+
+
 def lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, delta: float,
                confidence: float, n_train: int, n_select: int, n_test: int, name: str, engine: Engine = SERIAL,
                progress: Callable[[str], None] | None = None, claim: float | None = None,
-               pilots: Sequence[Any] | None = None) -> AuditResult:
+               pilots: Sequence[Any] | None = None, project: Sequence[np.ndarray | None] | None = None,
+               threshold_for_fresh: bool = False, floor: float = 0.0) -> AuditResult:
     """Threshold attack with Fisher's discriminant, over a source's candidate pairs.
 
     The discriminant is fitted on ``n_train`` views per side, the best (candidate, threshold, direction)
     chosen on ``n_select`` more, and only that test is counted on ``n_test`` fresh views per side, so
     the Clopper-Pearson bound needs no correction for the choice. Views are drawn on ``engine``, or
     given as ``pilots`` (per candidate: training views of side 0 and 1, then selection views of side 0
-    and 1), e.g. the features of runs another attack also uses to choose its test.
+    and 1), e.g. the features of runs another attack also uses to choose its test. ``project`` (per
+    candidate, or None for a candidate): fit on those projections (:func:`projected_lda_direction`);
+    ``threshold_for_fresh``: the threshold whose bound projected to ``n_test`` fresh views is largest
+    (:func:`~dpaudit.attacks.bounds.select_threshold_for_fresh`) rather than the best on the selection split. ``floor``: a bound the audit already shows by another test, below
+    which the fresh count may stop as futile (:class:`~dpaudit.attacks.sampling.Stop`).
     """
     t0 = time.perf_counter()
     views = draw_pilots(source, candidates, seed, n_train, n_select, engine, pilots, "lda_attack")
     best = None
     for i, c in enumerate(candidates):
         v = views[4 * i: 4 * i + 4]
-        w = lda_direction(v[0], v[1])
-        bound, test = best_threshold_test({"lda": v[2] @ w}, {"lda": v[3] @ w}, delta, confidence)[0]
+        P = None if project is None else project[i]
+        w = lda_direction(v[0], v[1]) if P is None else projected_lda_direction(v[0], v[1], P)
+        if threshold_for_fresh:
+            bound, test = select_threshold_for_fresh(v[2] @ w, v[3] @ w, delta, confidence, n_test)
+        else:
+            bound, test = best_threshold_test({"lda": v[2] @ w}, {"lda": v[3] @ w}, delta, confidence)[0]
         if best is None or bound > best[0]:
             best = (bound, test, w, c, score_edges(v[2] @ w, v[3] @ w, test))
     bound, test, w, c, edges = best
     f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
     counted = count(source, c, n_test, (f0, f1), Linear(w), test, engine, progress, f"{name}: fresh views",
-                    stop=None if claim is None else Stop(delta, confidence, claim), edges=edges)
+                    stop=None if claim is None else Stop(delta, confidence, claim, floor=floor), edges=edges)
     fp, tp, n_test = counted.fp, counted.tp, counted.n
     eps = counted.bound(delta, confidence)
     desc = source.describe(c)
     return AuditResult(name, eps, delta, confidence,
-                       {"label": desc.get("label", ""), "pair": desc, "statistic": "linear discriminant",
+                       {"label": desc.get("label", ""), "pair": desc,
+                        "statistic": "linear discriminant" + ("" if project is None else " on known projections"),
                         "threshold": test.threshold, "reject_when": test.reject_when()},
                        samples=len(candidates) * 2 * (n_train + n_select) + 2 * n_test,
                        seconds=time.perf_counter() - t0,

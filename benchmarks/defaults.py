@@ -16,7 +16,10 @@ Also the bundled per-run example (``examples/per_run_ucb.py``, a one-run class o
 correct and leaky) through ``--adapter per-run`` at the horizon the audit finds, as docs/outside-code.md runs it.
 
 With ``--thirdparty``, also the one-run classes of ``tests/thirdparty/`` (code written the way other
-authors write it, correct and buggy) through ``--adapter per-run`` at their defaults.
+authors write it, correct and buggy) through ``--adapter per-run`` at their defaults, the loop-shaped
+functions of ``tests/thirdparty/loops.py`` through ``--adapter loop`` and the Node.js reference policy
+``examples/process_ucb.js`` (and its ``--leaky`` flag) through ``--adapter process``. ``--only LABEL ...``
+with those rows' labels (``thirdparty/loops.py:dp_etc``, ``examples/process_ucb.js --leaky``) runs just them.
 
 Run:  python benchmarks/defaults.py [--seed 0] [--mutants] [--only NAME ...] [--protocols table,local]
       [--no-examples] [--thirdparty] [--append] [--out defaults]   (writes defaults.md and defaults.json here,
@@ -77,6 +80,14 @@ THIRDPARTY = [(f"thirdparty/{mod}.py:{cls}", f"{HERE.parent / 'tests' / 'thirdpa
                                ("etc", "PrivateETC"), ("etc", "WrongScaleETC"),
                                ("ucb_counter", "EpisodicLaplaceUCB"), ("ucb_counter", "NoResetEpisodicUCB"),
                                ("greedy", "TreeCounterGreedy"), ("greedy", "DoubleDividedGreedy"))]
+#: with --thirdparty: loop-shaped functions (tests/thirdparty/loops.py) through --adapter loop, and the Node.js
+#: reference policy (examples/process_ucb.js, correct and --leaky) through --adapter process, at the defaults
+JS = HERE.parent / "examples" / "process_ucb.js"
+NEW_ADAPTERS = ([(f"thirdparty/loops.py:{fn}", f"{HERE.parent / 'tests' / 'thirdparty' / 'loops'}.py:{fn}",
+                  ["--adapter", "loop", "--claim", "pure:eps=1"]) for fn in ("dp_etc", "dp_etc_mean_noise")]
+                + [(f"examples/process_ucb.js{flag}", f"node {JS}{flag}", ["--adapter", "process"])
+                   for flag in ("", " --leaky")])
+THIRDPARTY += NEW_ADAPTERS
 
 
 def run_one(name: str, protocol: str, seed: int, spec: str | None = None, options: list[str] | None = None) -> dict:
@@ -205,7 +216,9 @@ def main() -> None:
     kept = []
     if args.append and (HERE / f"{args.out}.json").exists():
         kept = json.loads((HERE / f"{args.out}.json").read_text())["rows"]
-    for name in private_policies(args.mutants) if args.only is None else args.only:
+    labels = {label for label, _, _ in THIRDPARTY}
+    only_rows = None if args.only is None else [n for n in args.only if n in labels]
+    for name in private_policies(args.mutants) if args.only is None else [n for n in args.only if n not in labels]:
         for proto in supported(name):
             if wanted is not None and proto not in wanted:
                 continue
@@ -217,7 +230,10 @@ def main() -> None:
     examples = [] if args.no_examples else PER_RUN
     if args.only is not None or (wanted is not None and "table" not in wanted):
         examples = []
-    for label, spec, options in examples + (THIRDPARTY if args.thirdparty else []):
+    extra = THIRDPARTY if args.thirdparty else []
+    if only_rows:  # --only LABEL ...: just those rows of --thirdparty
+        extra = [row for row in THIRDPARTY if row[0] in only_rows]
+    for label, spec, options in examples + extra:
         row = run_one(label, "table", args.seed, spec, options)
         rows.append(row)
         print(f"{label:<32} {'table':<12} {row.get('verdict', row.get('error')):<13} "

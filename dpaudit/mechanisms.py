@@ -32,6 +32,7 @@ __all__ = [
     "GaussianMechanism",
     "LaplaceMechanism",
     "PreDrawn",
+    "ReplayMismatch",
 ]
 
 NoiseKind = Literal["gaussian", "laplace"]
@@ -190,13 +191,29 @@ class Release:
         return noise.logpdf(self.value, c)
 
 
+class ReplayMismatch(DPAuditError):
+    """A replayed run asked its mechanisms for a release the recorded run did not make (:meth:`Ledger.replay`)."""
+
+
 @dataclass
 class Ledger:
-    """Every release of a batch of ``n_runs`` runs, in order."""
+    """Every release of a batch of ``n_runs`` runs, in order.
+
+    A ledger can also *replay* a recorded run (:meth:`replay`): the same policy, run again with the same
+    generator on a neighbouring input, gets from every mechanism call the value the recorded run
+    released, while the ledger records the centre computed from the new input. Release ``k`` of the
+    replay then holds the recorded value and its centre under the neighbouring input, holding every
+    release fixed; with release ``k`` of the recorded run this gives the exact privacy loss of the run
+    (the joint-DP gray-box attack, :mod:`dpaudit.attacks.joint_likelihood`). The mechanisms of this module
+    honour it (:class:`GaussianMechanism`, :class:`LaplaceMechanism`, :class:`BinaryTreeMechanism`); a
+    release made elsewhere shows as a value that differs from the recorded one.
+    """
 
     n_runs: int
     releases: list[Release] = field(default_factory=list)
     enabled: bool = True
+    #: the recorded releases being replayed (None: an ordinary ledger)
+    replaying: list[Release] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:  # validation (issue 12): Ledger(-1) used to be accepted
         if isinstance(self.n_runs, bool) or not isinstance(self.n_runs, (int, np.integer)) or self.n_runs < 1:
@@ -205,6 +222,32 @@ class Ledger:
     def record(self, release: Release) -> None:
         if self.enabled:
             self.releases.append(release)
+
+    def replay(self, releases: list[Release]) -> None:
+        """Replay ``releases`` (a recorded run's, in order, over the same ``n_runs``) from now on: every
+        mechanism call returns the value of the recorded release it corresponds to (:meth:`replayed`)."""
+        if not self.enabled or self.releases:
+            raise DPAuditError("a ledger replays a recorded run only when it records and has recorded nothing yet.")
+        self.replaying = list(releases)
+
+    def replayed(self, label: str, step: int, runs: np.ndarray | None, value: np.ndarray) -> np.ndarray:
+        """The value a mechanism releases: ``value`` (centre + fresh noise), or while replaying the value of
+        the next recorded release, which must be the same call (label, step, runs and shape), else
+        :class:`ReplayMismatch`. The fresh noise is drawn either way, so the generator stays in step."""
+        if self.replaying is None or not self.enabled:
+            return value
+        k = len(self.releases)
+        if k >= len(self.replaying):
+            raise ReplayMismatch(f"the replayed run made a release ({label!r} at step {step}) after the last of the "
+                                 f"{len(self.replaying)} releases of the recorded run.")
+        rec = self.replaying[k]
+        n = value.shape[0] if value.ndim else 1
+        same_runs = np.array_equal(np.asarray(rec.runs), np.arange(n) if runs is None else np.asarray(runs))
+        if rec.label != label or rec.step != step or not same_runs or rec.value.size != value.size:
+            raise ReplayMismatch(f"release {k} of the replayed run ({label!r} at step {step}, {value.size} values) is "
+                                 f"not the recorded run's ({rec.label!r} at step {rec.step}, {rec.value.size} values): "
+                                 "the calls to the mechanisms depend on the input other than through the releases.")
+        return rec.value.reshape(value.shape).copy()  # the policy may change what it gets in place
 
     def __len__(self) -> int:
         return len(self.releases)
@@ -267,6 +310,8 @@ class _Additive:
             raise DPAuditError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
         noise = Noise(self.kind, self.scale)
         value = centre + noise.sample(rng, centre.shape)
+        if ledger is not None and ledger.replaying is not None:
+            value = ledger.replayed(label, step, runs, value)
         if ledger is not None and ledger.enabled:
             c2 = centre.reshape(centre.shape[0], -1) if centre.ndim else centre.reshape(1, 1)
             v2 = value.reshape(c2.shape)
@@ -759,20 +804,26 @@ __all__ += ["symmetric_gaussian", "Channel", "GaussianChannel", "LaplaceChannel"
 # ==================================================================================================
 
 
+@functools.lru_cache(maxsize=64)
+def _upper_flat(d: int) -> np.ndarray:
+    """Flat indices (i d + j) of the upper triangle in ``np.triu_indices`` order (read-only)."""
+    iu = _triu(d)
+    flat = iu[0] * d + iu[1]
+    flat.flags.writeable = False
+    return flat
+
+
 def pack_symmetric(m: np.ndarray) -> np.ndarray:
     """The upper triangles (``np.triu_indices`` order) of stacked symmetric ``(..., d, d)`` matrices."""
+    m = np.asarray(m)
     d = m.shape[-1]
-    iu = np.triu_indices(d)
-    return m[..., iu[0], iu[1]]
+    return m.reshape(m.shape[:-2] + (d * d,)).take(_upper_flat(d), axis=-1)
 
 
 def unpack_symmetric(u: np.ndarray, d: int) -> np.ndarray:
     """Inverse of :func:`pack_symmetric`: ``(..., d(d+1)/2)`` -> ``(..., d, d)``."""
-    iu = np.triu_indices(d)
-    out = np.empty(u.shape[:-1] + (d, d))
-    out[..., iu[0], iu[1]] = u
-    out[..., iu[1], iu[0]] = u
-    return out
+    u = np.asarray(u)
+    return u.take(_packed_index(d), axis=-1).reshape(u.shape[:-1] + (d, d)).astype(float, copy=False)
 
 
 def tree_node_counts(horizon: int) -> np.ndarray:
@@ -808,8 +859,10 @@ class BinaryTreeMechanism:
     Every node is recorded in the ledger with the rounds under it; ``Fed.coef`` holds, as for every
     release, how each round's contribution moves per unit change of that round's reward (``coef`` of
     :meth:`add`; zero by default, right for statistics of contexts and actions only such as outer
-    products; ``x_s`` for a stream of ``x_s r_s``), so the gray-box attacks can recompute a node's
-    centre under a neighbouring reward.
+    products, and then kept as one block per run; ``x_s`` for a stream of ``x_s r_s``), so the gray-box
+    attacks can recompute a node's centre under a neighbouring reward. A ledger that replays a recorded
+    run (:meth:`Ledger.replay`) gets every node's recorded value back, with its centre from this run's
+    contributions: the joint-DP gray-box attack's exact loss when a round's *context* changes.
     """
 
     def __init__(self, horizon: int, shape: tuple[int, ...] | int, sigma: float, sensitivity: float, *,
@@ -836,7 +889,7 @@ class BinaryTreeMechanism:
         self._latest = np.zeros((self.levels, n, self.width))  # latest released node per level
         self._last_noise = np.zeros((self.levels, n, self.width))
         self._keep = ledger is not None and ledger.enabled
-        self._hist = np.zeros((n, self.horizon, self.width)) if self._keep else None
+        self._hist: np.ndarray | None = None  # the rounds' reward coefficients, from the first round that gives one
         self.t = -1
 
     def _flat(self, x: np.ndarray) -> np.ndarray:
@@ -865,6 +918,8 @@ class BinaryTreeMechanism:
             raise DPAuditError(f"{self.label}: round {t}'s contribution contains NaN or inf.")
         self.t = t
         if self._keep and coef is not None:
+            if self._hist is None:
+                self._hist = np.zeros((self.n_runs, self.horizon, self.width))
             self._hist[:, t] = self._flat(np.asarray(coef, dtype=float))
         self._acc += xf[None]
         c = t + 1
@@ -874,16 +929,22 @@ class BinaryTreeMechanism:
             noise = self._node_noise(level)
             self._last_noise[level] = noise
             centre = self._acc[level].copy()
-            self._latest[level] = centre + noise
+            lo = c - (1 << level)
+            label = f"{self.label}[level {level}, rounds {lo}..{c - 1}]"
+            value = centre + noise
+            if self._keep and self.ledger.replaying is not None:  # a replayed run: the recorded node's value
+                value = self.ledger.replayed(label, t, None, value)
+            self._latest[level] = value
             self._acc[level] = 0.0
             if self._keep:
-                lo = c - (1 << level)
                 n = self.n_runs
-                pos = np.repeat(np.arange(n), c - lo)
-                rounds = np.tile(np.arange(lo, c), n)
-                fed = Fed(pos, rounds, self._hist[:, lo:c].reshape(-1, self.width))
-                self.ledger.record(Release(f"{self.label}[level {level}, rounds {lo}..{c - 1}]", t,
-                                           Noise("gaussian", np.full(n, self.sigma)), self.sensitivity,
+                if self._hist is None:  # no round moves with its reward: one block per run, coefficient 0
+                    fed = Fed.interval(np.full(n, lo), np.full(n, c), np.zeros((n, self.width)))
+                else:
+                    pos = np.repeat(np.arange(n), c - lo)
+                    rounds = np.tile(np.arange(lo, c), n)
+                    fed = Fed(pos, rounds, self._hist[:, lo:c].reshape(-1, self.width))
+                self.ledger.record(Release(label, t, Noise("gaussian", np.full(n, self.sigma)), self.sensitivity,
                                            np.arange(n), centre, self._latest[level].copy(), fed))
         bits = [level for level in range(self.levels) if c >> level & 1]
         total = self._latest[bits].sum(axis=0)

@@ -863,6 +863,12 @@ class PluginPolicy:
         with guard(self._plugin, "run_copies", runs=cells):
             return fn(tables, which)
 
+    def play_tables(self, inputs: np.ndarray, which: np.ndarray, list_input: bool) -> Any:
+        """The loop adapter's whole-table play (``protocols.base.plays_tables``): a call on the batch of runs,
+        so the scaled watchdog scales its limit with the batch, as for ``act``."""
+        with guard(self._plugin, "play_tables", runs=self._runs):
+            return self._inner.play_tables(inputs, which, list_input)
+
     # ---- everything else the protocols may ask for ---------------------------------------
     def __getattr__(self, name: str) -> Any:
         inner = self.__dict__.get("_inner")  # absent while unpickling: no forwarding then

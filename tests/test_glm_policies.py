@@ -31,7 +31,8 @@ def test_registered():
     assert set(GLM) <= names
     mutants = {e.name for e in registered(mutants=True)}
     assert {"mutant-tree-reused-noise", "mutant-tree-no-leaf-noise", "mutant-noisy-det-switch",
-            "mutant-shuffle-arrival-order"} <= mutants
+            "mutant-shuffle-arrival-order", "mutant-jdp-add-remove-sensitivity", "mutant-jdp-sigma-typo",
+            "mutant-jdp-pgd-steps-unsplit"} <= mutants
 
 
 @pytest.mark.parametrize("name", GLM)

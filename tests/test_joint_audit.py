@@ -44,7 +44,7 @@ def test_jdp_glm_is_consistent(seed):
     out = audit_joint("jdp-glm", TINY, runs=2000, horizon=8, seed=seed)
     assert out["verdict"] == "consistent", out["reason"]
     assert 0 <= out["epsilon_lower"] < out["epsilon_claimed"]
-    assert {a["attack"] for a in out["attacks"]} == {"membership", "tree-releases"}
+    assert {a["attack"] for a in out["attacks"]} == {"membership", "tree-releases", "tree-likelihood"}
     assert out["ledger"]["implied_epsilon"] <= out["epsilon_claimed"] + 1e-9
     # joint DP does not hide a_t itself: the central view leaks far beyond the claim
     assert out["beside"][0]["attack"] == "central view" and out["beside"][0]["epsilon_lower"] > out["epsilon_claimed"]
@@ -128,7 +128,7 @@ def test_the_joint_audit_reports_the_black_box_attacks_power():
     assert 0 < pw["smallest_detectable"] < pw["largest_bound"] < 10
     membership = next(a for a in out["attacks"] if a["attack"] == "membership")
     assert pw["shown"] == membership["epsilon_lower"] < out["epsilon_claimed"]
-    assert any(n.startswith("power: the black-box attack") and "rests on the gray-box tree attack" in n
+    assert any(n.startswith("power: the black-box attack") and "rests on the release attacks" in n
                for n in out["notes"])
 
 

@@ -302,9 +302,12 @@ def test_captions_describe_only_what_ran(name, audits, written):
         return
     _assert_captions_describe_what_ran(a, page)
     low = page.lower()
-    if name in ("joint", "local-bco", "exact-joint"):  # no likelihood attack ran in these (shuffle has its gray box)
+    if name in ("local-bco", "exact-joint"):  # no likelihood attack ran in these (joint and shuffle have gray boxes)
         assert "likelihood" not in " ".join(_parse(page).captions.values()).lower()
         assert "fig-renyi" not in low or name == "exact-joint"  # the enumeration's exact D_alpha only
+    if name == "joint":  # the joint gray-box part, by its own name (not the central likelihood attack)
+        caps = " ".join(_parse(page).captions.values()).lower()
+        assert "'tree-likelihood'" in caps and caps.count("likelihood") == caps.count("tree-likelihood")
 
 
 def test_the_old_joint_captions_would_fail(audits):

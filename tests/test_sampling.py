@@ -86,7 +86,7 @@ def test_attacks_given_their_pilots_find_what_they_would_have_drawn():
     from dpaudit.attacks.sampling import draw_many
     from dpaudit.policies import make_policy
     from dpaudit.protocols.joint import joint_pairs
-    from dpaudit.runner.joint import JointViewSource, PilotSource
+    from dpaudit.runner.joint import JointViewSource, TreeSource
 
     T = 4
     policy = make_policy("jdp-glm", {"n_arms": "3", "dim": "2", "horizon": str(T)})
@@ -95,13 +95,12 @@ def test_attacks_given_their_pilots_find_what_they_would_have_drawn():
 
     def pilots_of(seed: np.random.SeedSequence, family: str) -> list:
         seeds = [ss.spawn(4) for ss in seed.spawn(len(pairs))]
-        drawn = draw_many(PilotSource(policy, pairs, T, 2), [(c, side, small, sd[k]) for c, sd in enumerate(seeds)
-                                                             for side, k in ((0, 0), (1, 1), (0, 2), (1, 3))])
-        return [v[family] for v in drawn]
+        source = JointViewSource(policy, pairs, T) if family == "actions" else TreeSource(policy, pairs, T, 2)
+        return draw_many(source, [(c, side, small, sd[k]) for c, sd in enumerate(seeds)
+                                  for side, k in ((0, 0), (1, 1), (0, 2), (1, 3))])
 
     src = JointViewSource(policy, pairs, T)
     kw = dict(delta=1e-5, confidence=0.95, small=small, runs=runs, name="membership")
-    # PilotSource runs record the ledger; its actions are those of the same runs without it
     own = view_attack(src, list(range(len(pairs))), [p.round for p in pairs], 3, T, np.random.SeedSequence(5), **kw)
     given = view_attack(src, list(range(len(pairs))), [p.round for p in pairs], 3, T, np.random.SeedSequence(5),
                         pilots=pilots_of(np.random.SeedSequence(5), "actions"), **kw)

@@ -26,6 +26,10 @@ Which module holds what (each imports only the ones listed after it, as pyprojec
 
 * ``build`` -- :func:`build_policy`;
 * ``options`` -- :func:`parse_adapter`, :data:`ADAPTER_OPTIONS`: ``--adapter`` as text;
+* ``loop`` -- :class:`LoopPolicy`, :func:`make_loop`: code that runs its own loop (``--adapter loop``),
+  each copy run to completion on its reward table;
+* ``process`` -- :class:`ProcessPolicy`, :func:`make_process`: a policy in another process or language
+  over the line-delimited JSON protocol ``dpaudit.process/1`` (``--adapter process``);
 * ``per_run`` -- :class:`PerRun`, :class:`LocalPerRun` and :func:`make_per_run`: the adapter itself
   (building the copies, driving them each round, the local channel);
 * ``probe`` -- the probe before an audit (``Probe``: the calls checked, a swapped argument order
@@ -51,7 +55,9 @@ from dpaudit.adapters.build import build_policy
 from dpaudit.adapters.claims import CLAIM_FORMS, parse_claim
 from dpaudit.adapters.horizon import HORIZON_NAMES, horizon_parameter
 from dpaudit.adapters.options import ADAPTER_OPTIONS, parse_adapter
+from dpaudit.adapters.loop import LoopPolicy, make_loop
 from dpaudit.adapters.per_run import LocalPerRun, PerRun, make_per_run
+from dpaudit.adapters.process import ProcessPolicy, make_process
 from dpaudit.adapters.rewards import realise_means, reward_alphabet
 from dpaudit.adapters.seeding import SEED_NAMES, find_module_generators
 from dpaudit.adapters.shape import N_ARMS_NAMES, SELECT_NAMES, UPDATE_NAMES
@@ -82,5 +88,9 @@ __all__ = [
     "ADAPTER_OPTIONS",
     "parse_adapter",
     "make_per_run",
+    "LoopPolicy",
+    "make_loop",
+    "ProcessPolicy",
+    "make_process",
     "build_policy",
 ]

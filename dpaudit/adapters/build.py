@@ -10,7 +10,9 @@ from dpaudit.accountants import Guarantee
 from dpaudit.adapters.claims import CLAIM_FORMS, parse_claim
 from dpaudit.adapters.horizon import horizon_parameter
 from dpaudit.adapters.options import parse_adapter
+from dpaudit.adapters.loop import make_loop
 from dpaudit.adapters.per_run import make_per_run
+from dpaudit.adapters.process import make_process
 from dpaudit.errors import DPAuditError, check_int
 
 __all__ = ["build_policy"]
@@ -24,7 +26,9 @@ def build_policy(spec: str, params: Mapping[str, Any] | None = None, horizon: in
     the horizon given to the constructor parameter :func:`horizon_parameter` finds (``horizon``,
     ``T``, ``iters``, ...; unless ``params`` sets it); ``claim``, if given, replaces the one the
     policy declares (a plug-in without one needs it). ``adapter="per-run"``: :func:`make_per_run`
-    (``options`` go to :class:`PerRun`). The policy must say how many arms it has.
+    (``options`` go to :class:`PerRun`); ``"loop"``: :func:`~dpaudit.adapters.loop.make_loop` (a function
+    or class that runs its own loop); ``"process"``: :func:`~dpaudit.adapters.process.make_process`
+    (``spec`` is a command speaking ``dpaudit.process/1``). The policy must say how many arms it has.
     """
     from dpaudit.policies.registry import load_policy_class, make_policy
 
@@ -33,6 +37,10 @@ def build_policy(spec: str, params: Mapping[str, Any] | None = None, horizon: in
         options = {**more, **options}
     if adapter == "per-run":
         return make_per_run(spec, params, claim, horizon, **options)
+    if adapter == "process":
+        return make_process(spec, params, claim, horizon, **options)
+    if adapter == "loop":
+        return make_loop(spec, params, claim, horizon, **options)
     if options:
         raise DPAuditError(f"options {', '.join(options)} apply to the per-run adapter only.")
     params = dict(params or {})

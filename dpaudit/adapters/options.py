@@ -1,5 +1,6 @@
-"""The adapter's options as text: ``--adapter per-run[:KEY=VALUE,...]`` (:func:`parse_adapter`,
-:data:`ADAPTER_OPTIONS`), refused in one sentence before anything is built."""
+"""The adapters' options as text: ``--adapter per-run[:KEY=VALUE,...]`` (:func:`parse_adapter`,
+:data:`ADAPTER_OPTIONS`), ``--adapter loop[:KEY=VALUE,...]`` (:data:`LOOP_OPTIONS`) and ``--adapter
+process[:KEY=VALUE,...]`` (:data:`PROCESS_OPTIONS`), refused in one sentence before anything is built."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from dpaudit.adapters.arguments import parse_arg_map
 from dpaudit.errors import DPAuditError
 
-__all__ = ["ADAPTER_OPTIONS", "LIST_OPTIONS", "ADAPTER_SYNTAX", "parse_adapter"]
+__all__ = ["ADAPTER_OPTIONS", "LIST_OPTIONS", "ADAPTER_SYNTAX", "PROCESS_OPTIONS", "LOOP_OPTIONS", "parse_adapter"]
 
 #: options of ``--adapter per-run:KEY=VALUE,...`` and the PerRun argument each sets
 ADAPTER_OPTIONS = {"select": "select", "update": "update", "step": "step", "update_args": "update_args",
@@ -18,6 +19,55 @@ ADAPTER_OPTIONS = {"select": "select", "update": "update", "step": "step", "upda
 LIST_OPTIONS = ("update_args", "step_args", "domain")
 ADAPTER_SYNTAX = ("per-run:select=NAME,update=NAME,update_args=t,arm,reward,step=NAME,step_args=reward,arm,"
                   "first_round=1,n_arms=K,horizon=NAME,globals=off|redirect|swap,randomizer=NAME,domain=LOW,HIGH")
+
+
+#: options of ``--adapter process:KEY=VALUE,...`` (:class:`dpaudit.adapters.process.ProcessPolicy`)
+PROCESS_OPTIONS = {"batch": "batch", "n_arms": "n_arms", "timeout": "timeout"}
+#: options of ``--adapter loop:KEY=VALUE,...`` (:class:`dpaudit.adapters.loop.LoopPolicy`): the
+#: environment's parameter or factory, its method names for the mapped calls, the number of arms,
+#: the horizon's parameter, the seed's
+LOOP_OPTIONS = {"env": "env", "pull": "pull", "step": "step", "reward": "reward", "get_reward": "get_reward",
+                "n_arms": "n_arms", "horizon": "horizon_name", "globals": "globals_mode", "factory": "factory",
+                "run": "run"}
+PROCESS_SYNTAX = "process:batch=on|off,n_arms=K,timeout=SECONDS"
+LOOP_SYNTAX = ("loop:env=NAME,pull=NAME,step=NAME,reward=NAME,get_reward=NAME,run=NAME,n_arms=K,horizon=NAME,"
+               "factory=NAME,globals=off|redirect|swap")
+
+
+def _parse_simple(kind: str, rest: str, keys: dict[str, str]) -> dict[str, Any]:
+    """``KEY=VALUE,...`` of the process and loop adapters (no list values), each checked."""
+    options: dict[str, Any] = {}
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in keys or not value:
+            raise DPAuditError(f"{kind} adapter option {item!r} must be KEY=VALUE with KEY one of {', '.join(keys)}.")
+        if keys[key] in options:
+            raise DPAuditError(f"{kind} adapter option {key} is given twice.")
+        if key == "n_arms":
+            try:
+                value = int(value)
+            except ValueError:
+                raise DPAuditError(f"{kind} adapter option n_arms must be an integer, got {value!r}.") from None
+        elif key == "timeout":
+            try:
+                seconds = float(value)
+            except ValueError:
+                seconds = float("nan")
+            if not 0 < seconds < float("inf"):
+                raise DPAuditError(f"process adapter option timeout must be a number of seconds > 0, got "
+                                   f"{value!r}.")
+            value = seconds
+        elif key == "batch":
+            if value.lower() not in ("on", "off", "true", "false", "1", "0"):
+                raise DPAuditError(f"process adapter option batch must be on or off, got {value!r}.")
+            value = value.lower() in ("on", "true", "1")
+        elif key == "globals" and value not in ("off", "redirect", "swap"):
+            raise DPAuditError(f"loop adapter option globals must be off, redirect or swap, got {value!r}.")
+        elif key not in ("globals",) and not value.isidentifier():
+            raise DPAuditError(f"{kind} adapter option {key} must be a Python name, got {value!r}.")
+        options[keys[key]] = value
+    return options
 
 
 def parse_adapter(text: str) -> tuple[str, dict[str, Any]]:
@@ -32,9 +82,14 @@ def parse_adapter(text: str) -> tuple[str, dict[str, Any]]:
     a user's datum). A list value goes on over the commas that follow it up to the next ``KEY=``:
     ``per-run:update_args=t,arm,reward,first_round=1``."""
     name, _, rest = str(text).partition(":")
+    if name.strip() in ("process", "loop"):
+        kind = name.strip()
+        return kind, _parse_simple(kind, rest, PROCESS_OPTIONS if kind == "process" else LOOP_OPTIONS)
     if name.strip() != "per-run":
-        raise DPAuditError(f"unknown adapter {text!r}; the one adapter is 'per-run' (a one-run class run as N copies), "
-                           f"optionally with options as in {ADAPTER_SYNTAX}.")
+        raise DPAuditError(f"unknown adapter {text!r}; the adapters are 'per-run' (a one-run class run as N copies, "
+                           f"options as in {ADAPTER_SYNTAX}), 'loop' (a function or class that runs its own loop: "
+                           f"{LOOP_SYNTAX}) and 'process' (POLICY is a command speaking dpaudit.process/1: "
+                           f"{PROCESS_SYNTAX}).")
     options: dict[str, Any] = {}
     last = None
     for item in filter(None, (x.strip() for x in rest.split(","))):

@@ -308,7 +308,7 @@ def add_named_options(c: argparse.ArgumentParser, target: Any = None) -> None:
     target.add_argument("--claim", default=None, metavar="CLAIM",
                         help="the guarantee to check, replacing any the policy declares: pure:eps=E, zcdp:rho=R, "
                              "approx:eps=E,delta=D or rdp:alpha=A,eps=E; every protocol")
-    target.add_argument("--adapter", default=None, metavar="per-run[:NAME=VALUE,...]",
+    target.add_argument("--adapter", default=None, metavar="per-run|loop|process[:NAME=VALUE,...]",
                         help="per-run: POLICY is a one-run class (select_arm()/update(arm, reward), pull(), "
                              "step(...)), or a function FILE.py:FUNCTION / module:FUNCTION returning one (typed by its "
                              "signature, the horizon to the parameter that names it); dpaudit runs N seeded copies of "
@@ -320,7 +320,13 @@ def add_named_options(c: argparse.ArgumentParser, target: Any = None) -> None:
                              "randomizer=NAME,domain=LOW,HIGH (a local-DP class: the method that turns a user's datum "
                              "into her message; then local is the default protocol). A list value runs to the next "
                              "NAME=. Table, view, interactive and local; refused under joint and shuffle (they build "
-                             "contextual inputs)")
+                             "contextual inputs). loop: POLICY is a function (or a class with run()) that runs its "
+                             "own loop over an environment it is given (env.pull(arm), reward(t, arm), gym-like "
+                             "step(action)); options env=NAME, factory=NAME, pull=NAME, step=NAME, reward=NAME, "
+                             "run=NAME, n_arms=K, horizon=NAME, globals=off|redirect|swap (table and view). process: "
+                             "POLICY is a command speaking the line-delimited JSON protocol dpaudit.process/1 "
+                             "(docs/outside-code.md), e.g. \"node examples/process_ucb.js\"; options batch=on|off, "
+                             "n_arms=K, timeout=SECONDS")
     target.add_argument("--pair", default=None, metavar="PAIR.json",
                         help="audit exactly this neighbouring pair instead of searching for one (format "
                              "dpaudit.pair/1): table, view, interactive: two reward tables or lists differing in one "

@@ -221,6 +221,10 @@ class JointDPGLM(_GLMBase):
     running_max = True
     #: stop updating after max_updates PGD calls (False: a mutant that trusts the count bound)
     enforce_cap = True
+    #: the L2 sensitivities the mechanisms are calibrated with and record in the ledger: a round's packed
+    #: outer product (sqrt 2) and its gradient term (2), when a neighbour replaces the round's context and reward
+    tree_sensitivity = math.sqrt(2.0)
+    grad_sensitivity = 2.0
 
     def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, epsilon: float = 4.0,
                  delta: float = 1e-5, link: str = "logistic", theta_bound: float = 2.0, lam: float = 1.0,
@@ -236,15 +240,21 @@ class JointDPGLM(_GLMBase):
         if self.private:
             self.rho = zcdp_rho_for_epsilon(self.epsilon, self.delta)
             self.claim: Guarantee | None = ZCDP(self.rho)
-            self.sigma_tree = tree_sigma(self.horizon, self.rho / 4, math.sqrt(2.0))
-            self.sigma_grad = 2.0 / math.sqrt(2 * (self.rho / 2) / (self.max_updates * self.pgd_steps))
+            self.sigma_tree, self.sigma_grad = self._calibrate()
         else:
             self.rho, self.claim, self.sigma_tree, self.sigma_grad = 0.0, None, 0.0, 0.0
         levels = tree_max_nodes(self.horizon)
         self.shift = self.shift_scale * self.sigma_tree * math.sqrt(levels) * (2 * math.sqrt(self.dim) + math.sqrt(2 * math.log(2 * self.horizon)))
 
+    def _calibrate(self) -> tuple[float, float]:
+        """(sigma_tree, sigma_grad): each tree ``rho / 4``-zCDP per round, the ``max_updates * pgd_steps``
+        gradient releases ``rho / 2`` together (mutants override this)."""
+        return (tree_sigma(self.horizon, self.rho / 4, self.tree_sensitivity),
+                self.grad_sensitivity / math.sqrt(2 * (self.rho / 2) / (self.max_updates * self.pgd_steps)))
+
     def _tree(self, label: str) -> BinaryTreeMechanism:
-        return BinaryTreeMechanism(self.horizon, (self.dim,), self.sigma_tree, math.sqrt(2.0), symmetric=True, label=label)
+        return BinaryTreeMechanism(self.horizon, (self.dim,), self.sigma_tree, self.tree_sensitivity, symmetric=True,
+                                   label=label)
 
     def _reset(self) -> None:
         n, d = self.n_runs, self.dim
@@ -264,7 +274,7 @@ class JointDPGLM(_GLMBase):
         self.R = np.zeros((n, self.horizon))
         self.updates = np.zeros(n, dtype=np.int64)
         self.explored = np.zeros((n, self.horizon), dtype=bool)
-        self._grad_mech = GaussianMechanism(2.0, self.sigma_grad) if self.private else None
+        self._grad_mech = GaussianMechanism(self.grad_sensitivity, self.sigma_grad) if self.private else None
 
     def _regularise(self, M: np.ndarray) -> np.ndarray:
         d = self.dim

@@ -326,6 +326,7 @@ class DoubleDividedCounterGreedy(OutsideStyle):
 # Joint-DP and shuffle-DP mutants (issue 13): seed 002's GLM bandits with one real bug each
 # ==================================================================================================
 
+from dpaudit.accountants import tree_max_nodes  # noqa: E402
 from dpaudit.mechanisms import BinaryTreeMechanism  # noqa: E402
 from dpaudit.policies.glm import JointDPGLM, ShuffleGLM  # noqa: E402
 
@@ -385,6 +386,67 @@ class NoisyDetSwitchGLM(JointDPGLM):
         # determinant swings enough at audit horizons (T = 16-32) for the bug to act
         super().__init__(n_arms, dim, horizon, epsilon, delta, link, theta_bound, lam, gamma, beta, max_updates,
                          pgd_steps, shift_scale)
+
+
+# The three below keep jdp-glm's claim (rho-zCDP, rho = 0.3731 for eps = 4 at delta = 1e-5) and break only
+# the calibration, so their true guarantee follows from the same analysis with the right numbers: a round
+# lies under floor(log2 T) + 1 nodes of each tree, each moving by at most sqrt 2 (the packed outer product
+# of a replaced unit context), and feeds at most max_updates * pgd_steps gradient releases, each moving by
+# at most 2; the true zCDP is the sum of (true sensitivity / sigma)^2 / 2 over those releases. "eps" below
+# is at delta = 1e-5, by the conversion the claim itself uses (cks, 4.0 for the correct policy) and, in
+# brackets, by composing the Gaussian releases exactly (3.698 for the correct policy).
+
+@register("mutant-jdp-add-remove-sensitivity", family="glm", mutant=True)
+class AddRemoveSensitivityGLM(JointDPGLM):
+    """jdp-glm calibrated for a round added or removed, although joint DP's neighbours replace a round.
+
+    Adding or removing round t moves a tree node by ``x x^T`` (Frobenius norm 1) and a gradient by its
+    term ``(mu(x^T theta) - r) x`` (norm 1); replacing round t's context and reward, the neighbouring
+    relation of joint DP (Shariff & Sheffet 2018; Vietri et al. 2020), moves them by up to sqrt 2 and 2.
+    The mutant's trees and gradients use sensitivity 1 and record it in the ledger, so the ledger's
+    composition matches the claim. True guarantee: each tree's rho / 4 becomes 2 rho / 4 and the
+    gradients' rho / 2 becomes 4 rho / 2: 3 rho = 1.119-zCDP, eps = 7.57 (7.03), 1.89 (1.76) times the
+    claimed 4. The audits' canary (round 0, whose context is replaced) moves the H-tree by sqrt 2 at
+    noise calibrated for 1: that pair alone has eps = 2.49 (1.69 for the correct policy).
+    """
+
+    tree_sensitivity = 1.0
+    grad_sensitivity = 1.0
+
+
+@register("mutant-jdp-sigma-typo", family="glm", mutant=True)
+class SigmaTypoGLM(JointDPGLM):
+    """jdp-glm whose noise multiplier reads 1/(2 sqrt(rho')) for 1/sqrt(2 rho'), in the trees and the gradients.
+
+    A Gaussian release of sensitivity D is rho'-zCDP with sigma = D / sqrt(2 rho'); the mutant writes
+    D / (2 sqrt(rho')), smaller by sqrt 2, for each tree's share (with the floor(log2 T) + 1 nodes a
+    round lies under) and each gradient release's. Every release costs twice its share: 2 rho =
+    0.7463-zCDP, eps = 5.96 (5.53), 1.49 (1.38) times the claimed 4. The ledger records the true sigma
+    and sensitivity, so its per-round composition shows the doubled cost.
+    """
+
+    def _calibrate(self) -> tuple[float, float]:
+        L = tree_max_nodes(self.horizon)
+        sigma_tree = self.tree_sensitivity * math.sqrt(L) / (2 * math.sqrt(self.rho / 4))
+        sigma_grad = self.grad_sensitivity / (2 * math.sqrt((self.rho / 2) / (self.max_updates * self.pgd_steps)))
+        return sigma_tree, sigma_grad
+
+
+@register("mutant-jdp-pgd-steps-unsplit", family="glm", mutant=True)
+class PGDStepsUnsplitGLM(JointDPGLM):
+    """jdp-glm whose gradient budget is split over the updates but not over each update's PGD steps.
+
+    The gradients' rho / 2 is divided by ``max_updates`` only, as if an update were one release; each
+    of its ``pgd_steps`` (5) steps releases a gradient at that cost. A round fed to every update pays
+    5 rho / 2 for the gradients and rho / 2 for the trees: 3 rho = 1.119-zCDP, eps = 7.57 (7.03), 1.89
+    (1.76) times the claimed 4 at the defaults (at pgd_steps = s: (1 + s) rho / 2). Only runs where
+    Criterion II fires after the canary round release gradients, so at short horizons the excess hides
+    in the few runs that update more than once.
+    """
+
+    def _calibrate(self) -> tuple[float, float]:
+        sigma_tree, _ = super()._calibrate()
+        return sigma_tree, self.grad_sensitivity / math.sqrt(2 * (self.rho / 2) / self.max_updates)
 
 
 @register("mutant-shuffle-arrival-order", family="glm", mutant=True)

@@ -25,7 +25,7 @@ from dpaudit.errors import DPAuditError
 from dpaudit.policies.base import check_actions
 
 __all__ = ["Adversary", "Protocol", "Pair", "FixedActionSet", "ContextInput", "check_context_input",
-           "offers_blocks", "offers_copies", "check_table"]
+           "offers_blocks", "offers_copies", "plays_tables", "check_table"]
 
 
 class Adversary:
@@ -175,7 +175,17 @@ def offers_copies(policy) -> bool:
     inner = policy
     for _ in range(3):
         inner = getattr(inner, "wrapped", inner)
-    return type(inner).__module__.startswith("dpaudit.adapters")
+    return type(inner).__module__.startswith("dpaudit.adapters") and callable(getattr(inner, "run_copies", None))
+
+
+def plays_tables(policy) -> bool:
+    """Whether ``Protocol.run`` may hand ``policy`` whole reward tables (``play_tables``) instead of driving it
+    round by round: dpaudit's loop adapter (:class:`dpaudit.adapters.loop.LoopPolicy`), whose copies run their
+    own loops to completion on a table fixed in advance (Table and View DP fix it; no adversary)."""
+    inner = policy
+    for _ in range(3):
+        inner = getattr(inner, "wrapped", inner)
+    return type(inner).__module__.startswith("dpaudit.") and callable(getattr(inner, "play_tables", None))
 
 
 class Protocol:
@@ -266,6 +276,8 @@ class Protocol:
                 f"{getattr(policy, 'name', '') or type(policy).__name__} runs step by step."
             )
         who = getattr(policy, "name", "") or type(policy).__name__
+        if adversary is None and contexts is None and plays_tables(policy):
+            return policy.play_tables(data[None], np.zeros(n_runs, dtype=np.int64), self.list_input)
         if path != "step" and blocks_ok:
             return self._run_blocks(policy, data, n_runs, n_arms, who)
         if adversary is None and contexts is None and self._copies_ok(policy, data, lo, hi):
@@ -298,6 +310,8 @@ class Protocol:
         except TypeError:
             policy.reset(n, rng)
         who = getattr(policy, "name", "") or type(policy).__name__
+        if plays_tables(policy):
+            return policy.play_tables(inputs, which, self.list_input).reshape(m, n_per, horizon)
         lo, hi = getattr(policy, "reward_range", (-np.inf, np.inf))
         if (offers_blocks(policy) and type(self).block_sums is not Protocol.block_sums
                 and inputs.min() >= lo and inputs.max() <= hi):

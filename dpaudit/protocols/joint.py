@@ -10,23 +10,28 @@ others) in every round, rewards 1/2, and at round t either
   when d = 1),
 
 with t in {0, T/2}; plus the PGD read-out adversary (:func:`readout_pairs`) and, for the central view
-a_t..a_T reported beside the verdict, a canary that swaps which arm carries ``e1``. The gray-box view
-of a policy built on binary trees is :func:`tree_features`: the tree nodes at and beside the canary.
+a_t..a_T reported beside the verdict, a canary that swaps which arm carries ``e1``. The release parts
+use the worst-case canaries of :func:`canary_pairs` (derived from the trees' calibration: orthogonal
+contexts and changed rewards at the round under the most released nodes); their view of a policy built
+on binary trees is :func:`canary_nodes` / :func:`tree_features` (the tree nodes at and beside the
+canary), and :meth:`JointDP.run` replays a recorded run on the other input for the exact loss.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Sequence
 
 import numpy as np
 
 from dpaudit.errors import DPAuditError
+from dpaudit.mechanisms import ReplayMismatch, tree_node_counts
 from dpaudit.policies.base import check_actions
 
 from .base import ContextInput, Protocol, check_context_input
 
-__all__ = ["ContextInput", "JointDP", "JointPair", "ReadoutPair", "joint_pairs", "readout_pairs", "tree_features",
-           "READOUT_NORM", "READOUT_EVERY", "check_context_input"]
+__all__ = ["ContextInput", "JointDP", "JointPair", "ReadoutPair", "joint_pairs", "readout_pairs", "canary_pairs",
+           "canary_nodes", "tree_features", "READOUT_NORM", "READOUT_EVERY", "check_context_input"]
 
 
 class JointDP(Protocol):
@@ -49,7 +54,10 @@ class JointDP(Protocol):
     def neighbours(self, data, alphabet):
         raise DPAuditError("joint-DP neighbours are chosen by the adversaries of dpaudit.protocols.joint, not enumerated.")
 
-    def run(self, policy, data, n_runs, rng, adversary=None, *, record=True, path="auto"):
+    def run(self, policy, data, n_runs, rng, adversary=None, *, record=True, path="auto", replay=None):
+        """Run ``n_runs`` runs on ``data``; ``replay``: the releases of a recorded run on a neighbouring input
+        with a generator in the same state as ``rng`` (:meth:`dpaudit.mechanisms.Ledger.replay`), so that every
+        release keeps its recorded value and the ledger records its centre under ``data``."""
         if adversary is not None:
             raise DPAuditError("under joint DP the adversary acts through the fixed contexts and rewards, not by queries.")
         n_arms = int(policy.n_arms)
@@ -58,6 +66,12 @@ class JointDP(Protocol):
             policy.reset(n_runs, rng, record=record)
         except TypeError:
             policy.reset(n_runs, rng)
+        if replay is not None:
+            ledger = getattr(policy, "ledger", None)
+            if not record or not callable(getattr(ledger, "replay", None)):
+                raise ReplayMismatch("a replayed run needs a policy that records a dpaudit.mechanisms.Ledger, and "
+                                     "record=True.")
+            ledger.replay(replay)
         T = inp.X.shape[0]
         who = getattr(policy, "name", "") or type(policy).__name__
         views = np.empty((n_runs, T), dtype=np.int64)
@@ -116,24 +130,87 @@ def joint_pairs(n_arms: int, dim: int, horizon: int, *, central: bool = False) -
     return out
 
 
-def tree_features(policy: Any, t: int, horizon: int) -> np.ndarray:
-    """Values of the tree nodes containing round t and of their siblings, from the policy's ledger."""
-    feats = []
-    for rel in policy.ledger.releases:
-        label = rel.label
-        if "tree[" not in label:
+def canary_pairs(n_arms: int, dim: int, horizon: int) -> list[JointPair]:
+    """The worst-case canaries for the releases of a policy built on binary trees of outer products
+    (Sarmasarkar 2026, Alg. 2: trees of x_s x_s^T, a private gradient of terms (mu(x_s^T theta) - r_s) x_s).
+
+    Derived from the trees' calibration: a round's packed outer product has L2-sensitivity sqrt(2), the
+    largest distance between two unit rank-one matrices, attained exactly by two *orthogonal* unit
+    contexts; so the canary's arms all carry ``e1`` on one side and all ``e2`` on the other (whatever arm
+    the policy plays, its played context is known), and with them the rewards change too (under joint DP
+    a round's context and reward both change): 0 vs 1 and 1 vs 0, the two orientations of the gradient
+    term's change, whose size depends on the estimate theta at each gradient release. With d = 1 there is
+    no second direction: ``e1`` against the zero vector (shift 1).
+
+    The canary round is the first round under the most released nodes within T
+    (:func:`dpaudit.mechanisms.tree_node_counts`): round 0, which lies under floor(log2 T) + 1 nodes for
+    every T and feeds every gradient release that follows. Its history is empty, which is also the
+    history under which Alg. 2's canary round is most likely to explore and so feed the exploration tree
+    too: V~ is then exactly (lambda + shift) I, and any earlier round could only add explored outer
+    products and tree noise to it (measured: with ``shift_scale=0`` round 0 explores in every run, a
+    canary after eight quiet rounds in fewer, and its loss is smaller). The background is
+    :func:`joint_pairs`'. The audit screens the two pairs, and which side to sample, on pilot runs.
+    """
+    K, d, T = int(n_arms), int(dim), int(horizon)
+    e1 = np.zeros(d)
+    e1[0] = 1.0
+    e2 = np.zeros(d)
+    if d > 1:
+        e2[1] = 1.0
+    other = "e2" if d > 1 else "0"
+    X = np.zeros((T, K, d))
+    X[:, 0], X[:, 1] = e1, -e1
+    R = np.full((T, K), 0.5)
+    t = int(np.argmax(tree_node_counts(T)))  # the first of the rounds under the most nodes: 0
+
+    def pair(r0: float, r1: float) -> JointPair:
+        Xa, Ra = X.copy(), R.copy()
+        Xb, Rb = Xa.copy(), Ra.copy()
+        Xa[t], Xb[t] = e1, e2
+        Ra[t], Rb[t] = r0, r1
+        return JointPair(ContextInput(Xa, Ra), ContextInput(Xb, Rb), t,
+                         f"canary: round {t}'s arms all (e1, reward {r0:g}) vs all ({other}, reward {r1:g})")
+
+    return [pair(0.0, 1.0), pair(1.0, 0.0)]
+
+
+#: a binary-tree node's release label: ``NAME[level L, rounds A..B]`` (:class:`dpaudit.mechanisms.BinaryTreeMechanism`)
+_NODE = re.compile(r"^(?P<tree>.*)\[level (?P<level>\d+), rounds (?P<lo>\d+)\.\.(?P<hi>\d+)\]$")
+
+
+def canary_nodes(releases: Sequence[Any], t: int) -> list[dict[str, Any]]:
+    """The binary-tree nodes near round ``t`` among a ledger's releases, in release order: every node that
+    contains round t (``on_path``) and the sibling of each (the node a reused-noise bug would correlate
+    with it: a parent that reuses a child's noise minus that child is the other child, noise-free). Each is
+    ``{"index", "tree", "level", "lo", "hi", "on_path", "parent"}`` (``parent``: the index in this list of
+    the path node whose sibling it is, or its own for a path node)."""
+    out = []
+    for k, rel in enumerate(releases):
+        m = _NODE.match(getattr(rel, "label", ""))
+        if m is None:
             continue
-        lo_hi = label.split("rounds ")[1].rstrip("]").split("..")
-        lo, hi = int(lo_hi[0]), int(lo_hi[1]) + 1
+        lo, hi = int(m["lo"]), int(m["hi"]) + 1
         size = hi - lo
         parent_lo = lo - (lo % (2 * size))
-        if lo <= t < hi or parent_lo <= t < parent_lo + 2 * size:
-            feats.append(rel.value)
-    if not feats:
+        on_path = lo <= t < hi
+        if on_path or parent_lo <= t < parent_lo + 2 * size:
+            out.append({"index": k, "tree": m["tree"], "level": int(m["level"]), "lo": lo, "hi": hi - 1,
+                        "on_path": on_path})
+    for node in out:
+        node["parent"] = next((i for i, p in enumerate(out) if p["on_path"] and p["tree"] == node["tree"]
+                               and p["level"] == node["level"]), None)
+    return out
+
+
+def tree_features(policy: Any, t: int, horizon: int) -> np.ndarray:
+    """Values of the tree nodes containing round t and of their siblings (:func:`canary_nodes`), from the
+    policy's ledger: (n_runs, sum of the nodes' widths)."""
+    rels = policy.ledger.releases
+    nodes = canary_nodes(rels, t)
+    if not nodes:
         raise DPAuditError("the policy's ledger has no binary-tree release near the canary round; the gray-box tree "
                            "attack needs a policy built on dpaudit.mechanisms.BinaryTreeMechanism.")
-    return np.hstack(feats)
-
+    return np.hstack([rels[n["index"]].value for n in nodes])
 
 
 #: the read-out arms' context length: small, so that read-out rounds barely move the estimate they read

@@ -70,7 +70,7 @@ def pilot_budgets(probe: Any, runs: int) -> tuple[int, int, bool]:
     inner = probe
     for _ in range(3):
         inner = getattr(inner, "wrapped", inner)
-    if isinstance(inner, PerRun):
+    if isinstance(inner, PerRun) or getattr(inner, "per_copy", False) is True:  # the loop adapter too
         return PILOT_CELLS, min(small_sample(runs), PER_RUN_SMALL), True
     return PILOT_CELLS, small_sample(runs), False
 
@@ -274,8 +274,9 @@ def audit(ctx: Context) -> None:
     ctx.params = params() if callable(params) else dict(r.params)
     ctx.extra.update({"n_arms": K, "confidence_per_attack": conf_each})
     if small < small_sample(r.runs):
-        notes.append(f"the search ranked its candidates on {small} runs per split (a one-run class costs a Python call "
-                     f"per run and step; {small_sample(r.runs)} for a batched policy); the bound comes from the "
+        notes.append(f"the search ranked its candidates on {small} runs per split (code run copy by copy -- a one-run "
+                     f"class, loop-shaped code, a process served run by run -- costs a call per run and step; "
+                     f"{small_sample(r.runs)} for a batched policy); the bound comes from the "
                      f"{r.runs} fresh runs per side as usual.")
 
     ctx.stage = "ledger audit"

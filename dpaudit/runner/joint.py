@@ -3,19 +3,35 @@
 The adversary fixes every context and reward (:class:`dpaudit.protocols.ContextInput`): the history
 before the canary round t and the future; its pairs are :func:`dpaudit.protocols.joint.joint_pairs`
 and the PGD read-out adversary :func:`~dpaudit.protocols.joint.readout_pairs`, or a reviewer's pair
-(``--pair`` with per-round contexts). Parts, the confidence split between the two that sample:
+(``--pair`` with per-round contexts). Parts, the confidence split equally between those that sample:
 
 * ``membership`` (black box, the JDP view a_{t+1}..a_T): :class:`dpaudit.attacks.membership.ViewScorer`
   statistics fitted on a training split, the best (pair, statistic, threshold) chosen on a selection
   split, Clopper-Pearson counts on fresh runs (:func:`dpaudit.attacks.membership.view_attack`);
-* ``tree-releases`` (gray box, policies with a ledger): the same pipeline on the binary-tree nodes at
-  and beside the canary (:func:`dpaudit.protocols.joint.tree_features`), scored by Fisher's
-  discriminant (:func:`dpaudit.attacks.discriminant.lda_attack`): a tree whose noise is missing or
-  reused has a noise-free direction the discriminant finds. Actions are post-processing of these
-  releases, so the claim (which the policy proves for its releases) bounds this attack too;
+* ``tree-releases`` (black box on the releases, policies whose ledger holds binary-tree nodes): the
+  values of the tree nodes containing the canary round and of their siblings
+  (:func:`dpaudit.protocols.joint.canary_nodes`), each projected on the canary's known difference (the
+  shift of its centre, read from replayed pilot runs), scored by Fisher's discriminant on those few
+  projections (:func:`dpaudit.attacks.discriminant.projected_lda_direction`), the threshold chosen for the
+  fresh sample size. It trusts only the released values, so it is what catches a tree whose noise is
+  missing or reused while its ledger says Gaussian (a noise-free direction the discriminant finds). It
+  runs after the tree-likelihood part, whose bound is the floor below which its fresh count may stop as
+  futile (:class:`dpaudit.attacks.sampling.Stop`);
+* ``tree-likelihood`` (gray box, policies built on dpaudit's mechanisms): the exact privacy loss of
+  every recorded release, each run replayed on the other input with its releases held fixed
+  (:mod:`dpaudit.attacks.joint_likelihood`), on the worst-case canaries of
+  :func:`~dpaudit.protocols.joint.canary_pairs`, bounded as the central likelihood attack does. It counts
+  every fresh run (no early stop), so its bound is what its sample can show. It is valid when the replay
+  is exact (every release's centre under d' computed as a run on d' would, given the same releases) and
+  the ledger's noise is true (:mod:`dpaudit.attacks.joint_likelihood` says when);
 * ``ledger`` (exact, judged): the per-round composition of every release the policy recorded;
 * beside the verdict, the central view a_t..a_T on a pair whose canary swaps which arm carries e1:
   joint DP does not promise to hide a_t, and the report shows how much it reveals.
+
+Actions are post-processing of the releases, so the claim (which the policy proves for its releases)
+bounds the two release parts too. The tree parts choose on pilot runs of the canary pairs: a training
+split (replayed: the discriminant's projections and fit, the likelihood's candidates and eps grid) and
+a selection split (the discriminant's pair and threshold); only fresh runs make the bounds.
 
 A finite contextual policy (``dpaudit.finite-contextual-policy/1``) is audited exactly instead
 (:func:`dpaudit.attacks.exact_joint.exact_joint_profile`): every history, pair of canary triples and
@@ -32,18 +48,21 @@ import numpy as np
 
 from dpaudit.accounting import ledger_audit, policy_upper
 from dpaudit.attacks.discriminant import lda_attack
+from dpaudit.attacks.joint_likelihood import joint_likelihood_attack, release_losses, replay_losses, replay_run
 from dpaudit.attacks.membership import view_attack
-from dpaudit.attacks.sampling import draw_pilots
+from dpaudit.attacks.sampling import draw_many
 from dpaudit.errors import DPAuditError, check_int
+from dpaudit.mechanisms import ReplayMismatch
 from dpaudit.protocols import JointDP
-from dpaudit.protocols.joint import JointPair, joint_pairs, readout_pairs, tree_features
+from dpaudit.protocols.joint import (JointPair, canary_nodes, canary_pairs, joint_pairs, readout_pairs,
+                                     tree_features)
 
 from .context import Context, confidence_each, runs_text
 from .findings import Exact
 from .setup import convert_claim
 
-__all__ = ["audit", "preflight", "JOINT_DEFAULTS", "JointViewSource", "TreeSource", "membership_only",
-           "EXACT_TOLERANCE"]
+__all__ = ["audit", "preflight", "JOINT_DEFAULTS", "JointViewSource", "TreeSource", "TreePilotSource", "LossSource",
+           "membership_only", "EXACT_TOLERANCE"]
 
 #: a joint audit's horizon, and the most fresh runs per side it uses (larger --runs are capped, with a note)
 JOINT_DEFAULTS = {"horizon": 16, "runs": 20000}
@@ -76,9 +95,9 @@ class TreeSource(JointViewSource):
     def __init__(self, policy: Any, pairs: list[JointPair], horizon: int, dim: int) -> None:
         super().__init__(policy, pairs, horizon)
         self.horizon = horizon
-        # what a recorded run holds: every node's centre and value, and per round under it the reward
-        # coefficients of its packed triangle (Fed), about T log2 T (d(d+1)/2 + 1) cells for each of two trees
-        self.cells_per_run = 2 * horizon * horizon.bit_length() * (dim * (dim + 1) // 2 + 1)
+        # what a recorded run holds: every node's centre and value (its Fed one block per run), about
+        # 2 T (d(d+1)/2 + 1) cells for each of two trees, and the policy's own arrays
+        self.cells_per_run = 4 * horizon * (dim * (dim + 1) // 2 + 1) + horizon * int(policy.n_arms) * dim
 
     def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> np.ndarray:
         p = self.pairs[candidate]
@@ -86,14 +105,79 @@ class TreeSource(JointViewSource):
         return tree_features(self.policy, p.round, self.horizon)
 
 
-class PilotSource(TreeSource):
-    """The actions and the tree releases of the same runs (feature families ``actions`` and ``tree``): the
-    pilots from which the membership and the tree attacks both choose their tests, one simulation for two."""
+class TreePilotSource(TreeSource):
+    """Pilot runs of the tree parts. Candidate ``c < len(pairs)``: the canary nodes' values of recorded runs
+    (``{"tree"}``, the discriminant's selection split); candidate ``len(pairs) + c``: runs of pair c replayed on
+    the other side (:func:`dpaudit.attacks.joint_likelihood.replay_run`): the nodes' values, their centres'
+    shift from d to d' (``shift``) and :func:`~dpaudit.attacks.joint_likelihood.release_losses`' ``loss``,
+    ``mu2`` and ``moved`` (the discriminant's training split, the likelihood's pilots)."""
+
+    def __init__(self, policy: Any, pairs: list[JointPair], horizon: int, dim: int, *, trees: bool = True) -> None:
+        super().__init__(policy, pairs, horizon, dim)
+        self.trees = trees
+        self.cells_per_run *= 2  # two ledgers per run when replayed
 
     def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> dict[str, np.ndarray]:
-        p = self.pairs[candidate]
-        views = JointDP().run(self.policy, p.d1 if side else p.d0, n, np.random.default_rng(seed), record=True)
-        return {"actions": views, "tree": tree_features(self.policy, p.round, self.horizon)}
+        P = len(self.pairs)
+        if candidate < P:
+            return {"tree": super().sample(candidate, side, n, seed)}
+        p = self.pairs[candidate - P]
+        _, rec, _, twin = replay_run(self.policy, p, side, n, seed)
+        loss, mu2, moved = release_losses(rec, twin, n)
+        out = {"loss": loss, "mu2": mu2, "moved": moved}
+        if self.trees:
+            nodes = canary_nodes(rec, p.round)
+            sign = 1.0 if side == 0 else -1.0  # the shift from d to d' whichever side ran
+            out["tree"] = np.hstack([rec[x["index"]].value for x in nodes])
+            out["shift"] = sign * np.hstack([twin[x["index"]].centre - rec[x["index"]].centre for x in nodes])
+        return out
+
+
+class LossSource(TreeSource):
+    """Privacy losses of runs of each pair replayed on the other side (:func:`~dpaudit.attacks.joint_likelihood.replay_losses`)."""
+
+    def __init__(self, policy: Any, pairs: list[JointPair], horizon: int, dim: int) -> None:
+        super().__init__(policy, pairs, horizon, dim)
+        self.cells_per_run *= 2
+
+    def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> dict[str, np.ndarray]:
+        return replay_losses(self.policy, self.pairs[candidate], side, n, seed)
+
+
+def _projections(nodes: list[dict[str, Any]], widths: list[int], shift: np.ndarray) -> np.ndarray | None:
+    """(features, q): each canary node's values projected on the unit mean shift of its path node (a sibling
+    on its path neighbour's), the known difference the canary makes; nodes whose shift is zero are left out.
+    None when no node moved (then the discriminant fits every coordinate)."""
+    delta = shift.mean(axis=0)
+    offsets = np.concatenate([[0], np.cumsum(widths)])
+    cols = []
+    for node, off, w in zip(nodes, offsets, widths):
+        j = node["parent"]
+        if j is None:
+            continue
+        dp = delta[offsets[j]: offsets[j] + widths[j]]
+        norm = float(np.linalg.norm(dp))
+        if norm <= 1e-9 or widths[j] != w:
+            continue
+        col = np.zeros(delta.size)
+        col[off: off + w] = dp / norm
+        cols.append(col)
+    return np.stack(cols, axis=1) if cols else None
+
+
+def _probe(policy: Any, pair: JointPair) -> tuple[bool, bool, str]:
+    """Whether the policy's ledger holds binary-tree nodes near the canary, and whether its runs replay
+    (every release made by a dpaudit mechanism): two runs, recorded and replayed; and why not."""
+    try:
+        _, rec, _, twin = replay_run(policy, pair, 0, 2, np.random.SeedSequence(0))
+        release_losses(rec, twin, 2)
+    except ReplayMismatch as exc:
+        JointDP().run(policy, pair.d0, 2, np.random.default_rng(0), record=True)
+        rec = list(getattr(policy.ledger, "releases", []))
+        return bool(canary_nodes(rec, pair.round)), False, str(exc)
+    if not rec:
+        return False, False, "the ledger recorded no release"
+    return bool(canary_nodes(rec, pair.round)), True, ""
 
 
 def _dim(policy: Any, spec: str) -> int:
@@ -139,7 +223,10 @@ def preflight(ctx: Context) -> None:
     small = max(500, min(4000, runs // 5))
     views = (len(pairs) + 1) * 4 * small + 4 * runs  # membership and central
     if hasattr(policy, "ledger"):
-        views += len(pairs) * 4 * small + 2 * runs  # the tree attack records the ledger: about as costly again
+        # the tree parts: pilots (a replayed training split and a selection split of each canary pair), the
+        # discriminant's fresh runs and the likelihood's fresh runs with their replays, recorded (about 1.3 x)
+        tree_small = _tree_small(runs)
+        views += int(1.3 * (len(canary_pairs(int(policy.n_arms), dim, T)) * 6 * tree_small + 4 * runs))
     check_time(ctx, per_run * views, f"{views} runs of T = {T} at a measured {1 / max(per_run, 1e-9):.3g} runs per "
                                       "second on one process")
 
@@ -172,22 +259,34 @@ def audit(ctx: Context) -> None:
     ctx.read_claim(policy, spec)
     K = int(policy.n_arms)
     ctx.params = dict(r.params)
-    s_ledger, s_view, s_tree, s_central = np.random.SeedSequence(r.seed).spawn(4)
+    s_ledger, s_view, s_tree, s_central, s_lik = np.random.SeedSequence(r.seed).spawn(5)
     has_ledger = hasattr(policy, "ledger")
-    conf_each = confidence_each(ctx, 1 + int(has_ledger))
-    ctx.extra.update({"n_arms": K, "confidence_per_attack": conf_each})
     if runs > JOINT_DEFAULTS["runs"]:
         ctx.notes.append(f"fresh runs capped at {JOINT_DEFAULTS['runs']} per side (asked {runs}) to keep the audit "
                          "within two minutes; the bounds hold at their confidence whatever the sample size.")
         runs = JOINT_DEFAULTS["runs"]
     small = max(500, min(4000, runs // 5))
     if user_pair is not None:
-        pairs, view_pairs = [user_pair], [user_pair]
+        pairs, view_pairs, tree_pairs = [user_pair], [user_pair], [user_pair]
         ctx.notes.append(f"audited on the neighbouring pair given in {r.pair} (round {user_pair.round} differs); "
                          "no search.")
     else:
         pairs = joint_pairs(K, dim, T)
         view_pairs = pairs + readout_pairs(K, dim, T)  # + the PGD read-out adversary
+        tree_pairs = canary_pairs(K, dim, T)
+    has_tree = replayable = False
+    if has_ledger:
+        try:
+            has_tree, replayable, why = _probe(policy, tree_pairs[0])
+        except ReplayMismatch:
+            raise
+        except DPAuditError as exc:  # the policy refuses contexts that change from round to round
+            raise DPAuditError(f"policy {spec!r} cannot be audited under joint DP: a run on the joint adversary's "
+                               f"input, whose contexts change from round to round, failed ({exc})") from exc
+        if not replayable:
+            ctx.notes.append(f"no tree-likelihood part: replaying the policy's runs on the other input failed ({why})")
+    conf_each = confidence_each(ctx, 1 + int(has_tree) + int(replayable))
+    ctx.extra.update({"n_arms": K, "confidence_per_attack": conf_each})
     engine = ctx.engine
     try:
         engine.check_picklable(policy)
@@ -201,47 +300,111 @@ def audit(ctx: Context) -> None:
         led = ledger_audit(policy, JointDP(), pairs[0].d0, s_ledger)
         if led is not None:
             g = led.pop("implied_guarantee", None)
-            led = {"kind": "per-round", "tree": True, **led}
+            led = {"kind": "per-round", "tree": has_tree, **led}
             if g is not None:
                 eps = float(convert_claim(g, ctx.delta)[0])
                 led["implied_epsilon"] = eps
                 ctx.exact.append(Exact("per-round ledger", eps, f"every release composed per round: {led['implied']}",
                                        True, {}, {}))
             ctx.ledger = led
-            ctx.ran("ledger", "exact", f"{led.get('releases', 0)} releases composed per round (a tree ledger: every "
-                                       "round feeds one node per level by design)", time.perf_counter() - t_ledger)
+            what = " (a tree ledger: every round feeds one node per tree level by design)" if has_tree else ""
+            ctx.ran("ledger", "exact", f"{led.get('releases', 0)} releases composed per round{what}",
+                    time.perf_counter() - t_ledger)
     ctx.set_upper(policy_upper(policy, T, ctx.delta, protocol="joint"))  # from the ledger just recorded
 
-    mem_pilots = tree_pilots = None
-    if has_ledger:
-        # one simulation gives both attacks their training and selection runs (the tree's candidates are the
-        # first len(pairs) of view_pairs); the pilots only choose tests, so sharing them costs no validity
-        ctx.say("joint: pilot runs for the membership and tree attacks")
+    tree_small = _tree_small(runs)
+    drawn: list[Any] = []
+    if has_tree or replayable:
+        # one set of pilot runs of the canary pairs for both release parts: a training split replayed on the other
+        # side (the known differences the discriminant projects on, its fit, the likelihood's candidates and
+        # grid) and a selection split (the discriminant's pair and threshold); the pilots only choose tests
+        ctx.say("joint: pilot runs for the tree attacks")
         t_pilots = time.perf_counter()
-        drawn = draw_pilots(PilotSource(policy, view_pairs, T, dim), range(len(view_pairs)), s_view, small, small,
-                            engine)
-        mem_pilots = [v["actions"] for v in drawn]
-        tree_pilots = [v["tree"] for v in drawn[:4 * len(pairs)]]
-        ctx.ran("pilots", "setup", f"{small} training and {small} selection runs per side of each of {len(view_pairs)} "
-                                   "pairs, whose actions and tree releases choose the two attacks' tests",
-                time.perf_counter() - t_pilots)
+        P = len(tree_pairs)
+        src = TreePilotSource(policy, tree_pairs, T, dim, trees=has_tree)
+        seeds = [ss.spawn(4) for ss in s_tree.spawn(P)]
+        reqs = [(P + c, 0, tree_small, sc[0]) for c, sc in enumerate(seeds)]
+        reqs += [(P + c, 1, tree_small, sc[1]) for c, sc in enumerate(seeds)]
+        if has_tree:
+            reqs += [(c, side, tree_small, sc[2 + side]) for c, sc in enumerate(seeds) for side in (0, 1)]
+        try:
+            drawn = draw_many(src, reqs, engine)
+        except ReplayMismatch as exc:  # a run the two-run probe did not meet: the release parts go without replays
+            replayable = False
+            ctx.notes.append(f"no tree-likelihood part: replaying a pilot run on the other input failed ({exc})")
+            reqs = [(c - P if c >= P else c, side, m, sd) for c, side, m, sd in reqs]
+            drawn = draw_many(src, reqs, engine) if has_tree else []
+        ctx.ran("pilots", "setup", f"{tree_small} training runs per side of each of {P} canary pairs, replayed on the "
+                                   "other side" + (f", and {tree_small} selection runs per side" if has_tree else "")
+                + ", which choose the release attacks' tests", time.perf_counter() - t_pilots)
 
     ctx.say("joint: membership attack on a_{t+1}..a_T")
-    src = JointViewSource(policy, view_pairs, T)
-    mem = view_attack(src, list(range(len(view_pairs))), [p.round for p in view_pairs], K, T, s_view,
+    src_view = JointViewSource(policy, view_pairs, T)
+    mem = view_attack(src_view, list(range(len(view_pairs))), [p.round for p in view_pairs], K, T, s_view,
                       delta=ctx.delta, confidence=conf_each, small=small, runs=runs, name="membership", engine=engine,
-                      progress=ctx.progress, claim=ctx.claim.epsilon, pilots=mem_pilots)
+                      progress=ctx.progress, claim=ctx.claim.epsilon)
     ctx.attacks.append(mem)
     ctx.ran("membership", "bound", f"black-box on a_(t+1)..a_T, {len(view_pairs)} pairs, {runs_text(mem, runs)} fresh runs per side",
             mem.seconds)
-    if has_ledger:
-        ctx.say("joint: gray-box attack on the tree releases")
-        tree = lda_attack(TreeSource(policy, pairs, T, dim), list(range(len(pairs))), s_tree, delta=ctx.delta,
-                          confidence=conf_each, n_train=small, n_select=small, n_test=runs, name="tree-releases",
-                          engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon, pilots=tree_pilots)
+    # the gray box first: its bound is the floor below which the tree discriminant's count may stop as futile
+    projectable = replayable  # the pilots replayed, so the discriminant has its known differences
+    if replayable:
+        ctx.say("joint: the exact privacy loss of the releases (gray box)")
+        P = len(tree_pairs)
+        cands = [(c, side) for c in range(P) for side in (0, 1)]
+        lik_pilots = [drawn[side * P + c]["loss"] for c, side in cands]
+        try:
+            lik = joint_likelihood_attack(LossSource(policy, tree_pairs, T, dim), cands, lik_pilots, s_lik,
+                                          delta=ctx.delta, confidence=conf_each, n_runs=runs,
+                                          claim=getattr(policy, "claim", None), engine=engine, progress=ctx.progress)
+        except ReplayMismatch as exc:  # its share of the confidence stays unspent: the other bounds only get safer
+            replayable = False
+            ctx.notes.append(f"no tree-likelihood bound: replaying a fresh run on the other input failed ({exc})")
+    if has_tree:
+        ctx.say("joint: the tree releases at the canary (black box on the releases)")
+        P = len(tree_pairs)
+        train, select = drawn[:2 * P], drawn[2 * P:]
+        pilots, project = [], []
+        for c, pair in enumerate(tree_pairs):
+            tr0, tr1 = train[c], train[P + c]
+            se0, se1 = select[2 * c], select[2 * c + 1]
+            pilots += [tr0["tree"], tr1["tree"], se0["tree"], se1["tree"]]
+            if projectable:
+                rels = _node_widths(policy, pair)
+                project.append(_projections(rels[0], rels[1], np.vstack([tr0["shift"], tr1["shift"]])))
+            else:
+                project.append(None)
+        tree = lda_attack(TreeSource(policy, tree_pairs, T, dim), list(range(P)), s_tree, delta=ctx.delta,
+                          confidence=conf_each, n_train=tree_small, n_select=tree_small, n_test=runs,
+                          name="tree-releases", engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon,
+                          pilots=pilots, project=project, threshold_for_fresh=True,
+                          floor=float(lik.epsilon_lower) if replayable else 0.0)
         ctx.attacks.append(tree)
-        ctx.ran("tree-releases", "bound", f"gray-box: the tree nodes at and beside the canary, {runs_text(tree, runs)} "
-                                          "fresh runs per side", tree.seconds)
+        ctx.ran("tree-releases", "bound", f"black box on the releases: the tree nodes at and beside the canary, "
+                                          f"projected on its known difference, {runs_text(tree, runs)} fresh runs per side",
+                tree.seconds)
+    if replayable:
+        ctx.attacks.append(lik)
+        ctx.renyi_violation = list(lik.details.get("renyi_violation", []))
+        ctx.extra["renyi_violation"] = ctx.renyi_violation
+        if lik.details.get("views_not_post_processing"):
+            ctx.notes.append(f"in {lik.details['views_not_post_processing']} of {runs} replayed runs the actions after "
+                             "the canary round changed although every release was the same: the actions read the "
+                             "canary other than through the releases, which the tree-likelihood part cannot see.")
+        if lik.details.get("sensitivity_excess_runs"):
+            ctx.notes.append(f"in {lik.details['sensitivity_excess_runs']} of {runs} replayed runs the canary moved a "
+                             f"release's centre by up to {lik.details['sensitivity_excess_max']:.4g} times the sensitivity "
+                             "its ledger records: the policy's accounting (and the ledger figure) understates that "
+                             "release's cost for joint DP's neighbours (a round's context and reward replaced).")
+            if ctx.upper is not None and ctx.upper.epsilon is not None:  # its sensitivity assumption is refuted
+                ctx.set_upper(None, reason=f"no upper bound: the ledger's composition assumes every release's "
+                                           f"sensitivity is right for joint DP's neighbours, and the replay moved a "
+                                           f"release's centre by {lik.details['sensitivity_excess_max']:.4g} times the "
+                                           "sensitivity its ledger records")
+        ctx.ran("tree-likelihood", "bound", f"gray box: the exact privacy loss of every release, each run replayed on "
+                                            f"the other input, {lik.details['n_fresh']} fresh runs (all counted); "
+                                            "valid when the replay is exact and the ledger's noise true",
+                lik.seconds)
 
     if user_pair is None:
         ctx.say("joint: the central view a_t..a_T (beside the verdict)")
@@ -255,10 +418,23 @@ def audit(ctx: Context) -> None:
                          f"the pair '{cpairs[0].label}' ({runs_text(central, runs)} fresh runs per side).")
         ctx.ran("central view", "beside", f"black-box on a_t..a_T (joint DP does not hide a_t), {runs_text(central, runs)} "
                                           "fresh runs per side", central.seconds)
-    note = _power_note(mem, runs, ctx, T, has_ledger, conf_each)
+    note = _power_note(mem, runs, ctx, T, has_tree or replayable, conf_each)
     ctx.set_power(mem, len(view_pairs), runs, conf_each, note=note)
     if note:
         ctx.notes.append(note)
+
+
+def _tree_small(runs: int) -> int:
+    """Pilot runs per side of each canary pair and split for the tree parts (few weights to fit)."""
+    return max(500, min(1000, runs // 20))
+
+
+def _node_widths(policy: Any, pair: JointPair) -> tuple[list[dict[str, Any]], list[int]]:
+    """The canary nodes of ``pair`` and their widths (the layout of the tree features), from a 1-run recording."""
+    JointDP().run(policy, pair.d0, 1, np.random.default_rng(0), record=True)
+    rels = policy.ledger.releases
+    nodes = canary_nodes(rels, pair.round)
+    return nodes, [int(rels[x["index"]].value.shape[1]) for x in nodes]
 
 
 def _power_note(mem: Any, runs: int, ctx: Context, T: int, has_ledger: bool, conf_each: float) -> str:
@@ -274,9 +450,10 @@ def _power_note(mem: Any, runs: int, ctx: Context, T: int, has_ledger: bool, con
     return (f"power: the black-box attack on a_{{t+1}}..a_T {seen} at T = {T} with {runs} fresh runs per side (it "
             f"could show eps from {smallest_detectable(runs, ctx.delta, conf_each):.3g} up to "
             f"{largest_bound(runs, ctx.delta, conf_each):.3g}); the claimed eps = {claim:.4g} is beyond what the "
-            "actions revealed, so " + ("this verdict rests on the gray-box tree attack and the ledger" if has_ledger
-                                       else "with no ledger for a gray-box attack, nothing in this audit tests the "
-                                            "claim near its value"))
+            "actions revealed, so " + ("this verdict rests on the release attacks and the ledger" if has_ledger
+                                       else "with no release attack for this policy (no ledger, or none the "
+                                            "release attacks can read), nothing in this audit tests the claim near "
+                                            "its value"))
 
 
 # ---- the exact audit of finite contextual policies -------------------------------------------------

@@ -1,0 +1,464 @@
+"""A policy served by another process, in any language (``--adapter process``): the line-delimited JSON
+protocol ``dpaudit.process/1`` on the process's stdin and stdout (the reference, for an implementer in
+another language, is docs/outside-code.md, "A policy in another process").
+
+dpaudit starts the command, greets it (``hello``: the protocol version, the parameters and the horizon;
+the answer says the number of arms, whether it serves a batch of runs in one message, its reward range),
+asks for its claim (``claim``), then for each batch of runs sends ``reset`` (seed, runs, ...) and, round
+by round, ``act`` and ``observe``. Batched (the default when the process says ``"batch": true``): one
+message per round carries every run; else one message per run and round, written in chunks so that
+neither side's pipe fills while the other waits.
+
+The sandbox's guarantees: every answer is awaited at most the call limit (``timeout=`` of the adapter,
+else ``--call-timeout``, the watchdog of :mod:`dpaudit.sandbox`); a process that exits, does not answer in
+time, writes something that is not a JSON object of the expected form, reports an error, or plays an arm
+outside 0..K-1 ends the audit with one sentence naming the command, the step (op, round, runs) and what
+came back (shortened). The process is killed on that, on an interrupt, when the policy is dropped and at
+exit; on Linux it is also killed if dpaudit's process dies (``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from dpaudit.accountants import Guarantee
+from dpaudit.adapters.claims import CLAIM_FORMS, parse_claim
+from dpaudit.errors import DPAuditError, check_int, shorten
+from dpaudit.sandbox import MAX_CALL_TIMEOUT, SCALED, WATCHDOG_FACTOR, WATCHDOG_FIRST, WATCHDOG_FLOOR
+
+__all__ = ["PROTOCOL", "ProcessPolicy", "make_process"]
+
+#: the protocol's name and version, exchanged in the hello message
+PROTOCOL = "dpaudit.process/1"
+#: how many per-run messages are written before their answers are read (keeps both pipes below 64 KiB)
+CHUNK = 512
+_LIVE: "weakref.WeakSet[_Process]" = weakref.WeakSet()
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+class _Process:
+    """One running command and its pipes: lines written, lines read under a deadline (``timeout``: seconds,
+    or "scaled": the sandbox's scaled watchdog rule applied to this process's own answers)."""
+
+    def __init__(self, argv: list[str], label: str, timeout: float | str, env: Mapping[str, str] | None = None) -> None:
+        self.label, self.timeout = label, timeout
+        self.slowest: float | None = None
+        self.stderr = tempfile.TemporaryFile()
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                         env=None if env is None else dict(env),
+                                         preexec_fn=_die_with_parent if os.name == "posix" else None)
+        except OSError as exc:
+            self.stderr.close()
+            raise DPAuditError(f"the process adapter cannot start {label}: {exc.strerror or exc}; POLICY is the "
+                               "command that serves the policy, e.g. \"node examples/process_ucb.js\".") from None
+        self.owner = os.getpid()
+        self.buf = bytearray()
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        os.set_blocking(self.proc.stdin.fileno(), False)
+        _LIVE.add(self)
+        self._finalizer = weakref.finalize(self, _kill, self.proc, self.owner)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stderr_tail(self) -> str:
+        try:
+            self.stderr.seek(0, os.SEEK_END)
+            n = self.stderr.tell()
+            self.stderr.seek(max(0, n - 2000))
+            lines = [x for x in self.stderr.read().decode(errors="replace").splitlines() if x.strip()]
+        except (OSError, ValueError):
+            return ""
+        return lines[-1] if lines else ""
+
+    def died(self, where: str) -> DPAuditError:
+        """The sentence for a process that exited (or closed its stdout) during ``where``."""
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            code = None
+        tail = self.stderr_tail()
+        self.kill()
+        how = ("closed its output" if code is None else f"was killed by signal {-code}" if code < 0
+               else f"exited with code {code}")
+        said = f"; its last line on stderr: {shorten(tail, 160, as_text=True)}" if tail else "; it wrote nothing on stderr"
+        return DPAuditError(f"process {self.label} {how} during {where}{said}.")
+
+    def limit(self) -> float:
+        """Seconds the next answer may take: the fixed timeout, or the scaled watchdog's rule (the first answer
+        WATCHDOG_FIRST seconds, then WATCHDOG_FACTOR times the slowest answer so far, at least WATCHDOG_FLOOR)."""
+        if self.timeout != SCALED:
+            return float(self.timeout)
+        if self.slowest is None:
+            return WATCHDOG_FIRST
+        return min(max(WATCHDOG_FLOOR, WATCHDOG_FACTOR * self.slowest), MAX_CALL_TIMEOUT)
+
+    def hung(self, where: str, limit: float) -> DPAuditError:
+        self.kill()
+        rule = ("" if self.timeout != SCALED else
+                f" (by default the scaled watchdog: {WATCHDOG_FIRST:g} s for the first answer, then "
+                f"{WATCHDOG_FACTOR:g} times the slowest so far, at least {WATCHDOG_FLOOR:g} s)")
+        return DPAuditError(f"process {self.label} did not answer {where} within {limit:g} s, so it was killed; an "
+                            f"answer may take at most the call limit (--adapter process:timeout=SECONDS, else "
+                            f"--call-timeout{rule}), so raise it if the process is only slow.")
+
+    def write(self, data: bytes, where: str) -> None:
+        fd = self.proc.stdin.fileno()
+        view = memoryview(data)
+        limit = self.limit()
+        deadline = time.monotonic() + limit
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self.hung(where, limit)
+            _, w, _ = select.select([], [fd], [], left)
+            if not w:
+                continue
+            try:
+                n = os.write(fd, view)
+            except BrokenPipeError:
+                raise self.died(where) from None
+            except BlockingIOError:
+                continue
+            view = view[n:]
+
+    def read_lines(self, n: int, where: str) -> list[bytes]:
+        """The next ``n`` lines, each within the time limit of the one before."""
+        fd = self.proc.stdout.fileno()
+        out: list[bytes] = []
+        limit = self.limit()
+        start = time.monotonic()
+        deadline = start + limit
+        while len(out) < n:
+            i = self.buf.find(b"\n")
+            if i >= 0:
+                out.append(bytes(self.buf[:i]))
+                del self.buf[:i + 1]
+                now = time.monotonic()
+                self.slowest = max(self.slowest or 0.0, now - start)
+                limit = self.limit()
+                start, deadline = now, now + limit
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self.hung(where, limit)
+            r, _, _ = select.select([fd], [], [], left)
+            if not r:
+                continue
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                raise self.died(where)
+            self.buf += chunk
+        return out
+
+    def kill(self) -> None:
+        self._finalizer()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+        try:
+            self.stderr.close()
+        except OSError:
+            pass
+        _LIVE.discard(self)
+
+    def close(self) -> None:
+        """Say goodbye (stdin closed: the process should exit), then kill what is left."""
+        if os.getpid() != self.owner:
+            return
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=0.5)
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            pass
+        self.kill()
+
+
+def _kill(proc: subprocess.Popen, owner: int) -> None:
+    if os.getpid() != owner:  # a forked worker holds a copy of the handle: the process is its parent's
+        return
+    if proc.poll() is None:
+        try:
+            proc.kill()
+            proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+
+@atexit.register
+def _kill_all() -> None:
+    for p in list(_LIVE):
+        p.kill()
+
+
+class ProcessPolicy:
+    """A policy served by a command speaking ``dpaudit.process/1`` (module docstring), as a batched
+    dpaudit policy: ``n_arms``, ``claim``, ``reset``, ``act``, ``observe``.
+
+    ``ProcessPolicy("node examples/process_ucb.js", params={"epsilon": 1}, horizon=48)``: the command
+    (text, split as a POSIX shell would, or a list), the parameters sent in ``hello`` and ``reset`` (as
+    JSON: numbers stay numbers), the audit's horizon, and the options of ``--adapter
+    process:KEY=VALUE,...``: ``batch`` (True/False: one message per round for all runs, or one per run;
+    default what the process's hello says), ``n_arms`` (else the process's hello must say it),
+    ``timeout`` (seconds an answer may take; default the call limit in force: ``--call-timeout``, or the
+    sandbox's scaled watchdog rule applied to the process's own answers). ``claim``
+    replaces the process's own (its answer to ``claim``). No ledger: only the black-box attacks apply.
+    """
+
+    accepts_queries = True
+
+    def __init__(self, command: Any, params: Mapping[str, Any] | None = None, horizon: int | None = None,
+                 claim: Guarantee | str | None = None, *, batch: bool | None = None, n_arms: int | None = None,
+                 timeout: float | None = None) -> None:
+        argv = shlex.split(command) if isinstance(command, str) else [str(x) for x in command]
+        if not argv:
+            raise DPAuditError("the process adapter needs a command, e.g. \"node examples/process_ucb.js\"; got "
+                               f"{shorten(command)}.")
+        self.argv = argv
+        self.command = " ".join(shlex.quote(a) for a in argv)
+        short = " ".join(os.path.basename(a) if os.sep in a else a for a in argv)
+        self.label = f"`{shorten(short, 80, as_text=True)}`"
+        self.name = f"{self.command} (process)"
+        self.kwargs = {k: _json_value(v) for k, v in dict(params or {}).items()}
+        self.horizon = None if horizon is None else check_int("horizon", horizon, minimum=1)
+        if timeout is None:
+            from dpaudit.sandbox import current_call_limit
+
+            timeout = current_call_limit()  # seconds, the scaled watchdog, or None (no limit)
+            timeout = MAX_CALL_TIMEOUT if timeout is None else timeout
+        if timeout != SCALED:
+            try:
+                timeout = float(timeout)
+            except (TypeError, ValueError):
+                timeout = float("nan")
+            if not 0 < timeout <= MAX_CALL_TIMEOUT:
+                raise DPAuditError(f"the process adapter's timeout must be a number of seconds in (0, "
+                                   f"{MAX_CALL_TIMEOUT:g}], got {timeout!r}.")
+        self.timeout: float | str = timeout
+        self._proc: _Process | None = None
+        hello = self._hello()
+        k = n_arms if n_arms is not None else hello.get("n_arms")
+        if k is None:
+            raise DPAuditError(f"process {self.label} did not say its number of arms in its answer to hello "
+                               "(\"n_arms\": K); give it with --adapter process:n_arms=K.")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+            raise DPAuditError(f"the number of arms of process {self.label} must be an integer >= 2, got {shorten(k)}.")
+        self.n_arms = int(k)
+        self.batch = bool(hello.get("batch", False)) if batch is None else bool(batch)
+        #: one message per run and round costs what a one-run class's call does, or more: the search then
+        #: ranks on the per-run adapter's small samples (runner.central.pilot_budgets)
+        self.per_copy = not self.batch
+        rr = hello.get("reward_range", [0.0, 1.0])
+        try:
+            lo, hi = (float(x) for x in rr)
+            assert np.isfinite(lo) and np.isfinite(hi) and lo < hi
+        except (TypeError, ValueError, AssertionError):
+            raise DPAuditError(f"process {self.label} answered hello with reward_range {shorten(rr)}; it must be two "
+                               "finite numbers [LOW, HIGH] with LOW < HIGH.") from None
+        self.reward_range = (lo, hi)
+        self.process_name = str(hello.get("name", argv[0]))
+        if claim is None:
+            answer = self._ask([{"op": "claim"}], "claim", "claim")[0]
+            text = answer.get("claim")
+            if text is not None:
+                if not isinstance(text, str):
+                    raise DPAuditError(f"process {self.label} answered claim with {shorten(answer)}; the claim must "
+                                       f"be text such as {CLAIM_FORMS}, or null.")
+                try:
+                    claim = parse_claim(text)
+                except DPAuditError as exc:
+                    raise DPAuditError(f"process {self.label} answered claim with {shorten(text)}: {exc}") from None
+        elif isinstance(claim, str):
+            claim = parse_claim(claim)
+        if claim is not None and not isinstance(claim, Guarantee):
+            raise DPAuditError(f"the claim must be a Guarantee from dpaudit.accountants or text such as "
+                               f"{CLAIM_FORMS}, got {claim!r}.")
+        self.claim = claim
+        self.audit_notes = [
+            f"{self.process_name} is served by the process {self.command} (protocol {PROTOCOL}, "
+            + ("one message per round for all runs" if self.batch else "one message per run and round")
+            + "); it keeps no ledger, so only the black-box attacks judge it."]
+        self.n_runs = 0
+        self._t = 0
+        self._acted = False
+
+    # ---- the pipe ---------------------------------------------------------------------------------------
+    def _process(self) -> _Process:
+        p = self._proc
+        if p is None or p.owner != os.getpid() or not p.alive():
+            if p is not None and p.owner == os.getpid():
+                p.kill()
+            p = self._proc = _Process(self.argv, self.label, self.timeout)
+        return p
+
+    def _hello(self) -> dict[str, Any]:
+        msg = {"op": "hello", "protocol": PROTOCOL, "params": self.kwargs, "horizon": self.horizon}
+        answer = self._ask([msg], "hello", "hello")[0]
+        if answer.get("protocol") != PROTOCOL:
+            self.close()
+            raise DPAuditError(f"process {self.label} answered hello with protocol {shorten(answer.get('protocol'))}; "
+                               f"dpaudit speaks {PROTOCOL!r} (docs/outside-code.md).")
+        return answer
+
+    def _ask(self, messages: list[dict[str, Any]], op: str, where: str, *, runs: list[int] | None = None,
+             t: int | None = None) -> list[dict[str, Any]]:
+        """Send ``messages`` (in chunks of :data:`CHUNK`) and return their answers, each a JSON object
+        without ``error``; ``where`` names the step for errors, ``runs`` the run of each message."""
+        p = self._process()
+        out: list[dict[str, Any]] = []
+        try:
+            for s in range(0, len(messages), CHUNK):
+                part = messages[s:s + CHUNK]
+                here = where if runs is None else f"{where}, run {runs[s]}" + (
+                    f"..{runs[s + len(part) - 1]}" if len(part) > 1 else "")
+                p.write("".join(json.dumps(m, separators=(",", ":")) + "\n" for m in part).encode(), here)
+                for j, line in enumerate(p.read_lines(len(part), here)):
+                    step = where if runs is None else f"{where}, run {runs[s + j]}"
+                    out.append(self._parse(line, op, step))
+        except BaseException:
+            if not isinstance(p, _Process):  # pragma: no cover
+                raise
+            p.kill()  # an error, a timeout or an interrupt: nothing is left running
+            self._proc = None
+            raise
+        return out
+
+    def _parse(self, line: bytes, op: str, where: str) -> dict[str, Any]:
+        text = line.decode(errors="replace")
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            raise DPAuditError(f"process {self.label} answered {where} with {shorten(text, 80, as_text=True)!r}, which "
+                               "is not a JSON object on one line (the protocol: docs/outside-code.md).")
+        if "error" in obj:
+            raise DPAuditError(f"process {self.label} reported an error at {where}: "
+                               f"{shorten(obj['error'], 160, as_text=True)}.")
+        return obj
+
+    # ---- the batched contract ------------------------------------------------------------------------
+    def reset(self, n_runs: int, rng: np.random.Generator, **_: Any) -> None:
+        """Fresh state for ``n_runs`` runs in the process, seeded by one draw from ``rng``."""
+        n = check_int("n_runs", n_runs, minimum=1)
+        if not isinstance(rng, np.random.Generator):
+            raise DPAuditError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
+        seed = int(rng.integers(0, 1 << 31))
+        msg = {"op": "reset", "seed": seed, "runs": n, "n_arms": self.n_arms, "horizon": self.horizon,
+               "params": self.kwargs}
+        self._ask([msg], "reset", f"reset ({n} runs)")
+        self.n_runs, self._t, self._acted = n, 0, False
+
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
+        """Each run's arm at round ``t``, checked: (n_runs,) ints in [0, n_arms)."""
+        if arms is not None:
+            raise DPAuditError(f"the process adapter drives context-free bandits; {self.label} was given features.")
+        self._in_turn("act", t, False)
+        n = self.n_runs
+        if self.batch:
+            answer = self._ask([{"op": "act", "t": t, "runs": n}], "act", f"act at round {t} ({n} runs)")[0]
+            raw = answer.get("arms")
+            if not isinstance(raw, list) or len(raw) != n:
+                raise DPAuditError(f"process {self.label} answered act at round {t} with {shorten(answer)}; it must be "
+                                   f"{{\"arms\": [...]}} with one arm for each of the {n} runs.")
+            out = self._arms(raw, t, list(range(n)))
+        else:
+            answers = self._ask([{"op": "act", "t": t, "run": i} for i in range(n)], "act", f"act at round {t}",
+                                runs=list(range(n)))
+            raw = [a.get("arm") for a in answers]
+            out = self._arms(raw, t, list(range(n)))
+        self._acted = True
+        return out
+
+    def _arms(self, raw: list[Any], t: int, runs: list[int]) -> np.ndarray:
+        ok = [isinstance(a, int) and not isinstance(a, bool) and 0 <= a < self.n_arms for a in raw]
+        if not all(ok):
+            i = ok.index(False)
+            raise DPAuditError(f"process {self.label} answered act at round {t} with arm {shorten(raw[i])} for run "
+                               f"{runs[i]}; an arm is an integer in 0..{self.n_arms - 1}.")
+        return np.asarray(raw, dtype=np.int64)
+
+    def observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
+        """Round ``t``'s arms and rewards to every run; rewards outside ``reward_range`` are refused."""
+        from dpaudit.policies.base import check_actions, check_rewards
+
+        self._in_turn("observe", t, True)
+        a = check_actions(actions, self.n_runs, self.n_arms, self.name, t).tolist()
+        r = check_rewards(rewards, self.n_runs, self.reward_range, self.name, t).tolist()
+        if self.batch:
+            self._ask([{"op": "observe", "t": t, "arms": a, "rewards": r}], "observe",
+                      f"observe at round {t} ({self.n_runs} runs)")
+        else:
+            self._ask([{"op": "observe", "t": t, "run": i, "arm": a[i], "reward": r[i]} for i in range(self.n_runs)],
+                      "observe", f"observe at round {t}", runs=list(range(self.n_runs)))
+        self._t, self._acted = t + 1, False
+
+    def _in_turn(self, op: str, t: int, acted: bool) -> None:
+        if t != self._t or self._acted != acted or self.n_runs == 0:
+            raise DPAuditError(f"{self.name} expects reset, then act and observe at rounds 0, 1, 2, ... in turn; got "
+                               f"{op} at round {t}.")
+
+    def params(self) -> dict[str, Any]:
+        """The parameters sent to the process (for reports)."""
+        return dict(self.kwargs)
+
+    def describe(self) -> str:
+        return (f"{self.process_name} served by the process {self.command} ({PROTOCOL}, "
+                f"{'batched' if self.batch else 'per run'})")
+
+    def close(self) -> None:
+        """End the process (stdin closed, then killed if still running)."""
+        if self._proc is not None:
+            self._proc.close()
+            self._proc = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # pickled to the engine's workers: each starts its own process on its first message
+        state = dict(self.__dict__)
+        state["_proc"] = None
+        state["n_runs"] = 0
+        return state
+
+
+def _json_value(v: Any) -> Any:
+    """A ``--param`` string as the JSON value it reads as (numbers, true/false, null), else the text."""
+    if isinstance(v, str):
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
+
+
+def make_process(command: str, params: Mapping[str, Any] | None = None, claim: Guarantee | str | None = None,
+                 horizon: int | None = None, **options: Any) -> ProcessPolicy:
+    """The CLI's ``--adapter process[:KEY=VALUE,...]``: POLICY is the command (``"node examples/process_ucb.js"``),
+    ``--param`` values go to the process as JSON values, ``options`` to :class:`ProcessPolicy`."""
+    return ProcessPolicy(command, params, horizon, claim, **options)
