@@ -28,6 +28,8 @@ from dpaudit.runner.findings import EXIT_STATUS  # noqa: E402  exit status by ve
 PROTOCOLS = ("table", "view", "interactive", "local", "joint", "shuffle")
 #: the metavar of the policy-parameter option, the same in every command
 PARAM_METAVAR = "NAME=VALUE"
+#: seconds without a progress line after which the audit says which stage is still running
+HEARTBEAT = 8.0
 
 
 def _wrapped(text: str) -> str:
@@ -554,7 +556,7 @@ def check_named(args: argparse.Namespace) -> int:
     from dpaudit.sandbox import check_call_timeout
 
     call_timeout = None if args.call_timeout is None else check_call_timeout(args.call_timeout)
-    bar = ProgressBar("dpaudit check")
+    bar = ProgressBar("dpaudit check", heartbeat=HEARTBEAT)
     try:
         result = audit(
             args.policy, params=parse_params(args.param), protocol=args.protocol, delta=args.delta,
