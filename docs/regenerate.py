@@ -57,25 +57,27 @@ def masked(text: str) -> str:
 
 
 def lookup(data: Any, path: str) -> Any:
-    """The value at a dotted ``path``; ``name[key=value]`` picks the list item whose ``key`` is ``value``,
-    ``name[key=value]*`` every such item (the rest of the path then reads each: a list)."""
+    """The value at a dotted ``path``; ``name[key=value]`` picks the list item whose ``key`` is ``value``
+    (``[k1=v1,k2=v2]``: both), ``name[key=value]*`` every such item (the rest of the path then reads each:
+    a list)."""
     parts = re.findall(r"[^.\[\]]+(?:\[[^\]]*\]\*?)?", path)
     return _walk(data, parts, path)
 
 
 def _walk(data: Any, parts: list[str], path: str) -> Any:
     for i, part in enumerate(parts):
-        m = re.fullmatch(r"([^\[]+)(?:\[([^=\]]+)=([^\]]*)\](\*?))?", part)
+        m = re.fullmatch(r"([^\[]+)(?:\[([^\]]*=[^\]]*)\](\*?))?", part)
         if m is None:
             raise KeyError(f"cannot read the path {path!r} at {part!r}")
-        name, key, want, every = m.groups()
+        name, where, every = m.groups()
         data = data[int(name)] if isinstance(data, list) else data[name]
-        if key is not None:
-            hits = [x for x in data if str(x.get(key)) == want]
+        if where is not None:
+            want = dict(kv.split("=", 1) for kv in where.split(","))
+            hits = [x for x in data if all(str(x.get(k)) == v for k, v in want.items())]
             if every:
                 return [_walk(x, parts[i + 1:], path) for x in hits]
             if len(hits) != 1:
-                raise KeyError(f"{len(hits)} items of {name!r} have {key} = {want!r} (path {path!r})")
+                raise KeyError(f"{len(hits)} items of {name!r} have {where} (path {path!r})")
             data = hits[0]
     return data
 
