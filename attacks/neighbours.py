@@ -155,13 +155,15 @@ def _background_moments(policy: Any, protocol: Protocol, table: np.ndarray, n_pe
 def discover_horizon(policy_for: Callable[[int], Any], protocol: Protocol, seed: np.random.SeedSequence,
                      reward_range: tuple[float, float], alphabet: Sequence[float] | None = None, *,
                      start: int = 48, tail: int = 48, cap: int = HORIZON_CAP,
-                     cells: int = PILOT_CELLS, engine: Engine = SERIAL) -> HorizonChoice:
+                     cells: int = PILOT_CELLS, engine: Engine = SERIAL,
+                     progress: Callable[[str], None] | None = None) -> HorizonChoice:
     """The horizon for a policy without a ledger: run both extreme backgrounds (arm 0 best and the
     others worst, and the reverse) side by side, doubling T from ``start`` until the views depend on
     the input at some round t (the first data-dependent decision), then audit ``tail`` rounds past
     it. Stops at ``cap`` rounds, or earlier where 2 x 16 pilot runs no longer fit in ``cells``.
     The two backgrounds run as two tasks on ``engine`` (each with its own seed, so the choice does not
-    depend on the engine): a policy stepped in Python spends its time per step, not per run.
+    depend on the engine): a policy stepped in Python spends its time per step, not per run. ``progress``
+    hears of each horizon tried.
     """
     lo, hi = input_range(reward_range, alphabet)
     T = start
@@ -178,6 +180,8 @@ def discover_horizon(policy_for: Callable[[int], Any], protocol: Protocol, seed:
         else:
             tables = np.stack([background_table([hi] + [lo] * (K - 1), T, (lo, hi), alphabet),
                                background_table([lo] + [hi] * (K - 1), T, (lo, hi), alphabet)])
+        if progress is not None:
+            progress(f"horizon discovery: T = {T}, two extreme backgrounds, {n_per} pilot runs each")
         mom = engine.map(_background_moments, [(policy, protocol, tables[i], n_per, ss)
                                                for i, ss in enumerate(seed.spawn(2))])
         tried = T
@@ -230,7 +234,7 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
                     reward_range: tuple[float, float], alphabet: Sequence[float] | None = None, *,
                     grid: int = 32, levels: int = 4, scan_rounds: int = 16, keep: int = 4,
                     max_horizon: int | None = None, cells: int = PILOT_CELLS,
-                    engine: Engine = SERIAL) -> ThresholdSearch:
+                    engine: Engine = SERIAL, progress: Callable[[str], None] | None = None) -> ThresholdSearch:
     """Backgrounds that put the policy's decision at its threshold, searched as a black-box optimisation.
 
     Family: per-arm constant means, the special arm 0 at m + g/2 and every other arm at m - g/2 (arm 0
@@ -249,7 +253,8 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
     pairs of the bracketing gaps) are the candidates; ranking on small samples, then fresh samples,
     decide (:func:`search`), so the pilot's choices cost no validity. Only Table and Interactive DP
     inputs have arms; every pilot batch stays within ``cells`` run-rounds. The two orientations run as
-    two tasks on ``engine`` (each from its own seed, so the result does not depend on the engine).
+    two tasks on ``engine`` (each from its own seed, so the result does not depend on the engine);
+    ``progress`` hears of each horizon tried.
     """
     if isinstance(protocol, ViewDP):
         return ThresholdSearch([], horizon, {"skipped": "View DP inputs have no per-arm means"})
@@ -268,6 +273,8 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
         tasks = [(policy, protocol, orient, T, (lo, hi), alphabet, grid, levels, scan_rounds, n_per, cells, ss)
                  for orient, ss in zip(("better", "worse"), s_T.spawn(2))]
         row: dict[str, Any] = {"horizon": T, "runs_per_gap": n_per}
+        if progress is not None:
+            progress(f"threshold search: T = {T} (up to {cap}), {grid} gaps x {levels} levels, {n_per} pilot runs each")
         scored: list[tuple[float, int | None, PairSpec]] = []
         for orient, (info, found) in zip(("better", "worse"), engine.map(_threshold_orientation, tasks)):
             row[orient] = info

@@ -41,6 +41,8 @@ def limit_of(findings: dict) -> tuple[float | None, str]:
                     if (e.get("details") or {}).get("statistical_limit") is not None), None)
         return (lim, "the audited pair's exact shuffled profile at the gray-box runs") if lim is not None else (
             None, "no exact profile for the audited pair")
+    if findings.get("protocol") == "joint":  # its canary is not the worst case of every release the upper bound composes
+        return None, "its own test's limit for the audited pair: benchmarks/joint_tightness.md"
     like = _likelihood(findings)
     upper = findings.get("upper") or {}
     det = upper.get("details") or {}

@@ -271,7 +271,7 @@ def audit(
     protocol: str | None = None,
     delta: float = 1e-5,
     confidence: float = 0.95,
-    runs: int = 50000,
+    runs: int | None = None,
     horizon: int | None = None,
     seed: int = 0,
     workers: int | None = None,
@@ -287,6 +287,7 @@ def audit(
     checkpoint: str | None = None,
     max_hours: float | None = None,
     call_timeout: float | None = None,
+    method: str = "multi-run",
 ) -> Audit:
     """Audit a policy: its claim, what the attacks measure, and a verdict (``dpaudit check policy``).
 
@@ -296,8 +297,10 @@ def audit(
     ``notion``, table for a plug-in that names none; :func:`resolve_protocol`): the first note of the
     findings says which protocol ran and why. ``delta``, ``confidence``, ``runs`` (fresh runs per side),
     ``horizon`` (None: chosen as the CLI chooses it), ``seed`` are the CLI's options of the same
-    names. ``workers`` local processes (None: one per core) or a ``concurrent.futures`` ``executor``
-    run the independent pieces; the findings do not depend on them. ``progress``: None or False
+    names (``runs=None``: 50000 per side). ``method="one-run"`` audits from a few runs with many canaries
+    each instead (protocols table, view and local; ``runs`` is then the number of runs in all, one of them
+    the pilot, default 10; :mod:`dpaudit.runner.one_run`). ``workers`` local processes (None: one per
+    core) or a ``concurrent.futures`` ``executor`` run the independent pieces; the findings do not depend on them. ``progress``: None or False
     for silence, True for a progress bar on stderr (plain lines when stderr is not a terminal), or
     a callable receiving each progress message. ``command`` overrides the recorded call (the CLI
     records its command line). ``horizons`` (optional) also measures leakage against the horizon: the
@@ -323,9 +326,17 @@ def audit(
 
     _check_policy_object(policy, params)
     params = _check_params(params)
+    from dpaudit.runner import METHODS
+    from dpaudit.runner.one_run import ONE_RUN_DEFAULTS
+
+    if not isinstance(method, str) or method not in METHODS:
+        raise DPAuditError(f"method must be one of {', '.join(map(repr, METHODS))}, got {shorten(method)}.")
+    if runs is None:
+        runs = ONE_RUN_DEFAULTS["runs"] if method == "one-run" else 50000
     _check_audit_arguments(protocol=protocol, delta=delta, confidence=confidence, runs=runs, horizon=horizon,
                            seed=seed, executor=executor, command=command, pair=pair, checkpoint=checkpoint,
-                           max_hours=max_hours, adapter=adapter, scheduler=scheduler, call_timeout=call_timeout)
+                           max_hours=max_hours, adapter=adapter, scheduler=scheduler, call_timeout=call_timeout,
+                           method=method)
     if claim is not None and not isinstance(claim, str):
         from dpaudit.accountants.guarantees import as_guarantee
 
@@ -334,11 +345,15 @@ def audit(
         if isinstance(horizons, (str, bytes)) or not isinstance(horizons, Iterable):
             raise DPAuditError(f"horizons must be a list of integers >= 2 such as [24, 48, 96], got {shorten(horizons)}.")
         horizons = sorted({check_int("each of horizons", T, minimum=2) for T in horizons})
+        if method == "one-run":
+            raise DPAuditError("horizons (leakage against the horizon) rebuild a neighbouring pair at each T, which a "
+                               "one-run audit does not have; drop horizons or method='one-run'.")
     if command is None:
         command = _python_call(policy, params, {"protocol": protocol, "delta": delta, "confidence": confidence,
                                                 "runs": runs, "horizon": horizon, "seed": seed,
                                                 "horizons": horizons, "rewards": rewards, "claim": claim,
-                                                "adapter": adapter, "pair": pair})
+                                                "adapter": adapter, "pair": pair,
+                                                **({"method": method} if method != "multi-run" else {})})
     protocol, why = resolve_protocol(policy, protocol, adapter=adapter)
     if horizons is not None and protocol not in ("table", "view"):
         raise DPAuditError("horizons (leakage against the horizon) are measured under protocol table or view, "
@@ -358,7 +373,8 @@ def audit(
         raise DPAuditError(f"progress must be None, True, False or a callable taking a message, got {progress!r}.")
     label = policy_label(policy)
     request = Request(policy, params, protocol, delta, confidence, runs, horizon, seed, workers, executor, scheduler,
-                      checkpoint, max_hours, rewards, claim, adapter, pair, command, call_timeout=call_timeout)
+                      checkpoint, max_hours, rewards, claim, adapter, pair, command, call_timeout=call_timeout,
+                      method=method)
     first = (why,) if why else ()  # which protocol ran, and why: the findings' first note
     try:
         out = run(request, progress_fn)
@@ -377,7 +393,7 @@ def audit(
 
 def _check_audit_arguments(*, protocol: Any, delta: Any, confidence: Any, runs: Any, horizon: Any, seed: Any,
                            executor: Any, command: Any, pair: Any, checkpoint: Any, max_hours: Any, adapter: Any,
-                           scheduler: Any, call_timeout: Any) -> None:
+                           scheduler: Any, call_timeout: Any, method: str = "multi-run") -> None:
     """The arguments of :func:`audit`, named as the call names them, checked before anything is built."""
     from dpaudit.errors import check_confidence, check_delta
     from dpaudit.runner import PLANS
@@ -388,7 +404,7 @@ def _check_audit_arguments(*, protocol: Any, delta: Any, confidence: Any, runs: 
                            f"policy's claim), got {shorten(protocol)}.")
     check_delta(delta)
     check_confidence(confidence)
-    check_int("runs", runs, minimum=100)
+    check_int("runs", runs, minimum=2 if method == "one-run" else 100)
     check_int("seed", seed, minimum=0)
     if horizon is not None:
         check_int("horizon", horizon, minimum=2)

@@ -125,14 +125,31 @@ class _RemoteTraceback(Exception):
         return self.tb
 
 
+#: the modules a worker had when it was forked: the parent has them too, so it can unpickle their classes
+_KNOWN_AT_FORK: frozenset[str] = frozenset()
+
+
 def _portable(exc: BaseException) -> BaseException:
-    """An exception that survives pickling, with its traceback text kept."""
+    """An exception that survives pickling in the parent, with its traceback text kept: a class from a
+    module the worker imported after the fork (a plug-in file's own ``class Boom(BaseException)``) is
+    named by type and message instead, since the parent may not have that module."""
     tb = "".join(traceback.format_exception(exc))
+    cls = type(exc)
     try:
+        if _KNOWN_AT_FORK and cls.__module__ not in _KNOWN_AT_FORK:
+            raise TypeError(f"{cls.__module__} was imported after the fork")
         pickle.loads(pickle.dumps(exc))
         out = exc
     except Exception:
-        out = RuntimeError(f"{type(exc).__name__}: {exc}")
+        text = " ".join(str(exc).split())[:200] or "(no message)"
+        if isinstance(exc, DPAuditError):  # one of dpaudit's own errors, from a module loaded after the fork
+            out = DPAuditError(str(exc))
+        elif cls.__module__.startswith("dpaudit_plugin_"):
+            kind = "an Exception" if isinstance(exc, Exception) else "a BaseException, not an Exception"
+            out = DPAuditError(f"plug-in code raised {cls.__qualname__} ({kind}, defined in the plug-in's module): "
+                               f"{text} (rerun with dpaudit --debug for its traceback).")
+        else:
+            out = RuntimeError(f"{cls.__name__}: {text}")
     try:
         out._dpaudit_remote_tb = tb  # type: ignore[attr-defined]
     except Exception:  # pragma: no cover
@@ -141,6 +158,8 @@ def _portable(exc: BaseException) -> BaseException:
 
 
 def _worker_main(conn: Any, parent_pid: int) -> None:
+    global _KNOWN_AT_FORK
+    _KNOWN_AT_FORK = frozenset(sys.modules)
     _init_worker(parent_pid)
     while True:
         try:

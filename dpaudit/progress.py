@@ -4,13 +4,20 @@ The audit reports progress as messages ``"<stage>: <done>/<total> <unit> ..."`` 
 -pair search, the membership attack's fresh views, the likelihood runs; :func:`dpaudit.engine.
 progress_counter`). :class:`ProgressBar` turns each stage into one tqdm bar (rate and ETA from tqdm)
 when stderr is a terminal, and into at most one plain line every ``every`` seconds (plus each
-stage's last line) when it is not, so logs of CI jobs stay short and readable.
+stage's last line) when it is not, so logs of CI jobs stay short and readable. A stage that counts
+nothing for a while (the horizon discovery, a long chunk of runs) still shows: with ``heartbeat``
+seconds set, a message that names a stage (no count) is shown once the stage has lasted that long
+(an estimate, ending "(estimated)", at once),
+and a line saying that the last stage is still running comes whenever nothing was shown for that long
+(a daemon thread; :meth:`ProgressBar.close` stops it). So a command that fails within seconds prints
+its error alone.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+import threading
 import time
 from typing import Any, TextIO
 
@@ -18,6 +25,8 @@ __all__ = ["ProgressBar", "counted"]
 
 #: words of a progress message that name what is counted (the bar's unit)
 _UNITS = frozenset({"views", "runs", "pairs", "simulations", "adversaries", "rounds"})
+#: the end of a message shown at once even with a heartbeat (the audit's estimate, redone at its horizon)
+_AT_ONCE = "(estimated)"
 _COUNT = re.compile(r"^\s*(?P<stage>[^:]+):\s*(?P<done>\d+)/(?P<total>\d+)\s*(?P<unit>[^\[(;,]*)")
 
 
@@ -25,7 +34,7 @@ class ProgressBar:
     """A progress callback (``bar(message)``) for :func:`dpaudit.audit` and the CLI; call :meth:`close`."""
 
     def __init__(self, prefix: str = "dpaudit", stream: TextIO | None = None, *, tty: bool | None = None,
-                 every: float = 2.0) -> None:
+                 every: float = 2.0, heartbeat: float | None = None) -> None:
         self.prefix = prefix
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) if tty is None else tty
@@ -35,8 +44,43 @@ class ProgressBar:
         self._last = 0.0
         self._start = time.perf_counter()
         self._since = time.time()  # when the current stage began (wall clock, as tqdm counts)
+        self._lock = threading.RLock()
+        self._shown = time.perf_counter()  # when anything was last shown
+        self._message: str | None = None  # the last message
+        self._arrived = self._shown  # when it came
+        self._pending = False  # it names a stage and is not shown yet
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        if heartbeat is not None and heartbeat > 0:
+            self._beat = threading.Thread(target=self._beats, args=(float(heartbeat),), daemon=True,
+                                          name="dpaudit-progress")
+            self._beat.start()
+
+    def _beats(self, every: float) -> None:
+        while not self._stop.wait(min(1.0, every / 4)):
+            with self._lock:
+                now = time.perf_counter()
+                if self._message is None or now - max(self._shown, self._arrived) < every:
+                    continue
+                stage = self._message.split(":", 1)[0].strip() if _COUNT.match(self._message) else self._message
+                text = (f"{self.prefix}: {self._message} [{now - self._start:.0f} s]" if self._pending else
+                        f"{self.prefix}: {stage.rstrip('.')}: still running [{now - self._start:.0f} s]")
+                self._shown, self._pending = now, False
+                if self._bar is not None:
+                    self._bar.refresh()  # the bar's elapsed time moves on
+                else:
+                    print(text, file=self.stream, flush=True)
 
     def __call__(self, message: str) -> None:
+        with self._lock:
+            self._message, self._arrived = message, time.perf_counter()
+            if self._beat is not None and _COUNT.match(message) is None and not message.endswith(_AT_ONCE):
+                self._pending = True  # a stage's name: shown once it lasts (a failure within it prints alone)
+                return
+            self._pending = False
+            self._call(message)
+
+    def _call(self, message: str) -> None:
         m = _COUNT.match(message)
         if m is None:
             self._line(message, force=True)
@@ -57,6 +101,7 @@ class ProgressBar:
             self._bar.total = total
             self._bar.n = done
             self._bar.refresh()
+            self._shown = time.perf_counter()
             if done >= total:
                 self._close_bar()
                 self._since = time.time()
@@ -69,7 +114,7 @@ class ProgressBar:
         now = time.perf_counter()
         if not force and now - self._last < self.every:
             return
-        self._last = now
+        self._last = self._shown = now
         text = f"{self.prefix}: {message} [{now - self._start:.0f} s]"
         if self._bar is not None:
             self._bar.write(text, file=self.stream)
@@ -83,8 +128,10 @@ class ProgressBar:
             self._stage = None
 
     def close(self) -> None:
-        """End the current bar (if any)."""
-        self._close_bar()
+        """End the current bar (if any) and the heartbeat."""
+        self._stop.set()
+        with self._lock:
+            self._close_bar()
 
 
 def counted(fn: Any, stage: str, total: int, unit: str = "simulations") -> tuple[Any, ProgressBar]:

@@ -854,6 +854,15 @@ class PluginPolicy:
         with guard(self._plugin, "observe", _step_of("observe", (t,)), runs=self._runs):
             self._inner.observe(t, actions, rewards)
 
+    def run_copies(self, tables: Any, which: Any = None) -> Any:
+        """The per-run adapter's whole runs (``PerRun.run_copies``): one call doing the work of T rounds of
+        ``act`` and ``observe``, so the scaled watchdog counts its run-rounds as the runs of its batch."""
+        fn = getattr(self._inner, "run_copies")
+        rounds = int(np.shape(tables)[-2]) if np.ndim(tables) >= 2 else 1
+        cells = self._runs * rounds if self._runs else None
+        with guard(self._plugin, "run_copies", runs=cells):
+            return fn(tables, which)
+
     def play_tables(self, inputs: np.ndarray, which: np.ndarray, list_input: bool) -> Any:
         """The loop adapter's whole-table play (``protocols.base.plays_tables``): a call on the batch of runs,
         so the scaled watchdog scales its limit with the batch, as for ``act``."""

@@ -97,8 +97,11 @@ def parse_arg_map(value: Any, what: str) -> ArgMap:
 def auto_arg_map(fn: Any) -> tuple[ArgMap, str] | None:
     """The argument order of a feedback or step method, when it is safe to tell; None if it cannot be
     driven without a mapping. Its required positional parameters all named as tokens (``last_reward,
-    last_arm``; ``t, arm, r``): that order. Else two positional arguments: (arm, reward). Else three
-    required ones, the first named as the round (``t``, ``round``, ``time``, ``step``): (t, arm, reward)."""
+    last_arm``; ``t, arm, r``): that order ("names"). Else, two or three required ones all but one named as
+    tokens (``observe_loss(t, loss)``): those by name and the other the token left, reward before arm before
+    the round ("partial": ``(t, reward)`` there). Else three required ones, the first named as the round: (t, arm, reward) ("round-first"). Else two
+    positional arguments: (arm, reward) ("default" when nothing is required or they are so named, else
+    "guessed"). The probe's notes name the order whenever it is not given or read from the names."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -112,10 +115,22 @@ def auto_arg_map(fn: Any) -> tuple[ArgMap, str] | None:
     toks = [_token_of(n) for n in names]
     if names and all(toks) and len(set(toks)) == len(toks) and "reward" in toks:
         return tuple((None, t) for t in toks), "default" if toks == ["arm", "reward"] else "names"  # type: ignore[misc]
-    if req <= 2 <= most:
-        return ((None, "arm"), (None, "reward")), "default"
+    named = [t for t in toks if t is not None]
+    if named and len(set(named)) == len(named) and 2 <= req <= 3 and toks.count(None) == 1:
+        # all parameters but one name a token (observe_loss(t, loss)): those by name, the other the token left
+        # (reward if it is left, else arm, else t)
+        left = [t for t in ARG_TOKENS[2:] + ARG_TOKENS[:2] if t not in named]
+        while len(left) > toks.count(None) and len(left) > 1:
+            left.remove("t" if "t" in left else "arm" if "arm" in left and "reward" in left else left[0])
+        if len(left) == toks.count(None):
+            fill = iter(left)
+            out = [t if t is not None else next(fill) for t in toks]
+            if "reward" in out:
+                return tuple((None, t) for t in out), "partial"
     if req == 3 and _token_of(names[0]) == "t":
         return ((None, "t"), (None, "arm"), (None, "reward")), "round-first"
+    if req <= 2 <= most:
+        return ((None, "arm"), (None, "reward")), "default" if req == 0 or names == ["arm", "reward"] else "guessed"
     return None
 
 

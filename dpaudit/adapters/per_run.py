@@ -351,6 +351,139 @@ class PerRun:
         self._t = t + 1
         self._acted = False
 
+    def run_copies(self, tables: Any, which: Any = None) -> np.ndarray:
+        """Whole runs, copy by copy: after :meth:`reset`, copy i plays every round of the reward table
+        ``tables[which[i]]`` (T rows of K rewards; the reward of arm a at round t is its row t's entry a;
+        ``which`` None: ``tables`` is one table for every copy). Returns the views, (n_runs, T) arms.
+
+        Each copy receives the same calls with the same arguments in the same order as :meth:`act` and
+        :meth:`observe` round by round would give it, and its randomness is its own (its seed, its
+        generators: see the class doc), so the views are the same for the same seeds; only the batching
+        differs. What it saves is the per-round batching, which costs as much as the copies' own calls: no
+        lists and arrays of the N arms and rewards each round, and each copy's generators switched in once
+        per run, not once per call (in "swap" mode, numpy's get_state/set_state once per run instead of
+        twice per round). The protocol calls it only without an adversary and with every reward inside
+        ``reward_range`` (else it steps, and ``observe`` refuses the first reward outside it by name).
+        Arms are checked as :meth:`act` checks them."""
+        if self._t != 0 or self._acted or not self._objs:
+            raise DPAuditError(f"{self.name} plays whole runs right after reset(); it was at round {self._t}.")
+        tabs = np.asarray(tables, dtype=float)
+        if tabs.ndim == 2:
+            tabs = tabs[None]
+        n, K, s = self.n_runs, self.n_arms, self._shape
+        if tabs.ndim != 3 or tabs.shape[2] != K:
+            raise DPAuditError(f"{self.name} plays tables of T x {K} rewards, got shape {np.shape(tables)}.")
+        idx = np.zeros(n, dtype=np.int64) if which is None else np.asarray(which, dtype=np.int64)
+        lo, hi = self.reward_range
+        if tabs.size and (tabs.min() < lo or tabs.max() > hi):
+            raise DPAuditError(f"{self.name} plays whole runs only on rewards inside {self.reward_range}; step them "
+                               "with act and observe, which refuse the first reward outside it.")
+        T = tabs.shape[1]
+        rows = [t.tolist() for t in tabs]  # Python floats, as observe passes them
+        fr = self.first_round
+        pos = [("arm", "reward", "t").index(tok) for k, tok in s.args if k is None]
+        kws = [(k, ("arm", "reward", "t").index(tok)) for k, tok in s.args if k is not None]
+        plain = not kws and pos == [0, 1]  # feedback(arm, reward): the common shape, called directly
+        views = np.empty((n, T), dtype=np.int64)
+        g = self._globals
+        i = t = 0
+        one_arm = self._one_arm
+        with GLOBAL_LOCK:
+            g.enter()
+            try:
+                for i in range(n):
+                    g.select(i)
+                    table = rows[int(idx[i])]
+                    arms: list[int] = []
+                    keep = arms.append
+                    if s.kind == "step":
+                        fn = self._sel[i]
+                        a = r = None
+                        for t, row in enumerate(table):
+                            vals = (a, r, t + fr)
+                            a = fn(*[vals[j] for j in pos], **{k: vals[j] for k, j in kws})
+                            if a.__class__ is not int or not 0 <= a < K:  # a numpy int, a whole float; else refused
+                                a = one_arm(a, t, i)
+                            keep(a)
+                            r = row[a]
+                    else:
+                        sel, upd = self._sel[i], self._upd[i]
+                        if plain and not s.select_t:  # select() + feedback(arm, reward): the common shape
+                            for t, row in enumerate(table):
+                                a = sel()
+                                if a.__class__ is not int or not 0 <= a < K:
+                                    a = one_arm(a, t, i)
+                                keep(a)
+                                upd(a, row[a])
+                        else:
+                            st = s.select_t
+                            for t, row in enumerate(table):
+                                a = sel(t + fr) if st else sel()
+                                if a.__class__ is not int or not 0 <= a < K:
+                                    a = one_arm(a, t, i)
+                                keep(a)
+                                vals = (a, row[a], t + fr)
+                                upd(*[vals[j] for j in pos], **{k: vals[j] for k, j in kws})
+                    views[i] = arms
+                    g.save(i)
+            except DPAuditError:
+                raise
+            except Exception as exc:
+                raise self._failure(_called(exc, s), exc, f"at round {t} (copy {i})") from exc
+            finally:
+                moved = g.leave()
+        if moved:
+            t_moved = self._round_moved(rows[int(idx[0])], T)
+            raise DPAuditError(moved_message(self._who, g, moved, f"in the {T} rounds of its copies" if t_moved is None
+                                             else f"at round {t_moved}"))
+        self._t = T
+        return views
+
+    def _round_moved(self, table: list, T: int) -> int | None:
+        """The first round at which one fresh copy, stepped round by round on ``table``, draws from a generator
+        the adapter does not keep apart (what :meth:`run_copies` only sees at the end of its runs), or None
+        (not seen again). The caller's generators end as they began."""
+        g = Globals(*self._globals.spec())
+        g.seed_copies(np.array([1]))
+        s, fr, K = self._shape, self.first_round, self.n_arms
+        with GLOBAL_LOCK:
+            try:
+                g.enter()
+                try:
+                    g.select(0)
+                    obj = self._build(0)
+                finally:
+                    if g.leave():
+                        return None
+                a = r = None
+                for t in range(T):
+                    g.enter()
+                    try:
+                        g.select(0)
+                        vals = {"arm": a, "reward": r, "t": t + fr}
+                        call = {k: vals[tok] for k, tok in s.args if k is not None}
+                        pos = [vals[tok] for k, tok in s.args if k is None]
+                        if s.kind == "step":
+                            a = int(getattr(obj, s.feedback)(*pos, **call))
+                        else:
+                            sel = getattr(obj, s.select)
+                            a = int(sel(t + fr) if s.select_t else sel())
+                        if not 0 <= a < K:
+                            return None
+                        r = table[t][a]
+                        if s.kind != "step":
+                            vals.update(arm=a, reward=r)
+                            getattr(obj, s.feedback)(*[vals[tok] for k, tok in s.args if k is None],
+                                                     **{k: vals[tok] for k, tok in s.args if k is not None})
+                        g.save(0)
+                    finally:
+                        moved = g.leave()
+                    if moved:
+                        return t
+            except Exception:  # the replay only names the round; the error raised is run_copies' own
+                return None
+        return None
+
     def params(self) -> dict[str, Any]:
         """The constructor parameters the copies were built with (for reports)."""
         return dict(self.kwargs)
@@ -379,6 +512,14 @@ class PerRun:
     # ---- local DP: the randomizer as the channel -------------------------------------------------
     def _local(self, probe: Any, randomizer: str, domain: Any) -> None:
         raise DPAuditError("a randomizer makes a LocalPerRun; build it with PerRun(..., randomizer=NAME).")
+
+
+def _called(exc: BaseException, s: Any) -> str:
+    """The name of the copy's method an exception of :meth:`PerRun.run_copies` came out of: the frame its loop
+    called (the feedback method when none shows, a method written in C)."""
+    tb = exc.__traceback__
+    frame = tb.tb_next if tb is not None else None
+    return frame.tb_frame.f_code.co_name if frame is not None else s.feedback
 
 
 def _check_required(cls: Any, maker: str, kwargs: Mapping[str, Any], seed_param: str | None,

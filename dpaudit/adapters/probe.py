@@ -288,8 +288,10 @@ def probe_notes(who: str, s: Shape, first_round: int, g: Globals, found: dict[st
     through ``s`` with rounds counted from ``first_round``, the generators ``g`` keeps apart in the
     modes chosen, what the probe ``found`` (``forced``: the globals_mode given, if any)."""
     notes: list[str] = []
-    if s.how in ("names", "round-first"):
-        why = "the names of its parameters" if s.how == "names" else "its first parameter names the round"
+    if s.how in ("names", "round-first", "partial", "guessed"):
+        why = {"names": "the names of its parameters", "round-first": "its first parameter names the round",
+               "partial": "the names of all its parameters but one, which receives the token left",
+               "guessed": "guessed: its parameters' names name none of arm, reward and t"}[s.how]
         notes.append(f"{who} is driven through {s.render()} ({why}; {s.key()}= says otherwise), with rounds counted "
                      f"from {first_round}.")
     used = found["used"]

@@ -40,7 +40,8 @@ _SHAPES = ("select_arm()/select_arm(t) + update(arm, reward), pull() + update, c
 class Shape:
     """How the copies are driven: ``kind`` "select" (``select`` [with the round] then ``feedback``) or
     "step" (``feedback`` is the step method, which also returns the next arm); ``args`` the feedback
-    call's arguments; ``how`` where they came from: "default", "names", "round-first" or "given"."""
+    call's arguments; ``how`` where they came from: "default", "names", "partial", "round-first", "guessed" or
+    "given" (:func:`~dpaudit.adapters.arguments.auto_arg_map`)."""
 
     kind: str
     select: str | None

@@ -28,6 +28,8 @@ from dpaudit.runner.findings import EXIT_STATUS  # noqa: E402  exit status by ve
 PROTOCOLS = ("table", "view", "interactive", "local", "joint", "shuffle")
 #: the metavar of the policy-parameter option, the same in every command
 PARAM_METAVAR = "NAME=VALUE"
+#: seconds without a progress line after which the audit says which stage is still running
+HEARTBEAT = 8.0
 
 
 def _wrapped(text: str) -> str:
@@ -97,7 +99,7 @@ COMMON = {"command", "what", "func", "policy", "protocol", "delta", "json", "deb
 #: the options that determine an audit's findings, in the order the reproduce command writes them, then the
 #: report it writes (the rest say where it runs, how long it may take, or how the findings are printed)
 FINDING_OPTIONS = ("protocol", "param", "delta", "confidence", "runs", "horizon", "seed", "epsilon", "alpha",
-                   "max_work", "adapter", "claim", "pair", "rewards", "horizons")
+                   "max_work", "adapter", "claim", "pair", "rewards", "horizons", "method")
 RECORDED_OPTIONS = FINDING_OPTIONS + ("report",)
 
 
@@ -183,6 +185,8 @@ def _run(args: argparse.Namespace) -> int:
             if getattr(args, dest) is None:
                 setattr(args, dest, value)
         return check_finite(args)
+    if getattr(args, "method", None) == "one-run" and args.runs is None:
+        args.runs = ONE_RUN_RUNS
     for dest, value in NAMED_DEFAULTS.items():
         if getattr(args, dest, None) is None:
             setattr(args, dest, value)
@@ -289,7 +293,10 @@ def check_finite(args: argparse.Namespace) -> int:
 
 #: the named path's defaults, filled in after :func:`refuse_inapplicable` (argparse defaults are None, so that
 #: "given" is "not None": the reproduce command names what was given, never a default)
-NAMED_DEFAULTS: dict[str, Any] = {"param": [], "confidence": DEFAULTS["confidence"], "runs": DEFAULTS["runs"], "seed": 0}
+NAMED_DEFAULTS: dict[str, Any] = {"param": [], "confidence": DEFAULTS["confidence"], "runs": DEFAULTS["runs"], "seed": 0,
+                                  "method": "multi-run"}
+#: --runs of --method one-run when not given: runs in all, one of them the pilot
+ONE_RUN_RUNS = 10
 
 
 def add_named_options(c: argparse.ArgumentParser, target: Any = None) -> None:
@@ -332,6 +339,16 @@ def add_named_options(c: argparse.ArgumentParser, target: Any = None) -> None:
                              "per-round contexts T x K x d and optional contexts_prime; shuffle: one batch (rewards, "
                              "contexts B x d); refused under local (it compares one user's data at its domain's ends)")
     stats = c.add_argument_group("sampling and statistics")
+    stats.add_argument("--method", choices=["multi-run", "one-run"], default=None,
+                       help="multi-run (default): thousands of runs per side of the most revealing neighbouring pair. "
+                            "one-run: for code that can only run a few times (Steinke, Nasr & Jagielski, \"Privacy "
+                            "Auditing with One (1) Training Run\", 2023; Mahloujifar, Melis & Chaudhuri, \"Auditing "
+                            "f-Differential Privacy in One Run\", 2025), --runs R runs (one pilot) with many canaries "
+                            "each (rounds 2^k - 1 whose reward is high or low, or every user under local), guessed from "
+                            "what follows them; table, view and local only. It can show a violation when many guesses "
+                            "are right, up to the cap its guesses allow (reported as its power); it cannot catch a leak "
+                            "of tens of percent, nor a policy that decides once per run (one informative guess per "
+                            "counted run: the 9 counted runs of 10 show at most eps = 0.93)")
     stats.add_argument("--delta", type=float, default=None,
                        help="the delta of every epsilon: the claim is converted to eps at it and every lower bound "
                             "is on eps at it (default 1e-5); for a finite spec, the exact eps(delta) is read there")
@@ -344,7 +361,8 @@ def add_named_options(c: argparse.ArgumentParser, target: Any = None) -> None:
                             f"it (500 to 2,000 runs); local audits test the channel on {LOCAL_DEFAULTS['channel_factor']} x it and "
                             f"the transcript and central view on 1/{LOCAL_DEFAULTS['transcript_div']} of it; joint "
                             f"audits cap it at {JOINT_DEFAULTS['runs']:,} and shuffle audits at "
-                            f"{SHUFFLE_CAPS['runs']:,}")
+                            f"{SHUFFLE_CAPS['runs']:,}; with --method one-run, the runs in all, one of them the "
+                            f"pilot (default {ONE_RUN_RUNS})")
     stats.add_argument("--horizon", type=int, default=None, metavar="T",
                        help=f"rounds of every audited input. Default: table, view, interactive: chosen by the audit "
                             f"({DEFAULTS['horizon']}; for a policy whose ledger releases later, just past its first "
@@ -352,7 +370,7 @@ def add_named_options(c: argparse.ArgumentParser, target: Any = None) -> None:
                             "action, then the search may extend it while a pair's sides act alike), an explicit T is "
                             f"kept as given; local: {DEFAULTS['horizon']}; joint: {JOINT_DEFAULTS['horizon']}; "
                             "shuffle: the policy's own (it only places the later batches; the first batch is the "
-                            "view)")
+                            "view); --method one-run: 4096 rounds, or users under local")
     stats.add_argument("--seed", type=int, default=None,
                        help="seed of every random draw, an integer >= 0 (default 0): the same options and seed give "
                             "the same findings whatever --workers or --scheduler")
@@ -439,7 +457,8 @@ def print_findings(a: Any) -> None:
             print(f"ledger      implied {led['implied']} (eps = {_f(led.get('implied_epsilon', math.nan))}); {per}")
         if led.get("releases_without_fed"):
             print(f"            {led['releases_without_fed']} releases do not say which rounds fed them")
-    elif a.verdict != "interrupted" and a.protocol in ("table", "view", "interactive"):
+    elif a.verdict != "interrupted" and a.protocol in ("table", "view", "interactive") and \
+            a.extra.get("method") != "one-run":
         print("ledger      none (the policy does not use dpaudit's mechanisms; black-box attacks only)")
     for e in a.exact:
         if e.part.endswith("ledger"):
@@ -465,7 +484,9 @@ def print_findings(a: Any) -> None:
         print(f"central     Table DP: {central['verdict']}, {'no bound' if low is None else f'eps >= {low:.4g}'} "
               f"({central.get('seconds', 0):.1f} s)")
     pw = a.power
-    if pw is not None:
+    if pw is not None and pw.details.get("method") == "one-run":
+        print(f"power       {pw.note}")
+    elif pw is not None:
         print(f"power       {pw.pairs_tried} pairs tried; with {pw.fresh_runs_per_side} fresh runs per side the "
               f"black-box attack can show eps from {pw.smallest_detectable:.3g} up to {pw.largest_bound:.3g}"
               + (f"; it stopped after {pw.fresh_runs_used}, its answer settled" if pw.fresh_runs_used else ""))
@@ -535,7 +556,7 @@ def check_named(args: argparse.Namespace) -> int:
     from dpaudit.sandbox import check_call_timeout
 
     call_timeout = None if args.call_timeout is None else check_call_timeout(args.call_timeout)
-    bar = ProgressBar("dpaudit check")
+    bar = ProgressBar("dpaudit check", heartbeat=HEARTBEAT)
     try:
         result = audit(
             args.policy, params=parse_params(args.param), protocol=args.protocol, delta=args.delta,
@@ -543,7 +564,7 @@ def check_named(args: argparse.Namespace) -> int:
             progress=bar, workers=workers, command="", horizons=_horizons(args.horizons),
             rewards=_parse_rewards(args.rewards), claim=_parse_claim(args.claim), adapter=args.adapter,
             pair=args.pair, scheduler=args.scheduler, checkpoint=args.checkpoint, max_hours=args.max_hours,
-            call_timeout=call_timeout,
+            call_timeout=call_timeout, method=args.method,
         )
     except _Interrupted as exc:
         result = exc.audit

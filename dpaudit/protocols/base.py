@@ -25,7 +25,7 @@ from dpaudit.errors import DPAuditError
 from dpaudit.policies.base import check_actions
 
 __all__ = ["Adversary", "Protocol", "Pair", "FixedActionSet", "ContextInput", "check_context_input",
-           "offers_blocks", "plays_tables", "check_table"]
+           "offers_blocks", "offers_copies", "plays_tables", "check_table"]
 
 
 class Adversary:
@@ -165,6 +165,19 @@ def offers_blocks(policy) -> bool:
     return type(inner).__module__.startswith("dpaudit.")
 
 
+def offers_copies(policy) -> bool:
+    """Whether ``Protocol.run`` may run ``policy`` copy by copy, each copy through all its rounds
+    (``run_copies``: the per-run adapter's one-run objects, :class:`dpaudit.adapters.PerRun`). Only
+    dpaudit's own adapter qualifies, behind the plug-in sandbox or not; its copies receive the calls
+    they would receive round by round, so the views are the same."""
+    if not callable(getattr(policy, "run_copies", None)):
+        return False
+    inner = policy
+    for _ in range(3):
+        inner = getattr(inner, "wrapped", inner)
+    return type(inner).__module__.startswith("dpaudit.adapters") and callable(getattr(inner, "run_copies", None))
+
+
 def plays_tables(policy) -> bool:
     """Whether ``Protocol.run`` may hand ``policy`` whole reward tables (``play_tables``) instead of driving it
     round by round: dpaudit's loop adapter (:class:`dpaudit.adapters.loop.LoopPolicy`), whose copies run their
@@ -182,6 +195,9 @@ class Protocol:
     summary: str = ""
     #: the input is a list of T rewards (View DP), not a T x K table
     list_input: bool = False
+    #: without an adversary, the reward of arm a at round t is the input's entry (t, a) (or t, for a list):
+    #: a one-run object may then play a whole run at once (:func:`offers_copies`)
+    fixed_rewards: bool = False
     #: the adversaries the neighbouring search tries (names understood by :meth:`adversary`)
     adversaries: tuple[str, ...] = ("none",)
 
@@ -264,6 +280,8 @@ class Protocol:
             return policy.play_tables(data[None], np.zeros(n_runs, dtype=np.int64), self.list_input)
         if path != "step" and blocks_ok:
             return self._run_blocks(policy, data, n_runs, n_arms, who)
+        if adversary is None and contexts is None and self._copies_ok(policy, data, lo, hi):
+            return np.asarray(policy.run_copies(self._reward_tables(data[None], n_arms)), dtype=np.int64)
         views = np.empty((n_runs, horizon), dtype=np.int64)
         for t in range(horizon):
             arms = None if contexts is None else np.broadcast_to(contexts[t], (n_runs,) + contexts.shape[1:])
@@ -298,12 +316,26 @@ class Protocol:
         if (offers_blocks(policy) and type(self).block_sums is not Protocol.block_sums
                 and inputs.min() >= lo and inputs.max() <= hi):
             return self._run_blocks(policy, inputs, n, n_arms, who, which).reshape(m, n_per, horizon)
+        if self._copies_ok(policy, inputs, lo, hi):
+            views = policy.run_copies(self._reward_tables(inputs, n_arms), which)
+            return np.asarray(views, dtype=np.int64).reshape(m, n_per, horizon)
         views = np.empty((n, horizon), dtype=np.int64)
         for t in range(horizon):
             a = check_actions(policy.act(t, None), n, n_arms, who, t)
             views[:, t] = a
             policy.observe(t, a, self.reward_many(inputs, which, t, a))
         return views.reshape(m, n_per, horizon)
+
+    def _copies_ok(self, policy: Any, inputs: np.ndarray, lo: float, hi: float) -> bool:
+        """Whether to run ``policy`` copy by copy on ``inputs`` (:func:`offers_copies`): a protocol whose rewards
+        are fixed by its input, and every reward inside the policy's range (else ``observe`` refuses the first
+        one a run sees, by name, on the step path)."""
+        return (self.fixed_rewards and offers_copies(policy) and inputs.size > 0
+                and bool(inputs.min() >= lo) and bool(inputs.max() <= hi))
+
+    def _reward_tables(self, inputs: np.ndarray, n_arms: int) -> np.ndarray:
+        """Inputs (m, T, K), or (m, T) lists of rewards, as (m, T, K) tables of each arm's reward."""
+        return np.repeat(inputs[..., None], n_arms, axis=2) if self.list_input else inputs
 
     def reward_many(self, inputs: np.ndarray, which: np.ndarray, t: int, actions: np.ndarray) -> np.ndarray:
         """The rewards at round ``t`` of runs playing ``inputs[which]`` (:meth:`run_batch`)."""

@@ -44,6 +44,7 @@ class TableDP(Protocol):
 
     name = "table"
     summary = "input: T x K reward table; view: actions; neighbours: one row (user) changed"
+    fixed_rewards = True
 
     def check_input(self, data, horizon, n_arms):
         return check_table(data, n_arms)

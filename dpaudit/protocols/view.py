@@ -19,6 +19,7 @@ class ViewDP(Protocol):
 
     name = "view"
     list_input = True
+    fixed_rewards = True
     summary = "input: list of T rewards; view: actions; neighbours: one reward changed"
 
     def check_input(self, data, horizon, n_arms):

@@ -210,7 +210,8 @@ def _test_blocks(a: Mapping[str, Any], digits: int = 6) -> list[Any]:
     d, w = dict(a.get("details") or {}), dict(a.get("witness") or {})
     blocks: list[Any] = []
     if w.get("label"):
-        blocks.append(Para(f"Pair: {tidy_text(str(w['label']), digits)}."))
+        blocks.append(Para(f"{'Canaries' if a.get('attack') == 'one-run' else 'Pair'}: "
+                           f"{tidy_text(str(w['label']), digits)}."))
     if is_threshold_test(a):
         sel = d.pop("selection_bound", None)
         blocks.append(Para(
@@ -338,6 +339,8 @@ def _power_section(out: dict[str, Any]) -> Section | None:
     pw = out.get("power")
     if not pw:
         return None
+    if (pw.get("details") or {}).get("method") == "one-run":  # its power is the cap of its guesses
+        return Section("power", "Power", (Para(pw.get("note") or ""),))
     used = pw.get("fresh_runs_used")
     pilot, ranked = _search_counts(out)
     searched = ""
@@ -359,10 +362,31 @@ def _power_section(out: dict[str, Any]) -> Section | None:
     return Section("power", "Power", tuple(blocks))
 
 
+def _one_run_section(out: dict[str, Any]) -> Section | None:
+    """A one-run audit (``--method one-run``): its canaries, the pilot's choice, the count, and what it can and
+    cannot show beside the multi-run audit."""
+    o = out.get("one_run")
+    if not isinstance(o, Mapping):
+        return None
+    text = (f"{o['runs']} runs: run 0 the pilot, {o['counted_runs']} counted; {o['canaries_per_run']} canaries per run "
+            f"({o['layout']}), each canary's bit drawn uniformly from the audit's seed. The pilot chose the guesses: "
+            f"{o['rule']}. On the counted runs {o['correct']} of {o['guesses']} guesses were right, so by "
+            f"{o['analysis_text']} eps >= **{fmt(o['bound'])}** at confidence {fmt(out.get('confidence'))} (the most "
+            f"these guesses can show: {fmt(o['cap'])}).")
+    if o.get("steinke_beside") is not None:
+        text += f" Steinke et al.'s bound at the audit's delta, for comparison (not judged): {fmt(o['steinke_beside'])}."
+    blocks: list[Any] = [Para(text),
+                         Para(f"It can show {o['can_show']}. It cannot show {o['cannot_show']}.", note=True)]
+    if o.get("candidates"):
+        blocks.append(Fold("the pilot's best guess rules (predicted bound on the counted canaries)",
+                           (records_table(list(o["candidates"])),)))
+    return Section("one-run", "One-run audit: what it can and cannot show", tuple(blocks))
+
+
 #: extra keys another section renders (or that only the reproduction table shows)
 _SHOWN_ELSEWHERE = {"claim_curves", "search", "search_summary", "leakage_vs_horizon", "renyi_violation", "workers",
                     "estimate", "checkpoint", "report", "n_arms", "action_space", "horizon_reason",
-                    "confidence_per_attack"}
+                    "confidence_per_attack", "one_run", "method"}
 #: how a protocol's own details are titled (anything else: its key in words)
 _DETAIL_TITLES = {
     "channel": "local channel", "lints": "Calibration lints of the channel",
@@ -581,7 +605,7 @@ def _verdict_section(out: dict[str, Any]) -> Section:
 #: the report, in order: each builder reads the findings and returns a section (or None when it has nothing)
 SECTIONS: tuple[Callable[[dict[str, Any]], Section | None], ...] = (
     _parts_section, _claim_section, _ledger_section, _exact_section, _bounds_section, _beside_section,
-    _power_section, _horizon_section, _details_section, _search_section, _witness_section, _notes_section,
+    _power_section, _one_run_section, _horizon_section, _details_section, _search_section, _witness_section, _notes_section,
     _reproduce_section, _verdict_section)
 
 

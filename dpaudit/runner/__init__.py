@@ -9,7 +9,8 @@ An audit is the same pipeline under every protocol (DESIGN.md, "The audit pipeli
 3. the engine is set up once: this process, local processes, any executor or a Dask scheduler, with
    checkpoints (:mod:`dpaudit.engine`); every part's sampling runs on it;
 4. the protocol's *plan* runs its parts (:mod:`.central` for table, view and interactive; :mod:`.local`
-   for local DP, K-armed and continuous; :mod:`.joint`; :mod:`.shuffle`), each filling the typed slots
+   for local DP, K-armed and continuous; :mod:`.joint`; :mod:`.shuffle`; with ``method="one-run"``,
+   :mod:`.one_run` under table, view and local), each filling the typed slots
    of a :class:`Context`: bounds that enter the verdict, bounds beside it, exact figures, the ledger,
    the power, what ran;
 5. one verdict rule (:mod:`.verdict`) decides, and the findings are typed (:mod:`.findings`).
@@ -29,12 +30,12 @@ from dpaudit.protocols import get_protocol
 from dpaudit.sandbox import (call_limit, can_isolate, check_call_timeout, explain_worker_death, file_digest,
                              is_plugin_spec, overdue, own_numerics, plugin_digest, run_isolated, watch_signals)
 
-from . import central, joint, local, shuffle
+from . import central, joint, local, one_run, shuffle
 from .context import DEFAULTS, Context, Request
 from .findings import AuditInterrupted, Findings
 from .setup import versions
 
-__all__ = ["Request", "Context", "run", "check", "DEFAULTS", "findings_json", "RUN_KEYS"]
+__all__ = ["Request", "Context", "run", "check", "DEFAULTS", "findings_json", "RUN_KEYS", "METHODS"]
 
 #: keys of an audit's findings that describe how it ran, not what it found
 RUN_KEYS = ("seconds", "workers", "checkpoint", "attacks_seconds", "command", "versions", "estimate")
@@ -55,7 +56,14 @@ PLANS: dict[str, dict[str, Any]] = {
 }
 
 
-def _plan(protocol: str) -> Any:
+#: the audit methods: "multi-run" (each protocol's plan above) and "one-run" (:mod:`.one_run`, a few runs with many
+#: canaries each, under the protocols of :data:`.one_run.PROTOCOLS`)
+METHODS = ("multi-run", "one-run")
+
+
+def _plan(protocol: str, method: str = "multi-run") -> Any:
+    if method == "one-run":
+        return one_run
     return {"central": central, "local": local, "joint": joint, "shuffle": shuffle}[PLANS[protocol]["module"]]
 
 
@@ -73,6 +81,11 @@ def _checked(request: Request) -> Request:
 
     if request.protocol not in PLANS:
         get_protocol(request.protocol)  # the one sentence naming the protocols
+    if request.method not in METHODS:
+        raise DPAuditError(f"--method must be one of {', '.join(METHODS)}, got {request.method!r}.")
+    one = request.method == "one-run"
+    if one:
+        one_run.check_request(replace(request, runs=check_int("--runs", request.runs, minimum=2)))
     if request.protocol != "local" and is_bco(request.policy):
         raise DPAuditError(f"{request.policy!r} plays points of a convex body (BCO), not one of K arms, so the "
                            f"{request.protocol} audit's reward tables do not apply; its central Table-DP view (the "
@@ -84,7 +97,8 @@ def _checked(request: Request) -> Request:
     if request.scheduler is not None and request.executor is not None:
         raise DPAuditError("an executor and a Dask scheduler exclude each other: give one of them.")
     return replace(request, delta=check_delta(request.delta), confidence=check_confidence(request.confidence),
-                   runs=check_int("--runs", request.runs, minimum=100), seed=check_int("--seed", request.seed, minimum=0),
+                   runs=check_int("--runs", request.runs, minimum=2 if one else 100),
+                   seed=check_int("--seed", request.seed, minimum=0),
                    workers=check_int("workers", request.workers, minimum=1),
                    horizon=None if request.horizon is None else check_int("--horizon", request.horizon, minimum=2),
                    max_work=None if request.max_work is None else check_positive("max_work", request.max_work),
@@ -103,7 +117,8 @@ def _checkpoint(request: Request) -> Checkpoint | None:
         "delta": r.delta, "confidence": r.confidence, "runs": r.runs, "horizon": r.horizon, "seed": r.seed,
         "rewards": None if r.rewards is None else [float(x) for x in r.rewards],
         "claim": None if r.claim is None else str(r.claim), "adapter": r.adapter, "pair": r.pair,
-        "pair_sha256": file_digest(r.pair) if r.pair else None, "dpaudit": versions()})
+        "pair_sha256": file_digest(r.pair) if r.pair else None, "dpaudit": versions(),
+        **({"method": r.method} if r.method != "multi-run" else {})})
 
 
 def run(request: Request, progress: Callable[[str], None] | None = None) -> Findings:
@@ -125,7 +140,7 @@ def run(request: Request, progress: Callable[[str], None] | None = None) -> Find
 
 def _run_here(request: Request, progress: Callable[[str], None] | None = None) -> Findings:
     """:func:`run` in this process (``request`` checked)."""
-    plan = _plan(request.protocol)
+    plan = _plan(request.protocol, request.method)
     cp = _checkpoint(request)
     close_scheduler, health, executor = None, None, request.executor
     if request.scheduler is not None:

@@ -86,7 +86,8 @@ def first_release_step(policy: Any, protocol: Any, data: np.ndarray, seed: np.ra
 
 def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.random.SeedSequence,
                   reward_range: tuple[float, float], alphabet: Sequence[float] | None = None,
-                  cells: int | None = None, engine: Engine = SERIAL) -> tuple[int, str, Any]:
+                  cells: int | None = None, engine: Engine = SERIAL,
+                  progress: Callable[[str], None] | None = None) -> tuple[int, str, Any]:
     """Choose the audit horizon. Returns (horizon, how it was chosen, the discovery's findings or None).
 
     A policy with a ledger: 48, or for one that releases nothing by then the first release step plus
@@ -114,7 +115,7 @@ def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.rand
         T *= 2
     kw = {} if cells is None else {"cells": cells}
     choice = discover_horizon(policy_for, protocol, seed, reward_range, alphabet, start=DEFAULTS["horizon"], tail=tail,
-                              engine=engine, **kw)
+                              engine=engine, progress=progress, **kw)
     why = choice.reason
     if T >= MAX_AUTO_HORIZON:
         why = f"its ledger shows no release within {MAX_AUTO_HORIZON} rounds, so the horizon comes from its actions: " + why
@@ -129,7 +130,35 @@ def preflight(ctx: Context) -> None:
     r = ctx.request
     ctx.extra["estimate"] = audit_preflight(lambda T: with_features(ctx.build(T), r.seed), ctx.protocol, runs=r.runs,
                     horizon=estimate_horizon(r), workers=r.workers,
-                    local=r.executor is None and r.scheduler is None, max_hours=r.max_hours)
+                    local=r.executor is None and r.scheduler is None, max_hours=r.max_hours,
+                    search=lambda policy: searches(policy, r, ctx.protocol.name))
+
+
+def say_estimate(ctx: Context, policy: Any, horizon: int) -> None:
+    """The up-front estimate redone at the chosen horizon (:func:`dpaudit.runner.cost.refresh_estimate`), said."""
+    from .cost import duration, refresh_estimate
+
+    r = ctx.request
+    est = ctx.extra.get("estimate")
+    if not isinstance(est, dict) or r.pair is not None:
+        return
+    elapsed = sum(float(p.seconds) for p in ctx.parts)
+    rest = refresh_estimate(est, r.runs, horizon, len(candidate_pairs(ctx.protocol, int(policy.n_arms), horizon)),
+                            searches(policy, r, ctx.protocol.name), elapsed)
+    if rest is not None:
+        ctx.say(f"horizon T = {horizon}: about {duration(rest)} to go (estimated)")
+
+
+def searches(policy: Any, r: Any, protocol: str) -> dict[str, Any]:
+    """The searches :func:`audit` runs for ``policy`` under request ``r``, as :func:`dpaudit.runner.cost.run_steps`'
+    keywords: the search's sample size, the threshold search (Table DP without a pair), the horizon sweep
+    (a black-box audit that chooses its horizon)."""
+    auto = r.horizon is None and r.pair is None
+    from .cost import HORIZON_MULTIPLES
+
+    threshold = 0 if protocol != "table" or r.pair is not None else HORIZON_MULTIPLES if auto else 1
+    return {"small": pilot_budgets(policy, r.runs)[1], "threshold": threshold,
+            "sweep": auto and not hasattr(policy, "ledger")}
 
 
 def estimate_horizon(r: Any) -> int:
@@ -162,7 +191,7 @@ def audit(ctx: Context) -> None:
                 "--protocol table or --protocol view.")
     s_ledger, s_search, s_horizon, s_threshold = np.random.SeedSequence(r.seed).spawn(4)
     s_sweep, s_sweep_final = np.random.SeedSequence([r.seed, 0x5EE9]).spawn(2)
-    ctx.stage = "choice of the horizon"
+    ctx.say("choice of the horizon")
     features = None
 
     def build(T: int) -> Any:
@@ -205,7 +234,8 @@ def audit(ctx: Context) -> None:
         pilot_engine = pilot_engine.serial()
     if horizon is None:
         t_horizon = time.perf_counter()
-        horizon, how, choice = audit_horizon(build, proto, s_horizon, rr, alphabet, cells=cells, engine=pilot_engine)
+        horizon, how, choice = audit_horizon(build, proto, s_horizon, rr, alphabet, cells=cells, engine=pilot_engine,
+                                             progress=ctx.progress)
         ctx.extra["horizon_reason"] = how
         if choice is not None:
             ctx.extra["horizon_search"] = {"first_dependent_round": choice.first_dependent_round,
@@ -218,10 +248,11 @@ def audit(ctx: Context) -> None:
     if proto.name == "table" and user_pair is None:
         # backgrounds at the policy's decision threshold, in both orientations, with the canary's round
         # searched, and the horizon extended until a pair's two sides act differently (attacks.neighbours)
-        ctx.stage = "threshold search"
+        ctx.say("threshold search")
         t_threshold = time.perf_counter()
         threshold = threshold_pairs(build, proto, horizon, s_threshold, rr, alphabet, cells=cells,
-                                    max_horizon=None if r.horizon is None else horizon, engine=pilot_engine)
+                                    max_horizon=None if r.horizon is None else horizon, engine=pilot_engine,
+                                    progress=ctx.progress)
         ctx.extra["threshold_search"] = threshold.info
         if threshold.horizon != horizon:
             notes.append(f"horizon T = {threshold.horizon}: the threshold search found pairs whose two sides act "
@@ -232,6 +263,7 @@ def audit(ctx: Context) -> None:
     ctx.horizon = horizon
     policy = build(horizon)
     ctx.policy = policy
+    say_estimate(ctx, policy, horizon)
     ctx.read_claim(policy, spec)
     notes.extend(n for n in getattr(policy, "audit_notes", ()) if n not in notes)  # what the per-run adapter did
     has_ledger = hasattr(policy, "ledger")
@@ -270,7 +302,7 @@ def audit(ctx: Context) -> None:
 
     ctx.set_upper(policy_upper(policy, horizon, ctx.delta, protocol=proto.name))  # from the ledger just recorded
 
-    ctx.stage = "neighbouring-pair search and attacks"
+    ctx.say("neighbouring-pair search and attacks")
     engine = ctx.engine
     try:
         engine.check_picklable(policy, proto)
@@ -304,7 +336,7 @@ def audit(ctx: Context) -> None:
     # the ranking's own time: the search's, less the fresh tests it ran (their parts have their own times)
     t_ranking = time.perf_counter() - t_search - sum(a.seconds for a in (res.membership, res.likelihood) if a is not None)
     if sweep:
-        ctx.stage = "horizon sweep"
+        ctx.say("horizon sweep")
         best_of: dict[str, tuple[float, PairSpec]] = {}  # the best ranked pattern of each family
         for row, sp in zip([x for x in res.ranking if x.get("stage") == "ranked"], res.ranked_specs):
             fam = row.get("family", "?")
@@ -325,8 +357,12 @@ def audit(ctx: Context) -> None:
                              f"per side (horizons {sorted({row['horizon'] for row in rows})} tried).")
                 horizon = best_T
                 ctx.horizon = horizon
+                built_at = list(getattr(policy, "audit_notes", ()))
                 policy = build(horizon)
                 ctx.policy = policy
+                rebuilt_notes(notes, built_at, getattr(policy, "audit_notes", ()))
+                params = getattr(policy, "params", None)
+                ctx.params = params() if callable(params) else ctx.params
             ctx.ran("horizon sweep", "setup", f"the best pairs of {len(sweep_specs)} families at "
                                               f"T = {sorted({row['horizon'] for row in rows})}: T = {horizon}",
                     time.perf_counter() - t_sweep)
@@ -357,6 +393,18 @@ def audit(ctx: Context) -> None:
         ctx.unseen = (f"no action of the policy depended on its input within "
                       f"{ctx.extra['horizon_search']['tried_up_to']} rounds of the horizon discovery, and no attack "
                       f"told the sides of the {len(specs)} pairs tried apart at T = {horizon}")
+
+
+def rebuilt_notes(notes: list[str], old: Sequence[str], new: Sequence[str]) -> None:
+    """The per-run adapter's notes of the policy rebuilt at a new horizon in place of those of the policy it
+    replaces (a factory's note names the horizon its copies are built at), in ``notes``."""
+    fresh = [n for n in new if n not in notes]
+    stale = [i for i, n in enumerate(notes) if n in old and n not in new]
+    for i, n in zip(stale, fresh):
+        notes[i] = n
+    for i in sorted(stale[len(fresh):], reverse=True):
+        del notes[i]
+    notes.extend(fresh[len(stale):])
 
 
 def search_summary(ranking: Sequence[dict[str, Any]], horizon: int) -> list[dict[str, Any]]:

@@ -59,11 +59,15 @@ class Request:
     #: seconds one call into plug-in code may run before the audit ends (None: the default, the scaled
     #: watchdog of :func:`dpaudit.sandbox.scaled_limit`; :func:`dpaudit.sandbox.call_limit`)
     call_timeout: float | str | None = None
+    #: "multi-run" (the default: thousands of runs per side) or "one-run" (``runs`` runs in all, many canaries
+    #: in each: :mod:`dpaudit.runner.one_run`)
+    method: str = "multi-run"
 
     def given(self) -> dict[str, Any]:
         """The options given explicitly, by their command-line names (for the refusals)."""
         opts = {"--scheduler": self.scheduler, "--checkpoint": self.checkpoint, "--max-hours": self.max_hours,
-                "--rewards": self.rewards, "--claim": self.claim, "--adapter": self.adapter, "--pair": self.pair}
+                "--rewards": self.rewards, "--claim": self.claim, "--adapter": self.adapter, "--pair": self.pair,
+                "--method": None if self.method == "multi-run" else self.method}
         return {k: v for k, v in opts.items() if v is not None}
 
 
@@ -94,6 +98,8 @@ class Context:
     #: the upper side: the tightest eps dpaudit can prove (:meth:`set_upper`); None: nothing beyond the claim
     upper: Upper | None = None
     unseen: str | None = None
+    #: what an inconclusive verdict advises trying (None: the multi-run audit's advice)
+    advice: str | None = None
     blackbox_only: bool = False
     stage: str = "setup"
     started: float = field(default_factory=time.perf_counter)
@@ -210,7 +216,8 @@ class Context:
                        unseen=ctx.unseen, blackbox_only=ctx.blackbox_only,
                        ceiling=ctx.power.largest_bound if ctx.power else math.inf,
                        runs=ctx.power.fresh_runs_per_side if ctx.power else None,
-                       pairs_tried=ctx.power.pairs_tried if ctx.power else None, confidence=ctx.confidence)
+                       pairs_tried=ctx.power.pairs_tried if ctx.power else None, confidence=ctx.confidence,
+                       advice=ctx.advice)
             verdict, reason, witness, lower = v.verdict, v.reason, v.witness, v.epsilon_lower
             extra_reason = ctx.extra.pop("_reason_suffix", None)
             if extra_reason and verdict != "violation":

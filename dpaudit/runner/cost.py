@@ -13,7 +13,9 @@ audit starts, :func:`preflight` estimates
   runs, 32 steps, stopping once a batch takes half a second) on a table of the audit's shape and
   its measured run-steps per second, times the workers, is extrapolated to the audit's total
   run-steps (the fresh views of both sides, the likelihood runs, and the ranking samples of every
-  candidate pair); compared with ``max_hours``. The estimate itself is time-boxed
+  candidate pair; for the central plans also the threshold search and, for a black-box audit that
+  chooses its horizon, the horizon discovery and sweep with the fresh views at the longer horizon the
+  sweep typically moves them to: :func:`run_steps`); compared with ``max_hours``. The estimate itself is time-boxed
   (:data:`ESTIMATE_SECONDS`, :func:`dpaudit.sandbox.time_box`): a plug-in whose constructor or
   ``act`` is still running at the box's end is refused if what was seen already exceeds
   ``max_hours``, and otherwise audited without a time estimate (a note says why);
@@ -36,7 +38,8 @@ import numpy as np
 from dpaudit.errors import DPAuditError
 
 __all__ = ["available_memory", "check_workers", "preflight", "audit_preflight", "DEFAULT_MAX_HOURS",
-           "ESTIMATE_SECONDS", "estimating", "account_preflight", "bco_preflight"]
+           "ESTIMATE_SECONDS", "estimating", "account_preflight", "bco_preflight", "run_steps", "refresh_estimate",
+           "duration"]
 
 #: the longest audit dpaudit starts without --max-hours
 DEFAULT_MAX_HOURS = 24.0
@@ -108,12 +111,40 @@ def memory_per_process(runs: int, horizon: int, n_arms: int) -> tuple[float, flo
     return float(piece), float(main)
 
 
-def run_steps(runs: int, horizon: int, n_candidates: int) -> float:
+#: run-rounds per round of horizon of one horizon tried by the threshold search (two orientations, each a
+#: 4-level bisection of 32 gaps on 32 runs and a scan of 2 x 18 canary rounds on 32 runs per side:
+#: :func:`dpaudit.attacks.neighbours.threshold_pairs`' defaults)
+THRESHOLD_CELLS = 2 * (4 * 32 * 32 + 32 * 2 * 2 * 18)
+#: the horizons the threshold search and the horizon sweep try, as multiples of the first: 1, 2, 4, 8
+HORIZON_MULTIPLES = 1 + 2 + 4 + 8
+#: the horizon a black-box audit's fresh test runs at, as a multiple of the first, in the estimate: the
+#: geometric mean of the ten one-run classes' (benchmarks/defaults.md: 1 to 16 times, their threshold search
+#: and horizon sweep moving them), since the estimate is made before either runs
+SWEPT = 3
+
+
+def run_steps(runs: int, horizon: int, n_candidates: int, *, small: int | None = None, threshold: int = 0,
+              sweep: bool = False) -> float:
     """Total (run, step) pairs of an audit: fresh views of both sides and the likelihood runs
     (3 x runs), and per candidate pair the ranking samples (training, selection and screening runs
-    of both sides, about 5 x the small sample size of :func:`dpaudit.check.audit_policy`)."""
-    small = max(500, min(2000, runs // 10))
-    return float(horizon) * (3.0 * runs + 5.0 * small * n_candidates)
+    of both sides, about 5 x the ``small`` sample size of the search; by default a batched policy's).
+
+    ``threshold``: the Table-DP threshold search, as the sum of the multiples of the horizon it tries
+    (:data:`THRESHOLD_CELLS` per round of each): 1, or :data:`HORIZON_MULTIPLES` when it may try 2, 4 and
+    8 times the horizon (when no pair's two sides act differently at the first). ``sweep``: a
+    black-box audit free to choose its horizon (no ledger, no likelihood runs): the horizon discovery, the
+    sweep of the best 3 pairs at 1, 2, 4 and 8 times the horizon on ``small`` runs per split, and the fresh
+    views at :data:`SWEPT` times it. Once the horizon is chosen, :func:`refresh_estimate` redoes it there.
+    """
+    small = max(500, min(2000, runs // 10)) if small is None else int(small)
+    T = float(horizon)
+    total = T * 5.0 * small * n_candidates
+    total += THRESHOLD_CELLS * T * int(threshold)
+    if sweep:
+        total += 2 * 200 * T * 2 + 4 * small * T * HORIZON_MULTIPLES * 3 + 2.0 * runs * SWEPT * T
+    else:
+        total += 3.0 * runs * T
+    return total
 
 
 def _calibrate(policy: Any, protocol: Any, horizon: int, runs: int, reward_range: tuple[float, float]) -> float:
@@ -179,12 +210,14 @@ def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
 
 def preflight(policy: Any, protocol: Any, *, runs: int, horizon: int, workers: int, local: bool = True,
               max_hours: float | None = None, n_candidates: int | None = None,
-              reward_range: tuple[float, float] = (0.0, 1.0)) -> dict[str, Any]:
+              reward_range: tuple[float, float] = (0.0, 1.0), search: dict[str, Any] | None = None) -> dict[str, Any]:
     """Refuse an audit that cannot finish (memory, then time); return the estimates.
 
     ``local``: the pieces run on this machine (``workers`` processes); with an external executor
-    (Dask) only the main process's memory is checked here.
+    (Dask) only the main process's memory is checked here. ``search``: the plan's searches, as
+    :func:`run_steps`' keywords (``small``, ``threshold``, ``sweep``).
     """
+    search = dict(search or {})
     max_hours = DEFAULT_MAX_HOURS if max_hours is None else float(max_hours)
     if not (max_hours > 0) or math.isinf(max_hours):
         raise DPAuditError(f"--max-hours must be a positive finite number, got {max_hours!r}.")
@@ -205,7 +238,7 @@ def preflight(policy: Any, protocol: Any, *, runs: int, horizon: int, workers: i
 
     budget = None if avail is None else max(avail - _BASELINE * (1 + n_proc), 0)
     est: dict[str, Any] = {"memory_bytes": need(runs, T, K), "memory_available_bytes": avail,
-                           "run_steps": run_steps(runs, T, n_candidates)}
+                           "run_steps": run_steps(runs, T, n_candidates, **search)}
     if budget is not None and est["memory_bytes"] > budget:
         hint = []
         if local and n_proc > 1 and memory_per_process(runs, T, K)[0] + memory_per_process(runs, T, K)[1] <= budget:
@@ -245,8 +278,8 @@ def preflight(policy: Any, protocol: Any, *, runs: int, horizon: int, workers: i
     limit = max_hours * 3600
     if seconds > limit:
         hint = []
-        for label, lo, cur, f in (("--runs", 100, runs, lambda v: run_steps(v, T, n_candidates)),
-                                  ("--horizon", 2, T, lambda v: run_steps(runs, v, n_candidates))):
+        for label, lo, cur, f in (("--runs", 100, runs, lambda v: run_steps(v, T, n_candidates, **search)),
+                                  ("--horizon", 2, T, lambda v: run_steps(runs, v, n_candidates, **search))):
             best = _largest(lo, cur, lambda v: f(v) / rate <= limit)
             if best is not None:
                 hint.append(f"the largest {label} that fits is about {best:,}")
@@ -259,8 +292,10 @@ def preflight(policy: Any, protocol: Any, *, runs: int, horizon: int, workers: i
 
 
 def audit_preflight(policy_for: Callable[[int], Any], protocol: Any, *, runs: int, horizon: int, workers: int,
-                    local: bool, max_hours: float | None) -> dict[str, Any]:
-    """:func:`preflight` for :func:`dpaudit.check.audit_policy`: ``policy_for(T)`` builds the policy.
+                    local: bool, max_hours: float | None,
+                    search: Callable[[Any], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """:func:`preflight` for :func:`dpaudit.check.audit_policy`: ``policy_for(T)`` builds the policy;
+    ``search(policy)``, the plan's searches for it (:func:`preflight`).
 
     The horizon must be checked before anything is built for it (the protocols allocate T x K tables).
     """
@@ -279,7 +314,25 @@ def audit_preflight(policy_for: Callable[[int], Any], protocol: Any, *, runs: in
 
     rr = audit_range(policy)
     return preflight(policy, protocol, runs=runs, horizon=T, workers=workers, local=local, max_hours=max_hours,
-                     reward_range=rr)
+                     reward_range=rr, search=None if search is None else search(policy))
+
+
+def refresh_estimate(estimate: dict[str, Any] | None, runs: int, horizon: int, n_candidates: int,
+                     search: dict[str, Any], elapsed: float) -> float | None:
+    """The up-front ``estimate`` redone once the horizon is chosen (the discovery and threshold search done,
+    ``elapsed`` seconds so far): the rest of the audit's run-steps at ``horizon`` at the rate measured up
+    front, plus ``elapsed``, recorded in the estimate as ``seconds_at_horizon`` (with its ``horizon``).
+    Returns the seconds still to go (None without a measured rate)."""
+    if not estimate or not estimate.get("run_steps_per_second"):
+        return None
+    rest = run_steps(runs, horizon, n_candidates, **{**search, "threshold": 0}) / float(estimate["run_steps_per_second"])
+    estimate["at_horizon"] = {"horizon": int(horizon), "seconds": elapsed + rest}
+    return rest
+
+
+def duration(seconds: float) -> str:
+    """Seconds as text: 42 s, 7 min, 3.5 h, 4 days."""
+    return _duration(seconds)
 
 
 def check_time(ctx: Any, seconds: float, how: str) -> None:

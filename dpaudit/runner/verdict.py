@@ -56,14 +56,15 @@ def _check_numbers(attacks: Sequence[AuditResult], exact: Sequence[Exact]) -> No
 def decide(eps_claim: float, delta: float, attacks: Sequence[AuditResult], exact: Sequence[Exact] = (), *,
            renyi_violation: Sequence[dict[str, Any]] = (), unseen: str | None = None, blackbox_only: bool = False,
            ceiling: float = math.inf, runs: int | None = None, pairs_tried: int | None = None,
-           confidence: float | None = None) -> Verdict:
+           confidence: float | None = None, advice: str | None = None) -> Verdict:
     """Apply the rule (module docstring) to an audit's findings.
 
     ``attacks``: the lower bounds that enter the verdict; ``exact``: exact figures (only the ``judged``
     ones are compared); ``renyi_violation``: the likelihood attack's orders whose D_alpha lower bound
     exceeds the claim's curve; ``unseen``: the plan's reason there was nothing private to audit;
     ``blackbox_only`` with ``ceiling``: the claim must lie below the largest bound the fresh samples can
-    give, or no bound could ever exceed it.
+    give, or no bound could ever exceed it; ``advice``: what to try when the audit is inconclusive (None:
+    the multi-run audit's horizon, runs and pair file).
     """
     _check_numbers(attacks, exact)
     best = max(attacks, key=lambda a: a.epsilon_lower, default=None)
@@ -111,9 +112,10 @@ def decide(eps_claim: float, delta: float, attacks: Sequence[AuditResult], exact
         unseen = (f"the claim eps = {eps_claim:.4g} lies above {ceiling:.4g}, the largest bound {per} can give the "
                   "black-box attack (the only one without a ledger)")
     if unseen is not None:
-        return Verdict("inconclusive", f"{unseen}, so this audit is no evidence either way; try a longer --horizon, "
-                                       "more --runs, or --pair PAIR.json with the inputs where you expect the policy "
-                                       "to leak", best_lower, witness)
+        advice = advice or ("try a longer --horizon, more --runs, or --pair PAIR.json with the inputs where you expect "
+                            "the policy to leak")
+        return Verdict("inconclusive", f"{unseen}, so this audit is no evidence either way; {advice}", best_lower,
+                       witness)
     what = "no attack's lower bound" + (" and no exact figure" if judged else "")
     assert best is not None
     return Verdict("consistent", f"{what} exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g} (best: "

@@ -1,0 +1,305 @@
+"""The plan of one-run audits (``--method one-run``): a few runs, many canaries in each.
+
+For code that can only run a few times (Steinke, Nasr & Jagielski, "Privacy Auditing with One (1)
+Training Run", 2023; Mahloujifar, Melis & Chaudhuri, "Auditing f-Differential Privacy in One Run",
+2025). ``runs`` = R runs in all: run 0 is the pilot, runs 1 .. R-1 are counted. Every canary's bit S_i is
+drawn uniformly from {-1, +1} from the audit's seed.
+
+* *table, view* (Table and View DP, Azize & Basu 2023a, Sec. III): a canary is a round whose row (entry)
+  is the top of the reward range (S_i = +1) or its bottom (-1); every other row is the middle of the range,
+  the pair search's constant "mid" background (:mod:`dpaudit.attacks.neighbours`), which puts the arms of a
+  policy level so that one canary can decide its next comparison. The canary rounds are 2^k - 1
+  (:func:`dpaudit.attacks.one_run.dyadic_rounds`), one per doubling block of the horizon; the score of a
+  canary is how much the arm its reward went to is played after it
+  (:func:`~dpaudit.attacks.one_run.action_features`);
+* *local* (each user's data private, Zheng et al. 2020): a canary is a user whose datum is the bottom or
+  the top of the domain, every user of every run; the score is the user's message (what the server
+  received: the policy's ``transcript()``, else its channel queried with the user's datum, one call per
+  user), by its likelihood ratio or its projection fitted on the pilot
+  (:func:`~dpaudit.attacks.one_run.message_features`).
+
+The pilot chooses the score and how many of the top and bottom scores to guess
+(:func:`~dpaudit.attacks.one_run.choose_rule`); the counted runs' canaries are pooled, guessed by that
+rule and counted, and the bound is the one analysis the claim selects
+(:func:`~dpaudit.attacks.one_run.analyses_for`), at the audit's whole confidence (the only bound that
+enters the verdict). Its power is the cap: the bound if every guess were right
+(:func:`~dpaudit.attacks.one_run.cap`); a claim at or above it makes the audit ``inconclusive``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from dpaudit.errors import DPAuditError
+
+from .context import Context
+from .findings import Power
+from .setup import probe_alphabet, reward_alphabet_for, with_features
+
+__all__ = ["audit", "preflight", "ONE_RUN_DEFAULTS", "PROTOCOLS", "check_request"]
+
+#: runs in all (one pilot, the rest counted), the horizon of a table/view run and the users of a local run
+ONE_RUN_DEFAULTS = {"runs": 10, "horizon": 4096, "local_horizon": 4096}
+#: the protocols a one-run audit runs under
+PROTOCOLS = ("table", "view", "local")
+#: the most runs a one-run audit takes (beyond it, the multi-run audit is the better tool)
+MAX_RUNS = 1000
+
+
+def check_request(request: Any) -> None:
+    """Refuse, in one sentence each, what a one-run audit cannot do."""
+    if request.protocol not in PROTOCOLS:
+        raise DPAuditError(f"--method one-run runs under --protocol table, view or local (where each canary is one "
+                           f"reward round or one user), not {request.protocol}; drop --method to run the multi-run "
+                           "audit.")
+    if request.pair is not None:
+        raise DPAuditError("--pair does not apply to --method one-run: its canaries are laid out by the method, not "
+                           "a neighbouring pair; drop --pair.")
+    if not 2 <= int(request.runs) <= MAX_RUNS:
+        raise DPAuditError(f"--runs must be between 2 and {MAX_RUNS} for --method one-run (one pilot run and at least "
+                           f"one counted run), got {request.runs}.")
+
+
+def _horizon(ctx: Context) -> int:
+    r = ctx.request
+    if r.horizon is not None:
+        return int(r.horizon)
+    return ONE_RUN_DEFAULTS["local_horizon" if r.protocol == "local" else "horizon"]
+
+
+def _batch(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
+           transcript: bool) -> tuple[np.ndarray, np.ndarray | None, list[str] | None]:
+    """Runs on ``data`` (one input per run): their actions (n, T); with ``transcript``, what the server
+    received from each user (n, T, w); and the noise kinds of the releases the policy's ledger recorded (None
+    without a ledger)."""
+    n, T = data.shape[:2]
+    views = protocol.run_batch(policy, data, 1, np.random.default_rng(seed), record=True).reshape(n, T)
+    messages = None
+    if transcript:
+        tr = np.asarray(policy.transcript(), dtype=float)
+        if tr.ndim != 3 or tr.shape[:2] != (n, T):
+            raise DPAuditError(f"the policy's transcript() returned shape {tr.shape} after {n} runs of {T} rounds; "
+                               f"expected ({n}, {T}, message size).")
+        messages = tr
+    ledger = getattr(policy, "ledger", None)
+    kinds = sorted({str(rel.noise.kind) for rel in getattr(ledger, "releases", [])}) if ledger is not None else None
+    return views, messages, kinds
+
+
+def _refuse_bco(policy: Any, request: Any) -> None:
+    if getattr(policy, "continuous_actions", False):
+        spec = request.policy if isinstance(request.policy, str) else str(request.policy)
+        raise DPAuditError(f"{spec!r} plays points of a convex body (BCO), and --method one-run audits K-armed policies "
+                           "only (their users hold one reward each); drop --method for the multi-run local audit.")
+
+
+def preflight(ctx: Context) -> None:
+    """Time one short run and refuse, before the audit starts, one estimated beyond ``--max-hours``."""
+    from .cost import check_time
+
+    check_request(ctx.request)
+    r = ctx.request
+    T = _horizon(ctx)
+    if T < 8:
+        raise DPAuditError(f"--horizon must be at least 8 for --method one-run (its canaries need rounds), got {T}.")
+    policy = with_features(ctx.build(T), r.seed)
+    _refuse_bco(policy, r)
+    t_short = min(T, 512)
+    K = int(policy.n_arms)
+    data = np.full((1, t_short) if ctx.protocol.list_input else (1, t_short, K), 0.5)
+    lo, hi = getattr(policy, "reward_range", (0.0, 1.0))
+    if np.isfinite(lo) and np.isfinite(hi):
+        data[...] = 0.5 * (float(lo) + float(hi))
+    t0 = time.perf_counter()
+    try:
+        ctx.protocol.run_batch(policy, data, 1, np.random.default_rng(0))
+    except DPAuditError:
+        raise
+    except Exception:  # the audit itself reports the policy's own error, with the input it refused
+        return
+    seconds = (time.perf_counter() - t0) * (T / t_short) * int(r.runs)
+    check_time(ctx, seconds, f"one run of {t_short} rounds timed, scaled to {r.runs} runs of {T}")
+
+
+def audit(ctx: Context) -> None:
+    """The one-run plan (module docstring), filling ``ctx``."""
+    from dpaudit.attacks import one_run as o
+    from dpaudit.protocols import audit_range
+    from dpaudit.protocols.table import background_table
+
+    r, proto = ctx.request, ctx.protocol
+    check_request(r)
+    spec = r.policy if isinstance(r.policy, str) else str(r.policy)
+    T = _horizon(ctx)
+    R = int(r.runs)
+    policy = with_features(ctx.build(T), r.seed)
+    _refuse_bco(policy, r)
+    ctx.horizon = T
+    ctx.policy = policy
+    ctx.read_claim(policy, spec)
+    ctx.notes.extend(n for n in getattr(policy, "audit_notes", ()) if n not in ctx.notes)
+    params = getattr(policy, "params", None)
+    ctx.params = params() if callable(params) else dict(r.params)
+    K = int(policy.n_arms)
+    ctx.extra.update({"n_arms": K, "method": "one-run"})
+    s_bits, s_runs, s_tie, s_channel = np.random.SeedSequence([int(r.seed), 0x0E1]).spawn(4)
+    t_start = time.perf_counter()
+
+    # -- the layout: which rounds (users) are canaries, their two values, and what the adversary reads
+    info = None
+    if proto.name == "local":
+        from dpaudit.protocols.local import ask_transcript, check_local_plugin
+
+        info = check_local_plugin(policy, horizon=T, rng_seed=r.seed, rewards=r.rewards, name=spec)
+        if info.vector_data:
+            raise DPAuditError(f"{spec!r}'s users send vectors built from their data (domain_pairs()); --method one-run "
+                               "audits scalar user data only; drop --method for the multi-run local audit.")
+        lo, hi = (info.alphabet[0], info.alphabet[-1]) if info.alphabet else info.domain
+        rounds = np.arange(T, dtype=np.int64)
+        layout = (f"every user a canary: {T} users per run, each holding {lo:g} (bit -1) or {hi:g} (bit +1) on "
+                  "every arm")
+        background = np.full((T, K), 0.5 * (lo + hi))
+        if info.transcript:
+            ask_transcript(policy)
+    else:
+        rr = audit_range(policy)
+        alphabet = reward_alphabet_for(policy, r.rewards, rr)
+        if alphabet is None:
+            alphabet = probe_alphabet(policy, proto, rr, ctx.notes)
+        lo, hi = (alphabet[0], alphabet[-1]) if alphabet else rr
+        rounds = o.dyadic_rounds(T)
+        mid = 0.5 * (lo + hi)
+        if alphabet is not None and mid not in set(map(float, alphabet)):
+            background = background_table([mid] * (1 if proto.list_input else K), T, (lo, hi), alphabet)
+            background = background[:, 0] if proto.list_input else background
+            bg_text = f"a fixed pattern of {lo:g} and {hi:g} with mean {mid:g} (the reward alphabet has no middle)"
+        else:
+            background = np.full((T,) if proto.list_input else (T, K), mid)
+            bg_text = f"the middle reward {mid:g}"
+        what = "entry" if proto.list_input else "row"
+        layout = (f"canary rounds 2^k - 1 = {', '.join(str(int(c)) for c in rounds[:4])}, ..., {int(rounds[-1])}: "
+                  f"{len(rounds)} per run, each {what} {lo:g} (bit -1) or {hi:g} (bit +1); every other {what} {bg_text}")
+    m = len(rounds)
+    if m < 2:
+        raise DPAuditError(f"a horizon of {T} rounds leaves {m} canary rounds; give a longer --horizon.")
+    bits = np.random.default_rng(s_bits).choice(np.array([-1, 1]), size=(R, m))
+    inputs = o.canary_inputs(proto.list_input, K, T, rounds, bits, lo, hi, background)
+
+    # -- the runs: run 0 the pilot, the rest counted, simulated as one batch in this process (a one-run class
+    # through the per-run adapter pays most of its cost per step, whatever the number of copies); the engine's
+    # checkpoint records it
+    transcript = bool(info is not None and info.transcript)
+    channel_only = info is not None and not info.transcript
+    views = messages = None
+    kinds: list[str] | None = None
+    if not channel_only:
+        ctx.say(f"one-run: {R} runs of {T} rounds")
+        views, messages, kinds = ctx.engine.serial().map(_batch, [(policy, proto, inputs, s_runs, transcript)])[0]
+    else:
+        # no transcript: each user's message from the channel, one call per user with her datum
+        ctx.say(f"one-run: the channel's messages of {R} x {T} users")
+        z = np.where(bits > 0, hi, lo).astype(float)
+        messages = np.stack([np.asarray(policy.channel(z[j], np.random.default_rng(ss)), dtype=float).reshape(T, -1)
+                             for j, ss in enumerate(s_channel.spawn(R))])
+        ctx.notes.append("the policy keeps no transcript() of what its server received, so each canary user's "
+                         "message comes from its channel queried with her datum (one call per user): the audit "
+                         "judges the users' channel, not what the server did with the messages.")
+
+    # -- the scores, the pilot's choice, the counted guesses
+    tie = np.random.default_rng(s_tie)
+    if messages is not None:
+        feature, pilot_scores, counted = o.message_features(messages[0], bits[0], messages[1:])
+        pilot = {feature: pilot_scores}
+        counted_scores = {feature: counted}
+    else:
+        assert views is not None
+        feats = o.action_features(views, rounds)
+        pilot = {k: v[0] for k, v in feats.items()}
+        counted_scores = {k: v[1:].ravel() for k, v in feats.items()}
+    m_counted = (R - 1) * m
+    rule, predicted, candidates = o.choose_rule(pilot, bits[0], m_counted, tie, ctx.confidence)
+    kp, km = rule.counts(m_counted)
+    t_guess = o.guesses(counted_scores[rule.feature], kp, km, tie)
+    y = bits[1:].ravel()
+    n_guess = int(np.count_nonzero(t_guess))
+    n_correct = int(np.count_nonzero(t_guess * y > 0))
+
+    # -- the analysis the claim selects (the pilot's prediction picks between two at delta), the bound, the cap
+    gaussian = kinds == ["gaussian"]
+    options = o.analyses_for(policy.claim, ctx.delta, gaussian=gaussian)
+    from dpaudit.accountants import ZCDP
+
+    if isinstance(policy.claim, ZCDP) and not gaussian:
+        ctx.notes.append("the zCDP claim is judged at delta by the assumption-free analyses, not as Gaussian DP: "
+                         + ("the policy keeps no ledger, so nothing shows that its noise is Gaussian."
+                            if kinds is None else f"its ledger recorded {', '.join(kinds) or 'no'} noise, not only "
+                            "Gaussian."))
+    if len(options) > 1:
+        row = next(c for c in candidates if (c["feature"], c["plus"], c["minus"]) == (rule.feature, rule.plus, rule.minus))
+        acc = (row["pilot_correct"] + 0.5) / (row["pilot_guesses"] + 1)
+        v_pred = int(math.floor(acc * (kp + km)))
+        analysis, a_delta = max(options, key=lambda a: o.bound(a[0], m_counted, kp + km, v_pred, a[1],
+                                                              ctx.confidence)["epsilon"])
+    else:
+        analysis, a_delta = options[0]
+    found = o.bound(analysis, m_counted, n_guess, n_correct, a_delta, ctx.confidence)
+    top = o.cap(analysis, m_counted, n_guess, a_delta, ctx.confidence)
+    low = o.smallest_positive(analysis, m_counted, n_guess, a_delta, ctx.confidence)
+    beside = None
+    if analysis != "steinke":
+        beside = o.bound("steinke", m_counted, n_guess, n_correct, ctx.delta, ctx.confidence)["epsilon"]
+    seconds = time.perf_counter() - t_start
+
+    from dpaudit.attacks.result import AuditResult
+
+    theta_text = (f"; mu >= {found['theta']:.4g} (Gaussian DP)" if analysis == "fdp-gaussian" else "")
+    label = (f"{m} canary {'users' if proto.name == 'local' else 'rounds'} per run "
+             f"({'every user' if proto.name == 'local' else 'rounds 2^k - 1'}); guesses: {rule.describe()}")
+    result = AuditResult(
+        "one-run", float(found["epsilon"]), float(a_delta), ctx.confidence,
+        witness={"label": label, "statistic": rule.feature},
+        samples=R, seconds=round(seconds, 3),
+        details={"runs": R, "pilot_runs": 1, "counted_runs": R - 1, "canaries_per_run": m, "canaries_counted": m_counted,
+                 "guesses": n_guess, "correct": n_correct, "accuracy": n_correct / n_guess if n_guess else None,
+                 "plus": kp, "minus": km, "rule": {"feature": rule.feature, "plus": rule.plus, "minus": rule.minus},
+                 "predicted": predicted, "analysis": analysis, "analysis_delta": a_delta, "theta": found["theta"],
+                 "cap": top, "smallest_positive": low, "steinke_beside": beside,
+                 "layout": layout, "horizon": T})
+    ctx.attacks.append(result)
+    ctx.blackbox_only = True
+    ctx.advice = ("try a longer --horizon (more canaries per run), more --runs, or the multi-run audit (drop --method), "
+                  "which counts thousands of runs per side")
+    claimed = ctx.claim.epsilon if ctx.claim is not None else math.inf
+    if found["epsilon"] <= 0:
+        ctx.unseen = (f"the counted guesses were right {n_correct} times of {n_guess}, no more often than chance allows "
+                      f"at {ctx.confidence:g} confidence (bound 0)")
+    elif top <= claimed:
+        ctx.unseen = (f"the claim eps = {claimed:.4g} lies at or above {top:.4g}, the most {n_guess} guesses among "
+                      f"{m_counted} canaries can show even if every one is right")
+    what = {"steinke": f"the bound of {o.STEINKE} at delta = {a_delta:g}",
+            "fdp-approx": f"the f-DP test of (eps, {a_delta:g})-DP of {o.MAHLOUJIFAR}",
+            "fdp-gaussian": f"the f-DP test of Gaussian DP of {o.MAHLOUJIFAR}, the claim's zCDP read as "
+                            "sqrt(2 rho)-GDP (its ledger's noise is Gaussian)"}[analysis]
+    note = (f"{n_guess} guesses among {m_counted} counted canaries ({R - 1} runs) can show eps up to {top:.4g} by "
+            f"{what}, if every guess were right: a claim at or above it cannot be refuted by this many guesses.")
+    ctx.power = Power(1, R - 1, low, top, float(found["epsilon"]), note,
+                      {"method": "one-run", "guesses": n_guess, "canaries": m_counted, "analysis": analysis})
+    ctx.ran("one-run", "bound", f"{R} runs (1 pilot, {R - 1} counted), {m} canaries each; {n_correct} of {n_guess} "
+                                f"guesses right; eps >= {found['epsilon']:.4g}{theta_text} (cap {top:.4g})", seconds)
+    ctx.extra["one_run"] = {
+        "runs": R, "pilot_runs": 1, "counted_runs": R - 1, "horizon": T, "canaries_per_run": m,
+        "layout": layout, "score": rule.feature, "rule": rule.describe(), "guesses": n_guess, "correct": n_correct,
+        "analysis": analysis, "analysis_text": what, "bound": found["epsilon"], "theta": found["theta"], "cap": top,
+        "steinke_beside": beside,
+        "candidates": sorted(candidates, key=lambda c: -c["predicted"])[:10],
+        "can_show": ("a violation when the guesses are right often enough that the bound passes the claim; at most "
+                     f"eps = {top:.4g} with these {n_guess} guesses"),
+        "cannot_show": ("a leak that needs many runs to see: a policy that decides once per run (a commit, an "
+                        "elimination) gives at most one informative guess per run, and a leak of a few percent "
+                        "above the claim needs far more guesses than a few runs hold; for those, the multi-run audit "
+                        "(drop --method) counts thousands of runs per side"),
+    }

@@ -1,0 +1,162 @@
+"""The per-run adapter's whole-run path (PerRun.run_copies: each copy through all its rounds, copy by copy)
+gives the views the round-by-round path gives for the same seeds, for every shape and generator mode; and
+the feedback call's arguments are mapped by name, with a note naming any order that was not given."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpaudit.adapters import PerRun, make_per_run
+from dpaudit.errors import DPAuditError
+from dpaudit.protocols import TableDP
+from dpaudit.protocols.base import offers_copies
+from dpaudit.protocols.interactive import InteractiveDP
+from dpaudit.protocols.view import ViewDP
+from dpaudit.sandbox import wrap_plugin
+
+from thirdparty import elimination, etc, greedy, styles, ucb_counter
+
+
+def _both_paths(proto, pol, data, n, seed):
+    """The views of ``n`` runs on ``data`` whole run by whole run and round by round (same seed)."""
+    assert offers_copies(pol)
+    fast = proto.run(pol, data, n, np.random.default_rng(seed), None)
+    proto.fixed_rewards = False  # the instance's attribute: the round-by-round path
+    try:
+        slow = proto.run(pol, data, n, np.random.default_rng(seed), None)
+    finally:
+        del proto.fixed_rewards
+    return fast, slow
+
+
+CASES = [(elimination.SharedNoiseBlockElimination, {}, {}), (etc.WrongScaleETC, {}, {}),
+         (ucb_counter.NoResetEpisodicUCB, {}, {}), (greedy.DoubleDividedGreedy, {}, {}),
+         (styles.RewardFirstStepUCB, {}, {}), (styles.RoundFirstUCB, {}, {"first_round": 1}),
+         (styles.ModuleRngUCB, {}, {}), (ucb_counter.EpisodicLaplaceUCB, {}, {"globals_mode": "swap"})]
+
+
+@pytest.mark.parametrize("cls, kw, options", CASES, ids=[c[0].__name__ + str(c[2]) for c in CASES])
+@pytest.mark.parametrize("proto", [TableDP(), ViewDP()], ids=["table", "view"])
+def test_whole_runs_give_the_round_by_round_views(cls, kw, options, proto):
+    pol = PerRun(cls, kw, "pure:eps=1", **options)
+    g = np.random.default_rng(3)
+    T, K = 60, pol.n_arms
+    data = g.integers(0, 2, size=(T,) if proto.list_input else (T, K)).astype(float)
+    fast, slow = _both_paths(proto, pol, data, 40, 11)
+    assert fast.shape == (40, T) and np.array_equal(fast, slow)
+
+
+def test_whole_runs_behind_the_sandbox_and_in_run_batch():
+    spec = "examples/per_run_ucb.py:LeakyUCB"
+    pol = wrap_plugin(make_per_run(spec, {"n_arms": "2", "epsilon": "1"}, "pure:eps=1", horizon=50), spec)
+    proto = InteractiveDP()
+    d = np.random.default_rng(0).random((50, 2))
+    fast, slow = _both_paths(proto, pol, d, 30, 5)
+    assert np.array_equal(fast, slow)
+    inputs = np.stack([d, 1 - d])
+    a = proto.run_batch(pol, inputs, 20, np.random.default_rng(9))
+    proto.fixed_rewards = False
+    b = proto.run_batch(pol, inputs, 20, np.random.default_rng(9))
+    assert a.shape == (2, 20, 50) and np.array_equal(a, b)
+
+
+def test_rewards_outside_the_range_still_step_and_are_refused_by_name():
+    pol = PerRun(etc.PrivateETC, {}, "pure:eps=1")
+    d = np.full((20, 2), 0.5)
+    d[7, :] = 2.0
+    with pytest.raises(DPAuditError, match="reward 2 at step 7 is outside"):
+        TableDP().run(pol, d, 5, np.random.default_rng(0), None)
+
+
+class BadArm:
+    n_arms = 2
+
+    def __init__(self):
+        self.t = 0
+
+    def select_arm(self):
+        self.t += 1
+        return -1 if self.t == 6 else np.int64(self.t % 2)
+
+    def update(self, arm, reward):
+        pass
+
+
+def test_an_arm_out_of_range_is_refused_with_its_round_and_copy():
+    with pytest.raises(DPAuditError, match=r"returned arm -1 at round 5 \(copy 0\)"):
+        TableDP().run(PerRun(BadArm, {}, "pure:eps=1", probe_steps=3), np.full((10, 2), 0.5), 4,
+                      np.random.default_rng(0), None)
+
+
+class LossFeedback:
+    """``observe_loss(t, loss)``: the round first, then the loss (not an arm)."""
+
+    n_arms = 2
+    seen: list = []
+
+    def predict(self):
+        return 1
+
+    def observe_loss(self, t, loss):
+        LossFeedback.seen.append((t, loss))
+
+
+class Unnamed:
+    n_arms = 2
+
+    def select_arm(self):
+        return 0
+
+    def update(self, x, z):
+        pass
+
+
+def test_feedback_arguments_are_mapped_by_name_and_a_guess_is_named():
+    pol = PerRun(LossFeedback, {}, "pure:eps=1", select="predict", update="observe_loss")
+    assert [tok for _, tok in pol._shape.args] == ["t", "reward"]
+    assert any("observe_loss(t, reward)" in n for n in pol.audit_notes)
+    LossFeedback.seen.clear()
+    d = np.array([[0.1, 0.25], [0.1, 0.75], [0.1, 0.5]])
+    TableDP().run(pol, d, 1, np.random.default_rng(0), None)
+    assert LossFeedback.seen == [(0, 0.25), (1, 0.75), (2, 0.5)]  # the round, never the arm (1)
+    guessed = PerRun(Unnamed, {}, "pure:eps=1")
+    assert any("update(arm, reward)" in n and "guessed" in n for n in guessed.audit_notes)
+
+
+def test_a_policy_rebuilt_at_the_swept_horizon_replaces_its_notes():
+    from dpaudit.runner.central import rebuilt_notes
+
+    spec = "tests/thirdparty/styles.py:make_env_params_ucb"
+    old = make_per_run(spec, {}, "pure:eps=1", horizon=48).audit_notes
+    new = make_per_run(spec, {}, "pure:eps=1", horizon=192).audit_notes
+    notes = ["protocol table.", *old, "horizon T = 192: swept."]
+    rebuilt_notes(notes, old, new)
+    factory = [n for n in notes if "is a factory" in n]
+    assert len(factory) == 1 and "192" in factory[0] and "48" not in factory[0]
+    assert notes[0] == "protocol table." and notes[-1] == "horizon T = 192: swept." and len(notes) == len(old) + 2
+
+
+def test_a_stage_that_shows_nothing_for_a_while_gets_a_heartbeat_line():
+    import io
+    import time
+
+    from dpaudit.progress import ProgressBar
+
+    buf = io.StringIO()
+    bar = ProgressBar("x", buf, tty=False, heartbeat=0.3)
+    bar("choice of the horizon")
+    time.sleep(1.0)
+    bar("search: 1/5 pairs ranked")
+    bar.close()
+    time.sleep(0.4)
+    lines = buf.getvalue().splitlines()
+    assert lines[0].startswith("x: choice of the horizon [")  # once it had lasted 0.3 s
+    assert any(line.startswith("x: choice of the horizon: still running [") for line in lines[1:-1])
+    assert lines[-1].startswith("x: search: 1/5 pairs ranked")  # nothing after close()
+    quick = io.StringIO()
+    bar = ProgressBar("x", quick, tty=False, heartbeat=5.0)
+    bar("choice of the horizon")
+    bar("horizon T = 96: about 40 s to go (estimated)")
+    bar.close()
+    assert quick.getvalue().startswith("x: horizon T = 96: about 40 s to go (estimated) [")  # the stage's name did not show

@@ -1,0 +1,306 @@
+"""One-run audits (``--method one-run``): the bounds of Steinke, Nasr & Jagielski (2023) and Mahloujifar, Melis &
+Chaudhuri (2025) against exact binomial computations and closed forms, their false-alarm rate over seeds on
+mechanisms with a known epsilon, the guesses, and the audit end to end (a mutant flagged, refusals, the per-run
+adapter)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from dpaudit.attacks import one_run as o
+from dpaudit.errors import DPAuditError
+
+
+def _p_value_by_definition(m, r, v, eps, delta):
+    """Steinke et al.'s App. D p-value written out term by term with exact binomial pmfs (math.comb)."""
+    q = math.exp(eps) / (1 + math.exp(eps))
+    pmf = [math.comb(r, j) * q ** j * (1 - q) ** (r - j) for j in range(r + 1)]
+    beta = sum(pmf[v:])
+    alpha = max((sum(pmf[v - i:v]) / i for i in range(1, v + 1)), default=0.0)
+    return min(1.0, beta + alpha * delta * 2 * m)
+
+
+@pytest.mark.parametrize("m, r, v, eps, delta", [(100, 10, 10, 1.0, 0.0), (100, 10, 7, 0.5, 1e-3), (1000, 60, 45, 1.2, 1e-5),
+                                                  (50, 50, 30, 0.0, 0.01), (20, 12, 1, 2.0, 1e-2)])
+def test_steinke_p_value_is_the_papers_formula(m, r, v, eps, delta):
+    assert o.steinke_p_value(m, r, v, eps, delta) == pytest.approx(_p_value_by_definition(m, r, v, eps, delta),
+                                                                  rel=1e-9, abs=1e-15)
+
+
+@pytest.mark.parametrize("r", [5, 10, 40, 200])
+def test_all_correct_guesses_give_the_closed_form(r):
+    # delta = 0, v = r: p = q^r, so the bound is the eps where q^r = 1 - confidence: logit((1 - c)^(1/r))
+    q = 0.05 ** (1 / r)
+    exact = math.log(q / (1 - q))
+    assert o.steinke_epsilon(10 * r, r, r, 0.0, 0.95) == pytest.approx(exact, abs=1e-6)
+    # the f-DP test of the pure curve reaches the same value when every guess is right
+    assert o.fdp_lower(o.Tradeoff("pure"), 10 * r, r, r, 0.95) == pytest.approx(exact, abs=1e-6)
+    # the caps the docs' table quotes (9 counted runs of 10 with one perfect guess each: 0.929)
+    assert o.cap("steinke", 10 * r, r, 0.0, 0.95) == pytest.approx(exact, abs=1e-9)
+    assert o.cap("steinke", 90, 9, 0.0, 0.95) == pytest.approx(0.9290, abs=1e-4)
+    if r == 10:
+        assert exact == pytest.approx(1.0519, abs=1e-4)
+
+
+def test_bound_is_the_first_crossing_of_the_p_value():
+    m, r, v, delta, c = 2000, 300, 240, 1e-5, 0.95
+    e = o.steinke_epsilon(m, r, v, delta, c)
+    assert o.steinke_p_value(m, r, v, e, delta) < 0.05 <= o.steinke_p_value(m, r, v, e + 1e-6, delta)
+    # every eps below the bound is rejected (the bound is an infimum, valid without monotonicity)
+    assert all(o.steinke_p_value(m, r, v, x, delta) < 0.05 for x in np.linspace(0, e, 30)[:-1])
+    # the delta term costs: with many canaries Steinke et al.'s bound drops, the f-DP test's much less
+    assert o.steinke_epsilon(10 ** 6, 1000, 1000, 1e-5, 0.95) < 1.0 < o.fdp_lower(o.Tradeoff("approx", 1e-5), 10 ** 6,
+                                                                                   1000, 1000, 0.95)
+
+
+def test_pure_bound_is_the_logit_of_clopper_pearson():
+    """At delta = 0 the bound is closed-form (the logit of the one-sided Clopper-Pearson lower limit of v / r);
+    the generic first-crossing search on the p-value finds the same value."""
+    for r, v in ((10, 9), (100, 80), (1000, 731), (50, 26)):
+        crossing = o._first_crossing(lambda e: o.steinke_p_value(10 * r, r, v, e, 0.0) < 0.05)
+        assert o.steinke_epsilon(10 * r, r, v, 0.0, 0.95) == pytest.approx(crossing, abs=1e-6)
+
+
+def test_more_correct_guesses_never_lower_the_bound():
+    for analysis, d in (("steinke", 0.0), ("steinke", 1e-5), ("fdp-approx", 1e-5), ("fdp-gaussian", 1e-5)):
+        b = [o.bound(analysis, 500, 100, v, d, 0.95)["epsilon"] for v in range(50, 101, 10)]
+        assert b == sorted(b) and b[0] == 0.0 and b[-1] > 2, (analysis, b)
+
+
+def test_gdp_epsilon_matches_its_delta():
+    from scipy.stats import norm
+
+    for mu in (0.3, 1.0, 2.5):
+        e = o.gdp_epsilon(mu, 1e-5)
+        d = norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2)
+        assert d == pytest.approx(1e-5, rel=1e-6)
+
+
+# ---- false alarms over seeds on mechanisms with a known epsilon (statistical, small sizes) ------------------
+
+def _rr(eps, m, rng):
+    s = rng.choice(np.array([-1, 1]), size=m)
+    keep = rng.random(m) < math.exp(eps) / (1 + math.exp(eps))
+    return s, np.where(keep, s, -s)
+
+
+def test_randomised_response_is_rarely_over_its_eps():
+    """eps-DP randomised response on every canary, every canary guessed: the bound at 0.9 confidence exceeds
+    the true eps in at most 10% of 500 seeds (asserted at the binomial's 0.999 quantile), and it is tight
+    (median within 25% of eps): the binomial domination of Steinke et al. is exact for this mechanism."""
+    rng = np.random.default_rng(0)
+    eps, m, trials = 1.0, 400, 500
+    over, bounds = 0, []
+    for _ in range(trials):
+        s, x = _rr(eps, m, rng)
+        v = int(np.count_nonzero(s == x))
+        b = o.steinke_epsilon(m, m, v, 0.0, 0.9)
+        bounds.append(b)
+        over += b > eps
+    assert over <= binom.ppf(0.999, trials, 0.1)
+    assert 0.75 * eps < np.median(bounds) <= eps
+
+
+def test_fdp_tests_reject_the_true_curve_rarely():
+    """The f-DP recursion at the mechanism's own curve: randomised response under the pure and (eps, delta)
+    curves, and the Gaussian mechanism (mu-GDP, top and bottom k guessed) under Gaussian DP, each rejected in
+    at most 10% of seeds at 0.9 confidence."""
+    rng = np.random.default_rng(1)
+    trials, m = 250, 300
+    rej = {"pure": 0, "approx": 0, "gaussian": 0}
+    pure, approx, gauss = o.Tradeoff("pure"), o.Tradeoff("approx", 1e-4), o.Tradeoff("gaussian")
+    mu = 1.0
+    for _ in range(trials):
+        s, x = _rr(1.0, m, rng)
+        v = int(np.count_nonzero(s == x))
+        rej["pure"] += o.fdp_rejects(pure.inverse_blowup(1.0), m, m, v, 0.9)
+        rej["approx"] += o.fdp_rejects(approx.inverse_blowup(1.0), m, m, v, 0.9)
+        s = rng.choice(np.array([-1, 1]), size=m)
+        score = mu * (s > 0) + rng.standard_normal(m)  # N(0, 1) vs N(mu, 1): exactly mu-GDP per canary
+        t = o.guesses(score, 30, 30, rng)
+        r, v = int(np.count_nonzero(t)), int(np.count_nonzero(t * s > 0))
+        rej["gaussian"] += o.fdp_rejects(gauss.inverse_blowup(mu), m, r, v, 0.9)
+    for k, n in rej.items():
+        assert n <= binom.ppf(0.999, trials, 0.1), (k, n)
+    # and the same tests do reject a mechanism beyond the curve: randomised response at eps = 1.8 against 1-DP,
+    # the Gaussian mechanism at mu = 3 against 1-GDP
+    power = {"pure": 0, "gaussian": 0}
+    for _ in range(50):
+        s, x = _rr(1.8, m, rng)
+        power["pure"] += o.fdp_rejects(pure.inverse_blowup(1.0), m, m, int(np.count_nonzero(s == x)), 0.9)
+        s = rng.choice(np.array([-1, 1]), size=m)
+        t = o.guesses(3.0 * (s > 0) + rng.standard_normal(m), 30, 30, rng)
+        power["gaussian"] += o.fdp_rejects(gauss.inverse_blowup(mu), m, int(np.count_nonzero(t)),
+                                           int(np.count_nonzero(t * s > 0)), 0.9)
+    assert power["pure"] >= 45 and power["gaussian"] >= 25, power
+
+
+def test_gaussian_test_sees_a_larger_mu():
+    """The Gaussian test has power: 4-GDP canaries reject 1-GDP."""
+    rng = np.random.default_rng(2)
+    m = 400
+    s = rng.choice(np.array([-1, 1]), size=m)
+    t = o.guesses(4.0 * (s > 0) + rng.standard_normal(m), 60, 60, rng)
+    r, v = int(np.count_nonzero(t)), int(np.count_nonzero(t * s > 0))
+    assert o.fdp_rejects(o.Tradeoff("gaussian").inverse_blowup(1.0), m, r, v, 0.95)
+    assert o.fdp_lower(o.Tradeoff("gaussian"), m, r, v, 0.95) > 1.2
+
+
+# ---- guesses, the pilot's choice, layouts and scores ----------------------------------------------------------
+
+def test_guesses_are_exactly_top_and_bottom_k_with_random_ties():
+    rng = np.random.default_rng(3)
+    scores = np.array([0, 0, 0, 1, 1, 2, 5, 5, -3, 0], dtype=float)
+    t = o.guesses(scores, 3, 2, rng)
+    assert np.count_nonzero(t == 1) == 3 and np.count_nonzero(t == -1) == 2
+    assert set(np.flatnonzero(t == 1)) >= {6, 7} and t[8] == -1
+    seen = {tuple(o.guesses(scores, 3, 2, rng)) for _ in range(40)}
+    assert len(seen) > 1  # ties broken at random
+    with pytest.raises(DPAuditError):
+        o.guesses(np.array([1.0, np.nan]), 1, 0, rng)
+    with pytest.raises(DPAuditError):
+        o.guesses(scores, 8, 3, rng)
+
+
+def test_pilot_picks_the_informative_feature():
+    rng = np.random.default_rng(4)
+    bits = rng.choice(np.array([-1, 1]), size=200)
+    pilot = {"noise": rng.standard_normal(200), "signal": 2.0 * bits + rng.standard_normal(200)}
+    rule, predicted, rows = o.choose_rule(pilot, bits, 2000, rng, 0.95)
+    assert rule.feature == "signal" and predicted > 0.5
+    assert rule.plus > 0 and rule.minus > 0 and len(rows) > 10
+
+
+def test_layouts_and_scores():
+    rounds = o.dyadic_rounds(4096)
+    assert rounds.tolist() == [2 ** k - 1 for k in range(1, 12)]
+    bits = np.array([[1, -1], [-1, 1]])
+    d = o.canary_inputs(False, 3, 8, np.array([1, 3]), bits, 0.0, 1.0, np.full((8, 3), 0.5))
+    assert d.shape == (2, 8, 3) and d[0, 1].tolist() == [1, 1, 1] and d[0, 3].tolist() == [0, 0, 0]
+    assert d[1, 1].tolist() == [0, 0, 0] and np.all(d[:, [0, 2, 4, 5, 6, 7]] == 0.5)
+    v = np.array([[0, 1, 1, 1, 0, 0, 0, 0]])
+    f = o.action_features(v, np.array([1, 3]))
+    assert f["next"].tolist() == [[1.0, 0.0]] and f["-next"].tolist() == [[-1.0, -0.0]]
+    # discrete messages: the likelihood ratio; continuous ones: the projection on the mean difference
+    y = np.array([1, 1, -1, -1] * 50)
+    name, score = o.message_scorer(np.where(y > 0, 1.0, 0.0)[:, None], y)
+    assert "likelihood ratio" in name and score(np.array([[1.0], [0.0], [0.5]])).tolist()[2] == 0.0
+    name, score = o.message_scorer(y[:, None] + np.random.default_rng(0).standard_normal((200, 1)), y)
+    assert "projection" in name and score(np.array([[2.0]]))[0] > score(np.array([[-2.0]]))[0]
+
+
+# ---- the audit, end to end -----------------------------------------------------------------------------------
+
+def test_one_run_flags_a_mutant_and_types_its_findings():
+    import dpaudit
+
+    a = dpaudit.audit("mutant-shared-noise", method="one-run", horizon=1024, workers=1, seed=0)
+    assert a.verdict == "violation", a.reason
+    res = a.attacks[0]
+    assert res.attack == "one-run" and res.epsilon_lower > a.epsilon_claimed and res.samples == 10
+    d = res.details
+    assert d["runs"] == 10 and d["counted_runs"] == 9 and d["canaries_per_run"] == 9
+    assert d["correct"] <= d["guesses"] <= d["canaries_counted"] == 81
+    assert a.power.largest_bound == pytest.approx(d["cap"]) and d["cap"] >= res.epsilon_lower
+    assert [p.name for p in a.parts] == ["one-run"] and a.extra["one_run"]["counted_runs"] == 9
+    assert "method='one-run'" in a.command  # the recorded call reproduces a one-run audit, not a multi-run one
+    md = a.to_markdown()
+    assert "One-run audit: what it can and cannot show" in md and "cannot show" in md
+    back = dpaudit.Audit.from_dict(a.to_dict())
+    assert back.attacks[0].details["guesses"] == d["guesses"]
+
+
+def test_correct_policy_with_known_eps_keeps_its_claim_over_seeds():
+    """A local randomised-response bandit whose users' channel is exactly 1-DP, claimed at eps = 1.25: never a
+    violation over seeds (the attack-level tests above count false alarms at the claim itself), and the bounds
+    come close to the true eps = 1 (the messages are the mechanism's whole leak)."""
+    import dpaudit
+
+    bounds = []
+    for seed in range(4):
+        a = dpaudit.audit("ldp-ucb-rr", params={"epsilon": 1.0}, claim="pure:eps=1.25", protocol="local",
+                          method="one-run", runs=3, horizon=1024, seed=seed, workers=1)
+        assert a.verdict == "consistent", a.reason
+        bounds.append(a.epsilon_lower)
+    assert max(bounds) <= 1.0 + 0.1 and float(np.median(bounds)) > 0.6, bounds
+
+
+def test_correct_channel_claimed_at_its_true_eps_rarely_violates():
+    """End to end, pilot choice included: the randomised-response channel is exactly 1-DP per user and claimed
+    at eps = 1, so each audit is a false alarm with probability at most 5%; over 10 seeds at least 4 violations
+    would have probability P[Binomial(10, 0.05) >= 4] = 0.001 (the long study: benchmarks/one_run.md, 50 seeds
+    of every correct case)."""
+    import dpaudit
+
+    violations = 0
+    bounds = []
+    for seed in range(10):
+        a = dpaudit.audit("ldp-ucb-rr", params={"epsilon": 1.0}, claim="pure:eps=1", protocol="local",
+                          method="one-run", runs=2, horizon=256, seed=100 + seed, workers=1)
+        violations += a.verdict == "violation"
+        bounds.append(a.epsilon_lower)
+    assert binom.sf(3, 10, 0.05) < 0.0011
+    assert violations <= 3, bounds
+    assert float(np.median(bounds)) > 0.4, bounds  # and the audit has power: the bounds are not all 0
+
+
+def test_zcdp_claim_read_as_gaussian_only_with_gaussian_noise():
+    from dpaudit.accountants import PureDP, RDP, ZCDP
+
+    assert o.analyses_for(ZCDP(0.1), 1e-5, gaussian=True) == (("fdp-gaussian", 1e-5),)
+    assert [a for a, _ in o.analyses_for(ZCDP(0.1), 1e-5)] == ["steinke", "fdp-approx"]
+    assert o.analyses_for(PureDP(1.0), 1e-5) == (("steinke", 0.0),)
+    assert [a for a, _ in o.analyses_for(RDP({2.0: 1.0}), 1e-5)] == ["steinke", "fdp-approx"]
+
+
+def test_one_run_class_through_the_per_run_adapter():
+    import dpaudit
+
+    a = dpaudit.audit("examples/per_run_ucb.py:LeakyUCB", params={"n_arms": 2, "epsilon": 1}, adapter="per-run",
+                      claim="pure:eps=1", method="one-run", horizon=512, runs=4, workers=1)
+    d = a.attacks[0].details
+    assert a.attacks[0].attack == "one-run" and d["runs"] == 4 and d["counted_runs"] == 3
+    assert d["canaries_per_run"] == len(o.dyadic_rounds(512)) == 8 and d["canaries_counted"] == 24
+    assert 0 < d["guesses"] <= 24 and d["correct"] <= d["guesses"]
+    # the verdict follows the one rule: violation iff the bound passes the claim, consistent only below the cap
+    assert (a.verdict == "violation") == (a.epsilon_lower > a.epsilon_claimed)
+    if a.verdict != "violation":
+        assert a.verdict == ("consistent" if d["cap"] > a.epsilon_claimed else "inconclusive")
+    assert any("per-run" in n or "copies" in n or "np.random" in n for n in a.notes)
+
+
+@pytest.mark.parametrize("protocol", ["joint", "shuffle"])
+def test_cli_refuses_one_run_where_it_does_not_apply(dpaudit_cli, protocol):
+    res = dpaudit_cli("check", "policy", "adac-ucb", "--method", "one-run", "--protocol", protocol)
+    assert res.returncode == 2
+    err = res.stderr.strip().splitlines()[-1]
+    assert f"not {protocol}" in err and "drop --method" in err and err.count(". ") == 0
+
+
+def test_api_refuses_one_run_under_interactive():
+    import dpaudit
+
+    with pytest.raises(DPAuditError, match="not interactive"):
+        dpaudit.audit("adac-ucb", protocol="interactive", method="one-run")
+
+
+def test_cli_one_run_and_bad_runs(dpaudit_cli):
+    res = dpaudit_cli("check", "policy", "mutant-shared-noise", "--method", "one-run", "--horizon", "1024", "--workers",
+                      "1")
+    assert res.returncode == 1, res.stderr[-500:]
+    assert "one-run" in res.stdout and "guesses among" in res.stdout
+    from dpaudit.cli.check import reproduce_command
+
+    assert "--method one-run" in reproduce_command("adac-ucb", {"method": "one-run", "runs": 4}, 0)
+    bad = dpaudit_cli("check", "policy", "adac-ucb", "--method", "one-run", "--runs", "1")
+    assert bad.returncode == 2 and "runs must be an integer >= 2" in bad.stderr
+    with pytest.raises(DPAuditError, match="horizons"):
+        import dpaudit
+
+        dpaudit.audit("adac-ucb", method="one-run", horizons=[8, 16])
+    with pytest.raises(DPAuditError, match="method must be"):
+        import dpaudit
+
+        dpaudit.audit("adac-ucb", method="few-runs")
