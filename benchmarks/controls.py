@@ -21,6 +21,10 @@ Suites (one protocol each; settings smaller than the CLI defaults so that 50 see
 * ``joint``: seed 002's joint-DP GLM bandit, K = 2, d = 2, T = 8 (16 for the switching mutant), 2,000 runs;
 * ``shuffle``: seed 002's shuffle-DP GLM bandit, d = 1, K = 2 (6,000 runs; the mutant 2,000), and at its
   defaults (d = 5, K = 20, 40,000 runs; 5 seeds).
+* ``subtle`` (table, view, local, shuffle): mutants whose true eps exceeds the claim by only 1.3-3x (one
+  realistic slip each: half the sensitivity, a noise-multiplier typo, a budget not split, an amplification over
+  the wrong batch; :mod:`dpaudit.policies.mutants`), each beside its correct twin, at the CLI's defaults (the
+  shuffle cases on at most 3 seeds: about a minute each);
 * ``thirdparty`` (table, and local for the click servers): the classes of tests/thirdparty/, written
   the way code outside dpaudit is written (one-run classes on the global ``np.random`` through the
   per-run adapter, the claim on the command line; batched local-DP servers), each correct one beside a
@@ -31,6 +35,7 @@ Audits run two at a time (one process each: the findings do not depend on it).
 
 Run:  python benchmarks/controls.py --suite ucb [--seeds 50] [--only LABEL ...] [--runs N] [--out STEM]
       (writes controls-<suite>.md and controls-<suite>.json here, or STEM.md / STEM.json)
+      python benchmarks/controls.py --merge PART.json ... --out STEM   (parts of one suite run with --only)
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import statistics
 import sys
 import time
@@ -104,6 +110,33 @@ SUITES: dict[str, tuple[str, dict, list[tuple]]] = {
         ("shuffle-glm", "shuffle-glm", SHUFFLE, True, {}),
         ("mutant-shuffle-arrival-order", "mutant-shuffle-arrival-order", SHUFFLE, False, {"runs": 2000}),
         ("shuffle-glm at its defaults (d = 5, K = 20)", "shuffle-glm", {}, True, {"runs": 40000, "seeds": 5}),
+    ]),
+    # issue 24 item 4: mutants whose true eps is 1.3-3x the claim, each beside its correct twin, at the CLI's
+    # defaults (the brief: flagged by `dpaudit check policy NAME`); shuffle audits on a few seeds only
+    "subtle": ("table", {}, [
+        ("adac-ucb (twin, rho = 0.1, K = 2)", "adac-ucb", {"n_arms": "2", "rho": "0.1"}, True, {}),
+        ("mutant-sqrt2-noise", "mutant-sqrt2-noise", {}, False, {}),
+        ("mutant-ucb-prefix-off-by-one", "mutant-ucb-prefix-off-by-one", {}, False, {}),
+        ("adac-oful (twin)", "adac-oful", {}, True, {}),
+        ("mutant-oful-half-sensitivity", "mutant-oful-half-sensitivity", {}, False, {}),
+        ("adar-ucb (twin)", "adar-ucb", {}, True, {"protocol": "view"}),
+        ("mutant-adar-ucb-sqrt2-noise", "mutant-adar-ucb-sqrt2-noise", {}, False, {"protocol": "view"}),
+        ("ldp-ucb (twin)", "ldp-ucb", {}, True, {"protocol": "local"}),
+        ("mutant-ldp-half-sensitivity", "mutant-ldp-half-sensitivity", {}, False, {"protocol": "local"}),
+        ("ldp-ucb-laplace (twin)", "ldp-ucb-laplace", {}, True, {"protocol": "local"}),
+        ("mutant-ldp-laplace-half-sensitivity", "mutant-ldp-laplace-half-sensitivity", {}, False,
+         {"protocol": "local"}),
+        ("mutant-ldp-laplace-std-scale", "mutant-ldp-laplace-std-scale", {}, False, {"protocol": "local"}),
+        ("shuffle-glm (twin, d = 1, K = 2)", "shuffle-glm", SHUFFLE, True, {"protocol": "shuffle", "seeds": 3}),
+        ("mutant-shuffle-arrival-order", "mutant-shuffle-arrival-order", {}, False,
+         {"protocol": "shuffle", "seeds": 3}),
+        ("shuffle-glm (twin, d = 1, K = 2, eps0 = 3)", "shuffle-glm", {**SHUFFLE, "eps0": "3"}, True,
+         {"protocol": "shuffle", "seeds": 3}),
+        ("mutant-shuffle-grad-whole-budget", "mutant-shuffle-grad-whole-budget", {}, False,
+         {"protocol": "shuffle", "seeds": 3}),
+        ("shuffle-glm (twin, d = 1, K = 2, eps0 = 3, groups = 50)", "shuffle-glm",
+         {**SHUFFLE, "eps0": "3", "groups": "50"}, True, {"protocol": "shuffle", "seeds": 3}),
+        ("mutant-shuffle-group-claim", "mutant-shuffle-group-claim", {}, False, {"protocol": "shuffle", "seeds": 3}),
     ]),
     "thirdparty": ("table", {"horizon": None, "runs": 5000}, [
         (f"{tp}:{cls}", f"{TP}/{mod}.py:{cls}", params, correct, dict(over, **({} if correct else {"seeds": 20})))
@@ -177,7 +210,7 @@ def run(suite: str, seeds: int, only: list[str] | None, runs: int | None = None)
                    "seeds": n, "claimed": outs[0]["epsilon_claimed"], "flagged": flagged,
                    "rate_upper95": float(cp_upper(flagged, n, 0.05)), "inconclusive": verdicts.count("inconclusive"),
                    "median_lower": statistics.median(lower), "min_lower": min(lower), "max_lower": max(lower),
-                   "flagged_by": by, "horizons": sorted({o["horizon"] for o in outs if o.get("horizon") is not None}),
+                   "flagged_by": by, "upper": outs[0].get("epsilon_upper"), "horizons": sorted({o["horizon"] for o in outs if o.get("horizon") is not None}),
                    "wall_seconds_per_audit": wall, "cpu_seconds_per_audit": statistics.mean(o["_cpu"] for o in outs)}
             if policy == "adac-ucb":
                 exact = gaussian_epsilon(DELTA, sigma=1 / math.sqrt(2 * float(params["rho"]))).epsilon
@@ -198,7 +231,8 @@ def _f1(x: float | None) -> str:
 def markdown(res: dict, command: str) -> str:
     s = res["settings"]
     head = [f"# Controls ({res['suite']}, --protocol {res['protocol']}): false alarms and detection", "",
-            f"Generated by `{command}`: each case audited with `dpaudit check policy NAME --protocol {res['protocol']} "
+            f"Generated by `{command}`: each case audited with `dpaudit check policy NAME --protocol {res['protocol']}"
+            + (" (unless the row says otherwise)" if any("protocol" in r["settings"] for r in res["rows"]) else "") + " "
             + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in s.items() if v is not None and k != "central")
             + (" (without the central part)" if s.get("central") is False else "")
             + f" --delta {DELTA:g} --confidence {CONFIDENCE:g} --seed S` for S = 0..(seeds - 1), overrides per row; "
@@ -220,6 +254,10 @@ def markdown(res: dict, command: str) -> str:
     if extra:
         head += ["", "Likelihood bound above the *exact* eps of AdaC-UCB's mechanism (a sharper test of the statistics "
                  "than the claim; allowed rate 0.025): " + "; ".join(extra) + "."]
+    if res["suite"] == "subtle":
+        ups = [f"{r['case']}: {r['upper']:.4g}" for r in res["rows"] if r.get("upper") is not None]
+        head += ["", "epsilon_upper of seed 0's audit (the tightest eps dpaudit proves from the noise actually added; "
+                 "for a ledger policy the exact eps, and for a refuted figure none): " + "; ".join(ups) + "."]
     fa = sum(r["flagged"] for r in res["rows"] if r["correct"])
     na = sum(r["seeds"] for r in res["rows"] if r["correct"])
     det = sum(r["flagged"] for r in res["rows"] if not r["correct"])
@@ -238,13 +276,24 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=None, help="fresh runs per side for every case (default: the suite's)")
     ap.add_argument("--out", default=None, help="file stem of the tables (default controls-SUITE, -only with --only)")
     ap.add_argument("--render", default=None, metavar="JSON", help="only write the Markdown table of a recorded JSON")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                    help="only merge recorded JSONs of one suite (parts run with --only) into --out's tables")
     args = ap.parse_args()
+    if args.merge:
+        recs = [json.loads(Path(p).read_text()) for p in args.merge]
+        rec = {**recs[0], "rows": [r for x in recs for r in x["rows"]], "seeds": max(x["seeds"] for x in recs),
+               "command": f"python benchmarks/controls.py --suite {recs[0]['suite']} --seeds S` with S as in each row's "
+                          "seeds column (run in parts with --only, merged with `--merge"}
+        stem = args.out or f"controls-{rec['suite']}"
+        (HERE / f"{stem}.json").write_text(json.dumps(rec, indent=1, default=str))
+        (HERE / f"{stem}.md").write_text(markdown(rec, rec["command"]))
+        return
     if args.render:
         rec = json.loads(Path(args.render).read_text())
         Path(args.render).with_suffix(".md").write_text(markdown(rec, rec["command"]))
         return
     res = run(args.suite, args.seeds, args.only, args.runs)
-    command = " ".join(["python benchmarks/controls.py"] + sys.argv[1:])
+    command = shlex.join(["python", "benchmarks/controls.py"] + sys.argv[1:])
     stem = args.out or (f"controls-{args.suite}" + ("-only" if args.only else ""))
     (HERE / f"{stem}.json").write_text(json.dumps({**res, "command": command}, indent=1, default=str))
     (HERE / f"{stem}.md").write_text(markdown(res, command))
