@@ -223,6 +223,7 @@ def main() -> None:
             if wanted is not None and proto not in wanted:
                 continue
             row = run_one(name, proto, args.seed)
+            row["kind"] = "mutant" if name.startswith("mutant-") else "registered"
             rows.append(row)
             print(f"{name:<32} {proto:<12} {row.get('verdict', row.get('error')):<13} "
                   f"{_f(row.get('epsilon_lower')):>8} {row['wall_seconds']:7.1f} s wall {row['cpu_seconds']:7.1f} s CPU",
@@ -235,6 +236,7 @@ def main() -> None:
         extra = [row for row in THIRDPARTY if row[0] in only_rows]
     for label, spec, options in examples + extra:
         row = run_one(label, "table", args.seed, spec, options)
+        row["kind"] = "thirdparty" if (label, spec, options) in THIRDPARTY else "example"
         rows.append(row)
         print(f"{label:<32} {'table':<12} {row.get('verdict', row.get('error')):<13} "
               f"{_f(row.get('epsilon_lower')):>8} {row['wall_seconds']:7.1f} s wall {row['cpu_seconds']:7.1f} s CPU",

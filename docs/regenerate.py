@@ -29,6 +29,7 @@ import argparse
 import json
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -82,11 +83,16 @@ def _walk(data: Any, parts: list[str], path: str) -> Any:
     return data
 
 
+#: what a quote may say of a list of values (``|max:.1f``: the largest, one decimal)
+_AGGREGATES = {"sum": sum, "max": max, "min": min, "len": len, "median": statistics.median}
+
+
 def formatted(value: Any, fmt: str | None) -> str:
-    """A value as the documents quote it (4 significant digits unless the marker says otherwise; ``sum``
-    adds a list's values)."""
-    if fmt == "sum":
-        value, fmt = sum(value), None
+    """A value as the documents quote it (4 significant digits unless the marker says otherwise; ``sum``,
+    ``max``, ``min``, ``median`` or ``len`` of a list's values, then ``:SPEC`` its format)."""
+    agg, _, spec = (fmt or "").partition(":")
+    if agg in _AGGREGATES:
+        value, fmt = _AGGREGATES[agg]([v for v in value if v is not None]), spec or None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     if fmt == "d" or (fmt is None and isinstance(value, int)):
