@@ -88,8 +88,8 @@ def markdown(rows: list[dict], seed: int) -> str:
              "from its rows): every registered policy under every protocol it supports, at the CLI's defaults. "
              "`lower` is the verdict's best lower bound, `limit` the median bound of the best test on the exact "
              "loss at the audit's sample size (module docstring), `upper` the tightest eps dpaudit proves "
-             "(`epsilon_upper`), `claim` the declared eps, all at delta = 1e-5. A mutant's upper bound is "
-             "computed from its ledger, which may misstate it (a lower bound above it refutes it).", "",
+             "(`epsilon_upper`), `claim` the declared eps, all at delta = 1e-5. The limit is the median of the best "
+             "test's bound at that size, so one seed's bound may land above it (never above `upper`).", "",
              "| policy | protocol | verdict | lower | limit | upper | claim | lower/limit | lower/upper | upper/claim | limit from | upper from |",
              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for r in rows:
