@@ -136,8 +136,8 @@ def _portable(exc: BaseException) -> BaseException:
     tb = "".join(traceback.format_exception(exc))
     cls = type(exc)
     try:
-        if _KNOWN_AT_FORK and cls.__module__ not in _KNOWN_AT_FORK:
-            raise TypeError(f"{cls.__module__} was imported after the fork")
+        if (_KNOWN_AT_FORK and cls.__module__ not in _KNOWN_AT_FORK) or cls.__module__.startswith("dpaudit_plugin_"):
+            raise TypeError(f"{cls.__module__} may not exist in the parent")
         pickle.loads(pickle.dumps(exc))
         out = exc
     except Exception:

@@ -541,11 +541,14 @@ def portable_error(exc: BaseException, known: Any) -> BaseException:
     exists only in the process that imported the plug-in. Raised by plug-in code, it is the plug-in's
     error (a :class:`PluginStopped`); from elsewhere, an internal error (a RuntimeError) naming it."""
     cls = type(exc)
-    if cls.__module__ in known:
+    mod = sys.modules.get(cls.__module__)
+    # a plug-in module may be in the parent's modules at the fork and gone (or another file's) when it
+    # unpickles: its classes never cross, whatever the parent had
+    plugin = getattr(mod, "__dpaudit_mtime__", None) is not None or cls.__module__.startswith("dpaudit_plugin_")
+    if cls.__module__ in known and not plugin:
         return exc
     text = shorten(exc, 200, as_text=True).rstrip(".") or "(no message)"
-    mod = sys.modules.get(cls.__module__)
-    if getattr(mod, "__dpaudit_mtime__", None) is not None or cls.__module__.startswith("dpaudit_plugin_"):
+    if plugin:
         kind = "an Exception" if isinstance(exc, Exception) else "a BaseException, not an Exception"
         err: BaseException = PluginStopped(
             f"plug-in code raised {cls.__qualname__} ({kind}, defined in the plug-in's module) outside any call "
