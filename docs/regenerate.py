@@ -105,7 +105,9 @@ def command_argv(cmd: str) -> list[str]:
     argv = shlex.split(cmd)
     if argv[0] != "dpaudit":
         raise ValueError(f"a quoted command must start with 'dpaudit', not {argv[0]!r}: {cmd}")
-    return [sys.executable, "-m", "dpaudit", *argv[1:]]
+    # the console script beside this interpreter: `python -m dpaudit` run from the repository root would
+    # import the source tree (where dpaudit.accountants and dpaudit.attacks are not yet mapped), not the install
+    return [str(Path(sys.executable).parent / "dpaudit"), *argv[1:]]
 
 
 def run(cmd: str, json_out: bool) -> tuple[str, float]:
