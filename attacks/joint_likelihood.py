@@ -68,7 +68,8 @@ from dpaudit.mechanisms import ReplayMismatch
 from dpaudit.protocols.joint import JointDP, JointPair
 
 from .bounds import check_confidence
-from .likelihood import DEFAULT_ORDERS, empirical_profile, pilot_grid, profile_bounds, renyi_bounds
+from .likelihood import (DEFAULT_ORDERS, pilot_grid, point_estimate, profile_bounds,
+                         renyi_bounds, renyi_violations)
 from .result import AuditResult
 from .sampling import Source, draw
 
@@ -186,19 +187,9 @@ def bound_from_losses(loss: np.ndarray, eps_grid: np.ndarray, u: np.ndarray, *, 
     above = lo > delta
     eps_lower = float(eps_grid[above].max()) if np.any(above) else 0.0
     d_est, d_low = renyi_bounds(loss, orders, u, alpha) if orders else (np.zeros(0), np.zeros(0))
-    fine = np.linspace(0.0, max(float(loss.max()), 1e-3), 2000)
-    prof = empirical_profile(loss, fine)
-    renyi_violation = []
-    if claim is not None:
-        for o, low_o in zip(orders, d_low):
-            try:
-                bound = claim.renyi(o)
-            except Exception:  # claims that promise nothing at this order
-                continue
-            if low_o > bound:
-                renyi_violation.append({"order": o, "D_alpha_lower": float(low_o), "claimed": float(bound)})
+    renyi_violation = renyi_violations(orders, d_low, claim)
     return {"epsilon_lower": eps_lower,
-            "epsilon_point_estimate": float(fine[prof > delta].max()) if np.any(prof > delta) else None,
+            "epsilon_point_estimate": point_estimate(loss, delta),
             "grid": {"points": int(eps_grid.size), "top": float(eps_grid[-1]),
                      "bound_at_top": bool(eps_grid.size and eps_lower >= eps_grid[-1])},
             "mean_loss_kl": float(loss.mean()), "max_loss": float(loss.max()),

@@ -313,20 +313,8 @@ def loss_bounds(loss: np.ndarray, u: np.ndarray, *, delta: float, confidence: fl
     est, lo, up = profile_bounds(loss, grid, u, a_eps)
     d_est, d_low = renyi_bounds(loss, orders, u, a_ord) if orders else (np.zeros(0), np.zeros(0))
 
-    # point estimate of eps(delta) from the empirical profile, for information
-    fine = np.linspace(0.0, max(float(loss.max()) if loss.size else 0.0, 1e-3), 2000)
-    prof = empirical_profile(loss, fine)
-    eps_point = float(fine[prof > delta].max()) if np.any(prof > delta) else None
-
-    renyi_violation = []
-    if claim is not None:
-        for o, low_o in zip(orders, d_low):
-            try:
-                bound = claim.renyi(o)
-            except Exception:  # claims that promise nothing at this order
-                continue
-            if low_o > bound:
-                renyi_violation.append({"order": o, "D_alpha_lower": float(low_o), "claimed": float(bound)})
+    eps_point = point_estimate(loss, delta)
+    renyi_violation = renyi_violations(orders, d_low, claim)
     return LossBounds(eps_lower, rank, a_eps, a_ord, eps_point,
                       {"eps": grid, "delta_estimate": est, "delta_lower": lo, "delta_upper": up, "band": "pointwise"},
                       orders, d_est, d_low, renyi_violation, int(n_tests))
@@ -408,4 +396,26 @@ def smallest_count(n: int, delta: float, alpha: float) -> int:
     return hi
 
 
-__all__ += ["smallest_count"]
+
+def point_estimate(loss: np.ndarray, delta: float) -> float | None:
+    """The eps at which the empirical profile of ``loss`` crosses ``delta`` (for information, not a bound)."""
+    fine = np.linspace(0.0, max(float(loss.max()) if loss.size else 0.0, 1e-3), 2000)
+    prof = empirical_profile(loss, fine)
+    return float(fine[prof > delta].max()) if np.any(prof > delta) else None
+
+
+def renyi_violations(orders: Sequence[float], d_low: Sequence[float], claim: Any) -> list[dict[str, float]]:
+    """The orders whose Rényi lower bound exceeds what ``claim`` promises there (none without a claim)."""
+    out: list[dict[str, float]] = []
+    if claim is None:
+        return out
+    for o, low_o in zip(orders, d_low):
+        try:
+            bound = claim.renyi(o)
+        except Exception:  # claims that promise nothing at this order
+            continue
+        if low_o > bound:
+            out.append({"order": o, "D_alpha_lower": float(low_o), "claimed": float(bound)})
+    return out
+
+__all__ += ["smallest_count", "point_estimate", "renyi_violations"]
