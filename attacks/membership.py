@@ -391,14 +391,16 @@ def stderr_progress(prefix: str = "dpaudit") -> Callable[[str], None]:
 def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence[int], K: int, T: int,
                 seed: np.random.SeedSequence, *, delta: float, confidence: float, small: int, runs: int, name: str,
                 engine: Engine = SERIAL, progress: Callable[[str], None] | None = None,
-                claim: float | None = None, pilots: Sequence[Any] | None = None) -> AuditResult:
+                claim: float | None = None, pilots: Sequence[Any] | None = None, floor: float = 0.0) -> AuditResult:
     """The membership pipeline on action views over a source's ``candidates``: :class:`ViewScorer`
     statistics after ``first_round[i]`` fitted on ``small`` training views per side, the best
     (pair, statistic, threshold) chosen on ``small`` selection views and counted once on ``runs`` fresh
     views per side (so the bound needs no correction for the choice). Views come from
     ``source.sample`` (runs x T actions), drawn on ``engine``. ``pilots``: the training and selection
     views already drawn (per candidate: side 0, side 1 for training, then for selection), e.g. from the
-    same runs as another attack's; they only choose the test, so sharing them costs no validity."""
+    same runs as another attack's; they only choose the test, so sharing them costs no validity. ``floor``: a
+    bound the audit already shows by another part, below which the fresh count may stop as futile
+    (:class:`~dpaudit.attacks.sampling.Stop`)."""
     t0 = time.perf_counter()
     views = draw_pilots(source, candidates, seed, small, small, engine, pilots, "view_attack")
     best = None
@@ -413,7 +415,7 @@ def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence
     bound, test, scorer, c, edges = best
     f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
     counted = count(source, c, runs, (f0, f1), scorer.only(test.statistic), test, engine, progress, f"{name}: fresh views",
-                    stop=None if claim is None else Stop(delta, confidence, claim), edges=edges)
+                    stop=None if claim is None else Stop(delta, confidence, claim, floor=floor), edges=edges)
     fp, tp, n = counted.fp, counted.tp, counted.n
     eps = counted.bound(delta, confidence)
     desc = source.describe(c)
