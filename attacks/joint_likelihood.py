@@ -74,7 +74,7 @@ from .likelihood import DEFAULT_ORDERS, loss_bounds, pilot_grid, profile_bounds
 from .result import AuditResult
 from .sampling import Source, draw
 
-__all__ = ["replay_run", "release_losses", "sensitivity_excess", "replay_losses", "screen_score",
+__all__ = ["replay_run", "release_losses", "sensitivity_excess", "implied_sensitivities", "replay_losses", "screen_score",
            "joint_likelihood_attack"]
 
 
@@ -144,6 +144,23 @@ def sensitivity_excess(rec: Sequence[Any], twin: Sequence[Any], n: int) -> np.nd
         diff = b.centre - a.centre
         shift = np.linalg.norm(diff, axis=1) if a.noise.kind == "gaussian" else np.abs(diff).sum(axis=1)
         np.maximum.at(out, np.asarray(a.runs), shift / float(a.sensitivity))
+    return out
+
+
+def implied_sensitivities(rec: Sequence[Any], twin: Sequence[Any]) -> dict[str, float]:
+    """Per mechanism (:attr:`dpaudit.mechanisms.Release.family`), the largest ratio of a release's realised
+    centre shift between the two sides (L2 for Gaussian noise, L1 for Laplace) to the sensitivity its ledger
+    records: the factor by which the neighbouring pair shows that mechanism's true sensitivity is at least
+    its recorded one (a realised shift is a lower bound on the sensitivity under the protocol's neighbouring
+    relation). Mechanisms whose releases never moved are left out."""
+    out: dict[str, float] = {}
+    for a, b in zip(rec, twin):
+        if a.noise.kind not in ("gaussian", "laplace") or np.array_equal(a.centre, b.centre):
+            continue
+        diff = b.centre - a.centre
+        shift = np.linalg.norm(diff, axis=1) if a.noise.kind == "gaussian" else np.abs(diff).sum(axis=1)
+        r = float(shift.max()) / float(a.sensitivity)
+        out[a.family] = max(out.get(a.family, 0.0), r)
     return out
 
 

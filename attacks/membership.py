@@ -391,7 +391,8 @@ def stderr_progress(prefix: str = "dpaudit") -> Callable[[str], None]:
 def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence[int], K: int, T: int,
                 seed: np.random.SeedSequence, *, delta: float, confidence: float, small: int, runs: int, name: str,
                 engine: Engine = SERIAL, progress: Callable[[str], None] | None = None,
-                claim: float | None = None, pilots: Sequence[Any] | None = None, floor: float = 0.0) -> AuditResult:
+                claim: float | None = None, pilots: Sequence[Any] | None = None, floor: float = 0.0,
+                screen: int | None = None, keep: int = 2) -> AuditResult:
     """The membership pipeline on action views over a source's ``candidates``: :class:`ViewScorer`
     statistics after ``first_round[i]`` fitted on ``small`` training views per side, the best
     (pair, statistic, threshold) chosen on ``small`` selection views and counted once on ``runs`` fresh
@@ -400,8 +401,18 @@ def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence
     views already drawn (per candidate: side 0, side 1 for training, then for selection), e.g. from the
     same runs as another attack's; they only choose the test, so sharing them costs no validity. ``floor``: a
     bound the audit already shows by another part, below which the fresh count may stop as futile
-    (:class:`~dpaudit.attacks.sampling.Stop`)."""
+    (:class:`~dpaudit.attacks.sampling.Stop`). ``screen``: with more than ``keep`` candidates, each is first
+    fitted and judged on ``screen`` training and selection views per side (:func:`_screen_views`), and only the
+    ``keep`` best go on to the ``small`` pilots (successive halving: the screening views choose and nothing
+    else, so the bound needs no correction for it)."""
     t0 = time.perf_counter()
+    n_screen = 0
+    if screen is not None and pilots is None and len(candidates) > keep and screen < small:
+        order = _screen_views(source, candidates, first_round, K, T, seed.spawn(1)[0], delta=delta,
+                              confidence=confidence, n=int(screen), engine=engine)[:keep]
+        n_screen = len(candidates) * 4 * int(screen)
+        candidates = [candidates[i] for i in order]
+        first_round = [first_round[i] for i in order]
     views = draw_pilots(source, candidates, seed, small, small, engine, pilots, "view_attack")
     best = None
     for i, (c, j) in enumerate(zip(candidates, first_round)):
@@ -422,11 +433,29 @@ def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence
     return AuditResult(name, eps, delta, confidence,
                        {"label": desc.get("label", ""), "pair": desc, "statistic": test.statistic,
                         "threshold": test.threshold, "reject_when": test.reject_when()},
-                       samples=len(candidates) * 4 * small + 2 * n, seconds=time.perf_counter() - t0,
+                       samples=n_screen + len(candidates) * 4 * small + 2 * n, seconds=time.perf_counter() - t0,
                        details={"false_positives": fp, "false_negatives": n - tp, "n_fresh_per_side": n,
                                 "fpr": fp / n, "fnr": (n - tp) / n, "selection_bound": bound,
                                 "tests_corrected_for": 1, **counted.details()},
                        scores=counted.scores(test, edges))
+
+
+def _screen_views(source: Source, candidates: Sequence[int], first_round: Sequence[int], K: int, T: int,
+                  seed: np.random.SeedSequence, *, delta: float, confidence: float, n: int,
+                  engine: Engine = SERIAL) -> list[int]:
+    """The candidates' indices ranked on ``n`` training and ``n`` selection views per side each: by the bound
+    of the best threshold test on the selection views, then by the same at delta = 0.01 (which separates
+    candidates that all show 0 at a small delta)."""
+    views = draw_pilots(source, candidates, seed, n, n, engine, None, "view_attack")
+    keys = []
+    for i, j in enumerate(first_round):
+        v = views[4 * i: 4 * i + 4]
+        scorer = ViewScorer(K, T, j)
+        scorer.fit(v[0], v[1])
+        q0, q1 = scorer.scores(v[2]), scorer.scores(v[3])
+        keys.append((best_threshold_test(q0, q1, delta, confidence)[0][0],
+                     best_threshold_test(q0, q1, max(delta, 0.01), confidence)[0][0]))
+    return sorted(range(len(candidates)), key=lambda i: (-keys[i][0], -keys[i][1], i))
 
 
 def mean_difference_direction(m0: np.ndarray, m1: np.ndarray) -> np.ndarray | None:
