@@ -454,19 +454,31 @@ def action_features(views: np.ndarray, rounds: np.ndarray) -> dict[str, np.ndarr
     rounds c + 1 .. c + max(1, c / 4) and c + 1 .. 2c (a doubling policy's next block decides there). A high
     reward makes its arm more attractive to a policy that maximises reward, so high scores point to +1; the
     negated scores are candidates too (the pilot picks), for a policy that reacts the other way.
+
+    Every score comes in two orders among equal values (``next`` takes two values, the shares few): *later
+    first* and *earlier first* (``next, later first`` ...: (score - 1/2) x (1 + 1e-6 j / m) for the j-th of m
+    canaries, or m - 1 - j), so that the top and bottom k are the latest (earliest) of the canaries that score
+    alike, not a random draw. A leak that grows with its block (a sensitivity off by the block's length) shows
+    most on the later canaries; a leak confined to the first pulls, or canaries that later hide behind earlier
+    ones, on the earlier. The pilot chooses. A function of the layout and the actions only, so the guesses stay
+    a function of the output.
     """
     v = np.asarray(views)
     R, T = v.shape
     rounds = np.asarray(rounds, dtype=np.int64)
     a = v[:, rounds]
+    m = len(rounds)
+    position = np.arange(m) / max(1, m)
+    orders = (("later first", 1.0 + 1e-6 * position), ("earlier first", 1.0 + 1e-6 * position[::-1]))
     out: dict[str, np.ndarray] = {}
     for name, span in (("next", lambda c: 1), ("share-c/4", lambda c: max(1, c // 4)), ("share-c", lambda c: max(1, c))):
         sc = np.empty(a.shape)
         for j, c in enumerate(rounds):
             stop = min(T, int(c) + 1 + span(int(c)))
             sc[:, j] = (v[:, c + 1:stop] == a[:, j:j + 1]).mean(axis=1) if stop > c + 1 else 0.5
-        out[name] = sc
-        out[f"-{name}"] = -sc
+        for order, w in orders:
+            out[f"{name}, {order}"] = (sc - 0.5) * w
+            out[f"-{name}, {order}"] = -(sc - 0.5) * w
     return out
 
 

@@ -15,8 +15,10 @@ plug-ins run in):
 3. *detection*: every buggy case over ``--detect-seeds`` seeds (default 10): how many violations.
 
 Run:  python benchmarks/one_run.py [--seeds 50] [--detect-seeds 10] [--slow-seconds S --slow-seeds N
-      --slow-detect-seeds N] [--only SUBSTRING ...] [--skip-multi]   (writes one_run.md and one_run.json here,
-      after every case); python benchmarks/one_run.py --render one_run.json rewrites the .md
+      --slow-detect-seeds N] [--only SUBSTRING ...] [--protocols P ...] [--skip-multi] [--update]  (writes
+      one_run.md and one_run.json here, after every case; with --update, the cases run replace their rows of the
+      existing one_run.json, the other rows and their multi-run columns are kept, and the .md says which rows
+      which run produced); python benchmarks/one_run.py --render one_run.json rewrites the .md
 """
 
 from __future__ import annotations
@@ -168,24 +170,40 @@ def main() -> None:
     ap.add_argument("--slow-seeds", type=int, default=None, help="seeds of the false-alarm study for slow cases")
     ap.add_argument("--slow-detect-seeds", type=int, default=None, help="seeds of the detection study for slow cases")
     ap.add_argument("--only", nargs="*", default=None, help="only the cases whose label contains one of these")
+    ap.add_argument("--protocols", nargs="*", default=None, help="only the cases under these protocols")
     ap.add_argument("--skip-multi", action="store_true", help="do not run multi-run audits missing from defaults.json")
+    ap.add_argument("--update", action="store_true",
+                    help="replace the rows of the cases run in the existing .json (keeping the others and every "
+                         "kept row's multi-run column) instead of writing a new study")
     ap.add_argument("--out", default="one_run")
     ap.add_argument("--render", default=None, help="only rewrite the .md of this .json")
     args = ap.parse_args()
     if args.render:
         render(args.render)
         return
-    all_cases = sorted((c for c in cases() if not args.only or any(s in c["label"] for s in args.only)), key=_order)
+    all_cases = sorted((c for c in cases() if (not args.only or any(s in c["label"] for s in args.only))
+                        and (not args.protocols or c["protocol"] in args.protocols)), key=_order)
     known = _known()
     rows: list[dict[str, Any]] = []
     t_all = time.perf_counter()
     out = {"seeds": args.seeds, "detect_seeds": args.detect_seeds, "slow_seconds": args.slow_seconds,
            "slow_seeds": args.slow_seeds, "slow_detect_seeds": args.slow_detect_seeds, "python": platform.python_version(),
            "argv": sys.argv[1:], "total_seconds": 0.0, "complete": False, "rows": rows}
+    old: dict[tuple[str, str], dict[str, Any]] = {}
+    if args.update:
+        prev = json.loads((HERE / f"{args.out}.json").read_text())
+        old = {(r["policy"], r["protocol"]): r for r in prev["rows"]}
+        out = {**prev, "complete": False, "rows": rows,
+               "updates": prev.get("updates", []) + [{"argv": sys.argv[1:], "cases": len(all_cases)}]}
+        rows.extend(prev["rows"])
+    base_seconds = out["total_seconds"]
     for c in all_cases:
         r0 = one_run(c, 0)
-        mr = multi_run(c, known, args.skip_multi)
+        key = (c["label"], c["protocol"])
+        mr = old[key]["multi_run"] if key in old else multi_run(c, known, args.skip_multi)
         row = {"policy": c["label"], "protocol": c["protocol"], "correct": c["correct"], "seed0": r0, "multi_run": mr}
+        if args.update:
+            row["updated"] = len(out["updates"])
         print(f"{c['label']:52s} {c['protocol']:6s} {r0.get('verdict', 'refused'):12s} "
               f"bound {_f(r0.get('epsilon_lower'))} cap {_f(r0.get('cap'))} {r0['seconds']:.1f} s | multi-run "
               f"{mr.get('verdict', '-')} {_f(mr.get('epsilon_lower'))} {_f(mr.get('seconds'), 3)} s", flush=True)
@@ -205,8 +223,12 @@ def main() -> None:
             row["seeds"] = {"n": n_seeds, "verdicts": tally, "bound_median": sorted(bounds)[len(bounds) // 2],
                             "bound_max": max(bounds), "seconds_median": sorted(secs)[len(secs) // 2]}
             print(f"{'':52s} {n_seeds} seeds: {tally}", flush=True)
-        rows.append(row)
-        out["total_seconds"] = time.perf_counter() - t_all
+        at = next((i for i, r in enumerate(rows) if (r["policy"], r["protocol"]) == key), None)
+        if at is None:
+            rows.append(row)
+        else:
+            rows[at] = row
+        out["total_seconds"] = base_seconds + time.perf_counter() - t_all
         _write(out, args.out)  # after every case: a study stopped early keeps what it measured
     out["complete"] = True
     _write(out, args.out)
@@ -275,6 +297,10 @@ def _beyond(k: int, n: int, level: float = 0.05) -> float:
     return float(binom.sf(k - 1, n, level)) if k else 1.0
 
 
+def _label(r: dict[str, Any]) -> str:
+    return r["policy"] + (f" (update {r['updated']})" if r.get("updated") else "")
+
+
 def write_md(out: dict[str, Any], path: Path) -> None:
     rows = out["rows"]
     slow_note = ""
@@ -299,6 +325,10 @@ def write_md(out: dict[str, Any], path: Path) -> None:
              argv=" ".join(out.get("argv", [])), slow=slow_note,
              partial="" if out.get("complete", True) else " **Partial: the study was stopped before every case ran.**"),
          "",
+         *([] if not out.get("updates") else [
+             "Rows re-run since (their own seeds counts are in the tables; the others are the study above): "
+             + "; ".join(f"update {i + 1}, `python benchmarks/one_run.py {' '.join(u['argv'])}` ({u['cases']} cases, "
+                         f"marked 'update {i + 1}' below)" for i, u in enumerate(out["updates"])) + ".", ""]),
          f"**Headline.** From 10 runs, the one-run audit flags {len(flagged0)} of the {len(buggy)} buggy audits (policy x "
          f"protocol) at seed 0 "
          f"({', '.join(sorted({r['policy'] for r in flagged0}))}); the multi-run audit flags "
@@ -315,10 +345,10 @@ def write_md(out: dict[str, Any], path: Path) -> None:
         a, m = r["seed0"], r["multi_run"]
         mv = m.get("verdict", m.get("error", "-"))
         if "error" in a:
-            L.append(f"| {r['policy']} | {r['protocol']} | {'yes' if r['correct'] else 'bug'} | refused: {a['error']} "
+            L.append(f"| {_label(r)} | {r['protocol']} | {'yes' if r['correct'] else 'bug'} | refused: {a['error']} "
                      f"| - | - | - | - | - | - | - | {mv} | {_f(m.get('epsilon_lower'))} | {_f(m.get('seconds'), 3)} |")
             continue
-        L.append(f"| {r['policy']} | {r['protocol']} | {'yes' if r['correct'] else 'bug'} | {a['verdict']} | "
+        L.append(f"| {_label(r)} | {r['protocol']} | {'yes' if r['correct'] else 'bug'} | {a['verdict']} | "
                  f"{_f(a['epsilon_lower'])} | {_f(a['epsilon_claimed'])} | {_f(a['cap'])} | {a['correct']} / "
                  f"{a['guesses']} | {a['analysis']} | {a['seconds']:.1f} | {a['cpu_seconds']:.1f} | "
                  f"{mv} | {_f(m.get('epsilon_lower'))} | {_f(m.get('seconds'), 3)} |")
@@ -331,7 +361,7 @@ def write_md(out: dict[str, Any], path: Path) -> None:
         s = r["seeds"]
         v = s["verdicts"]
         k = v.get("violation", 0)
-        L.append(f"| {r['policy']}{' (slow)' if r.get('slow') else ''} | {r['protocol']} | {s['n']} | {k} | "
+        L.append(f"| {_label(r)}{' (slow)' if r.get('slow') else ''} | {r['protocol']} | {s['n']} | {k} | "
                  f"{_beyond(k, s['n']):.3g} | {_cp_upper(k, s['n']):.3g} | {v.get('consistent', 0)} | "
                  f"{v.get('inconclusive', 0)} | {_f(s['bound_median'])} ({_f(s['bound_max'])}) | "
                  f"{s['seconds_median']:.1f} |")
@@ -348,11 +378,11 @@ def write_md(out: dict[str, Any], path: Path) -> None:
         why = "" if s and s["verdicts"].get("violation", 0) == s["n"] else WHY_NOT.get(r["policy"], "")
         if s is None:
             if "error" in a:
-                L.append(f"| {r['policy']} | {r['protocol']} | - | refused | - | - | - | - | - | {why} |")
+                L.append(f"| {_label(r)} | {r['protocol']} | - | refused | - | - | - | - | - | {why} |")
                 continue
             s = {"n": 1, "verdicts": {a["verdict"]: 1}, "bound_median": a["epsilon_lower"], "bound_max": a["epsilon_lower"]}
         v = s["verdicts"]
-        L.append(f"| {r['policy']}{' (slow)' if r.get('slow') else ''} | {r['protocol']} | {s['n']} | "
+        L.append(f"| {_label(r)}{' (slow)' if r.get('slow') else ''} | {r['protocol']} | {s['n']} | "
                  f"{v.get('violation', 0)} | {v.get('consistent', 0)} | {v.get('inconclusive', 0)} | "
                  f"{_f(s['bound_median'])} ({_f(s['bound_max'])}) | {_f(a.get('epsilon_claimed'))} | {_f(a.get('cap'))} "
                  f"| {why} |")

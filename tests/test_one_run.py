@@ -182,7 +182,15 @@ def test_layouts_and_scores():
     assert d[1, 1].tolist() == [0, 0, 0] and np.all(d[:, [0, 2, 4, 5, 6, 7]] == 0.5)
     v = np.array([[0, 1, 1, 1, 0, 0, 0, 0]])
     f = o.action_features(v, np.array([1, 3]))
-    assert f["next"].tolist() == [[1.0, 0.0]] and f["-next"].tolist() == [[-1.0, -0.0]]
+    assert np.sign(f["next, later first"]).tolist() == [[1.0, -1.0]]
+    assert np.sign(f["-next, earlier first"]).tolist() == [[-1.0, 1.0]]
+    # among equal scores the later (earlier) canaries are guessed first: two runs, every canary's next
+    # action repeats its arm; the top 2 are the two later canaries of run 1 under "later first"
+    v2 = np.zeros((2, 16), dtype=int)
+    f2 = o.action_features(v2, np.array([1, 3, 7]))
+    rng = np.random.default_rng(0)
+    assert o.guesses(f2["next, later first"], 2, 0, rng).reshape(2, 3)[:, 2].tolist() == [1, 1]
+    assert o.guesses(f2["next, earlier first"], 2, 0, rng).reshape(2, 3)[:, 0].tolist() == [1, 1]
     # discrete messages: the likelihood ratio; continuous ones: the projection on the mean difference
     y = np.array([1, 1, -1, -1] * 50)
     name, score = o.message_scorer(np.where(y > 0, 1.0, 0.0)[:, None], y)
