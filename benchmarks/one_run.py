@@ -240,27 +240,47 @@ def _write(out: dict[str, Any], name: str) -> None:
 
 
 #: why a buggy case is not flagged from 10 runs (the analysis behind the detection table; checked against its
-#: numbers: the cap of r all-correct guesses at 95% is 0.93 for 9, 1.71 for 18, 2.14 for 27)
+#: numbers: the cap of r all-correct guesses at 95% is 0.93 for 9, 1.05 for 10, 1.71 for 18, 2.14 for 27 by
+#: Steinke et al. at delta = 0; by the f-DP test of Gaussian DP at delta = 1e-5, 1.40 for 9 among 99 canaries,
+#: 2.98 for 18; the per-position accuracies are over 40 runs at seed 0, python benchmarks/one_run.py does not
+#: measure them)
 WHY_NOT = {
-    "mutant-etc-raw-commit": "decides once per run (the commit after 1,000 exploration rounds, a function of the sum "
-                             "of every exploration reward): one informative guess per run, and 9 all-correct guesses "
-                             "show at most eps = 0.93 < 1",
-    "thirdparty/etc.py:WrongScaleETC": "decides once per run (its commit): 9 counted runs give 9 informative guesses, "
-                                       "at most eps = 0.93 < 1",
+    "mutant-etc-raw-commit": "decides once per run: its commit after 1,000 round-robin exploration rounds is the "
+                             "majority of the 9 canaries there (rounds 1 .. 511 all fall on arm 1), so a guess from "
+                             "it is right with probability 1/2 + C(8,4)/2^9 = 0.64 (52 of 81 show 0.18); with one "
+                             "canary in the exploration it would be one exact guess per run, and 9 counted runs "
+                             "show at most 0.93 < 1 (all 10, with a rule fixed without a pilot, 1.05)",
+    "thirdparty/etc.py:WrongScaleETC": "decides once per run (its commit, the majority of the exploration canaries, "
+                                       "as mutant-etc-raw-commit): at most 9 informative guesses from 9 counted "
+                                       "runs, eps = 0.93 < 1",
     "mutant-se-shared-noise": "its eliminations are deterministic but never fire on the constant middle background "
                               "(equal means); a background whose gap sits at the elimination threshold shows it, and "
                               "one pilot run cannot find that gap; even then it decides once per epoch",
     "thirdparty/elimination.py:SharedNoiseBlockElimination": "as mutant-se-shared-noise: no elimination on equal "
                                                             "means, and at most one decision per block",
-    "mutant-first-unnoised": "the unnoised release is each arm's first pull (rounds 0 .. K-1): at most K = 2 canaries "
-                             "per run see it, 18 all-correct guesses show at most 1.71 < the claim 1.91",
+    "mutant-first-unnoised": "the unnoised release is each arm's first pull (rounds 0 and 1): the canary at round 1 "
+                             "(arm 1's first pull, against the middle reward on arm 0's) is guessed right 40 of 40 "
+                             "times, the later ones 50-68%; 9 all-right guesses show at most 1.40 < the claim 1.91 "
+                             "(f-DP, Gaussian). A canary at round 0 too puts both first pulls in one comparison "
+                             "(measured: round 1's accuracy fell to 0.65), so it is not in the layout",
     "mutant-no-forgetting": "every reward feeds every later release of its arm: a canary's effect on the actions "
                             "is mixed with every earlier canary's (interference), so no score separates the bits",
     "mutant-counter-double-noise": "greedy on running means: each canary moves its arm's mean, the later canaries "
                                    "hide behind the earlier ones (a low reward does not switch an arm that an earlier "
-                                   "high reward put ahead), so the guesses are right little more often than chance",
+                                   "high reward put ahead): the best positions (rounds 7, 15) are right 72-82% of the "
+                                   "time, the last ones 50-55%; 22 of 27 right show 0.62 < 1",
     "thirdparty/greedy.py:DoubleDividedGreedy": "greedy on running means, as mutant-counter-double-noise: the "
                                                 "canaries interfere",
+    "mutant-adar-ucb-sqrt2-noise": "not an (eps, delta) violation at all: its true eps at delta = 1e-5 is 6.57, "
+                                   "below the 11.13 its Renyi claim converts to, so only a Renyi bound (the multi-run "
+                                   "audit's) can show it; a one-run bound is on eps at delta",
+    "mutant-ucb-prefix-off-by-one": "a leak of 1.36x (true eps 2.59 against the claim 1.91, one boundary round "
+                                    "in two releases): its canaries are right 47-68% of the time per position, as "
+                                    "the correct twin's, far from what 99 guesses need to pass 1.91",
+    "mutant-oful-half-sensitivity": "the claim 7.08 (1-zCDP at delta = 1e-5) needs nearly every one of the 99 counted "
+                                    "canaries right (all 99 show 8.20 by the f-DP Gaussian test), and the round "
+                                    "canaries of the K-armed layout barely move OFUL's actions: 38-60% right per "
+                                    "position",
     "mutant-sqrt2-noise": "a leak of tens of percent (2 rho-zCDP against rho): the canaries' actions under the "
                           "correct and the mutant noise differ less than 99 canaries per 9 runs can show",
     "thirdparty/ucb_counter.py:NoResetEpisodicUCB": "a leak of tens of percent above the claim (the multi-run audit "
@@ -277,10 +297,11 @@ WHY_NOT = {
                                 "canary moves the next actions only when the two arms' noisy indices are close; about "
                                 "55 guesses give bounds around the claim (median and max in this row)",
     "mutant-mean-sensitivity": "missed in some seeds: its true eps is huge (the multi-run bound is in the table "
-                               "above), but one-run bounds are capped by the guesses (cap 6.16 with 55 guesses) and "
-                               "a few wrong guesses pull them to about the claim 1.91",
-    "mutant-shared-noise": "missed in some seeds: its argmax is a deterministic function of the data, but 85 guesses "
-                           "cap the bound at 3.33 and two or three wrong guesses bring it near the claim 1.91",
+                               "above), but one-run bounds are capped by the guesses, and the early canaries (rounds "
+                               "1 .. 15, right 57-70% of the time) pull them to about the claim 1.91 when guessed",
+    "mutant-shared-noise": "missed in some seeds: its argmax is a deterministic function of the data, but the "
+                           "canaries at rounds 3 and 7 are right only 82-85% of the time, and the cap of 99 guesses "
+                           "is 3.48",
     "examples/per_run_ucb.py:LeakyUCB": "missed in some seeds: its leak is eps x n in an episode of n rounds, and the "
                                         "bounds from 55-85 guesses sit just above the claim 1",
     "mutant-bco-2pt-half-gap": "refused: a BCO policy plays points of a convex body, the one-run layout is K-armed",
@@ -313,6 +334,9 @@ def write_md(out: dict[str, Any], path: Path) -> None:
     fa = sum(r["seeds"]["verdicts"].get("violation", 0) for r in correct)
     n_fa = sum(r["seeds"]["n"] for r in correct)
     flagged0 = [r for r in buggy if r["seed0"].get("verdict") == "violation"]
+    studied = [r for r in buggy if "seeds" in r]
+    flagged_n = sum(r["seeds"]["verdicts"].get("violation", 0) for r in studied)
+    seeds_n = sum(r["seeds"]["n"] for r in studied)
     L = ["# One-run audits beside the multi-run audit",
          "",
          "Generated by `python benchmarks/one_run.py {argv}`: every case audited with "
@@ -332,7 +356,8 @@ def write_md(out: dict[str, Any], path: Path) -> None:
          f"**Headline.** From 10 runs, the one-run audit flags {len(flagged0)} of the {len(buggy)} buggy audits (policy x "
          f"protocol) at seed 0 "
          f"({', '.join(sorted({r['policy'] for r in flagged0}))}); the multi-run audit flags "
-         f"{sum(r['multi_run'].get('verdict') == 'violation' for r in buggy)} of them. On the correct cases: {fa} "
+         f"{sum(r['multi_run'].get('verdict') == 'violation' for r in buggy)} of them. Over seeds, {flagged_n} of the "
+         f"{seeds_n} audits of the {len(studied)} buggy cases it runs on are violations. On the correct cases: {fa} "
          f"violations in {n_fa} audits (the 95% bounds allow up to 5% each; "
          f"P[Binomial({n_fa}, 0.05) >= {fa}] = {_beyond(fa, n_fa):.3g}).",
          "",

@@ -10,7 +10,8 @@ drawn uniformly from {-1, +1} from the audit's seed.
   the pair search's constant "mid" background (:mod:`dpaudit.attacks.neighbours`), which puts the arms of a
   policy level so that one canary can decide its next comparison. The canary rounds are 2^k - 1
   (:func:`dpaudit.attacks.one_run.dyadic_rounds`), one per doubling block of the horizon; the score of a
-  canary is how much the arm its reward went to is played after it
+  canary is how much the arm its reward went to is played after it, centred where it says nothing, in two
+  orders among equal scores, the later canaries first or the earlier
   (:func:`~dpaudit.attacks.one_run.action_features`);
 * *local* (each user's data private, Zheng et al. 2020): a canary is a user whose datum is the bottom or
   the top of the domain, every user of every run; the score is the user's message (what the server
@@ -18,8 +19,8 @@ drawn uniformly from {-1, +1} from the audit's seed.
   user), by its likelihood ratio or its projection fitted on the pilot
   (:func:`~dpaudit.attacks.one_run.message_features`).
 
-The pilot chooses the score and how many of the top and bottom scores to guess
-(:func:`~dpaudit.attacks.one_run.choose_rule`); the counted runs' canaries are pooled, guessed by that
+The pilot chooses the score and how many of the top and bottom scores to guess, or (action scores) how
+many of the largest in size to guess by their sign (:func:`~dpaudit.attacks.one_run.choose_rule`); the counted runs' canaries are pooled, guessed by that
 rule and counted, and the bound is the one analysis the claim selects
 (:func:`~dpaudit.attacks.one_run.analyses_for`), at the audit's whole confidence (the only bound that
 enters the verdict). Its power is the cap: the bound if every guess were right
