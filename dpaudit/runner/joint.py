@@ -421,8 +421,9 @@ def audit(ctx: Context) -> None:
         if lik.details.get("sensitivity_excess_runs"):
             ctx.notes.append(f"in {lik.details['sensitivity_excess_runs']} of {runs} replayed runs the canary moved a "
                              f"release's centre by up to {lik.details['sensitivity_excess_max']:.4g} times the sensitivity "
-                             "its ledger records: the policy's accounting (and the ledger figure) understates that "
-                             "release's cost for joint DP's neighbours (a round's context and reward replaced).")
+                             "its ledger records: the policy's own accounting understates that release's cost for "
+                             "joint DP's neighbours (a round's context and reward replaced); releases no canary "
+                             "moved keep their recorded sensitivity in the ledger figure.")
             if ctx.upper is not None and ctx.upper.epsilon is not None:  # its sensitivity assumption is refuted
                 ctx.set_upper(None, reason=f"no upper bound: the ledger's composition assumes every release's "
                                            f"sensitivity is right for joint DP's neighbours, and the replay moved a "

@@ -77,7 +77,7 @@ def decide(eps_claim: float, delta: float, attacks: Sequence[AuditResult], exact
     for e in exact:
         against = eps_claim if e.claimed is None else e.claimed
         if e.judged and e.epsilon > against * (1 + EXACT_TOLERANCE) + EXACT_TOLERANCE:
-            over.append((e.epsilon, f"the {e.part} gives the exact eps = {e.epsilon:.6g} ({e.method})"
+            over.append((e.epsilon, f"the {e.part}'s exact eps = {e.epsilon:.6g} ({e.method})"
                                     + (f" exceeds the claim's own eps = {against:.6g}" if e.claimed is not None else ""),
                          {"attack": e.part, **e.witness}))
     if over:
