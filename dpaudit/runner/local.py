@@ -39,10 +39,13 @@ from typing import Any
 import numpy as np
 
 from dpaudit.accounting import calibration_lints, ledger_per_user, policy_upper
+from dpaudit.attacks.bounds import split_confidence
 from dpaudit.attacks.exact import exact_channel_epsilon
+from dpaudit.attacks.likelihood import loss_bounds
 from dpaudit.attacks.membership import threshold_attack
 from dpaudit.attacks.result import AuditResult
 from dpaudit.errors import DPAuditError
+from dpaudit.mechanisms import Ledger
 from dpaudit.protocols import LocalDP, PairSpec, TableDP, make_pair
 from dpaudit.protocols.local import ask_transcript, check_local_plugin, real_array
 from dpaudit.protocols.continuous import central_features, loss_pair, play, transcript_features
@@ -51,7 +54,8 @@ from .context import DEFAULTS, Context, confidence_each, runs_text
 from .findings import Exact
 from .setup import with_features
 
-__all__ = ["audit", "preflight", "channel_attack", "LOCAL_DEFAULTS", "ChannelSource", "TranscriptSource", "LossSource"]
+__all__ = ["audit", "preflight", "channel_attack", "LOCAL_DEFAULTS", "ChannelSource", "TranscriptSource", "LossSource",
+           "channel_likelihood", "channel_losses", "records_channel"]
 
 #: fresh channel samples per side = ``channel_factor`` x runs; transcript and central runs per side = runs / 5
 LOCAL_DEFAULTS = {"channel_factor": 20, "transcript_div": 5, "central_div": 5}
@@ -393,14 +397,105 @@ def channel_attack(policy: Any, *, delta: float, confidence: float, n_fresh: int
     return _rows_result("channel", rows, source, delta, confidence, n_select, time.perf_counter() - t0)
 
 
+#: messages per task of the channel likelihood part
+CHANNEL_CHUNK = 100_000
+#: pilot messages per pair that choose the channel likelihood part's pair (never counted)
+CHANNEL_PILOT = 2000
+
+
+def records_channel(policy: Any) -> bool:
+    """Whether the policy's ``channel`` records its releases in a ledger (``channel(z, rng, ledger=...)``, as
+    dpaudit's own LDP policies do), so the channel likelihood part can compute each message's exact loss."""
+    import inspect
+
+    fn = getattr(policy, "channel", None)
+    try:
+        return callable(fn) and "ledger" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def channel_losses(policy: Any, z0: np.ndarray, z1: np.ndarray, n: int, seed: np.random.SeedSequence) -> np.ndarray:
+    """The exact privacy loss log p(m | z0) / p(m | z1) of ``n`` messages a user with data ``z0`` sends: the
+    channel's releases for z0 are recorded (value, centre, noise), its releases for z1 give their centres
+    under z1 (their values are not used), and each message's loss is the sum over its releases of the
+    recorded noise's log-density ratio (:meth:`dpaudit.mechanisms.Release.logpdf`). Exact when every
+    release is Gaussian or Laplace with the recorded scale and its centre a function of the user's data."""
+    s0, s1 = seed.spawn(2)
+    ledgers = []
+    for z, ss in ((z0, s0), (z1, s1)):
+        led = Ledger(n)
+        policy.channel(np.broadcast_to(z, (n,) + np.shape(z)).copy(), np.random.default_rng(ss), ledger=led)
+        ledgers.append(led.releases)
+    r0, r1 = ledgers
+    if not r0 or len(r0) != len(r1) or any(a.label != b.label or a.noise.kind != b.noise.kind
+                                           or a.centre.shape != b.centre.shape for a, b in zip(r0, r1)):
+        raise DPAuditError("the channel's recorded releases differ between the two user data (their number, labels "
+                           "or shapes), so their exact loss is unknown.")
+    if any(a.noise.kind not in ("gaussian", "laplace") for a in r0):
+        raise DPAuditError("the channel records a release that is neither Gaussian nor Laplace.")
+    loss = np.zeros(n)
+    for a, b in zip(r0, r1):
+        loss += a.logpdf() - a.logpdf(b.centre)
+    return loss
+
+
+def channel_likelihood(policy: Any, pairs: list[tuple[np.ndarray, np.ndarray]], *, delta: float, confidence: float,
+                       n: int, seed: np.random.SeedSequence, engine: Any) -> AuditResult:
+    """The channel's gray-box part: the central likelihood attack's bound
+    (:func:`dpaudit.attacks.likelihood.loss_bounds`, the order statistic of L + log(1 - U), no grid) on the
+    exact losses of ``n`` fresh messages (:func:`channel_losses`; i.i.d., since every message is one user's,
+    each with its own noise) of the pair whose pilot messages (:data:`CHANNEL_PILOT` per pair, never counted)
+    have the largest mean loss. It trusts the channel's ledger (its noise and scale), as the central
+    likelihood attack trusts a policy's."""
+    t0 = time.perf_counter()
+    s_pilot, s_fresh, s_u = seed.spawn(3)
+    kl = [float(np.mean(channel_losses(policy, a, b, CHANNEL_PILOT, ss)))
+          for (a, b), ss in zip(pairs, s_pilot.spawn(len(pairs)))]
+    best = int(np.argmax(kl))
+    z0, z1 = pairs[best]
+    sizes = [min(CHANNEL_CHUNK, n - i) for i in range(0, n, CHANNEL_CHUNK)]
+    parts = engine.map(channel_losses, [(policy, z0, z1, m, ss) for m, ss in zip(sizes, s_fresh.spawn(len(sizes)))])
+    loss = np.concatenate(parts)
+    u = np.random.default_rng(s_u).random(loss.size)
+    b = loss_bounds(loss, u, delta=delta, confidence=confidence, orders=())
+    return AuditResult("channel likelihood", b.epsilon_lower, delta, confidence,
+                       {"label": f"user data z = {z0.tolist()} vs z' = {z1.tolist()}", "z": z0.tolist(),
+                        "z_prime": z1.tolist(), "statistic": "the exact privacy loss of the message (the channel's "
+                                                             "recorded noise)"},
+                       samples=int(loss.size) + CHANNEL_PILOT * len(pairs), seconds=time.perf_counter() - t0,
+                       details={**b.details(), "mean_loss_kl": float(loss.mean()), "max_loss": float(loss.max()),
+                                "fresh_runs_used": int(loss.size), "pilot_mean_loss": kl, "pair_chosen": best})
+
+
 def _channel_part(ctx: Context, policy: Any, conf_each: float, seed: np.random.SeedSequence, info: Any) -> None:
+    """The channel's black-box test and, for a channel that records its releases, its gray-box likelihood part,
+    the two sharing the channel's error budget (Bonferroni)."""
     n_fresh = LOCAL_DEFAULTS["channel_factor"] * ctx.request.runs
-    res = channel_attack(policy, delta=ctx.delta, confidence=conf_each, n_fresh=n_fresh,
-                         n_select=max(2000, ctx.request.runs // 2), seed=seed, pairs=info.pairs,
-                         engine=_engine(ctx, policy), progress=ctx.progress)  # messages are cheap: every one counts
+    pairs = [(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+             for a, b in (info.pairs if info.pairs is not None else domain_pairs(policy))]
+    gray = records_channel(policy)
+    if gray:  # decided before any counted sample: the budget is split only when the part can run
+        try:
+            channel_losses(policy, *pairs[0], 2, np.random.SeedSequence(0))
+        except DPAuditError as exc:
+            gray = False
+            ctx.notes.append(f"no channel likelihood part: {exc}")
+    conf = split_confidence(conf_each, 2) if gray else conf_each
+    s_black, s_gray = seed.spawn(2) if gray else (seed, None)
+    engine = _engine(ctx, policy)
+    res = channel_attack(policy, delta=ctx.delta, confidence=conf, n_fresh=n_fresh,
+                         n_select=max(2000, ctx.request.runs // 2), seed=s_black, pairs=info.pairs,
+                         engine=engine, progress=ctx.progress)  # messages are cheap: every one counts
     ctx.attacks.append(res)
     ctx.ran("channel", "bound", f"the channel's messages for {len(res.details['pairs'])} pair(s) of user data, "
                                 f"{n_fresh} fresh messages per side", res.seconds)
+    if gray:
+        lik = channel_likelihood(policy, pairs, delta=ctx.delta, confidence=conf, n=n_fresh, seed=s_gray, engine=engine)
+        ctx.attacks.append(lik)
+        ctx.ran("channel likelihood", "bound", f"the exact loss of {n_fresh} fresh messages of one pair of user data "
+                                               "(the channel's recorded noise), an order statistic of L + log(1 - U)",
+                lik.seconds)
 
 
 def _central_part(ctx: Context, conf_each: float) -> None:
