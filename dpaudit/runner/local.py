@@ -10,7 +10,11 @@ z -> o is (eps, delta)-DP over the whole data domain. Parts:
    violation: it is exact arithmetic on the noise the users' channels recorded;
 2. *channel* (black box): the plug-in's ``channel(z_batch, rng)`` queried with z and z' at the
    extremes of its ``domain`` (or the pairs of ``domain_pairs()``), a threshold test on the message
-   (on its projection onto the mean difference learnt on a split, for vector messages);
+   (on its projection onto the mean difference learnt on a split, for vector messages); and *channel
+   likelihood* (gray box) for a channel that records its Gaussian or Laplace releases
+   (``channel(z_batch, rng, ledger=...)``): the exact loss of each fresh message
+   (:func:`channel_losses`), bounded as the central likelihood attack bounds its losses
+   (:func:`dpaudit.attacks.likelihood.loss_bounds`), the two sharing the channel's error budget;
 3. *finite channel* (exact, judged): ``channel_table()`` gives P(o | z), the exact eps(delta) over every
    ordered pair of inputs (:func:`dpaudit.attacks.exact.exact_channel_epsilon`);
 4. *transcript* (black box on the view): for users t in {0, 1, T/2, T-2}, neighbouring tables that
@@ -463,9 +467,10 @@ def channel_likelihood(policy: Any, pairs: list[tuple[np.ndarray, np.ndarray]], 
                        {"label": f"user data z = {z0.tolist()} vs z' = {z1.tolist()}", "z": z0.tolist(),
                         "z_prime": z1.tolist(), "statistic": "the exact privacy loss of the message (the channel's "
                                                              "recorded noise)"},
-                       samples=int(loss.size) + CHANNEL_PILOT * len(pairs), seconds=time.perf_counter() - t0,
+                       samples=int(loss.size), seconds=time.perf_counter() - t0,
                        details={**b.details(), "mean_loss_kl": float(loss.mean()), "max_loss": float(loss.max()),
-                                "fresh_runs_used": int(loss.size), "pilot_mean_loss": kl, "pair_chosen": best})
+                                "fresh_runs_used": int(loss.size), "pilot_messages_per_pair": CHANNEL_PILOT,
+                                "pilot_mean_loss": kl, "pair_chosen": best})
 
 
 def _channel_part(ctx: Context, policy: Any, conf_each: float, seed: np.random.SeedSequence, info: Any) -> None:
