@@ -47,13 +47,15 @@ class Stop:
 
     * ``"violation"``: its bound (at that look's share of the error budget) already exceeds ``claim``,
       so the violation is settled; more samples would only make the bound larger;
-    * ``"futile"``: its bound is positive (the audit showed power), even the most favourable rates the
-      counts allow (one-sided Clopper-Pearson at :data:`FUTILITY_ALPHA`) imply an epsilon below ``claim``,
-      so that more samples could not show a violation, *and* the bound the whole planned sample would
-      give at the current rates (:meth:`projected`) exceeds the bound shown by at most
-      max(:data:`FUTILITY_GAIN` x bound, :data:`FUTILITY_GAIN_OF_CLAIM` x claim), or stays at or below
+    * ``"futile"``: even the most favourable rates the counts allow (one-sided Clopper-Pearson at
+      :data:`FUTILITY_ALPHA`) imply an epsilon below ``claim``, so that more samples could not show a
+      violation, *and* either its bound is positive (the audit showed power) and the bound the whole
+      planned sample would give at the current rates (:meth:`projected`) exceeds it by at most
+      max(:data:`FUTILITY_GAIN` x bound, :data:`FUTILITY_GAIN_OF_CLAIM` x claim) or stays at or below
       ``floor``, a bound the audit already shows by another test (the gray-box bound beside a black-box
-      one): stopping costs the reader of the audit's bound no more than that margin.
+      one), or its bound is 0 and the whole sample would show 0 too (a test that does not separate the
+      sides: the verdict is inconclusive either way): stopping costs the reader of the audit's bound no
+      more than that margin.
 
     Either way the bound holds at the test's confidence (the looks' shares add up to 1). ``confidence``
     and ``n_tests`` are the test's."""
@@ -84,9 +86,13 @@ class Stop:
     def futile(self, fp: int, tp: int, n: int, planned: int, share: float) -> bool:
         """Whether the count may stop as futile here (class docstring)."""
         b = self.bound(fp, tp, n, share)
-        if not 0 < b <= self.claim or self.optimistic(fp, tp, n) >= self.claim:
+        if b > self.claim or self.optimistic(fp, tp, n) >= self.claim:
             return False
         p = self.projected(fp, tp, n, planned)
+        if b <= 0:
+            # no power shown yet: stop only if the whole sample would show none either (the verdict stays
+            # inconclusive, never turns consistent on a test that did not separate the sides)
+            return p <= 0
         return p <= self.floor or p - b <= max(FUTILITY_GAIN * b, FUTILITY_GAIN_OF_CLAIM * self.claim)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -196,3 +197,12 @@ def test_a_one_run_class_gets_the_per_run_pilot_budgets_behind_the_sandbox():
     for probe in (one_run, wrap_plugin(one_run, spec)):
         assert pilot_budgets(probe, 50000) == (PILOT_CELLS, PER_RUN_SMALL, True)
     assert pilot_budgets(make_policy("adac-ucb"), 50000) == (PILOT_CELLS, small_sample(50000), False)
+
+
+def test_a_missing_claim_is_refused_before_the_searches_run(capsys):
+    # the loop-shaped function declares no claim: the refusal must not wait for the horizon and threshold
+    # searches (about 25 s), which print their progress first
+    loops = Path(__file__).parent / "thirdparty" / "loops.py"
+    assert main(["check", "policy", f"{loops}:dp_etc", "--adapter", "loop", "--seed", "0", "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "declares no claim" in err and "horizon T =" not in err and "search" not in err.split("error:")[0]

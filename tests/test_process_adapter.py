@@ -9,6 +9,7 @@ is audited end to end at a short horizon: consistent as shipped, a violation wit
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 
 from dpaudit.adapters import build_policy, parse_adapter
-from dpaudit.adapters.process import PROTOCOL, ProcessPolicy
+from dpaudit.adapters.process import PROTOCOL, ProcessPolicy, json_numbers
 from dpaudit.errors import DPAuditError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -92,6 +93,16 @@ def gone(policy: ProcessPolicy, pid: int) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+@pytest.mark.parametrize("kind", ["digits", "digit floats", "ints", "few floats", "floats", "negative", "empty"])
+def test_the_fast_encoding_writes_what_json_writes(kind):
+    rng = np.random.default_rng(len(kind))
+    means = np.array([0.5055569932898115, 0.4944430067101885, 1.0, 0.0, 1e-20])
+    v = {"digits": rng.integers(0, 10, 3000), "digit floats": rng.integers(0, 2, 3000).astype(float),
+         "ints": rng.integers(0, 10**6, 3000), "few floats": means[rng.integers(0, 5, 3000)],
+         "floats": rng.random(3000), "negative": -means[rng.integers(0, 5, 300)], "empty": np.array([])}[kind]
+    assert json_numbers(v) == json.dumps(v.tolist(), separators=(",", ":"))
 
 
 @pytest.mark.parametrize("batch", [True, False])

@@ -160,3 +160,17 @@ def test_a_floor_stops_a_count_that_cannot_raise_the_audits_bound():
     assert high.stopped == "futile" and high.n < low.n
     assert high.projected is not None and high.projected <= 1.2
     assert high.details()["projected_full_sample_bound"] == high.projected
+
+
+def test_a_test_that_does_not_separate_stops_at_its_first_look_and_shows_no_power():
+    """Identical sides (randomised response at eps = 0): the bound is 0 at the first look and the whole sample
+    would show 0 too, so the count stops there (the verdict is inconclusive either way); a leak that the first
+    look cannot yet show but the whole sample can (eps = 0.08 from 3,000 and 48,000 views per side) is counted on."""
+    def seeds():
+        return tuple(np.random.SeedSequence(11).spawn(2))
+
+    none = count(RR(0.0), 0, 48000, seeds(), Identity(), TEST, stop=Stop(1e-5, 0.95, claim=1.0))
+    assert none.stopped == "futile" and none.n == 48000 // 16 and none.bound(1e-5, 0.95) == 0.0
+    assert none.projected == 0.0
+    weak = count(RR(0.08), 0, 48000, seeds(), Identity(), TEST, stop=Stop(1e-5, 0.95, claim=1.0))
+    assert weak.n > 48000 // 16 and weak.bound(1e-5, 0.95) > 0

@@ -199,6 +199,7 @@ def audit(ctx: Context) -> None:
         return FixedActionSet(policy, features) if features is not None else with_features(policy, r.seed)
 
     probe = build(DEFAULTS["horizon"])
+    ctx.read_claim(probe, spec)  # a missing claim is refused before any search runs
     rr = audit_range(probe)
     alphabet = reward_alphabet_for(probe, r.rewards, rr)
     if alphabet is None:
