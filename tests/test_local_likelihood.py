@@ -36,15 +36,21 @@ def test_the_losses_are_the_gaussian_channels_exact_loss():
 
 
 def test_no_false_exceedance_and_near_the_limit():
-    """40 seeds of ldp-ucb's channel at delta = 1e-3, 20,000 messages, confidence 0.9: the bound exceeds the exact
+    """40 seeds of ldp-ucb's channel at delta = 1e-3, at most 20,000 messages, confidence 0.9: the bound exceeds the exact
     eps in at most 10% of seeds in expectation (more than 10 of 40: probability below 0.3%); it is positive in
     nearly every seed, and its median is within 15% of the median of its exact law."""
     pol = make_policy("ldp-ucb", {})
     prof = gaussian_profile(1.0 / pol.local_channel.sigma)
     exact = profile_epsilon(prof, 1e-3)
-    limit = likelihood_limit(prof, 20_000, 1e-3, 0.9)
-    bounds = [channel_likelihood(pol, _pairs(pol), delta=1e-3, confidence=0.9, n=20_000,
-                                 seed=np.random.SeedSequence([s, 11]), engine=SERIAL).epsilon_lower for s in range(40)]
+    res = [channel_likelihood(pol, _pairs(pol), delta=1e-3, confidence=0.9, n=20_000,
+                              seed=np.random.SeedSequence([s, 11]), engine=SERIAL) for s in range(40)]
+    used = {r.details["fresh_runs_used"] for r in res}
+    assert len(used) == 1 and used <= {5_000, 10_000, 20_000}  # chosen on the exact profile, the same every seed
+    n = used.pop()
+    limit = likelihood_limit(prof, n, 1e-3, 0.9)
+    assert res[0].details["statistical_limit"] == pytest.approx(limit)
+    assert limit >= 0.95 * likelihood_limit(prof, 20_000, 1e-3, 0.9)
+    bounds = [r.epsilon_lower for r in res]
     assert sum(b > exact for b in bounds) <= 10
     assert sum(b > 0 for b in bounds) >= 36
     assert abs(float(np.median(bounds)) - limit) <= 0.15 * limit

@@ -46,7 +46,7 @@ from dpaudit.accounting import policy_upper
 from dpaudit.attacks.bounds import split_confidence
 from dpaudit.attacks.discriminant import screened_lda_attack
 from dpaudit.attacks.likelihood import loss_bounds, pilot_grid, smallest_count
-from dpaudit.attacks.limits import likelihood_limit
+from dpaudit.attacks.limits import likelihood_limit, sufficient_size
 from dpaudit.attacks.result import AuditResult
 from dpaudit.attacks.sampling import draw, draw_pilots
 from dpaudit.errors import DPAuditError
@@ -264,20 +264,14 @@ GRAY_BOX_GAIN = 0.05
 
 
 def gray_box_runs(profile: Any, side: int, runs: int, delta: float, confidence: float) -> tuple[int, float | None]:
-    """The gray-box part's sample size, chosen on the pair's exact profile (no data, so no validity is spent):
-    the smallest of ``runs`` / 4, ``runs`` / 2 and ``runs`` whose median bound (:func:`gray_box_limit`) is at
-    least (1 - :data:`GRAY_BOX_GAIN`) times that of all ``runs``, so a smaller sample costs the reader at most
-    that share of the bound the whole sample would show in expectation (a fixed-size form of the futile stop
-    of :class:`dpaudit.attacks.sampling.Stop`; the order statistic's bound needs its whole sample, so it has
-    no looks). Returns (the size, the median bound of all ``runs``; None without a profile, which keeps all
+    """The gray-box part's sample size, chosen on the pair's exact profile
+    (:func:`dpaudit.attacks.limits.sufficient_size` with :data:`GRAY_BOX_GAIN`: the smallest of ``runs`` / 4,
+    ``runs`` / 2 and ``runs`` whose median bound, :func:`gray_box_limit`, is within that share of all the
+    runs'). Returns (the size, the median bound of all ``runs``; None without a profile, which keeps all
     ``runs``)."""
     if profile is None:
         return int(runs), None
-    full = gray_box_limit(profile, side, runs, delta, confidence)
-    for n in (runs // 4, runs // 2):
-        if n >= 1000 and gray_box_limit(profile, side, n, delta, confidence) >= (1 - GRAY_BOX_GAIN) * full:
-            return int(n), full
-    return int(runs), full
+    return sufficient_size(lambda n: gray_box_limit(profile, side, n, delta, confidence), int(runs), GRAY_BOX_GAIN)
 
 
 def _gray_box(ctx: Context, src: ShuffledViewSource, cand: int, side: int, prof: Any, pilot: np.ndarray | None,
