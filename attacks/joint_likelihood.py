@@ -28,11 +28,14 @@ the releases and the public contexts); the runs where the replay's a_{t+1}..a_T 
 (``views_not_post_processing``): a positive count says the actions read the canary other than through
 the releases, which this attack cannot see (the black-box attacks judge that).
 
-From the sampled losses the bound is the central likelihood attack's
-(:mod:`dpaudit.attacks.likelihood`): delta(eps) = E[(1 - e^(eps - L))_+] bounded below at every point of
-an eps grid chosen on pilot losses the bound never sees (:func:`~dpaudit.attacks.likelihood.pilot_grid`),
-by the Bernoulli trick and Clopper-Pearson (:func:`~dpaudit.attacks.likelihood.profile_bounds`), with
-Bonferroni over the grid and the Rényi orders (:func:`~dpaudit.attacks.likelihood.renyi_bounds`).
+From the sampled losses the bound is the central likelihood attack's, by the same function
+(:func:`~dpaudit.attacks.likelihood.loss_bounds`): with W = L + log(1 - U), U uniform and independent, the
+k-th largest W of the counted runs (:func:`~dpaudit.attacks.likelihood.epsilon_from_losses`), valid at
+the error of one test whatever eps it lands on, and D_alpha lower bounds at the Rényi orders on the rest of
+the error budget. Its proof needs only that the counted losses are i.i.d. draws of the pair's exact privacy
+loss under the sampled side (then W's survival function is delta(eps) of the pair), which each fresh run and
+its replay give (below), and that nothing it counts was used to choose it (the pair and side are chosen on
+pilot runs). No eps grid and no Bonferroni over one; the pilot only places the displayed profile band.
 When the bound holds (at its stated confidence), and what it assumes:
 
 * the ledger's noise is true: each recorded release is its centre plus fresh noise of the recorded kind
@@ -51,8 +54,8 @@ When the bound holds (at its stated confidence), and what it assumes:
 * the claim bounds the releases: the policy's proof (Sarmasarkar's (2026) Alg. 2, every release
   Gaussian) bounds the releases and the view a_{t+1}..a_T as their post-processing, so a bound above
   the claim refutes the proof;
-* the fresh runs are independent, and the candidate pair, its side and the eps grid are chosen on pilot
-  runs the bound never sees (Bonferroni over the grid and the orders).
+* the fresh runs are independent, and the candidate pair and its side are chosen on pilot runs the bound
+  never sees.
 """
 
 from __future__ import annotations
@@ -67,13 +70,11 @@ from dpaudit.errors import DPAuditError
 from dpaudit.mechanisms import ReplayMismatch
 from dpaudit.protocols.joint import JointDP, JointPair
 
-from .bounds import check_confidence
-from .likelihood import (DEFAULT_ORDERS, pilot_grid, point_estimate, profile_bounds,
-                         renyi_bounds, renyi_violations)
+from .likelihood import DEFAULT_ORDERS, loss_bounds, pilot_grid, profile_bounds
 from .result import AuditResult
 from .sampling import Source, draw
 
-__all__ = ["replay_run", "release_losses", "sensitivity_excess", "replay_losses", "screen_score", "bound_from_losses",
+__all__ = ["replay_run", "release_losses", "sensitivity_excess", "implied_sensitivities", "replay_losses", "screen_score",
            "joint_likelihood_attack"]
 
 
@@ -146,6 +147,23 @@ def sensitivity_excess(rec: Sequence[Any], twin: Sequence[Any], n: int) -> np.nd
     return out
 
 
+def implied_sensitivities(rec: Sequence[Any], twin: Sequence[Any]) -> dict[str, float]:
+    """Per mechanism (:attr:`dpaudit.mechanisms.Release.family`), the largest ratio of a release's realised
+    centre shift between the two sides (L2 for Gaussian noise, L1 for Laplace) to the sensitivity its ledger
+    records: the factor by which the neighbouring pair shows that mechanism's true sensitivity is at least
+    its recorded one (a realised shift is a lower bound on the sensitivity under the protocol's neighbouring
+    relation). Mechanisms whose releases never moved are left out."""
+    out: dict[str, float] = {}
+    for a, b in zip(rec, twin):
+        if a.noise.kind not in ("gaussian", "laplace") or np.array_equal(a.centre, b.centre):
+            continue
+        diff = b.centre - a.centre
+        shift = np.linalg.norm(diff, axis=1) if a.noise.kind == "gaussian" else np.abs(diff).sum(axis=1)
+        r = float(shift.max()) / float(a.sensitivity)
+        out[a.family] = max(out.get(a.family, 0.0), r)
+    return out
+
+
 def replay_losses(policy: Any, pair: JointPair, side: int, n: int, seed: np.random.SeedSequence) -> dict[str, np.ndarray]:
     """The privacy losses of ``n`` runs on side ``side`` of ``pair`` against the other side (replayed):
     ``loss``, ``mu2`` and ``moved`` (:func:`release_losses`), ``post`` (whether the replay's actions after
@@ -171,43 +189,17 @@ def screen_score(loss: np.ndarray, seed: int = 0) -> float:
     return float(grid[ok].max() if ok.any() else 0.0) + 1e-6 * float(max(loss.mean(), 0.0))
 
 
-def bound_from_losses(loss: np.ndarray, eps_grid: np.ndarray, u: np.ndarray, *, delta: float, confidence: float,
-                      orders: Sequence[float] = DEFAULT_ORDERS, claim: Any = None) -> dict[str, Any]:
-    """The likelihood attack's bounds from sampled losses (:mod:`dpaudit.attacks.likelihood`): the largest
-    eps of ``eps_grid`` whose delta(eps) lower bound exceeds ``delta``, and D_alpha lower bounds at ``orders``,
-    Bonferroni over the grid and the orders; ``u`` the uniforms of the Bernoulli trick (one per loss).
-    ``claim``: a Guarantee whose Rényi curve the D_alpha bounds are compared with."""
-    check_confidence(confidence)
-    loss = np.asarray(loss, dtype=float)
-    eps_grid = np.asarray(eps_grid, dtype=float)
-    orders = [float(o) for o in orders]
-    n_budget = eps_grid.size + len(orders)
-    alpha = (1.0 - confidence) / n_budget
-    est, lo, up = profile_bounds(loss, eps_grid, u, alpha)
-    above = lo > delta
-    eps_lower = float(eps_grid[above].max()) if np.any(above) else 0.0
-    d_est, d_low = renyi_bounds(loss, orders, u, alpha) if orders else (np.zeros(0), np.zeros(0))
-    renyi_violation = renyi_violations(orders, d_low, claim)
-    return {"epsilon_lower": eps_lower,
-            "epsilon_point_estimate": point_estimate(loss, delta),
-            "grid": {"points": int(eps_grid.size), "top": float(eps_grid[-1]),
-                     "bound_at_top": bool(eps_grid.size and eps_lower >= eps_grid[-1])},
-            "mean_loss_kl": float(loss.mean()), "max_loss": float(loss.max()),
-            "profile": {"eps": eps_grid, "delta_estimate": est, "delta_lower": lo, "delta_upper": up},
-            "renyi": {"orders": orders, "estimate": d_est, "lower": d_low},
-            "renyi_violation": renyi_violation, "tests_corrected_for": n_budget}
-
-
 def joint_likelihood_attack(source: Source, candidates: Sequence[tuple[int, int]], pilots: Sequence[np.ndarray],
                             seed: np.random.SeedSequence, *, delta: float, confidence: float, n_runs: int,
                             claim: Any = None, orders: Sequence[float] = DEFAULT_ORDERS, name: str = "tree-likelihood",
                             engine: Engine = SERIAL, progress: Callable[[str], None] | None = None) -> AuditResult:
     """The joint gray-box attack (module docstring) over ``candidates`` (candidate pair, sampled side) of
     ``source`` (whose ``sample`` returns :func:`replay_losses`' dict): the candidate whose ``pilots`` losses
-    rank first (:func:`screen_score`) is sampled on ``n_runs`` fresh runs, its eps grid chosen on its pilot
-    losses (:func:`~dpaudit.attacks.likelihood.pilot_grid`); the pilots only choose, so the bound needs no
-    correction for the choice. Every fresh run counts (no early stop): the bound is the one its full sample
-    shows."""
+    rank first (:func:`screen_score`) is sampled on ``n_runs`` fresh runs and bounded by
+    :func:`~dpaudit.attacks.likelihood.loss_bounds` (an order statistic, no grid; the pilot losses only place
+    the displayed profile band, :func:`~dpaudit.attacks.likelihood.pilot_grid`); the pilots only choose, so the
+    bound needs no correction for the choice. Every fresh run counts (no early stop): the bound is the one
+    its full sample shows."""
     if len(pilots) != len(candidates) or not candidates:
         raise DPAuditError(f"{name} got {len(pilots)} pilot samples for {len(candidates)} candidates.")
     t0 = time.perf_counter()
@@ -221,8 +213,9 @@ def joint_likelihood_attack(source: Source, candidates: Sequence[tuple[int, int]
     got = draw(source, c, side, int(n_runs), s_runs, engine)
     loss = got["loss"]
     u = np.random.default_rng(s_u).random(loss.size)
-    b = bound_from_losses(loss, grid, u, delta=delta, confidence=confidence, orders=orders, claim=claim)
-    eps = b.pop("epsilon_lower")
+    lb = loss_bounds(loss, u, delta=delta, confidence=confidence, orders=orders, claim=claim, grid=grid)
+    eps = lb.epsilon_lower
+    b = {**lb.details(), "mean_loss_kl": float(loss.mean()), "max_loss": float(loss.max())}
     desc = source.describe(c)
     mu2 = got["mu2"]
     excess = np.asarray(got.get("excess", np.zeros(0)), dtype=float)

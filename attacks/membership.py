@@ -35,7 +35,8 @@ from dpaudit.errors import DPAuditError, check_delta
 from dpaudit.engine import SERIAL, Engine
 from dpaudit.protocols import Adversary, Pair, Protocol
 
-from .bounds import (TestCounts, best_threshold_test, check_confidence, select_projected_threshold)
+from .bounds import (TestCounts, best_threshold_test, candidate_tests, check_confidence,
+                     select_projected_threshold)
 from .result import AuditResult
 from .sampling import Source, Stop, count, count_in_looks, draw_many, draw_pilots, score_edges, tally
 
@@ -391,15 +392,28 @@ def stderr_progress(prefix: str = "dpaudit") -> Callable[[str], None]:
 def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence[int], K: int, T: int,
                 seed: np.random.SeedSequence, *, delta: float, confidence: float, small: int, runs: int, name: str,
                 engine: Engine = SERIAL, progress: Callable[[str], None] | None = None,
-                claim: float | None = None, pilots: Sequence[Any] | None = None) -> AuditResult:
+                claim: float | None = None, pilots: Sequence[Any] | None = None, floor: float = 0.0,
+                screen: int | None = None, keep: int = 2) -> AuditResult:
     """The membership pipeline on action views over a source's ``candidates``: :class:`ViewScorer`
     statistics after ``first_round[i]`` fitted on ``small`` training views per side, the best
     (pair, statistic, threshold) chosen on ``small`` selection views and counted once on ``runs`` fresh
     views per side (so the bound needs no correction for the choice). Views come from
     ``source.sample`` (runs x T actions), drawn on ``engine``. ``pilots``: the training and selection
     views already drawn (per candidate: side 0, side 1 for training, then for selection), e.g. from the
-    same runs as another attack's; they only choose the test, so sharing them costs no validity."""
+    same runs as another attack's; they only choose the test, so sharing them costs no validity. ``floor``: a
+    bound the audit already shows by another part, below which the fresh count may stop as futile
+    (:class:`~dpaudit.attacks.sampling.Stop`). ``screen``: with more than ``keep`` candidates, each is first
+    fitted and judged on ``screen`` training and selection views per side (:func:`_screen_views`), and only the
+    ``keep`` best go on to the ``small`` pilots (successive halving: the screening views choose and nothing
+    else, so the bound needs no correction for it)."""
     t0 = time.perf_counter()
+    n_screen = 0
+    if screen is not None and pilots is None and len(candidates) > keep and screen < small:
+        order = _screen_views(source, candidates, first_round, K, T, seed.spawn(1)[0], delta=delta,
+                              confidence=confidence, n=int(screen), engine=engine)[:keep]
+        n_screen = len(candidates) * 4 * int(screen)
+        candidates = [candidates[i] for i in order]
+        first_round = [first_round[i] for i in order]
     views = draw_pilots(source, candidates, seed, small, small, engine, pilots, "view_attack")
     best = None
     for i, (c, j) in enumerate(zip(candidates, first_round)):
@@ -407,24 +421,75 @@ def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence
         scorer = ViewScorer(K, T, j)
         scorer.fit(v[0], v[1])
         q0, q1 = scorer.scores(v[2]), scorer.scores(v[3])
-        bound, test = best_threshold_test(q0, q1, delta, confidence)[0]
-        if best is None or bound > best[0]:
-            best = (bound, test, scorer, c, score_edges(q0[test.statistic], q1[test.statistic], test))
-    bound, test, scorer, c, edges = best
+        key, test = _select_test(q0, q1, delta, confidence)
+        if best is None or key > best[0]:
+            best = (key, test, scorer, c, score_edges(q0[test.statistic], q1[test.statistic], test))
+    (bound, _), test, scorer, c, edges = best
     f0, f1 = seed.spawn(len(candidates) + 2)[-2:]
     counted = count(source, c, runs, (f0, f1), scorer.only(test.statistic), test, engine, progress, f"{name}: fresh views",
-                    stop=None if claim is None else Stop(delta, confidence, claim), edges=edges)
+                    stop=None if claim is None else Stop(delta, confidence, claim, floor=floor), edges=edges)
     fp, tp, n = counted.fp, counted.tp, counted.n
     eps = counted.bound(delta, confidence)
     desc = source.describe(c)
     return AuditResult(name, eps, delta, confidence,
                        {"label": desc.get("label", ""), "pair": desc, "statistic": test.statistic,
                         "threshold": test.threshold, "reject_when": test.reject_when()},
-                       samples=len(candidates) * 4 * small + 2 * n, seconds=time.perf_counter() - t0,
+                       samples=n_screen + len(candidates) * 4 * small + 2 * n, seconds=time.perf_counter() - t0,
                        details={"false_positives": fp, "false_negatives": n - tp, "n_fresh_per_side": n,
                                 "fpr": fp / n, "fnr": (n - tp) / n, "selection_bound": bound,
                                 "tests_corrected_for": 1, **counted.details()},
                        scores=counted.scores(test, edges))
+
+
+def _screen_views(source: Source, candidates: Sequence[int], first_round: Sequence[int], K: int, T: int,
+                  seed: np.random.SeedSequence, *, delta: float, confidence: float, n: int,
+                  engine: Engine = SERIAL) -> list[int]:
+    """The candidates' indices ranked on ``n`` training and ``n`` selection views per side each: by the bound
+    of the best threshold test on the selection views, then by the same at delta = 0.01 (which separates
+    candidates that all show 0 at a small delta)."""
+    views = draw_pilots(source, candidates, seed, n, n, engine, None, "view_attack")
+    keys = []
+    for i, j in enumerate(first_round):
+        v = views[4 * i: 4 * i + 4]
+        scorer = ViewScorer(K, T, j)
+        scorer.fit(v[0], v[1])
+        keys.append(_select_test(scorer.scores(v[2]), scorer.scores(v[3]), delta, confidence)[0])
+    return sorted(range(len(candidates)), key=lambda i: (-keys[i][0], -keys[i][1], i))
+
+
+#: the delta at which tests are ranked when none shows a bound at the audit's delta
+LENIENT_DELTA = 0.01
+
+
+def _select_test(q0: dict[str, np.ndarray], q1: dict[str, np.ndarray], delta: float,
+                 confidence: float) -> tuple[tuple[float, float], TestCounts]:
+    """The best threshold test on a selection split and its rank key (its bound at ``delta``, then the best
+    bound at :data:`LENIENT_DELTA`). When no test shows a bound at ``delta``, the test best at the lenient delta
+    is the one chosen: among tests that all show 0 it is the most promising, and a test that separates the
+    sides at all has error rates its fresh count can settle (an extreme threshold, rejecting nearly every
+    view, cannot be shown futile before the whole sample: its rare errors leave any eps possible)."""
+    bound, test = best_threshold_test(q0, q1, delta, confidence)[0]
+    if bound > 0:
+        return (bound, math.inf), test
+    lenient, alt = best_threshold_test(q0, q1, max(delta, LENIENT_DELTA), confidence)[0]
+    return (bound, lenient), (alt if lenient > 0 else _balanced_test(q0, q1) or alt)
+
+
+def _balanced_test(q0: dict[str, np.ndarray], q1: dict[str, np.ndarray]) -> TestCounts | None:
+    """The threshold test that rejects the share of the pooled selection views closest to one half (any
+    statistic): for sides no test separates, the test whose fresh count settles soonest that it shows
+    nothing (both error rates near 1/2). None when every statistic is constant."""
+    best: tuple[float, TestCounts] | None = None
+    for stat in q0:
+        s0, s1 = np.asarray(q0[stat], dtype=float), np.asarray(q1[stat], dtype=float)
+        thr, c0, c1 = candidate_tests(s0, s1, 512)
+        for row, ties in ((0, False), (1, True)):  # reject when > c, when >= c
+            share = (c0[row] + c1[row]) / (s0.size + s1.size)
+            i = int(np.argmin(np.abs(share - 0.5)))
+            gap = abs(float(share[i]) - 0.5)
+            if 0 < share[i] < 1 and (best is None or gap < best[0]):
+                best = (gap, TestCounts(stat, float(thr[i]), 1, ties))
+    return None if best is None else best[1]
 
 
 def mean_difference_direction(m0: np.ndarray, m1: np.ndarray) -> np.ndarray | None:

@@ -328,35 +328,54 @@ def smallest_positive(analysis: str, m: int, r: int, delta: float, confidence: f
 @dataclass(frozen=True)
 class GuessRule:
     """Guess +1 (the canary's "high" side) for the ``plus`` highest scores of ``feature`` and -1 for the
-    ``minus`` lowest, abstain on the rest; ``plus`` and ``minus`` are fractions of the canaries counted."""
+    ``minus`` lowest, abstain on the rest; or (``either`` > 0, a *signed* rule) guess the sign of the score for
+    the ``either`` largest |scores|, for a score centred where it says nothing (the action scores,
+    :func:`action_features`). Fractions of the canaries counted."""
 
     feature: str
     plus: float
     minus: float
+    either: float = 0.0
 
-    def counts(self, n: int) -> tuple[int, int]:
-        """(k+, k-) for n canaries: the guesses are fixed before any count, so r = k+ + k- is not random."""
+    def counts(self, n: int) -> tuple[int, int, int]:
+        """(k+, k-, k+-) for n canaries: the guesses are fixed before any count, so r = k+ + k- + k+- is not
+        random."""
+        if self.either:
+            return 0, 0, min(n, int(round(self.either * n)))
         kp = min(n, int(round(self.plus * n)))
-        return kp, min(n - kp, int(round(self.minus * n)))
+        return kp, min(n - kp, int(round(self.minus * n))), 0
 
     def describe(self) -> str:
+        if self.either:
+            return (f"the sign of the {self.feature!r} score for the {self.either:.0%} largest in size, abstaining "
+                    "on the rest")
         parts = [f"+1 for the top {self.plus:.0%}" if self.plus else "", f"-1 for the bottom {self.minus:.0%}"
                  if self.minus else ""]
         return f"{' and '.join(p for p in parts if p)} of the {self.feature!r} scores, abstaining on the rest"
 
 
-def guesses(scores: np.ndarray, kp: int, km: int, rng: np.random.Generator) -> np.ndarray:
-    """T in {-1, 0, +1} per canary: +1 for the kp highest scores, -1 for the km lowest, 0 otherwise; ties
-    broken at random by ``rng`` (which must not depend on the canaries' bits: the guesses are then a
-    randomised function of the output, which both analyses allow)."""
+def guesses(scores: np.ndarray, kp: int, km: int, rng: np.random.Generator, either: int = 0) -> np.ndarray:
+    """T in {-1, 0, +1} per canary: +1 for the kp highest scores, -1 for the km lowest, and the sign of the
+    score for the ``either`` largest |scores| (a random sign where the score is 0), 0 otherwise; ties broken at
+    random by ``rng`` (which must not depend on the canaries' bits: the guesses are then a randomised function
+    of the output, which both analyses allow). Exactly kp + km + either guesses."""
     s = np.asarray(scores, dtype=float).ravel()
     if not np.all(np.isfinite(s)):
         raise DPAuditError("a one-run score came out NaN or infinite; every canary needs a finite score.")
     n = s.size
-    if kp + km > n:
-        raise DPAuditError(f"{kp} + {km} guesses exceed the {n} canaries.")
-    order = np.lexsort((rng.random(n), -s))  # descending score, random among ties
+    if kp + km + either > n or (either and kp + km):
+        raise DPAuditError(f"{kp} + {km} + {either} guesses exceed the {n} canaries, or mix a signed rule with "
+                           "top and bottom ones.")
     out = np.zeros(n, dtype=np.int64)
+    if either:
+        order = np.lexsort((rng.random(n), -np.abs(s)))  # descending |score|, random among ties
+        pick = order[:either]
+        sign = np.sign(s[pick]).astype(np.int64)
+        zero = sign == 0
+        sign[zero] = rng.choice(np.array([-1, 1]), size=int(zero.sum()))
+        out[pick] = sign
+        return out
+    order = np.lexsort((rng.random(n), -s))  # descending score, random among ties
     out[order[:kp]] = 1
     if km:
         out[order[n - km:]] = -1
@@ -365,18 +384,21 @@ def guesses(scores: np.ndarray, kp: int, km: int, rng: np.random.Generator) -> n
 
 #: the fractions of canaries the pilot may choose to guess on each side
 FRACTIONS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5)
+#: the fractions of canaries a signed rule may guess (by the sign of its largest scores)
+SIGNED_FRACTIONS = (0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0)
 #: the pilot's accuracy estimate: this quantile of the Beta(correct + 1/2, wrong + 1/2) posterior (a few
 #: lucky pilot guesses must not win over many good ones)
 PILOT_QUANTILE = 0.25
 
 
 def choose_rule(pilot: dict[str, np.ndarray], pilot_bits: np.ndarray, m_counted: int, rng: np.random.Generator,
-                confidence: float) -> tuple[GuessRule, float, list[dict[str, Any]]]:
+                confidence: float, signed: bool = False) -> tuple[GuessRule, float, list[dict[str, Any]]]:
     """The guess rule (feature, fractions on each side) with the largest predicted bound on ``m_counted``
-    canaries, from the pilot's scores (``pilot``: feature name -> one score per pilot canary) and bits.
+    canaries, from the pilot's scores (``pilot``: feature name -> one score per pilot canary) and bits; with
+    ``signed`` (scores centred where they say nothing), the signed rules (:class:`GuessRule`) too.
 
     The prediction: the rule's pilot accuracy (a low quantile of its Beta posterior, :data:`PILOT_QUANTILE`)
-    times the r = k+ + k- guesses it would make on the counted canaries, through Steinke et al.'s bound at
+    times the r guesses it would make on the counted canaries, through Steinke et al.'s bound at
     delta = 0 (fast, and it ranks rules as the other analyses do). Returns the rule, its predicted bound and
     every candidate's row (for the findings). Uses the pilot only: the counted runs never choose anything.
     """
@@ -384,27 +406,26 @@ def choose_rule(pilot: dict[str, np.ndarray], pilot_bits: np.ndarray, m_counted:
 
     y = np.asarray(pilot_bits).ravel()
     rows: list[dict[str, Any]] = []
-    best: tuple[float, GuessRule] | None = None
+    best: tuple[tuple[float, int], GuessRule] | None = None
+    shapes = [(fp, fm, 0.0) for fp in FRACTIONS for fm in FRACTIONS if 0 < fp + fm <= 1]
+    if signed:
+        shapes += [(0.0, 0.0, fe) for fe in SIGNED_FRACTIONS]
     for name, sc in pilot.items():
-        for fp in FRACTIONS:
-            for fm in FRACTIONS:
-                if fp + fm == 0 or fp + fm > 1:
-                    continue
-                rule = GuessRule(name, fp, fm)
-                kp, km = rule.counts(y.size)
-                if kp + km == 0:
-                    continue
-                t = guesses(sc, kp, km, rng)
-                r_p, c_p = int(np.count_nonzero(t)), int(np.count_nonzero(t * y > 0))
-                acc = float(beta_dist.ppf(PILOT_QUANTILE, c_p + 0.5, r_p - c_p + 0.5))
-                kp_c, km_c = rule.counts(m_counted)
-                r = kp_c + km_c
-                pred = steinke_epsilon(m_counted, r, int(math.floor(acc * r)), 0.0, confidence) if r else 0.0
-                rows.append({"feature": name, "plus": fp, "minus": fm, "pilot_guesses": r_p, "pilot_correct": c_p,
-                             "predicted": pred})
-                # the largest prediction; among equal ones the most guesses (the larger cap)
-                if best is None or (pred, r) > best[0]:
-                    best = ((pred, r), rule)
+        for fp, fm, fe in shapes:
+            rule = GuessRule(name, fp, fm, fe)
+            kp, km, ke = rule.counts(y.size)
+            if kp + km + ke == 0:
+                continue
+            t = guesses(sc, kp, km, rng, ke)
+            r_p, c_p = int(np.count_nonzero(t)), int(np.count_nonzero(t * y > 0))
+            acc = float(beta_dist.ppf(PILOT_QUANTILE, c_p + 0.5, r_p - c_p + 0.5))
+            r = sum(rule.counts(m_counted))
+            pred = steinke_epsilon(m_counted, r, int(math.floor(acc * r)), 0.0, confidence) if r else 0.0
+            rows.append({"feature": name, "plus": fp, "minus": fm, "either": fe, "pilot_guesses": r_p,
+                         "pilot_correct": c_p, "predicted": pred})
+            # the largest prediction; among equal ones the most guesses (the larger cap)
+            if best is None or (pred, r) > best[0]:
+                best = ((pred, r), rule)
     if best is None:
         raise DPAuditError("the pilot run had no canary to choose the guesses on; give a longer --horizon.")
     return best[1], best[0][0], rows
@@ -454,19 +475,31 @@ def action_features(views: np.ndarray, rounds: np.ndarray) -> dict[str, np.ndarr
     rounds c + 1 .. c + max(1, c / 4) and c + 1 .. 2c (a doubling policy's next block decides there). A high
     reward makes its arm more attractive to a policy that maximises reward, so high scores point to +1; the
     negated scores are candidates too (the pilot picks), for a policy that reacts the other way.
+
+    Every score comes in two orders among equal values (``next`` takes two values, the shares few): *later
+    first* and *earlier first* (``next, later first`` ...: (score - 1/2) x (1 + 1e-6 j / m) for the j-th of m
+    canaries, or m - 1 - j), so that the top and bottom k are the latest (earliest) of the canaries that score
+    alike, not a random draw. A leak that grows with its block (a sensitivity off by the block's length) shows
+    most on the later canaries; a leak confined to the first pulls, or canaries that later hide behind earlier
+    ones, on the earlier. The pilot chooses. A function of the layout and the actions only, so the guesses stay
+    a function of the output.
     """
     v = np.asarray(views)
     R, T = v.shape
     rounds = np.asarray(rounds, dtype=np.int64)
     a = v[:, rounds]
+    m = len(rounds)
+    position = np.arange(m) / max(1, m)
+    orders = (("later first", 1.0 + 1e-6 * position), ("earlier first", 1.0 + 1e-6 * position[::-1]))
     out: dict[str, np.ndarray] = {}
     for name, span in (("next", lambda c: 1), ("share-c/4", lambda c: max(1, c // 4)), ("share-c", lambda c: max(1, c))):
         sc = np.empty(a.shape)
         for j, c in enumerate(rounds):
             stop = min(T, int(c) + 1 + span(int(c)))
             sc[:, j] = (v[:, c + 1:stop] == a[:, j:j + 1]).mean(axis=1) if stop > c + 1 else 0.5
-        out[name] = sc
-        out[f"-{name}"] = -sc
+        for order, w in orders:
+            out[f"{name}, {order}"] = (sc - 0.5) * w
+            out[f"-{name}, {order}"] = -(sc - 0.5) * w
     return out
 
 

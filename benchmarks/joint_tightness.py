@@ -5,10 +5,10 @@ delta = 1e-5, 20,000 fresh runs per side) over seeds 0-9, and at the controls' s
 T = 8, 2,000 runs) over seeds 300-329, per seed:
 
 * **bound**: the audit's best lower bound (the verdict's), and the gray-box ``tree-likelihood`` part's;
-* **limit (audit's test)**: the same Bernoulli / Clopper-Pearson test the part runs (its eps grid, its
-  Bonferroni over grid and orders, its confidence, its fresh sample size) applied to the *exact* profile
-  delta(eps) of the pair's privacy loss, with the expected count n delta(eps): the largest bound that
-  test shows on a typical sample. **limit (one test)**: the same with a single eps chosen in advance
+* **limit (audit's test)**: the median of the part's own bound at the *exact* profile delta(eps) of the
+  pair's privacy loss (its order statistic of L + log(1 - U) at its share of the error, its fresh sample
+  size: :func:`dpaudit.attacks.limits.likelihood_limit`; before, its eps grid with Bonferroni over grid and
+  orders at the expected count n delta(eps)): the largest bound that test shows on a typical sample. **limit (one test)**: the same with a single eps chosen in advance
   (no Bonferroni, a fine grid): what any such test on the exact loss could show at that size and
   confidence;
 * **true eps**: the pair's exact eps at delta = 1e-5. Every H-tree node over the canary round moves by
@@ -71,6 +71,7 @@ def _audit(setting: str, seed: int) -> dict:
         d = lik["details"]
         row["likelihood"] = {"bound": float(lik["epsilon_lower"]), "confidence": lik["confidence"],
                              "tests": d["tests_corrected_for"], "n": d["n_fresh"],
+                             "alpha_epsilon": (d.get("order_statistic") or {}).get("alpha"),
                              "grid": [float(x) for x in d["profile"]["eps"]], "witness": lik["witness"]["label"],
                              "sampled": lik["witness"]["sampled"], "mu2_mean": d["mu2_mean"]}
     return row
@@ -173,6 +174,8 @@ def main() -> None:
     if args.mode == "before":
         (args.out or HERE / "joint_tightness-before.json").write_text(json.dumps({"rows": rows}, indent=1) + "\n")
         return
+    import numpy as np
+
     from dpaudit.accountants.gaussian import gaussian_epsilon  # noqa: F401  (the after mode needs the new code)
 
     exact: dict = {}
@@ -187,8 +190,14 @@ def main() -> None:
         r["true_eps"] = _true_eps(ex)
         r["true_eps_tree_only"] = gaussian_epsilon(DELTA, mu=ex["mu_tree"]).epsilon
         r["moved_share"] = ex["moved_share"]
-        alpha = (1 - lik["confidence"]) / lik["tests"]
-        r["limit_audit"] = _limit(ex, lik["grid"], lik["n"], alpha)
+        if lik.get("alpha_epsilon"):  # the order statistic of loss_bounds: its exact law at the exact profile
+            from dpaudit.attacks.limits import likelihood_limit
+
+            prof = lambda e, ex=ex: np.exp(np.vectorize(lambda x: _log_delta(float(x), ex))(e))  # noqa: E731
+            r["limit_audit"] = likelihood_limit(prof, lik["n"], DELTA, 1 - lik["alpha_epsilon"])
+        else:  # a grid with Bonferroni over it and the orders (before)
+            alpha = (1 - lik["confidence"]) / lik["tests"]
+            r["limit_audit"] = _limit(ex, lik["grid"], lik["n"], alpha)
         fine = [i * 0.005 for i in range(1, 1201)]
         r["limit_one"] = _limit(ex, fine, lik["n"], 1 - lik["confidence"])
         grid = lik.pop("grid")

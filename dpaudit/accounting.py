@@ -31,7 +31,7 @@ from dpaudit.accountants.conversions import (
 )
 from dpaudit.accountants.upper import GAUSSIAN, LAPLACE, PURE
 from dpaudit.errors import check_delta, check_int
-from dpaudit.mechanisms import Ledger
+from dpaudit.mechanisms import Ledger, release_family
 
 __all__ = [
     "ledger_audit",
@@ -297,8 +297,14 @@ def run_bco_for_account(policy: Any, horizon: int, n_runs: int, seed: int) -> di
 # ---- the ledger part of an audit: per round (central, joint), per user (local) ----------------------
 
 def ledger_audit(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
-                 n_runs: int = 200) -> dict[str, Any] | None:
-    """Per-round accounting of the ledger of ``n_runs`` runs on ``data`` (None without a ledger)."""
+                 n_runs: int = 200, sensitivity_factor: dict[str, float] | None = None) -> dict[str, Any] | None:
+    """Per-round accounting of the ledger of ``n_runs`` runs on ``data`` (None without a ledger).
+
+    ``sensitivity_factor``: per mechanism (:attr:`dpaudit.mechanisms.Release.family`), a factor by which its
+    true sensitivity is known to exceed the recorded one (the joint plan's replayed canaries realise it); each
+    such release is composed at its recorded sensitivity times the factor (factors below 1 are ignored), so the
+    composition shows what the policy costs under its own noise calibration for the protocol's neighbours."""
+    factor = {k: float(v) for k, v in (sensitivity_factor or {}).items() if float(v) > 1.0}
     if not hasattr(policy, "ledger"):
         return None
     protocol.run(policy, data, n_runs, np.random.default_rng(seed), None, record=True)
@@ -318,7 +324,8 @@ def ledger_audit(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.S
         run.append(runs)
         rnd.append(np.asarray(rel.fed.rounds))
         kind.append(np.full(runs.size, rel.noise.kind == "gaussian"))
-        ratio.append(np.broadcast_to(rel.sensitivity / s, runs.shape).astype(float))
+        f = factor.get(release_family(rel.label), 1.0) if factor else 1.0
+        ratio.append(np.broadcast_to(rel.sensitivity * f / s, runs.shape).astype(float))
     if not run:
         return {"releases": len(ledger.releases), "releases_without_fed": no_fed, "implied": None,
                 "shared_rounds": 0}

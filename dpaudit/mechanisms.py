@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -28,6 +29,7 @@ __all__ = [
     "Fed",
     "FedBlocks",
     "Release",
+    "release_family",
     "Ledger",
     "GaussianMechanism",
     "LaplaceMechanism",
@@ -183,12 +185,23 @@ class Release:
     fed: Fed | None = None
     arm: np.ndarray | None = None  # (n,) the arm the statistic is about, where there is one
 
+    @property
+    def family(self) -> str:
+        """The mechanism the release came from: its label before any bracket or parenthesis (``H-tree`` of
+        ``H-tree[level 0, rounds 0..0]``, ``PGD gradient`` of ``PGD gradient (step 3)``)."""
+        return release_family(self.label)
+
     def logpdf(self, centre: np.ndarray | None = None) -> np.ndarray:
         """Log-density of each run's release at ``centre`` (default: its own centre)."""
         c = self.centre if centre is None else centre
         scale = self.noise.scale
         noise = Noise(self.noise.kind, scale if np.ndim(scale) == 0 else scale.reshape(-1, 1))
         return noise.logpdf(self.value, c)
+
+
+def release_family(label: str) -> str:
+    """A release label's mechanism (:attr:`Release.family`): the label before its first ``[`` or `` (``."""
+    return re.split(r"\[| \(", str(label), maxsplit=1)[0].strip()
 
 
 class ReplayMismatch(DPAuditError):

@@ -143,3 +143,29 @@ def test_the_readout_adversary_sees_the_uncapped_update_mutant_through_the_actio
     assert out.epsilon_lower > 0.1 and out.witness["label"].startswith("pgd read-out")
     with pytest.raises(DPAuditError, match="pairs must be"):
         membership_only("jdp-glm", TINY, horizon=16, pairs="nope")
+
+
+class _SameSides:
+    """Action views whose two sides have one law (a policy whose actions ignore the canary)."""
+
+    cells_per_run, chunk_cells = 6 * 3, 4_000_000
+
+    def sample(self, candidate, side, n, seed):
+        return np.random.default_rng(seed).integers(0, 3, size=(n, 6))
+
+    def describe(self, candidate):
+        return {"label": "same law"}
+
+
+def test_a_view_test_that_separates_nothing_is_settled_at_its_first_look():
+    """When no threshold test shows a bound on the selection split (here, at any delta: the sides have one law),
+    the test counted is one with error rates its first look can settle (membership._select_test), so the count
+    stops as futile at 1/16 of the fresh views instead of counting an extreme threshold to the end; the bound
+    is 0 either way."""
+    from dpaudit.attacks.membership import view_attack
+
+    res = view_attack(_SameSides(), [0], [0], 3, 6, np.random.SeedSequence(0), delta=1e-5, confidence=0.95,
+                      small=2000, runs=16000, name="membership", claim=4.0)
+    assert res.epsilon_lower == 0.0
+    assert res.details["stopped_early"] == "futile" and res.details["fresh_runs_used"] == 1000
+    assert 0.2 < res.details["fpr"] < 0.8 and 0.2 < res.details["fnr"] < 0.8

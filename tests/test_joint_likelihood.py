@@ -162,10 +162,11 @@ def test_jdp_glm_loss_moves_exactly_the_canary_nodes():
 
 
 def test_joint_audit_of_jdp_glm_reaches_its_sample_limit():
-    """The tree-likelihood bound at K = 2, d = 2, T = 8 and 2,000 runs, against the same Bernoulli /
-    Clopper-Pearson test applied to the exact profile of the pair's Gaussian loss (benchmarks/joint_tightness.py
-    for many seeds and the defaults): not above the true eps, and within a margin of the test's limit."""
-    from dpaudit.attacks.bounds import cp_lower
+    """The tree-likelihood bound at K = 2, d = 2, T = 8 and 2,000 runs, against the exact law of its own test
+    (the order statistic of :func:`dpaudit.attacks.likelihood.loss_bounds`, no grid) at the exact profile of the
+    pair's Gaussian loss (benchmarks/joint_tightness.py for many seeds and the defaults): not above the true
+    eps, and within a margin of the test's median (its statistical limit)."""
+    from dpaudit.attacks.limits import gaussian_profile, likelihood_limit
 
     out = check("jdp-glm", {"n_arms": "2", "dim": "2"}, protocol="joint", runs=2000, horizon=8, seed=1, workers=1)
     lik = next(a for a in out["attacks"] if a["attack"] == "tree-likelihood")
@@ -173,10 +174,10 @@ def test_joint_audit_of_jdp_glm_reaches_its_sample_limit():
     mu = math.sqrt(4 * 2 / pol.sigma_tree**2)
     true_eps = gaussian_epsilon(1e-5, mu=mu).epsilon
     d = lik["details"]
-    alpha = (1 - lik["confidence"]) / d["tests_corrected_for"]
-    grid = np.asarray(d["profile"]["eps"], dtype=float)
-    expected = np.array([round(2000 * math.exp(gaussian_log_delta(e, mu))) for e in grid])
-    limit = float(grid[cp_lower(expected, 2000, alpha) > 1e-5].max())
+    assert "grid" not in d and d["order_statistic"]["rank"] >= 1  # the central attack's grid-free bound
+    alpha = d["order_statistic"]["alpha"]
+    assert alpha == pytest.approx(0.8 * (1 - lik["confidence"]))  # one test: no Bonferroni over a grid
+    limit = likelihood_limit(gaussian_profile(mu), 2000, 1e-5, 1 - alpha)
     assert lik["epsilon_lower"] <= true_eps
     assert lik["epsilon_lower"] >= limit - 0.25
     assert lik["epsilon_lower"] > 0.8
@@ -251,3 +252,24 @@ def test_a_ledger_sensitivity_the_canary_exceeds_is_noted():
     # the ledger-based upper bound rests on the sensitivities the replay refuted: withdrawn, with the reason
     assert ok["upper"]["epsilon"] is not None
     assert bad["upper"]["epsilon"] is None and "1.414 times the sensitivity" in bad["upper"]["details"]["reason"]
+    # the per-round ledger composes the H-tree at the sensitivity the canary realised (sqrt 2 times the recorded
+    # one); the correct policy's ledger is left as recorded
+    assert "sensitivity_factor" not in ok["ledger"]
+    assert bad["ledger"]["sensitivity_factor"]["H-tree"] == pytest.approx(SQRT2)
+    assert any("a lower bound on its true sensitivity" in n for n in bad["notes"])
+
+
+def test_the_ledger_composes_a_mechanism_at_its_realised_sensitivity():
+    """accounting.ledger_audit with a sensitivity factor: every H-tree node of the worst round (round 0 lies under
+    every level's first node) costs factor^2 times its recorded mu^2, exactly; factors below 1 are ignored."""
+    from dpaudit.accounting import ledger_audit
+    from dpaudit.mechanisms import tree_node_counts
+
+    T = 8
+    pol = make_policy("jdp-glm", {"n_arms": 2, "dim": 2, "horizon": T, "max_updates": 1})
+    data = canary_pairs(2, 2, T)[0].d0
+    base, raised, lowered = (ledger_audit(pol, JointDP(), data, np.random.SeedSequence(0), 50, sensitivity_factor=f)[
+        "implied_guarantee"].rho for f in (None, {"H-tree": 2.0}, {"H-tree": 0.5}))
+    h_tree = int(tree_node_counts(T)[0]) * pol.tree_sensitivity**2 / (2 * pol.sigma_tree**2)
+    assert raised - base == pytest.approx(3 * h_tree, rel=1e-9)
+    assert lowered == base

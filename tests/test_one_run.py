@@ -164,6 +164,40 @@ def test_guesses_are_exactly_top_and_bottom_k_with_random_ties():
         o.guesses(scores, 8, 3, rng)
 
 
+def test_signed_guesses_follow_the_sign_of_the_largest_scores():
+    rng = np.random.default_rng(5)
+    scores = np.array([0.4, -0.5, 0.1, -0.05, 0.0, 0.3, -0.45], dtype=float)
+    t = o.guesses(scores, 0, 0, rng, either=4)
+    assert np.count_nonzero(t) == 4 and t.tolist() == [1, -1, 0, 0, 0, 1, -1]
+    # a zero score guessed gets a random sign; still exactly `either` guesses
+    seen = {tuple(o.guesses(np.zeros(6), 0, 0, rng, either=3)) for _ in range(40)}
+    assert len(seen) > 1 and all(sum(map(abs, g)) == 3 for g in seen)
+    with pytest.raises(DPAuditError):
+        o.guesses(scores, 1, 0, rng, either=2)  # a signed rule is not mixed with top and bottom ones
+    rule = o.GuessRule("x", 0.0, 0.0, 0.5)
+    assert rule.counts(99) == (0, 0, 50) and "sign" in rule.describe()
+
+
+def test_signed_guesses_keep_the_fdp_test_valid_and_powerful():
+    """Signed guesses (the sign of the largest |scores|) are a function of the output with a fixed count, so
+    the f-DP test of the mechanism's own curve rejects at most as often as the confidence allows: Gaussian
+    canaries (score = mu (S + 1)/2 - mu/2 + N(0, 1): N(-mu/2, 1) against N(mu/2, 1), exactly mu-GDP each), 40 of 300 guessed, rejected at 0.9 confidence in
+    at most the 99.9% quantile of Binomial(200, 0.1) trials; and 3-GDP canaries reject 1-GDP in most trials."""
+    rng = np.random.default_rng(6)
+    trials, m, mu = 200, 300, 1.0
+    gauss = o.Tradeoff("gaussian")
+    rejected = power = 0
+    for i in range(trials):
+        s = rng.choice(np.array([-1, 1]), size=m)
+        t = o.guesses(mu * (s > 0) - mu / 2 + rng.standard_normal(m), 0, 0, rng, either=40)
+        rejected += o.fdp_rejects(gauss.inverse_blowup(mu), m, 40, int(np.count_nonzero(t * s > 0)), 0.9)
+        if i < 40:
+            t = o.guesses(3.0 * (s > 0) - 1.5 + rng.standard_normal(m), 0, 0, rng, either=40)
+            power += o.fdp_rejects(gauss.inverse_blowup(mu), m, 40, int(np.count_nonzero(t * s > 0)), 0.9)
+    assert rejected <= binom.ppf(0.999, trials, 0.1), rejected
+    assert power >= 30, power
+
+
 def test_pilot_picks_the_informative_feature():
     rng = np.random.default_rng(4)
     bits = rng.choice(np.array([-1, 1]), size=200)
@@ -182,7 +216,15 @@ def test_layouts_and_scores():
     assert d[1, 1].tolist() == [0, 0, 0] and np.all(d[:, [0, 2, 4, 5, 6, 7]] == 0.5)
     v = np.array([[0, 1, 1, 1, 0, 0, 0, 0]])
     f = o.action_features(v, np.array([1, 3]))
-    assert f["next"].tolist() == [[1.0, 0.0]] and f["-next"].tolist() == [[-1.0, -0.0]]
+    assert np.sign(f["next, later first"]).tolist() == [[1.0, -1.0]]
+    assert np.sign(f["-next, earlier first"]).tolist() == [[-1.0, 1.0]]
+    # among equal scores the later (earlier) canaries are guessed first: two runs, every canary's next
+    # action repeats its arm; the top 2 are the two later canaries of run 1 under "later first"
+    v2 = np.zeros((2, 16), dtype=int)
+    f2 = o.action_features(v2, np.array([1, 3, 7]))
+    rng = np.random.default_rng(0)
+    assert o.guesses(f2["next, later first"], 2, 0, rng).reshape(2, 3)[:, 2].tolist() == [1, 1]
+    assert o.guesses(f2["next, earlier first"], 2, 0, rng).reshape(2, 3)[:, 0].tolist() == [1, 1]
     # discrete messages: the likelihood ratio; continuous ones: the projection on the mean difference
     y = np.array([1, 1, -1, -1] * 50)
     name, score = o.message_scorer(np.where(y > 0, 1.0, 0.0)[:, None], y)
@@ -210,6 +252,22 @@ def test_one_run_flags_a_mutant_and_types_its_findings():
     assert "One-run audit: what it can and cannot show" in md and "cannot show" in md
     back = dpaudit.Audit.from_dict(a.to_dict())
     assert back.attacks[0].details["guesses"] == d["guesses"]
+
+
+def test_one_run_flags_block_leaks_and_spares_a_correct_policy():
+    """The latest canaries first and signed guesses (benchmarks/one_run.md): mutant-mean-sensitivity (its
+    noise shrinks with the episode, so the later canaries leak most) and mutant-shared-noise (a deterministic
+    argmax) flagged at seeds 0-2 (measured: 10 of 10 seeds each, table and view, where the random ties and
+    top/bottom guesses flagged 6 and 7); the correct AdaC-UCB at the same seeds is never a violation (each
+    audit is a false alarm with probability at most 5%; measured 0 of 20 seeds, table and view)."""
+    import dpaudit
+
+    for seed in range(3):
+        for name in ("mutant-mean-sensitivity", "mutant-shared-noise"):
+            a = dpaudit.audit(name, protocol="table", method="one-run", workers=1, seed=seed)
+            assert a.verdict == "violation", (name, seed, a.reason)
+        a = dpaudit.audit("adac-ucb", protocol="table", method="one-run", workers=1, seed=seed)
+        assert a.verdict != "violation", (seed, a.reason)
 
 
 def test_correct_policy_with_known_eps_keeps_its_claim_over_seeds():

@@ -10,7 +10,8 @@ drawn uniformly from {-1, +1} from the audit's seed.
   the pair search's constant "mid" background (:mod:`dpaudit.attacks.neighbours`), which puts the arms of a
   policy level so that one canary can decide its next comparison. The canary rounds are 2^k - 1
   (:func:`dpaudit.attacks.one_run.dyadic_rounds`), one per doubling block of the horizon; the score of a
-  canary is how much the arm its reward went to is played after it
+  canary is how much the arm its reward went to is played after it, centred where it says nothing, in two
+  orders among equal scores, the later canaries first or the earlier
   (:func:`~dpaudit.attacks.one_run.action_features`);
 * *local* (each user's data private, Zheng et al. 2020): a canary is a user whose datum is the bottom or
   the top of the domain, every user of every run; the score is the user's message (what the server
@@ -18,8 +19,8 @@ drawn uniformly from {-1, +1} from the audit's seed.
   user), by its likelihood ratio or its projection fitted on the pilot
   (:func:`~dpaudit.attacks.one_run.message_features`).
 
-The pilot chooses the score and how many of the top and bottom scores to guess
-(:func:`~dpaudit.attacks.one_run.choose_rule`); the counted runs' canaries are pooled, guessed by that
+The pilot chooses the score and how many of the top and bottom scores to guess, or (action scores) how
+many of the largest in size to guess by their sign (:func:`~dpaudit.attacks.one_run.choose_rule`); the counted runs' canaries are pooled, guessed by that
 rule and counted, and the bound is the one analysis the claim selects
 (:func:`~dpaudit.attacks.one_run.analyses_for`), at the audit's whole confidence (the only bound that
 enters the verdict). Its power is the cap: the bound if every guess were right
@@ -221,9 +222,10 @@ def audit(ctx: Context) -> None:
         pilot = {k: v[0] for k, v in feats.items()}
         counted_scores = {k: v[1:].ravel() for k, v in feats.items()}
     m_counted = (R - 1) * m
-    rule, predicted, candidates = o.choose_rule(pilot, bits[0], m_counted, tie, ctx.confidence)
-    kp, km = rule.counts(m_counted)
-    t_guess = o.guesses(counted_scores[rule.feature], kp, km, tie)
+    rule, predicted, candidates = o.choose_rule(pilot, bits[0], m_counted, tie, ctx.confidence,
+                                                signed=messages is None)
+    kp, km, ke = rule.counts(m_counted)
+    t_guess = o.guesses(counted_scores[rule.feature], kp, km, tie, ke)
     y = bits[1:].ravel()
     n_guess = int(np.count_nonzero(t_guess))
     n_correct = int(np.count_nonzero(t_guess * y > 0))
@@ -239,10 +241,11 @@ def audit(ctx: Context) -> None:
                             if kinds is None else f"its ledger recorded {', '.join(kinds) or 'no'} noise, not only "
                             "Gaussian."))
     if len(options) > 1:
-        row = next(c for c in candidates if (c["feature"], c["plus"], c["minus"]) == (rule.feature, rule.plus, rule.minus))
+        row = next(c for c in candidates if (c["feature"], c["plus"], c["minus"], c["either"])
+                   == (rule.feature, rule.plus, rule.minus, rule.either))
         acc = (row["pilot_correct"] + 0.5) / (row["pilot_guesses"] + 1)
-        v_pred = int(math.floor(acc * (kp + km)))
-        analysis, a_delta = max(options, key=lambda a: o.bound(a[0], m_counted, kp + km, v_pred, a[1],
+        v_pred = int(math.floor(acc * (kp + km + ke)))
+        analysis, a_delta = max(options, key=lambda a: o.bound(a[0], m_counted, kp + km + ke, v_pred, a[1],
                                                               ctx.confidence)["epsilon"])
     else:
         analysis, a_delta = options[0]
@@ -265,7 +268,8 @@ def audit(ctx: Context) -> None:
         samples=R, seconds=round(seconds, 3),
         details={"runs": R, "pilot_runs": 1, "counted_runs": R - 1, "canaries_per_run": m, "canaries_counted": m_counted,
                  "guesses": n_guess, "correct": n_correct, "accuracy": n_correct / n_guess if n_guess else None,
-                 "plus": kp, "minus": km, "rule": {"feature": rule.feature, "plus": rule.plus, "minus": rule.minus},
+                 "plus": kp, "minus": km, "either": ke,
+                 "rule": {"feature": rule.feature, "plus": rule.plus, "minus": rule.minus, "either": rule.either},
                  "predicted": predicted, "analysis": analysis, "analysis_delta": a_delta, "theta": found["theta"],
                  "cap": top, "smallest_positive": low, "steinke_beside": beside,
                  "layout": layout, "horizon": T})
