@@ -102,9 +102,19 @@ def clones_profile(n: int, eps0: float) -> ClonesProfile:
     return _clones_profile(n, eps0)
 
 
+def _binom_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
+    """Binomial(n, p) pmf at ``k`` (0 <= k <= n), in logs: scipy.stats.binom.pmf without importing scipy.stats."""
+    from scipy import special
+
+    k = np.asarray(k, dtype=float)
+    logp = (special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+            + special.xlogy(k, p) + special.xlog1py(n - k, -p))
+    return np.exp(logp)
+
+
 @lru_cache(maxsize=8)
 def _clones_profile(n: int, eps0: float) -> ClonesProfile:
-    from scipy import special, stats  # imported on first use: `import dpaudit` stays light
+    from scipy import special  # on first use: `import dpaudit` stays light (not scipy.stats: 1-2 s to import)
 
     p = math.exp(-eps0)
     a = math.exp(eps0) / (math.exp(eps0) + 1.0)
@@ -117,8 +127,9 @@ def _clones_profile(n: int, eps0: float) -> ClonesProfile:
         h = math.sqrt((n - 1) * math.log(2 / _TAIL) / 2)
         lo, hi = max(int(math.floor((n - 1) * p - h)), 0), min(int(math.ceil((n - 1) * p + h)), n - 1)
         cs = np.arange(lo, hi + 1)
-        wc = stats.binom.pmf(cs, n - 1, p)
-        tail = max(0.0, 1.0 - float(wc.sum()))
+        wc = _binom_pmf(cs, n - 1, p)
+        # the dropped mass P(C < lo) + P(C > hi), from the binomial's tails (not 1 - the sum: its rounding)
+        tail = (float(special.bdtr(lo - 1, n - 1, p)) if lo > 0 else 0.0) + float(special.bdtrc(hi, n - 1, p))
     keep = wc > 0
     cs, wc = cs[keep], wc[keep]
     # for each c, only k where Bin(c, 1/2) has mass: k in [lo_c, hi_c + 1] covers both b_c(k) and b_c(k-1)
@@ -126,7 +137,7 @@ def _clones_profile(n: int, eps0: float) -> ClonesProfile:
     half = np.sqrt(cs * math.log(2 / 1e-18) / 2)  # Hoeffding again, for Bin(c, 1/2)
     lo_c = np.maximum(np.floor(cs / 2 - half).astype(np.int64), 0)
     hi_c = np.minimum(np.ceil(cs / 2 + half).astype(np.int64), cs)
-    kept = stats.binom.cdf(hi_c, cs, 0.5) - stats.binom.cdf(lo_c - 1, cs, 0.5)
+    kept = special.bdtr(hi_c, cs, 0.5) - np.where(lo_c > 0, special.bdtr(np.maximum(lo_c - 1, 0), cs, 0.5), 0.0)
     tail = min(1.0, tail + float(np.sum(wc * np.maximum(0.0, 1.0 - kept))))
     sizes = hi_c - lo_c + 2
     c_rep = np.repeat(cs, sizes)

@@ -112,7 +112,7 @@ def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.rand
                         confidence: float, n_fit: int, n_test: int, screen: int = 8,
                         name: str = "membership (shuffled view)", engine: Engine = SERIAL,
                         progress: Callable[[str], None] | None = None, claim: float | None = None,
-                        pilots: Sequence[Any] | None = None) -> AuditResult:
+                        pilots: Sequence[Any] | None = None, floor: float = 0.0) -> AuditResult:
     """For every (candidate, feature family) a screened discriminant fitted on ``n_fit`` views per side,
     its best threshold chosen on ``n_fit`` more for the fresh sample size, and only the best candidate
     counted on ``n_test`` fresh views per side (so the Clopper-Pearson bound needs no correction for the
@@ -120,7 +120,8 @@ def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.rand
     ``for_family(name)`` (the same views read as that family alone) is counted through it. Used on the
     shuffled view (the binned multiset of a batch's messages), where many cells carry nothing. ``pilots``: the
     fitting and selection views already drawn (as :func:`lda_attack` takes them), e.g. shared with another
-    part that chooses its test on them."""
+    part that chooses its test on them. ``floor``: a bound the audit already shows by another part (the count
+    may stop as futile once its projected bound stays at or below it, :class:`~dpaudit.attacks.sampling.Stop`)."""
     t0 = time.perf_counter()
     views = draw_pilots(source, candidates, seed, n_fit, n_fit, engine, pilots, "screened_lda_attack")
     best = None
@@ -138,7 +139,7 @@ def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.rand
     # a source that can read one feature family alone (the shuffled view's) computes only the chosen test's
     counting = source.for_family(fam) if callable(getattr(source, "for_family", None)) else source
     counted = count(counting, c, n_test, (f0, f1), Linear(w, family=fam), test, engine, progress, f"{name}: fresh views",
-                    stop=None if claim is None else Stop(delta, confidence, claim), edges=edges)
+                    stop=None if claim is None else Stop(delta, confidence, claim, floor=float(floor)), edges=edges)
     fp, tp, n_test = counted.fp, counted.tp, counted.n
     eps = counted.bound(delta, confidence)
     desc = source.describe(c)

@@ -47,6 +47,7 @@ __all__ = [
     "loss_tradeoff",
     "threshold_limit",
     "binomial_median",
+    "sufficient_size",
 ]
 
 #: a privacy profile: eps (array) -> delta(eps) (array), non-increasing
@@ -212,6 +213,21 @@ def likelihood_limit(profile: Profile, n: int, delta: float, confidence: float, 
         if hi - lo <= 1e-12 * max(1.0, hi):
             break
     return lo
+
+
+def sufficient_size(limit: Callable[[int], float], n: int, gain: float = 0.05, minimum: int = 1000) -> tuple[int, float]:
+    """A gray-box test's sample size chosen on the exact law of its bound (no data, so no validity is spent):
+    the smallest of ``n`` / 4, ``n`` / 2 and ``n`` (none below ``minimum``) whose median bound ``limit(size)``
+    (e.g. :func:`likelihood_limit` of the pair's exact profile) is at least (1 - ``gain``) times that of
+    all ``n``, so the smaller sample costs the reader at most that share of what the whole sample would show
+    in expectation (a fixed-size form of the futile stop of :class:`dpaudit.attacks.sampling.Stop`: an order
+    statistic needs its whole sample, so it has no looks). Returns (the size, the median bound at ``n``)."""
+    n = _check_n(n)
+    full = float(limit(n))
+    for m in (n // 4, n // 2):
+        if m >= minimum and float(limit(m)) >= (1 - gain) * full:
+            return m, full
+    return n, full
 
 
 # ---- threshold (black-box counting) tests ----------------------------------------------------------------

@@ -184,7 +184,7 @@ def test_shuffle_audit_without_power_says_inconclusive():
     # eps0 = 0.05: the calibrated pair's exact eps is 0.0069, its delta(0) far below what 400 runs can see
     out = audit_shuffle("shuffle-glm", {"batch0": "200", "eps0": "0.05", "dim": "2", "n_arms": "2"}, runs=400, seed=0)
     assert out["verdict"] == "inconclusive" and out["epsilon_lower"] == 0
-    assert "fresh runs per side" in out["reason"] and "shows 0 with these runs at its expected counts" in out["reason"]
+    assert "fresh runs per side" in out["reason"] and "shows 0 at the median with its 400 runs" in out["reason"]
 
 
 @pytest.mark.slow

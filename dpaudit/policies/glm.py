@@ -634,7 +634,11 @@ class ShuffleGLM(_GLMBase):
         for g in range(self.groups):
             sl = slice(g * size, (g + 1) * size)
             Xg = X[:, sl]
-            resid = link_mean(self.link, np.einsum("nmd,nd->nm", Xg, theta)) - R[:, sl]
+            if self.private and n > 1 and X.strides[0] == 0 and R.strides[0] == 0 and not np.any(theta[1:] != theta[0]):
+                # a broadcast batch at one estimate (the audit's view): the same residuals in every run, once
+                resid = (link_mean(self.link, np.einsum("md,d->m", Xg[0], theta[0])) - R[0, sl])[None]
+            else:
+                resid = link_mean(self.link, np.einsum("nmd,nd->nm", Xg, theta)) - R[:, sl]
             step = estimate and (not view_only or g < self.groups - 1)
             if self.private:  # one sampled coordinate of her gradient term (mu(x^T theta) - r) x per user
                 sh = self.shuffler_grad
@@ -652,12 +656,18 @@ class ShuffleGLM(_GLMBase):
 def _coordinates(X: np.ndarray, J: np.ndarray) -> np.ndarray:
     """``X[i, b, J[i, b]]``: (n, B) from contexts (n, B, d) and coordinates (n, B) (``take_along_axis``, cheaper:
     one coordinate needs no gather, and contexts shared by every run (a broadcast batch) are gathered once per run
-    from the one copy)."""
+    from the one copy, by flat index)."""
     if X.shape[2] == 1:
         return X[..., 0]
     if X.shape[0] > 1 and X.strides[0] == 0:  # np.broadcast_to of one batch: the same rows in every run
-        return X[0][np.arange(X.shape[1]), J]
+        return _gather_rows(np.ascontiguousarray(X[0]), J)
     return np.take_along_axis(X, J[..., None], 2)[..., 0]
+
+
+def _gather_rows(rows: np.ndarray, J: np.ndarray) -> np.ndarray:
+    """``rows[b, J[i, b]]`` for rows (B, m) and J (n, B): one flat ``take``."""
+    flat = np.arange(rows.shape[0]) * rows.shape[1]
+    return rows.ravel().take(J + flat)
 
 
 def _coordinate_products(X: np.ndarray, i: np.ndarray, j: np.ndarray, J: np.ndarray) -> np.ndarray:
@@ -665,6 +675,9 @@ def _coordinate_products(X: np.ndarray, i: np.ndarray, j: np.ndarray, J: np.ndar
     if X.shape[2] == 1:
         x = X[..., 0]
         return x * x
+    if X.shape[0] > 1 and X.strides[0] == 0:  # a broadcast batch: its packed outer products once, then one gather
+        X0 = X[0]
+        return _gather_rows(X0[:, i] * X0[:, j], J)
     return _coordinates(X, i[J]) * _coordinates(X, j[J])
 
 

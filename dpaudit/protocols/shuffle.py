@@ -14,6 +14,7 @@ every other user holds the same datum, as the exact log-likelihood ratio of the 
 from __future__ import annotations
 
 import inspect
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -135,12 +136,51 @@ def _cuts(shuffler: Any) -> np.ndarray:
     return cuts[(cuts > -shuffler.C) & (cuts < shuffler.C)]
 
 
-def _cells(shuffler: Any, msgs: np.ndarray) -> tuple[np.ndarray, int]:
-    """Each message's cell (coordinate J, y-bin) as one integer, and the number of cells."""
+def _cells_direct(shuffler: Any, msgs: np.ndarray, cuts: np.ndarray, nb: int) -> np.ndarray:
     J, y = shuffler.decode(np.asarray(msgs, dtype=float))
+    return J * nb + np.searchsorted(cuts, y)
+
+
+#: equal cells of the encoded message line in the lookup table of :func:`_cells`
+_TABLE_CELLS = 1 << 16
+
+
+@lru_cache(maxsize=16)
+def _cell_table(dim: int, W: float, C: float, cuts: tuple[float, ...]) -> np.ndarray:
+    """Each of :data:`_TABLE_CELLS` equal cells of the encoded line [0, dim W] -> its messages' cell of
+    :func:`_cells`, or -1 where a cell boundary (a coordinate's start J W, or a y-cut J W + C + cut) lies in it
+    or within 1e-9 of it (those messages are read directly)."""
+    c = np.asarray(cuts, dtype=float)
+    span = dim * W
+    bounds = np.arange(_TABLE_CELLS + 1) * (span / _TABLE_CELLS)
+    ends = np.sort(np.concatenate([np.arange(1, dim) * W, (np.arange(dim)[:, None] * W + C + c[None, :]).ravel()]))
+    first = np.searchsorted(ends, bounds[:-1] - 1e-9, side="left")
+    last = np.searchsorted(ends, bounds[1:] + 1e-9, side="right")
+    mids = 0.5 * (bounds[:-1] + bounds[1:])
+    J = np.clip(np.floor(mids / W).astype(np.int64), 0, dim - 1)
+    table = J * (c.size + 1) + np.searchsorted(c, mids - J * W - C)
+    table[last > first] = -1
+    return table
+
+
+def _cells(shuffler: Any, msgs: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each message's cell (coordinate J, y-bin) as one integer, and the number of cells: read from a table of
+    equal cells of the encoded line (:func:`_cell_table`), the few messages in a cell a boundary crosses read
+    directly (decoded and binned), so every message gets the cell its decoded (J, y) gives."""
+    msgs = np.asarray(msgs, dtype=float)
     cuts = _cuts(shuffler)
     nb = cuts.size + 1
-    return J * nb + np.searchsorted(cuts, y), shuffler.dim * nb
+    W = float(getattr(shuffler, "W", 0.0))
+    if shuffler.dim == 1 or not W > 0:  # one coordinate (the encoding is y + C): no table needed
+        return _cells_direct(shuffler, msgs, cuts, nb), shuffler.dim * nb
+    table = _cell_table(int(shuffler.dim), W, float(shuffler.C), tuple(float(x) for x in cuts))
+    idx = (msgs * (_TABLE_CELLS / (shuffler.dim * W))).astype(np.int64)
+    np.clip(idx, 0, _TABLE_CELLS - 1, out=idx)
+    cells = table.take(idx)
+    amb = cells < 0
+    if amb.any():
+        cells[amb] = _cells_direct(shuffler, msgs[amb], cuts, nb)
+    return cells, shuffler.dim * nb
 
 
 def _count_cells(cells: np.ndarray, k: int) -> np.ndarray:

@@ -10,7 +10,11 @@ z -> o is (eps, delta)-DP over the whole data domain. Parts:
    violation: it is exact arithmetic on the noise the users' channels recorded;
 2. *channel* (black box): the plug-in's ``channel(z_batch, rng)`` queried with z and z' at the
    extremes of its ``domain`` (or the pairs of ``domain_pairs()``), a threshold test on the message
-   (on its projection onto the mean difference learnt on a split, for vector messages);
+   (on its projection onto the mean difference learnt on a split, for vector messages); and *channel
+   likelihood* (gray box) for a channel that records its Gaussian or Laplace releases
+   (``channel(z_batch, rng, ledger=...)``): the exact loss of each fresh message
+   (:func:`channel_losses`), bounded as the central likelihood attack bounds its losses
+   (:func:`dpaudit.attacks.likelihood.loss_bounds`), the two sharing the channel's error budget;
 3. *finite channel* (exact, judged): ``channel_table()`` gives P(o | z), the exact eps(delta) over every
    ordered pair of inputs (:func:`dpaudit.attacks.exact.exact_channel_epsilon`);
 4. *transcript* (black box on the view): for users t in {0, 1, T/2, T-2}, neighbouring tables that
@@ -39,10 +43,14 @@ from typing import Any
 import numpy as np
 
 from dpaudit.accounting import calibration_lints, ledger_per_user, policy_upper
+from dpaudit.attacks.bounds import split_confidence
 from dpaudit.attacks.exact import exact_channel_epsilon
+from dpaudit.attacks.likelihood import loss_bounds
+from dpaudit.attacks.limits import gaussian_profile, likelihood_limit, sufficient_size
 from dpaudit.attacks.membership import threshold_attack
 from dpaudit.attacks.result import AuditResult
 from dpaudit.errors import DPAuditError
+from dpaudit.mechanisms import Ledger
 from dpaudit.protocols import LocalDP, PairSpec, TableDP, make_pair
 from dpaudit.protocols.local import ask_transcript, check_local_plugin, real_array
 from dpaudit.protocols.continuous import central_features, loss_pair, play, transcript_features
@@ -51,7 +59,8 @@ from .context import DEFAULTS, Context, confidence_each, runs_text
 from .findings import Exact
 from .setup import with_features
 
-__all__ = ["audit", "preflight", "channel_attack", "LOCAL_DEFAULTS", "ChannelSource", "TranscriptSource", "LossSource"]
+__all__ = ["audit", "preflight", "channel_attack", "LOCAL_DEFAULTS", "ChannelSource", "TranscriptSource", "LossSource",
+           "channel_likelihood", "channel_losses", "channel_mu", "records_channel"]
 
 #: fresh channel samples per side = ``channel_factor`` x runs; transcript and central runs per side = runs / 5
 LOCAL_DEFAULTS = {"channel_factor": 20, "transcript_div": 5, "central_div": 5}
@@ -393,14 +402,136 @@ def channel_attack(policy: Any, *, delta: float, confidence: float, n_fresh: int
     return _rows_result("channel", rows, source, delta, confidence, n_select, time.perf_counter() - t0)
 
 
+#: messages per task of the channel likelihood part
+CHANNEL_CHUNK = 100_000
+#: pilot messages per pair that choose the channel likelihood part's pair (never counted)
+CHANNEL_PILOT = 2000
+#: a Gaussian channel's likelihood sample: the smallest of n / 4, n / 2, n whose median bound is within this share
+#: of all n's (:func:`dpaudit.attacks.limits.sufficient_size`)
+CHANNEL_GAIN = 0.05
+
+
+def records_channel(policy: Any) -> bool:
+    """Whether the policy's ``channel`` records its releases in a ledger (``channel(z, rng, ledger=...)``, as
+    dpaudit's own LDP policies do), so the channel likelihood part can compute each message's exact loss."""
+    import inspect
+
+    fn = getattr(policy, "channel", None)
+    try:
+        return callable(fn) and "ledger" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _channel_releases(policy: Any, z: np.ndarray, n: int, seed: np.random.SeedSequence) -> list[Any]:
+    """The releases the channel records for ``n`` users with data ``z``."""
+    led = Ledger(n)
+    policy.channel(np.broadcast_to(z, (n,) + np.shape(z)).copy(), np.random.default_rng(seed), ledger=led)
+    return led.releases
+
+
+def _matched(r0: list[Any], r1: list[Any]) -> None:
+    if not r0 or len(r0) != len(r1) or any(a.label != b.label or a.noise.kind != b.noise.kind
+                                           or a.centre.shape != b.centre.shape for a, b in zip(r0, r1)):
+        raise DPAuditError("the channel's recorded releases differ between the two user data (their number, labels "
+                           "or shapes), so their exact loss is unknown.")
+    if any(a.noise.kind not in ("gaussian", "laplace") for a in r0):
+        raise DPAuditError("the channel records a release that is neither Gaussian nor Laplace.")
+
+
+def channel_losses(policy: Any, z0: np.ndarray, z1: np.ndarray, n: int, seed: np.random.SeedSequence) -> np.ndarray:
+    """The exact privacy loss log p(m | z0) / p(m | z1) of ``n`` messages a user with data ``z0`` sends: the
+    channel's releases for z0 are recorded (value, centre, noise), its releases for z1 give their centres
+    under z1 (their values are not used), and each message's loss is the sum over its releases of the
+    recorded noise's log-density ratio (:meth:`dpaudit.mechanisms.Release.logpdf`). Exact when every
+    release is Gaussian or Laplace with the recorded scale and its centre a function of the user's data."""
+    s0, s1 = seed.spawn(2)
+    r0, r1 = _channel_releases(policy, z0, n, s0), _channel_releases(policy, z1, n, s1)
+    _matched(r0, r1)
+    loss = np.zeros(n)
+    for a, b in zip(r0, r1):
+        loss += a.logpdf() - a.logpdf(b.centre)
+    return loss
+
+
+def channel_mu(policy: Any, z0: np.ndarray, z1: np.ndarray) -> float | None:
+    """For a channel whose releases are all Gaussian: how far apart the two data's messages are in noise scales,
+    mu = sqrt(sum ((c0 - c1) / s)^2) (the loss is then N(mu^2 / 2, mu^2) exactly, Balle & Wang 2018); None
+    otherwise."""
+    r0 = _channel_releases(policy, z0, 1, np.random.SeedSequence(0))
+    r1 = _channel_releases(policy, z1, 1, np.random.SeedSequence(1))
+    _matched(r0, r1)
+    if any(a.noise.kind != "gaussian" for a in r0):
+        return None
+    return float(math.sqrt(sum(float(np.sum(((a.centre - b.centre) / np.reshape(a.noise.scale, (-1, 1))) ** 2))
+                               for a, b in zip(r0, r1))))
+
+
+def channel_likelihood(policy: Any, pairs: list[tuple[np.ndarray, np.ndarray]], *, delta: float, confidence: float,
+                       n: int, seed: np.random.SeedSequence, engine: Any) -> AuditResult:
+    """The channel's gray-box part: the central likelihood attack's bound
+    (:func:`dpaudit.attacks.likelihood.loss_bounds`, the order statistic of L + log(1 - U), no grid) on the
+    exact losses of ``n`` fresh messages (:func:`channel_losses`; i.i.d., since every message is one user's,
+    each with its own noise) of the pair whose pilot messages (:data:`CHANNEL_PILOT` per pair, never counted)
+    have the largest mean loss; for a Gaussian channel (:func:`channel_mu`) only as many of the ``n`` as
+    :func:`dpaudit.attacks.limits.sufficient_size` chooses on its exact profile (:data:`CHANNEL_GAIN`). It
+    trusts the channel's ledger (its noise and scale), as the central likelihood attack trusts a policy's."""
+    t0 = time.perf_counter()
+    s_pilot, s_fresh, s_u = seed.spawn(3)
+    kl = [float(np.mean(channel_losses(policy, a, b, CHANNEL_PILOT, ss)))
+          for (a, b), ss in zip(pairs, s_pilot.spawn(len(pairs)))]
+    best = int(np.argmax(kl))
+    z0, z1 = pairs[best]
+    planned, mu, full = n, channel_mu(policy, z0, z1), None
+    if mu:  # a Gaussian channel: its profile is exact, so the sample is sized on it (no data)
+        n, full = sufficient_size(lambda m: likelihood_limit(gaussian_profile(mu), m, delta, confidence), n,
+                                  CHANNEL_GAIN)
+    sizes = [min(CHANNEL_CHUNK, n - i) for i in range(0, n, CHANNEL_CHUNK)]
+    parts = engine.map(channel_losses, [(policy, z0, z1, m, ss) for m, ss in zip(sizes, s_fresh.spawn(len(sizes)))])
+    loss = np.concatenate(parts)
+    u = np.random.default_rng(s_u).random(loss.size)
+    b = loss_bounds(loss, u, delta=delta, confidence=confidence, orders=())
+    return AuditResult("channel likelihood", b.epsilon_lower, delta, confidence,
+                       {"label": f"user data z = {z0.tolist()} vs z' = {z1.tolist()}", "z": z0.tolist(),
+                        "z_prime": z1.tolist(), "statistic": "the exact privacy loss of the message (the channel's "
+                                                             "recorded noise)"},
+                       samples=int(loss.size), seconds=time.perf_counter() - t0,
+                       details={**b.details(), "mean_loss_kl": float(loss.mean()), "max_loss": float(loss.max()),
+                                "fresh_runs_used": int(loss.size), "fresh_runs_planned": int(planned),
+                                "gaussian_mu": mu, "statistical_limit": None if mu is None else
+                                likelihood_limit(gaussian_profile(mu), int(loss.size), delta, confidence),
+                                "statistical_limit_of_planned_runs": full, "pilot_messages_per_pair": CHANNEL_PILOT,
+                                "pilot_mean_loss": kl, "pair_chosen": best})
+
+
 def _channel_part(ctx: Context, policy: Any, conf_each: float, seed: np.random.SeedSequence, info: Any) -> None:
+    """The channel's black-box test and, for a channel that records its releases, its gray-box likelihood part,
+    the two sharing the channel's error budget (Bonferroni)."""
     n_fresh = LOCAL_DEFAULTS["channel_factor"] * ctx.request.runs
-    res = channel_attack(policy, delta=ctx.delta, confidence=conf_each, n_fresh=n_fresh,
-                         n_select=max(2000, ctx.request.runs // 2), seed=seed, pairs=info.pairs,
-                         engine=_engine(ctx, policy), progress=ctx.progress)  # messages are cheap: every one counts
+    pairs = [(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+             for a, b in (info.pairs if info.pairs is not None else domain_pairs(policy))]
+    gray = records_channel(policy)
+    if gray:  # decided before any counted sample: the budget is split only when the part can run
+        try:
+            channel_losses(policy, *pairs[0], 2, np.random.SeedSequence(0))
+        except DPAuditError as exc:
+            gray = False
+            ctx.notes.append(f"no channel likelihood part: {exc}")
+    conf = split_confidence(conf_each, 2) if gray else conf_each
+    s_black, s_gray = seed.spawn(2) if gray else (seed, None)
+    engine = _engine(ctx, policy)
+    res = channel_attack(policy, delta=ctx.delta, confidence=conf, n_fresh=n_fresh,
+                         n_select=max(2000, ctx.request.runs // 2), seed=s_black, pairs=info.pairs,
+                         engine=engine, progress=ctx.progress)  # messages are cheap: every one counts
     ctx.attacks.append(res)
     ctx.ran("channel", "bound", f"the channel's messages for {len(res.details['pairs'])} pair(s) of user data, "
                                 f"{n_fresh} fresh messages per side", res.seconds)
+    if gray:
+        lik = channel_likelihood(policy, pairs, delta=ctx.delta, confidence=conf, n=n_fresh, seed=s_gray, engine=engine)
+        ctx.attacks.append(lik)
+        ctx.ran("channel likelihood", "bound", f"the exact loss of {n_fresh} fresh messages of one pair of user data "
+                                               "(the channel's recorded noise), an order statistic of L + log(1 - U)",
+                lik.seconds)
 
 
 def _central_part(ctx: Context, conf_each: float) -> None:

@@ -16,14 +16,17 @@ the gray-box part cannot run):
   it is what catches a shuffler that keeps the arrival order.
 * **gray box** (the likelihood attack's statistics on the shuffled multiset): for a pair whose other users
   all hold one datum, the multiset's privacy loss is exact (:class:`dpaudit.protocols.shuffle.CanaryModel`),
-  so ``runs`` fresh views of one side give the loss of each, and delta(eps) is bounded below as
-  :mod:`dpaudit.attacks.likelihood` does (each (1 - e^(eps - L))_+ compared with a uniform, Clopper-Pearson
-  over an eps grid from :func:`~dpaudit.attacks.likelihood.pilot_grid` of the black-box part's training
-  views of that side, never counted). No early stop: the bound is that of the whole sample. The pair and
-  the side are chosen without data: among the calibrated candidates, the one whose exact privacy-loss
-  distribution (:func:`dpaudit.accountants.shuffled_canary_profile`) gives the largest statistical limit
-  at ``runs`` (the bound this test shows when its counts are their expectations). Skipped, with a note,
-  for a policy without ``message_values`` or Piecewise shufflers, or a ``--pair`` whose other users differ.
+  so ``runs`` fresh views of one side give the loss of each, and the bound is the central likelihood
+  attack's (:func:`dpaudit.attacks.likelihood.loss_bounds`): an order statistic of L + log(1 - U), whose
+  survival function is the sampled side's privacy profile (the runs are i.i.d. and each loss exact under the
+  model), valid at the part's whole error budget with no grid and no correction for the eps it lands on.
+  No early stop: the bound is that of the whole sample. It runs before the black-box count, which may then
+  stop as futile once its projected bound stays below the gray-box one (:class:`dpaudit.attacks.sampling.Stop`'s
+  ``floor``). The pair and the side are chosen without data: among the calibrated candidates, the one whose
+  exact privacy-loss distribution (:func:`dpaudit.accountants.shuffled_canary_profile`) gives the largest
+  statistical limit at ``runs`` (:func:`gray_box_limit`, the median of the bound, whose law is exact).
+  Skipped, with a note, for a policy without ``message_values`` or Piecewise shufflers, or a ``--pair`` whose
+  other users differ.
 
 Beside the bounds, the audited pair's exact eps (an :class:`~dpaudit.runner.findings.Exact` the verdict does
 not judge: the truth of that pair, not a proof for every pair) and the statistical limit, so a reader sees
@@ -42,7 +45,8 @@ import numpy as np
 from dpaudit.accounting import policy_upper
 from dpaudit.attacks.bounds import split_confidence
 from dpaudit.attacks.discriminant import screened_lda_attack
-from dpaudit.attacks.likelihood import empirical_profile, pilot_grid, profile_bounds, smallest_count
+from dpaudit.attacks.likelihood import loss_bounds, pilot_grid, smallest_count
+from dpaudit.attacks.limits import likelihood_limit, sufficient_size
 from dpaudit.attacks.result import AuditResult
 from dpaudit.attacks.sampling import draw, draw_pilots
 from dpaudit.errors import DPAuditError
@@ -54,7 +58,7 @@ from .context import Context, runs_text
 from .findings import Exact
 
 __all__ = ["audit", "preflight", "SHUFFLE_CAPS", "ShuffledViewSource", "statistical_limit", "choose_gray_box",
-           "loss_bound"]
+           "loss_bound", "gray_box_limit"]
 
 #: a shuffle audit simulates a whole batch per run, so it caps the fresh runs per side and the fitting sizes
 SHUFFLE_CAPS = {"runs": 40000, "fit": 2500}
@@ -181,8 +185,9 @@ def preflight(ctx: Context) -> None:
 
 def statistical_limit(profile: Any, side: int, n: int, delta: float, alpha: float,
                       grid: np.ndarray | None = None) -> float:
-    """The bound the gray-box test shows at ``n`` runs of ``side`` if its counts were their expectations under the
-    pair's exact profile (:func:`dpaudit.attacks.likelihood.smallest_count`): the largest eps (of ``grid``, or
+    """The bound a grid-counting gray-box test (Clopper-Pearson at each point of an eps grid, the test this
+    plan used before :func:`loss_bound`; kept for comparison in benchmarks/shuffle_tightness.py) shows at ``n``
+    runs of ``side`` if its counts were their expectations under the pair's exact profile (:func:`dpaudit.attacks.likelihood.smallest_count`): the largest eps (of ``grid``, or
     any) whose exact delta(eps) reaches the smallest count that shows delta(eps) > ``delta`` at error ``alpha``.
     It is where the test's bound sits when its counts come out as expected: a run's bound scatters around it
     (its counts do), and the exact eps above it is out of reach of this test at this sample size."""
@@ -201,14 +206,12 @@ def statistical_limit(profile: Any, side: int, n: int, delta: float, alpha: floa
 def choose_gray_box(policy: Any, pairs: list[ShufflePair], runs: int, delta: float,
                     confidence: float) -> tuple[int | None, int, list[dict[str, Any]], dict[int, Any], list[str]]:
     """Among ``pairs`` with a canary model, the (pair, side) whose exact profile gives the largest statistical
-    limit at ``runs`` (with a 128-point grid's share of the error budget): no data is used, so the choice
-    costs no validity. A pair with a model whose profile cannot be enumerated (a reviewer's pair with a
+    limit at ``runs`` (:func:`gray_box_limit`): no data is used, so the choice costs no validity. A pair with a model whose profile cannot be enumerated (a reviewer's pair with a
     third background datum) is taken, side 0, only when no other has one. Returns (pair index or None, side,
     a row per candidate, {index: (model, profile or None)}, notes)."""
     rows, profiles, notes = [], {}, []
     best = (None, 0, -1.0)
     fallback = None
-    alpha = (1 - confidence) / 128
     for i, p in enumerate(pairs):
         model, why = canary_model(policy, p)
         if model is None:
@@ -224,7 +227,7 @@ def choose_gray_box(policy: Any, pairs: list[ShufflePair], runs: int, delta: flo
             continue
         profiles[i] = (model, prof)
         for side in (0, 1):
-            lim = statistical_limit(prof, side, runs, delta, alpha)
+            lim = gray_box_limit(prof, side, runs, delta, confidence)
             rows.append({"pair": p.label, "side": side, "separation": model.separation(),
                          "exact_epsilon": prof.epsilon(delta, side), "statistical_limit": lim})
             if lim > best[2]:
@@ -234,50 +237,72 @@ def choose_gray_box(policy: Any, pairs: list[ShufflePair], runs: int, delta: flo
     return best[0], best[1], rows, profiles, notes
 
 
-def loss_bound(loss: np.ndarray, pilot: np.ndarray, u: np.ndarray, delta: float,
-               confidence: float) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
-    """The gray-box bound from sampled exact losses of one side: delta(eps) bounded below on the grid of
-    :func:`~dpaudit.attacks.likelihood.pilot_grid` of ``pilot`` losses (never counted) by the Bernoulli trick
-    and Clopper-Pearson (:func:`~dpaudit.attacks.likelihood.profile_bounds`, each of the grid's points at
-    ``(1 - confidence) / points``), the bound the largest eps whose lower bound exceeds ``delta``. Returns (bound,
-    grid, estimate, lower, upper, error per point)."""
-    grid = pilot_grid(np.asarray(pilot, dtype=float))
-    alpha = (1.0 - confidence) / grid.size
-    est, lo, up = profile_bounds(np.asarray(loss, dtype=float), grid, u, alpha)
-    above = lo > delta
-    return (float(grid[above].max()) if np.any(above) else 0.0), grid, est, lo, up, alpha
+def gray_box_limit(profile: Any, side: int, n: int, delta: float, confidence: float) -> float:
+    """The median of the gray-box bound at ``n`` runs of ``side`` under the pair's exact ``profile``
+    (:func:`dpaudit.attacks.limits.likelihood_limit`: the bound is an order statistic whose law is exact), one
+    test at ``confidence``: where the audit's bound sits, and the exact eps above it is out of reach of this
+    test at this sample size."""
+    return likelihood_limit(lambda e: np.asarray(profile.delta(float(e), side)), int(n), delta, confidence)
 
 
-def _gray_box(ctx: Context, src: ShuffledViewSource, cand: int, side: int, prof: Any, pilot: np.ndarray,
+def loss_bound(loss: np.ndarray, u: np.ndarray, delta: float, confidence: float,
+               pilot: np.ndarray | None = None) -> Any:
+    """The gray-box bound from sampled exact losses of one side, as the central likelihood attack's
+    (:func:`dpaudit.attacks.likelihood.loss_bounds`, one code path): an order statistic of L + log(1 - U) at the
+    whole error budget (no grid, no Rényi orders: an (eps, delta) claim promises nothing at an order). Valid
+    because the runs are independent and each loss is the view's exact log-likelihood ratio under the model
+    (every other user at the background's datum), so W = L + log(1 - U) has the sampled side's privacy profile
+    as its survival function. ``pilot`` losses (never counted) only place the display band's points."""
+    grid = None if pilot is None or not np.asarray(pilot).size else pilot_grid(np.asarray(pilot, dtype=float))
+    return loss_bounds(np.asarray(loss, dtype=float), np.asarray(u, dtype=float), delta=delta, confidence=confidence,
+                       orders=(), grid=grid)
+
+
+#: the gray-box sample is the smallest of runs / 4, runs / 2 and runs whose median bound under the pair's exact
+#: profile is within this fraction of the whole sample's (:func:`gray_box_runs`)
+GRAY_BOX_GAIN = 0.05
+
+
+def gray_box_runs(profile: Any, side: int, runs: int, delta: float, confidence: float) -> tuple[int, float | None]:
+    """The gray-box part's sample size, chosen on the pair's exact profile
+    (:func:`dpaudit.attacks.limits.sufficient_size` with :data:`GRAY_BOX_GAIN`: the smallest of ``runs`` / 4,
+    ``runs`` / 2 and ``runs`` whose median bound, :func:`gray_box_limit`, is within that share of all the
+    runs'). Returns (the size, the median bound of all ``runs``; None without a profile, which keeps all
+    ``runs``)."""
+    if profile is None:
+        return int(runs), None
+    return sufficient_size(lambda n: gray_box_limit(profile, side, n, delta, confidence), int(runs), GRAY_BOX_GAIN)
+
+
+def _gray_box(ctx: Context, src: ShuffledViewSource, cand: int, side: int, prof: Any, pilot: np.ndarray | None,
               runs: int, confidence: float, seed: np.random.SeedSequence, engine: Any) -> AuditResult:
-    """The gray-box bound on ``runs`` fresh views of ``side`` of the source's pair ``cand`` (module docstring)."""
+    """The gray-box bound on fresh views of ``side`` of the source's pair ``cand`` (module docstring): as many as
+    :func:`gray_box_runs` chooses, at most ``runs``."""
     t0 = time.perf_counter()
+    planned = runs
+    runs, full = gray_box_runs(prof, side, planned, ctx.delta, confidence)
     s_views, s_u = seed.spawn(2)
     sign = 1.0 if side == 0 else -1.0  # the loss of side 1 against side 0 is minus the model's
     ctx.say(f"shuffle: gray-box likelihood on {runs} fresh views")
     loss = sign * draw(src.for_family(LOSS), cand, side, runs, s_views, engine)[LOSS][:, 0]
     u = np.random.default_rng(s_u).random(loss.size)
-    eps_lower, grid, est, lo, up, alpha = loss_bound(loss, sign * np.asarray(pilot, dtype=float), u, ctx.delta,
-                                                     confidence)
-    fine = np.linspace(0.0, max(float(loss.max()), 1e-3), 2000)
-    prof_est = empirical_profile(loss, fine)
-    point = float(fine[prof_est > ctx.delta].max()) if np.any(prof_est > ctx.delta) else None
-    limit = None if prof is None else statistical_limit(prof, side, runs, ctx.delta, alpha, grid)
+    b = loss_bound(loss, u, ctx.delta, confidence, None if pilot is None else sign * np.asarray(pilot, dtype=float))
+    limit = None if prof is None else gray_box_limit(prof, side, runs, ctx.delta, confidence)
     p = src.pairs[cand]
+    details = b.details()
     return AuditResult(
-        attack=GRAY_BOX, epsilon_lower=eps_lower, delta=ctx.delta, confidence=confidence,
+        attack=GRAY_BOX, epsilon_lower=b.epsilon_lower, delta=ctx.delta, confidence=confidence,
         witness={"label": p.label, "pair": p.describe(), "side": side,
                  "statistic": "the exact log-likelihood ratio of the shuffled multiset (every other user at the "
                               "background's datum)"},
         samples=int(loss.size), seconds=time.perf_counter() - t0,
-        details={"epsilon_point_estimate": point, "statistical_limit": limit,
+        details={"epsilon_point_estimate": details["epsilon_point_estimate"], "statistical_limit": limit,
                  "exact_epsilon_of_side": None if prof is None else prof.epsilon(ctx.delta, side),
-                 "grid": {"points": int(grid.size), "top": float(grid[-1]),
-                          "bound_at_top": bool(grid.size and eps_lower >= grid[-1])},
+                 "order_statistic": details["order_statistic"],
                  "mean_loss_kl": float(loss.mean()), "max_loss": float(loss.max()),
-                 "profile": {"eps": grid, "delta_estimate": est, "delta_lower": lo, "delta_upper": up},
-                 "fresh_runs_used": int(loss.size), "pilot_runs": int(np.asarray(pilot).size),
-                 "tests_corrected_for": int(grid.size)})
+                 "profile": details["profile"], "fresh_runs_used": int(loss.size),
+                 "fresh_runs_planned": int(planned), "statistical_limit_of_planned_runs": full,
+                 "pilot_runs": 0 if pilot is None else int(np.asarray(pilot).size), "tests_corrected_for": 1})
 
 
 def _limit_text(t: dict[str, Any] | None) -> str:
@@ -285,7 +310,7 @@ def _limit_text(t: dict[str, Any] | None) -> str:
     if not t or t.get("statistical_limit") is None or t.get("exact_epsilon") is None:
         return ""
     return (f"; the gray-box test on the audited pair (exact eps {t['exact_epsilon']:.3g}) shows "
-            f"{t['statistical_limit']:.3g} with these runs at its expected counts")
+            f"{t['statistical_limit']:.3g} at the median with its {t.get('fresh_runs')} runs")
 
 
 def audit(ctx: Context) -> None:
@@ -347,33 +372,28 @@ def audit(ctx: Context) -> None:
     cands = list(range(len(pairs)))
     ctx.say("shuffle: attack on the analyzer's view")
     pilots = draw_pilots(src, cands, s_bb, n_fit, n_fit, engine)
+    # the gray box first: the black-box count may then stop as futile once it cannot raise the audit's bound
+    gb = limit = None
+    if pick is not None:
+        model, prof = profiles[pick]
+        gb = _gray_box(ctx, src, 0, side, prof, pilots[side][LOSS][:, 0], runs, confidence, s_gb, engine)
+        limit = gb.details["statistical_limit"]
+        ctx.extra["shuffle_tightness"] = {"gray_box_bound": gb.epsilon_lower, "statistical_limit": limit,
+                                          "exact_epsilon": None, "side": side, "fresh_runs": gb.samples,
+                                          "candidates": rows}
     att = screened_lda_attack(src, cands, s_bb, delta=ctx.delta, confidence=confidence, n_fit=n_fit, n_test=runs,
-                              engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon, pilots=pilots)
+                              engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon, pilots=pilots,
+                              floor=0.0 if gb is None else gb.epsilon_lower)
     ctx.attacks.append(att)
     nfam = att.details["candidates"]
     ctx.ran("membership (shuffled view)", "bound", f"the first batch's shuffled messages, {len(pairs)} pairs, {nfam} "
                                                    f"(pair, feature family) candidates, {runs_text(att, runs)} fresh "
                                                    "runs per side", att.seconds)
-    settled = att.epsilon_lower > ctx.claim.epsilon
-    if pick is not None and settled:
-        ctx.notes.append("the gray-box part did not sample: the black-box bound already exceeds the claim, so the "
-                         "violation is settled.")
-    if pick is not None:
-        model, prof = profiles[pick]
-        gb = None
-        if not settled:
-            gb = _gray_box(ctx, src, 0, side, prof, pilots[side][LOSS][:, 0], runs, confidence, s_gb, engine)
-            ctx.attacks.append(gb)
-            ctx.ran(GRAY_BOX, "bound", f"the exact loss of the shuffled multiset on {runs} fresh runs of side {side} of "
-                                       f"the audited pair, {gb.details['tests_corrected_for']} eps grid points",
-                    gb.seconds)
-        if gb is not None:
-            limit = gb.details["statistical_limit"]
-        else:
-            limit = None if prof is None else statistical_limit(prof, side, runs, ctx.delta, (1 - confidence) / 128)
-        ctx.extra["shuffle_tightness"] = {"gray_box_bound": None if gb is None else gb.epsilon_lower,
-                                          "statistical_limit": limit, "exact_epsilon": None, "side": side,
-                                          "fresh_runs": runs, "candidates": rows}
+    if gb is not None:
+        ctx.attacks.append(gb)
+        ctx.ran(GRAY_BOX, "bound", f"the exact loss of the shuffled multiset on {gb.samples} fresh runs of side {side} "
+                                   "of the audited pair (the sample size chosen on its exact profile), an order "
+                                   "statistic of L + log(1 - U) (no grid)", gb.seconds)
     if pick is not None and profiles[pick][1] is not None:
         prof = profiles[pick][1]
         exact_eps = prof.epsilon(ctx.delta)
@@ -386,8 +406,9 @@ def audit(ctx: Context) -> None:
             details={"epsilon_side_0_vs_1": sides[0], "epsilon_side_1_vs_0": sides[1],
                      "epsilon_bracket": [prof.epsilon(ctx.delta, None, "lower"), float(exact_eps)],
                      "statistical_limit": limit,
-                     "statistical_limit_note": f"the gray-box test's bound at {runs} fresh runs of side {side} if its "
-                                               "counts were their expectations (same grid and error budget)",
+                     "statistical_limit_note": "the median of the gray-box test's bound at its "
+                                               f"{ctx.extra['shuffle_tightness']['fresh_runs']} fresh runs of side "
+                                               f"{side} (its law is exact given this profile; same error budget)",
                      "message_sets": [dict(s, classes=dict(s["classes"])) for s in prof.sets],
                      "seconds": round(t_exact, 3)}))
         ctx.ran("exact eps of the audited pair", "exact", "enumerated over the message counts of the pair's two shuffled "
@@ -409,8 +430,8 @@ def audit(ctx: Context) -> None:
         tight = ""
         t = ctx.extra.get("shuffle_tightness") or {}
         if all(t.get(k) is not None for k in ("gray_box_bound", "statistical_limit", "exact_epsilon")):
-            tight = (f"; the gray-box bound {t['gray_box_bound']:.3g} against {t['statistical_limit']:.3g}, what "
-                     f"that test shows with {runs} runs at its expected counts, for a pair whose exact eps is "
+            tight = (f"; the gray-box bound {t['gray_box_bound']:.3g} against {t['statistical_limit']:.3g}, the "
+                     f"median of what that test shows with its {t['fresh_runs']} runs, for a pair whose exact eps is "
                      f"{t['exact_epsilon']:.3g}")
         ctx.extra["_reason_suffix"] = (f"; power: {len(pairs)} pairs, {nfam} (pair, feature family) candidates "
                                        f"tried, {runs} fresh runs per side (at most eps {pw.largest_bound:.3g} can be "
