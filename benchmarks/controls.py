@@ -21,7 +21,7 @@ Suites (one protocol each; settings smaller than the CLI defaults so that 50 see
 * ``joint``: seed 002's joint-DP GLM bandit, K = 2, d = 2, T = 8 (16 for the switching mutant), 2,000 runs;
 * ``shuffle``: seed 002's shuffle-DP GLM bandit, d = 1, K = 2 (6,000 runs; the mutant 2,000), and at its
   defaults (d = 5, K = 20, 40,000 runs; 5 seeds).
-* ``subtle`` (table, view, local, shuffle): mutants whose true eps exceeds the claim by only 1.3-3x (one
+* ``subtle`` (table, view, local, shuffle, joint): mutants whose true eps exceeds the claim by only 1.3-3x (one
   realistic slip each: half the sensitivity, a noise-multiplier typo, a budget not split, an amplification over
   the wrong batch; :mod:`dpaudit.policies.mutants`), each beside its correct twin, at the CLI's defaults (the
   shuffle cases on at most 3 seeds: about a minute each);
@@ -137,6 +137,12 @@ SUITES: dict[str, tuple[str, dict, list[tuple]]] = {
         ("shuffle-glm (twin, d = 1, K = 2, eps0 = 3, groups = 50)", "shuffle-glm",
          {**SHUFFLE, "eps0": "3", "groups": "50"}, True, {"protocol": "shuffle", "seeds": 3}),
         ("mutant-shuffle-group-claim", "mutant-shuffle-group-claim", {}, False, {"protocol": "shuffle", "seeds": 3}),
+        # joint DP at the defaults (K = 20, d = 5, T = 16): the calibration mutants beside jdp-glm
+        ("jdp-glm (twin)", "jdp-glm", {}, True, {"protocol": "joint", "seeds": 10}),
+        ("mutant-jdp-sigma-typo", "mutant-jdp-sigma-typo", {}, False, {"protocol": "joint", "seeds": 3}),
+        ("mutant-jdp-add-remove-sensitivity", "mutant-jdp-add-remove-sensitivity", {}, False,
+         {"protocol": "joint", "seeds": 3}),
+        ("mutant-jdp-pgd-steps-unsplit", "mutant-jdp-pgd-steps-unsplit", {}, False, {"protocol": "joint", "seeds": 3}),
     ]),
     "thirdparty": ("table", {"horizon": None, "runs": 5000}, [
         (f"{tp}:{cls}", f"{TP}/{mod}.py:{cls}", params, correct, dict(over, **({} if correct else {"seeds": 20})))
