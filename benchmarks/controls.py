@@ -24,7 +24,7 @@ Suites (one protocol each; settings smaller than the CLI defaults so that 50 see
 * ``subtle`` (table, view, local, shuffle, joint): mutants whose true eps exceeds the claim by only 1.3-3x (one
   realistic slip each: half the sensitivity, a noise-multiplier typo, a budget not split, an amplification over
   the wrong batch; :mod:`dpaudit.policies.mutants`), each beside its correct twin, at the CLI's defaults (the
-  shuffle cases on at most 3 seeds: about a minute each);
+  shuffle mutants on at most 10 seeds, the joint ones on 3, jdp-glm on 10);
 * ``thirdparty`` (table, and local for the click servers): the classes of tests/thirdparty/, written
   the way code outside dpaudit is written (one-run classes on the global ``np.random`` through the
   per-run adapter, the claim on the command line; batched local-DP servers), each correct one beside a
@@ -127,16 +127,16 @@ SUITES: dict[str, tuple[str, dict, list[tuple]]] = {
         ("mutant-ldp-laplace-half-sensitivity", "mutant-ldp-laplace-half-sensitivity", {}, False,
          {"protocol": "local"}),
         ("mutant-ldp-laplace-std-scale", "mutant-ldp-laplace-std-scale", {}, False, {"protocol": "local"}),
-        ("shuffle-glm (twin, d = 1, K = 2)", "shuffle-glm", SHUFFLE, True, {"protocol": "shuffle", "seeds": 3}),
+        ("shuffle-glm (twin, d = 1, K = 2)", "shuffle-glm", SHUFFLE, True, {"protocol": "shuffle", "seeds": 50}),
         ("mutant-shuffle-arrival-order", "mutant-shuffle-arrival-order", {}, False,
-         {"protocol": "shuffle", "seeds": 3}),
+         {"protocol": "shuffle", "seeds": 10}),
         ("shuffle-glm (twin, d = 1, K = 2, eps0 = 3)", "shuffle-glm", {**SHUFFLE, "eps0": "3"}, True,
-         {"protocol": "shuffle", "seeds": 3}),
+         {"protocol": "shuffle", "seeds": 50}),
         ("mutant-shuffle-grad-whole-budget", "mutant-shuffle-grad-whole-budget", {}, False,
-         {"protocol": "shuffle", "seeds": 3}),
+         {"protocol": "shuffle", "seeds": 10}),
         ("shuffle-glm (twin, d = 1, K = 2, eps0 = 3, groups = 50)", "shuffle-glm",
-         {**SHUFFLE, "eps0": "3", "groups": "50"}, True, {"protocol": "shuffle", "seeds": 3}),
-        ("mutant-shuffle-group-claim", "mutant-shuffle-group-claim", {}, False, {"protocol": "shuffle", "seeds": 3}),
+         {**SHUFFLE, "eps0": "3", "groups": "50"}, True, {"protocol": "shuffle", "seeds": 50}),
+        ("mutant-shuffle-group-claim", "mutant-shuffle-group-claim", {}, False, {"protocol": "shuffle", "seeds": 10}),
         # joint DP at the defaults (K = 20, d = 5, T = 16): the calibration mutants beside jdp-glm
         ("jdp-glm (twin)", "jdp-glm", {}, True, {"protocol": "joint", "seeds": 10}),
         ("mutant-jdp-sigma-typo", "mutant-jdp-sigma-typo", {}, False, {"protocol": "joint", "seeds": 3}),
