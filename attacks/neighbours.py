@@ -592,6 +592,11 @@ def search(
                         best_m[2])
 
 
+#: the horizon sweep's first stage (its first factors); the rest run only when it showed a positive bound
+#: (:func:`horizon_sweep`)
+SWEEP_FIRST_STAGE = 2
+
+
 def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: Sequence[PairSpec], horizon: int,
                   seed: np.random.SeedSequence, reward_range: tuple[float, float], *, delta: float, confidence: float,
                   n: int, alphabet: Sequence[float] | None = None, factors: Sequence[int] = (1, 2, 4, 8),
@@ -601,11 +606,17 @@ def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: S
     x each factor (within :data:`HORIZON_CAP` and ``cells`` run-rounds in all) and scored by the
     membership attack's selection bound on ``n`` views per split (training and selection). A policy
     whose privacy loss grows with the rounds (a counter that is never reset, a noise that shrinks too
-    fast) shows more at a longer horizon than at the first one its actions depend on. This only
+    fast) shows more at a longer horizon than at the first one its actions depend on. The factors run in
+    two stages, the first :data:`SWEEP_FIRST_STAGE` (1 and 2) and then the rest (4 and 8), the later only
+    when the first showed anything: a policy whose every pattern has a zero bound at 1 and 2 times the
+    horizon (nothing for the sweep to choose between; a correct policy whose actions barely depend on one
+    reward) is not run at 4 and 8 times it, which cost 12/15 of the sweep. Any positive bound runs every
+    stage, so the rows and the choice are then those of one stage; each (pattern, horizon) keeps its seed
+    either way. This only
     chooses: the bound comes from fresh samples of the chosen attack at the chosen horizon
     (:func:`dpaudit.attacks.membership.evaluate`). Returns the pattern, the horizon, the fitted attack
     and one row per (pattern, horizon) tried."""
-    tried: list[tuple[PairSpec, int]] = []
+    planned: list[tuple[PairSpec, int]] = []
     spent = 0
     for f in factors:
         T = int(horizon * f)
@@ -613,15 +624,31 @@ def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: S
             break
         for spec in specs:
             cost = 4 * n * T
-            if spec.round >= T - 1 or (tried and spent + cost > cells):
+            if spec.round >= T - 1 or (planned and spent + cost > cells):
                 continue
-            tried.append((spec, T))
+            planned.append((spec, T))
             spent += cost
-    tasks = [(policy_for(T), protocol, spec, ss, T, reward_range, delta, confidence, n, n, None, alphabet)
-             for (spec, T), ss in zip(tried, seed.spawn(len(tried)))]
-    results = engine.map(_rank, tasks, on_result=progress_counter(
-        progress, "horizon sweep: {done}/{total} run-rounds of the best pairs at longer horizons",
-        [4 * n * T for _, T in tried]))
+    seeds = seed.spawn(len(planned))
+    first = {int(horizon * f) for f in factors[:SWEEP_FIRST_STAGE]}
+    stages = [[i for i, (_, T) in enumerate(planned) if T in first], [i for i, (_, T) in enumerate(planned) if T not in first]]
+    on_result = progress_counter(progress, "horizon sweep: {done}/{total} run-rounds of the best pairs at longer horizons",
+                                 [4 * n * T for _, T in planned])
+    done: list[int] = []
+    results: list[Any] = []
+    for stage in stages:
+        if not stage:
+            continue
+        if done and max(cand.selection_bound for cand, _, _ in results) <= 0:  # the first stage showed nothing
+            if progress is not None:
+                progress(f"horizon sweep: every bound 0 up to T = {max(planned[i][1] for i in done)}, so the "
+                         f"{len(planned) - len(done)} runs at longer horizons are skipped")
+            break
+        results += engine.map(_rank, [(policy_for(planned[i][1]), protocol, planned[i][0], seeds[i], planned[i][1],
+                                       reward_range, delta, confidence, n, n, None, alphabet) for i in stage],
+                              on_result=None if on_result is None else
+                              (lambda k, r, _stage=stage: on_result(_stage[k], r)))
+        done += stage
+    tried = [planned[i] for i in done]
     rows = [{"pair": spec.label(), "horizon": T, "pilot_bound": float(cand.selection_bound),
              "separation": round(float(cand.extra.get("separation", 0.0)), 3)}
             for (spec, T), (cand, _, _) in zip(tried, results)]

@@ -6,11 +6,12 @@ progress_counter`). :class:`ProgressBar` turns each stage into one tqdm bar (rat
 when stderr is a terminal, and into at most one plain line every ``every`` seconds (plus each
 stage's last line) when it is not, so logs of CI jobs stay short and readable. A stage that counts
 nothing for a while (the horizon discovery, a long chunk of runs) still shows: with ``heartbeat``
-seconds set, a message that names a stage (no count) is shown once the stage has lasted that long
+seconds set, a message that names a stage (no count) is held back until nothing was shown for that long
 (an estimate, ending "(estimated)", at once),
 and a line saying that the last stage is still running comes whenever nothing was shown for that long
-(a daemon thread; :meth:`ProgressBar.close` stops it). So a command that fails within seconds prints
-its error alone.
+(a daemon thread; :meth:`ProgressBar.close` stops it), however many messages came meanwhile unshown: no
+two lines are further apart than ``heartbeat`` plus a second. So a command that fails within seconds
+prints its error alone.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ class ProgressBar:
         self._lock = threading.RLock()
         self._shown = time.perf_counter()  # when anything was last shown
         self._message: str | None = None  # the last message
-        self._arrived = self._shown  # when it came
         self._pending = False  # it names a stage and is not shown yet
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
@@ -60,7 +60,9 @@ class ProgressBar:
         while not self._stop.wait(min(1.0, every / 4)):
             with self._lock:
                 now = time.perf_counter()
-                if self._message is None or now - max(self._shown, self._arrived) < every:
+                # nothing shown for ``every`` seconds, however many messages came unshown meanwhile (a stage's
+                # name held back, counts between two lines): so no gap between lines exceeds ``every`` plus a tick
+                if self._message is None or now - self._shown < every:
                     continue
                 stage = self._message.split(":", 1)[0].strip() if _COUNT.match(self._message) else self._message
                 text = (f"{self.prefix}: {self._message} [{now - self._start:.0f} s]" if self._pending else
@@ -73,7 +75,7 @@ class ProgressBar:
 
     def __call__(self, message: str) -> None:
         with self._lock:
-            self._message, self._arrived = message, time.perf_counter()
+            self._message = message
             if self._beat is not None and _COUNT.match(message) is None and not message.endswith(_AT_ONCE):
                 self._pending = True  # a stage's name: shown once it lasts (a failure within it prints alone)
                 return

@@ -4,8 +4,11 @@ the feedback call's arguments are mapped by name, with a note naming any order t
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
+from numpy.random import laplace as _laplace
 
 from dpaudit.adapters import PerRun, make_per_run
 from dpaudit.errors import DPAuditError
@@ -45,6 +48,60 @@ def test_whole_runs_give_the_round_by_round_views(cls, kw, options, proto):
     data = g.integers(0, 2, size=(T,) if proto.list_input else (T, K)).astype(float)
     fast, slow = _both_paths(proto, pol, data, 40, 11)
     assert fast.shape == (40, T) and np.array_equal(fast, slow)
+
+
+class EveryRoute:
+    """Draws through every route the redirection covers: np.random's functions, one imported by name into
+    this module, random's, a reseed from its own stream and a state read (numpy's MT19937) mid-run."""
+
+    n_arms = 2
+
+    def __init__(self, n_arms=2):
+        self.s, self.t = [0.0, 0.0], 0
+
+    def step(self, arm, reward):
+        if arm is not None:
+            self.s[arm] += reward + _laplace(0.0, 1.0)
+        self.t += 1
+        if self.t == 5:
+            np.random.seed(int(1000 * np.random.random()))
+        if self.t == 9:
+            np.random.get_state()
+        if random.random() < 0.3:
+            return int(np.random.randint(2))
+        return int(self.s[1] > self.s[0])
+
+
+def test_whole_runs_bind_each_copys_generators_straight_and_draw_the_same_numbers():
+    from dpaudit.adapters.seeding import NP_INST, PY_INST
+
+    pol = PerRun(EveryRoute, {}, "pure:eps=1")
+    data = np.random.default_rng(4).random((30, 2))
+    fast, slow = _both_paths(TableDP(), pol, data, 25, 7)
+    assert np.array_equal(fast, slow) and len({tuple(v) for v in fast}) > 20  # the copies' own streams
+    # the whole-run path reached the copy's generators straight (no redirection left in between) ...
+    g = pol._globals
+    g.seed_copies(np.array([1]))
+    g.enter()
+    try:
+        g.pin(0)
+        np.random.random()
+        _laplace(0.0, 1.0)
+        assert np.random.random.__self__ is g.target.np_gens[0] and _laplace_now().__self__ is g.target.np_gens[0]
+        random.random()
+        assert random.random.__self__ is g.target.py_gens[0]
+        np.random.seed(3)  # a reseed replaces the copy's generator: the bound functions follow it
+        assert np.random.random.__self__ is g.target.np_gens[0]
+        g.pin(0)  # the next copy starts from the redirections again
+        assert getattr(np.random.random, "__self__", None) is None
+    finally:
+        g.leave()
+    # ... and gives back the module functions as they were
+    assert np.random.random.__self__ is NP_INST and random.random.__self__ is PY_INST and _laplace_now().__self__ is NP_INST
+
+
+def _laplace_now():
+    return globals()["_laplace"]
 
 
 def test_whole_runs_behind_the_sandbox_and_in_run_batch():
@@ -160,3 +217,28 @@ def test_a_stage_that_shows_nothing_for_a_while_gets_a_heartbeat_line():
     bar("horizon T = 96: about 40 s to go (estimated)")
     bar.close()
     assert quick.getvalue().startswith("x: horizon T = 96: about 40 s to go (estimated) [")  # the stage's name did not show
+
+
+def test_messages_held_back_do_not_hold_back_the_heartbeat():
+    import io
+    import time
+
+    from dpaudit.progress import ProgressBar
+
+    stamps: list[float] = []
+
+    class Stamped(io.StringIO):
+        def write(self, s):
+            if s.strip():
+                stamps.append(time.perf_counter())
+            return super().write(s)
+
+    t0 = time.perf_counter()
+    bar = ProgressBar("x", Stamped(), tty=False, heartbeat=0.3)
+    while time.perf_counter() - t0 < 1.5:  # a stage's name every 50 ms, none of them shown at once
+        bar("threshold search: T = 96 (up to 384)")
+        time.sleep(0.05)
+    bar.close()
+    # a line at least every heartbeat (plus the thread's tick and a loaded machine's slack), not none at all
+    gaps = np.diff([t0, *stamps])
+    assert len(stamps) >= 3 and gaps.max() < 0.9

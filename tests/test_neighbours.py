@@ -115,6 +115,30 @@ def test_horizon_sweep_moves_to_the_horizon_where_the_leak_is_largest():
     assert [r["horizon"] for r in rows] == [4, 8] and T in (4, 8)
 
 
+class CoinFlip(ReplayingVote):
+    """Actions independent of the input (fair coins): every pattern's pilot bound is 0 at every horizon."""
+
+    def act(self, t, arms=None):
+        return self.rng.integers(0, 2, self.first.size)
+
+
+def test_horizon_sweep_stops_after_two_horizons_that_show_nothing():
+    seeds = [np.random.SeedSequence(s) for s in range(2)]
+    args = dict(delta=1e-3, confidence=0.95, n=500, factors=(1, 2, 4, 8))
+    # no pattern shows anything at 1 and 2 x the horizon: 4 and 8 x it are not run, the first horizon kept
+    spec, T, cand, rows = horizon_sweep(lambda T: CoinFlip(), TableDP(), [PairSpec(0, "low"), PairSpec(1, "high")],
+                                        4, seeds[0], (0.0, 1.0), **args)
+    assert [r["horizon"] for r in rows] == [4, 4, 8, 8] and all(r["pilot_bound"] == 0 for r in rows)
+    assert T == 4 and spec == PairSpec(0, "low")
+    # a positive bound in the first stage runs the rest, with the rows (and seeds) it would have had anyway
+    _, _, _, grown = horizon_sweep(lambda T: ReplayingVote(), TableDP(), [PairSpec(0, "low")], 4, seeds[1],
+                                   (0.0, 1.0), **args)
+    assert [r["horizon"] for r in grown] == [4, 8, 16, 32] and grown[0]["pilot_bound"] > 0
+    _, _, _, first = horizon_sweep(lambda T: ReplayingVote(), TableDP(), [PairSpec(0, "low")], 4,
+                                   np.random.SeedSequence(1), (0.0, 1.0), **dict(args, factors=(1, 2)))
+    assert first == grown[:2]
+
+
 class ReplayingVoteClaim(ReplayingVote):
     def __init__(self):
         from dpaudit.accountants import PureDP

@@ -337,7 +337,7 @@ class LoopPolicy:
                     setattr(mod, self.factory, lambda *a, **k: env)
                 for i, (w, seed) in enumerate(zip(which, seeds)):
                     env._load(tables[w], i)
-                    g.select(i)
+                    g.pin(i)
                     self._one(env, seed)
                     g.save(i)  # swap mode: the copy's states kept (a copy runs once, so twice per copy)
                     if len(env._arms) < self.horizon:

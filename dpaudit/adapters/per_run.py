@@ -383,7 +383,7 @@ class PerRun:
         fr = self.first_round
         pos = [("arm", "reward", "t").index(tok) for k, tok in s.args if k is None]
         kws = [(k, ("arm", "reward", "t").index(tok)) for k, tok in s.args if k is not None]
-        plain = not kws and pos == [0, 1]  # feedback(arm, reward): the common shape, called directly
+        plain = not kws and pos == [0, 1]  # feedback(arm, reward) or step(last_arm, last_reward): called directly
         views = np.empty((n, T), dtype=np.int64)
         g = self._globals
         i = t = 0
@@ -392,20 +392,28 @@ class PerRun:
             g.enter()
             try:
                 for i in range(n):
-                    g.select(i)
+                    g.pin(i)
                     table = rows[int(idx[i])]
                     arms: list[int] = []
                     keep = arms.append
                     if s.kind == "step":
                         fn = self._sel[i]
                         a = r = None
-                        for t, row in enumerate(table):
-                            vals = (a, r, t + fr)
-                            a = fn(*[vals[j] for j in pos], **{k: vals[j] for k, j in kws})
-                            if a.__class__ is not int or not 0 <= a < K:  # a numpy int, a whole float; else refused
-                                a = one_arm(a, t, i)
-                            keep(a)
-                            r = row[a]
+                        if plain:  # step(last_arm, last_reward): the common shape, called directly
+                            for t, row in enumerate(table):
+                                a = fn(a, r)
+                                if a.__class__ is not int or not 0 <= a < K:  # a numpy int, a whole float; else refused
+                                    a = one_arm(a, t, i)
+                                keep(a)
+                                r = row[a]
+                        else:
+                            for t, row in enumerate(table):
+                                vals = (a, r, t + fr)
+                                a = fn(*[vals[j] for j in pos], **{k: vals[j] for k, j in kws})
+                                if a.__class__ is not int or not 0 <= a < K:
+                                    a = one_arm(a, t, i)
+                                keep(a)
+                                r = row[a]
                     else:
                         sel, upd = self._sel[i], self._upd[i]
                         if plain and not s.select_t:  # select() + feedback(arm, reward): the common shape
