@@ -10,8 +10,9 @@ seconds set, a message that names a stage (no count) is held back until nothing 
 (an estimate, ending "(estimated)", at once),
 and a line saying that the last stage is still running comes whenever nothing was shown for that long
 (a daemon thread; :meth:`ProgressBar.close` stops it), however many messages came meanwhile unshown: no
-two lines are further apart than ``heartbeat`` plus a second. So a command that fails within seconds
-prints its error alone.
+two lines are further apart than ``heartbeat`` plus a second, counted from ``start`` (when the command
+began: the CLI's import of numpy and the audit's modules takes seconds before the bar exists). So a
+command that fails within seconds prints its error alone.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class ProgressBar:
     """A progress callback (``bar(message)``) for :func:`dpaudit.audit` and the CLI; call :meth:`close`."""
 
     def __init__(self, prefix: str = "dpaudit", stream: TextIO | None = None, *, tty: bool | None = None,
-                 every: float = 2.0, heartbeat: float | None = None) -> None:
+                 every: float = 2.0, heartbeat: float | None = None, start: float | None = None) -> None:
         self.prefix = prefix
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) if tty is None else tty
@@ -43,10 +44,12 @@ class ProgressBar:
         self._bar: Any = None
         self._stage: str | None = None
         self._last = 0.0
-        self._start = time.perf_counter()
+        #: when the command began (``start``, a ``time.perf_counter()`` value, else now): its first line comes at
+        #: most a heartbeat after it, however long the command took to get here
+        self._start = time.perf_counter() if start is None else min(float(start), time.perf_counter())
         self._since = time.time()  # when the current stage began (wall clock, as tqdm counts)
         self._lock = threading.RLock()
-        self._shown = time.perf_counter()  # when anything was last shown
+        self._shown = self._start  # when anything was last shown
         self._message: str | None = None  # the last message
         self._pending = False  # it names a stage and is not shown yet
         self._stop = threading.Event()

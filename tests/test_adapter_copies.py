@@ -242,3 +242,10 @@ def test_messages_held_back_do_not_hold_back_the_heartbeat():
     # a line at least every heartbeat (plus the thread's tick and a loaded machine's slack), not none at all
     gaps = np.diff([t0, *stamps])
     assert len(stamps) >= 3 and gaps.max() < 0.9
+    # the heartbeat counts from when the command began (its imports took seconds before the bar existed)
+    early = io.StringIO()
+    bar = ProgressBar("x", early, tty=False, heartbeat=0.3, start=time.perf_counter() - 0.5)
+    bar("choice of the horizon")
+    time.sleep(0.25)  # under a heartbeat since the bar was made, over one since the command began
+    bar.close()
+    assert early.getvalue().startswith("x: choice of the horizon [")

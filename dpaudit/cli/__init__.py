@@ -21,6 +21,7 @@ import importlib
 import os
 import signal
 import sys
+import time
 import traceback
 
 from dpaudit import __version__
@@ -133,7 +134,14 @@ def _print_debug(exc: BaseException) -> None:
         print("".join(traceback.format_exception(exc)).rstrip(), file=sys.stderr)
 
 
+#: when the running command began (``time.perf_counter()``, set by :func:`main` before the command modules load,
+#: which takes seconds): a command's progress counts its first heartbeat from here
+STARTED = time.perf_counter()
+
+
 def main(argv: list[str] | None = None) -> int:
+    global STARTED
+    STARTED = time.perf_counter()
     # the handlers go in first: a Ctrl-C while the command modules (numpy, scipy) are still importing
     # is an interrupt like any other (exit 130, one line), not Python's traceback
     signals = _Signals()

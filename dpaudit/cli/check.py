@@ -556,7 +556,9 @@ def check_named(args: argparse.Namespace) -> int:
     from dpaudit.sandbox import check_call_timeout
 
     call_timeout = None if args.call_timeout is None else check_call_timeout(args.call_timeout)
-    bar = ProgressBar("dpaudit check", heartbeat=HEARTBEAT)
+    from dpaudit import cli
+
+    bar = ProgressBar("dpaudit check", heartbeat=HEARTBEAT, start=cli.STARTED)  # the imports' seconds count too
     try:
         result = audit(
             args.policy, params=parse_params(args.param), protocol=args.protocol, delta=args.delta,
