@@ -559,6 +559,7 @@ def check_named(args: argparse.Namespace) -> int:
     from dpaudit import cli
 
     bar = ProgressBar("dpaudit check", heartbeat=HEARTBEAT, start=cli.STARTED)  # the imports' seconds count too
+    bar("setup: the policy loaded and probed, the audit's cost estimated")  # a stage the heartbeat can name
     try:
         result = audit(
             args.policy, params=parse_params(args.param), protocol=args.protocol, delta=args.delta,
