@@ -98,11 +98,19 @@ def run_one(name: str, protocol: str, seed: int, spec: str | None = None, option
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    row = {"policy": name, "protocol": protocol, "wall_seconds": wall, "cpu_seconds": cpu, "exit": res.returncode}
+    return row_of(name, protocol, res.returncode, res.stdout, res.stderr, wall, cpu, os.getloadavg()[0])
+
+
+def row_of(name: str, protocol: str, exit_code: int, stdout: str, stderr: str, wall: float, cpu: float,
+           load: float) -> dict:
+    """A table row from one ``dpaudit check policy ... --json`` run: its findings, wall and CPU seconds and the
+    machine's 1-minute load average when it ended (wall times are read beside it)."""
+    row = {"policy": name, "protocol": protocol, "wall_seconds": wall, "cpu_seconds": cpu, "exit": exit_code,
+           "loadavg_1min_after": load}
     try:
-        out = json.loads(res.stdout)
+        out = json.loads(stdout)
     except json.JSONDecodeError:
-        row["error"] = (res.stderr.strip().splitlines() or ["no output"])[-1]
+        row["error"] = (stderr.strip().splitlines() or ["no output"])[-1]
         return row
     best = max(out.get("attacks") or [], key=lambda a: float(a["epsilon_lower"]), default=None)
     power = out.get("power") or {}

@@ -367,6 +367,7 @@ def audit(ctx: Context) -> None:
             ctx.ran("horizon sweep", "setup", f"the best pairs of {len(sweep_specs)} families at "
                                               f"T = {sorted({row['horizon'] for row in rows})}: T = {horizon}",
                     time.perf_counter() - t_sweep)
+        ctx.say(f"membership: fresh views at T = {horizon}")  # the heartbeat names this stage, not the sweep's
         res.membership = evaluate(policy, proto, cand, s_sweep_final, n_test=r.runs, delta=ctx.delta,
                                   confidence=conf_each, n_tests=1, progress=ctx.progress, engine=engine,
                                   claim=ctx.claim.epsilon)
