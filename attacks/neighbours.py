@@ -631,22 +631,19 @@ def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: S
     seeds = seed.spawn(len(planned))
     first = {int(horizon * f) for f in factors[:SWEEP_FIRST_STAGE]}
     stages = [[i for i, (_, T) in enumerate(planned) if T in first], [i for i, (_, T) in enumerate(planned) if T not in first]]
-    on_result = progress_counter(progress, "horizon sweep: {done}/{total} run-rounds of the best pairs at longer horizons",
-                                 [4 * n * T for _, T in planned])
     done: list[int] = []
     results: list[Any] = []
     for stage in stages:
         if not stage:
             continue
         if done and max(cand.selection_bound for cand, _, _ in results) <= 0:  # the first stage showed nothing
-            if progress is not None:
-                progress(f"horizon sweep: every bound 0 up to T = {max(planned[i][1] for i in done)}, so the "
-                         f"{len(planned) - len(done)} runs at longer horizons are skipped")
             break
+        horizons = ", ".join(str(T) for T in sorted({planned[i][1] for i in stage}))
+        on_result = progress_counter(progress, f"horizon sweep (T = {horizons}): {{done}}/{{total}} run-rounds of the "
+                                     "best pairs", [4 * n * planned[i][1] for i in stage])
         results += engine.map(_rank, [(policy_for(planned[i][1]), protocol, planned[i][0], seeds[i], planned[i][1],
                                        reward_range, delta, confidence, n, n, None, alphabet) for i in stage],
-                              on_result=None if on_result is None else
-                              (lambda k, r, _stage=stage: on_result(_stage[k], r)))
+                              on_result=on_result)
         done += stage
     tried = [planned[i] for i in done]
     rows = [{"pair": spec.label(), "horizon": T, "pilot_bound": float(cand.selection_bound),
