@@ -238,3 +238,39 @@ def test_cycle_path_refuses_what_the_step_path_refuses():
     Broken.__module__ = "dpaudit.policies.elimination"  # pretend it is ours, so that the cycle path is taken
     with pytest.raises(DPAuditError, match="planned a cycle"):
         TableDP().run(Broken(), np.zeros((2000, 2)), 5, np.random.default_rng(0))
+
+
+def test_blocks_written_by_group_give_the_same_views_with_few_or_many_groups():
+    """``shared_blocks`` (GOPE) writes views one distinct block at a time, and all at once past 64 distinct blocks:
+    UCB's episodes, shared by every run at first and then per run, exercise both against the step path."""
+
+    class Grouped(AdaCUCB):
+        shared_blocks = True
+
+    Grouped.__module__ = "dpaudit.policies.ucb"  # pretend it is ours, so that the block path is taken
+    import dpaudit.protocols.base as base
+
+    distinct = []
+    write = base.Protocol._write_groups
+
+    def counted(views, runs, start, arms, length):
+        distinct.append(np.unique(np.column_stack([start, arms, length]), axis=0).shape[0])
+        write(views, runs, start, arms, length)
+
+    d = np.tile(np.linspace(0.7, 0.3, 12), (800, 1))
+    v_step = TableDP().run(Grouped(n_arms=12, rho=0.3), d, 500, np.random.default_rng(8), path="step")
+    base.Protocol._write_groups = staticmethod(counted)
+    try:
+        v_blocks = TableDP().run(Grouped(n_arms=12, rho=0.3), d, 500, np.random.default_rng(8), path="blocks")
+    finally:
+        base.Protocol._write_groups = staticmethod(write)
+    assert np.array_equal(v_step, v_blocks)
+    assert min(distinct) == 1 and max(distinct) > 64  # both ways of writing were taken
+    # blocks are grouped by a hash of their row and checked: a hash that collides everywhere changes nothing
+    weights = base._ROW_WEIGHTS
+    base._ROW_WEIGHTS = np.zeros_like(weights)
+    try:
+        v_collide = TableDP().run(Grouped(n_arms=12, rho=0.3), d, 500, np.random.default_rng(8), path="blocks")
+    finally:
+        base._ROW_WEIGHTS = weights
+    assert np.array_equal(v_step, v_collide)

@@ -137,6 +137,8 @@ class _GOPEBase(Policy):
     notion = "table"
     accepts_queries = False  # its phase schedule fixes the arm observed at every step
     fast_path = True
+    #: runs share their phases (a plan per action set, active set and phase): the block path writes views by group
+    shared_blocks = True
 
     def __init__(
         self,

@@ -377,6 +377,10 @@ class Protocol:
                 return pre[w, start + length, arms] - pre[w, start, arms]
         active = np.ones(n_runs, dtype=bool)
         segments: list[tuple[np.ndarray, ...]] = []
+        # runs that share their blocks (GOPE's phases: a few plans per phase) are written group by group
+        grouped = bool(getattr(policy, "shared_blocks", False))
+        views = np.empty((n_runs, horizon), dtype=np.int64) if grouped else None
+        next_start = np.zeros(n_runs, dtype=np.int64)
         while True:
             idx = np.flatnonzero(active)
             if idx.size == 0:
@@ -391,7 +395,13 @@ class Protocol:
             seg_start = s[:, None] + np.cumsum(L, axis=1) - L
             seg_len = np.clip(np.minimum(L, horizon - seg_start), 0, None)
             keep = seg_len > 0
-            segments.append((np.broadcast_to(idx[:, None], A.shape)[keep], seg_start[keep], A[keep], seg_len[keep]))
+            if grouped:
+                if not np.array_equal(s, next_start[idx]):
+                    raise DPAuditError(f"policy {who} planned blocks that do not cover rounds 0..{horizon - 1} back to back.")
+                next_start[idx] = s + total
+                self._write_groups(views, idx, s, A, seg_len)
+            else:
+                segments.append((np.broadcast_to(idx[:, None], A.shape)[keep], seg_start[keep], A[keep], seg_len[keep]))
             end = s + total
             full = end <= horizon
             if full.any():
@@ -400,6 +410,8 @@ class Protocol:
                 else:
                     policy.complete(idx[full], sums(prefix, A[full], seg_start[full], L[full], idx[full]))
             active[idx[end >= horizon]] = False
+        if grouped:
+            return views
         run, seg_start, arm, seg_len = (np.concatenate(c) for c in zip(*segments))
         order = np.lexsort((seg_start, run))
         run, seg_start, arm, seg_len = run[order], seg_start[order], arm[order], seg_len[order]
@@ -409,6 +421,32 @@ class Protocol:
         if not np.array_equal(seg_start, expected) or np.bincount(run, seg_len, minlength=n_runs).min() != horizon:
             raise DPAuditError(f"policy {who} planned blocks that do not cover rounds 0..{horizon - 1} back to back.")
         return np.repeat(arm, seg_len).reshape(n_runs, horizon)
+
+    @staticmethod
+    def _write_groups(views: np.ndarray, runs: np.ndarray, start: np.ndarray, arms: np.ndarray,
+                      length: np.ndarray) -> None:
+        """Blocks of ``runs`` (start (n,), arms and clipped lengths (n, B)) into ``views``: one broadcast write per
+        distinct block, runs with the same block at once (many distinct blocks: one gather write for them all).
+        Blocks are grouped by a hash of their row, and each group checked equal to its first row."""
+        rows = np.column_stack([start, arms, length])
+        with np.errstate(over="ignore"):
+            h = rows.view(np.uint64) @ _ROW_WEIGHTS[: rows.shape[1]] if rows.shape[1] <= _ROW_WEIGHTS.size else None
+        if h is not None:
+            _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+            inverse = inverse.reshape(-1)
+        if h is None or first.size > 64 or not np.array_equal(rows, rows[first[inverse]]):
+            total = length.sum(axis=1)
+            cells = int(total.sum())
+            at = np.repeat(runs, total)
+            offset = np.arange(cells) - np.repeat(np.cumsum(total) - total, total)
+            views[at, np.repeat(start, total) + offset] = np.repeat(arms.reshape(-1), length.reshape(-1))
+            return
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.r_[0, np.cumsum(np.bincount(inverse, minlength=first.size))]
+        for k, i in enumerate(first.tolist()):
+            pattern = np.repeat(arms[i], length[i])
+            if pattern.size:
+                views[runs[order[bounds[k]:bounds[k + 1]]], start[i]:start[i] + pattern.size] = pattern
 
     def _run_cycles(self, policy, inputs: np.ndarray, which: np.ndarray, n_arms: int, who: str) -> np.ndarray:
         """The cycle path of :meth:`run` and :meth:`run_batch` (``policy.cycle_path``): run i plays
@@ -489,6 +527,11 @@ class Protocol:
                 rows = slice(None)  # every run (the first blocks): a slice, not a gather
             for j in range(min(p, n)):  # slot j's rounds s0 + j, s0 + j + p, ...: one broadcast write each
                 views[rows, s0 + j:s0 + n:p] = pattern[g, j:j + 1]
+
+
+#: odd 64-bit weights of the row hash of :meth:`Protocol._write_groups` (a fixed draw; groups are checked exactly)
+_ROW_WEIGHTS = (np.random.default_rng(0x5EED).integers(1, 2**63, size=64, dtype=np.int64).astype(np.uint64)
+                << np.uint64(1)) | np.uint64(1)
 
 
 def _strided_prefix(inputs: np.ndarray, p: int) -> np.ndarray:
