@@ -101,9 +101,10 @@ def _play_moments(v: np.ndarray, n_arms: int) -> tuple[np.ndarray, np.ndarray]:
     """Per arm and round, the mean and variance over runs of the cumulative plays: two (K, T) arrays."""
     n, T = v.shape
     sums = []
+    counts = np.int32 if T < 2**31 else np.int64  # a count never exceeds T: half the memory, the sums in int64
     for a in range(n_arms if n_arms != 2 else 1):
-        c = np.cumsum(v == a, axis=1, dtype=np.int64)  # (n, T) along rows: integer sums keep a constant column's variance 0
-        sums.append((c.sum(axis=0), np.einsum("ij,ij->j", c, c)))
+        c = np.cumsum(v == a, axis=1, dtype=counts)  # (n, T) along rows: integer sums keep a constant column's variance 0
+        sums.append((c.sum(axis=0, dtype=np.int64), np.einsum("ij,ij->j", c, c, dtype=np.int64)))
     if n_arms == 2:  # arm 1's cumulative plays are t + 1 minus arm 0's: the same integers, from arm 0's sums
         s1, s2 = sums[0]
         t1 = np.arange(1, T + 1, dtype=np.int64)
