@@ -268,7 +268,8 @@ def markdown(res: dict, command: str) -> str:
     na = sum(r["seeds"] for r in res["rows"] if r["correct"])
     det = sum(r["flagged"] for r in res["rows"] if not r["correct"])
     nd = sum(r["seeds"] for r in res["rows"] if not r["correct"])
-    head += ["", f"{fa} false alarms in {na} audits of correct policies; {det} of {nd} mutant audits flagged.", ""]
+    head += ["", f"{fa} false alarm{'' if fa == 1 else 's'} in {na} audits of correct policies (the 95% confidence "
+             f"allows about {0.05 * na:.0f}); {det} of {nd} mutant audits flagged.", ""]
     if res.get("note"):
         head += [res["note"], ""]
     return "\n".join(head)
@@ -283,11 +284,15 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="file stem of the tables (default controls-SUITE, -only with --only)")
     ap.add_argument("--render", default=None, metavar="JSON", help="only write the Markdown table of a recorded JSON")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
-                    help="only merge recorded JSONs of one suite (parts run with --only) into --out's tables")
+                    help="only merge recorded JSONs of one suite (parts run with --only) into --out's tables; a case "
+                         "in a later file replaces the same case's row of an earlier one")
     args = ap.parse_args()
     if args.merge:
         recs = [json.loads(Path(p).read_text()) for p in args.merge]
-        rec = {**recs[0], "rows": [r for x in recs for r in x["rows"]], "seeds": max(x["seeds"] for x in recs),
+        rows: dict[str, dict] = {}
+        for x in recs:  # a case run again in a later part replaces the earlier row, in the earlier row's place
+            rows.update({r["case"]: r for r in x["rows"]})
+        rec = {**recs[0], "rows": list(rows.values()), "seeds": max(x["seeds"] for x in recs),
                "command": f"python benchmarks/controls.py --suite {recs[0]['suite']} --seeds S` with S as in each row's "
                           "seeds column (run in parts with --only, merged with `--merge"}
         stem = args.out or f"controls-{rec['suite']}"
