@@ -118,6 +118,41 @@ def _unpack(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.ndar
     return V
 
 
+def _packed_inv(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """:func:`batched_inv` of the symmetric matrices packed in ``U`` (m, n): for d = 3 the same adjugate
+    arithmetic on the packed rows (contiguous, faster than the strided entries), entry for entry."""
+    if d != 3:
+        return batched_inv(_unpack(U, d, iu))
+    a, b, c, f, g, j = U  # V00, V01, V02, V11, V12, V22 (V10 = b, V20 = c, V21 = g)
+    out = np.empty((U.shape[1], 3, 3))
+    out[:, 0, 0] = f * j - g * g
+    out[:, 0, 1] = c * g - b * j
+    out[:, 0, 2] = b * g - c * f
+    out[:, 1, 0] = g * c - b * j
+    out[:, 1, 1] = a * j - c * c
+    out[:, 1, 2] = c * b - a * g
+    out[:, 2, 0] = b * g - f * c
+    out[:, 2, 1] = b * c - a * g
+    out[:, 2, 2] = a * f - b * b
+    return out / _packed_det(U, d, iu)[:, None, None]
+
+
+def _packed_smallest_eigenvalue(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """:func:`smallest_eigenvalue` of the symmetric matrices packed in ``U`` (m, n): for d = 3 the same
+    closed form (Smith 1961) on the packed rows, operation for operation."""
+    if d != 3:
+        return smallest_eigenvalue(_unpack(U, d, iu))
+    a, b, c, f, g, j = U
+    q = ((a + f) + j) / 3.0
+    p2 = (a - q) ** 2 + (f - q) ** 2 + (j - q) ** 2 + 2.0 * (b ** 2 + c ** 2 + g ** 2)
+    p = np.sqrt(p2 / 6.0)
+    safe = np.where(p > 0, p, 1.0)
+    B = np.stack([(a - q) / safe, b / safe, c / safe, (f - q) / safe, g / safe, (j - q) / safe])
+    r = np.clip(_packed_det(B, 3, iu) / 2.0, -1.0, 1.0)
+    phi = np.arccos(r) / 3.0
+    return np.where(p > 0, q + 2.0 * p * np.cos(phi + 2.0 * math.pi / 3.0), q)
+
+
 def smallest_eigenvalue(V: np.ndarray) -> np.ndarray:
     """lambda_min of stacked symmetric ``(n, d, d)`` matrices; closed form (Smith 1961) for d <= 3."""
     d = V.shape[-1]
@@ -197,9 +232,8 @@ class _OFULBase(Policy):
         self.U = np.where((self._iu[0] == self._iu[1])[:, None], self.lam, 0.0) * np.ones((1, n))
         self.logdet = np.full(n, d * math.log(self.lam))
         self.logdet_tau = self.logdet.copy()
-        self.W_tau = np.broadcast_to(eye / self.lam, (n, d, d)).copy()
         self.theta = np.zeros((n, d))
-        self.M = np.concatenate([self.W_tau, self.theta[:, :, None]], axis=2)  # [V_tau^{-1} | theta]
+        self.M = np.concatenate([np.broadcast_to(eye / self.lam, (n, d, d)), self.theta[:, :, None]], axis=2)  # [V_tau^{-1} | theta]
         self.beta = np.full(n, self._beta_np(self.logdet))
         self.tau = np.zeros(n, dtype=np.int64)
         self.n_switches = np.zeros(n, dtype=np.int64)
@@ -212,11 +246,18 @@ class _OFULBase(Policy):
         self._hist: list[np.ndarray] = []  # played features per round, kept only while recording
         self._hist_start = 0
         self._row_base = np.arange(n) * self.n_arms
+        self._ucb: np.ndarray | None = None  # the index of every run and arm, while the action set is shared
+        self._ucb_arms: np.ndarray | None = None
 
     @property
     def V(self) -> np.ndarray:
         """The design matrices ``lambda I + sum_s a_s a_s^T`` of every run, ``(n_runs, d, d)``."""
         return _unpack(self.U, self.dim, self._iu)
+
+    @property
+    def W_tau(self) -> np.ndarray:
+        """``V_tau^{-1}`` of every run at its last switch, ``(n_runs, d, d)`` (a view of the index's matrices)."""
+        return self.M[:, :, : self.dim]
 
     def _beta_np(self, logdet: np.ndarray | float) -> np.ndarray:
         """beta_t of seed 001 App. F (Thm 14, Step 4), from ``log det V_t``."""
@@ -226,22 +267,30 @@ class _OFULBase(Policy):
     # -- the loop -----------------------------------------------------------------------------
     def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
         arms = self._check_arms(t, arms)
-        if self.pending.any():
-            self._switch(t, np.flatnonzero(self.pending))
-        AM = np.matmul(arms, self.M)  # (n, K, d+1): [a^T V_tau^{-1} | <a, theta>]
-        ucb = np.einsum("nkd,nkd->nk", AM[:, :, : self.dim], arms)  # ||a||^2_{V_tau^{-1}}
-        np.maximum(ucb, 0.0, out=ucb)
-        np.sqrt(ucb, out=ucb)
-        ucb *= self.beta[:, None]
-        ucb += AM[:, :, self.dim]
+        runs = np.flatnonzero(self.pending)
+        if runs.size:
+            self._switch(t, runs)
+        # the index of a run changes only at its switches while the action set stays the same; one set shared by
+        # every run (a fixed action set) is recomputed only for the runs that switched, by the same arithmetic
+        shared = arms.shape[0] == 1 or arms.strides[0] == 0
+        if shared and self._ucb is not None and np.array_equal(arms[0], self._ucb_arms):
+            ucb = self._ucb
+            if runs.size:
+                ucb[runs] = self._index(np.broadcast_to(arms[0], (runs.size,) + arms.shape[1:]), runs)
+        else:
+            ucb = self._index(arms, None)
+            self._ucb, self._ucb_arms = (ucb, arms[0].copy()) if shared else (None, None)
         who = type(self).name or type(self).__name__
         if not np.isfinite(ucb).all():
             raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
         actions = np.argmax(ucb, axis=1)
-        played = np.take(arms.reshape(-1, self.dim), self._row_base + actions, axis=0)  # (n, d)
+        if shared:
+            played = np.take(arms[0], actions, axis=0)  # (n, d)
+        else:
+            played = np.take(arms.reshape(-1, self.dim), self._row_base + actions, axis=0)
         if self.private:
             # the sensitivity 2 B L needs ||a_s|| <= L for every played action (Assumption 1(1))
-            sq = np.einsum("nd,nd->n", played, played)
+            sq = np.einsum("kd,kd->k", arms[0], arms[0])[actions] if shared else np.einsum("nd,nd->n", played, played)
             bound = self.feature_bound * (1.0 + _FEATURE_TOL)
             if not np.all(sq <= bound * bound):
                 raise DPAuditError(
@@ -251,6 +300,17 @@ class _OFULBase(Policy):
                 )
         self._played, self._actions = played, actions
         return actions
+
+    def _index(self, arms: np.ndarray, runs: np.ndarray | None) -> np.ndarray:
+        """``<theta_tau, a> + beta_tau ||a||_{V_tau^{-1}}`` of every arm (Line 11), for all runs or ``runs``."""
+        M, beta = (self.M, self.beta) if runs is None else (self.M[runs], self.beta[runs])
+        AM = np.matmul(arms, M)  # (n, K, d+1): [a^T V_tau^{-1} | <a, theta>]
+        ucb = np.einsum("nkd,nkd->nk", AM[:, :, : self.dim], arms)  # ||a||^2_{V_tau^{-1}}
+        np.maximum(ucb, 0.0, out=ucb)
+        np.sqrt(ucb, out=ucb)
+        ucb *= beta[:, None]
+        ucb += AM[:, :, self.dim]
+        return ucb
 
     def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
         if self._actions is None or not np.array_equal(actions, self._actions):
@@ -271,8 +331,8 @@ class _OFULBase(Policy):
 
     def _switch(self, t: int, runs: np.ndarray) -> None:
         """Refresh the estimate of ``runs`` at step t (Alg. 3/4, Lines 6-9)."""
-        V = _unpack(self.U[:, runs], self.dim, self._iu)
-        W = batched_inv(V)
+        U = self.U[:, runs]
+        W = _packed_inv(U, self.dim, self._iu)
         if self._mech is None:
             b = self.sum_ar[runs]
             extra = 0.0
@@ -283,15 +343,13 @@ class _OFULBase(Policy):
             self.sum_ar[runs] = 0.0
             b = self.noisy_sum[runs]
             ell = self.n_switches[runs]
-            lam_min = smallest_eigenvalue(V)
+            lam_min = _packed_smallest_eigenvalue(U, self.dim, self._iu)
             sigma = float(self._mech.sigma)
             radius = chi2_radius(self.dim, self.delta / (ell * (ell + 1.0)))
             extra = sigma * np.sqrt(ell * radius / lam_min)
         theta = np.einsum("nde,ne->nd", W, b)
-        self.W_tau[runs] = W
         self.theta[runs] = theta
-        self.M[runs, :, : self.dim] = W
-        self.M[runs, :, self.dim] = theta
+        self.M[runs] = np.concatenate([W, theta[:, :, None]], axis=2)
         self.logdet_tau[runs] = self.logdet[runs]
         self.beta[runs] = self._beta_np(self.logdet[runs]) + extra
         self.tau[runs] = t
