@@ -144,10 +144,15 @@ def _packed_smallest_eigenvalue(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.
         return smallest_eigenvalue(_unpack(U, d, iu))
     a, b, c, f, g, j = U
     q = ((a + f) + j) / 3.0
-    p2 = (a - q) ** 2 + (f - q) ** 2 + (j - q) ** 2 + 2.0 * (b ** 2 + c ** 2 + g ** 2)
+    B = np.empty_like(U)  # the packed (V - q I) / p
+    np.subtract(a, q, out=B[0])
+    np.subtract(f, q, out=B[3])
+    np.subtract(j, q, out=B[5])
+    p2 = B[0] ** 2 + B[3] ** 2 + B[5] ** 2 + 2.0 * (b ** 2 + c ** 2 + g ** 2)
     p = np.sqrt(p2 / 6.0)
     safe = np.where(p > 0, p, 1.0)
-    B = np.stack([(a - q) / safe, b / safe, c / safe, (f - q) / safe, g / safe, (j - q) / safe])
+    B[1], B[2], B[4] = b, c, g
+    B /= safe
     r = np.clip(_packed_det(B, 3, iu) / 2.0, -1.0, 1.0)
     phi = np.arccos(r) / 3.0
     return np.where(p > 0, q + 2.0 * p * np.cos(phi + 2.0 * math.pi / 3.0), q)
@@ -248,6 +253,10 @@ class _OFULBase(Policy):
         self._row_base = np.arange(n) * self.n_arms
         self._ucb: np.ndarray | None = None  # the index of every run and arm, while the action set is shared
         self._ucb_arms: np.ndarray | None = None
+        self._best = np.zeros(n, dtype=np.int64)  # its argmax
+        self._arm_sq: np.ndarray | None = None  # the squared norms of a shared set with an arm above L
+        self._radii = np.empty(0)  # chi2 radii by episode count (_radius)
+        self._played_shared = False
 
     @property
     def V(self) -> np.ndarray:
@@ -270,27 +279,40 @@ class _OFULBase(Policy):
         runs = np.flatnonzero(self.pending)
         if runs.size:
             self._switch(t, runs)
-        # the index of a run changes only at its switches while the action set stays the same; one set shared by
-        # every run (a fixed action set) is recomputed only for the runs that switched, by the same arithmetic
+        # the index of a run changes only at its switches while the action set stays the same: one set shared by
+        # every run (a fixed action set) has its index and argmax recomputed only for the runs that switched, by
+        # the same arithmetic as for all runs (the other runs' actions are the ones of the step before)
+        who = type(self).name or type(self).__name__
         shared = arms.shape[0] == 1 or arms.strides[0] == 0
         if shared and self._ucb is not None and np.array_equal(arms[0], self._ucb_arms):
-            ucb = self._ucb
             if runs.size:
-                ucb[runs] = self._index(np.broadcast_to(arms[0], (runs.size,) + arms.shape[1:]), runs)
+                fresh = self._index(np.broadcast_to(arms[0], (runs.size,) + arms.shape[1:]), runs)
+                if not np.isfinite(fresh).all():
+                    raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
+                self._ucb[runs] = fresh
+                self._best[runs] = np.argmax(fresh, axis=1)
+            actions = self._best.copy()
         else:
             ucb = self._index(arms, None)
-            self._ucb, self._ucb_arms = (ucb, arms[0].copy()) if shared else (None, None)
-        who = type(self).name or type(self).__name__
-        if not np.isfinite(ucb).all():
-            raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
-        actions = np.argmax(ucb, axis=1)
+            if not np.isfinite(ucb).all():
+                raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
+            actions = np.argmax(ucb, axis=1)
+            if shared:
+                self._ucb, self._ucb_arms, self._best = ucb, arms[0].copy(), actions.copy()
+                aT = self._ucb_arms.T
+                self._arm_outer = aT[self._iu[0]] * aT[self._iu[1]]  # each arm's packed a a^T, (m, K)
+                sq = np.einsum("kd,kd->k", arms[0], arms[0])
+                self._arm_sq = sq if self.private and sq.max() > (self.feature_bound * (1.0 + _FEATURE_TOL)) ** 2 else None
+            else:
+                self._ucb = self._ucb_arms = None
         if shared:
             played = np.take(arms[0], actions, axis=0)  # (n, d)
         else:
             played = np.take(arms.reshape(-1, self.dim), self._row_base + actions, axis=0)
-        if self.private:
-            # the sensitivity 2 B L needs ||a_s|| <= L for every played action (Assumption 1(1))
-            sq = np.einsum("kd,kd->k", arms[0], arms[0])[actions] if shared else np.einsum("nd,nd->n", played, played)
+        if self.private and (not shared or self._arm_sq is not None):
+            # the sensitivity 2 B L needs ||a_s|| <= L for every played action (Assumption 1(1)); a shared set
+            # whose arms are all within L needs no check per step
+            sq = self._arm_sq[actions] if shared else np.einsum("nd,nd->n", played, played)
             bound = self.feature_bound * (1.0 + _FEATURE_TOL)
             if not np.all(sq <= bound * bound):
                 raise DPAuditError(
@@ -298,7 +320,7 @@ class _OFULBase(Policy):
                     f"feature_bound={self.feature_bound:g} that its sensitivity assumes; rescale the features or "
                     "raise feature_bound."
                 )
-        self._played, self._actions = played, actions
+        self._played, self._actions, self._played_shared = played, actions, shared
         return actions
 
     def _index(self, arms: np.ndarray, runs: np.ndarray | None) -> np.ndarray:
@@ -321,8 +343,11 @@ class _OFULBase(Policy):
         a = self._played
         self._actions = None
         self.sum_ar += a * rewards[:, None]
-        aT = a.T
-        self.U += aT[self._iu[0]] * aT[self._iu[1]]
+        if self._played_shared:  # the same products, formed once per arm of the shared set
+            self.U += np.take(self._arm_outer, actions, axis=1)
+        else:
+            aT = a.T
+            self.U += aT[self._iu[0]] * aT[self._iu[1]]
         with np.errstate(divide="ignore"):
             self.logdet = np.log(_packed_det(self.U, self.dim, self._iu))
         self.pending = self.logdet > self.logdet_tau + self.log1p_C
@@ -337,16 +362,15 @@ class _OFULBase(Policy):
             b = self.sum_ar[runs]
             extra = 0.0
         else:
-            self.n_switches[runs] += 1
+            ell = self.n_switches[runs] + 1
+            self.n_switches[runs] = ell
             released = self._release(t, runs)
-            self.noisy_sum[runs] += released
+            b = self.noisy_sum[runs] + released
+            self.noisy_sum[runs] = b
             self.sum_ar[runs] = 0.0
-            b = self.noisy_sum[runs]
-            ell = self.n_switches[runs]
             lam_min = _packed_smallest_eigenvalue(U, self.dim, self._iu)
             sigma = float(self._mech.sigma)
-            radius = chi2_radius(self.dim, self.delta / (ell * (ell + 1.0)))
-            extra = sigma * np.sqrt(ell * radius / lam_min)
+            extra = sigma * np.sqrt(ell * self._radius(ell) / lam_min)
         theta = np.einsum("nde,ne->nd", W, b)
         self.theta[runs] = theta
         self.M[runs] = np.concatenate([W, theta[:, :, None]], axis=2)
@@ -354,6 +378,14 @@ class _OFULBase(Policy):
         self.beta[runs] = self._beta_np(self.logdet[runs]) + extra
         self.tau[runs] = t
         self.pending[runs] = False
+
+    def _radius(self, ell: np.ndarray) -> np.ndarray:
+        """``chi2_radius(d, delta / (l (l + 1)))`` at the episode counts ``ell`` (>= 1), from a table of the same values."""
+        top = int(ell.max())
+        if top >= self._radii.size:
+            ls = np.arange(1, 2 * top + 1)
+            self._radii = np.concatenate([[np.nan], chi2_radius(self.dim, self.delta / (ls * (ls + 1.0)))])
+        return self._radii[ell]
 
     def _release(self, t: int, runs: np.ndarray) -> np.ndarray:
         """Release each run's episode sum ``sum_{s in [tau, t)} a_s r_s`` through the mechanism."""
