@@ -300,13 +300,16 @@ def test_cached_index_plays_the_reference_actions(name, shared):
                     pol.observe(t, a, data[t, a])
                     acts.append(a)
                 views.append(np.stack(acts, axis=1))
-            ledgers.append([(r.step, r.value) for r in pol.ledger.releases])
+            ledgers.append([(r.step, np.concatenate([r.runs[:, None], r.centre, r.value], axis=1),
+                             np.concatenate([r.fed.pos[:, None], r.fed.rounds[:, None], r.fed.coef], axis=1))
+                            for r in pol.ledger.releases])
             thetas.append((pol.theta.copy(), pol.beta.copy(), pol.M.copy()))
         assert np.array_equal(views[0], views[1])
         if make_policy(name).private:  # many distinct histories were compared (the others are deterministic)
             assert len(set(map(tuple, views[0][:, 5:].tolist()))) > 50
         assert len(ledgers[0]) == len(ledgers[1])
-        assert all(s0 == s1 and np.array_equal(v0, v1) for (s0, v0), (s1, v1) in zip(*ledgers))
+        assert all(s0 == s1 and np.array_equal(v0, v1) and np.array_equal(f0, f1)
+                   for (s0, v0, f0), (s1, v1, f1) in zip(*ledgers))
         assert all(np.array_equal(x, y) for x, y in zip(*thetas))
 
 

@@ -248,7 +248,10 @@ class _OFULBase(Policy):
         self._mech = self._mechanism()
         self._played = np.zeros((n, d))
         self._actions: np.ndarray | None = None
-        self._hist: list[np.ndarray] = []  # played features per round, kept only while recording
+        # played features per round (rows from round _hist_start on), kept only while recording: a buffer that
+        # grows by doubling, so that a release reads its episode's rows without stacking them
+        self._hist = np.empty((0, n, d))
+        self._hist_len = 0
         self._hist_start = 0
         self._row_base = np.arange(n) * self.n_arms
         self._ucb: np.ndarray | None = None  # the index of every run and arm, while the action set is shared
@@ -352,7 +355,12 @@ class _OFULBase(Policy):
             self.logdet = np.log(_packed_det(self.U, self.dim, self._iu))
         self.pending = self.logdet > self.logdet_tau + self.log1p_C
         if self._mech is not None and self.record:
-            self._hist.append(a)
+            if self._hist_len == self._hist.shape[0]:
+                grown = np.empty((max(8, 2 * self._hist_len),) + a.shape)
+                grown[: self._hist_len] = self._hist[: self._hist_len]
+                self._hist = grown
+            self._hist[self._hist_len] = a
+            self._hist_len += 1
 
     def _switch(self, t: int, runs: np.ndarray) -> None:
         """Refresh the estimate of ``runs`` at step t (Alg. 3/4, Lines 6-9)."""
@@ -397,8 +405,7 @@ class _OFULBase(Policy):
             pos = np.repeat(np.arange(runs.size), lengths)
             offsets = np.arange(pos.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
             rounds = starts[pos] + offsets
-            hist = np.stack(self._hist[int(starts.min()) - self._hist_start: t - self._hist_start])
-            coef = hist[rounds - int(starts.min()), runs[pos]]
+            coef = self._hist[rounds - self._hist_start, runs[pos]]
             fed = Fed(pos, rounds, coef)
         value = self._mech.release(
             self.sum_ar[runs], self.rng, ledger=self.ledger, label="episode sum of a_s r_s", step=t,
@@ -409,7 +416,9 @@ class _OFULBase(Policy):
             new_tau[runs] = t
             keep_from = int(new_tau.min())
             if keep_from > self._hist_start:
-                del self._hist[: keep_from - self._hist_start]
+                drop = keep_from - self._hist_start
+                self._hist = self._hist[drop:]
+                self._hist_len -= drop
                 self._hist_start = keep_from
         return value
 
