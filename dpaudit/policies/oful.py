@@ -289,7 +289,7 @@ class _OFULBase(Policy):
         shared = arms.shape[0] == 1 or arms.strides[0] == 0
         if shared and self._ucb is not None and np.array_equal(arms[0], self._ucb_arms):
             if runs.size:
-                fresh = self._index(np.broadcast_to(arms[0], (runs.size,) + arms.shape[1:]), runs)
+                fresh = self._index(self._ucb_view[: runs.size], runs)  # the shared set as a stride-0 stack
                 if not np.isfinite(fresh).all():
                     raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
                 self._ucb[runs] = fresh
@@ -302,6 +302,7 @@ class _OFULBase(Policy):
             actions = np.argmax(ucb, axis=1)
             if shared:
                 self._ucb, self._ucb_arms, self._best = ucb, arms[0].copy(), actions.copy()
+                self._ucb_view = np.broadcast_to(self._ucb_arms, arms.shape)
                 aT = self._ucb_arms.T
                 self._arm_outer = aT[self._iu[0]] * aT[self._iu[1]]  # each arm's packed a a^T, (m, K)
                 sq = np.einsum("kd,kd->k", arms[0], arms[0])
