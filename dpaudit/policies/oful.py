@@ -339,7 +339,7 @@ class _OFULBase(Policy):
         return ucb
 
     def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
-        if self._actions is None or not np.array_equal(actions, self._actions):
+        if self._actions is None or (actions is not self._actions and not np.array_equal(actions, self._actions)):
             raise DPAuditError(
                 f"observe at step {t} got actions that differ from the ones act returned; "
                 "call act(t) and feed back its actions."
