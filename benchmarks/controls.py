@@ -268,7 +268,8 @@ def markdown(res: dict, command: str) -> str:
     na = sum(r["seeds"] for r in res["rows"] if r["correct"])
     det = sum(r["flagged"] for r in res["rows"] if not r["correct"])
     nd = sum(r["seeds"] for r in res["rows"] if not r["correct"])
-    head += ["", f"{fa} false alarms in {na} audits of correct policies; {det} of {nd} mutant audits flagged.", ""]
+    head += ["", f"{fa} false alarm{'' if fa == 1 else 's'} in {na} audits of correct policies (the 95% confidence "
+             f"allows about {0.05 * na:.0f}); {det} of {nd} mutant audits flagged.", ""]
     if res.get("note"):
         head += [res["note"], ""]
     return "\n".join(head)

@@ -18,7 +18,7 @@ from dpaudit.policies import make_policy
 from dpaudit.policies.base import Policy
 from dpaudit.protocols.joint import JointDP, canary_nodes, canary_pairs
 from dpaudit.runner import check
-from dpaudit.runner.joint import LossSource
+from dpaudit.runner.joint import LONG_LEDGER, LossSource
 
 SQRT2 = math.sqrt(2.0)
 
@@ -273,3 +273,30 @@ def test_the_ledger_composes_a_mechanism_at_its_realised_sensitivity():
     h_tree = int(tree_node_counts(T)[0]) * pol.tree_sensitivity**2 / (2 * pol.sigma_tree**2)
     assert raised - base == pytest.approx(3 * h_tree, rel=1e-9)
     assert lowered == base
+
+
+def test_growth_background_spreads_unit_contexts_over_every_direction():
+    from dpaudit.protocols.joint import growth_background
+
+    inp = growth_background(3, 4, 10)
+    assert inp.X.shape == (10, 3, 4) and inp.R.shape == (10, 3)
+    assert np.allclose(np.linalg.norm(inp.X, axis=2), 1.0)
+    gram = np.einsum("td,te->de", inp.X[:8, 0], inp.X[:8, 0])
+    assert np.allclose(gram, 2 * np.eye(4))  # equal eigenvalues: the largest determinant for the trace
+
+
+@pytest.mark.parametrize("name,violates", [("jdp-glm", False), ("mutant-jdp-pgd-steps-unsplit", True)])
+def test_the_long_horizon_ledger_sees_a_gradient_budget_the_short_audit_never_spends(name, violates):
+    """At T = 8 no run updates, so the unsplit gradient budget composes within the claim; built for T = 768 and run
+    on the growth background every run updates at least twice and the mutant's per-round ledger exceeds eps = 4
+    (5 gradient releases per update at the cost the claim allows a whole update), while jdp-glm's stays below."""
+    out = check(name, {"n_arms": "2", "dim": "2"}, protocol="joint", runs=500, horizon=8, seed=0, workers=1)
+    long = out["long_horizon_ledger"]
+    assert long["horizon"] == LONG_LEDGER["horizon"] == 768 and long["max_releases_per_round"] > out["ledger"]["max_releases_per_round"]
+    assert (long["epsilon"] > 4.0) == violates
+    assert (out["verdict"] == "violation") == violates
+    if violates:
+        assert out["witness"]["attack"] == "long-horizon ledger"
+        assert out["upper"]["epsilon"] is None and "T = 768" in out["upper"]["details"]["reason"]
+    else:
+        assert out["upper"]["epsilon"] is not None

@@ -381,3 +381,23 @@ def test_the_report_set_is_written_all_or_nothing(tmp_path, monkeypatch):
     with pytest.raises(dpaudit.DPAuditError):
         write_report(f, fresh / "r.md")
     assert list(fresh.iterdir()) == []
+
+
+def test_each_ledger_part_shows_its_own_figure_and_the_banner_the_lower_bounds_source():
+    """A joint audit flagged by its long-horizon ledger: each ledger part's row shows its own exact figure (not
+    the other's, though both end in 'ledger'), and the banner's lower bound names the attack that gave it, the
+    witness being the exact figure the violation rests on."""
+    lik = _test("tree-likelihood", 1.41, 0.3, 0.1)
+    exact = (Exact("per-round ledger", 3.556, "every release composed per round"),
+             Exact("long-horizon ledger", 4.923, "the policy built for T = 768"))
+    parts = (Part("ledger", "exact", "67 releases composed per round", 0.5),
+             Part("long-horizon ledger", "exact", "8 runs at T = 768", 1.5),
+             Part("tree-likelihood", "bound", "gray box", 5.0))
+    f = _findings([lik], exact, parts, verdict="violation", claimed=4.0,
+                  witness={"attack": "long-horizon ledger"})
+    f = type(f)(**{**f.__dict__, "epsilon_lower": 1.41, "gap": 4.0 - 1.41})
+    ran = _section(markdown_report(f), "What ran")
+    assert "eps = 3.556 (exact)" in next(x for x in ran.splitlines() if x.startswith("| ledger |"))
+    assert "eps = 4.923 (exact)" in next(x for x in ran.splitlines() if x.startswith("| long-horizon ledger |"))
+    s = summary(f)
+    assert s["best_attack"] == "tree-likelihood" and not s["best_is_exact"]

@@ -31,6 +31,7 @@ from dpaudit.policies.base import check_actions
 from .base import ContextInput, Protocol, check_context_input
 
 __all__ = ["ContextInput", "JointDP", "JointPair", "ReadoutPair", "joint_pairs", "readout_pairs", "canary_pairs",
+           "growth_background",
            "canary_nodes", "tree_features", "READOUT_NORM", "READOUT_EVERY", "check_context_input"]
 
 
@@ -128,6 +129,22 @@ def joint_pairs(n_arms: int, dim: int, horizon: int, *, central: bool = False) -
         out.append(variant(t, np.tile(e1, (K, 1)), np.tile(e2, (K, 1)), R[t], R[t],
                            f"context: round {t}'s arms all e1 vs all {'e2' if d > 1 else '-e1'}"))
     return out
+
+
+def growth_background(n_arms: int, dim: int, horizon: int) -> ContextInput:
+    """An input that makes a policy's data-dependent releases happen as early as any input can: at round t
+    every arm carries the unit context ``e_(t mod d)``, rewards 1/2.
+
+    Policies that release again when their design matrix has grown enough (Sarmasarkar 2026, Alg. 2's
+    Criterion II: det H~ doubles; rarely-switching OFUL-style rules alike) release the most on the input
+    whose Gram matrix's determinant grows fastest, and among unit contexts that is the one spreading its
+    mass equally over the d directions (for a fixed trace the determinant is largest at equal eigenvalues).
+    The joint plan's long-horizon ledger runs the policy on it: a short audit's background (one direction)
+    never makes such a policy update, so a mistake in the updates' calibration would go unseen."""
+    K, d, T = int(n_arms), int(dim), int(horizon)
+    X = np.zeros((T, K, d))
+    X[np.arange(T), :, np.arange(T) % d] = 1.0
+    return ContextInput(X, np.full((T, K), 0.5))
 
 
 def canary_pairs(n_arms: int, dim: int, horizon: int) -> list[JointPair]:

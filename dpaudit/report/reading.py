@@ -353,11 +353,16 @@ def verdict_parts(out: Mapping[str, Any]) -> list[dict[str, Any]]:
     and exact figures no recorded part names (findings without parts) are parts of their own."""
     attacks, beside, exact = out.get("attacks") or [], out.get("beside") or [], out.get("exact") or []
     parts, used_a, used_e = [], set(), set()
+    names = {p["name"] for p in out.get("parts") or []}
     for p in out.get("parts") or []:
         name, kind = p["name"], p.get("kind")
         pool = attacks if kind == "bound" else beside if kind == "beside" else []
         mine = [a for a in pool if _member(name, a["attack"])]
-        ex = [e for e in exact if kind == "exact" and (e["part"] == name or name.split()[-1] in e["part"].split())]
+        # the figures of a part's own name; failing those, a one-word part's by that word ('ledger': 'per-round
+        # ledger'), leaving out figures another part is named after
+        ex = [e for e in exact if kind == "exact" and e["part"] == name] or [
+            e for e in exact if kind == "exact" and " " not in name and e["part"] not in names
+            and name in e["part"].split()]
         used_a |= {id(a) for a in mine}
         used_e |= {id(e) for e in ex}
         parts.append({**p, "attacks": mine, "exact": ex})
@@ -443,7 +448,9 @@ def summary(out: Any) -> dict[str, Any]:
     cands = [(a["attack"], as_float(a["epsilon_lower"]), False) for a in out.get("attacks") or []]
     cands += [(e["part"], as_float(e["epsilon"]), True) for e in out.get("exact") or [] if e.get("judged", True)]
     named = (out.get("witness") or {}).get("attack")
-    best = next((c for c in cands if c[0] == named), None)
+    # the witness names what the verdict rests on; it is the lower bound's source only when it gave that figure
+    # (a violation by an exact figure keeps the best attack's bound as the lower bound)
+    best = next((c for c in cands if c[0] == named and (lower is None or math.isclose(c[1], as_float(lower)))), None)
     if best is None and cands and lower is not None:
         best = min(cands, key=lambda c: abs(c[1] - as_float(lower)) if math.isfinite(c[1]) else math.inf)
     return {

@@ -29,6 +29,9 @@ and the PGD read-out adversary :func:`~dpaudit.protocols.joint.readout_pairs`, o
 * ``ledger`` (exact, judged): the per-round composition of every release the policy recorded, each
   mechanism at the larger of its recorded sensitivity and the one the replayed canaries realise
   (:func:`_implied_sensitivities`);
+* ``long-horizon ledger`` (exact, judged): the same composition for the policy built for a longer horizon
+  (:data:`LONG_LEDGER`) and run on :func:`~dpaudit.protocols.joint.growth_background`, the input that makes
+  data-dependent releases (Alg. 2's PGD updates) happen, which the short audit's input never does;
 * beside the verdict, the central view a_t..a_T on a pair whose canary swaps which arm carries e1:
   joint DP does not promise to hide a_t, and the report shows how much it reveals.
 
@@ -59,7 +62,7 @@ from dpaudit.attacks.sampling import draw_many
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.mechanisms import ReplayMismatch
 from dpaudit.protocols import JointDP
-from dpaudit.protocols.joint import (JointPair, canary_nodes, canary_pairs, joint_pairs, readout_pairs,
+from dpaudit.protocols.joint import (JointPair, canary_nodes, canary_pairs, growth_background, joint_pairs, readout_pairs,
                                      tree_features)
 
 from .context import Context, confidence_each, runs_text
@@ -269,7 +272,7 @@ def audit(ctx: Context) -> None:
     ctx.read_claim(policy, spec)
     K = int(policy.n_arms)
     ctx.params = dict(r.params)
-    s_ledger, s_view, s_tree, s_central, s_lik, s_implied = np.random.SeedSequence(r.seed).spawn(6)
+    s_ledger, s_view, s_tree, s_central, s_lik, s_implied, s_long = np.random.SeedSequence(r.seed).spawn(7)
     has_ledger = hasattr(policy, "ledger")
     if runs > JOINT_DEFAULTS["runs"]:
         ctx.notes.append(f"fresh runs capped at {JOINT_DEFAULTS['runs']} per side (asked {runs}) to keep the audit "
@@ -336,6 +339,8 @@ def audit(ctx: Context) -> None:
             ctx.ran("ledger", "exact", f"{led.get('releases', 0)} releases composed per round{what}",
                     time.perf_counter() - t_ledger)
     ctx.set_upper(policy_upper(policy, T, ctx.delta, protocol="joint"))  # from the ledger just recorded
+    if has_ledger and user_pair is None and T < LONG_LEDGER["horizon"] and ctx.ledger is not None:
+        _long_ledger(ctx, spec, K, dim, raised, s_long)
 
     tree_small = _tree_small(runs)
     drawn: list[Any] = []
@@ -451,6 +456,55 @@ def audit(ctx: Context) -> None:
     ctx.set_power(mem, len(view_pairs), runs, conf_each, note=note)
     if note:
         ctx.notes.append(note)
+
+
+#: the long-horizon ledger: its horizon and runs (the per-round composition is a maximum over runs and rounds,
+#: and on :func:`~dpaudit.protocols.joint.growth_background` every run releases alike, so a few runs suffice)
+LONG_LEDGER = {"horizon": 768, "runs": 8}
+
+
+def _long_ledger(ctx: Context, spec: str, K: int, dim: int, raised: dict[str, float],
+                 seed: np.random.SeedSequence) -> None:
+    """The per-round ledger of the policy built for a longer horizon and run on an input that drives its
+    data-dependent releases (:func:`dpaudit.protocols.joint.growth_background`), judged like the ledger.
+
+    The claim holds at every horizon, and a policy that releases again when its data has grown enough (Alg. 2's
+    PGD updates) releases nothing data-dependent at the audit's short horizon: there, a gradient budget not split
+    over its updates' steps composes within the claim. Each mechanism is composed at the sensitivity factor the
+    short audit's canaries realised (``raised``). A policy that cannot be built or run at that horizon is
+    skipped with a note."""
+    T_long = LONG_LEDGER["horizon"]
+    ctx.say(f"joint: the ledger at T = {T_long} on an input that drives the policy's updates")
+    t0 = time.perf_counter()
+    try:
+        long_policy = ctx.build(T_long)
+        data = growth_background(K, dim, T_long)
+        led = ledger_audit(long_policy, JointDP(), data, seed, n_runs=LONG_LEDGER["runs"], sensitivity_factor=raised)
+    except DPAuditError as exc:
+        ctx.notes.append(f"no long-horizon ledger: the policy built for T = {T_long} could not run ({exc})")
+        return
+    g = None if led is None else led.get("implied_guarantee")
+    if g is None:
+        return
+    eps = float(convert_claim(g, ctx.delta)[0])
+    claimed = ctx.claim.epsilon if ctx.claim is not None else math.inf
+    usage = int(led.get("max_releases_per_round", 0))
+    method = (f"the policy built for T = {T_long} and run on every arm's context e_(t mod d) at round t (the input "
+              "whose design matrix grows fastest, so its data-dependent releases happen), every release composed per "
+              "round")
+    ctx.extra["long_horizon_ledger"] = {"horizon": T_long, "runs": LONG_LEDGER["runs"], "epsilon": eps,
+                                        "max_releases_per_round": usage, "implied": led.get("implied"),
+                                        "sensitivity_factor": dict(raised)}
+    if eps > claimed * (1 + EXACT_TOLERANCE) + EXACT_TOLERANCE:  # the verdict's own comparison
+        ctx.exact.append(Exact("long-horizon ledger", eps, method, True, {}, {"horizon": T_long}))
+        short = ctx.upper.proved if ctx.upper is not None else None
+        ctx.set_upper(None, reason=f"no upper bound: the policy built for T = {T_long} composes to eps = {eps:.4g} on an "
+                                   "input that drives its updates, above the claim"
+                                   + (f"; the ledger's {short:.4g} at T = {ctx.horizon} holds for that horizon only"
+                                      if short is not None else ""))
+    what = (f"{LONG_LEDGER['runs']} runs at T = {T_long} on an input that drives the policy's updates: the most releases "
+            f"a round feeds {usage}, eps = {eps:.4g} per round")
+    ctx.ran("long-horizon ledger", "exact", what, time.perf_counter() - t0)
 
 
 #: replayed runs per canary pair and side that measure the sensitivities the canaries realise
