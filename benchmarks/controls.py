@@ -284,11 +284,15 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="file stem of the tables (default controls-SUITE, -only with --only)")
     ap.add_argument("--render", default=None, metavar="JSON", help="only write the Markdown table of a recorded JSON")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
-                    help="only merge recorded JSONs of one suite (parts run with --only) into --out's tables")
+                    help="only merge recorded JSONs of one suite (parts run with --only) into --out's tables; a case "
+                         "in a later file replaces the same case's row of an earlier one")
     args = ap.parse_args()
     if args.merge:
         recs = [json.loads(Path(p).read_text()) for p in args.merge]
-        rec = {**recs[0], "rows": [r for x in recs for r in x["rows"]], "seeds": max(x["seeds"] for x in recs),
+        rows: dict[str, dict] = {}
+        for x in recs:  # a case run again in a later part replaces the earlier row, in the earlier row's place
+            rows.update({r["case"]: r for r in x["rows"]})
+        rec = {**recs[0], "rows": list(rows.values()), "seeds": max(x["seeds"] for x in recs),
                "command": f"python benchmarks/controls.py --suite {recs[0]['suite']} --seeds S` with S as in each row's "
                           "seeds column (run in parts with --only, merged with `--merge"}
         stem = args.out or f"controls-{rec['suite']}"
