@@ -122,12 +122,24 @@ class ViewScorer:
 
     # ---- features -------------------------------------------------------------------------
     def hashes(self, views: np.ndarray) -> np.ndarray:
+        """sum_t (a_t + 1) w_t modulo 2^64 per view, as one integer dot product (arms are never negative)."""
+        v = np.asarray(views)
+        v = v.view(np.uint64) if v.dtype == np.int64 and (v.size == 0 or v.min() >= 0) else v.astype(np.uint64)
         with np.errstate(over="ignore"):
-            return ((views.astype(np.uint64) + np.uint64(1)) * self._w).sum(axis=1, dtype=np.uint64)
+            return v @ self._w[: v.shape[1]] + self._w[: v.shape[1]].sum(dtype=np.uint64)
+
+    def _arm_counts(self, views: np.ndarray) -> np.ndarray:
+        """(n, K) plays of each arm in each view: one bincount over the views (arms outside 0..K-1 not counted)."""
+        n, w = views.shape
+        if w == 0 or n == 0:
+            return np.zeros((n, self.K), dtype=np.int64)
+        if self.K <= 4 or views.min() < 0 or views.max() >= self.K:  # few arms: a comparison per arm is faster
+            return np.stack([np.count_nonzero(views == a, axis=1) for a in range(self.K)], axis=1)
+        idx = views + (np.arange(n, dtype=np.int64) * self.K)[:, None]
+        return np.bincount(idx.reshape(-1), minlength=n * self.K).reshape(n, self.K)
 
     def pulls_after(self, views: np.ndarray) -> np.ndarray:
-        after = views[:, self.j + 1 :]
-        return np.stack([(after == a).sum(axis=1) for a in range(self.K)], axis=1).astype(float)
+        return self._arm_counts(views[:, self.j + 1 :]).astype(float)
 
     def features(self, views: np.ndarray) -> np.ndarray:
         after = views[:, self.j + 1 :]
@@ -138,8 +150,9 @@ class ViewScorer:
                 blk = after[:, edges[b] : edges[b + 1]]
                 if blk.shape[1] == 0:
                     continue
+                counts = self._arm_counts(blk)
                 for a in range(self.K):
-                    cols.append((blk == a).mean(axis=1))
+                    cols.append(counts[:, a] / blk.shape[1])  # the share of plays, as (blk == a).mean(axis=1)
             for s in range(self.n_after):
                 for a in range(self.K):
                     cols.append((after[:, s] == a).astype(float))

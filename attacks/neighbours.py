@@ -99,13 +99,18 @@ def run_tables(policy: Any, protocol: Protocol, tables: np.ndarray, n_per: int,
 
 def _play_moments(v: np.ndarray, n_arms: int) -> tuple[np.ndarray, np.ndarray]:
     """Per arm and round, the mean and variance over runs of the cumulative plays: two (K, T) arrays."""
-    n = v.shape[0]
-    means, variances = [], []
-    for a in range(n_arms):
-        c = np.cumsum((v == a).T, axis=0, dtype=np.int64)  # (T, n): integer sums keep a constant column's variance 0
-        s1, s2 = c.sum(axis=1), np.einsum("ij,ij->i", c, c)
-        means.append(s1 / n)
-        variances.append((n * s2 - s1 * s1) / (n * n))
+    n, T = v.shape
+    sums = []
+    counts = np.int32 if T < 2**31 else np.int64  # a count never exceeds T: half the memory, the sums in int64
+    for a in range(n_arms if n_arms != 2 else 1):
+        c = np.cumsum(v == a, axis=1, dtype=counts)  # (n, T) along rows: integer sums keep a constant column's variance 0
+        sums.append((c.sum(axis=0, dtype=np.int64), np.einsum("ij,ij->j", c, c, dtype=np.int64)))
+    if n_arms == 2:  # arm 1's cumulative plays are t + 1 minus arm 0's: the same integers, from arm 0's sums
+        s1, s2 = sums[0]
+        t1 = np.arange(1, T + 1, dtype=np.int64)
+        sums.append((n * t1 - s1, n * t1 * t1 - 2 * t1 * s1 + s2))
+    means = [s1 / n for s1, _ in sums]
+    variances = [(n * s2 - s1 * s1) / (n * n) for s1, s2 in sums]
     return np.array(means), np.array(variances)
 
 
@@ -480,7 +485,10 @@ def _rank_all(policy: Any, protocol: Protocol, specs: Sequence[PairSpec | Pair],
         if progress is not None:
             progress(f"search ({stage}): {done[0]}/{len(specs)} candidate pairs ranked ({time.perf_counter() - t0:.0f} s)")
 
-    batched = (n_screen is None and not isinstance(protocol, InteractiveDP) and not offers_blocks(policy)
+    # pairs ranked in groups from one batch of runs unless the policy's losses are screened or it has a ledger and
+    # a block path (then per pair); a ledger-free policy is grouped whichever path runs it (the same seeds)
+    batched = (n_screen is None and not isinstance(protocol, InteractiveDP)
+               and not (offers_blocks(policy) and _has_ledger(policy))
                and all(getattr(spec, "adversary", None) in ("none", None) for spec in specs)
                and not any(isinstance(getattr(spec, "d0", None), ContextInput) for spec in specs))
     if batched:

@@ -802,6 +802,7 @@ class PluginPolicy:
 
     #: dpaudit's block path and hoisted reward check are for its own verified policies only
     fast_path = False
+    cycle_path = False
     valid_actions = False
 
     def __init__(self, inner: Any, plugin: str) -> None:

@@ -487,3 +487,48 @@ def test_local_through_the_python_api_and_its_refusals():
         audit_policy("ldp-ucb", {}, protocol="local", pair="pair.json")
     with pytest.raises(DPAuditError, match="not local"):
         dpaudit.audit("ldp-ucb", protocol="local", horizons=[8, 16])
+
+
+def test_linucb_quad_and_mean_are_numpys_reductions_bit_for_bit():
+    """LinUCB's index at d = 3 forms x^T M^-1 x and <x, theta> entry by entry (no (n, K, 9) array) and sums them in
+    numpy's own order: the values are those of np.add.reduce over the last axis, to the last bit, for a fixed action
+    set broadcast to every run and for per-run features (ties between arms then break as before)."""
+    from dpaudit.policies.ldp import _quad_mean3
+
+    rng = np.random.default_rng(4)
+    for n in (1, 2, 7, 300, 2000):
+        for K in (2, 5, 10):
+            for shared in (True, False):
+                Minv = rng.standard_normal((n, 3, 3)) * 10.0 ** rng.uniform(-3, 3, (n, 3, 3))
+                theta = rng.standard_normal((n, 3)) * 10.0 ** rng.uniform(-3, 3, (n, 1))
+                X = rng.standard_normal((1 if shared else n, K, 3))
+                xx = (X[..., :, None] * X[..., None, :]).reshape(X.shape[0], -1, 9)
+                quad, mean = _quad_mean3(Minv.reshape(-1, 9), xx, X, theta)
+                assert np.array_equal(quad, np.add.reduce(Minv.reshape(-1, 1, 9) * xx, axis=2))
+                assert np.array_equal(mean, np.add.reduce(X * theta[:, None, :], axis=2))
+
+
+@pytest.mark.parametrize("name", ["ldp-linucb", "ldp-gloc", "linucb"])
+def test_linucb_actions_are_the_full_reductions_actions(name):
+    """The d = 3 path wired into whole runs: the LinUCB-type policies play the actions of the reference index
+    (np.add.reduce over an (n, K, 9) array) on a fixed action set, 500 runs of 30 steps."""
+    import dpaudit.policies.ldp as ldp
+    from dpaudit.policies import make_policy
+    from dpaudit.protocols import FixedActionSet, TableDP
+
+    def reference(Mf, xx, X1, theta):
+        return (np.add.reduce(Mf.reshape(-1, 1, 9) * xx, axis=2), np.add.reduce(X1 * theta[:, None, :], axis=2))
+
+    feats = np.random.default_rng([0, 7]).standard_normal((5, 3))
+    feats /= np.linalg.norm(feats, axis=1, keepdims=True)
+    lo, hi = make_policy(name).reward_range
+    data = np.where(np.random.default_rng(1).random((30, 5)) < 0.5, max(lo, -1.0), min(hi, 1.0))
+    views = []
+    for fn in (ldp._quad_mean3, reference):
+        saved, ldp._quad_mean3 = ldp._quad_mean3, fn
+        try:
+            views.append(TableDP().run(FixedActionSet(make_policy(name, {"horizon": "30"}), feats), data, 500,
+                                       np.random.default_rng(2)))
+        finally:
+            ldp._quad_mean3 = saved
+    assert np.array_equal(views[0], views[1])

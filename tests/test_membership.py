@@ -149,3 +149,27 @@ def test_witness_and_counts_are_reported():
         membership_attack(pol, TableDP(), Pair(d0, d1, 2), n_test=100)  # last round cannot leak
     with pytest.raises(DPAuditError):
         membership_attack(pol, TableDP(), Pair(d0, d1, 0), n_test=0)
+
+
+@pytest.mark.parametrize("K", [2, 3, 5, 10])
+def test_view_statistics_follow_their_definitions(K):
+    """The scorer's statistics (counted in one pass per block) equal their definitions, computed plainly: the hash
+    sum_t (a_t + 1) w_t mod 2^64, the plays of each arm after the canary round, the shares of each arm per block."""
+    from dpaudit.attacks.membership import ViewScorer
+
+    rng = np.random.default_rng(K)
+    T, j = 97, 11
+    views = np.repeat(rng.integers(0, K, (300, T // 5 + 1)), 5, axis=1)[:, :T].copy()
+    views[:40] = rng.integers(0, K, (40, T))
+    sc = ViewScorer(K, T, j)
+    w = [int(x) for x in sc._w]
+    for v in (views, views[::3, :], views.astype(np.int32)):
+        want_hash = [sum((int(a) + 1) * wt for a, wt in zip(row, w)) % 2**64 for row in v.tolist()]
+        assert sc.hashes(v).tolist() == want_hash
+        after = v[:, j + 1:]
+        assert np.array_equal(sc.pulls_after(v), np.array([[np.sum(r == a) for a in range(K)] for r in after], float))
+        edges = np.linspace(0, T - j - 1, sc.n_blocks + 1).astype(int)
+        shares = [np.array([np.mean(r[lo:hi] == a) for r in after]) for lo, hi in zip(edges[:-1], edges[1:])
+                  for a in range(K)]
+        firsts = [(after[:, s] == a).astype(float) for s in range(sc.n_after) for a in range(K)]
+        assert np.array_equal(sc.features(v), np.stack(shares + firsts, axis=1))

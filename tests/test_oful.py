@@ -223,3 +223,109 @@ def test_batched_det_and_inv_match_numpy(d, seed):
     np.testing.assert_allclose(smallest_eigenvalue(V), np.linalg.eigvalsh(V)[:, 0], rtol=1e-6, atol=1e-9)
     # repeated eigenvalues (a multiple of the identity) take the closed form's special branch
     np.testing.assert_allclose(smallest_eigenvalue(np.broadcast_to(2.5 * np.eye(d), (2, d, d))), 2.5)
+
+
+def test_packed_inverse_and_eigenvalue_are_the_unpacked_ones_bit_for_bit():
+    """The switch's packed d = 3 formulas (and the fallback for other d) give exactly the values of
+    batched_inv and smallest_eigenvalue on the full matrices, down to the last bit."""
+    from dpaudit.policies.oful import _packed_inv, _packed_smallest_eigenvalue
+
+    rng = np.random.default_rng(11)
+    for d in (1, 2, 3, 4):
+        iu = np.triu_indices(d)
+        for n in (1, 2, 9, 300):
+            A = rng.standard_normal((n, 4, d)) * 10.0 ** rng.uniform(-2, 2, (n, 1, 1))
+            V = np.einsum("nsd,nse->nde", A, A) + 0.1 * np.eye(d)
+            U = np.ascontiguousarray(V[:, iu[0], iu[1]].T)
+            assert np.array_equal(_packed_inv(U, d, iu), batched_inv(V))
+            assert np.array_equal(_packed_smallest_eigenvalue(U, d, iu), smallest_eigenvalue(V))
+    iu = np.triu_indices(3)
+    U = np.ascontiguousarray((2.5 * np.eye(3))[iu][:, None].repeat(2, axis=1))
+    assert np.array_equal(_packed_smallest_eigenvalue(U, 3, iu), np.full(2, 2.5))
+
+
+class _FullRecompute:
+    """The step as it was before the index cache: every run's index recomputed at every step from the
+    action set, the switch's inverse and lambda_min from the unpacked matrices and the chi2 radius
+    computed afresh (the reference)."""
+
+    def act(self, t, arms=None):
+        self._ucb = None  # never reuse an index: every run's is computed afresh from the same arrays
+        return super().act(t, arms)
+
+    def _radius(self, ell):
+        from dpaudit.policies.oful import chi2_radius
+
+        return chi2_radius(self.dim, self.delta / (ell * (ell + 1.0)))
+
+    def _switch(self, t, runs):
+        import dpaudit.policies.oful as oful
+
+        saved = oful._packed_inv, oful._packed_smallest_eigenvalue
+        oful._packed_inv = lambda U, d, iu: batched_inv(oful._unpack(U, d, iu))
+        oful._packed_smallest_eigenvalue = lambda U, d, iu: smallest_eigenvalue(oful._unpack(U, d, iu))
+        try:
+            super()._switch(t, runs)
+        finally:
+            oful._packed_inv, oful._packed_smallest_eigenvalue = saved
+
+
+@pytest.mark.parametrize("name", ["adac-oful", "adar-oful", "rs-oful", "oful"])
+@pytest.mark.parametrize("shared", [True, False])
+def test_cached_index_plays_the_reference_actions(name, shared):
+    """The index cache (a shared action set: only switched runs recomputed) and the packed switch give the
+    actions, releases and estimates of the full recomputation, bit for bit, over many runs and seeds;
+    with per-run contexts (not shared) the cache is bypassed and the same holds."""
+    from dpaudit.protocols import FixedActionSet, TableDP
+
+    cls = type(make_policy(name))
+    ref_cls = type("Ref", (_FullRecompute, cls), {})
+    for seed in range(3):
+        feats = np.random.default_rng([seed, 7]).standard_normal((10, 3))
+        feats /= np.linalg.norm(feats, axis=1, keepdims=True)
+        data = np.where(np.random.default_rng(seed).random((40, 10)) < 0.5, -1.0, 1.0)
+        views, ledgers, thetas = [], [], []
+        for c in (cls, ref_cls):
+            pol = c()
+            if shared:
+                wrapped = FixedActionSet(pol, feats)
+                views.append(TableDP().run(wrapped, data, 400, np.random.default_rng(seed)))
+            else:
+                ctx = np.random.default_rng([seed, 8]).standard_normal((40, 400, 10, 3))
+                ctx /= np.linalg.norm(ctx, axis=-1, keepdims=True)
+                pol.reset(400, np.random.default_rng(seed))
+                acts = []
+                for t in range(40):
+                    a = pol.act(t, ctx[t])
+                    pol.observe(t, a, data[t, a])
+                    acts.append(a)
+                views.append(np.stack(acts, axis=1))
+            ledgers.append([(r.step, np.concatenate([r.runs[:, None], r.centre, r.value], axis=1),
+                             np.concatenate([r.fed.pos[:, None], r.fed.rounds[:, None], r.fed.coef], axis=1))
+                            for r in pol.ledger.releases])
+            thetas.append((pol.theta.copy(), pol.beta.copy(), pol.M.copy()))
+        assert np.array_equal(views[0], views[1])
+        if make_policy(name).private:  # many distinct histories were compared (the others are deterministic)
+            assert len(set(map(tuple, views[0][:, 5:].tolist()))) > 50
+        assert len(ledgers[0]) == len(ledgers[1])
+        assert all(s0 == s1 and np.array_equal(v0, v1) and np.array_equal(f0, f1)
+                   for (s0, v0, f0), (s1, v1, f1) in zip(*ledgers))
+        assert all(np.array_equal(x, y) for x, y in zip(*thetas))
+
+
+def test_index_cache_follows_a_changed_action_set():
+    """A shared action set that changes between steps (a read-out pair's per-round contexts) is noticed:
+    the index is recomputed for every run, so the actions are those of a fresh computation."""
+    pol, ref = AdaCOFUL(), type("Ref", (_FullRecompute, AdaCOFUL), {})()
+    rng = np.random.default_rng(5)
+    sets = rng.standard_normal((3, 10, 3))
+    sets /= np.linalg.norm(sets, axis=-1, keepdims=True)
+    for p in (pol, ref):
+        p.reset(300, np.random.default_rng(1))
+    for t in range(30):
+        feats = np.broadcast_to(sets[(t // 4) % 3], (300, 10, 3))  # the same set for 4 steps, then another
+        a, b = pol.act(t, feats), ref.act(t, feats)
+        assert np.array_equal(a, b)
+        r = np.where(a % 2 == 0, 1.0, -1.0)
+        pol.observe(t, a, r)
+        ref.observe(t, b, r)

@@ -72,7 +72,17 @@ class DPSuccessiveElimination(OutsideStyle):
     epochs (each reward is used once). Claim: eps-DP for rewards in [0, 1], under Table DP (for pure DP, Table
     and View DP coincide: seed 001 Prop. 1(a)).
     Choices: the paper's constants; arms eliminated simultaneously when several cross.
+
+    An epoch's plays are fixed when it begins (the active arms, round robin, R_e times), so the
+    protocols may run it as one block (``plan``/``complete``, ``cycle_path``): its reward sums are
+    strided prefix-sum differences of the input and its noise is drawn when it ends, epochs in the
+    order of their last rounds, as the per-step path draws it; both paths give the same actions.
     """
+
+    #: the block path with round-robin blocks completed in time order (dpaudit.protocols.base.Protocol)
+    cycle_path = True
+    #: ``plan``'s repeat count of the last active arm's block: played to the end of any horizon
+    FOREVER = np.iinfo(np.int64).max // 4
 
     def __init__(self, n_arms: int = 2, epsilon: float = 1.0, beta: float = 0.1) -> None:
         self.n_arms = check_int("n_arms", n_arms, minimum=2)
@@ -99,6 +109,7 @@ class DPSuccessiveElimination(OutsideStyle):
         self.pos = np.zeros(n, dtype=np.int64)
         self.sums = np.zeros((n, K))
         self.length = self.epoch_length(self.epoch)
+        self.ep_start = np.zeros(n, dtype=np.int64)  # the current epoch's first round
         self._rows = np.arange(n)
         self._refresh(self._rows)
 
@@ -136,7 +147,10 @@ class DPSuccessiveElimination(OutsideStyle):
         end &= self._live
         if not end.any():
             return
-        idx = np.flatnonzero(end)
+        self._end_epoch(np.flatnonzero(end))
+
+    def _end_epoch(self, idx: np.ndarray) -> None:
+        """The epochs of runs ``idx`` (ascending) end with their arms' sums in ``self.sums``: noise, eliminate."""
         R = self.length[idx].astype(float)
         noisy = self.sums[idx] / R[:, None] + self._noise((idx.size, self.n_arms), 1.0 / (self.epsilon * R))
         act = self.active[idx]
@@ -144,10 +158,42 @@ class DPSuccessiveElimination(OutsideStyle):
         threshold = 2.0 ** -self.epoch[idx].astype(float)
         self.active[idx] = act & ~(best[:, None] - noisy > threshold[:, None])
         self.sums[idx] = 0.0
+        self.ep_start[idx] += self._plays[idx]
         self.pos[idx] = 0
         self.epoch[idx] += 1
         self.length[idx] = self.epoch_length(self.epoch[idx])
         self._refresh(idx)
+
+    # ---- the block path (dpaudit.protocols.base.Protocol._run_cycles) ---------------------------------------
+    def plan(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Each run's current epoch as (start (n,), arms (n, K), lengths (n, K), reps (n,)): the active arms in
+        index order (length 1 each; 0 for the slots of eliminated arms) played round robin ``reps`` = R_e
+        times; a run with one arm left plays it to the end (``FOREVER``)."""
+        lengths = (np.arange(self.n_arms) < self._n_act[:, None]).astype(np.int64)
+        return self.ep_start, self._order, lengths, np.where(self._live, self.length, self.FOREVER)
+
+    def complete(self, runs: np.ndarray, sums: np.ndarray) -> None:
+        """The current epochs of ``runs`` (ascending, all ending at the same round) ended with the reward
+        sums ``sums`` (m, K) of ``plan``'s slots: the epoch's end, as :meth:`observe` does it."""
+        runs = np.asarray(runs, dtype=np.int64)
+        if runs.size == 0:
+            return
+        if not self._live[runs].all():
+            raise DPAuditError(f"{self.name}: complete() was given a run with one arm left, whose play has no end.")
+        sums = np.asarray(sums, dtype=float).reshape(runs.size, self.n_arms)
+        slot = np.arange(self.n_arms) < self._n_act[runs][:, None]
+        R = self.length[runs][:, None].astype(float)
+        lo, hi = self.reward_range
+        tol = 1e-9 * max(1.0, abs(lo), abs(hi)) * R  # block sums are prefix-sum differences, exact up to rounding
+        if not np.all(~slot | ((sums >= lo * R - tol) & (sums <= hi * R + tol))):  # NaN fails too
+            raise DPAuditError(
+                f"an epoch's reward sum is outside [{lo:g}, {hi:g}] x its length: rewards leave [{lo:g}, {hi:g}], "
+                f"the range {self.name}'s sensitivity assumes."
+            )
+        per_arm = np.zeros((runs.size, self.n_arms))
+        np.put_along_axis(per_arm, self._order[runs], np.where(slot, np.clip(sums, lo * R, hi * R), 0.0), axis=1)
+        self.sums[runs] = per_arm
+        self._end_epoch(runs)
 
 
 @register("dp-etc", family="elimination")

@@ -137,6 +137,8 @@ class _GOPEBase(Policy):
     notion = "table"
     accepts_queries = False  # its phase schedule fixes the arm observed at every step
     fast_path = True
+    #: runs share their phases (a plan per action set, active set and phase): the block path writes views by group
+    shared_blocks = True
 
     def __init__(
         self,
@@ -288,7 +290,14 @@ class _GOPEBase(Policy):
         """Fill the phase schedule of ``runs`` from the (cached) plans of their active sets."""
         packed = np.packbits(self.active[runs], axis=1).astype(np.int64)
         keys = np.column_stack([self.set_id[runs], self.ell[runs], packed])
-        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        # the rows as one integer each (digits in the rows' order, so the groups come in the same order), when it fits
+        radix = np.maximum(keys.max(axis=0, initial=0) + 1, [1, 1] + [256] * packed.shape[1])
+        if float(np.prod(radix.astype(float))) < 2.0**62:
+            place = np.cumprod(np.r_[radix[1:], 1][::-1])[::-1]
+            uniq, first, inverse = np.unique(keys @ place, return_index=True, return_inverse=True)
+            uniq = keys[first]
+        else:
+            uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
         for u in range(uniq.shape[0]):
             sel = runs[inverse == u]

@@ -179,6 +179,16 @@ def batched_inverse(M: np.ndarray) -> np.ndarray:
     return adj / det[:, None, None]
 
 
+def _quad_mean3(Mf: np.ndarray, xx: np.ndarray, X1: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x^T M^-1 x`` and ``<x, theta>`` of every run and arm for d = 3, as ``np.add.reduce`` over the last axis
+    forms them (the same products, summed in numpy's order: pairwise over the 9 entries, (8 of them in pairs of
+    pairs) + the last, and left to right over 3), one (n, K) array per entry instead of an (n, K, 9) one."""
+    e = [Mf[:, i, None] * xx[:, :, i] for i in range(9)]
+    quad = (((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7]))) + e[8]
+    mean = (X1[:, :, 0] * theta[:, 0, None] + X1[:, :, 1] * theta[:, 1, None]) + X1[:, :, 2] * theta[:, 2, None]
+    return quad, mean
+
+
 def _check_eps_delta(epsilon: float, delta: float) -> tuple[float, float]:
     return check_positive("epsilon", epsilon), check_delta(delta)
 
@@ -455,8 +465,11 @@ class LinUCB(LDPPolicy):
         # x^T M^-1 x = <vec M^-1, vec x x^T>; a fixed action set (X1, one row broadcast to every run) forms x x^T
         # once, and both paths reduce the same products in the same order (the same index either way)
         xx = (X1[..., :, None] * X1[..., None, :]).reshape(X1.shape[0], -1, d * d)
-        quad = np.add.reduce(Minv.reshape(-1, 1, d * d) * xx, axis=2)
-        mean = np.add.reduce(X1 * theta[:, None, :], axis=2)
+        if d == 3:
+            quad, mean = _quad_mean3(Minv.reshape(-1, d * d), xx, X1, theta)
+        else:
+            quad = np.add.reduce(Minv.reshape(-1, 1, d * d) * xx, axis=2)
+            mean = np.add.reduce(X1 * theta[:, None, :], axis=2)
         index = mean + self._beta(t) * np.sqrt(np.maximum(quad, 0.0))
         arm = np.argmax(index, axis=1)
         self._x = X[np.arange(X.shape[0]), arm]

@@ -118,6 +118,46 @@ def _unpack(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.ndar
     return V
 
 
+def _packed_inv(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """:func:`batched_inv` of the symmetric matrices packed in ``U`` (m, n): for d = 3 the same adjugate
+    arithmetic on the packed rows (contiguous, faster than the strided entries), entry for entry."""
+    if d != 3:
+        return batched_inv(_unpack(U, d, iu))
+    a, b, c, f, g, j = U  # V00, V01, V02, V11, V12, V22 (V10 = b, V20 = c, V21 = g)
+    out = np.empty((U.shape[1], 3, 3))
+    out[:, 0, 0] = f * j - g * g
+    out[:, 0, 1] = c * g - b * j
+    out[:, 0, 2] = b * g - c * f
+    out[:, 1, 0] = g * c - b * j
+    out[:, 1, 1] = a * j - c * c
+    out[:, 1, 2] = c * b - a * g
+    out[:, 2, 0] = b * g - f * c
+    out[:, 2, 1] = b * c - a * g
+    out[:, 2, 2] = a * f - b * b
+    return out / _packed_det(U, d, iu)[:, None, None]
+
+
+def _packed_smallest_eigenvalue(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """:func:`smallest_eigenvalue` of the symmetric matrices packed in ``U`` (m, n): for d = 3 the same
+    closed form (Smith 1961) on the packed rows, operation for operation."""
+    if d != 3:
+        return smallest_eigenvalue(_unpack(U, d, iu))
+    a, b, c, f, g, j = U
+    q = ((a + f) + j) / 3.0
+    B = np.empty_like(U)  # the packed (V - q I) / p
+    np.subtract(a, q, out=B[0])
+    np.subtract(f, q, out=B[3])
+    np.subtract(j, q, out=B[5])
+    p2 = B[0] ** 2 + B[3] ** 2 + B[5] ** 2 + 2.0 * (b ** 2 + c ** 2 + g ** 2)
+    p = np.sqrt(p2 / 6.0)
+    safe = np.where(p > 0, p, 1.0)
+    B[1], B[2], B[4] = b, c, g
+    B /= safe
+    r = np.clip(_packed_det(B, 3, iu) / 2.0, -1.0, 1.0)
+    phi = np.arccos(r) / 3.0
+    return np.where(p > 0, q + 2.0 * p * np.cos(phi + 2.0 * math.pi / 3.0), q)
+
+
 def smallest_eigenvalue(V: np.ndarray) -> np.ndarray:
     """lambda_min of stacked symmetric ``(n, d, d)`` matrices; closed form (Smith 1961) for d <= 3."""
     d = V.shape[-1]
@@ -197,9 +237,8 @@ class _OFULBase(Policy):
         self.U = np.where((self._iu[0] == self._iu[1])[:, None], self.lam, 0.0) * np.ones((1, n))
         self.logdet = np.full(n, d * math.log(self.lam))
         self.logdet_tau = self.logdet.copy()
-        self.W_tau = np.broadcast_to(eye / self.lam, (n, d, d)).copy()
         self.theta = np.zeros((n, d))
-        self.M = np.concatenate([self.W_tau, self.theta[:, :, None]], axis=2)  # [V_tau^{-1} | theta]
+        self.M = np.concatenate([np.broadcast_to(eye / self.lam, (n, d, d)), self.theta[:, :, None]], axis=2)  # [V_tau^{-1} | theta]
         self.beta = np.full(n, self._beta_np(self.logdet))
         self.tau = np.zeros(n, dtype=np.int64)
         self.n_switches = np.zeros(n, dtype=np.int64)
@@ -209,14 +248,28 @@ class _OFULBase(Policy):
         self._mech = self._mechanism()
         self._played = np.zeros((n, d))
         self._actions: np.ndarray | None = None
-        self._hist: list[np.ndarray] = []  # played features per round, kept only while recording
+        # played features per round (rows from round _hist_start on), kept only while recording: a buffer that
+        # grows by doubling, so that a release reads its episode's rows without stacking them
+        self._hist = np.empty((0, n, d))
+        self._hist_len = 0
         self._hist_start = 0
         self._row_base = np.arange(n) * self.n_arms
+        self._ucb: np.ndarray | None = None  # the index of every run and arm, while the action set is shared
+        self._ucb_arms: np.ndarray | None = None
+        self._best = np.zeros(n, dtype=np.int64)  # its argmax
+        self._arm_sq: np.ndarray | None = None  # the squared norms of a shared set with an arm above L
+        self._radii = np.empty(0)  # chi2 radii by episode count (_radius)
+        self._played_shared = False
 
     @property
     def V(self) -> np.ndarray:
         """The design matrices ``lambda I + sum_s a_s a_s^T`` of every run, ``(n_runs, d, d)``."""
         return _unpack(self.U, self.dim, self._iu)
+
+    @property
+    def W_tau(self) -> np.ndarray:
+        """``V_tau^{-1}`` of every run at its last switch, ``(n_runs, d, d)`` (a view of the index's matrices)."""
+        return self.M[:, :, : self.dim]
 
     def _beta_np(self, logdet: np.ndarray | float) -> np.ndarray:
         """beta_t of seed 001 App. F (Thm 14, Step 4), from ``log det V_t``."""
@@ -226,22 +279,44 @@ class _OFULBase(Policy):
     # -- the loop -----------------------------------------------------------------------------
     def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
         arms = self._check_arms(t, arms)
-        if self.pending.any():
-            self._switch(t, np.flatnonzero(self.pending))
-        AM = np.matmul(arms, self.M)  # (n, K, d+1): [a^T V_tau^{-1} | <a, theta>]
-        ucb = np.einsum("nkd,nkd->nk", AM[:, :, : self.dim], arms)  # ||a||^2_{V_tau^{-1}}
-        np.maximum(ucb, 0.0, out=ucb)
-        np.sqrt(ucb, out=ucb)
-        ucb *= self.beta[:, None]
-        ucb += AM[:, :, self.dim]
+        runs = np.flatnonzero(self.pending)
+        if runs.size:
+            self._switch(t, runs)
+        # the index of a run changes only at its switches while the action set stays the same: one set shared by
+        # every run (a fixed action set) has its index and argmax recomputed only for the runs that switched, by
+        # the same arithmetic as for all runs (the other runs' actions are the ones of the step before)
         who = type(self).name or type(self).__name__
-        if not np.isfinite(ucb).all():
-            raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
-        actions = np.argmax(ucb, axis=1)
-        played = np.take(arms.reshape(-1, self.dim), self._row_base + actions, axis=0)  # (n, d)
-        if self.private:
-            # the sensitivity 2 B L needs ||a_s|| <= L for every played action (Assumption 1(1))
-            sq = np.einsum("nd,nd->n", played, played)
+        shared = arms.shape[0] == 1 or arms.strides[0] == 0
+        if shared and self._ucb is not None and np.array_equal(arms[0], self._ucb_arms):
+            if runs.size:
+                fresh = self._index(self._ucb_view[: runs.size], runs)  # the shared set as a stride-0 stack
+                if not np.isfinite(fresh).all():
+                    raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
+                self._ucb[runs] = fresh
+                self._best[runs] = np.argmax(fresh, axis=1)
+            actions = self._best.copy()
+        else:
+            ucb = self._index(arms, None)
+            if not np.isfinite(ucb).all():
+                raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
+            actions = np.argmax(ucb, axis=1)
+            if shared:
+                self._ucb, self._ucb_arms, self._best = ucb, arms[0].copy(), actions.copy()
+                self._ucb_view = np.broadcast_to(self._ucb_arms, arms.shape)
+                aT = self._ucb_arms.T
+                self._arm_outer = aT[self._iu[0]] * aT[self._iu[1]]  # each arm's packed a a^T, (m, K)
+                sq = np.einsum("kd,kd->k", arms[0], arms[0])
+                self._arm_sq = sq if self.private and sq.max() > (self.feature_bound * (1.0 + _FEATURE_TOL)) ** 2 else None
+            else:
+                self._ucb = self._ucb_arms = None
+        if shared:
+            played = np.take(arms[0], actions, axis=0)  # (n, d)
+        else:
+            played = np.take(arms.reshape(-1, self.dim), self._row_base + actions, axis=0)
+        if self.private and (not shared or self._arm_sq is not None):
+            # the sensitivity 2 B L needs ||a_s|| <= L for every played action (Assumption 1(1)); a shared set
+            # whose arms are all within L needs no check per step
+            sq = self._arm_sq[actions] if shared else np.einsum("nd,nd->n", played, played)
             bound = self.feature_bound * (1.0 + _FEATURE_TOL)
             if not np.all(sq <= bound * bound):
                 raise DPAuditError(
@@ -249,11 +324,22 @@ class _OFULBase(Policy):
                     f"feature_bound={self.feature_bound:g} that its sensitivity assumes; rescale the features or "
                     "raise feature_bound."
                 )
-        self._played, self._actions = played, actions
+        self._played, self._actions, self._played_shared = played, actions, shared
         return actions
 
+    def _index(self, arms: np.ndarray, runs: np.ndarray | None) -> np.ndarray:
+        """``<theta_tau, a> + beta_tau ||a||_{V_tau^{-1}}`` of every arm (Line 11), for all runs or ``runs``."""
+        M, beta = (self.M, self.beta) if runs is None else (self.M[runs], self.beta[runs])
+        AM = np.matmul(arms, M)  # (n, K, d+1): [a^T V_tau^{-1} | <a, theta>]
+        ucb = np.einsum("nkd,nkd->nk", AM[:, :, : self.dim], arms)  # ||a||^2_{V_tau^{-1}}
+        np.maximum(ucb, 0.0, out=ucb)
+        np.sqrt(ucb, out=ucb)
+        ucb *= beta[:, None]
+        ucb += AM[:, :, self.dim]
+        return ucb
+
     def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
-        if self._actions is None or not np.array_equal(actions, self._actions):
+        if self._actions is None or (actions is not self._actions and not np.array_equal(actions, self._actions)):
             raise DPAuditError(
                 f"observe at step {t} got actions that differ from the ones act returned; "
                 "call act(t) and feed back its actions."
@@ -261,41 +347,54 @@ class _OFULBase(Policy):
         a = self._played
         self._actions = None
         self.sum_ar += a * rewards[:, None]
-        aT = a.T
-        self.U += aT[self._iu[0]] * aT[self._iu[1]]
+        if self._played_shared:  # the same products, formed once per arm of the shared set
+            self.U += np.take(self._arm_outer, actions, axis=1)
+        else:
+            aT = a.T
+            self.U += aT[self._iu[0]] * aT[self._iu[1]]
         with np.errstate(divide="ignore"):
             self.logdet = np.log(_packed_det(self.U, self.dim, self._iu))
         self.pending = self.logdet > self.logdet_tau + self.log1p_C
         if self._mech is not None and self.record:
-            self._hist.append(a)
+            if self._hist_len == self._hist.shape[0]:
+                grown = np.empty((max(8, 2 * self._hist_len),) + a.shape)
+                grown[: self._hist_len] = self._hist[: self._hist_len]
+                self._hist = grown
+            self._hist[self._hist_len] = a
+            self._hist_len += 1
 
     def _switch(self, t: int, runs: np.ndarray) -> None:
         """Refresh the estimate of ``runs`` at step t (Alg. 3/4, Lines 6-9)."""
-        V = _unpack(self.U[:, runs], self.dim, self._iu)
-        W = batched_inv(V)
+        U = self.U[:, runs]
+        W = _packed_inv(U, self.dim, self._iu)
         if self._mech is None:
             b = self.sum_ar[runs]
             extra = 0.0
         else:
-            self.n_switches[runs] += 1
+            ell = self.n_switches[runs] + 1
+            self.n_switches[runs] = ell
             released = self._release(t, runs)
-            self.noisy_sum[runs] += released
+            b = self.noisy_sum[runs] + released
+            self.noisy_sum[runs] = b
             self.sum_ar[runs] = 0.0
-            b = self.noisy_sum[runs]
-            ell = self.n_switches[runs]
-            lam_min = smallest_eigenvalue(V)
+            lam_min = _packed_smallest_eigenvalue(U, self.dim, self._iu)
             sigma = float(self._mech.sigma)
-            radius = chi2_radius(self.dim, self.delta / (ell * (ell + 1.0)))
-            extra = sigma * np.sqrt(ell * radius / lam_min)
+            extra = sigma * np.sqrt(ell * self._radius(ell) / lam_min)
         theta = np.einsum("nde,ne->nd", W, b)
-        self.W_tau[runs] = W
         self.theta[runs] = theta
-        self.M[runs, :, : self.dim] = W
-        self.M[runs, :, self.dim] = theta
+        self.M[runs] = np.concatenate([W, theta[:, :, None]], axis=2)
         self.logdet_tau[runs] = self.logdet[runs]
         self.beta[runs] = self._beta_np(self.logdet[runs]) + extra
         self.tau[runs] = t
         self.pending[runs] = False
+
+    def _radius(self, ell: np.ndarray) -> np.ndarray:
+        """``chi2_radius(d, delta / (l (l + 1)))`` at the episode counts ``ell`` (>= 1), from a table of the same values."""
+        top = int(ell.max())
+        if top >= self._radii.size:
+            ls = np.arange(1, 2 * top + 1)
+            self._radii = np.concatenate([[np.nan], chi2_radius(self.dim, self.delta / (ls * (ls + 1.0)))])
+        return self._radii[ell]
 
     def _release(self, t: int, runs: np.ndarray) -> np.ndarray:
         """Release each run's episode sum ``sum_{s in [tau, t)} a_s r_s`` through the mechanism."""
@@ -307,8 +406,7 @@ class _OFULBase(Policy):
             pos = np.repeat(np.arange(runs.size), lengths)
             offsets = np.arange(pos.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
             rounds = starts[pos] + offsets
-            hist = np.stack(self._hist[int(starts.min()) - self._hist_start: t - self._hist_start])
-            coef = hist[rounds - int(starts.min()), runs[pos]]
+            coef = self._hist[rounds - self._hist_start, runs[pos]]
             fed = Fed(pos, rounds, coef)
         value = self._mech.release(
             self.sum_ar[runs], self.rng, ledger=self.ledger, label="episode sum of a_s r_s", step=t,
@@ -319,7 +417,9 @@ class _OFULBase(Policy):
             new_tau[runs] = t
             keep_from = int(new_tau.min())
             if keep_from > self._hist_start:
-                del self._hist[: keep_from - self._hist_start]
+                drop = keep_from - self._hist_start
+                self._hist = self._hist[drop:]
+                self._hist_len -= drop
                 self._hist_start = keep_from
         return value
 

@@ -12,6 +12,12 @@ Table and View DP inputs: a block's reward sums are prefix-sum differences of th
 cost is O(blocks), not O(T) Python steps, and the views, releases and ledger are those of the
 per-step path (tests check this for every such policy). Plug-ins always run step by step: an audit
 does not trust a policy's claim that its two paths agree.
+
+A policy whose blocks interleave arms round robin and draw their noise when they end (DP-SE's epochs,
+``cycle_path``) runs on the cycle path instead (:meth:`Protocol._run_cycles`): a block is a pattern of
+single plays repeated, its sums are differences of strided prefix sums, and blocks complete in the
+order of their last rounds (runs in index order within a round), the order in which the per-step path
+draws their noise.
 """
 
 from __future__ import annotations
@@ -157,7 +163,8 @@ class FixedActionSet:
 
 def offers_blocks(policy) -> bool:
     """Whether ``Protocol.run`` may advance ``policy`` block by block (see the module docstring)."""
-    if not (getattr(policy, "fast_path", False) and hasattr(policy, "plan") and hasattr(policy, "complete")):
+    blocks = getattr(policy, "fast_path", False) or getattr(policy, "cycle_path", False)
+    if not (blocks and hasattr(policy, "plan") and hasattr(policy, "complete")):
         return False
     if getattr(policy, "dim", None) is not None and not hasattr(policy, "prepare_blocks"):
         return False  # a linear policy needs its fixed action set before plan(); only a wrapper can give it
@@ -279,6 +286,8 @@ class Protocol:
         if adversary is None and contexts is None and plays_tables(policy):
             return policy.play_tables(data[None], np.zeros(n_runs, dtype=np.int64), self.list_input)
         if path != "step" and blocks_ok:
+            if getattr(policy, "cycle_path", False):
+                return self._run_cycles(policy, data[None], np.zeros(n_runs, dtype=np.int64), n_arms, who)
             return self._run_blocks(policy, data, n_runs, n_arms, who)
         if adversary is None and contexts is None and self._copies_ok(policy, data, lo, hi):
             return np.asarray(policy.run_copies(self._reward_tables(data[None], n_arms)), dtype=np.int64)
@@ -315,6 +324,8 @@ class Protocol:
         lo, hi = getattr(policy, "reward_range", (-np.inf, np.inf))
         if (offers_blocks(policy) and type(self).block_sums is not Protocol.block_sums
                 and inputs.min() >= lo and inputs.max() <= hi):
+            if getattr(policy, "cycle_path", False):
+                return self._run_cycles(policy, inputs, which, n_arms, who).reshape(m, n_per, horizon)
             return self._run_blocks(policy, inputs, n, n_arms, who, which).reshape(m, n_per, horizon)
         if self._copies_ok(policy, inputs, lo, hi):
             views = policy.run_copies(self._reward_tables(inputs, n_arms), which)
@@ -366,6 +377,10 @@ class Protocol:
                 return pre[w, start + length, arms] - pre[w, start, arms]
         active = np.ones(n_runs, dtype=bool)
         segments: list[tuple[np.ndarray, ...]] = []
+        # runs that share their blocks (GOPE's phases: a few plans per phase) are written group by group
+        grouped = bool(getattr(policy, "shared_blocks", False))
+        views = np.empty((n_runs, horizon), dtype=np.int64) if grouped else None
+        next_start = np.zeros(n_runs, dtype=np.int64)
         while True:
             idx = np.flatnonzero(active)
             if idx.size == 0:
@@ -380,7 +395,13 @@ class Protocol:
             seg_start = s[:, None] + np.cumsum(L, axis=1) - L
             seg_len = np.clip(np.minimum(L, horizon - seg_start), 0, None)
             keep = seg_len > 0
-            segments.append((np.broadcast_to(idx[:, None], A.shape)[keep], seg_start[keep], A[keep], seg_len[keep]))
+            if grouped:
+                if not np.array_equal(s, next_start[idx]):
+                    raise DPAuditError(f"policy {who} planned blocks that do not cover rounds 0..{horizon - 1} back to back.")
+                next_start[idx] = s + total
+                self._write_groups(views, idx, s, A, seg_len)
+            else:
+                segments.append((np.broadcast_to(idx[:, None], A.shape)[keep], seg_start[keep], A[keep], seg_len[keep]))
             end = s + total
             full = end <= horizon
             if full.any():
@@ -389,6 +410,8 @@ class Protocol:
                 else:
                     policy.complete(idx[full], sums(prefix, A[full], seg_start[full], L[full], idx[full]))
             active[idx[end >= horizon]] = False
+        if grouped:
+            return views
         run, seg_start, arm, seg_len = (np.concatenate(c) for c in zip(*segments))
         order = np.lexsort((seg_start, run))
         run, seg_start, arm, seg_len = run[order], seg_start[order], arm[order], seg_len[order]
@@ -398,6 +421,128 @@ class Protocol:
         if not np.array_equal(seg_start, expected) or np.bincount(run, seg_len, minlength=n_runs).min() != horizon:
             raise DPAuditError(f"policy {who} planned blocks that do not cover rounds 0..{horizon - 1} back to back.")
         return np.repeat(arm, seg_len).reshape(n_runs, horizon)
+
+    @staticmethod
+    def _write_groups(views: np.ndarray, runs: np.ndarray, start: np.ndarray, arms: np.ndarray,
+                      length: np.ndarray) -> None:
+        """Blocks of ``runs`` (start (n,), arms and clipped lengths (n, B)) into ``views``: one broadcast write per
+        distinct block, runs with the same block at once (many distinct blocks: one gather write for them all).
+        Blocks are grouped by a hash of their row, and each group checked equal to its first row."""
+        rows = np.column_stack([start, arms, length])
+        with np.errstate(over="ignore"):
+            h = rows.view(np.uint64) @ _ROW_WEIGHTS[: rows.shape[1]] if rows.shape[1] <= _ROW_WEIGHTS.size else None
+        if h is not None:
+            _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+            inverse = inverse.reshape(-1)
+        if h is None or first.size > 64 or not np.array_equal(rows, rows[first[inverse]]):
+            total = length.sum(axis=1)
+            cells = int(total.sum())
+            at = np.repeat(runs, total)
+            offset = np.arange(cells) - np.repeat(np.cumsum(total) - total, total)
+            views[at, np.repeat(start, total) + offset] = np.repeat(arms.reshape(-1), length.reshape(-1))
+            return
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.r_[0, np.cumsum(np.bincount(inverse, minlength=first.size))]
+        for k, i in enumerate(first.tolist()):
+            pattern = np.repeat(arms[i], length[i])
+            if pattern.size:
+                views[runs[order[bounds[k]:bounds[k + 1]]], start[i]:start[i] + pattern.size] = pattern
+
+    def _run_cycles(self, policy, inputs: np.ndarray, which: np.ndarray, n_arms: int, who: str) -> np.ndarray:
+        """The cycle path of :meth:`run` and :meth:`run_batch` (``policy.cycle_path``): run i plays
+        ``inputs[which[i]]`` ((m, T, K) tables or (m, T) lists); (n_runs, T) views.
+
+        ``policy.plan()`` gives each run's block as (start, arms (n, B), lengths (n, B) of 0 or 1, reps): the
+        arms of the slots of length 1, in slot order, played ``reps`` times round robin (P = the slots used,
+        the period). Each iteration completes the blocks that end first, all runs ending in that round at once
+        in index order (the per-step path's order of ``observe`` calls, so a policy drawing noise in
+        ``complete`` draws the same numbers); a block reaching past the horizon ends its run, uncompleted, as a
+        step-by-step run ends mid-block. The sum of slot j over the block is a difference of the input's
+        prefix sums with stride P (P <= B, one table per period used).
+        """
+        m, horizon = inputs.shape[:2]
+        n_runs = which.size
+        views = np.empty((n_runs, horizon), dtype=np.int64)
+        strided: dict[int, np.ndarray] = {}
+        # the runs still playing; each iteration touches only the runs whose blocks end in its round
+        active = np.arange(n_runs)
+        next_start = np.zeros(n_runs, dtype=np.int64)
+        while active.size:
+            start, arms, lengths, reps = policy.plan()
+            s = np.asarray(start, dtype=np.int64)[active]
+            A = np.asarray(arms, dtype=np.int64)[active]
+            L = np.asarray(lengths, dtype=np.int64)[active]
+            R = np.asarray(reps, dtype=np.int64)[active]
+            P = L.sum(axis=1)
+            if A.min() < 0 or A.max() >= n_arms or L.min() < 0 or L.max() > 1 or P.min() < 1 or R.min() < 1:
+                raise DPAuditError(f"policy {who} planned a cycle with an arm outside 0..{n_arms - 1}, a slot "
+                                   "longer than one round or no plays.")
+            if not np.array_equal(s, next_start[active]):
+                raise DPAuditError(f"policy {who} planned blocks that do not cover rounds 0..{horizon - 1} back to back.")
+            full = R <= (horizon - s) // P  # the block ends within the horizon (no overflow for huge reps)
+            end = np.where(full, s + np.where(full, R, 0) * P, horizon + 1)
+            first = int(end.min())
+            now = end == first if first <= horizon else np.zeros(active.size, dtype=bool)
+            stop = ~full | (now & (end == horizon))
+            shown = now | ~full
+            # views of the blocks shown now: each run's used slots in order, tiled up to its block's end
+            order = np.argsort(L[shown] == 0, axis=1, kind="stable")
+            pattern = np.take_along_axis(A[shown], order, axis=1)
+            self._write_cycles(views, active[shown], s[shown], P[shown],
+                               np.minimum(np.where(full[shown], end[shown], horizon), horizon) - s[shown], pattern)
+            if now.any():
+                runs = active[now]
+                sums = np.zeros(L[now].shape)
+                w = which[runs]
+                offset = np.cumsum(L[now], axis=1) - L[now]
+                for p in np.unique(P[now]).tolist():
+                    if p not in strided:
+                        strided[p] = _strided_prefix(inputs, p)
+                    g = np.flatnonzero(P[now] == p)
+                    x = s[now][g][:, None] + offset[g]
+                    x_end = x + (R[now][g] * p)[:, None]
+                    used = L[now][g] == 1
+                    if self.list_input:
+                        part = strided[p][w[g][:, None], x_end] - strided[p][w[g][:, None], x]
+                    else:
+                        a = A[now][g]
+                        part = strided[p][w[g][:, None], x_end, a] - strided[p][w[g][:, None], x, a]
+                    sums[g] = np.where(used, part, 0.0)
+                next_start[runs] = first
+                policy.complete(runs, sums)
+            active = active[~stop]
+        return views
+
+    @staticmethod
+    def _write_cycles(views: np.ndarray, runs: np.ndarray, start: np.ndarray, period: np.ndarray,
+                      length: np.ndarray, pattern: np.ndarray) -> None:
+        """``views[r, s:s+n] = pattern[r, :P]`` repeated, for each run r of ``runs``; one slice per (s, P, n)."""
+        if runs.size == 0:
+            return
+        keys, inverse = np.unique(np.stack([start, period, length], axis=1), axis=0, return_inverse=True)
+        for k, (s0, p, n) in enumerate(keys.tolist()):
+            g = np.flatnonzero(inverse.reshape(-1) == k) if keys.shape[0] > 1 else np.arange(runs.size)
+            rows = runs[g]
+            if rows.size == views.shape[0]:
+                rows = slice(None)  # every run (the first blocks): a slice, not a gather
+            for j in range(min(p, n)):  # slot j's rounds s0 + j, s0 + j + p, ...: one broadcast write each
+                views[rows, s0 + j:s0 + n:p] = pattern[g, j:j + 1]
+
+
+#: odd 64-bit weights of the row hash of :meth:`Protocol._write_groups` (a fixed draw; groups are checked exactly)
+_ROW_WEIGHTS = (np.random.default_rng(0x5EED).integers(1, 2**63, size=64, dtype=np.int64).astype(np.uint64)
+                << np.uint64(1)) | np.uint64(1)
+
+
+def _strided_prefix(inputs: np.ndarray, p: int) -> np.ndarray:
+    """Prefix sums of the inputs with stride ``p``, P zero rows first: out[:, u] = inputs[:, u - p] + out[:, u - p]
+    for u >= p, so the sum of rounds x, x + p, ..., x + (R - 1) p is out[:, x + R p] - out[:, x]."""
+    m, T = inputs.shape[:2]
+    c = -(-T // p)
+    padded = np.zeros((m, p * (c + 1)) + inputs.shape[2:])
+    padded[:, p:p + T] = inputs
+    folded = padded.reshape((m, c + 1, p) + inputs.shape[2:])
+    return np.cumsum(folded, axis=1).reshape(padded.shape)
 
 
 def check_table(data: np.ndarray, n_arms: int) -> np.ndarray:
