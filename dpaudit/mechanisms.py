@@ -433,6 +433,20 @@ def symmetric_gaussian(rng: np.random.Generator, shape_prefix: tuple[int, ...], 
     return upper.take(full, axis=-1).reshape(prefix + (d, d))
 
 
+def _matrix_message(out: np.ndarray, x: np.ndarray, noise: np.ndarray) -> None:
+    """``out`` (n, d * d) = vec(x x^T + Z), Z the symmetric matrices whose upper triangles (``np.triu_indices``
+    order) are the rows of ``noise``: column by column, each upper entry fl(x_i x_j + z_ij) written once and
+    mirrored (x_j x_i = x_i x_j exactly), the same values as ``x x^T + symmetric_gaussian(...)`` elementwise."""
+    d = x.shape[1]
+    iu = _triu(d)
+    for p, (i, j) in enumerate(zip(iu[0].tolist(), iu[1].tolist())):
+        col = out[:, i * d + j]
+        np.multiply(x[:, i], x[:, j], out=col)
+        col += noise[:, p]
+        if i != j:
+            out[:, j * d + i] = col
+
+
 @functools.lru_cache(maxsize=64)
 def _triu(d: int) -> tuple[np.ndarray, np.ndarray]:
     """``np.triu_indices(d)``, computed once per d (read-only)."""
@@ -711,20 +725,22 @@ class LinearStatsChannel(Channel):
         z = self.check_data(z)
         n, d = z.shape[0], self.d
         x, y = z[:, :d], z[:, d]
-        xx = x[:, :, None] * x[:, None, :]
         # the matrix noise's draws, then xi's, from one call: the same stream as one call each
         m = d * (d + 1) // 2 if self.symmetric else d * d
         draws = rng.standard_normal(n * (m + d)) * self.sigma
         out = np.empty((n, d * d + d))
         noise = draws[: n * m].reshape(n, m)
-        np.add(xx.reshape(n, d * d), noise.take(_packed_index(d), axis=1) if self.symmetric else noise,
-               out=out[:, : d * d])
+        if self.symmetric:
+            _matrix_message(out[:, : d * d], x, noise)
+        else:
+            np.add((x[:, :, None] * x[:, None, :]).reshape(n, d * d), noise, out=out[:, : d * d])
         V = out[:, : d * d].reshape(n, d, d)
         u = out[:, d * d:]
         np.multiply(y[:, None], x, out=u)
         u += draws[n * m:].reshape(n, d)
         if ledger is not None and ledger.enabled:
             iu = _triu(d)
+            xx = x[:, :, None] * x[:, None, :]
             r = np.arange(n) if runs is None else np.asarray(runs)
             ledger.record(Release(label or "Alg. 5 matrix x x^T + B", int(step), Noise("gaussian", np.full(n, self.sigma)),
                                   self.sens_matrix, r, xx[:, iu[0], iu[1]], V[:, iu[0], iu[1]],
@@ -786,7 +802,6 @@ class GLOCChannel(Channel):
         th0 = th[:1] if n > 1 and th.strides[0] == 0 else th  # one estimate broadcast to every user: check it once
         if np.einsum("nd,nd->n", th0, th0).max(initial=0.0) > (1 + 1e-9) ** 2:  # a squared norm above (1 + 1e-9)^2
             raise DPAuditError("the public estimate theta_hat must lie in the unit ball (the set W of Zheng et al. 2020, Alg. 3).")
-        xx = x[:, :, None] * x[:, None, :]
         zt = np.einsum("nd,nd->n", x, th)
         grad = (1.0 / (1.0 + np.exp(-zt)) - y)[:, None] * x
         # B's upper triangle, xi and r drawn by one call (the same stream as one call each), written into the message
@@ -794,7 +809,7 @@ class GLOCChannel(Channel):
         draws = rng.standard_normal(n * (m + 2 * d))
         scaled = draws[: n * (m + d)] * self.sigma
         out = np.empty((n, d * d + 2 * d))
-        np.add(xx.reshape(n, d * d), scaled[: n * m].reshape(n, m).take(_packed_index(d), axis=1), out=out[:, : d * d])
+        _matrix_message(out[:, : d * d], x, scaled[: n * m].reshape(n, m))
         V = out[:, : d * d].reshape(n, d, d)
         u, gr = out[:, d * d: d * d + d], out[:, d * d + d:]
         np.multiply(zt[:, None], x, out=u)
@@ -802,6 +817,7 @@ class GLOCChannel(Channel):
         np.add(grad, draws[n * (m + d):].reshape(n, d) * (self.C * self.sigma), out=gr)
         if ledger is not None and ledger.enabled:
             iu = _triu(d)
+            xx = x[:, :, None] * x[:, None, :]
             r = np.arange(n) if runs is None else np.asarray(runs)
             sig = np.full(n, self.sigma)
             ledger.record(Release((label or "Alg. 3") + ": x x^T + B", int(step), Noise("gaussian", sig), self.sens[0],
