@@ -435,9 +435,13 @@ def symmetric_gaussian(rng: np.random.Generator, shape_prefix: tuple[int, ...], 
 
 def _matrix_message(out: np.ndarray, x: np.ndarray, noise: np.ndarray) -> None:
     """``out`` (n, d * d) = vec(x x^T + Z), Z the symmetric matrices whose upper triangles (``np.triu_indices``
-    order) are the rows of ``noise``: column by column, each upper entry fl(x_i x_j + z_ij) written once and
-    mirrored (x_j x_i = x_i x_j exactly), the same values as ``x x^T + symmetric_gaussian(...)`` elementwise."""
-    d = x.shape[1]
+    order) are the rows of ``noise``: for many users column by column, each upper entry fl(x_i x_j + z_ij)
+    written once and mirrored (x_j x_i = x_i x_j exactly), the same values as ``x x^T + symmetric_gaussian(...)``
+    elementwise (which few users get as it is)."""
+    n, d = x.shape
+    if n < 4096:  # few users: three whole-array operations cost less than a Python loop over the entries
+        np.add((x[:, :, None] * x[:, None, :]).reshape(n, d * d), noise.take(_packed_index(d), axis=1), out=out)
+        return
     iu = _triu(d)
     for p, (i, j) in enumerate(zip(iu[0].tolist(), iu[1].tolist())):
         col = out[:, i * d + j]
@@ -798,7 +802,10 @@ class GLOCChannel(Channel):
         z = self.check_data(z)
         n, d = z.shape[0], self.d
         x, y = z[:, :d], z[:, d]
-        th = np.zeros((n, d)) if theta_hat is None else np.broadcast_to(np.asarray(theta_hat, dtype=float), (n, d))
+        if isinstance(theta_hat, np.ndarray) and theta_hat.shape == (n, d) and theta_hat.dtype == np.float64:
+            th = theta_hat  # the server's estimates, one per user (np.broadcast_to's checks cost more than the step)
+        else:
+            th = np.zeros((n, d)) if theta_hat is None else np.broadcast_to(np.asarray(theta_hat, dtype=float), (n, d))
         th0 = th[:1] if n > 1 and th.strides[0] == 0 else th  # one estimate broadcast to every user: check it once
         if np.einsum("nd,nd->n", th0, th0).max(initial=0.0) > (1 + 1e-9) ** 2:  # a squared norm above (1 + 1e-9)^2
             raise DPAuditError("the public estimate theta_hat must lie in the unit ball (the set W of Zheng et al. 2020, Alg. 3).")

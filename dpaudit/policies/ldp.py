@@ -223,6 +223,38 @@ def _index3_symmetric(V: np.ndarray, ridge: float, u: np.ndarray, xx: np.ndarray
     return quad, mean
 
 
+def _arms3_fixed(V: np.ndarray, ridge: float, u: np.ndarray, X0: np.ndarray, beta: float) -> np.ndarray | None:
+    """The LinUCB arm of every run for d = 3, an exactly symmetric V and one action set X0 (K, 3) shared by the
+    runs: :func:`_index3_symmetric`'s arithmetic laid out arm by run, (K, n), so that every product runs along
+    the runs (contiguous) instead of along 5 arms; the same index values, the same argmax (first maximum)."""
+    n = V.shape[0]
+    Vf = V.reshape(n, 9)
+    a, b, c = Vf[:, 0] + ridge, Vf[:, 1], Vf[:, 2]
+    q, r, z = Vf[:, 4] + ridge, Vf[:, 5], Vf[:, 8] + ridge
+    c00, c01, c02 = q * z - r * r, r * c - b * z, b * r - q * c
+    det = a * c00 + b * c01 + c * c02
+    ad = np.abs(det)
+    if not (ad.min() > 0 and ad.max() < math.inf):
+        return None
+    m = np.empty((6, n))  # the inverse's distinct entries 00, 01, 02, 11, 12, 22
+    np.divide(c00, det, out=m[0])
+    np.divide(c01, det, out=m[1])
+    np.divide(c02, det, out=m[2])
+    np.divide(a * z - c * c, det, out=m[3])
+    np.divide(c * b - a * r, det, out=m[4])
+    np.divide(a * q - b * b, det, out=m[5])
+    Mf = m[[0, 1, 2, 1, 3, 4, 2, 4, 5]].T  # (n, 9) view of the (9, n) copy: theta by the reference's einsum
+    theta = np.einsum("nij,nj->ni", Mf.reshape(n, 3, 3), u)
+    th = theta.T.copy()
+    xx = (X0[:, :, None] * X0[:, None, :]).reshape(-1, 9)
+    e0, e1, e2 = xx[:, 0, None] * m[0], xx[:, 1, None] * m[1], xx[:, 2, None] * m[2]
+    e4, e5, e8 = xx[:, 4, None] * m[3], xx[:, 5, None] * m[4], xx[:, 8, None] * m[5]
+    quad = (((e0 + e1) + (e2 + e1)) + ((e4 + e5) + (e2 + e5))) + e8
+    mean = (X0[:, 0, None] * th[0] + X0[:, 1, None] * th[1]) + X0[:, 2, None] * th[2]
+    index = mean + beta * np.sqrt(np.maximum(quad, 0.0))
+    return np.argmax(index, axis=0)
+
+
 def _symmetric3(flat: np.ndarray) -> bool:
     """Whether every row of ``flat`` (n, 9 or more: a 3 x 3 matrix first, row-major) is exactly symmetric."""
     return bool((flat[:, 1] == flat[:, 3]).all() and (flat[:, 2] == flat[:, 6]).all()
@@ -501,6 +533,11 @@ class LinUCB(LDPPolicy):
         if np.sqrt(np.add.reduce(X1 * X1, axis=2)).max() > 1 + 1e-9:  # np.linalg.norm(X, axis=2), without its dispatch
             raise DPAuditError(f"{self.name}: a feature vector has norm above 1; Zheng et al. (2020) assume the unit ball.")
         d = self.dim
+        if d == 3 and self._v_symmetric and X1 is not X:
+            arm = _arms3_fixed(self.V, self._ridge(t), self.u, X1[0], self._beta(t))
+            if arm is not None:
+                self._x = X1[0][arm]
+                return arm
         # x^T M^-1 x = <vec M^-1, vec x x^T>; a fixed action set (X1, one row broadcast to every run) forms x x^T
         # once, and both paths reduce the same products in the same order (the same index either way)
         xx = (X1[..., :, None] * X1[..., None, :]).reshape(X1.shape[0], -1, d * d)
@@ -611,6 +648,9 @@ class GLOC(LinUCB):
 
     def _reset_server(self) -> None:
         super()._reset_server()
+        # dpaudit's Alg. 3 channel (or the twin's x x^T) sends exactly symmetric matrices: no check per round
+        self._symmetric_by_construction = (type(self)._server_input is GLOC._server_input
+                                           and (self._chan is None or type(self._chan) is GLOCChannel))
         self.theta_hat = np.zeros((self.n_runs, self.dim))
         self.zeta = 1.0 / math.sqrt(self.horizon)
 
@@ -628,7 +668,7 @@ class GLOC(LinUCB):
 
     def _update(self, t, msg):
         d = self.dim
-        if d == 3 and self._v_symmetric and not _symmetric3(msg):
+        if d == 3 and self._v_symmetric and not self._symmetric_by_construction and not _symmetric3(msg):
             self._v_symmetric = False  # the index takes the general path from now on
         self.V += msg[:, : d * d].reshape(-1, d, d)
         self.u += msg[:, d * d: d * d + d]
