@@ -440,7 +440,7 @@ def _matrix_message(out: np.ndarray, x: np.ndarray, noise: np.ndarray) -> None:
     elementwise (which few users get as it is)."""
     n, d = x.shape
     if n < 4096:  # few users: three whole-array operations cost less than a Python loop over the entries
-        np.add((x[:, :, None] * x[:, None, :]).reshape(n, d * d), noise.take(_packed_index(d), axis=1), out=out)
+        np.add(np.einsum("ni,nj->nij", x, x).reshape(n, d * d), noise.take(_packed_index(d), axis=1), out=out)
         return
     iu = _triu(d)
     for p, (i, j) in enumerate(zip(iu[0].tolist(), iu[1].tolist())):

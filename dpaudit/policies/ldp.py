@@ -513,6 +513,7 @@ class LinUCB(LDPPolicy):
         self._rows = np.arange(n)
         self._x = np.zeros((n, d))
         self._t = 0
+        self._arms_checked = None  # the read-only features object whose norms were checked (the same every round)
         #: V is exactly symmetric (every matrix message was): the index's fast d = 3 path applies
         self._v_symmetric = True
 
@@ -530,8 +531,10 @@ class LinUCB(LDPPolicy):
         if X.ndim != 3 or X.shape[1:] != (self.n_arms, self.dim):
             raise DPAuditError(f"{self.name} expects features of shape (n_runs, {self.n_arms}, {self.dim}), got {X.shape}.")
         X1 = X[:1] if X.shape[0] > 1 and X.strides[0] == 0 else X  # a fixed action set broadcast to every run
-        if np.sqrt(np.add.reduce(X1 * X1, axis=2)).max() > 1 + 1e-9:  # np.linalg.norm(X, axis=2), without its dispatch
-            raise DPAuditError(f"{self.name}: a feature vector has norm above 1; Zheng et al. (2020) assume the unit ball.")
+        if arms is not self._arms_checked or X.flags.writeable:  # a read-only set checked once per run
+            if np.sqrt(np.add.reduce(X1 * X1, axis=2)).max() > 1 + 1e-9:  # np.linalg.norm(X, axis=2), without its dispatch
+                raise DPAuditError(f"{self.name}: a feature vector has norm above 1; Zheng et al. (2020) assume the unit ball.")
+            self._arms_checked = arms
         d = self.dim
         if d == 3 and self._v_symmetric and X1 is not X:
             arm = _arms3_fixed(self.V, self._ridge(t), self.u, X1[0], self._beta(t))
