@@ -189,15 +189,16 @@ def _quad_mean3(Mf: np.ndarray, xx: np.ndarray, X1: np.ndarray, theta: np.ndarra
     return quad, mean
 
 
-def _index3_symmetric(V: np.ndarray, ridge: float, u: np.ndarray, xx: np.ndarray,
-                      X1: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``x^T M^-1 x`` and ``<x, theta>`` (theta = M^-1 u, M = V + ridge I) for d = 3 and an exactly symmetric V,
-    bit for bit what :func:`batched_inverse` and :func:`_quad_mean3` give on M, in fewer array operations: M's
-    entries are read from V (its off-diagonal entries are V's, since V + 0.0 = V for V never -0.0; the diagonal
-    gets the ridge), the cofactors and the inverse's entries are formed once per distinct entry (the inverse of
-    a symmetric matrix by the adjugate is symmetric bit for bit: each mirrored cofactor is the same products in
-    swapped order), theta by the same ``einsum`` and the quadratic form with the mirrored products reused.
-    None when a determinant is zero or not finite (the caller then takes the reference path)."""
+#: the rows of :func:`_inverse3_entries`' six distinct entries that make a 3 x 3 symmetric matrix, row-major
+_MIRROR3 = [0, 1, 2, 1, 3, 4, 2, 4, 5]
+
+
+def _inverse3_entries(V: np.ndarray, ridge: float) -> np.ndarray | None:
+    """The distinct entries 00, 01, 02, 11, 12, 22 of ``(V + ridge I)^-1`` for exactly symmetric 3 x 3 matrices V
+    ``(n, 3, 3)``, as ``(6, n)``: the adjugate over the determinant, each cofactor formed once (the adjugate of a
+    symmetric matrix is symmetric bit for bit: each mirrored cofactor is the same products in swapped order; M's
+    off-diagonal entries are V's, since V + 0.0 = V for V never -0.0). None when a determinant is zero or not
+    finite (the caller then takes the reference path)."""
     n = V.shape[0]
     Vf = V.reshape(n, 9)
     a, b, c = Vf[:, 0] + ridge, Vf[:, 1], Vf[:, 2]
@@ -207,14 +208,27 @@ def _index3_symmetric(V: np.ndarray, ridge: float, u: np.ndarray, xx: np.ndarray
     ad = np.abs(det)
     if not (ad.min() > 0 and ad.max() < math.inf):
         return None
-    Mf = np.empty((n, 9))
-    np.divide(c00, det, out=Mf[:, 0])
-    np.divide(c01, det, out=Mf[:, 1])
-    np.divide(c02, det, out=Mf[:, 2])
-    np.divide(a * z - c * c, det, out=Mf[:, 4])
-    np.divide(c * b - a * r, det, out=Mf[:, 5])
-    np.divide(a * q - b * b, det, out=Mf[:, 8])
-    Mf[:, 3], Mf[:, 6], Mf[:, 7] = Mf[:, 1], Mf[:, 2], Mf[:, 5]
+    m = np.empty((6, n))
+    np.divide(c00, det, out=m[0])
+    np.divide(c01, det, out=m[1])
+    np.divide(c02, det, out=m[2])
+    np.divide(a * z - c * c, det, out=m[3])
+    np.divide(c * b - a * r, det, out=m[4])
+    np.divide(a * q - b * b, det, out=m[5])
+    return m
+
+
+def _index3_symmetric(V: np.ndarray, ridge: float, u: np.ndarray, xx: np.ndarray,
+                      X1: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``x^T M^-1 x`` and ``<x, theta>`` (theta = M^-1 u, M = V + ridge I) for d = 3 and an exactly symmetric V,
+    bit for bit what :func:`batched_inverse` and :func:`_quad_mean3` give on M, in fewer array operations: the
+    inverse's distinct entries once (:func:`_inverse3_entries`), theta by the same ``einsum`` and the quadratic
+    form with the mirrored products reused. None when :func:`_inverse3_entries` is."""
+    n = V.shape[0]
+    m = _inverse3_entries(V, ridge)
+    if m is None:
+        return None
+    Mf = np.ascontiguousarray(m[_MIRROR3].T)  # (n, 9), row-major
     theta = np.einsum("nij,nj->ni", Mf.reshape(n, 3, 3), u)
     e0, e1, e2 = Mf[:, 0, None] * xx[:, :, 0], Mf[:, 1, None] * xx[:, :, 1], Mf[:, 2, None] * xx[:, :, 2]
     e4, e5, e8 = Mf[:, 4, None] * xx[:, :, 4], Mf[:, 5, None] * xx[:, :, 5], Mf[:, 8, None] * xx[:, :, 8]
@@ -228,22 +242,10 @@ def _arms3_fixed(V: np.ndarray, ridge: float, u: np.ndarray, X0: np.ndarray, bet
     runs: :func:`_index3_symmetric`'s arithmetic laid out arm by run, (K, n), so that every product runs along
     the runs (contiguous) instead of along 5 arms; the same index values, the same argmax (first maximum)."""
     n = V.shape[0]
-    Vf = V.reshape(n, 9)
-    a, b, c = Vf[:, 0] + ridge, Vf[:, 1], Vf[:, 2]
-    q, r, z = Vf[:, 4] + ridge, Vf[:, 5], Vf[:, 8] + ridge
-    c00, c01, c02 = q * z - r * r, r * c - b * z, b * r - q * c
-    det = a * c00 + b * c01 + c * c02
-    ad = np.abs(det)
-    if not (ad.min() > 0 and ad.max() < math.inf):
+    m = _inverse3_entries(V, ridge)
+    if m is None:
         return None
-    m = np.empty((6, n))  # the inverse's distinct entries 00, 01, 02, 11, 12, 22
-    np.divide(c00, det, out=m[0])
-    np.divide(c01, det, out=m[1])
-    np.divide(c02, det, out=m[2])
-    np.divide(a * z - c * c, det, out=m[3])
-    np.divide(c * b - a * r, det, out=m[4])
-    np.divide(a * q - b * b, det, out=m[5])
-    Mf = m[[0, 1, 2, 1, 3, 4, 2, 4, 5]].T  # (n, 9) view of the (9, n) copy: theta by the reference's einsum
+    Mf = m[_MIRROR3].T  # (n, 9) view of the (9, n) copy: theta by the reference's einsum
     theta = np.einsum("nij,nj->ni", Mf.reshape(n, 3, 3), u)
     th = theta.T.copy()
     xx = (X0[:, :, None] * X0[:, None, :]).reshape(-1, 9)
