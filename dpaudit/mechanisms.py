@@ -433,6 +433,24 @@ def symmetric_gaussian(rng: np.random.Generator, shape_prefix: tuple[int, ...], 
     return upper.take(full, axis=-1).reshape(prefix + (d, d))
 
 
+def _matrix_message(out: np.ndarray, x: np.ndarray, noise: np.ndarray) -> None:
+    """``out`` (n, d * d) = vec(x x^T + Z), Z the symmetric matrices whose upper triangles (``np.triu_indices``
+    order) are the rows of ``noise``: for many users column by column, each upper entry fl(x_i x_j + z_ij)
+    written once and mirrored (x_j x_i = x_i x_j exactly), the same values as ``x x^T + symmetric_gaussian(...)``
+    elementwise (which few users get as it is)."""
+    n, d = x.shape
+    if n < 4096:  # few users: three whole-array operations cost less than a Python loop over the entries
+        np.add(np.einsum("ni,nj->nij", x, x).reshape(n, d * d), noise.take(_packed_index(d), axis=1), out=out)
+        return
+    iu = _triu(d)
+    for p, (i, j) in enumerate(zip(iu[0].tolist(), iu[1].tolist())):
+        col = out[:, i * d + j]
+        np.multiply(x[:, i], x[:, j], out=col)
+        col += noise[:, p]
+        if i != j:
+            out[:, j * d + i] = col
+
+
 @functools.lru_cache(maxsize=64)
 def _triu(d: int) -> tuple[np.ndarray, np.ndarray]:
     """``np.triu_indices(d)``, computed once per d (read-only)."""
@@ -494,7 +512,8 @@ class Channel:
     def check_data(self, z: np.ndarray, label: str = "user data") -> np.ndarray:
         z = np.asarray(z, dtype=float)
         lo, hi = self.domain
-        if z.size and not (np.all(np.isfinite(z)) and z.min() >= lo and z.max() <= hi):
+        # the domain is finite, so min >= lo and max <= hi fail for NaN and inf too
+        if z.size and not (z.min() >= lo and z.max() <= hi):
             if not np.all(np.isfinite(z)):
                 raise DPAuditError(f"{label} contains NaN or inf; a channel's input must be finite.")
             bad = z[(z < lo) | (z > hi)].flat[0]
@@ -699,8 +718,8 @@ class LinearStatsChannel(Channel):
         if not np.isfinite(z.sum()) and not np.all(np.isfinite(z)):  # a finite sum: every entry is finite
             raise DPAuditError(f"{label} contains NaN or inf; a channel's input must be finite.")
         x = z[:, : self.d]
-        norms = np.sqrt(np.add.reduce(x * x, axis=1))  # np.linalg.norm(x, axis=1), without its dispatch
-        if norms.size and norms.max() > 1 + 1e-9:
+        if x.size and np.einsum("nd,nd->n", x, x).max() > (1 + 1e-9) ** 2:  # a squared norm above (1 + 1e-9)^2
+            norms = np.sqrt(np.add.reduce(x * x, axis=1))
             raise DPAuditError(f"a context of norm {norms.max():.6g} lies outside the channel's domain (the unit ball); "
                                "it is refused, not clipped.")
         Channel.check_data(self, z[:, self.d], label)
@@ -710,22 +729,29 @@ class LinearStatsChannel(Channel):
         z = self.check_data(z)
         n, d = z.shape[0], self.d
         x, y = z[:, :d], z[:, d]
-        xx = x[:, :, None] * x[:, None, :]
+        # the matrix noise's draws, then xi's, from one call: the same stream as one call each
+        m = d * (d + 1) // 2 if self.symmetric else d * d
+        draws = rng.standard_normal(n * (m + d)) * self.sigma
+        out = np.empty((n, d * d + d))
+        noise = draws[: n * m].reshape(n, m)
         if self.symmetric:
-            noise = symmetric_gaussian(rng, (n,), d, self.sigma)
+            _matrix_message(out[:, : d * d], x, noise)
         else:
-            noise = rng.standard_normal((n, d, d)) * self.sigma
-        V = xx + noise
-        u = y[:, None] * x + rng.standard_normal((n, d)) * self.sigma
+            np.add((x[:, :, None] * x[:, None, :]).reshape(n, d * d), noise, out=out[:, : d * d])
+        V = out[:, : d * d].reshape(n, d, d)
+        u = out[:, d * d:]
+        np.multiply(y[:, None], x, out=u)
+        u += draws[n * m:].reshape(n, d)
         if ledger is not None and ledger.enabled:
             iu = _triu(d)
+            xx = x[:, :, None] * x[:, None, :]
             r = np.arange(n) if runs is None else np.asarray(runs)
             ledger.record(Release(label or "Alg. 5 matrix x x^T + B", int(step), Noise("gaussian", np.full(n, self.sigma)),
                                   self.sens_matrix, r, xx[:, iu[0], iu[1]], V[:, iu[0], iu[1]],
                                   user_fed(n, step, np.zeros((n, iu[0].size)))))
             ledger.record(Release(label or "Alg. 5 vector y x + xi", int(step), Noise("gaussian", np.full(n, self.sigma)),
-                                  self.sens_vector, r, y[:, None] * x, u, user_fed(n, step, x)))
-        return np.concatenate([V.reshape(n, d * d), u], axis=1)
+                                  self.sens_vector, r, y[:, None] * x, u.copy(), user_fed(n, step, x)))
+        return out
 
     def epsilon(self, delta: float) -> float:
         from dpaudit.accountants.gaussian import gaussian_epsilon
@@ -776,27 +802,38 @@ class GLOCChannel(Channel):
         z = self.check_data(z)
         n, d = z.shape[0], self.d
         x, y = z[:, :d], z[:, d]
-        th = np.zeros((n, d)) if theta_hat is None else np.broadcast_to(np.asarray(theta_hat, dtype=float), (n, d))
+        if isinstance(theta_hat, np.ndarray) and theta_hat.shape == (n, d) and theta_hat.dtype == np.float64:
+            th = theta_hat  # the server's estimates, one per user (np.broadcast_to's checks cost more than the step)
+        else:
+            th = np.zeros((n, d)) if theta_hat is None else np.broadcast_to(np.asarray(theta_hat, dtype=float), (n, d))
         th0 = th[:1] if n > 1 and th.strides[0] == 0 else th  # one estimate broadcast to every user: check it once
-        if np.sqrt(np.add.reduce(th0 * th0, axis=1)).max(initial=0.0) > 1 + 1e-9:
+        if np.einsum("nd,nd->n", th0, th0).max(initial=0.0) > (1 + 1e-9) ** 2:  # a squared norm above (1 + 1e-9)^2
             raise DPAuditError("the public estimate theta_hat must lie in the unit ball (the set W of Zheng et al. 2020, Alg. 3).")
-        xx = x[:, :, None] * x[:, None, :]
         zt = np.einsum("nd,nd->n", x, th)
         grad = (1.0 / (1.0 + np.exp(-zt)) - y)[:, None] * x
-        V = xx + symmetric_gaussian(rng, (n,), d, self.sigma)
-        u = zt[:, None] * x + rng.standard_normal((n, d)) * self.sigma
-        gr = grad + rng.standard_normal((n, d)) * (self.C * self.sigma)
+        # B's upper triangle, xi and r drawn by one call (the same stream as one call each), written into the message
+        m = d * (d + 1) // 2
+        draws = rng.standard_normal(n * (m + 2 * d))
+        scaled = draws[: n * (m + d)] * self.sigma
+        out = np.empty((n, d * d + 2 * d))
+        _matrix_message(out[:, : d * d], x, scaled[: n * m].reshape(n, m))
+        V = out[:, : d * d].reshape(n, d, d)
+        u, gr = out[:, d * d: d * d + d], out[:, d * d + d:]
+        np.multiply(zt[:, None], x, out=u)
+        u += scaled[n * m:].reshape(n, d)
+        np.add(grad, draws[n * (m + d):].reshape(n, d) * (self.C * self.sigma), out=gr)
         if ledger is not None and ledger.enabled:
             iu = _triu(d)
+            xx = x[:, :, None] * x[:, None, :]
             r = np.arange(n) if runs is None else np.asarray(runs)
             sig = np.full(n, self.sigma)
             ledger.record(Release((label or "Alg. 3") + ": x x^T + B", int(step), Noise("gaussian", sig), self.sens[0],
                                   r, xx[:, iu[0], iu[1]], V[:, iu[0], iu[1]], user_fed(n, step, np.zeros((n, iu[0].size)))))
             ledger.record(Release((label or "Alg. 3") + ": z x + xi", int(step), Noise("gaussian", sig), self.sens[1],
-                                  r, zt[:, None] * x, u, user_fed(n, step, np.zeros((n, d)))))
+                                  r, zt[:, None] * x, u.copy(), user_fed(n, step, np.zeros((n, d)))))
             ledger.record(Release((label or "Alg. 3") + ": gradient + r", int(step), Noise("gaussian", self.C * sig),
-                                  self.sens[2], r, grad, gr, user_fed(n, step, -x)))
-        return np.concatenate([V.reshape(n, d * d), u, gr], axis=1)
+                                  self.sens[2], r, grad, gr.copy(), user_fed(n, step, -x)))
+        return out
 
     def epsilon(self, delta: float) -> float:
         from dpaudit.accountants.gaussian import gaussian_epsilon

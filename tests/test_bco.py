@@ -97,6 +97,43 @@ def test_scs_ftrl_step_is_the_barrier_regularised_minimum():
         assert obj(xi, ai) <= best.fun + 1e-9
 
 
+def _reference_barrier_step(a, c, eta, radius, iters=50):
+    na = np.linalg.norm(a, axis=1)
+    lo, hi = np.zeros_like(na), np.full_like(na, radius)
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        f = c * mid + (2 * mid / eta) / (radius ** 2 - mid ** 2) - na
+        lo, hi = np.where(f < 0, mid, lo), np.where(f < 0, hi, mid)
+    s = 0.5 * (lo + hi)
+    return -(s / np.maximum(na, 1e-300))[:, None] * a
+
+
+@pytest.mark.parametrize("radius", [1.0, 2.0, 0.25, 1.5])
+def test_scs_ftrl_step_is_the_bisection_loop_bit_for_bit(radius):
+    """The barrier step (its first levels settled where provable, the dyadic loop for the rest, the whole loop for
+    rows not settled) is the plain bisection loop's result bit for bit, over scales from 1e-6 to 1e5, a zero row,
+    rows whose root is a grid point of the settled levels (not provably settled: the whole loop), c = 0 and c
+    large; a radius that is not a power of two runs the loop itself."""
+    from dpaudit.policies import bco
+
+    rng = np.random.default_rng(7)
+    unsettled = 0
+    for rep in range(12):
+        n = int(rng.integers(1, 3000))
+        a = rng.standard_normal((n, 2)) * rng.exponential(size=(n, 1)) * 10 ** rng.uniform(-6, 5)
+        a[0] = 0.0
+        c = 0.0 if rep == 0 else float(rng.exponential() * 10)
+        eta = float(10 ** rng.uniform(-4, 0))
+        for i, g in enumerate((0.5 * radius, 0.375 * radius)[: n - 1]):  # ||a|| = F(g): the root on the grid
+            a[1 + i] = [c * g + (2 * g / eta) / (radius ** 2 - g ** 2), 0.0]
+        np.testing.assert_array_equal(_ftrl_barrier_step(a, c, eta, radius), _reference_barrier_step(a, c, eta, radius))
+        if radius == 1.0:
+            unsettled += int((~bco._settled_levels(np.linalg.norm(a, axis=1), c, eta, radius,
+                                                   bco.SETTLED_LEVELS)[1]).sum())
+    if radius == 1.0:
+        assert unsettled > 0  # the whole-loop rows were exercised
+
+
 def test_the_loss_sequences_best_point_is_the_minimum():
     rng = np.random.default_rng(3)
     cand = project_ball(rng.uniform(-1, 1, (20000, 2)), 1.0)

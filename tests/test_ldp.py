@@ -98,6 +98,94 @@ def test_linucb_index_on_a_fixed_action_set_is_the_direct_one(name):
     np.testing.assert_array_equal(views["fixed"], views["per-run"])
 
 
+def _random_symmetric(rng, n):
+    from dpaudit.mechanisms import symmetric_gaussian
+
+    x = rng.standard_normal((n, 3))
+    return symmetric_gaussian(rng, (n,), 3, float(rng.exponential() * 30)) + x[:, :, None] * x[:, None, :]
+
+
+def test_fast_d3_index_paths_are_the_reference_bit_for_bit():
+    """The fused d = 3 paths (symmetric V; per-run features, and arm by run for a fixed action set) give the
+    reference's quadratic form and mean bit for bit (batched_inverse, einsum, _quad_mean3) and its argmax, ties
+    included; a zero V (the first round) too."""
+    from dpaudit.policies.ldp import _arms3_fixed, _index3_symmetric, _quad_mean3, batched_inverse
+
+    rng = np.random.default_rng(3)
+    for n in (1, 7, 300, 2000):
+        for rep in range(6):
+            V = np.zeros((n, 3, 3)) if rep == 0 else _random_symmetric(rng, n)
+            u = rng.standard_normal((n, 3)) * 10
+            X0 = rng.standard_normal((5, 3))
+            X0 /= np.linalg.norm(X0, axis=1, keepdims=True)
+            X0[3] = X0[1]  # a tie: the first maximum wins
+            X1 = X0[None]
+            xx = (X1[..., :, None] * X1[..., None, :]).reshape(1, -1, 9)
+            ridge, beta = float(rng.exponential() * 50), float(rng.exponential() * 5)
+            Minv = batched_inverse(V + ridge * np.eye(3))
+            q_ref, m_ref = _quad_mean3(Minv.reshape(-1, 9), xx, X1, np.einsum("nij,nj->ni", Minv, u))
+            q, m = _index3_symmetric(V, ridge, u, xx, X1)
+            np.testing.assert_array_equal(q, q_ref)
+            np.testing.assert_array_equal(m, m_ref)
+            arm_ref = np.argmax(m_ref + beta * np.sqrt(np.maximum(q_ref, 0.0)), axis=1)
+            np.testing.assert_array_equal(_arms3_fixed(V, ridge, u, X0, beta), arm_ref)
+
+
+@pytest.mark.parametrize("name", ["ldp-linucb", "ldp-gloc", "gloc"])
+def test_fast_index_runs_are_the_reference_runs(name):
+    """Whole runs with the fast d = 3 index and with the reference path forced (``_v_symmetric = False``) give the
+    same actions, design matrices and messages, bit for bit."""
+    pol = make_policy(name, {"horizon": 40})
+    x = np.random.default_rng(0).standard_normal((pol.n_arms, pol.dim))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    n = 300
+    data = np.random.default_rng(1).random((40, pol.n_arms))
+    out = []
+    for fast in (True, False):
+        pol.keep_transcript = True
+        pol.reset(n, np.random.default_rng(2), record=False)
+        acts = []
+        for t in range(40):
+            pol._v_symmetric = fast
+            a = pol.act(t, np.broadcast_to(x, (n,) + x.shape))
+            acts.append(a)
+            pol.observe(t, a, data[t, a])
+        out.append((np.array(acts), pol.V.copy(), pol.transcript()))
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+    assert len(set(out[0][0].ravel().tolist())) > 1  # the runs chose different arms: the index mattered
+
+
+@pytest.mark.parametrize("n", [50, 5000])
+def test_matrix_channels_messages_are_x_xt_plus_the_drawn_noise(n):
+    """The Alg. 3 and Alg. 5 channels' messages are x x^T + B, z x + xi (or y x + xi) and grad + r with B's upper
+    triangle, xi and r drawn in that order from the generator (the stream of one call each), for few users (whole
+    arrays) and many (entry by entry)."""
+    from dpaudit.mechanisms import GLOCChannel, symmetric_gaussian
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((n, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True) * rng.uniform(1.0, 2.0, (n, 1))
+    y = rng.random(n)
+    th = rng.standard_normal((n, 3))
+    th /= np.maximum(1.0, np.linalg.norm(th, axis=1, keepdims=True))  # the unit ball W
+    ch = GLOCChannel.seed003(3, 1.0, 1e-5)
+    msg = ch.send(np.c_[x, y], np.random.default_rng(9), theta_hat=th)
+    r = np.random.default_rng(9)
+    V = x[:, :, None] * x[:, None, :] + symmetric_gaussian(r, (n,), 3, ch.sigma)
+    zt = np.einsum("nd,nd->n", x, th)
+    u = zt[:, None] * x + r.standard_normal((n, 3)) * ch.sigma
+    g = (1.0 / (1.0 + np.exp(-zt)) - y)[:, None] * x + r.standard_normal((n, 3)) * (ch.C * ch.sigma)
+    np.testing.assert_array_equal(msg, np.c_[V.reshape(n, 9), u, g])
+    lin = LinearStatsChannel.seed003(3, 1.0, 1e-5)
+    yy = 4 * y - 2
+    msg = lin.send(np.c_[x, yy], np.random.default_rng(9))
+    r = np.random.default_rng(9)
+    V = x[:, :, None] * x[:, None, :] + symmetric_gaussian(r, (n,), 3, lin.sigma)
+    u = yy[:, None] * x + r.standard_normal((n, 3)) * lin.sigma
+    np.testing.assert_array_equal(msg, np.c_[V.reshape(n, 9), u])
+
+
 def test_gaussian_channel_calibrations_and_exact_epsilon():
     c = GaussianChannel.seed003(1.0, 1e-5)  # sigma = 2B sqrt(2 ln(1.25/delta))/eps with B = 1/2
     assert math.isclose(c.sigma, math.sqrt(2 * math.log(1.25e5)), rel_tol=1e-12)

@@ -421,13 +421,37 @@ class LDPTwoPoint(TwoPoint):
 
 # ---- Alg. 1 with BCO-SCS (Cor. 4: strongly convex and smooth losses) --------------------------------------
 
+#: the dyadic bisection's first levels settled at once (:func:`_settled_levels`), the rest run as in the loop
+SETTLED_LEVELS = 32
+_U = 2.0 ** -53
+
+
 def _ftrl_barrier_step(a: np.ndarray, c: float, eta: float, radius: float, iters: int = 50) -> np.ndarray:
     """argmin over ||x|| < R of <a, x> + (c/2)||x||^2 - (1/eta) log(R^2 - ||x||^2), batched over the rows of ``a``.
 
     The objective is rotation-invariant around the direction of a: x = -s a/||a|| with s in [0, R) the root of
     c s + (2 s / eta)/(R^2 - s^2) = ||a|| (the left side increases from 0 to infinity): bisection to 2^-iters R.
+    For R a power of two the bisection's first :data:`SETTLED_LEVELS` levels are settled at once where that is
+    provably what the loop would do (:func:`_settled_levels`) and the loop runs the rest; the result is the
+    loop's bit for bit.
     """
     na = np.linalg.norm(a, axis=1)
+    m, _ = math.frexp(radius)
+    if m == 0.5 and iters <= 50:
+        # R a power of two: every lo, hi and mid is a multiple of R 2^-iters below 2R, exact in a double, so
+        # mid = lo + R 2^-(k+1) and hi = lo + R 2^-k exactly as the general loop below forms them
+        K = SETTLED_LEVELS if iters > SETTLED_LEVELS else 0
+        lo = np.zeros_like(na)
+        if K:
+            lo, ok = _settled_levels(na, c, eta, radius, K)
+            bad = np.flatnonzero(~ok)
+            lo = _dyadic_bisection(lo, na, c, eta, radius, K, iters)
+            if bad.size:  # not provably settled: the whole loop for these rows
+                lo[bad] = _dyadic_bisection(np.zeros(bad.size), na[bad], c, eta, radius, 0, iters)
+        else:
+            lo = _dyadic_bisection(lo, na, c, eta, radius, 0, iters)
+        s = lo + radius * 2.0 ** -(iters + 1)
+        return -(s / np.maximum(na, 1e-300))[:, None] * a
     lo, hi = np.zeros_like(na), np.full_like(na, radius)
     for _ in range(iters):
         mid = 0.5 * (lo + hi)
@@ -435,6 +459,70 @@ def _ftrl_barrier_step(a: np.ndarray, c: float, eta: float, radius: float, iters
         lo, hi = np.where(f < 0, mid, lo), np.where(f < 0, hi, mid)
     s = 0.5 * (lo + hi)
     return -(s / np.maximum(na, 1e-300))[:, None] * a
+
+
+def _dyadic_bisection(lo: np.ndarray, na: np.ndarray, c: float, eta: float, radius: float, start: int,
+                      iters: int) -> np.ndarray:
+    """Levels ``start``..``iters - 1`` of the bisection from ``lo`` (R a power of two): mid = lo + R 2^-(k+1), and
+    f(mid) < 0 read as fl(c mid + g) < ||a|| (fl(x - y) < 0 exactly when x < y), the loop's decisions exactly."""
+    lo = lo.copy()
+    r2 = radius ** 2
+    h = radius * 2.0 ** -start
+    for _ in range(start, iters):
+        h *= 0.5
+        mid = lo + h
+        g = 2 * mid
+        g /= eta
+        den = np.square(mid)
+        np.subtract(r2, den, out=den)
+        g /= den
+        cm = c * mid
+        cm += g
+        np.copyto(lo, mid, where=cm < na)
+    return lo
+
+
+def _computed_sum(x: np.ndarray, c: float, eta: float, radius: float) -> tuple[np.ndarray, np.ndarray]:
+    """fl(c x + fl(2x/eta)/fl(R^2 - x^2)) as the loop computes it at x, and a bound E(x) on its distance from the
+    exact F(x) = c x + (2x/eta)/(R^2 - x^2): each operation's relative error is at most u = 2^-53, R^2 - x^2 loses
+    u x^2 / (R^2 - x^2) more, so |computed - F| <= u (2 A + B (6 + 2 x^2 / D)) to first order (A = c x, B the
+    barrier term, D = R^2 - x^2); E is four times that."""
+    den = radius ** 2 - np.square(x)
+    B = (2 * x / eta) / den
+    A = c * x
+    with np.errstate(divide="ignore", invalid="ignore"):
+        E = 4 * _U * (2 * np.abs(A) + np.abs(B) * (6 + 2 * np.square(x) / np.abs(den)))
+    return A + B, E
+
+
+def _settled_levels(na: np.ndarray, c: float, eta: float, radius: float, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """The bisection's ``lo`` after its first K levels, and where that is provably the loop's.
+
+    F(s) = c s + (2 s/eta)/(R^2 - s^2) is increasing and convex on [0, R), so Newton's method from an s0 >= root
+    descends to the root: s0 the smaller of ||a|| / F'(0) (F(s) >= s F'(0)) and the root of the barrier term alone. Its estimate gives the level-K
+    cell [lo_K, lo_K + R 2^-K] the root should lie in; the cell is certified when the computed sum at lo_K plus
+    2 E(lo_K) is below ||a|| and at hi_K minus 2 E(hi_K) is at least ||a|| (:func:`_computed_sum`): F and E
+    increase, and F - E does too on the grid points of levels <= K (R^2 - x^2 >= R^2 2^-K there, far above the
+    u R^2 where it could not), so every mid <= lo_K the loop visits has computed sum < ||a|| and every mid >= hi_K
+    has it >= ||a||: the loop's first K levels end at exactly [lo_K, hi_K]. A side with no mid to visit (lo_K = 0,
+    hi_K = R) needs no check. Rows not certified are False (the caller runs the loop for them)."""
+    kk = 2.0 / eta
+    r2 = radius ** 2
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # two upper bounds on the root: F(s) >= s F'(0), and F(s) >= the barrier term alone (its root in closed form)
+        s = np.minimum(na / (c + kk / r2), 2 * na * r2 / (kk + np.sqrt(kk * kk + 4 * r2 * np.square(na))))
+        for _ in range(6):
+            den = r2 - s * s
+            s = s - (c * s + kk * s / den - na) / (c + kk * (r2 + s * s) / (den * den))
+        step = radius * 2.0 ** -K
+        t = np.clip(s, 0.0, radius - step)
+        lo = np.floor(t / step) * step
+        hi = lo + step
+        S_lo, E_lo = _computed_sum(lo, c, eta, radius)
+        S_hi, E_hi = _computed_sum(hi, c, eta, radius)
+        ok = ((lo == 0) | (S_lo + 2 * E_lo < na)) & ((hi >= radius) | (S_hi - 2 * E_hi >= na))
+    lo = np.where(ok, lo, 0.0)
+    return lo, ok
 
 
 @register("bco-scs", family="ldp")

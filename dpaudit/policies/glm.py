@@ -212,9 +212,10 @@ def check_contexts(arms: Any, n_runs: int, n_arms: int, dim: int, who: str, t: i
     x = np.asarray(arms, dtype=float)
     if x.shape != (n_runs, n_arms, dim):
         raise DPAuditError(f"{who} got contexts of shape {x.shape} at step {t}; expected {(n_runs, n_arms, dim)} (runs, K, d).")
-    if not np.all(np.isfinite(x)):
+    y = x[:1] if x.strides[0] == 0 else x  # every run sees the same contexts (a broadcast view): check them once
+    if not np.all(np.isfinite(y)):
         raise DPAuditError(f"{who} got NaN or inf contexts at step {t}.")
-    sq = np.einsum("nkd,nkd->nk", x, x)
+    sq = np.einsum("nkd,nkd->nk", y, y)
     if sq.max() > 1 + _NORM_TOL:
         raise DPAuditError(f"{who} got a context of norm {math.sqrt(float(sq.max())):g} at step {t}; contexts must lie "
                            "in the unit ball (||x|| <= 1), which the sensitivity analysis assumes.")
@@ -347,8 +348,10 @@ class JointDPGLM(_GLMBase):
         H = self.treeH.add(t, outer)
         self.X[:, t] = x
         self.R[:, t] = rewards
-        self.Vinv = spd_inverse(self._regularise(V))
-        Hinv, det = spd_inverse(self._regularise(H), with_det=True)
+        # V and H in one batch (each matrix's result depends on it alone: the same numbers, half the calls)
+        n = V.shape[0]
+        inv, dets = spd_inverse(self._regularise(np.concatenate([V, H])), with_det=True)
+        self.Vinv, Hinv, det = inv[:n], inv[n:], dets[n:]
         self.maxdet = np.maximum(self.maxdet, det)
         if self.running_max:
             cur, ref = self.maxdet, self.det_tau

@@ -189,6 +189,80 @@ def _quad_mean3(Mf: np.ndarray, xx: np.ndarray, X1: np.ndarray, theta: np.ndarra
     return quad, mean
 
 
+#: the rows of :func:`_inverse3_entries`' six distinct entries that make a 3 x 3 symmetric matrix, row-major
+_MIRROR3 = [0, 1, 2, 1, 3, 4, 2, 4, 5]
+
+
+def _inverse3_entries(V: np.ndarray, ridge: float) -> np.ndarray | None:
+    """The distinct entries 00, 01, 02, 11, 12, 22 of ``(V + ridge I)^-1`` for exactly symmetric 3 x 3 matrices V
+    ``(n, 3, 3)``, as ``(6, n)``: the adjugate over the determinant, each cofactor formed once (the adjugate of a
+    symmetric matrix is symmetric bit for bit: each mirrored cofactor is the same products in swapped order; M's
+    off-diagonal entries are V's, since V + 0.0 = V for V never -0.0). None when a determinant is zero or not
+    finite (the caller then takes the reference path)."""
+    n = V.shape[0]
+    Vf = V.reshape(n, 9)
+    a, b, c = Vf[:, 0] + ridge, Vf[:, 1], Vf[:, 2]
+    q, r, z = Vf[:, 4] + ridge, Vf[:, 5], Vf[:, 8] + ridge
+    c00, c01, c02 = q * z - r * r, r * c - b * z, b * r - q * c
+    det = a * c00 + b * c01 + c * c02
+    ad = np.abs(det)
+    if not (ad.min() > 0 and ad.max() < math.inf):
+        return None
+    m = np.empty((6, n))
+    np.divide(c00, det, out=m[0])
+    np.divide(c01, det, out=m[1])
+    np.divide(c02, det, out=m[2])
+    np.divide(a * z - c * c, det, out=m[3])
+    np.divide(c * b - a * r, det, out=m[4])
+    np.divide(a * q - b * b, det, out=m[5])
+    return m
+
+
+def _index3_symmetric(V: np.ndarray, ridge: float, u: np.ndarray, xx: np.ndarray,
+                      X1: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``x^T M^-1 x`` and ``<x, theta>`` (theta = M^-1 u, M = V + ridge I) for d = 3 and an exactly symmetric V,
+    bit for bit what :func:`batched_inverse` and :func:`_quad_mean3` give on M, in fewer array operations: the
+    inverse's distinct entries once (:func:`_inverse3_entries`), theta by the same ``einsum`` and the quadratic
+    form with the mirrored products reused. None when :func:`_inverse3_entries` is."""
+    n = V.shape[0]
+    m = _inverse3_entries(V, ridge)
+    if m is None:
+        return None
+    Mf = np.ascontiguousarray(m[_MIRROR3].T)  # (n, 9), row-major
+    theta = np.einsum("nij,nj->ni", Mf.reshape(n, 3, 3), u)
+    e0, e1, e2 = Mf[:, 0, None] * xx[:, :, 0], Mf[:, 1, None] * xx[:, :, 1], Mf[:, 2, None] * xx[:, :, 2]
+    e4, e5, e8 = Mf[:, 4, None] * xx[:, :, 4], Mf[:, 5, None] * xx[:, :, 5], Mf[:, 8, None] * xx[:, :, 8]
+    quad = (((e0 + e1) + (e2 + e1)) + ((e4 + e5) + (e2 + e5))) + e8
+    mean = (X1[:, :, 0] * theta[:, 0, None] + X1[:, :, 1] * theta[:, 1, None]) + X1[:, :, 2] * theta[:, 2, None]
+    return quad, mean
+
+
+def _arms3_fixed(V: np.ndarray, ridge: float, u: np.ndarray, X0: np.ndarray, beta: float) -> np.ndarray | None:
+    """The LinUCB arm of every run for d = 3, an exactly symmetric V and one action set X0 (K, 3) shared by the
+    runs: :func:`_index3_symmetric`'s arithmetic laid out arm by run, (K, n), so that every product runs along
+    the runs (contiguous) instead of along 5 arms; the same index values, the same argmax (first maximum)."""
+    n = V.shape[0]
+    m = _inverse3_entries(V, ridge)
+    if m is None:
+        return None
+    Mf = m[_MIRROR3].T  # (n, 9) view of the (9, n) copy: theta by the reference's einsum
+    theta = np.einsum("nij,nj->ni", Mf.reshape(n, 3, 3), u)
+    th = theta.T.copy()
+    xx = (X0[:, :, None] * X0[:, None, :]).reshape(-1, 9)
+    e0, e1, e2 = xx[:, 0, None] * m[0], xx[:, 1, None] * m[1], xx[:, 2, None] * m[2]
+    e4, e5, e8 = xx[:, 4, None] * m[3], xx[:, 5, None] * m[4], xx[:, 8, None] * m[5]
+    quad = (((e0 + e1) + (e2 + e1)) + ((e4 + e5) + (e2 + e5))) + e8
+    mean = (X0[:, 0, None] * th[0] + X0[:, 1, None] * th[1]) + X0[:, 2, None] * th[2]
+    index = mean + beta * np.sqrt(np.maximum(quad, 0.0))
+    return np.argmax(index, axis=0)
+
+
+def _symmetric3(flat: np.ndarray) -> bool:
+    """Whether every row of ``flat`` (n, 9 or more: a 3 x 3 matrix first, row-major) is exactly symmetric."""
+    return bool((flat[:, 1] == flat[:, 3]).all() and (flat[:, 2] == flat[:, 6]).all()
+                and (flat[:, 5] == flat[:, 7]).all())
+
+
 def _check_eps_delta(epsilon: float, delta: float) -> tuple[float, float]:
     return check_positive("epsilon", epsilon), check_delta(delta)
 
@@ -441,6 +515,9 @@ class LinUCB(LDPPolicy):
         self._rows = np.arange(n)
         self._x = np.zeros((n, d))
         self._t = 0
+        self._arms_checked = None  # the read-only features object whose norms were checked (the same every round)
+        #: V is exactly symmetric (every matrix message was): the index's fast d = 3 path applies
+        self._v_symmetric = True
 
     def _ridge(self, t: int) -> float:
         return 1.0
@@ -456,23 +533,34 @@ class LinUCB(LDPPolicy):
         if X.ndim != 3 or X.shape[1:] != (self.n_arms, self.dim):
             raise DPAuditError(f"{self.name} expects features of shape (n_runs, {self.n_arms}, {self.dim}), got {X.shape}.")
         X1 = X[:1] if X.shape[0] > 1 and X.strides[0] == 0 else X  # a fixed action set broadcast to every run
-        if np.sqrt(np.add.reduce(X1 * X1, axis=2)).max() > 1 + 1e-9:  # np.linalg.norm(X, axis=2), without its dispatch
-            raise DPAuditError(f"{self.name}: a feature vector has norm above 1; Zheng et al. (2020) assume the unit ball.")
+        if arms is not self._arms_checked or X.flags.writeable:  # a read-only set checked once per run
+            if np.sqrt(np.add.reduce(X1 * X1, axis=2)).max() > 1 + 1e-9:  # np.linalg.norm(X, axis=2), without its dispatch
+                raise DPAuditError(f"{self.name}: a feature vector has norm above 1; Zheng et al. (2020) assume the unit ball.")
+            self._arms_checked = arms
         d = self.dim
-        M = self.V + self._ridge(t) * np.eye(d)
-        Minv = batched_inverse(M)
-        theta = np.einsum("nij,nj->ni", Minv, self.u)
+        if d == 3 and self._v_symmetric and X1 is not X:
+            arm = _arms3_fixed(self.V, self._ridge(t), self.u, X1[0], self._beta(t))
+            if arm is not None:
+                self._x = X1[0][arm]
+                return arm
         # x^T M^-1 x = <vec M^-1, vec x x^T>; a fixed action set (X1, one row broadcast to every run) forms x x^T
         # once, and both paths reduce the same products in the same order (the same index either way)
         xx = (X1[..., :, None] * X1[..., None, :]).reshape(X1.shape[0], -1, d * d)
-        if d == 3:
-            quad, mean = _quad_mean3(Minv.reshape(-1, d * d), xx, X1, theta)
+        fast = _index3_symmetric(self.V, self._ridge(t), self.u, xx, X1) if d == 3 and self._v_symmetric else None
+        if fast is not None:
+            quad, mean = fast
         else:
-            quad = np.add.reduce(Minv.reshape(-1, 1, d * d) * xx, axis=2)
-            mean = np.add.reduce(X1 * theta[:, None, :], axis=2)
+            M = self.V + self._ridge(t) * np.eye(d)
+            Minv = batched_inverse(M)
+            theta = np.einsum("nij,nj->ni", Minv, self.u)
+            if d == 3:
+                quad, mean = _quad_mean3(Minv.reshape(-1, d * d), xx, X1, theta)
+            else:
+                quad = np.add.reduce(Minv.reshape(-1, 1, d * d) * xx, axis=2)
+                mean = np.add.reduce(X1 * theta[:, None, :], axis=2)
         index = mean + self._beta(t) * np.sqrt(np.maximum(quad, 0.0))
         arm = np.argmax(index, axis=1)
-        self._x = X[np.arange(X.shape[0]), arm]
+        self._x = X1[0][arm] if X1 is not X else X[np.arange(X.shape[0]), arm]
         return arm
 
     def _server_input(self, t: int, rewards: np.ndarray) -> np.ndarray:
@@ -486,7 +574,7 @@ class LinUCB(LDPPolicy):
     def _update(self, t: int, msg: np.ndarray) -> None:
         d = self.dim
         M = msg[:, : d * d].reshape(-1, d, d)
-        if not np.array_equal(M, np.swapaxes(M, 1, 2)):
+        if not (_symmetric3(msg) if d == 3 else np.array_equal(M, np.swapaxes(M, 1, 2))):
             raise DPAuditError(f"user {t}'s matrix message x x^T + B_t is not symmetric, but Zheng et al. (2020), Alg. 5, assume "
                                "B(j, i) = B(i, j); it is refused.")
         self.V += M
@@ -565,6 +653,9 @@ class GLOC(LinUCB):
 
     def _reset_server(self) -> None:
         super()._reset_server()
+        # dpaudit's Alg. 3 channel (or the twin's x x^T) sends exactly symmetric matrices: no check per round
+        self._symmetric_by_construction = (type(self)._server_input is GLOC._server_input
+                                           and (self._chan is None or type(self._chan) is GLOCChannel))
         self.theta_hat = np.zeros((self.n_runs, self.dim))
         self.zeta = 1.0 / math.sqrt(self.horizon)
 
@@ -582,6 +673,8 @@ class GLOC(LinUCB):
 
     def _update(self, t, msg):
         d = self.dim
+        if d == 3 and self._v_symmetric and not self._symmetric_by_construction and not _symmetric3(msg):
+            self._v_symmetric = False  # the index takes the general path from now on
         self.V += msg[:, : d * d].reshape(-1, d, d)
         self.u += msg[:, d * d: d * d + d]
         th = self.theta_hat - self.zeta * msg[:, d * d + d:]
