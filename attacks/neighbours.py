@@ -56,6 +56,7 @@ from dpaudit.protocols import (
     input_range,
     make_pair,
     offers_blocks,
+    splits_copies,
 )
 
 from .likelihood import likelihood_attack, privacy_losses
@@ -87,14 +88,15 @@ DEFAULT_TAIL = 48
 
 
 def run_tables(policy: Any, protocol: Protocol, tables: np.ndarray, n_per: int,
-               rng: np.random.Generator) -> np.ndarray:
+               rng: np.random.Generator, copies: tuple[int, int] | None = None) -> np.ndarray:
     """Views of ``n_per`` runs on each of several inputs, as one batch: (m, n_per, T).
 
     ``tables`` is (m, T, K) for Table DP or (m, T) for View DP; run i plays input i // n_per
     (:meth:`Protocol.run_batch`: block by block where the policy offers it; pilot runs only, the
-    audit's counted samples come from :meth:`Protocol.run`).
+    audit's counted samples come from :meth:`Protocol.run`). ``copies=(lo, hi)``: only the batch's runs
+    lo..hi-1, flat, (hi - lo, T).
     """
-    return protocol.run_batch(policy, tables, n_per, rng, record=False)
+    return protocol.run_batch(policy, tables, n_per, rng, record=False, copies=copies)
 
 
 def _play_moments(v: np.ndarray, n_arms: int) -> tuple[np.ndarray, np.ndarray]:
@@ -448,15 +450,47 @@ def _rank_group(policy: Any, protocol: Protocol, specs: Sequence[PairSpec], seed
     tables = np.stack([d for p in pairs for d in (p.d0, p.d1)])
     n = n_train + n_select
     views = run_tables(policy, protocol, tables, n, np.random.default_rng(seed))
-    out = []
-    for i, (spec, pair) in enumerate(zip(specs, pairs)):
-        v0, v1 = views[2 * i], views[2 * i + 1]
-        cand = fit_select_views(K, pair, v0[:n_train], v1[:n_train], v0[n_train:], v1[n_train:], delta=delta,
-                                confidence=confidence)
-        out.append((cand, {"pair": _label(spec), "family": family_of(spec),
-                           "membership_selection_bound": cand.selection_bound, "statistic": cand.test.statistic,
-                           "separation": round(cand.extra.get("separation", 0.0), 3)}, None))
-    return out
+    return [_fit_pair(K, spec, pair, views[2 * i], views[2 * i + 1], n_train, delta, confidence)
+            for i, (spec, pair) in enumerate(zip(specs, pairs))]
+
+
+def _fit_pair(K: int, spec: PairSpec | Pair, pair: Pair, v0: np.ndarray, v1: np.ndarray, n_train: int, delta: float,
+              confidence: float) -> tuple[Any, dict[str, Any], None]:
+    """One pair of a group ranked from its views (the first ``n_train`` of each side train, the rest select)."""
+    cand = fit_select_views(K, pair, v0[:n_train], v1[:n_train], v0[n_train:], v1[n_train:], delta=delta,
+                            confidence=confidence)
+    return (cand, {"pair": _label(spec), "family": family_of(spec),
+                   "membership_selection_bound": cand.selection_bound, "statistic": cand.test.statistic,
+                   "separation": round(cand.extra.get("separation", 0.0), 3)}, None)
+
+
+def _group_slice(policy: Any, protocol: Protocol, specs: Sequence[PairSpec], seed: np.random.SeedSequence,
+                 horizon: int, rr: tuple[float, float], n: int, alphabet: Sequence[float] | None,
+                 copies: tuple[int, int]) -> np.ndarray:
+    """Runs ``copies`` of one group's batch (:func:`_rank_group`'s runs, seeded as there), flat (hi - lo, T): a task
+    of :func:`_rank_all` for a policy run copy by copy, whose batch is split over the engine's workers."""
+    K = int(policy.n_arms)
+    tables = np.stack([d for sp in specs for p in (_as_pair(sp, protocol, K, horizon, rr, alphabet),)
+                       for d in (p.d0, p.d1)])
+    return _compact(run_tables(policy, protocol, tables, n, np.random.default_rng(seed), copies=copies), K)
+
+
+def _compact(views: np.ndarray, n_arms: int) -> np.ndarray:
+    """Actions in the smallest integer type that holds ``n_arms`` arms (what travels between processes)."""
+    return views.astype(np.int8 if n_arms <= 127 else np.int16 if n_arms <= 32767 else np.int64, copy=False)
+
+
+def _fit_pair_task(K: int, spec: PairSpec | Pair, protocol: Protocol, horizon: int, rr: tuple[float, float],
+                   alphabet: Sequence[float] | None, v0: np.ndarray, v1: np.ndarray, n_train: int, delta: float,
+                   confidence: float) -> tuple[Any, dict[str, Any], None]:
+    return _fit_pair(K, spec, _as_pair(spec, protocol, K, horizon, rr, alphabet), v0.astype(np.int64),
+                     v1.astype(np.int64), n_train, delta, confidence)
+
+
+def _slices(n: int, parts: int) -> list[tuple[int, int]]:
+    """``range(n)`` in ``parts`` contiguous slices of nearly equal length (none empty)."""
+    bounds = np.linspace(0, n, max(1, min(parts, n)) + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
 def _groups(n_specs: int, cells_per_pair: int) -> list[range]:
@@ -469,6 +503,28 @@ def _groups(n_specs: int, cells_per_pair: int) -> list[range]:
 #: successive halving of the search: every pair ranked on n_train // PILOT_DIVISOR views (at least PILOT_MIN)
 #: per split, the PILOT_KEEP most promising on the full sizes
 PILOT_DIVISOR, PILOT_MIN, PILOT_KEEP = 8, 250, 8
+
+
+def _rank_split(policy: Any, protocol: Protocol, specs: Sequence[PairSpec | Pair], groups: Sequence[range],
+                group_seeds: Sequence[np.random.SeedSequence], horizon: int, rr: tuple[float, float], delta: float,
+                confidence: float, n_train: int, n_select: int, alphabet: Sequence[float] | None, engine: Engine,
+                workers: int, ranked: Callable[[int, Any], None]) -> list[Any]:
+    """:func:`_rank_group` of every group with each group's batch of runs split into ``workers`` slices run on the
+    engine (:func:`_group_slice`), then each pair fitted as a task of its own: the same views, fits and rows."""
+    n = n_train + n_select
+    K = int(policy.n_arms)
+    tasks, owner = [], []
+    for gi, (g, ss) in enumerate(zip(groups, group_seeds)):
+        for sl in _slices(2 * len(g) * n, workers):
+            tasks.append((policy, protocol, [specs[i] for i in g], ss, horizon, rr, n, alphabet, sl))
+            owner.append(gi)
+    parts = engine.map(_group_slice, tasks)
+    fits = []
+    for gi, g in enumerate(groups):
+        views = np.concatenate([p for p, o in zip(parts, owner) if o == gi]).reshape(2 * len(g), n, horizon)
+        fits += [(K, specs[i], protocol, horizon, rr, alphabet, views[2 * j], views[2 * j + 1], n_train, delta,
+                  confidence) for j, i in enumerate(g)]
+    return engine.map(_fit_pair_task, fits, on_result=ranked)
 
 
 def _rank_all(policy: Any, protocol: Protocol, specs: Sequence[PairSpec | Pair], seed: np.random.SeedSequence,
@@ -493,8 +549,15 @@ def _rank_all(policy: Any, protocol: Protocol, specs: Sequence[PairSpec | Pair],
                and not any(isinstance(getattr(spec, "d0", None), ContextInput) for spec in specs))
     if batched:
         groups = _groups(len(specs), 2 * (n_train + n_select) * horizon)
+        group_seeds = seed.spawn(len(groups))
+        workers = engine.workers if engine.parallel else 1
+        if workers > 1 and len(groups) < workers and splits_copies(policy):
+            # a one-run class's copies cost a Python call each per round: each group's batch is split over the
+            # workers (each slice seeded as in the whole batch, so the views and the findings are the same)
+            return _rank_split(policy, protocol, specs, groups, group_seeds, horizon, rr, delta, confidence, n_train,
+                               n_select, alphabet, engine, workers, ranked)
         group_tasks = [(policy, protocol, [specs[i] for i in g], ss, horizon, rr, delta, confidence,
-                        n_train, n_select, alphabet) for g, ss in zip(groups, seed.spawn(len(groups)))]
+                        n_train, n_select, alphabet) for g, ss in zip(groups, group_seeds)]
 
         def ranked_group(i: int, result: list[Any]) -> None:
             for r in result:

@@ -118,6 +118,50 @@ def test_whole_runs_behind_the_sandbox_and_in_run_batch():
     assert a.shape == (2, 20, 50) and np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("cls, kw, options", CASES, ids=[c[0].__name__ + str(c[2]) for c in CASES])
+def test_slices_of_a_batch_give_the_whole_batchs_rows(cls, kw, options):
+    """run_batch(copies=(lo, hi)) builds and runs only those copies, seeded as in the whole batch: the slices'
+    views, in order, are the whole batch's, in every generator mode (redirected, module-level, swapped)."""
+    from dpaudit.protocols import splits_copies
+
+    pol = PerRun(cls, kw, "pure:eps=1", **options)
+    assert splits_copies(pol) and splits_copies(wrap_plugin(pol, "x"))
+    proto, T = TableDP(), 40
+    g = np.random.default_rng(4)
+    tabs = g.integers(0, 2, size=(3, T, pol.n_arms)).astype(float)
+    whole = proto.run_batch(pol, tabs, 30, np.random.default_rng(8)).reshape(90, T)
+    parts = [proto.run_batch(wrap_plugin(pol, "x"), tabs, 30, np.random.default_rng(8), copies=c)
+             for c in ((0, 1), (1, 44), (44, 90))]
+    assert [p.shape for p in parts] == [(1, T), (43, T), (46, T)]
+    assert np.array_equal(np.concatenate(parts), whole)
+    with pytest.raises(ValueError, match="copies must be a range"):
+        proto.run_batch(pol, tabs, 30, np.random.default_rng(8), copies=(5, 91))
+
+
+def test_the_search_ranks_a_one_run_class_on_two_workers_as_on_one():
+    """The search's ranking of a one-run class splits each group's batch of runs over the workers (slices seeded
+    as in the whole batch): the rows, the chosen test and its selection bound are those of one process."""
+    from dpaudit.attacks.neighbours import _rank_all
+    from dpaudit.engine import SERIAL, Engine
+    from dpaudit.protocols import PairSpec, candidate_pairs
+
+    pol = PerRun(greedy.DoubleDividedGreedy, {"horizon": 40}, "pure:eps=1")
+    proto, T = TableDP(), 40
+    specs = [s for s in candidate_pairs(proto, 2, T) if isinstance(s, PairSpec)][:5]
+
+    def rank(engine):
+        fin = {"ranking": []}
+        return _rank_all(pol, proto, specs, np.random.SeedSequence(21), T, (0.0, 1.0), 1e-5, 0.95, 60, 60, None,
+                         None, engine, None, fin, 0.0, "ranked")
+
+    one = rank(SERIAL)
+    with Engine(workers=2) as eng:
+        two = rank(eng)
+    assert [r for _, r, _ in one] == [r for _, r, _ in two]
+    assert [(c.test, c.selection_bound) for c, _, _ in one] == [(c.test, c.selection_bound) for c, _, _ in two]
+    assert any(c.selection_bound > 0 for c, _, _ in one)  # the pairs are told apart: the comparison is not vacuous
+
+
 def test_rewards_outside_the_range_still_step_and_are_refused_by_name():
     pol = PerRun(etc.PrivateETC, {}, "pure:eps=1")
     d = np.full((20, 2), 0.5)

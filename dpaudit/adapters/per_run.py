@@ -245,13 +245,24 @@ class PerRun:
         return checked_arm(value, t, copy, self._who, self.n_arms)
 
     # ---- the batched contract ----------------------------------------------------------------
-    def reset(self, n_runs: int, rng: np.random.Generator, *, record: bool = True) -> None:
-        """Fresh copies for ``n_runs`` independent runs, each seeded from ``rng`` (see the class doc)."""
+    def reset(self, n_runs: int, rng: np.random.Generator, *, record: bool = True,
+              copies: tuple[int, int] | None = None) -> None:
+        """Fresh copies for ``n_runs`` independent runs, each seeded from ``rng`` (see the class doc).
+
+        ``copies=(lo, hi)``: only runs lo..hi-1 of those ``n_runs``, seeded as they are in the whole batch, so
+        that slices of one batch run in different processes give the rows of the whole batch's views
+        (:meth:`dpaudit.protocols.base.Protocol.run_batch`)."""
         n = check_int("n_runs", n_runs, minimum=1)
         if not isinstance(rng, np.random.Generator):
             raise DPAuditError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
         seeds = rng.choice(1 << 32, size=n, replace=False)  # distinct: no two runs share a seed
-        self._globals.seed_copies(rng.choice(1 << 32, size=n, replace=False))
+        gseeds = rng.choice(1 << 32, size=n, replace=False)
+        if copies is not None:
+            lo, hi = (int(x) for x in copies)
+            if not 0 <= lo < hi <= n:
+                raise DPAuditError(f"copies must be a range (lo, hi) with 0 <= lo < hi <= {n}, got {copies!r}.")
+            seeds, gseeds, n = seeds[lo:hi], gseeds[lo:hi], hi - lo
+        self._globals.seed_copies(gseeds)
         self.n_runs = n
         objs = self._run_calls([self._build] * n, [(int(x),) for x in seeds], 0)
         self._objs = objs

@@ -20,7 +20,7 @@ needs reading, its features. :mod:`.pairs` reads the pairs a reviewer hands in (
 
 from dpaudit.errors import DPAuditError
 
-from .base import Adversary, ContextInput, FixedActionSet, Pair, Protocol, check_table, offers_blocks
+from .base import Adversary, ContextInput, FixedActionSet, Pair, Protocol, check_table, offers_blocks, splits_copies
 from .interactive import (ConstantAdversary, EchoAdversary, IdentityAdversary, InteractiveDP, PinAdversary,
                           TableAdversary)
 from .joint import JointDP
@@ -32,7 +32,7 @@ from .view import ViewDP
 __all__ = [
     "Adversary", "IdentityAdversary", "ConstantAdversary", "TableAdversary", "PinAdversary", "EchoAdversary",
     "Protocol", "Pair", "PairSpec", "TableDP", "ViewDP", "InteractiveDP", "LocalDP", "JointDP", "ShuffleDP",
-    "ContextInput", "FixedActionSet", "PROTOCOLS", "get_protocol", "offers_blocks", "check_table",
+    "ContextInput", "FixedActionSet", "PROTOCOLS", "get_protocol", "offers_blocks", "splits_copies", "check_table",
     "make_pair", "candidate_pairs", "background_table", "audit_range", "input_range",
 ]
 

@@ -22,6 +22,7 @@ draws their noise.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
@@ -31,7 +32,7 @@ from dpaudit.errors import DPAuditError
 from dpaudit.policies.base import check_actions
 
 __all__ = ["Adversary", "Protocol", "Pair", "FixedActionSet", "ContextInput", "check_context_input",
-           "offers_blocks", "offers_copies", "plays_tables", "check_table"]
+           "offers_blocks", "offers_copies", "splits_copies", "plays_tables", "check_table"]
 
 
 class Adversary:
@@ -185,6 +186,21 @@ def offers_copies(policy) -> bool:
     return type(inner).__module__.startswith("dpaudit.adapters") and callable(getattr(inner, "run_copies", None))
 
 
+def splits_copies(policy) -> bool:
+    """Whether :meth:`Protocol.run_batch` may run a slice of a batch of ``policy``'s runs on its own (``copies``):
+    a policy run copy by copy (:func:`offers_copies`) whose ``reset``, inside its wrappers, builds just a slice of
+    the batch's copies, seeded as in the whole batch (the per-run adapter's ``reset(..., copies=(lo, hi))``)."""
+    if plays_tables(policy) or offers_blocks(policy) or not offers_copies(policy):
+        return False
+    inner = policy
+    for _ in range(3):
+        inner = getattr(inner, "wrapped", inner)
+    try:
+        return "copies" in inspect.signature(inner.reset).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
 def plays_tables(policy) -> bool:
     """Whether ``Protocol.run`` may hand ``policy`` whole reward tables (``play_tables``) instead of driving it
     round by round: dpaudit's loop adapter (:class:`dpaudit.adapters.loop.LoopPolicy`), whose copies run their
@@ -301,19 +317,34 @@ class Protocol:
         return views
 
     def run_batch(self, policy, inputs: np.ndarray, n_per: int, rng: np.random.Generator, *,
-                  record: bool = False) -> np.ndarray:
+                  record: bool = False, copies: tuple[int, int] | None = None) -> np.ndarray:
         """Views of ``n_per`` runs on each of several inputs, as one batch of runs: (m, n_per, T).
 
         ``inputs`` is (m, T, K) for a table or (m, T) for a list of rewards; run i plays input
         ``i // n_per``. No adversary (the pilots of the neighbouring search). Block by block where
         :func:`offers_blocks` allows and every input is inside the policy's ``reward_range``, else step
         by step with the policy's own checks on every reward it observes.
+
+        ``copies=(lo, hi)``: only runs lo..hi-1 of the batch, (hi - lo, T), the same rows as the whole batch's
+        views: a policy run copy by copy (:func:`offers_copies`) whose ``reset`` takes ``copies`` builds and runs
+        just those copies, seeded as in the whole batch (so one batch can be split over processes); any other
+        policy runs the whole batch and the rows are cut from it.
         """
         inputs = np.asarray(inputs, dtype=float)
         m, horizon = inputs.shape[:2]
         n_arms = int(policy.n_arms)
         n = m * n_per
         which = np.repeat(np.arange(m), n_per)
+        if copies is not None:
+            c0, c1 = int(copies[0]), int(copies[1])
+            if not 0 <= c0 < c1 <= n:
+                raise ValueError(f"copies must be a range (lo, hi) with 0 <= lo < hi <= {n}, got {copies!r}")
+            lo, hi = getattr(policy, "reward_range", (-np.inf, np.inf))
+            if splits_copies(policy) and self._copies_ok(policy, inputs, lo, hi):
+                policy.reset(n, rng, record=record, copies=(c0, c1))
+                views = policy.run_copies(self._reward_tables(inputs, n_arms), which[c0:c1])
+                return np.asarray(views, dtype=np.int64).reshape(c1 - c0, horizon)
+            return self.run_batch(policy, inputs, n_per, rng, record=record).reshape(n, horizon)[c0:c1]
         try:
             policy.reset(n, rng, record=record)
         except TypeError:
