@@ -452,6 +452,12 @@ def _ftrl_barrier_step(a: np.ndarray, c: float, eta: float, radius: float, iters
             lo = _dyadic_bisection(lo, na, c, eta, radius, 0, iters)
         s = lo + radius * 2.0 ** -(iters + 1)
         return -(s / np.maximum(na, 1e-300))[:, None] * a
+    return _bisection_step(a, c, eta, radius, iters)
+
+
+def _bisection_step(a: np.ndarray, c: float, eta: float, radius: float, iters: int = 50) -> np.ndarray:
+    """:func:`_ftrl_barrier_step` by the plain bisection loop (any radius; the reference of the dyadic path)."""
+    na = np.linalg.norm(a, axis=1)
     lo, hi = np.zeros_like(na), np.full_like(na, radius)
     for _ in range(iters):
         mid = 0.5 * (lo + hi)
