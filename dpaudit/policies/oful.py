@@ -60,32 +60,23 @@ def batched_det(V: np.ndarray) -> np.ndarray:
     if d == 2:
         return V[:, 0, 0] * V[:, 1, 1] - V[:, 0, 1] * V[:, 1, 0]
     if d == 3:
-        a, b, c = V[:, 0, 0], V[:, 0, 1], V[:, 0, 2]
-        e, f, g = V[:, 1, 0], V[:, 1, 1], V[:, 1, 2]
-        h, i, j = V[:, 2, 0], V[:, 2, 1], V[:, 2, 2]
-        return a * (f * j - g * i) - b * (e * j - g * h) + c * (e * i - f * h)
+        return _det3(*_entries3(V))
     return np.linalg.det(V)
 
 
-def batched_inv(V: np.ndarray) -> np.ndarray:
-    """Inverses of stacked ``(n, d, d)`` matrices; adjugate formula for ``d <= 3`` (speed)."""
-    d = V.shape[-1]
-    if d > 3:
-        return np.linalg.inv(V)
-    det = batched_det(V)
-    out = np.empty_like(V)
-    if d == 1:
-        out[:, 0, 0] = 1.0 / det
-        return out
-    if d == 2:
-        out[:, 0, 0] = V[:, 1, 1]
-        out[:, 1, 1] = V[:, 0, 0]
-        out[:, 0, 1] = -V[:, 0, 1]
-        out[:, 1, 0] = -V[:, 1, 0]
-        return out / det[:, None, None]
-    a, b, c = V[:, 0, 0], V[:, 0, 1], V[:, 0, 2]
-    e, f, g = V[:, 1, 0], V[:, 1, 1], V[:, 1, 2]
-    h, i, j = V[:, 2, 0], V[:, 2, 1], V[:, 2, 2]
+def _entries3(V: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The nine entries of stacked 3 x 3 matrices, row by row (each an (n,) view)."""
+    return tuple(V[:, r, k] for r in range(3) for k in range(3))
+
+
+def _det3(a, b, c, e, f, g, h, i, j) -> np.ndarray:
+    """The determinant of [[a, b, c], [e, f, g], [h, i, j]] by the first row's cofactors, entrywise."""
+    return a * (f * j - g * i) - b * (e * j - g * h) + c * (e * i - f * h)
+
+
+def _inv3(a, b, c, e, f, g, h, i, j, det: np.ndarray) -> np.ndarray:
+    """The inverse of [[a, b, c], [e, f, g], [h, i, j]] (each entry (n,)) as its adjugate over ``det``: (n, 3, 3)."""
+    out = np.empty((a.shape[0], 3, 3))
     out[:, 0, 0] = f * j - g * i
     out[:, 0, 1] = c * i - b * j
     out[:, 0, 2] = b * g - c * f
@@ -98,6 +89,26 @@ def batched_inv(V: np.ndarray) -> np.ndarray:
     return out / det[:, None, None]
 
 
+def batched_inv(V: np.ndarray) -> np.ndarray:
+    """Inverses of stacked ``(n, d, d)`` matrices; adjugate formula for ``d <= 3`` (speed)."""
+    d = V.shape[-1]
+    if d > 3:
+        return np.linalg.inv(V)
+    det = batched_det(V)
+    if d == 3:
+        return _inv3(*_entries3(V), det)
+    out = np.empty_like(V)
+    if d == 1:
+        out[:, 0, 0] = 1.0 / det
+        return out
+    if d == 2:
+        out[:, 0, 0] = V[:, 1, 1]
+        out[:, 1, 1] = V[:, 0, 0]
+        out[:, 0, 1] = -V[:, 0, 1]
+        out[:, 1, 0] = -V[:, 1, 0]
+        return out / det[:, None, None]
+
+
 def _packed_det(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Determinants from the packed upper triangles ``U`` (m, n) of symmetric matrices."""
     if d == 1:
@@ -105,8 +116,8 @@ def _packed_det(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.
     if d == 2:
         return U[0] * U[2] - U[1] * U[1]
     if d == 3:
-        a, b, c, f, g, j = U  # V00, V01, V02, V11, V12, V22
-        return a * (f * j - g * g) - b * (b * j - g * c) + c * (b * g - f * c)
+        a, b, c, f, g, j = U  # V00, V01, V02, V11, V12, V22 (V10 = b, V20 = c, V21 = g)
+        return _det3(a, b, c, b, f, g, c, g, j)
     return np.linalg.det(_unpack(U, d, iu))
 
 
@@ -124,17 +135,7 @@ def _packed_inv(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.
     if d != 3:
         return batched_inv(_unpack(U, d, iu))
     a, b, c, f, g, j = U  # V00, V01, V02, V11, V12, V22 (V10 = b, V20 = c, V21 = g)
-    out = np.empty((U.shape[1], 3, 3))
-    out[:, 0, 0] = f * j - g * g
-    out[:, 0, 1] = c * g - b * j
-    out[:, 0, 2] = b * g - c * f
-    out[:, 1, 0] = g * c - b * j
-    out[:, 1, 1] = a * j - c * c
-    out[:, 1, 2] = c * b - a * g
-    out[:, 2, 0] = b * g - f * c
-    out[:, 2, 1] = b * c - a * g
-    out[:, 2, 2] = a * f - b * b
-    return out / _packed_det(U, d, iu)[:, None, None]
+    return _inv3(a, b, c, b, f, g, c, g, j, _packed_det(U, d, iu))
 
 
 def _packed_smallest_eigenvalue(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
