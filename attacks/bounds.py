@@ -62,11 +62,10 @@ def cp_upper(k: np.ndarray | int, n: np.ndarray | int, alpha: float) -> np.ndarr
     """
     from scipy.special import betaincinv
 
-    k = np.asarray(k, dtype=float)
-    n = np.asarray(n, dtype=float)
+    k, n, back = _distinct_counts(k, n)
     with np.errstate(all="ignore"):
         hi = betaincinv(k + 1, np.maximum(n - k, 1e-300), 1 - alpha)
-    return np.asarray(np.where(k >= n, 1.0, hi), dtype=float)
+    return back(np.where(k >= n, 1.0, hi))
 
 
 def cp_lower(k: np.ndarray | int, n: np.ndarray | int, alpha: float) -> np.ndarray:
@@ -74,11 +73,26 @@ def cp_lower(k: np.ndarray | int, n: np.ndarray | int, alpha: float) -> np.ndarr
     quantile of Beta(k, n - k + 1), 0 when k = 0."""
     from scipy.special import betaincinv
 
-    k = np.asarray(k, dtype=float)
-    n = np.asarray(n, dtype=float)
+    k, n, back = _distinct_counts(k, n)
     with np.errstate(all="ignore"):
         lo = betaincinv(np.maximum(k, 1e-300), n - k + 1, alpha)
-    return np.asarray(np.where(k <= 0, 0.0, lo), dtype=float)
+    return back(np.where(k <= 0, 0.0, lo))
+
+
+#: below this many counts, finding the distinct ones costs more than the quantiles it saves
+_DEDUP_MIN = 256
+
+
+def _distinct_counts(k: np.ndarray | int, n: np.ndarray | int):
+    """``(k, n)`` as floats, reduced to the distinct counts when there are many of one ``n`` (a threshold scan's
+    counts repeat: every threshold between two samples has the same ones), and the map back to ``k``'s shape.
+    The beta quantile is computed once per distinct count, so the result is the same value for value."""
+    k = np.asarray(k, dtype=float)
+    n = np.asarray(n, dtype=float)
+    if k.ndim != 1 or n.ndim != 0 or k.size < _DEDUP_MIN:
+        return k, n, lambda v: np.asarray(v, dtype=float)
+    distinct, where = np.unique(k, return_inverse=True)
+    return distinct, n, lambda v: np.asarray(v, dtype=float)[where]
 
 
 def split_confidence(confidence: float, parts: int) -> float:

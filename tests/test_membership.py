@@ -80,6 +80,22 @@ def test_clopper_pearson_coverage():
     assert miss_up > alpha / 10  # ... but not vacuous
 
 
+def test_clopper_pearson_of_many_counts_is_the_quantile_of_each():
+    """A threshold scan's many repeated counts are bounded once per distinct count: the same values as the beta
+    quantile taken entry by entry (scipy's betaincinv), for either bound and counts up to n."""
+    from scipy.special import betaincinv
+
+    rng = np.random.default_rng(3)
+    n, alpha = 2000, 0.013
+    k = np.sort(rng.integers(0, n + 1, 3000) // 5 * 5)  # repeats, both ends included below
+    k[:3], k[-3:] = 0, n
+    with np.errstate(all="ignore"):
+        up = np.where(k >= n, 1.0, betaincinv(k + 1.0, np.maximum(n - k, 1e-300), 1 - alpha))
+        lo = np.where(k <= 0, 0.0, betaincinv(np.maximum(k, 1e-300), n - k + 1.0, alpha))
+    assert np.array_equal(cp_upper(k, n, alpha), up) and np.array_equal(cp_lower(k, n, alpha), lo)
+    assert np.array_equal(cp_upper(k[::-1], n, alpha), up[::-1])  # any order
+
+
 def test_best_threshold_finds_the_shift():
     rng = np.random.default_rng(2)
     s0 = {"x": rng.laplace(0, 1, 20000)}
