@@ -199,13 +199,12 @@ def _packed_det3(U: np.ndarray) -> np.ndarray:
 def _sym_inv3(X: np.ndarray, det: np.ndarray) -> np.ndarray:
     """``_packed_inv`` (d = 3) from the rows ``X`` (6, n) in ``_SYM_PERM`` order and the determinants ``det``
     (those of ``_packed_det``): each adjugate entry is _inv3's product difference (products commute
-    exactly), divided by the determinant, into a C-ordered (n, 3, 3)."""
+    exactly), divided by the determinant, copied into a C-ordered (n, 3, 3)."""
     G = X.take(_SYM_ADJ_FLAT, axis=0).reshape(2, 2, 9, X.shape[1])
     P = G[:, 0] * G[:, 1]
     adj = P[0] - P[1]  # (9, n), row by row
-    out = np.empty((X.shape[1], 3, 3))
-    np.divide(adj.T.reshape(-1, 3, 3), det[:, None, None], out=out)
-    return out
+    adj /= det
+    return np.ascontiguousarray(adj.T).reshape(-1, 3, 3)
 
 
 def _sym_smallest_eigenvalue3(X: np.ndarray) -> np.ndarray:
@@ -356,7 +355,7 @@ class _OFULBase(Policy):
         # the same arithmetic as for all runs (the other runs' actions are the ones of the step before)
         who = type(self).name or type(self).__name__
         shared = arms.shape[0] == 1 or arms.strides[0] == 0
-        if shared and self._ucb is not None and np.array_equal(arms[0], self._ucb_arms):
+        if shared and self._ucb is not None and (arms[0] == self._ucb_arms).all():  # np.array_equal: the shapes are equal
             if runs.size:
                 fresh = self._index(self._ucb_view[: runs.size], fresh_M, fresh_beta)  # the shared set as a stride-0 stack
                 if not np.isfinite(fresh).all():
@@ -450,10 +449,10 @@ class _OFULBase(Policy):
             b = self.sum_ar[runs]
             extra = 0.0
         else:
-            ell = self.n_switches[runs] + 1
+            ell = self.n_switches.take(runs) + 1
             self.n_switches[runs] = ell
             released = self._release(t, runs)
-            b = self.noisy_sum[runs] + released
+            b = self.noisy_sum.take(runs, axis=0) + released
             self.noisy_sum[runs] = b
             self.sum_ar[runs] = 0.0
             lam_min = _sym_smallest_eigenvalue3(X) if d == 3 else _packed_smallest_eigenvalue(U, d, self._iu)
@@ -462,7 +461,7 @@ class _OFULBase(Policy):
         self.theta[runs] = theta
         M = np.concatenate([W, theta[:, :, None]], axis=2)
         self.M[runs] = M
-        logdet = self.logdet[runs]
+        logdet = self.logdet.take(runs)
         self.logdet_tau[runs] = logdet
         beta = self._beta_np(logdet) + extra
         self.beta[runs] = beta
