@@ -327,6 +327,7 @@ class _OFULBase(Policy):
         self._best = np.zeros(n, dtype=np.int64)  # its argmax
         self._arm_sq: np.ndarray | None = None  # the squared norms of a shared set with an arm above L
         self._radii = np.empty(0)  # chi2 radii by episode count (_radius)
+        self._switch_calls = 0  # private switches since reset: a bound on every run's episode count
         self._played_shared = False
 
     @property
@@ -456,21 +457,31 @@ class _OFULBase(Policy):
             self.noisy_sum[runs] = b
             self.sum_ar[runs] = 0.0
             lam_min = _sym_smallest_eigenvalue3(X) if d == 3 else _packed_smallest_eigenvalue(U, d, self._iu)
-            extra = self._sigma * np.sqrt(ell * self._radius(ell) / lam_min)
+            self._switch_calls += 1  # every count in ell is at most this (a run gains one per switch call)
+            extra = ell * self._radius(ell, self._switch_calls)
+            extra /= lam_min
+            np.sqrt(extra, out=extra)
+            extra *= self._sigma  # sigma sqrt(l f(d, delta_l) / lambda_min(V_tau))
         theta = np.einsum("nde,ne->nd", W, b)
         self.theta[runs] = theta
         M = np.concatenate([W, theta[:, :, None]], axis=2)
         self.M[runs] = M
         logdet = self.logdet.take(runs)
         self.logdet_tau[runs] = logdet
-        beta = self._beta_np(logdet) + extra
+        beta = self._beta_np(logdet)
+        beta += extra
         self.beta[runs] = beta
         self.tau[runs] = t
         self.pending[runs] = False
         return M, beta
 
-    def _radius(self, ell: np.ndarray) -> np.ndarray:
-        """``chi2_radius(d, delta / (l (l + 1)))`` at the episode counts ``ell`` (>= 1), from a table of the same values."""
+    def _radius(self, ell: np.ndarray, bound: int | None = None) -> np.ndarray:
+        """``chi2_radius(d, delta / (l (l + 1)))`` at the episode counts ``ell`` (>= 1), from a table of the same values.
+
+        ``bound`` (optional) is an upper bound on ``ell``: a table longer than it needs no look at ``ell.max()`` (the
+        table grows at the same counts, to the same lengths, either way)."""
+        if bound is not None and bound < self._radii.size:
+            return self._radii[ell]
         top = int(ell.max())
         if top >= self._radii.size:
             ls = np.arange(1, 2 * top + 1)
