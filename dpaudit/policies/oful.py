@@ -180,8 +180,9 @@ _DET_COF_FLAT, _SYM_ADJ_FLAT, _SYM_COF_FLAT = _DET_COF.ravel(), _SYM_ADJ.ravel()
 
 
 def _stacked_det3(X: np.ndarray, cof: np.ndarray, row0: np.ndarray) -> np.ndarray:
-    """:func:`_det3` of symmetric matrices from their stacked entries ``X`` (6, n): ``cof`` (flat, 12) gathers the
-    three cofactors' factors, ``row0`` (3, n) is the first row; ``a cof0 - b cof1 + c cof2``, left to right as in _det3."""
+    """:func:`_det3` of symmetric matrices from their stacked entries ``X`` (6, n): ``cof`` (flat, 12) gathers
+    the three cofactors' factors, ``row0`` (3, n) is the first row; ``a cof0 - b cof1 + c cof2``, left to right
+    as in _det3."""
     G = X.take(cof, axis=0).reshape(2, 2, 3, X.shape[1])
     P = G[:, 0] * G[:, 1]
     P = P[0] - P[1]
@@ -356,7 +357,9 @@ class _OFULBase(Policy):
         # the same arithmetic as for all runs (the other runs' actions are the ones of the step before)
         who = type(self).name or type(self).__name__
         shared = arms.shape[0] == 1 or arms.strides[0] == 0
-        if shared and self._ucb is not None and (arms[0] == self._ucb_arms).all():  # np.array_equal: the shapes are equal
+        # the values are compared, never the identity: a read-only view (FixedActionSet's) may still show a buffer
+        # its owner rewrites; (==).all() is np.array_equal here (both (K, d)) without its overhead
+        if shared and self._ucb is not None and (arms[0] == self._ucb_arms).all():
             if runs.size:
                 fresh = self._index(self._ucb_view[: runs.size], fresh_M, fresh_beta)  # the shared set as a stride-0 stack
                 if not np.isfinite(fresh).all():
