@@ -305,8 +305,7 @@ class _OFULBase(Policy):
         self._det = _packed_det(self.U, d, self._iu)  # det V_t (the switch's inverse divides by it)
         self.logdet = np.full(n, d * math.log(self.lam))
         self.logdet_tau = self.logdet.copy()
-        self.theta = np.zeros((n, d))
-        self.M = np.concatenate([np.broadcast_to(eye / self.lam, (n, d, d)), self.theta[:, :, None]], axis=2)  # [V_tau^{-1} | theta]
+        self.M = np.concatenate([np.broadcast_to(eye / self.lam, (n, d, d)), np.zeros((n, d, 1))], axis=2)  # [V_tau^{-1} | theta]
         self.beta = np.full(n, self._beta_np(self.logdet))
         self.tau = np.zeros(n, dtype=np.int64)
         self.n_switches = np.zeros(n, dtype=np.int64)
@@ -323,7 +322,9 @@ class _OFULBase(Policy):
         self._hist_len = 0
         self._hist_start = 0
         self._row_base = np.arange(n) * self.n_arms
-        self._ucb: np.ndarray | None = None  # the index of every run and arm, while the action set is shared
+        # the index of every run and arm at its last full computation, kept while the action set is shared (a switch
+        # recomputes its runs' rows and keeps only their argmax, _best: nothing reads the rows again)
+        self._ucb: np.ndarray | None = None
         self._ucb_arms: np.ndarray | None = None
         self._best = np.zeros(n, dtype=np.int64)  # its argmax
         self._arm_sq: np.ndarray | None = None  # the squared norms of a shared set with an arm above L
@@ -335,6 +336,11 @@ class _OFULBase(Policy):
     def V(self) -> np.ndarray:
         """The design matrices ``lambda I + sum_s a_s a_s^T`` of every run, ``(n_runs, d, d)``."""
         return _unpack(self.U, self.dim, self._iu)
+
+    @property
+    def theta(self) -> np.ndarray:
+        """``theta_tau`` of every run at its last switch, ``(n_runs, d)`` (a view of the index's matrices)."""
+        return self.M[:, :, self.dim]
 
     @property
     def W_tau(self) -> np.ndarray:
@@ -364,7 +370,6 @@ class _OFULBase(Policy):
                 fresh = self._index(self._ucb_view[: runs.size], fresh_M, fresh_beta)  # the shared set as a stride-0 stack
                 if not np.isfinite(fresh).all():
                     raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
-                self._ucb[runs] = fresh
                 self._best[runs] = np.argmax(fresh, axis=1)
             actions = self._best.copy()
         else:
@@ -466,7 +471,6 @@ class _OFULBase(Policy):
             np.sqrt(extra, out=extra)
             extra *= self._sigma  # sigma sqrt(l f(d, delta_l) / lambda_min(V_tau))
         theta = np.einsum("nde,ne->nd", W, b)
-        self.theta[runs] = theta
         M = np.concatenate([W, theta[:, :, None]], axis=2)
         self.M[runs] = M
         logdet = self.logdet.take(runs)
@@ -504,7 +508,7 @@ class _OFULBase(Policy):
             coef = self._hist[rounds - self._hist_start, runs[pos]]
             fed = Fed(pos, rounds, coef)
         value = self._mech.release(
-            self.sum_ar[runs], self.rng, ledger=self.ledger, label="episode sum of a_s r_s", step=t,
+            self.sum_ar.take(runs, axis=0), self.rng, ledger=self.ledger, label="episode sum of a_s r_s", step=t,
             runs=runs, fed=fed,
         )
         if self.record:
