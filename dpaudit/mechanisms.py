@@ -312,10 +312,11 @@ class _Additive:
         except (TypeError, ValueError):
             raise DPAuditError(f"the statistic released as {label or 'a release'} must be numbers, got "
                                f"{type(centre).__name__}.") from None
-        if not np.all(np.isfinite(centre)):
+        if not np.isfinite(centre).all():
             raise DPAuditError(f"the statistic released as {label or 'a release'} contains NaN or inf.")
         try:
-            np.broadcast_shapes(self.scale.shape, centre.shape)
+            if self.scale.ndim:  # a scalar scale fits every shape
+                np.broadcast_shapes(self.scale.shape, centre.shape)
         except ValueError:
             raise DPAuditError(f"the noise scale of shape {self.scale.shape} does not fit the statistic of shape "
                                f"{centre.shape} released as {label or 'a release'}.") from None
@@ -330,9 +331,12 @@ class _Additive:
             v2 = value.reshape(c2.shape)
             if runs is None:
                 runs = np.arange(c2.shape[0])
-            scale = np.broadcast_to(self.scale, (c2.shape[0],)) if self.scale.ndim <= 1 else self.scale
+            if self.scale.ndim == 0:  # np.broadcast_to's values, without its cost per call (a release per step)
+                scale = np.full(c2.shape[0], self.scale)
+            else:
+                scale = np.array(np.broadcast_to(self.scale, (c2.shape[0],)) if self.scale.ndim == 1 else self.scale, dtype=float)
             ledger.record(
-                Release(label, step, Noise(self.kind, np.array(scale, dtype=float)), self.sensitivity,
+                Release(label, step, Noise(self.kind, scale), self.sensitivity,
                         np.asarray(runs), c2, v2, fed, None if arm is None else np.asarray(arm))
             )
         return value

@@ -244,6 +244,34 @@ def test_packed_inverse_and_eigenvalue_are_the_unpacked_ones_bit_for_bit():
     assert np.array_equal(_packed_smallest_eigenvalue(U, 3, iu), np.full(2, 2.5))
 
 
+def test_stacked_d3_helpers_are_the_packed_ones_bit_for_bit():
+    """The switch's stacked d = 3 helpers (one gather for all cofactors) give exactly the values of the
+    packed determinant, inverse and lambda_min, down to the last bit, on random matrices over many
+    magnitudes, near-singular ones, multiples of the identity (lambda_min's p = 0 branch) and one run."""
+    from dpaudit.policies.oful import (_SYM_PERM, _packed_det, _packed_det3, _packed_inv, _packed_smallest_eigenvalue,
+                                       _sym_inv3, _sym_smallest_eigenvalue3)
+
+    rng = np.random.default_rng(12)
+    iu = np.triu_indices(3)
+    cases = []
+    for n in (1, 2, 7, 64, 1000):
+        A = rng.standard_normal((n, rng.integers(1, 6), 3)) * 10.0 ** rng.uniform(-3, 3, (n, 1, 1))
+        cases.append(np.einsum("nsd,nse->nde", A, A) + 10.0 ** rng.uniform(-3, 1, (n, 1, 1)) * np.eye(3))
+    x = rng.standard_normal((50, 3))
+    cases.append(np.einsum("nd,ne->nde", x, x) + 1e-9 * np.eye(3))  # rank one plus a tiny ridge
+    cases.append(np.concatenate([np.broadcast_to(c * np.eye(3), (1, 3, 3)) for c in (0.1, 2.5, 1e6)]))  # p = 0
+    for V in cases:
+        U = np.ascontiguousarray(V[:, iu[0], iu[1]].T)
+        det = _packed_det(U, 3, iu)
+        assert np.array_equal(_packed_det3(U), det)
+        X = U[_SYM_PERM]
+        W = _sym_inv3(X, det)
+        assert W.flags.c_contiguous and np.array_equal(W, _packed_inv(U, 3, iu))
+        assert np.array_equal(_sym_smallest_eigenvalue3(X), _packed_smallest_eigenvalue(U, 3, iu))
+    assert np.array_equal(_sym_smallest_eigenvalue3((2.5 * np.eye(3))[iu][_SYM_PERM][:, None].repeat(2, axis=1)),
+                          np.full(2, 2.5))
+
+
 class _FullRecompute:
     """The step as it was before the index cache: every run's index recomputed at every step from the
     action set, the switch's inverse and lambda_min from the unpacked matrices and the chi2 radius
@@ -259,15 +287,40 @@ class _FullRecompute:
         return chi2_radius(self.dim, self.delta / (ell * (ell + 1.0)))
 
     def _switch(self, t, runs):
-        import dpaudit.policies.oful as oful
+        """The switch as it was before the stacked d = 3 path: the inverse and lambda_min of the unpacked
+        matrices (their own determinants), every state array written by fancy index, the index's rows
+        gathered back from ``M`` and ``beta``."""
+        from dpaudit.policies.oful import _unpack
 
-        saved = oful._packed_inv, oful._packed_smallest_eigenvalue
-        oful._packed_inv = lambda U, d, iu: batched_inv(oful._unpack(U, d, iu))
-        oful._packed_smallest_eigenvalue = lambda U, d, iu: smallest_eigenvalue(oful._unpack(U, d, iu))
-        try:
-            super()._switch(t, runs)
-        finally:
-            oful._packed_inv, oful._packed_smallest_eigenvalue = saved
+        U = self.U[:, runs]
+        V = _unpack(U, self.dim, self._iu)
+        W = batched_inv(V)
+        if self._mech is None:
+            b = self.sum_ar[runs]
+            extra = 0.0
+        else:
+            ell = self.n_switches[runs] + 1
+            self.n_switches[runs] = ell
+            released = self._release(t, runs)
+            b = self.noisy_sum[runs] + released
+            self.noisy_sum[runs] = b
+            self.sum_ar[runs] = 0.0
+            lam_min = smallest_eigenvalue(V)
+            sigma = float(self._mech.sigma)
+            extra = sigma * np.sqrt(ell * self._radius(ell) / lam_min)
+        theta = np.einsum("nde,ne->nd", W, b)
+        self.theta[runs] = theta
+        self.M[runs] = np.concatenate([W, theta[:, :, None]], axis=2)
+        self.logdet_tau[runs] = self.logdet[runs]
+        self.beta[runs] = self._beta_np(self.logdet[runs]) + extra
+        self.tau[runs] = t
+        self.pending[runs] = False
+        return self.M[runs], self.beta[runs]
+
+    def _observe(self, t, actions, rewards):
+        super()._observe(t, actions, rewards)
+        self.logdet = np.log(batched_det(self.V))  # det V_t of the unpacked matrices, not the packed rows
+        self.pending = self.logdet > self.logdet_tau + self.log1p_C
 
 
 @pytest.mark.parametrize("name", ["adac-oful", "adar-oful", "rs-oful", "oful"])

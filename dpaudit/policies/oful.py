@@ -159,6 +159,72 @@ def _packed_smallest_eigenvalue(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.
     return np.where(p > 0, q + 2.0 * p * np.cos(phi + 2.0 * math.pi / 3.0), q)
 
 
+# The d = 3 switch on a handful of runs is bound by the count of numpy calls, not by arithmetic: the helpers
+# below do the cofactor arithmetic of _det3 / _inv3 / _packed_smallest_eigenvalue on stacked rows (one
+# gather, one product, one difference for all cofactors), the same products and differences in the same
+# order, so every value is the same bit for bit (tests/test_oful.py compares them with the reference).
+#: _packed_det's cofactors f j - g g, b j - g c, b g - f c as (first x second) - (third x fourth), rows of
+#: the packed [a, b, c, f, g, j] = [V00, V01, V02, V11, V12, V22]
+_DET_COF = np.array([[[3, 1, 1], [5, 5, 4]], [[4, 4, 3], [4, 2, 2]]])
+#: the order of the stacked rows the switch gathers: [V00, V11, V22, V01, V02, V12] (diagonal first)
+_SYM_PERM = np.array([0, 3, 5, 1, 2, 4])
+#: _inv3's nine adjugate entries (row by row) on the symmetric rows in _SYM_PERM order (a f j b c g):
+#: f j - g g, c g - b j, b g - c f, (c g - b j), a j - c c, c b - a g, (b g - c f), (c b - a g), a f - b b
+_SYM_ADJ = np.array([[[1, 4, 3, 4, 0, 4, 3, 4, 0], [2, 5, 5, 5, 2, 3, 5, 3, 1]],
+                     [[5, 3, 4, 3, 4, 0, 4, 0, 3], [5, 2, 1, 2, 4, 5, 1, 5, 3]]])
+#: the cofactors of _packed_det in _SYM_PERM order, and the first row's entries (a, b, c) they multiply
+_SYM_COF = np.array([[[1, 3, 3], [2, 2, 5]], [[5, 5, 1], [5, 4, 4]]])
+_SYM_ROW0 = np.array([0, 3, 4])
+# flat forms for np.take (a take along axis 0 costs a fraction of the equivalent fancy index on small arrays)
+_DET_COF_FLAT, _SYM_ADJ_FLAT, _SYM_COF_FLAT = _DET_COF.ravel(), _SYM_ADJ.ravel(), _SYM_COF.ravel()
+
+
+def _stacked_det3(X: np.ndarray, cof: np.ndarray, row0: np.ndarray) -> np.ndarray:
+    """:func:`_det3` of symmetric matrices from their stacked entries ``X`` (6, n): ``cof`` (flat, 12) gathers
+    the three cofactors' factors, ``row0`` (3, n) is the first row; ``a cof0 - b cof1 + c cof2``, left to right
+    as in _det3."""
+    G = X.take(cof, axis=0).reshape(2, 2, 3, X.shape[1])
+    P = G[:, 0] * G[:, 1]
+    P = P[0] - P[1]
+    P *= row0
+    out = P[0] - P[1]
+    out += P[2]
+    return out
+
+
+def _packed_det3(U: np.ndarray) -> np.ndarray:
+    """``_packed_det(U, 3, iu)`` with the cofactors stacked: the same value bit for bit, fewer numpy calls."""
+    return _stacked_det3(U, _DET_COF_FLAT, U[:3])
+
+
+def _sym_inv3(X: np.ndarray, det: np.ndarray) -> np.ndarray:
+    """``_packed_inv`` (d = 3) from the rows ``X`` (6, n) in ``_SYM_PERM`` order and the determinants ``det``
+    (those of ``_packed_det``): each adjugate entry is _inv3's product difference (products commute
+    exactly), divided by the determinant, copied into a C-ordered (n, 3, 3)."""
+    G = X.take(_SYM_ADJ_FLAT, axis=0).reshape(2, 2, 9, X.shape[1])
+    P = G[:, 0] * G[:, 1]
+    adj = P[0] - P[1]  # (9, n), row by row
+    adj /= det
+    return np.ascontiguousarray(adj.T).reshape(-1, 3, 3)
+
+
+def _sym_smallest_eigenvalue3(X: np.ndarray) -> np.ndarray:
+    """``_packed_smallest_eigenvalue`` (d = 3) from the rows ``X`` (6, n) in ``_SYM_PERM`` order, operation for
+    operation on stacked rows; ``X`` is overwritten (it becomes the packed ``(V - q I) / p``)."""
+    q = ((X[0] + X[1]) + X[2]) / 3.0
+    X[:3] -= q
+    S = X ** 2
+    p2 = ((S[0] + S[1]) + S[2]) + 2.0 * ((S[3] + S[4]) + S[5])
+    p = np.sqrt(p2 / 6.0)
+    pos = p > 0
+    X /= np.where(pos, p, 1.0)
+    r = _stacked_det3(X, _SYM_COF_FLAT, X.take(_SYM_ROW0, axis=0)) / 2.0
+    np.maximum(r, -1.0, out=r)  # np.clip(r, -1, 1), value for value (NaN stays NaN), without clip's overhead
+    np.minimum(r, 1.0, out=r)
+    phi = np.arccos(r) / 3.0
+    return np.where(pos, q + 2.0 * p * np.cos(phi + 2.0 * math.pi / 3.0), q)
+
+
 def smallest_eigenvalue(V: np.ndarray) -> np.ndarray:
     """lambda_min of stacked symmetric ``(n, d, d)`` matrices; closed form (Smith 1961) for d <= 3."""
     d = V.shape[-1]
@@ -236,10 +302,10 @@ class _OFULBase(Policy):
         self._iu = np.triu_indices(d)
         # the design matrix V_t, packed: upper-triangle entries (m, n), coordinate-major (speed)
         self.U = np.where((self._iu[0] == self._iu[1])[:, None], self.lam, 0.0) * np.ones((1, n))
+        self._det = _packed_det(self.U, d, self._iu)  # det V_t (the switch's inverse divides by it)
         self.logdet = np.full(n, d * math.log(self.lam))
         self.logdet_tau = self.logdet.copy()
-        self.theta = np.zeros((n, d))
-        self.M = np.concatenate([np.broadcast_to(eye / self.lam, (n, d, d)), self.theta[:, :, None]], axis=2)  # [V_tau^{-1} | theta]
+        self.M = np.concatenate([np.broadcast_to(eye / self.lam, (n, d, d)), np.zeros((n, d, 1))], axis=2)  # [V_tau^{-1} | theta]
         self.beta = np.full(n, self._beta_np(self.logdet))
         self.tau = np.zeros(n, dtype=np.int64)
         self.n_switches = np.zeros(n, dtype=np.int64)
@@ -247,6 +313,7 @@ class _OFULBase(Policy):
         self.sum_ar = np.zeros((n, d))  # raw sum over the current episode (private) or all rounds
         self.noisy_sum = np.zeros((n, d))  # released sums + noise (private variants)
         self._mech = self._mechanism()
+        self._sigma = None if self._mech is None else float(self._mech.sigma)
         self._played = np.zeros((n, d))
         self._actions: np.ndarray | None = None
         # played features per round (rows from round _hist_start on), kept only while recording: a buffer that
@@ -255,17 +322,25 @@ class _OFULBase(Policy):
         self._hist_len = 0
         self._hist_start = 0
         self._row_base = np.arange(n) * self.n_arms
-        self._ucb: np.ndarray | None = None  # the index of every run and arm, while the action set is shared
+        # the index of every run and arm at its last full computation, kept while the action set is shared (a switch
+        # recomputes its runs' rows and keeps only their argmax, _best: nothing reads the rows again)
+        self._ucb: np.ndarray | None = None
         self._ucb_arms: np.ndarray | None = None
         self._best = np.zeros(n, dtype=np.int64)  # its argmax
         self._arm_sq: np.ndarray | None = None  # the squared norms of a shared set with an arm above L
         self._radii = np.empty(0)  # chi2 radii by episode count (_radius)
+        self._switch_calls = 0  # private switches since reset: a bound on every run's episode count
         self._played_shared = False
 
     @property
     def V(self) -> np.ndarray:
         """The design matrices ``lambda I + sum_s a_s a_s^T`` of every run, ``(n_runs, d, d)``."""
         return _unpack(self.U, self.dim, self._iu)
+
+    @property
+    def theta(self) -> np.ndarray:
+        """``theta_tau`` of every run at its last switch, ``(n_runs, d)`` (a view of the index's matrices)."""
+        return self.M[:, :, self.dim]
 
     @property
     def W_tau(self) -> np.ndarray:
@@ -282,22 +357,23 @@ class _OFULBase(Policy):
         arms = self._check_arms(t, arms)
         runs = np.flatnonzero(self.pending)
         if runs.size:
-            self._switch(t, runs)
+            fresh_M, fresh_beta = self._switch(t, runs)
         # the index of a run changes only at its switches while the action set stays the same: one set shared by
         # every run (a fixed action set) has its index and argmax recomputed only for the runs that switched, by
         # the same arithmetic as for all runs (the other runs' actions are the ones of the step before)
         who = type(self).name or type(self).__name__
         shared = arms.shape[0] == 1 or arms.strides[0] == 0
-        if shared and self._ucb is not None and np.array_equal(arms[0], self._ucb_arms):
+        # the values are compared, never the identity: a read-only view (FixedActionSet's) may still show a buffer
+        # its owner rewrites; (==).all() is np.array_equal here (both (K, d)) without its overhead
+        if shared and self._ucb is not None and (arms[0] == self._ucb_arms).all():
             if runs.size:
-                fresh = self._index(self._ucb_view[: runs.size], runs)  # the shared set as a stride-0 stack
+                fresh = self._index(self._ucb_view[: runs.size], fresh_M, fresh_beta)  # the shared set as a stride-0 stack
                 if not np.isfinite(fresh).all():
                     raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
-                self._ucb[runs] = fresh
                 self._best[runs] = np.argmax(fresh, axis=1)
             actions = self._best.copy()
         else:
-            ucb = self._index(arms, None)
+            ucb = self._index(arms, self.M, self.beta)
             if not np.isfinite(ucb).all():
                 raise DPAuditError(f"{who} got NaN or inf action features at step {t}.")
             actions = np.argmax(ucb, axis=1)
@@ -328,9 +404,9 @@ class _OFULBase(Policy):
         self._played, self._actions, self._played_shared = played, actions, shared
         return actions
 
-    def _index(self, arms: np.ndarray, runs: np.ndarray | None) -> np.ndarray:
-        """``<theta_tau, a> + beta_tau ||a||_{V_tau^{-1}}`` of every arm (Line 11), for all runs or ``runs``."""
-        M, beta = (self.M, self.beta) if runs is None else (self.M[runs], self.beta[runs])
+    def _index(self, arms: np.ndarray, M: np.ndarray, beta: np.ndarray) -> np.ndarray:
+        """``<theta_tau, a> + beta_tau ||a||_{V_tau^{-1}}`` of every arm (Line 11) from the runs' ``M = [V_tau^{-1} | theta]``
+        (C-ordered) and ``beta``: all runs' (``self.M``, ``self.beta``) or the rows just written by a switch."""
         AM = np.matmul(arms, M)  # (n, K, d+1): [a^T V_tau^{-1} | <a, theta>]
         ucb = np.einsum("nkd,nkd->nk", AM[:, :, : self.dim], arms)  # ||a||^2_{V_tau^{-1}}
         np.maximum(ucb, 0.0, out=ucb)
@@ -353,8 +429,9 @@ class _OFULBase(Policy):
         else:
             aT = a.T
             self.U += aT[self._iu[0]] * aT[self._iu[1]]
+        self._det = _packed_det3(self.U) if self.dim == 3 else _packed_det(self.U, self.dim, self._iu)
         with np.errstate(divide="ignore"):
-            self.logdet = np.log(_packed_det(self.U, self.dim, self._iu))
+            self.logdet = np.log(self._det)
         self.pending = self.logdet > self.logdet_tau + self.log1p_C
         if self._mech is not None and self.record:
             if self._hist_len == self._hist.shape[0]:
@@ -364,33 +441,54 @@ class _OFULBase(Policy):
             self._hist[self._hist_len] = a
             self._hist_len += 1
 
-    def _switch(self, t: int, runs: np.ndarray) -> None:
-        """Refresh the estimate of ``runs`` at step t (Alg. 3/4, Lines 6-9)."""
-        U = self.U[:, runs]
-        W = _packed_inv(U, self.dim, self._iu)
+    def _switch(self, t: int, runs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Refresh the estimate of ``runs`` at step t (Alg. 3/4, Lines 6-9); return their new rows of ``M`` and ``beta``.
+
+        For d = 3 the inverse divides by the determinant ``_observe`` computed on the same ``V`` and the
+        inverse and lambda_min come from one gather of the runs' entries (``_sym_inv3``,
+        ``_sym_smallest_eigenvalue3``): the values of ``_packed_inv`` and ``_packed_smallest_eigenvalue``, bit for bit."""
+        d = self.dim
+        if d == 3:
+            X = self.U.take(runs, axis=1).take(_SYM_PERM, axis=0)  # (6, n): V00 V11 V22 V01 V02 V12 of the runs
+            W = _sym_inv3(X, self._det.take(runs))
+        else:
+            U = self.U[:, runs]
+            W = _packed_inv(U, d, self._iu)
         if self._mech is None:
             b = self.sum_ar[runs]
             extra = 0.0
         else:
-            ell = self.n_switches[runs] + 1
+            ell = self.n_switches.take(runs) + 1
             self.n_switches[runs] = ell
             released = self._release(t, runs)
-            b = self.noisy_sum[runs] + released
+            b = self.noisy_sum.take(runs, axis=0) + released
             self.noisy_sum[runs] = b
             self.sum_ar[runs] = 0.0
-            lam_min = _packed_smallest_eigenvalue(U, self.dim, self._iu)
-            sigma = float(self._mech.sigma)
-            extra = sigma * np.sqrt(ell * self._radius(ell) / lam_min)
+            lam_min = _sym_smallest_eigenvalue3(X) if d == 3 else _packed_smallest_eigenvalue(U, d, self._iu)
+            self._switch_calls += 1  # every count in ell is at most this (a run gains one per switch call)
+            extra = ell * self._radius(ell, self._switch_calls)
+            extra /= lam_min
+            np.sqrt(extra, out=extra)
+            extra *= self._sigma  # sigma sqrt(l f(d, delta_l) / lambda_min(V_tau))
         theta = np.einsum("nde,ne->nd", W, b)
-        self.theta[runs] = theta
-        self.M[runs] = np.concatenate([W, theta[:, :, None]], axis=2)
-        self.logdet_tau[runs] = self.logdet[runs]
-        self.beta[runs] = self._beta_np(self.logdet[runs]) + extra
+        M = np.concatenate([W, theta[:, :, None]], axis=2)
+        self.M[runs] = M
+        logdet = self.logdet.take(runs)
+        self.logdet_tau[runs] = logdet
+        beta = self._beta_np(logdet)
+        beta += extra
+        self.beta[runs] = beta
         self.tau[runs] = t
         self.pending[runs] = False
+        return M, beta
 
-    def _radius(self, ell: np.ndarray) -> np.ndarray:
-        """``chi2_radius(d, delta / (l (l + 1)))`` at the episode counts ``ell`` (>= 1), from a table of the same values."""
+    def _radius(self, ell: np.ndarray, bound: int | None = None) -> np.ndarray:
+        """``chi2_radius(d, delta / (l (l + 1)))`` at the episode counts ``ell`` (>= 1), from a table of the same values.
+
+        ``bound`` (optional) is an upper bound on ``ell``: a table longer than it needs no look at ``ell.max()`` (the
+        table grows at the same counts, to the same lengths, either way)."""
+        if bound is not None and bound < self._radii.size:
+            return self._radii[ell]
         top = int(ell.max())
         if top >= self._radii.size:
             ls = np.arange(1, 2 * top + 1)
@@ -410,7 +508,7 @@ class _OFULBase(Policy):
             coef = self._hist[rounds - self._hist_start, runs[pos]]
             fed = Fed(pos, rounds, coef)
         value = self._mech.release(
-            self.sum_ar[runs], self.rng, ledger=self.ledger, label="episode sum of a_s r_s", step=t,
+            self.sum_ar.take(runs, axis=0), self.rng, ledger=self.ledger, label="episode sum of a_s r_s", step=t,
             runs=runs, fed=fed,
         )
         if self.record:
