@@ -433,25 +433,24 @@ def symmetric_gaussian(rng: np.random.Generator, shape_prefix: tuple[int, ...], 
     return upper.take(full, axis=-1).reshape(prefix + (d, d))
 
 
-def _matrix_message(out: np.ndarray, x: np.ndarray, noise: np.ndarray) -> None:
-    """``out`` (n, d * d) = vec(x x^T + Z), Z the symmetric matrices whose upper triangles (``np.triu_indices``
-    order) are the rows of ``noise``: each upper entry fl(x_i x_j + z_ij) formed once and mirrored (x_j x_i =
-    x_i x_j exactly), the same values as ``x x^T + symmetric_gaussian(...)`` elementwise, and every message
-    exactly symmetric. The upper entries are formed as (m, n) rows (one multiply and one add over the whole
-    triangle; a broadcast x x^T over (n, d, d) runs 3-long inner loops and costs 3x more), then written out."""
-    n, d = x.shape
-    iu = _triu(d)
-    if n < 256:  # few users: the (n, m) layout, three whole-array calls
-        up = x.take(iu[0], axis=1)
-        up *= x.take(iu[1], axis=1)
-        up += noise
-        np.take(up, _packed_index(d), axis=1, out=out)
+def _matrix_rows(rows: np.ndarray, xt: np.ndarray, noise: np.ndarray) -> None:
+    """``rows`` (d * d, n) = vec(x x^T + Z) of every user, one row per entry (row-major (i, j)), from ``xt`` = x^T
+    (d, n) and ``noise`` (n, m): with m = d (d + 1) / 2, Z's upper triangles (``np.triu_indices`` order) and
+    Z symmetric, each upper entry fl(x_i x_j + z_ij) formed once and mirrored (x_j x_i = x_i x_j exactly), so
+    every matrix is exactly symmetric; with m = d * d, every entry's own noise. The same values as
+    ``x x^T + symmetric_gaussian(...)`` elementwise. One row per entry runs every operation along the users
+    (contiguous); a broadcast x x^T over (n, d, d) runs 3-long inner loops and costs 3 times as much."""
+    d = xt.shape[0]
+    if noise.shape[1] == d * d:
+        i, j = np.divmod(np.arange(d * d), d)
+        np.multiply(xt[i], xt[j], out=rows)
+        rows += noise.T
         return
-    xt = x.T
-    up = xt[iu[0]]  # (m, n): row p is x_i of every user, contiguous
+    iu = _triu(d)
+    up = xt[iu[0]]  # (m, n)
     up *= xt[iu[1]]
     up += noise.T
-    out[...] = up[_packed_index(d)].T
+    np.take(up, _packed_index(d), axis=0, out=rows)
 
 
 @functools.lru_cache(maxsize=64)
@@ -771,15 +770,16 @@ class LinearStatsChannel(Channel):
         m = d * (d + 1) // 2 if self.symmetric else d * d
         draws = rng.standard_normal(n * (m + d))
         draws *= self.sigma
+        # the message built as rows (entry, user), then written out (n, d * d + d): the same values elementwise
+        rows = np.empty((d * d + d, n))
+        xt = x.T
+        _matrix_rows(rows[: d * d], xt, draws[: n * m].reshape(n, m))
+        ut = rows[d * d:]
+        np.multiply(xt, y, out=ut)
+        ut += draws[n * m:].reshape(n, d).T
         out = np.empty((n, d * d + d))
-        noise = draws[: n * m].reshape(n, m)
-        if self.symmetric:
-            _matrix_message(out[:, : d * d], x, noise)
-        else:
-            np.add((x[:, :, None] * x[:, None, :]).reshape(n, d * d), noise, out=out[:, : d * d])
+        out[...] = rows.T
         u = out[:, d * d:]
-        np.multiply(y[:, None], x, out=u)
-        u += draws[n * m:].reshape(n, d)
         if ledger is not None and ledger.enabled:
             iu = _triu(d)
             r = np.arange(n) if runs is None else np.asarray(runs)
@@ -866,27 +866,32 @@ class GLOCChannel(Channel):
         if not theta_in_ball and np.einsum("nd,nd->n", th0, th0).max(initial=0.0) > (1 + 1e-9) ** 2:  # a squared norm above (1 + 1e-9)^2
             raise DPAuditError("the public estimate theta_hat must lie in the unit ball (the set W of Zheng et al. 2020, Alg. 3).")
         zt = np.einsum("nd,nd->n", x, th)
-        # B's upper triangle, xi and r drawn by one call (the same stream as one call each), written into the message
+        # B's upper triangle, xi and r drawn by one call (the same stream as one call each)
         m = d * (d + 1) // 2
         draws = rng.standard_normal(n * (m + 2 * d))
-        out = np.empty((n, d * d + 2 * d))
-        u, gr = out[:, d * d: d * d + d], out[:, d * d + d:]
-        # the gradient (g(z) - y) x, g(z) = 1 / (1 + e^-z), in one buffer: the same operations as the formula
+        # the message built as rows (entry, user), then written out (n, d * d + 2 d): the same values elementwise
+        rows = np.empty((d * d + 2 * d, n))
+        xt = x.T
+        ut, gt = rows[d * d: d * d + d], rows[d * d + d:]
+        # the gradient (g(z) - y) x, g(z) = 1 / (1 + e^-z): the same operations as the formula
         g = np.negative(zt)
         np.exp(g, out=g)
         g += 1.0
         np.divide(1.0, g, out=g)
         g -= y
-        np.multiply(g[:, None], x, out=gr)
-        grad = gr.copy() if ledger is not None and ledger.enabled else None
+        np.multiply(xt, g, out=gt)
+        grad = gt.T.copy() if ledger is not None and ledger.enabled else None
         scaled = draws[: n * (m + d)]
         scaled *= self.sigma
-        _matrix_message(out[:, : d * d], x, scaled[: n * m].reshape(n, m))
-        np.multiply(zt[:, None], x, out=u)
-        u += scaled[n * m:].reshape(n, d)
+        _matrix_rows(rows[: d * d], xt, scaled[: n * m].reshape(n, m))
+        np.multiply(xt, zt, out=ut)
+        ut += scaled[n * m:].reshape(n, d).T
         r_noise = draws[n * (m + d):]
         r_noise *= self.C * self.sigma
-        gr += r_noise.reshape(n, d)
+        gt += r_noise.reshape(n, d).T
+        out = np.empty((n, d * d + 2 * d))
+        out[...] = rows.T
+        u, gr = out[:, d * d: d * d + d], out[:, d * d + d:]
         if grad is not None:
             iu = _triu(d)
             r = np.arange(n) if runs is None else np.asarray(runs)

@@ -521,10 +521,11 @@ class LinUCB(LDPPolicy):
         #: every row of _x passed the channel's contexts_in_ball (rows gathered from a tested action set); only for
         #: dpaudit's own Alg. 3/5 channels, whose send_xy then skips the per-user unit-ball test
         self._x_in_ball = False
+        self._ball_rows: np.ndarray | None = None
         chan = self._chan
         self._ball_chan = chan if type(chan) in (LinearStatsChannel, GLOCChannel) else None
         # dpaudit's Alg. 5 channel with symmetric noise (or the twin's x x^T) sends exactly symmetric matrices
-        # (_matrix_message mirrors each upper entry): no symmetry check per round then
+        # (_matrix_rows mirrors each upper entry): no symmetry check per round then
         self._lin_symmetric_by_construction = (
             type(self)._server_input is LinUCB._server_input
             and (chan is None or (type(chan) is LinearStatsChannel and chan.symmetric)))
@@ -582,7 +583,14 @@ class LinUCB(LDPPolicy):
         per-user unit-ball test on them: X0's K rows are tested now (contexts_in_ball), and the gather copies
         them, so every row of ``_x`` is a tested row whatever happens to X0 later."""
         self._x = X0[arm]
-        self._x_in_ball = self._ball_chan is not None and self._ball_chan.contexts_in_ball(X0)
+        ref = self._ball_rows  # a private copy of the last set that passed the test: equal rows pass it too
+        if ref is not None and ref.shape == X0.shape and (X0 == ref).all():
+            self._x_in_ball = True
+        elif self._ball_chan is not None and self._ball_chan.contexts_in_ball(X0):
+            self._ball_rows = np.array(X0, dtype=float, copy=True)
+            self._x_in_ball = True
+        else:
+            self._x_in_ball = False
 
     def _server_input(self, t: int, rewards: np.ndarray) -> np.ndarray:
         if self._chan is None:
