@@ -447,6 +447,15 @@ def _matrix_rows(rows: np.ndarray, xt: np.ndarray, noise: np.ndarray) -> None:
         rows += noise.T
         return
     iu = _triu(d)
+    if xt.shape[1] >= 512:  # many users: entry by entry into its row, mirrored by a copy (no (m, n) temporary)
+        nt = noise.T
+        for p, (i, j) in enumerate(zip(iu[0].tolist(), iu[1].tolist())):
+            row = rows[i * d + j]
+            np.multiply(xt[i], xt[j], out=row)
+            row += nt[p]
+            if i != j:
+                rows[j * d + i] = row
+        return
     up = xt[iu[0]]  # (m, n)
     up *= xt[iu[1]]
     up += noise.T
