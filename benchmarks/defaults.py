@@ -1,7 +1,9 @@
 """Every registered private policy audited at its defaults under every protocol it supports, as a user runs it.
 
 Each row is one ``dpaudit check policy NAME --protocol P --json --seed S`` in a fresh process with the
-CLI's defaults (one worker process per core, no --horizon, no pair), timed from outside: wall seconds,
+CLI's defaults (one worker process per core, no --horizon, no pair), timed from outside (``--repeat 3``: the
+median of three runs, the machine's speed swinging by tens of percent between minutes; the package's bytecode
+compiled first, as ``pip install`` does for a user): wall seconds,
 and CPU seconds of the process and of every worker it started (``RUSAGE_CHILDREN``), so CPU / wall
 shows how many cores the audit kept busy. Beside each row, the previous table's verdict, bound and
 time for the same audit (``benchmarks/defaults*.json``, ``ldp_defaults.json``, ``joint_defaults.json``
@@ -22,7 +24,7 @@ functions of ``tests/thirdparty/loops.py`` through ``--adapter loop`` and the No
 with those rows' labels (``thirdparty/loops.py:dp_etc``, ``examples/process_ucb.js --leaky``) runs just them.
 
 Run:  python benchmarks/defaults.py [--seed 0] [--mutants] [--only NAME ...] [--protocols table,local]
-      [--no-examples] [--thirdparty] [--append] [--out defaults]   (writes defaults.md and defaults.json here,
+      [--no-examples] [--thirdparty] [--append] [--repeat 3] [--out defaults]   (writes defaults.md and defaults.json here,
       and with --out defaults also tightness-policies.md/.json: benchmarks/tightness_policies.py)
 """
 
@@ -88,6 +90,42 @@ NEW_ADAPTERS = ([(f"thirdparty/loops.py:{fn}", f"{HERE.parent / 'tests' / 'third
                 + [(f"examples/process_ucb.js{flag}", f"node {JS}{flag}", ["--adapter", "process"])
                    for flag in ("", " --leaky")])
 THIRDPARTY += NEW_ADAPTERS
+
+
+def compile_package() -> None:
+    """Compile dpaudit's modules to bytecode before timing, as ``pip install`` does for a user (and as the first
+    import does wherever ``PYTHONDONTWRITEBYTECODE`` is unset); on a machine that sets it, every audit would
+    otherwise compile the package's ~70 modules again (about 0.45 s each time)."""
+    import compileall
+
+    import dpaudit.accountants
+    import dpaudit.attacks
+
+    roots = {Path(dpaudit.__file__).resolve().parent, Path(dpaudit.attacks.__file__).resolve().parent,
+             Path(dpaudit.accountants.__file__).resolve().parent}
+    for root in sorted(roots):
+        compileall.compile_dir(str(root), quiet=1)
+
+
+def run_repeated(name: str, protocol: str, seed: int, repeat: int, spec: str | None = None,
+                 options: list[str] | None = None) -> dict:
+    """:func:`run_one` ``repeat`` times in a row: the first run's row with the median wall and CPU seconds (the
+    machine's speed swings by tens of percent from one minute to the next), every run's wall seconds beside
+    them, and a check that every run found the same (an audit is reproducible from its seed)."""
+    rows = [run_one(name, protocol, seed, spec, options) for _ in range(repeat)]
+    first = dict(rows[0])
+    if repeat == 1:
+        return first
+    keys = ("verdict", "epsilon_lower", "best", "blackbox_bound", "exit")
+    for r in rows[1:]:
+        if any(r.get(k) != first.get(k) for k in keys):
+            raise SystemExit(f"{name} ({protocol}) found different results on the same seed: "
+                             f"{[{k: x.get(k) for k in keys} for x in rows]}")
+    walls = sorted(r["wall_seconds"] for r in rows)
+    cpus = sorted(r["cpu_seconds"] for r in rows)
+    first.update(wall_seconds=walls[len(walls) // 2], cpu_seconds=cpus[len(cpus) // 2],
+                 wall_seconds_runs=[r["wall_seconds"] for r in rows], repeat=repeat)
+    return first
 
 
 def run_one(name: str, protocol: str, seed: int, spec: str | None = None, options: list[str] | None = None) -> dict:
@@ -167,6 +205,14 @@ def _runs(r: dict) -> str:
     return f"{used} ({planned})" if used not in (None, planned) else f"{planned}"
 
 
+def _wall(r: dict) -> str:
+    """Wall seconds: the median of repeated runs with their range, or the one run's."""
+    runs = r.get("wall_seconds_runs")
+    if not runs:
+        return f"{r['wall_seconds']:.1f}"
+    return f"{r['wall_seconds']:.1f} ({min(runs):.1f}-{max(runs):.1f})"
+
+
 def markdown(rows: list[dict], prev: dict, seed: int, cores: int, prev_label: str) -> str:
     lines = [f"# Every registered private policy at its defaults, under every protocol it supports", "",
              "Also the bundled per-run example, `examples/per_run_ucb.py` (a one-run class on global `np.random`; "
@@ -177,7 +223,10 @@ def markdown(rows: list[dict], prev: dict, seed: int, cores: int, prev_label: st
              f"(each row = `dpaudit check policy NAME --protocol P --seed {seed} --json` in a fresh process, the "
              f"CLI's defaults: {cores} worker processes, delta 1e-5, confidence 0.95; Python "
              f"{platform.python_version()}, {cores} cores). CPU seconds include every worker process; CPU / wall "
-             f"is the number of cores the audit kept busy. The previous columns are {prev_label}.", "",
+             f"is the number of cores the audit kept busy. The previous columns are {prev_label}."
+             + (f" Rows timed {max(r.get('repeat', 1) for r in rows)} times show the median wall and CPU seconds "
+                "(the wall column gives the range beside it): every repeat found the same." if any(r.get("repeat", 1) > 1 for r in rows) else "")
+             + " The package's bytecode is compiled before timing, as `pip install` does.", "",
              "| policy | protocol | verdict | claimed eps | bound | by | black-box bound | T | fresh runs/side: used "
              "(planned) | wall s | CPU s | CPU/wall | previous verdict | previous bound | previous s |",
              "| --- | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
@@ -190,7 +239,7 @@ def markdown(rows: list[dict], prev: dict, seed: int, cores: int, prev_label: st
             continue
         lines.append(f"| {r['policy']} | {r['protocol']} | {r['verdict']} | {_f(r['epsilon_claimed'])} | "
                      f"{_f(r['epsilon_lower'])} | {r['best'] or '-'} | {_f(r.get('blackbox_bound'))} | "
-                     f"{_f(r['horizon'])} | {_runs(r)} | {r['wall_seconds']:.1f} | {r['cpu_seconds']:.1f} | "
+                     f"{_f(r['horizon'])} | {_runs(r)} | {_wall(r)} | {r['cpu_seconds']:.1f} | "
                      f"{r['cpu_seconds'] / max(r['wall_seconds'], 1e-9):.2f} | {_f(p.get('verdict'))} | "
                      f"{_f(p.get('epsilon_lower'))} | {_f(p.get('seconds'), '.0f')} |")
     changed = [r for r in rows if "verdict" in r and prev.get((r["policy"], r["protocol"]), {}).get("verdict")
@@ -217,7 +266,12 @@ def main() -> None:
                     help="also the one-run classes of tests/thirdparty/ through --adapter per-run (about 10 minutes)")
     ap.add_argument("--append", action="store_true",
                     help="keep the rows of the existing table and replace or add the ones measured now")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each audit this many times and record the median wall and CPU seconds (odd: 3, 5)")
     args = ap.parse_args()
+    if args.repeat < 1 or args.repeat % 2 == 0:
+        ap.error(f"--repeat must be an odd number of runs (1, 3, 5, ...) so that the median is one of them, got {args.repeat}.")
+    compile_package()
     prev = previous(Path(args.previous))
     wanted = None if args.protocols is None else set(args.protocols.split(","))
     rows = []
@@ -230,7 +284,7 @@ def main() -> None:
         for proto in supported(name):
             if wanted is not None and proto not in wanted:
                 continue
-            row = run_one(name, proto, args.seed)
+            row = run_repeated(name, proto, args.seed, args.repeat)
             row["kind"] = "mutant" if name.startswith("mutant-") else "registered"
             rows.append(row)
             print(f"{name:<32} {proto:<12} {row.get('verdict', row.get('error')):<13} "
@@ -243,7 +297,7 @@ def main() -> None:
     if only_rows:  # --only LABEL ...: just those rows of --thirdparty
         extra = [row for row in THIRDPARTY if row[0] in only_rows]
     for label, spec, options in examples + extra:
-        row = run_one(label, "table", args.seed, spec, options)
+        row = run_repeated(label, "table", args.seed, args.repeat, spec, options)
         row["kind"] = "thirdparty" if (label, spec, options) in THIRDPARTY else "example"
         rows.append(row)
         print(f"{label:<32} {'table':<12} {row.get('verdict', row.get('error')):<13} "
