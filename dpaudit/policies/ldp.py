@@ -524,11 +524,10 @@ class LinUCB(LDPPolicy):
         self._ball_rows: np.ndarray | None = None
         chan = self._chan
         self._ball_chan = chan if type(chan) in (LinearStatsChannel, GLOCChannel) else None
-        # dpaudit's Alg. 5 channel with symmetric noise (or the twin's x x^T) sends exactly symmetric matrices
-        # (_matrix_rows mirrors each upper entry): no symmetry check per round then
-        self._lin_symmetric_by_construction = (
-            type(self)._server_input is LinUCB._server_input
-            and (chan is None or (type(chan) is LinearStatsChannel and chan.symmetric)))
+        # dpaudit's Alg. 5 channel with symmetric noise sends exactly symmetric matrices (_matrix_rows mirrors each
+        # upper entry of x x^T + B, all finite: the channel refuses non-finite data): no symmetry check per round
+        self._lin_symmetric_by_construction = (type(self)._server_input is LinUCB._server_input
+                                               and type(chan) is LinearStatsChannel and chan.symmetric)
 
     def _ridge(self, t: int) -> float:
         return 1.0
