@@ -437,22 +437,33 @@ def symmetric_gaussian(rng: np.random.Generator, shape_prefix: tuple[int, ...], 
     return upper.take(full, axis=-1).reshape(prefix + (d, d))
 
 
-def _matrix_message(out: np.ndarray, x: np.ndarray, noise: np.ndarray) -> None:
-    """``out`` (n, d * d) = vec(x x^T + Z), Z the symmetric matrices whose upper triangles (``np.triu_indices``
-    order) are the rows of ``noise``: for many users column by column, each upper entry fl(x_i x_j + z_ij)
-    written once and mirrored (x_j x_i = x_i x_j exactly), the same values as ``x x^T + symmetric_gaussian(...)``
-    elementwise (which few users get as it is)."""
-    n, d = x.shape
-    if n < 4096:  # few users: three whole-array operations cost less than a Python loop over the entries
-        np.add(np.einsum("ni,nj->nij", x, x).reshape(n, d * d), noise.take(_packed_index(d), axis=1), out=out)
+def _matrix_rows(rows: np.ndarray, xt: np.ndarray, noise: np.ndarray) -> None:
+    """``rows`` (d * d, n) = vec(x x^T + Z) of every user, one row per entry (row-major (i, j)), from ``xt`` = x^T
+    (d, n) and ``noise`` (n, m): with m = d (d + 1) / 2, Z's upper triangles (``np.triu_indices`` order) and
+    Z symmetric, each upper entry fl(x_i x_j + z_ij) formed once and mirrored (x_j x_i = x_i x_j exactly), so
+    every matrix is exactly symmetric; with m = d * d, every entry's own noise. The same values as
+    ``x x^T + symmetric_gaussian(...)`` elementwise. One row per entry runs every operation along the users
+    (contiguous); a broadcast x x^T over (n, d, d) runs 3-long inner loops and costs 3 times as much."""
+    d = xt.shape[0]
+    if noise.shape[1] == d * d:
+        i, j = np.divmod(np.arange(d * d), d)
+        np.multiply(xt[i], xt[j], out=rows)
+        rows += noise.T
         return
     iu = _triu(d)
-    for p, (i, j) in enumerate(zip(iu[0].tolist(), iu[1].tolist())):
-        col = out[:, i * d + j]
-        np.multiply(x[:, i], x[:, j], out=col)
-        col += noise[:, p]
-        if i != j:
-            out[:, j * d + i] = col
+    if xt.shape[1] >= 512:  # many users: entry by entry into its row, mirrored by a copy (no (m, n) temporary)
+        nt = noise.T
+        for p, (i, j) in enumerate(zip(iu[0].tolist(), iu[1].tolist())):
+            row = rows[i * d + j]
+            np.multiply(xt[i], xt[j], out=row)
+            row += nt[p]
+            if i != j:
+                rows[j * d + i] = row
+        return
+    up = xt[iu[0]]  # (m, n)
+    up *= xt[iu[1]]
+    up += noise.T
+    np.take(up, _packed_index(d), axis=0, out=rows)
 
 
 @functools.lru_cache(maxsize=64)
@@ -729,32 +740,68 @@ class LinearStatsChannel(Channel):
         Channel.check_data(self, z[:, self.d], label)
         return z
 
+    def contexts_in_ball(self, x: np.ndarray) -> bool:
+        """Whether every row of ``x`` (k, d) lies in the unit ball with room to spare: squared norms at most
+        (1 + 1e-9)^2 - d 1e-13, so that :meth:`check_data`'s test (squared norms at most (1 + 1e-9)^2) passes for
+        these rows however their squares are summed (the rounding of a sum of d squares of numbers below 1.01
+        is below d 1e-15). A policy whose contexts are rows of one small action set tests the set with this
+        and hands the gathered rows to :meth:`send_xy` with ``x_in_ball=True``."""
+        x = np.asarray(x, dtype=float)
+        if x.ndim != 2 or x.shape[1] != self.d:
+            return False
+        return bool(np.add.reduce(x * x, axis=1).max(initial=0.0) <= (1 + 1e-9) ** 2 - self.d * 1e-13)
+
+    def _parts(self, x: np.ndarray, y: np.ndarray, label: str = "user data") -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) of :meth:`send_xy` with ``x_in_ball=True``: the shapes and y's domain checked as :meth:`check_data`
+        does; x's rows need no test (the caller established them by :meth:`contexts_in_ball`, which also implies
+        they are finite)."""
+        x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+        if x.ndim != 2 or x.shape[1] != self.d or y.shape != (x.shape[0],):
+            raise DPAuditError(f"{label} for this channel must be contexts (n, {self.d}) and rewards (n,), got "
+                               f"{x.shape} and {y.shape}.")
+        Channel.check_data(self, y, label)  # finite and in the domain
+        return x, y
+
     def send(self, z, rng, *, ledger=None, step=-1, runs=None, label=""):
         z = self.check_data(z)
-        n, d = z.shape[0], self.d
-        x, y = z[:, :d], z[:, d]
+        return self._release(z[:, : self.d], z[:, self.d], rng, ledger, step, runs, label)
+
+    def send_xy(self, x: np.ndarray, y: np.ndarray, rng: np.random.Generator, *, ledger: Ledger | None = None,
+                step: int = -1, runs: np.ndarray | None = None, label: str = "", x_in_ball: bool = False) -> np.ndarray:
+        """:meth:`send` of the rows ``[x, y]`` without building them: the same messages, draws and ledger entries.
+        ``x_in_ball=True``: the caller vouches that every row of ``x`` passed :meth:`contexts_in_ball` (rows
+        gathered from an action set it tested), so the unit-ball test per user is skipped; y is checked."""
+        if not x_in_ball:
+            return self.send(np.concatenate([x, np.asarray(y, dtype=float)[:, None]], axis=1), rng, ledger=ledger,
+                             step=step, runs=runs, label=label)
+        x, y = self._parts(x, y)
+        return self._release(x, y, rng, ledger, step, runs, label)
+
+    def _release(self, x, y, rng, ledger, step, runs, label):
+        n, d = x.shape[0], self.d
         # the matrix noise's draws, then xi's, from one call: the same stream as one call each
         m = d * (d + 1) // 2 if self.symmetric else d * d
-        draws = rng.standard_normal(n * (m + d)) * self.sigma
+        draws = rng.standard_normal(n * (m + d))
+        draws *= self.sigma
+        # the message built as rows (entry, user), then written out (n, d * d + d): the same values elementwise
+        rows = np.empty((d * d + d, n))
+        xt = x.T
+        _matrix_rows(rows[: d * d], xt, draws[: n * m].reshape(n, m))
+        ut = rows[d * d:]
+        np.multiply(xt, y, out=ut)
+        ut += draws[n * m:].reshape(n, d).T
         out = np.empty((n, d * d + d))
-        noise = draws[: n * m].reshape(n, m)
-        if self.symmetric:
-            _matrix_message(out[:, : d * d], x, noise)
-        else:
-            np.add((x[:, :, None] * x[:, None, :]).reshape(n, d * d), noise, out=out[:, : d * d])
-        V = out[:, : d * d].reshape(n, d, d)
+        out[...] = rows.T
         u = out[:, d * d:]
-        np.multiply(y[:, None], x, out=u)
-        u += draws[n * m:].reshape(n, d)
         if ledger is not None and ledger.enabled:
             iu = _triu(d)
-            xx = x[:, :, None] * x[:, None, :]
             r = np.arange(n) if runs is None else np.asarray(runs)
             ledger.record(Release(label or "Alg. 5 matrix x x^T + B", int(step), Noise("gaussian", np.full(n, self.sigma)),
-                                  self.sens_matrix, r, xx[:, iu[0], iu[1]], V[:, iu[0], iu[1]],
+                                  self.sens_matrix, r, x.take(iu[0], axis=1) * x.take(iu[1], axis=1),
+                                  out.take(_upper_flat(d), axis=1),
                                   user_fed(n, step, np.zeros((n, iu[0].size)))))
             ledger.record(Release(label or "Alg. 5 vector y x + xi", int(step), Noise("gaussian", np.full(n, self.sigma)),
-                                  self.sens_vector, r, y[:, None] * x, u.copy(), user_fed(n, step, x)))
+                                  self.sens_vector, r, y[:, None] * x, u.copy(), user_fed(n, step, x.copy())))
         return out
 
     def epsilon(self, delta: float) -> float:
@@ -801,38 +848,70 @@ class GLOCChannel(Channel):
         return ch
 
     check_data = LinearStatsChannel.check_data
+    contexts_in_ball = LinearStatsChannel.contexts_in_ball
+    _parts = LinearStatsChannel._parts
 
     def send(self, z, rng, *, ledger=None, step=-1, runs=None, label="", theta_hat=None):
         z = self.check_data(z)
-        n, d = z.shape[0], self.d
-        x, y = z[:, :d], z[:, d]
+        return self._release(z[:, : self.d], z[:, self.d], rng, ledger, step, runs, label, theta_hat, False)
+
+    def send_xy(self, x: np.ndarray, y: np.ndarray, rng: np.random.Generator, *, ledger: Ledger | None = None,
+                step: int = -1, runs: np.ndarray | None = None, label: str = "", theta_hat: np.ndarray | None = None,
+                x_in_ball: bool = False, theta_in_ball: bool = False) -> np.ndarray:
+        """:meth:`send` of the rows ``[x, y]`` without building them: the same messages, draws and ledger entries.
+        ``x_in_ball=True``: the caller vouches that every row of ``x`` passed :meth:`contexts_in_ball`;
+        ``theta_in_ball=True``: that ``theta_hat`` (n, d) is its own projection onto the unit ball W (Alg. 3's
+        Pi_W, whose rounding is some 1e-15 while the test allows 1e-9); those tests are then skipped."""
+        if not x_in_ball:
+            return self.send(np.concatenate([x, np.asarray(y, dtype=float)[:, None]], axis=1), rng, ledger=ledger,
+                             step=step, runs=runs, label=label, theta_hat=theta_hat)
+        x, y = self._parts(x, y)
+        return self._release(x, y, rng, ledger, step, runs, label, theta_hat, theta_in_ball)
+
+    def _release(self, x, y, rng, ledger, step, runs, label, theta_hat, theta_in_ball):
+        n, d = x.shape[0], self.d
         if isinstance(theta_hat, np.ndarray) and theta_hat.shape == (n, d) and theta_hat.dtype == np.float64:
             th = theta_hat  # the server's estimates, one per user (np.broadcast_to's checks cost more than the step)
         else:
             th = np.zeros((n, d)) if theta_hat is None else np.broadcast_to(np.asarray(theta_hat, dtype=float), (n, d))
+            theta_in_ball = False
         th0 = th[:1] if n > 1 and th.strides[0] == 0 else th  # one estimate broadcast to every user: check it once
-        if np.einsum("nd,nd->n", th0, th0).max(initial=0.0) > (1 + 1e-9) ** 2:  # a squared norm above (1 + 1e-9)^2
+        if not theta_in_ball and np.einsum("nd,nd->n", th0, th0).max(initial=0.0) > (1 + 1e-9) ** 2:  # a squared norm above (1 + 1e-9)^2
             raise DPAuditError("the public estimate theta_hat must lie in the unit ball (the set W of Zheng et al. 2020, Alg. 3).")
         zt = np.einsum("nd,nd->n", x, th)
-        grad = (1.0 / (1.0 + np.exp(-zt)) - y)[:, None] * x
-        # B's upper triangle, xi and r drawn by one call (the same stream as one call each), written into the message
+        # B's upper triangle, xi and r drawn by one call (the same stream as one call each)
         m = d * (d + 1) // 2
         draws = rng.standard_normal(n * (m + 2 * d))
-        scaled = draws[: n * (m + d)] * self.sigma
+        # the message built as rows (entry, user), then written out (n, d * d + 2 d): the same values elementwise
+        rows = np.empty((d * d + 2 * d, n))
+        xt = x.T
+        ut, gt = rows[d * d: d * d + d], rows[d * d + d:]
+        # the gradient (g(z) - y) x, g(z) = 1 / (1 + e^-z): the same operations as the formula
+        g = np.negative(zt)
+        np.exp(g, out=g)
+        g += 1.0
+        np.divide(1.0, g, out=g)
+        g -= y
+        np.multiply(xt, g, out=gt)
+        grad = gt.T.copy() if ledger is not None and ledger.enabled else None
+        scaled = draws[: n * (m + d)]
+        scaled *= self.sigma
+        _matrix_rows(rows[: d * d], xt, scaled[: n * m].reshape(n, m))
+        np.multiply(xt, zt, out=ut)
+        ut += scaled[n * m:].reshape(n, d).T
+        r_noise = draws[n * (m + d):]
+        r_noise *= self.C * self.sigma
+        gt += r_noise.reshape(n, d).T
         out = np.empty((n, d * d + 2 * d))
-        _matrix_message(out[:, : d * d], x, scaled[: n * m].reshape(n, m))
-        V = out[:, : d * d].reshape(n, d, d)
+        out[...] = rows.T
         u, gr = out[:, d * d: d * d + d], out[:, d * d + d:]
-        np.multiply(zt[:, None], x, out=u)
-        u += scaled[n * m:].reshape(n, d)
-        np.add(grad, draws[n * (m + d):].reshape(n, d) * (self.C * self.sigma), out=gr)
-        if ledger is not None and ledger.enabled:
+        if grad is not None:
             iu = _triu(d)
-            xx = x[:, :, None] * x[:, None, :]
             r = np.arange(n) if runs is None else np.asarray(runs)
             sig = np.full(n, self.sigma)
             ledger.record(Release((label or "Alg. 3") + ": x x^T + B", int(step), Noise("gaussian", sig), self.sens[0],
-                                  r, xx[:, iu[0], iu[1]], V[:, iu[0], iu[1]], user_fed(n, step, np.zeros((n, iu[0].size)))))
+                                  r, x.take(iu[0], axis=1) * x.take(iu[1], axis=1), out.take(_upper_flat(d), axis=1),
+                                  user_fed(n, step, np.zeros((n, iu[0].size)))))
             ledger.record(Release((label or "Alg. 3") + ": z x + xi", int(step), Noise("gaussian", sig), self.sens[1],
                                   r, zt[:, None] * x, u.copy(), user_fed(n, step, np.zeros((n, d)))))
             ledger.record(Release((label or "Alg. 3") + ": gradient + r", int(step), Noise("gaussian", self.C * sig),

@@ -156,7 +156,7 @@ def test_fast_index_runs_are_the_reference_runs(name):
     assert len(set(out[0][0].ravel().tolist())) > 1  # the runs chose different arms: the index mattered
 
 
-@pytest.mark.parametrize("n", [50, 5000])
+@pytest.mark.parametrize("n", [1, 50, 300, 5000])
 def test_matrix_channels_messages_are_x_xt_plus_the_drawn_noise(n):
     """The Alg. 3 and Alg. 5 channels' messages are x x^T + B, z x + xi (or y x + xi) and grad + r with B's upper
     triangle, xi and r drawn in that order from the generator (the stream of one call each), for few users (whole
@@ -184,6 +184,143 @@ def test_matrix_channels_messages_are_x_xt_plus_the_drawn_noise(n):
     V = x[:, :, None] * x[:, None, :] + symmetric_gaussian(r, (n,), 3, lin.sigma)
     u = yy[:, None] * x + r.standard_normal((n, 3)) * lin.sigma
     np.testing.assert_array_equal(msg, np.c_[V.reshape(n, 9), u])
+
+
+def test_non_symmetric_alg5_channel_messages_are_x_xt_plus_every_entrys_own_noise():
+    """The mutant Alg. 5 channel (symmetric=False) adds to x x^T a (d, d) noise matrix drawn row-major, then xi:
+    the straightforward formula, bit for bit."""
+    rng = np.random.default_rng(4)
+    for n in (1, 40, 700):
+        x = rng.standard_normal((n, 3))
+        x /= np.linalg.norm(x, axis=1, keepdims=True) * rng.uniform(1.0, 2.0, (n, 1))
+        y = rng.uniform(-2, 2, n)
+        ch = LinearStatsChannel.seed003(3, 1.0, 1e-5, symmetric=False)
+        msg = ch.send(np.c_[x, y], np.random.default_rng(7))
+        r = np.random.default_rng(7)
+        draws = r.standard_normal(n * 12) * ch.sigma
+        ref = np.c_[(x[:, :, None] * x[:, None, :]).reshape(n, 9) + draws[: 9 * n].reshape(n, 9),
+                    y[:, None] * x + draws[9 * n:].reshape(n, 3)]
+        np.testing.assert_array_equal(msg, ref)
+
+
+def _releases(ledger):
+    return [(r.label, r.step, r.sensitivity, np.asarray(r.noise.scale), r.runs, r.centre, r.value, r.fed.pos,
+             r.fed.rounds, r.fed.coef) for r in ledger.releases]
+
+
+@pytest.mark.parametrize("kind", ["gloc", "alg5", "alg5-mutant"])
+def test_send_xy_of_tested_rows_is_send_of_the_data_rows(kind):
+    """``send_xy(x, y, x_in_ball=True)`` (the rows of a set that passed contexts_in_ball, no data rows built, no
+    per-user unit-ball test) gives what ``send([x, y])`` gives: the same messages, ledger entries and generator
+    state after, bit for bit, for few and many users; theta_in_ball=True too (GLOC's estimate in W)."""
+    from dpaudit.mechanisms import GLOCChannel
+
+    rng = np.random.default_rng(11)
+    ch = {"gloc": GLOCChannel.seed003(3, 1.0, 1e-5), "alg5": LinearStatsChannel.seed003(3, 1.0, 1e-5),
+          "alg5-mutant": LinearStatsChannel.seed003(3, 1.0, 1e-5, symmetric=False)}[kind]
+    lo, hi = ch.domain
+    for n in (1, 9, 255, 256, 3000):
+        X0 = rng.standard_normal((5, 3))
+        X0 /= np.linalg.norm(X0, axis=1, keepdims=True) * rng.uniform(1.0, 1.5, (5, 1))
+        X0[0] /= np.linalg.norm(X0[0])  # a unit-norm row
+        assert ch.contexts_in_ball(X0)
+        x = X0[rng.integers(0, 5, n)]
+        y = rng.uniform(lo, hi, n)
+        kw = {}
+        if kind == "gloc":
+            th = rng.standard_normal((n, 3))
+            kw["theta_hat"] = th / np.maximum(1.0, np.sqrt(np.add.reduce(th * th, axis=1, keepdims=True)))
+        out = []
+        for fast in (False, True):
+            led, r = Ledger(n), np.random.default_rng(n)
+            extra = {"x_in_ball": True, **({"theta_in_ball": True} if kind == "gloc" else {})} if fast else {}
+            msg = (ch.send_xy(x, y, r, ledger=led, step=3, label="m", **kw, **extra) if fast
+                   else ch.send(np.c_[x, y], r, ledger=led, step=3, label="m", **kw))
+            out.append((msg, _releases(led), r.standard_normal(4)))
+        (m0, l0, s0), (m1, l1, s1) = out
+        np.testing.assert_array_equal(m1, m0)
+        assert m1.flags.c_contiguous and m1.shape == m0.shape
+        np.testing.assert_array_equal(s1, s0)
+        assert len(l0) == len(l1) == (3 if kind == "gloc" else 2)
+        for a, b in zip(l0, l1):
+            assert a[:3] == b[:3]
+            for u, v in zip(a[3:], b[3:]):
+                np.testing.assert_array_equal(u, v)
+                assert np.shape(u) == np.shape(v)
+
+
+def test_contexts_in_ball_leaves_room_for_the_rounding_and_send_xy_still_checks_the_rest():
+    """contexts_in_ball passes unit vectors and refuses rows within 1e-12 of check_data's limit (which check_data
+    itself accepts), NaN and a wrong shape; send_xy without x_in_ball tests x as send does, and with it still
+    refuses rewards outside the domain, non-finite rewards and mismatched shapes."""
+    from dpaudit.mechanisms import GLOCChannel
+
+    ch = LinearStatsChannel.seed003(3, 1.0, 1e-5)
+    e = np.eye(3)
+    assert ch.contexts_in_ball(e) and ch.contexts_in_ball(-e / 2)
+    edge = e[:1] * (1 + 1e-9 - 5e-14)  # squared norm 1e-13 below the limit: inside the margin
+    ch.check_data(np.c_[edge, [0.0]])  # within check_data's tolerance
+    assert not ch.contexts_in_ball(edge)
+    assert not ch.contexts_in_ball(np.array([[np.nan, 0.0, 0.0]]))
+    assert not ch.contexts_in_ball(e[:, :2])
+    rng = np.random.default_rng(0)
+    for c in (ch, GLOCChannel.seed003(3, 1.0, 1e-5)):
+        with pytest.raises(DPAuditError, match="unit ball"):
+            c.send_xy(e * 1.1, np.zeros(3), rng)
+        with pytest.raises(DPAuditError, match="domain"):
+            c.send_xy(e, np.array([0.0, 5.0, 0.0]), rng, x_in_ball=True)
+        with pytest.raises(DPAuditError, match="NaN"):
+            c.send_xy(e, np.array([0.0, np.nan, 0.0]), rng, x_in_ball=True)
+        with pytest.raises(DPAuditError, match=r"rewards \(n,\)"):
+            c.send_xy(e, np.zeros(2), rng, x_in_ball=True)
+    with pytest.raises(DPAuditError, match="unit ball"):  # theta_hat is tested unless vouched for
+        GLOCChannel.seed003(3, 1.0, 1e-5).send_xy(e, np.zeros(3), rng, x_in_ball=True, theta_hat=e * 2)
+
+
+@pytest.mark.parametrize("name", ["ldp-linucb", "ldp-gloc"])
+def test_runs_with_tested_action_sets_are_the_checked_runs(name):
+    """Whole runs where the channel skips the per-user tests (contexts gathered from a tested action set, GLOC's
+    own projected estimate, symmetric-by-construction Alg. 5 messages) and the same runs with every test done
+    (the skips disabled) give the same actions, messages, server state and ledger, bit for bit; the GLOC server's
+    update is theta_hat - zeta g projected by th / max(1, ||th||) as the formula writes it."""
+    pol = make_policy(name, {"horizon": 30})
+    x = np.random.default_rng(0).standard_normal((pol.n_arms, pol.dim))
+    x /= np.linalg.norm(x, axis=1, keepdims=True) * np.random.default_rng(1).uniform(1.0, 1.3, (pol.n_arms, 1))
+    n = 400
+    data = np.random.default_rng(2).random((30, pol.n_arms)) * (4 if name == "ldp-linucb" else 1) \
+        - (2 if name == "ldp-linucb" else 0)
+    out = []
+    for fast in (True, False):
+        pol.keep_transcript = True
+        pol.reset(n, np.random.default_rng(3), record=True)
+        if not fast:
+            pol._ball_chan = None
+            pol._lin_symmetric_by_construction = False
+            if hasattr(pol, "_theta_projected"):
+                pol._theta_projected = None
+        arms = np.broadcast_to(x, (n,) + x.shape)
+        acts, skipped = [], []
+        for t in range(30):
+            a = pol.act(t, arms)
+            skipped.append(pol._x_in_ball)
+            acts.append(a)
+            if name == "ldp-gloc":
+                th0 = pol.theta_hat.copy()
+            pol.observe(t, a, data[t, a])
+            if name == "ldp-gloc":
+                g = pol.transcript()[:, -1, 12:]
+                th = th0 - pol.zeta * g
+                np.testing.assert_array_equal(pol.theta_hat, th / np.maximum(1.0, np.sqrt(np.add.reduce(th * th, axis=1, keepdims=True))))
+        assert all(skipped) if fast else not any(skipped)
+        out.append((np.array(acts), pol.V.copy(), pol.u.copy(), getattr(pol, "theta_hat", pol.u).copy(),
+                    pol.transcript(), _releases(pol.ledger)))
+    for a, b in zip(out[0][:5], out[1][:5]):
+        np.testing.assert_array_equal(a, b)
+    assert len(out[0][5]) == len(out[1][5]) > 0
+    for ra, rb in zip(out[0][5], out[1][5]):
+        assert ra[:3] == rb[:3]
+        for u, v in zip(ra[3:], rb[3:]):
+            np.testing.assert_array_equal(u, v)
 
 
 def test_gaussian_channel_calibrations_and_exact_epsilon():

@@ -518,6 +518,16 @@ class LinUCB(LDPPolicy):
         self._arms_checked = None  # the read-only features object whose norms were checked (the same every round)
         #: V is exactly symmetric (every matrix message was): the index's fast d = 3 path applies
         self._v_symmetric = True
+        #: every row of _x passed the channel's contexts_in_ball (rows gathered from a tested action set); only for
+        #: dpaudit's own Alg. 3/5 channels, whose send_xy then skips the per-user unit-ball test
+        self._x_in_ball = False
+        self._ball_rows: np.ndarray | None = None
+        chan = self._chan
+        self._ball_chan = chan if type(chan) in (LinearStatsChannel, GLOCChannel) else None
+        # dpaudit's Alg. 5 channel with symmetric noise sends exactly symmetric matrices (_matrix_rows mirrors each
+        # upper entry of x x^T + B, all finite: the channel refuses non-finite data): no symmetry check per round
+        self._lin_symmetric_by_construction = (type(self)._server_input is LinUCB._server_input
+                                               and type(chan) is LinearStatsChannel and chan.symmetric)
 
     def _ridge(self, t: int) -> float:
         return 1.0
@@ -541,7 +551,7 @@ class LinUCB(LDPPolicy):
         if d == 3 and self._v_symmetric and X1 is not X:
             arm = _arms3_fixed(self.V, self._ridge(t), self.u, X1[0], self._beta(t))
             if arm is not None:
-                self._x = X1[0][arm]
+                self._gather_x(X1[0], arm)
                 return arm
         # x^T M^-1 x = <vec M^-1, vec x x^T>; a fixed action set (X1, one row broadcast to every run) forms x x^T
         # once, and both paths reduce the same products in the same order (the same index either way)
@@ -560,21 +570,43 @@ class LinUCB(LDPPolicy):
                 mean = np.add.reduce(X1 * theta[:, None, :], axis=2)
         index = mean + self._beta(t) * np.sqrt(np.maximum(quad, 0.0))
         arm = np.argmax(index, axis=1)
-        self._x = X1[0][arm] if X1 is not X else X[np.arange(X.shape[0]), arm]
+        if X1 is not X:
+            self._gather_x(X1[0], arm)
+        else:
+            self._x = X[np.arange(X.shape[0]), arm]
+            self._x_in_ball = False
         return arm
 
+    def _gather_x(self, X0: np.ndarray, arm: np.ndarray) -> None:
+        """The chosen features ``X0[arm]`` of the one action set X0 (K, d), and whether the channel may skip its
+        per-user unit-ball test on them: X0's K rows are tested now (contexts_in_ball), and the gather copies
+        them, so every row of ``_x`` is a tested row whatever happens to X0 later."""
+        self._x = X0[arm]
+        ref = self._ball_rows  # a private copy of the last set that passed the test: equal rows pass it too
+        if ref is not None and ref.shape == X0.shape and (X0 == ref).all():
+            self._x_in_ball = True
+        elif self._ball_chan is not None and self._ball_chan.contexts_in_ball(X0):
+            self._ball_rows = np.array(X0, dtype=float, copy=True)
+            self._x_in_ball = True
+        else:
+            self._x_in_ball = False
+
     def _server_input(self, t: int, rewards: np.ndarray) -> np.ndarray:
-        z = np.concatenate([self._x, rewards[:, None]], axis=1)
         if self._chan is None:
             d = self.dim
             xx = (self._x[:, :, None] * self._x[:, None, :]).reshape(-1, d * d)
             return np.concatenate([xx, rewards[:, None] * self._x], axis=1)
+        if self._x_in_ball:
+            return self._ball_chan.send_xy(self._x, rewards, self.rng, ledger=self.ledger, step=t,  # type: ignore[union-attr]
+                                           label=f"{self.name}: user message", x_in_ball=True)
+        z = np.concatenate([self._x, rewards[:, None]], axis=1)
         return self._chan.send(z, self.rng, ledger=self.ledger, step=t, label=f"{self.name}: user message")
 
     def _update(self, t: int, msg: np.ndarray) -> None:
         d = self.dim
         M = msg[:, : d * d].reshape(-1, d, d)
-        if not (_symmetric3(msg) if d == 3 else np.array_equal(M, np.swapaxes(M, 1, 2))):
+        if not self._lin_symmetric_by_construction and not (_symmetric3(msg) if d == 3 else
+                                                             np.array_equal(M, np.swapaxes(M, 1, 2))):
             raise DPAuditError(f"user {t}'s matrix message x x^T + B_t is not symmetric, but Zheng et al. (2020), Alg. 5, assume "
                                "B(j, i) = B(i, j); it is refused.")
         self.V += M
@@ -658,9 +690,16 @@ class GLOC(LinUCB):
                                            and (self._chan is None or type(self._chan) is GLOCChannel))
         self.theta_hat = np.zeros((self.n_runs, self.dim))
         self.zeta = 1.0 / math.sqrt(self.horizon)
+        # theta_hat is GLOC._update's own projection onto W (or the zeros above) while it is this object: the
+        # channel may skip its unit-ball test on it (an overridden _update may set anything, so not then)
+        self._theta_projected = self.theta_hat if type(self)._update is GLOC._update else None
 
     def _server_input(self, t, rewards):
         x = self._x
+        if self._x_in_ball and type(self._chan) is GLOCChannel:
+            return self._chan.send_xy(x, rewards, self.rng, ledger=self.ledger, step=t, label=f"{self.name}: user message",
+                                      theta_hat=self.theta_hat, x_in_ball=True,
+                                      theta_in_ball=self.theta_hat is self._theta_projected)
         if self._chan is None:
             d = self.dim
             zt = np.einsum("nd,nd->n", x, self.theta_hat)
@@ -677,8 +716,16 @@ class GLOC(LinUCB):
             self._v_symmetric = False  # the index takes the general path from now on
         self.V += msg[:, : d * d].reshape(-1, d, d)
         self.u += msg[:, d * d: d * d + d]
-        th = self.theta_hat - self.zeta * msg[:, d * d + d:]
-        self.theta_hat = th / np.maximum(1.0, np.sqrt(np.add.reduce(th * th, axis=1, keepdims=True)))  # Pi_W
+        # theta_hat - zeta g, then Pi_W: th / max(1, ||th||), in one buffer (the same operations)
+        th = msg[:, d * d + d:] * self.zeta
+        np.subtract(self.theta_hat, th, out=th)
+        nrm = np.add.reduce(th * th, axis=1, keepdims=True)
+        np.sqrt(nrm, out=nrm)
+        np.maximum(nrm, 1.0, out=nrm)
+        th /= nrm
+        self.theta_hat = th
+        if self._theta_projected is not None:
+            self._theta_projected = th
 
 
 @register("ldp-gloc", family="ldp")
