@@ -244,12 +244,11 @@ def test_packed_inverse_and_eigenvalue_are_the_unpacked_ones_bit_for_bit():
     assert np.array_equal(_packed_smallest_eigenvalue(U, 3, iu), np.full(2, 2.5))
 
 
-def test_stacked_d3_helpers_are_the_packed_ones_bit_for_bit():
-    """The switch's stacked d = 3 helpers (one gather for all cofactors) give exactly the values of the
-    packed determinant, inverse and lambda_min, down to the last bit, on random matrices over many
+def test_stacked_d3_helpers_are_the_unpacked_ones_bit_for_bit():
+    """The switch's stacked d = 3 helpers (one gather for all cofactors) give exactly the values of
+    batched_det, batched_inv and smallest_eigenvalue on the full matrices, down to the last bit, on random matrices over many
     magnitudes, near-singular ones, multiples of the identity (lambda_min's p = 0 branch) and one run."""
-    from dpaudit.policies.oful import (_SYM_PERM, _packed_det, _packed_det3, _packed_inv, _packed_smallest_eigenvalue,
-                                       _sym_inv3, _sym_smallest_eigenvalue3)
+    from dpaudit.policies.oful import _SYM_PERM, _packed_det3, _sym_inv3, _sym_smallest_eigenvalue3, batched_det
 
     rng = np.random.default_rng(12)
     iu = np.triu_indices(3)
@@ -262,12 +261,12 @@ def test_stacked_d3_helpers_are_the_packed_ones_bit_for_bit():
     cases.append(np.concatenate([np.broadcast_to(c * np.eye(3), (1, 3, 3)) for c in (0.1, 2.5, 1e6)]))  # p = 0
     for V in cases:
         U = np.ascontiguousarray(V[:, iu[0], iu[1]].T)
-        det = _packed_det(U, 3, iu)
+        det = batched_det(V)
         assert np.array_equal(_packed_det3(U), det)
         X = U[_SYM_PERM]
         W = _sym_inv3(X, det)
-        assert W.flags.c_contiguous and np.array_equal(W, _packed_inv(U, 3, iu))
-        assert np.array_equal(_sym_smallest_eigenvalue3(X), _packed_smallest_eigenvalue(U, 3, iu))
+        assert W.flags.c_contiguous and np.array_equal(W, batched_inv(V))
+        assert np.array_equal(_sym_smallest_eigenvalue3(X), smallest_eigenvalue(V))
     assert np.array_equal(_sym_smallest_eigenvalue3((2.5 * np.eye(3))[iu][_SYM_PERM][:, None].repeat(2, axis=1)),
                           np.full(2, 2.5))
 

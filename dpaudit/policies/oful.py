@@ -116,8 +116,7 @@ def _packed_det(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.
     if d == 2:
         return U[0] * U[2] - U[1] * U[1]
     if d == 3:
-        a, b, c, f, g, j = U  # V00, V01, V02, V11, V12, V22 (V10 = b, V20 = c, V21 = g)
-        return _det3(a, b, c, b, f, g, c, g, j)
+        return _packed_det3(U)
     return np.linalg.det(_unpack(U, d, iu))
 
 
@@ -130,37 +129,23 @@ def _unpack(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.ndar
 
 
 def _packed_inv(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """:func:`batched_inv` of the symmetric matrices packed in ``U`` (m, n): for d = 3 the same adjugate
-    arithmetic on the packed rows (contiguous, faster than the strided entries), entry for entry."""
+    """:func:`batched_inv` of the symmetric matrices packed in ``U`` (m, n), entry for entry: for d = 3 the
+    stacked adjugate (:func:`_sym_inv3`) on the packed rows."""
     if d != 3:
         return batched_inv(_unpack(U, d, iu))
-    a, b, c, f, g, j = U  # V00, V01, V02, V11, V12, V22 (V10 = b, V20 = c, V21 = g)
-    return _inv3(a, b, c, b, f, g, c, g, j, _packed_det(U, d, iu))
+    return _sym_inv3(U.take(_SYM_PERM, axis=0), _packed_det3(U))
 
 
 def _packed_smallest_eigenvalue(U: np.ndarray, d: int, iu: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """:func:`smallest_eigenvalue` of the symmetric matrices packed in ``U`` (m, n): for d = 3 the same
-    closed form (Smith 1961) on the packed rows, operation for operation."""
+    """:func:`smallest_eigenvalue` of the symmetric matrices packed in ``U`` (m, n), value for value: for d = 3
+    the same closed form (Smith 1961) on the stacked packed rows (:func:`_sym_smallest_eigenvalue3`)."""
     if d != 3:
         return smallest_eigenvalue(_unpack(U, d, iu))
-    a, b, c, f, g, j = U
-    q = ((a + f) + j) / 3.0
-    B = np.empty_like(U)  # the packed (V - q I) / p
-    np.subtract(a, q, out=B[0])
-    np.subtract(f, q, out=B[3])
-    np.subtract(j, q, out=B[5])
-    p2 = B[0] ** 2 + B[3] ** 2 + B[5] ** 2 + 2.0 * (b ** 2 + c ** 2 + g ** 2)
-    p = np.sqrt(p2 / 6.0)
-    safe = np.where(p > 0, p, 1.0)
-    B[1], B[2], B[4] = b, c, g
-    B /= safe
-    r = np.clip(_packed_det(B, 3, iu) / 2.0, -1.0, 1.0)
-    phi = np.arccos(r) / 3.0
-    return np.where(p > 0, q + 2.0 * p * np.cos(phi + 2.0 * math.pi / 3.0), q)
+    return _sym_smallest_eigenvalue3(U.take(_SYM_PERM, axis=0))
 
 
 # The d = 3 switch on a handful of runs is bound by the count of numpy calls, not by arithmetic: the helpers
-# below do the cofactor arithmetic of _det3 / _inv3 / _packed_smallest_eigenvalue on stacked rows (one
+# below do the cofactor arithmetic of _det3 / _inv3 / smallest_eigenvalue on stacked rows (one
 # gather, one product, one difference for all cofactors), the same products and differences in the same
 # order, so every value is the same bit for bit (tests/test_oful.py compares them with the reference).
 #: _packed_det's cofactors f j - g g, b j - g c, b g - f c as (first x second) - (third x fourth), rows of
@@ -193,7 +178,8 @@ def _stacked_det3(X: np.ndarray, cof: np.ndarray, row0: np.ndarray) -> np.ndarra
 
 
 def _packed_det3(U: np.ndarray) -> np.ndarray:
-    """``_packed_det(U, 3, iu)`` with the cofactors stacked: the same value bit for bit, fewer numpy calls."""
+    """:func:`_det3` of the symmetric matrices packed in ``U`` (6, n), with the cofactors stacked: the same value
+    as :func:`batched_det` on the full matrices, bit for bit, in fewer numpy calls."""
     return _stacked_det3(U, _DET_COF_FLAT, U[:3])
 
 
