@@ -35,6 +35,7 @@ bounds need no correction for the number of pairs ranked or searched.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -240,7 +241,7 @@ SEPARATED = 5.0
 def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizon: int, seed: np.random.SeedSequence,
                     reward_range: tuple[float, float], alphabet: Sequence[float] | None = None, *,
                     grid: int = 32, levels: int = 4, scan_rounds: int = 16, keep: int = 4,
-                    max_horizon: int | None = None, cells: int = PILOT_CELLS,
+                    max_horizon: int | None = None, cells: int = PILOT_CELLS, stop_at_noise: bool = False,
                     engine: Engine = SERIAL, progress: Callable[[str], None] | None = None) -> ThresholdSearch:
     """Backgrounds that put the policy's decision at its threshold, searched as a black-box optimisation.
 
@@ -259,7 +260,13 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
     past its first difference, is returned. The ``keep`` best-separated pairs (and the old rounds-0/1
     pairs of the bracketing gaps) are the candidates; ranking on small samples, then fresh samples,
     decide (:func:`search`), so the pilot's choices cost no validity. Only Table and Interactive DP
-    inputs have arms; every pilot batch stays within ``cells`` run-rounds. The two orientations run as
+    inputs have arms; every pilot batch stays within ``cells`` run-rounds. With ``stop_at_noise`` (for
+    a policy whose every pilot run-round is a Python call: a one-run class through an adapter) the
+    bisection stops after the first level whose largest jump is within noise (its z-score over the
+    runs' shares below :data:`SEPARATED`): the gaps inside that interval are ones the pilot cannot tell
+    apart, so a finer level would narrow at random, and one gap (the interval's middle) is scanned
+    instead of two (on TreeCounterGreedy, whose share never jumps beyond noise, this is 2/3 of the
+    search's run-rounds; benchmarks/greedy_costs.md). The two orientations run as
     two tasks on ``engine`` (each from its own seed, so the result does not depend on the engine);
     ``progress`` hears of each horizon tried.
     """
@@ -277,11 +284,14 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
             tried.append({"horizon": T, "skipped": "the pilot budget"})
             break
         # the two orientations are independent: one task each on the engine
-        tasks = [(policy, protocol, orient, T, (lo, hi), alphabet, grid, levels, scan_rounds, n_per, cells, ss)
+        tasks = [(policy, protocol, orient, T, (lo, hi), alphabet, grid, levels, scan_rounds, n_per, cells, ss,
+                  stop_at_noise)
                  for orient, ss in zip(("better", "worse"), s_T.spawn(2))]
         row: dict[str, Any] = {"horizon": T, "runs_per_gap": n_per}
         if progress is not None:
-            progress(f"threshold search: T = {T} (up to {cap}), {grid} gaps x {levels} levels, {n_per} pilot runs each")
+            upto = "up to " if stop_at_noise else ""
+            progress(f"threshold search: T = {T} (up to {cap}), {grid} gaps x {upto}{levels} levels, {n_per} pilot runs "
+                     "each")
         scored: list[tuple[float, int | None, PairSpec]] = []
         for orient, (info, found) in zip(("better", "worse"), engine.map(_threshold_orientation, tasks)):
             row[orient] = info
@@ -313,6 +323,17 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
                            {"tried": tried, "separated": False, "horizon": horizon})
 
 
+def _jump_z(v: np.ndarray) -> float:
+    """The z-score of the difference in arm-0 share between two gaps' pilot runs ``v`` (2, n, T), each run's
+    share one observation (infinite for a deterministic jump, 0 for none)."""
+    per_run = (v == 0).mean(axis=2)
+    diff = abs(float(per_run[1].mean() - per_run[0].mean()))
+    se = math.sqrt(float(per_run.var(axis=1, ddof=1).sum()) / per_run.shape[1])
+    if se == 0:
+        return math.inf if diff > 0 else 0.0
+    return diff / se
+
+
 def _seed_stream(seed: np.random.SeedSequence):
     """One child seed per horizon tried, in order."""
     while True:
@@ -321,7 +342,7 @@ def _seed_stream(seed: np.random.SeedSequence):
 
 def _threshold_orientation(policy: Any, protocol: Protocol, orient: str, T: int, bounds: tuple[float, float],
                            alphabet: Sequence[float] | None, grid: int, levels: int, scan_rounds: int, n_per: int,
-                           cells: int, seed: np.random.SeedSequence
+                           cells: int, seed: np.random.SeedSequence, stop_at_noise: bool = False
                            ) -> tuple[dict[str, Any], list[tuple[float, int | None, PairSpec]]]:
     """One orientation of :func:`threshold_pairs` at horizon ``T`` (a task on the engine): the bisection
     on the gap, then the canary-round scan at the two bracketing gaps. Returns what it found (the gap
@@ -336,8 +357,8 @@ def _threshold_orientation(policy: Any, protocol: Protocol, orient: str, T: int,
     def means_of(g: float) -> list[float]:
         return [mid + sign * g / 2] + [mid - sign * g / 2] * (K - 1)
 
-    a, b, best_jump = 0.0, span, 0.0
-    for _ in range(levels):
+    a, b, best_jump, at_noise = 0.0, span, 0.0, None
+    for level in range(levels):
         gaps = np.linspace(a, b, grid)
         tables = np.stack([background_table(means_of(g), T, (lo, hi), alphabet) for g in gaps])
         v = run_tables(policy, protocol, tables, n_per, rng)
@@ -348,14 +369,22 @@ def _threshold_orientation(policy: Any, protocol: Protocol, orient: str, T: int,
             break
         best_jump = float(jumps[i])
         a, b = float(gaps[i]), float(gaps[i + 1])
+        if stop_at_noise:
+            z = _jump_z(v[i:i + 2])
+            if z < SEPARATED:
+                at_noise = {"level": level + 1, "z": round(z, 2)}
+                break
     info: dict[str, Any] = {"gap_interval": [a, b], "share_jump": best_jump}
+    if at_noise is not None:
+        info["stopped_at_noise"] = at_noise
     if best_jump == 0:
         return info, []
     rounds = sorted({0, 1, *np.linspace(0, T - 2, scan_rounds).astype(int).tolist()})
     rounds = [j for j in rounds if 0 <= j < T - 1]
     # the bracketing gaps a and b coincide when the bisection closed on a point: one pair per (gap, round)
+    scanned = (a, b) if at_noise is None else (0.5 * (a + b),)
     specs = list(dict.fromkeys(PairSpec(int(j), "means", "none", tuple(float(x) for x in means_of(g)))
-                               for g in (a, b) for j in rounds))
+                               for g in scanned for j in rounds))
     n_scan = int(min(32, cells // max(1, 2 * len(specs) * T)))
     if n_scan < 4:
         return info, [(0.0, None, sp) for sp in specs if sp.round in (0, 1)]
@@ -671,7 +700,7 @@ SWEEP_FIRST_STAGE = 2
 def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: Sequence[PairSpec], horizon: int,
                   seed: np.random.SeedSequence, reward_range: tuple[float, float], *, delta: float, confidence: float,
                   n: int, alphabet: Sequence[float] | None = None, factors: Sequence[int] = (1, 2, 4, 8),
-                  cells: int = PILOT_CELLS, engine: Engine = SERIAL,
+                  cells: int = PILOT_CELLS, follow_leader: bool = False, engine: Engine = SERIAL,
                   progress: Callable[[str], None] | None = None) -> tuple[PairSpec, int, Any, list[dict[str, Any]]]:
     """The pair pattern and horizon at which a policy leaks most: each of ``specs`` rebuilt at ``horizon``
     x each factor (within :data:`HORIZON_CAP` and ``cells`` run-rounds in all) and scored by the
@@ -683,7 +712,9 @@ def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: S
     horizon (nothing for the sweep to choose between; a correct policy whose actions barely depend on one
     reward) is not run at 4 and 8 times it, which cost 12/15 of the sweep. Any positive bound runs every
     stage, so the rows and the choice are then those of one stage; each (pattern, horizon) keeps its seed
-    either way. This only
+    either way. With ``follow_leader`` (for a policy whose every pilot run-round is a Python call: a
+    one-run class through an adapter) the later stage runs only the pattern with the largest bound in the
+    first (on DoubleDividedGreedy, half the sweep's run-rounds; benchmarks/greedy_costs.md). This only
     chooses: the bound comes from fresh samples of the chosen attack at the chosen horizon
     (:func:`dpaudit.attacks.membership.evaluate`). Returns the pattern, the horizon, the fitted attack
     and one row per (pattern, horizon) tried."""
@@ -709,6 +740,11 @@ def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: S
             continue
         if done and max(cand.selection_bound for cand, _, _ in results) <= 0:  # the first stage showed nothing
             break
+        if done and follow_leader:
+            lead = max(range(len(done)), key=lambda j: results[j][0].selection_bound)  # ties: the first planned
+            stage = [i for i in stage if planned[i][0] == planned[done[lead]][0]]
+            if not stage:
+                continue
         horizons = ", ".join(str(T) for T in sorted({planned[i][1] for i in stage}))
         on_result = progress_counter(progress, f"horizon sweep (T = {horizons}): {{done}}/{{total}} run-rounds of the "
                                      "best pairs", [4 * n * planned[i][1] for i in stage])

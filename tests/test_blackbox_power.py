@@ -358,3 +358,40 @@ def test_adapter_options_name_the_methods_and_the_first_round(tmp_path, capsys):
     for bad in ("per-run:colour=red", "per-run:first_round=one", "per-batch"):
         assert main(base + ["--adapter", bad]) == 2
         assert "adapter" in capsys.readouterr().err
+
+
+class _CoinFlips:
+    """Fair coins whatever the rewards: no gap moves the share of arm-0 plays beyond noise."""
+
+    n_arms = 2
+    reward_range = (0.0, 1.0)
+
+    def reset(self, n_runs, rng):
+        self.rng, self.n = rng, n_runs
+
+    def act(self, t, arms=None):
+        return self.rng.integers(0, 2, self.n)
+
+    def observe(self, t, actions, rewards):
+        pass
+
+
+def test_threshold_search_stopping_at_noise_keeps_a_sharp_threshold_and_spares_a_flat_share():
+    """``stop_at_noise`` (a one-run class's frugal search): a share that never jumps beyond noise stops after one
+    level and scans one gap; a deterministic jump at the threshold is refined to the last level, as before."""
+    flat = threshold_pairs(lambda T: _CoinFlips(), TableDP(), 40, np.random.SeedSequence(1), (0.0, 1.0),
+                           stop_at_noise=True, max_horizon=40)
+    row = flat.info["tried"][0]
+    for orient in ("better", "worse"):
+        assert row[orient]["stopped_at_noise"]["level"] == 1 and row[orient]["stopped_at_noise"]["z"] < 5
+        a, b = row[orient]["gap_interval"]
+        assert b - a == pytest.approx(1 / 31)
+    scanned = {sp.means for sp in flat.specs}
+    assert len(scanned) <= 2  # one gap per orientation, not two
+    pol = make_policy("mutant-se-shared-noise", {})
+    found = threshold_pairs(lambda T: pol, TableDP(), 1349, np.random.SeedSequence(3), (0.0, 1.0), stop_at_noise=True)
+    better = found.info["tried"][0]["better"]
+    assert "stopped_at_noise" not in better
+    a, b = better["gap_interval"]
+    assert a <= 0.5 + 1 / 650 and b >= 0.5 - 1 / 650 and b - a < 1e-3
+    assert found.info["separated"] and found.info["best"][0]["separation"] >= 5

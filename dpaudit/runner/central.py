@@ -157,8 +157,9 @@ def searches(policy: Any, r: Any, protocol: str) -> dict[str, Any]:
     from .cost import HORIZON_MULTIPLES
 
     threshold = 0 if protocol != "table" or r.pair is not None else HORIZON_MULTIPLES if auto else 1
-    return {"small": pilot_budgets(policy, r.runs)[1], "threshold": threshold,
-            "sweep": auto and not hasattr(policy, "ledger")}
+    _, small, per_run = pilot_budgets(policy, r.runs)
+    return {"small": small, "threshold": threshold, "sweep": auto and not hasattr(policy, "ledger"),
+            "frugal": per_run}
 
 
 def estimate_horizon(r: Any) -> int:
@@ -252,8 +253,8 @@ def audit(ctx: Context) -> None:
         ctx.say("threshold search")
         t_threshold = time.perf_counter()
         threshold = threshold_pairs(build, proto, horizon, s_threshold, rr, alphabet, cells=cells,
-                                    max_horizon=None if r.horizon is None else horizon, engine=pilot_engine,
-                                    progress=ctx.progress)
+                                    max_horizon=None if r.horizon is None else horizon, stop_at_noise=per_run,
+                                    engine=pilot_engine, progress=ctx.progress)
         ctx.extra["threshold_search"] = threshold.info
         if threshold.horizon != horizon:
             notes.append(f"horizon T = {threshold.horizon}: the threshold search found pairs whose two sides act "
@@ -349,8 +350,8 @@ def audit(ctx: Context) -> None:
         if sweep_specs:
             spec, best_T, cand, rows = horizon_sweep(build, proto, sweep_specs, horizon, s_sweep, rr,
                                                      delta=ctx.delta, confidence=conf_each, n=small,
-                                                     alphabet=alphabet, cells=cells, engine=engine,
-                                                     progress=ctx.progress)
+                                                     alphabet=alphabet, cells=cells, follow_leader=per_run,
+                                                     engine=engine, progress=ctx.progress)
             ctx.extra["horizon_sweep"] = rows
             res.best_membership_spec = spec
             if best_T != horizon:

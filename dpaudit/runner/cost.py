@@ -115,6 +115,10 @@ def memory_per_process(runs: int, horizon: int, n_arms: int) -> tuple[float, flo
 #: 4-level bisection of 32 gaps on 32 runs and a scan of 2 x 18 canary rounds on 32 runs per side:
 #: :func:`dpaudit.attacks.neighbours.threshold_pairs`' defaults)
 THRESHOLD_CELLS = 2 * (4 * 32 * 32 + 32 * 2 * 2 * 18)
+#: the same for a one-run class's frugal search (``stop_at_noise``): between the one level and one scanned gap
+#: of a policy whose share never jumps beyond noise and the four levels and two gaps of a sharp threshold,
+#: two levels and one gap
+FRUGAL_THRESHOLD_CELLS = 2 * (2 * 32 * 32 + 32 * 1 * 2 * 18)
 #: the horizons the threshold search and the horizon sweep try, as multiples of the first: 1, 2, 4, 8
 HORIZON_MULTIPLES = 1 + 2 + 4 + 8
 #: the horizon a black-box audit's fresh test runs at, as a multiple of the first, in the estimate: the
@@ -124,7 +128,7 @@ SWEPT = 3
 
 
 def run_steps(runs: int, horizon: int, n_candidates: int, *, small: int | None = None, threshold: int = 0,
-              sweep: bool = False) -> float:
+              sweep: bool = False, frugal: bool = False) -> float:
     """Total (run, step) pairs of an audit: fresh views of both sides and the likelihood runs
     (3 x runs), and per candidate pair the ranking samples (training, selection and screening runs
     of both sides, about 5 x the ``small`` sample size of the search; by default a batched policy's).
@@ -134,14 +138,17 @@ def run_steps(runs: int, horizon: int, n_candidates: int, *, small: int | None =
     8 times the horizon (when no pair's two sides act differently at the first). ``sweep``: a
     black-box audit free to choose its horizon (no ledger, no likelihood runs): the horizon discovery, the
     sweep of the best 3 pairs at 1, 2, 4 and 8 times the horizon on ``small`` runs per split, and the fresh
-    views at :data:`SWEPT` times it. Once the horizon is chosen, :func:`refresh_estimate` redoes it there.
+    views at :data:`SWEPT` times it. ``frugal``: a one-run class's searches (the threshold search stops at
+    noise, :data:`FRUGAL_THRESHOLD_CELLS`; the sweep's 4 and 8 times the horizon run the leading pair only).
+    Once the horizon is chosen, :func:`refresh_estimate` redoes it there.
     """
     small = max(500, min(2000, runs // 10)) if small is None else int(small)
     T = float(horizon)
     total = T * 5.0 * small * n_candidates
-    total += THRESHOLD_CELLS * T * int(threshold)
+    total += (FRUGAL_THRESHOLD_CELLS if frugal else THRESHOLD_CELLS) * T * int(threshold)
     if sweep:
-        total += 2 * 200 * T * 2 + 4 * small * T * HORIZON_MULTIPLES * 3 + 2.0 * runs * SWEPT * T
+        swept = (1 + 2) * 3 + (4 + 8) * 1 if frugal else HORIZON_MULTIPLES * 3  # (pairs x multiples) the sweep runs
+        total += 2 * 200 * T * 2 + 4 * small * T * swept + 2.0 * runs * SWEPT * T
     else:
         total += 3.0 * runs * T
     return total
