@@ -324,6 +324,23 @@ def test_the_estimate_measures_the_class_and_refuses_up_front(pair):
     assert "more than --max-hours 0.002" in msg
 
 
+def test_a_one_run_class_gets_the_frugal_searches_and_its_estimate_counts_them():
+    """The threshold search's noise stop and the sweep's leader-only later stage are a one-run class's (a Python
+    call per pilot run-round); a batched policy keeps the full searches and their estimate."""
+    from types import SimpleNamespace
+
+    from dpaudit.policies import make_policy
+    from dpaudit.runner.central import searches
+    from dpaudit.runner.cost import run_steps
+
+    r = SimpleNamespace(horizon=None, pair=None, runs=50_000)
+    per_run = searches(PerRun(elimination.BlockEliminationDP, {}, "pure:eps=1"), r, "table")
+    batched = searches(make_policy("dp-se", {}), r, "table")
+    assert per_run["frugal"] is True and batched["frugal"] is False
+    assert per_run["threshold"] == batched["threshold"] > 1 and per_run["sweep"]
+    assert run_steps(50_000, 48, 20, **per_run) < run_steps(50_000, 48, 20, **{**per_run, "frugal": False})
+
+
 # ---- the options' syntax --------------------------------------------------------------------------
 
 def test_adapter_options_parse_lists_up_to_the_next_key():
