@@ -347,11 +347,15 @@ class GuessRule:
 
     def describe(self) -> str:
         if self.either:
-            return (f"the sign of the {self.feature!r} score for the {self.either:.0%} largest in size, abstaining "
-                    "on the rest")
-        parts = [f"+1 for the top {self.plus:.0%}" if self.plus else "", f"-1 for the bottom {self.minus:.0%}"
-                 if self.minus else ""]
+            return (f"the sign of the {self.feature!r} score for the {_percent(self.either)} largest in size, "
+                    "abstaining on the rest")
+        parts = [f"+1 for the top {_percent(self.plus)}" if self.plus else "",
+                 f"-1 for the bottom {_percent(self.minus)}" if self.minus else ""]
         return f"{' and '.join(p for p in parts if p)} of the {self.feature!r} scores, abstaining on the rest"
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:.3g}%"
 
 
 def guesses(scores: np.ndarray, kp: int, km: int, rng: np.random.Generator, either: int = 0) -> np.ndarray:
@@ -384,6 +388,14 @@ def guesses(scores: np.ndarray, kp: int, km: int, rng: np.random.Generator, eith
 
 #: the fractions of canaries the pilot may choose to guess on each side
 FRACTIONS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5)
+#: finer fractions, offered only where the pilot makes at least :data:`FINE_MIN_GUESSES` guesses with each
+#: (thousands of canaries per run: the local audits): a Gaussian channel's eps above its claim may show only in
+#: its tails (mutant-ldp-half-sensitivity, 0.41-GDP against eps = 1 at delta = 1e-5; benchmarks/one_run_gaussian.md)
+FINE_FRACTIONS = (0.001, 0.002, 0.005, 0.01)
+#: the fewest pilot guesses a finer fraction must make to be offered: with 4, the pilot's luck on a handful of
+#: guesses chose fractions that then showed nothing (ldp-ucb's simulated channel at 4,096 users per run: median
+#: bound 0.11 over 12 seeds, against 0.37 with the coarse fractions and 0.35 with 16)
+FINE_MIN_GUESSES = 16
 #: the fractions of canaries a signed rule may guess (by the sign of its largest scores)
 SIGNED_FRACTIONS = (0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0)
 #: the pilot's accuracy estimate: this quantile of the Beta(correct + 1/2, wrong + 1/2) posterior (a few
@@ -407,7 +419,8 @@ def choose_rule(pilot: dict[str, np.ndarray], pilot_bits: np.ndarray, m_counted:
     y = np.asarray(pilot_bits).ravel()
     rows: list[dict[str, Any]] = []
     best: tuple[tuple[float, int], GuessRule] | None = None
-    shapes = [(fp, fm, 0.0) for fp in FRACTIONS for fm in FRACTIONS if 0 < fp + fm <= 1]
+    fractions = FRACTIONS + tuple(f for f in FINE_FRACTIONS if round(f * y.size) >= FINE_MIN_GUESSES)
+    shapes = [(fp, fm, 0.0) for fp in fractions for fm in fractions if 0 < fp + fm <= 1]
     if signed:
         shapes += [(0.0, 0.0, fe) for fe in SIGNED_FRACTIONS]
     for name, sc in pilot.items():

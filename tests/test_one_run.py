@@ -207,6 +207,22 @@ def test_pilot_picks_the_informative_feature():
     assert rule.plus > 0 and rule.minus > 0 and len(rows) > 10
 
 
+def test_finer_fractions_only_where_the_pilot_guesses_with_them():
+    """A pilot of a dozen canaries (a table/view run) is offered the coarse fractions only; a pilot of
+    thousands of users (a local run) the finer ones too, and on a Gaussian channel whose evidence is in
+    its tails (0.41-GDP) it takes one of them."""
+    rng = np.random.default_rng(0)
+    small = rng.choice(np.array([-1, 1]), size=12)
+    _, _, rows = o.choose_rule({"x": rng.standard_normal(12)}, small, 108, rng, 0.95)
+    assert {r["plus"] for r in rows} | {r["minus"] for r in rows} <= set(o.FRACTIONS)
+    big = rng.choice(np.array([-1, 1]), size=16384)
+    tails = big * 0.4128 / 2 + rng.standard_normal(16384)
+    rule, _, rows = o.choose_rule({"message": tails}, big, 9 * 16384, rng, 0.95)
+    offered = {r["plus"] for r in rows} | {r["minus"] for r in rows}
+    assert set(o.FINE_FRACTIONS) <= offered
+    assert 0 < rule.plus + rule.minus < 0.02 and "0." in rule.describe()
+
+
 def test_layouts_and_scores():
     rounds = o.dyadic_rounds(4096)
     assert rounds.tolist() == [2 ** k - 1 for k in range(1, 12)]
