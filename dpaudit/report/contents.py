@@ -586,6 +586,10 @@ def _reproduce_section(out: dict[str, Any]) -> Section:
     if out.get("estimate"):
         how = out["estimate"].get("how")
         rows.append(("estimated beforehand", f"{as_float(out['estimate'].get('seconds')):.1f} s" + (f": {how}" if how else "")))
+        at = out["estimate"].get("at_horizon") or {}
+        if at.get("seconds_settled") is not None:
+            rows.append((f"estimated at T = {at.get('horizon')}", f"{as_float(at['seconds_settled']):.1f} to "
+                         f"{as_float(at.get('seconds')):.1f} s (the first if the fresh runs settle at their first look)"))
     if out.get("checkpoint"):
         rows.append(("checkpoint", out["checkpoint"]))
     versions = Table(("package", "version"), tuple((k, v) for k, v in (out.get("versions") or {}).items()))

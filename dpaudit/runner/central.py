@@ -143,10 +143,16 @@ def say_estimate(ctx: Context, policy: Any, horizon: int) -> None:
     if not isinstance(est, dict) or r.pair is not None:
         return
     elapsed = sum(float(p.seconds) for p in ctx.parts)
-    rest = refresh_estimate(est, r.runs, horizon, len(candidate_pairs(ctx.protocol, int(policy.n_arms), horizon)),
-                            searches(policy, r, ctx.protocol.name), elapsed)
-    if rest is not None and rest >= 10:  # a short audit needs no estimate (and a failing one shows only its error)
+    rests = refresh_estimate(est, r.runs, horizon, len(candidate_pairs(ctx.protocol, int(policy.n_arms), horizon)),
+                             searches(policy, r, ctx.protocol.name), elapsed)
+    if rests is None or rests[1] < 10:  # a short audit needs no estimate (and a failing one shows only its error)
+        return
+    least, rest = rests
+    if duration(least) == duration(rest):
         ctx.say(f"horizon T = {horizon}: about {duration(rest)} to go (estimated)")
+    else:  # the fresh runs stop at the first look that settles the answer: the plan's least and whole cost
+        ctx.say(f"horizon T = {horizon}: {duration(least)} to {duration(rest)} to go (estimated: the first if the "
+                "fresh runs settle at their first look)")
 
 
 def searches(policy: Any, r: Any, protocol: str) -> dict[str, Any]:

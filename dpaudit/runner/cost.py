@@ -128,7 +128,7 @@ SWEPT = 3
 
 
 def run_steps(runs: int, horizon: int, n_candidates: int, *, small: int | None = None, threshold: int = 0,
-              sweep: bool = False, frugal: bool = False) -> float:
+              sweep: bool = False, frugal: bool = False, settled: bool = False) -> float:
     """Total (run, step) pairs of an audit: fresh views of both sides and the likelihood runs
     (3 x runs), and per candidate pair the ranking samples (training, selection and screening runs
     of both sides, about 5 x the ``small`` sample size of the search; by default a batched policy's).
@@ -140,17 +140,25 @@ def run_steps(runs: int, horizon: int, n_candidates: int, *, small: int | None =
     sweep of the best 3 pairs at 1, 2, 4 and 8 times the horizon on ``small`` runs per split, and the fresh
     views at :data:`SWEPT` times it. ``frugal``: a one-run class's searches (the threshold search stops at
     noise, :data:`FRUGAL_THRESHOLD_CELLS`; the sweep's 4 and 8 times the horizon run the leading pair only).
-    Once the horizon is chosen, :func:`refresh_estimate` redoes it there.
+    ``settled``: the least the plan can cost, the fresh views stopping at their first look
+    (:data:`dpaudit.attacks.sampling.LOOKS`, 1/16 of them) at the horizon the sweep starts from, which runs
+    only its first stage (1 and 2 times). Once the horizon is chosen, :func:`refresh_estimate` redoes both
+    there.
     """
     small = max(500, min(2000, runs // 10)) if small is None else int(small)
     T = float(horizon)
     total = T * 5.0 * small * n_candidates
     total += (FRUGAL_THRESHOLD_CELLS if frugal else THRESHOLD_CELLS) * T * int(threshold)
+    first = 1.0
+    if settled:
+        from dpaudit.attacks.sampling import LOOKS
+
+        first = LOOKS[0][0]
     if sweep:
-        swept = (1 + 2) * 3 + (4 + 8) * 1 if frugal else HORIZON_MULTIPLES * 3  # (pairs x multiples) the sweep runs
-        total += 2 * 200 * T * 2 + 4 * small * T * swept + 2.0 * runs * SWEPT * T
+        swept = (1 + 2) * 3 if settled else (1 + 2) * 3 + (4 + 8) * 1 if frugal else HORIZON_MULTIPLES * 3
+        total += 2 * 200 * T * 2 + 4 * small * T * swept + 2.0 * runs * first * (1 if settled else SWEPT) * T
     else:
-        total += 3.0 * runs * T
+        total += 3.0 * runs * first * T
     return total
 
 
@@ -325,16 +333,19 @@ def audit_preflight(policy_for: Callable[[int], Any], protocol: Any, *, runs: in
 
 
 def refresh_estimate(estimate: dict[str, Any] | None, runs: int, horizon: int, n_candidates: int,
-                     search: dict[str, Any], elapsed: float) -> float | None:
+                     search: dict[str, Any], elapsed: float) -> tuple[float, float] | None:
     """The up-front ``estimate`` redone once the horizon is chosen (the discovery and threshold search done,
     ``elapsed`` seconds so far): the rest of the audit's run-steps at ``horizon`` at the rate measured up
-    front, plus ``elapsed``, recorded in the estimate as ``seconds_at_horizon`` (with its ``horizon``).
-    Returns the seconds still to go (None without a measured rate)."""
+    front, plus ``elapsed``, recorded in the estimate's ``at_horizon`` (``seconds``, with its ``horizon``), and
+    the least it can be, the fresh views settled at their first look (``seconds_settled``; :func:`run_steps`).
+    Returns the seconds still to go, (settled, whole plan) (None without a measured rate)."""
     if not estimate or not estimate.get("run_steps_per_second"):
         return None
-    rest = run_steps(runs, horizon, n_candidates, **{**search, "threshold": 0}) / float(estimate["run_steps_per_second"])
-    estimate["at_horizon"] = {"horizon": int(horizon), "seconds": elapsed + rest}
-    return rest
+    rate = float(estimate["run_steps_per_second"])
+    rest = run_steps(runs, horizon, n_candidates, **{**search, "threshold": 0}) / rate
+    least = run_steps(runs, horizon, n_candidates, **{**search, "threshold": 0, "settled": True}) / rate
+    estimate["at_horizon"] = {"horizon": int(horizon), "seconds": elapsed + rest, "seconds_settled": elapsed + least}
+    return least, rest
 
 
 def duration(seconds: float) -> str:
