@@ -221,6 +221,10 @@ def test_finer_fractions_only_where_the_pilot_guesses_with_them():
     offered = {r["plus"] for r in rows} | {r["minus"] for r in rows}
     assert set(o.FINE_FRACTIONS) <= offered
     assert 0 < rule.plus + rule.minus < 0.02 and "0." in rule.describe()
+    # randomised response's two values: its top 0.1% is a random part of its ties, never offered
+    rr = np.where(rng.random(16384) < np.where(big > 0, 0.73, 0.27), 1.0, 0.0)
+    _, _, rows = o.choose_rule({"message": rr}, big, 9 * 16384, rng, 0.95)
+    assert {r["plus"] for r in rows} | {r["minus"] for r in rows} <= set(o.FRACTIONS)
 
 
 def test_layouts_and_scores():
