@@ -700,7 +700,7 @@ SWEEP_FIRST_STAGE = 2
 def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: Sequence[PairSpec], horizon: int,
                   seed: np.random.SeedSequence, reward_range: tuple[float, float], *, delta: float, confidence: float,
                   n: int, alphabet: Sequence[float] | None = None, factors: Sequence[int] = (1, 2, 4, 8),
-                  cells: int = PILOT_CELLS, follow_leader: bool = False, engine: Engine = SERIAL,
+                  cells: int = PILOT_CELLS, engine: Engine = SERIAL,
                   progress: Callable[[str], None] | None = None) -> tuple[PairSpec, int, Any, list[dict[str, Any]]]:
     """The pair pattern and horizon at which a policy leaks most: each of ``specs`` rebuilt at ``horizon``
     x each factor (within :data:`HORIZON_CAP` and ``cells`` run-rounds in all) and scored by the
@@ -712,9 +712,9 @@ def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: S
     horizon (nothing for the sweep to choose between; a correct policy whose actions barely depend on one
     reward) is not run at 4 and 8 times it, which cost 12/15 of the sweep. Any positive bound runs every
     stage, so the rows and the choice are then those of one stage; each (pattern, horizon) keeps its seed
-    either way. With ``follow_leader`` (for a policy whose every pilot run-round is a Python call: a
-    one-run class through an adapter) the later stage runs only the pattern with the largest bound in the
-    first (on DoubleDividedGreedy, half the sweep's run-rounds; benchmarks/greedy_costs.md). This only
+    either way. (Running the later stage for the first stage's leading pattern only, tried for one-run
+    classes, lost NoResetEpisodicUCB's leak where another pattern grows with the rounds: 3 of 8 seeds it
+    missed were flagged with every pattern swept.) This only
     chooses: the bound comes from fresh samples of the chosen attack at the chosen horizon
     (:func:`dpaudit.attacks.membership.evaluate`). Returns the pattern, the horizon, the fitted attack
     and one row per (pattern, horizon) tried."""
@@ -740,11 +740,6 @@ def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: S
             continue
         if done and max(cand.selection_bound for cand, _, _ in results) <= 0:  # the first stage showed nothing
             break
-        if done and follow_leader:
-            lead = max(range(len(done)), key=lambda j: results[j][0].selection_bound)  # ties: the first planned
-            stage = [i for i in stage if planned[i][0] == planned[done[lead]][0]]
-            if not stage:
-                continue
         horizons = ", ".join(str(T) for T in sorted({planned[i][1] for i in stage}))
         on_result = progress_counter(progress, f"horizon sweep (T = {horizons}): {{done}}/{{total}} run-rounds of the "
                                      "best pairs", [4 * n * planned[i][1] for i in stage])

@@ -325,8 +325,8 @@ def test_the_estimate_measures_the_class_and_refuses_up_front(pair):
 
 
 def test_a_one_run_class_gets_the_frugal_searches_and_its_estimate_counts_them():
-    """The threshold search's noise stop and the sweep's leader-only later stage are a one-run class's (a Python
-    call per pilot run-round); a batched policy keeps the full searches and their estimate."""
+    """The threshold search's noise stop is a one-run class's (a Python call per pilot run-round); a batched
+    policy keeps the full search and its estimate."""
     from types import SimpleNamespace
 
     from dpaudit.policies import make_policy

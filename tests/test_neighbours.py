@@ -158,18 +158,3 @@ def test_a_black_box_audit_tests_once_at_the_horizon_its_sweep_chose():
     assert "horizon_sweep" not in dpaudit.audit(ReplayingVoteClaim, runs=5000, seed=0, workers=1,
                                                 horizon=8).to_dict()
 
-
-def test_horizon_sweep_following_the_leader_runs_only_its_pattern_at_4_and_8_times():
-    """A one-run class's sweep (``follow_leader``): the later horizons run only the pattern that led the first
-    stage, each (pattern, horizon) with the seed and row it has in the full sweep."""
-    specs = [PairSpec(0, "low"), PairSpec(2, "high")]  # round 0 carries the replayed reward; round 2 nothing
-    args = dict(delta=1e-3, confidence=0.95, n=500, factors=(1, 2, 4, 8))
-    _, T_all, _, full = horizon_sweep(lambda T: ReplayingVote(), TableDP(), specs, 4, np.random.SeedSequence(5),
-                                      (0.0, 1.0), **args)
-    spec, T, _, lead = horizon_sweep(lambda T: ReplayingVote(), TableDP(), specs, 4, np.random.SeedSequence(5),
-                                     (0.0, 1.0), follow_leader=True, **args)
-    assert [(r["pair"], r["horizon"]) for r in full] == [(s.label(), T) for T in (4, 8, 16, 32) for s in specs]
-    assert [(r["pair"], r["horizon"]) for r in lead] == [(s.label(), T) for T in (4, 8) for s in specs] + [
-        (specs[0].label(), 16), (specs[0].label(), 32)]
-    assert lead == [r for r in full if r["pair"] == specs[0].label() or r["horizon"] <= 8]
-    assert spec == specs[0] and T == T_all >= 16

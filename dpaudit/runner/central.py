@@ -356,8 +356,8 @@ def audit(ctx: Context) -> None:
         if sweep_specs:
             spec, best_T, cand, rows = horizon_sweep(build, proto, sweep_specs, horizon, s_sweep, rr,
                                                      delta=ctx.delta, confidence=conf_each, n=small,
-                                                     alphabet=alphabet, cells=cells, follow_leader=per_run,
-                                                     engine=engine, progress=ctx.progress)
+                                                     alphabet=alphabet, cells=cells, engine=engine,
+                                                     progress=ctx.progress)
             ctx.extra["horizon_sweep"] = rows
             res.best_membership_spec = spec
             if best_T != horizon:

@@ -138,8 +138,8 @@ def run_steps(runs: int, horizon: int, n_candidates: int, *, small: int | None =
     8 times the horizon (when no pair's two sides act differently at the first). ``sweep``: a
     black-box audit free to choose its horizon (no ledger, no likelihood runs): the horizon discovery, the
     sweep of the best 3 pairs at 1, 2, 4 and 8 times the horizon on ``small`` runs per split, and the fresh
-    views at :data:`SWEPT` times it. ``frugal``: a one-run class's searches (the threshold search stops at
-    noise, :data:`FRUGAL_THRESHOLD_CELLS`; the sweep's 4 and 8 times the horizon run the leading pair only).
+    views at :data:`SWEPT` times it. ``frugal``: a one-run class's threshold search, which stops at noise
+    (:data:`FRUGAL_THRESHOLD_CELLS`).
     ``settled``: the least the plan can cost, the fresh views stopping at their first look
     (:data:`dpaudit.attacks.sampling.LOOKS`, 1/16 of them) at the horizon the sweep starts from, which runs
     only its first stage (1 and 2 times). Once the horizon is chosen, :func:`refresh_estimate` redoes both
@@ -155,7 +155,7 @@ def run_steps(runs: int, horizon: int, n_candidates: int, *, small: int | None =
 
         first = LOOKS[0][0]
     if sweep:
-        swept = (1 + 2) * 3 if settled else (1 + 2) * 3 + (4 + 8) * 1 if frugal else HORIZON_MULTIPLES * 3
+        swept = (1 + 2) * 3 if settled else HORIZON_MULTIPLES * 3  # (pairs x multiples) the sweep runs
         total += 2 * 200 * T * 2 + 4 * small * T * swept + 2.0 * runs * first * (1 if settled else SWEPT) * T
     else:
         total += 3.0 * runs * first * T
