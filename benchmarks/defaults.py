@@ -159,7 +159,28 @@ def row_of(name: str, protocol: str, exit_code: int, stdout: str, stderr: str, w
                 "fresh_runs_used": power.get("fresh_runs_used") or runs, "blackbox_bound": power.get("shown"),
                 "parts": [p["name"] for p in out.get("parts", [])]})
     row.update(tightness_fields(out))
+    est = out.get("estimate") or {}
+    if est.get("seconds"):  # the up-front estimate the audit said, and the one redone at its chosen horizon
+        row["estimate_seconds"] = float(est["seconds"])
+        at = est.get("at_horizon") or {}
+        if at.get("seconds"):
+            row["estimate_at_horizon_seconds"] = float(at["seconds"])
+        if at.get("seconds_settled"):
+            row["estimate_at_horizon_settled_seconds"] = float(at["seconds_settled"])
+    row["longest_silence_seconds"] = longest_silence(stderr, wall)
     return row
+
+
+def longest_silence(stderr: str, wall: float) -> float | None:
+    """The longest stretch without a progress line: the gaps between the ``[N s]`` stamps the CLI puts on
+    its stderr lines, the start and the end (None when it printed none)."""
+    import re
+
+    stamps = [float(m) for m in re.findall(r"\[(\d+(?:\.\d+)?) s\]\s*$", stderr, flags=re.M)]
+    if not stamps:
+        return None
+    points = [0.0, *stamps, wall]
+    return max(b - a for a, b in zip(points, points[1:]))
 
 
 def previous(folder: Path) -> dict[tuple[str, str], dict]:
@@ -213,6 +234,19 @@ def _wall(r: dict) -> str:
     return f"{r['wall_seconds']:.1f} ({min(runs):.1f}-{max(runs):.1f})"
 
 
+def _estimate(r: dict) -> str:
+    """The estimate the audit said once its horizon was chosen, the least (the fresh runs settled at their first
+    look) to the whole plan, else the up-front one; and the measured wall over the range's nearer end (1 when
+    inside it). Rows timed before the audits recorded it: -."""
+    lo, hi = r.get("estimate_at_horizon_settled_seconds"), r.get("estimate_at_horizon_seconds")
+    if lo and hi:
+        w = r["wall_seconds"]
+        return f"{lo:.0f}-{hi:.0f} ({w / lo if w < lo else w / hi if w > hi else 1.0:.2f})"
+    if not r.get("estimate_seconds"):
+        return "-"
+    return f"{r['estimate_seconds']:.0f} ({r['wall_seconds'] / r['estimate_seconds']:.2f})"
+
+
 def markdown(rows: list[dict], prev: dict, seed: int, cores: int, prev_label: str) -> str:
     lines = [f"# Every registered private policy at its defaults, under every protocol it supports", "",
              "Also the bundled per-run example, `examples/per_run_ucb.py` (a one-run class on global `np.random`; "
@@ -229,19 +263,22 @@ def markdown(rows: list[dict], prev: dict, seed: int, cores: int, prev_label: st
                 "(the wall column gives the range beside it): every repeat found the same." if any(r.get("repeat", 1) > 1 for r in rows) else "")
              + " The package's bytecode is compiled before timing, as `pip install` does.", "",
              "| policy | protocol | verdict | claimed eps | bound | by | black-box bound | T | fresh runs/side: used "
-             "(planned) | wall s | CPU s | CPU/wall | previous verdict | previous bound | previous s |",
-             "| --- | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+             "(planned) | wall s | CPU s | CPU/wall | estimate s (wall over it) | longest silence s | previous verdict "
+             "| previous bound | previous s |",
+             "| --- | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | "
+             "---: |"]
     for r in rows:
         p = prev.get((r["policy"], r["protocol"]), {})
         if "error" in r:
             lines.append(f"| {r['policy']} | {r['protocol']} | error: {r['error']} | | | | | | | {r['wall_seconds']:.1f} | "
-                         f"{r['cpu_seconds']:.1f} | | {_f(p.get('verdict'))} | {_f(p.get('epsilon_lower'))} | "
+                         f"{r['cpu_seconds']:.1f} | | | | {_f(p.get('verdict'))} | {_f(p.get('epsilon_lower'))} | "
                          f"{_f(p.get('seconds'), '.0f')} |")
             continue
         lines.append(f"| {r['policy']} | {r['protocol']} | {r['verdict']} | {_f(r['epsilon_claimed'])} | "
                      f"{_f(r['epsilon_lower'])} | {r['best'] or '-'} | {_f(r.get('blackbox_bound'))} | "
                      f"{_f(r['horizon'])} | {_runs(r)} | {_wall(r)} | {r['cpu_seconds']:.1f} | "
-                     f"{r['cpu_seconds'] / max(r['wall_seconds'], 1e-9):.2f} | {_f(p.get('verdict'))} | "
+                     f"{r['cpu_seconds'] / max(r['wall_seconds'], 1e-9):.2f} | {_estimate(r)} | "
+                     f"{_f(r.get('longest_silence_seconds'), '.0f')} | {_f(p.get('verdict'))} | "
                      f"{_f(p.get('epsilon_lower'))} | {_f(p.get('seconds'), '.0f')} |")
     changed = [r for r in rows if "verdict" in r and prev.get((r["policy"], r["protocol"]), {}).get("verdict")
                not in (None, r["verdict"])]
@@ -279,7 +316,7 @@ def main() -> None:
     kept = []
     if args.append and (HERE / f"{args.out}.json").exists():
         kept = json.loads((HERE / f"{args.out}.json").read_text())["rows"]
-    labels = {label for label, _, _ in THIRDPARTY}
+    labels = {label for label, _, _ in PER_RUN + THIRDPARTY}
     only_rows = None if args.only is None else [n for n in args.only if n in labels]
     for name in private_policies(args.mutants) if args.only is None else [n for n in args.only if n not in labels]:
         for proto in supported(name):
@@ -295,8 +332,8 @@ def main() -> None:
     if args.only is not None or (wanted is not None and "table" not in wanted):
         examples = []
     extra = THIRDPARTY if args.thirdparty else []
-    if only_rows:  # --only LABEL ...: just those rows of --thirdparty
-        extra = [row for row in THIRDPARTY if row[0] in only_rows]
+    if only_rows:  # --only LABEL ...: just those rows of --thirdparty (or of the bundled examples)
+        extra = [row for row in PER_RUN + THIRDPARTY if row[0] in only_rows]
     for label, spec, options in examples + extra:
         row = run_repeated(label, "table", args.seed, args.repeat, spec, options)
         row["kind"] = "thirdparty" if (label, spec, options) in THIRDPARTY else "example"
