@@ -265,8 +265,8 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
     bisection stops after the first level whose largest jump is within noise (its z-score over the
     runs' shares below :data:`SEPARATED`): the gaps inside that interval are ones the pilot cannot tell
     apart, so a finer level would narrow at random, and one gap (the interval's middle) is scanned
-    instead of two (on TreeCounterGreedy, whose share never jumps beyond noise, this is 2/3 of the
-    search's run-rounds; benchmarks/greedy_costs.md). The two orientations run as
+    instead of two: a third of the run-rounds per horizon for a share that never jumps beyond noise
+    (TreeCounterGreedy's; docs/accuracy-and-speed.md). The two orientations run as
     two tasks on ``engine`` (each from its own seed, so the result does not depend on the engine);
     ``progress`` hears of each horizon tried.
     """

@@ -400,17 +400,17 @@ FINE_FRACTIONS = (0.001, 0.002, 0.005, 0.01)
 #: (offered anyway, the pilot's luck chose them: ldp-ucb-rr 3 violations in 50 seeds at its exact claim and a
 #: lower median bound, 0.913 against 0.944)
 FINE_MIN_GUESSES = 16
+#: the fractions of canaries a signed rule may guess (by the sign of its largest scores)
+SIGNED_FRACTIONS = (0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0)
+#: the pilot's accuracy estimate: this quantile of the Beta(correct + 1/2, wrong + 1/2) posterior (a few
+#: lucky pilot guesses must not win over many good ones)
+PILOT_QUANTILE = 0.25
 
 
 def _fractions(score: np.ndarray) -> tuple[float, ...]:
     """The fractions a pilot ``score`` is offered: :data:`FRACTIONS` and the finer ones it can rank."""
     n, distinct = score.size, np.unique(score).size
     return FRACTIONS + tuple(f for f in FINE_FRACTIONS if round(f * n) >= FINE_MIN_GUESSES and distinct * f >= 2)
-#: the fractions of canaries a signed rule may guess (by the sign of its largest scores)
-SIGNED_FRACTIONS = (0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0)
-#: the pilot's accuracy estimate: this quantile of the Beta(correct + 1/2, wrong + 1/2) posterior (a few
-#: lucky pilot guesses must not win over many good ones)
-PILOT_QUANTILE = 0.25
 
 
 def choose_rule(pilot: dict[str, np.ndarray], pilot_bits: np.ndarray, m_counted: int, rng: np.random.Generator,
