@@ -157,4 +157,3 @@ def test_a_black_box_audit_tests_once_at_the_horizon_its_sweep_chose():
     # a policy with a ledger, or a horizon given by the user, is not swept
     assert "horizon_sweep" not in dpaudit.audit(ReplayingVoteClaim, runs=5000, seed=0, workers=1,
                                                 horizon=8).to_dict()
-
