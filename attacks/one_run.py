@@ -37,7 +37,7 @@ from dpaudit.errors import DPAuditError
 
 __all__ = ["steinke_p_value", "steinke_epsilon", "Tradeoff", "fdp_rejects", "fdp_lower", "fdp_epsilon",
            "gdp_epsilon", "ANALYSES", "analyses_for", "bound", "cap", "smallest_positive", "GuessRule", "guesses",
-           "choose_rule", "dyadic_rounds", "canary_inputs", "action_features", "message_scorer", "message_features",
+           "choose_rule", "dyadic_rounds", "first_pull_rounds", "canary_inputs", "action_features", "message_scorer", "message_features",
            "STEINKE", "MAHLOUJIFAR"]
 
 #: the two papers, as anything a user reads names them
@@ -490,14 +490,32 @@ def canary_inputs(list_input: bool, n_arms: int, horizon: int, rounds: np.ndarra
     return d
 
 
-def action_features(views: np.ndarray, rounds: np.ndarray) -> dict[str, np.ndarray]:
+def first_pull_rounds(horizon: int, n_arms: int) -> np.ndarray:
+    """The canary rounds of the *first-pulls* layout: 0 .. K - 1, then the dyadic rounds 2^k - 1 from K on.
+
+    Many policies play every arm once, in index order, before their index decides (a UCB's or a greedy's
+    initialisation; Azize & Basu 2023a, App. C, Alg. 4, line 2): with K arms those K rounds are K canaries, one
+    per arm, each alone in its arm's first release. On a constant background the order in which the arms are
+    played again ranks those releases (``return``, :func:`action_features`), so a policy with many arms gives
+    one informative canary per arm per run instead of one per doubling block. Past round K the layout is
+    :func:`dyadic_rounds`'.
+    """
+    T, K = int(horizon), int(n_arms)
+    d = dyadic_rounds(T)
+    return np.concatenate([np.arange(min(K, T - 1), dtype=np.int64), d[d >= K]])
+
+
+def action_features(views: np.ndarray, rounds: np.ndarray, returns: bool = False) -> dict[str, np.ndarray]:
     """The adversary's scores from the actions after each canary (views: runs x T; rounds: the canaries).
 
     With a = the arm played at the canary's round c (the one its reward went to): ``next`` is 1 when the
     policy plays a again at c + 1, and ``share-c/4``, ``share-c`` are the shares of a among the actions of
-    rounds c + 1 .. c + max(1, c / 4) and c + 1 .. 2c (a doubling policy's next block decides there). A high
-    reward makes its arm more attractive to a policy that maximises reward, so high scores point to +1; the
-    negated scores are candidates too (the pilot picks), for a policy that reacts the other way.
+    rounds c + 1 .. c + max(1, c / 4) and c + 1 .. 2c (a doubling policy's next block decides there); with
+    ``returns``, ``return`` is how soon a is played again, -log(1 + the rounds until then), centred at its median over the runs given
+    (the first-pulls layout's score, :func:`first_pull_rounds`: the order in which the arms come back ranks their
+    first releases). A high reward makes its arm more attractive to a policy that maximises reward, so high
+    scores point to +1; the negated scores are candidates too (the pilot picks), for a policy that reacts the
+    other way.
 
     Every score comes in two orders among equal values (``next`` takes two values, the shares few): *later
     first* and *earlier first* (``next, later first`` ...: (score - 1/2) x (1 + 1e-6 j / m) for the j-th of m
@@ -523,6 +541,15 @@ def action_features(views: np.ndarray, rounds: np.ndarray) -> dict[str, np.ndarr
         for order, w in orders:
             out[f"{name}, {order}"] = (sc - 0.5) * w
             out[f"-{name}, {order}"] = -(sc - 0.5) * w
+    if returns:
+        back = np.empty(a.shape)
+        for j, c in enumerate(rounds):
+            again = v[:, c + 1:] == a[:, j:j + 1]
+            back[:, j] = -np.log1p(np.where(again.any(axis=1), again.argmax(axis=1), T - 1 - c))
+        back -= np.median(back) if back.size else 0.0
+        for order, w in orders:
+            out[f"return, {order}"] = back * w
+            out[f"-return, {order}"] = -back * w
     return out
 
 

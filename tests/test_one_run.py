@@ -245,6 +245,16 @@ def test_layouts_and_scores():
     rng = np.random.default_rng(0)
     assert o.guesses(f2["next, later first"], 2, 0, rng).reshape(2, 3)[:, 2].tolist() == [1, 1]
     assert o.guesses(f2["next, earlier first"], 2, 0, rng).reshape(2, 3)[:, 0].tolist() == [1, 1]
+    # the first-pulls layout: every arm's first pull, then the dyadic rounds past them
+    assert o.first_pull_rounds(4096, 64).tolist() == list(range(64)) + [127, 255, 511, 1023, 2047]
+    assert o.first_pull_rounds(4096, 2).tolist() == [0, 1] + rounds[1:].tolist()
+    # ``return``: the sooner a canary's arm is played again, the higher (arms 0, 1, 2 at rounds 0-2; 2 comes
+    # back at once, 0 after two rounds, 1 never); offered only with returns=True
+    v3 = np.array([[0, 1, 2, 2, 0, 2, 2, 2]])
+    f3 = o.action_features(v3, np.array([0, 1, 2]), returns=True)
+    assert np.argsort(f3["return, later first"][0]).tolist() == [1, 0, 2]
+    assert np.allclose(f3["-return, earlier first"], -f3["return, earlier first"])
+    assert "return, later first" not in o.action_features(v3, np.array([0, 1, 2]))
     # discrete messages: the likelihood ratio; continuous ones: the projection on the mean difference
     y = np.array([1, 1, -1, -1] * 50)
     name, score = o.message_scorer(np.where(y > 0, 1.0, 0.0)[:, None], y)
@@ -263,10 +273,14 @@ def test_one_run_flags_a_mutant_and_types_its_findings():
     res = a.attacks[0]
     assert res.attack == "one-run" and res.epsilon_lower > a.epsilon_claimed and res.samples == 10
     d = res.details
-    assert d["runs"] == 10 and d["counted_runs"] == 9 and d["canaries_per_run"] == 9
-    assert d["correct"] <= d["guesses"] <= d["canaries_counted"] == 81
+    # its n_arms is free: one pilot in each layout (2 arms, dyadic; 64 arms, first pulls), 8 runs counted
+    tried = a.extra["one_run"]["layouts_tried"]
+    assert [(t["layout"], t["n_arms"]) for t in tried] == [("dyadic", 2), ("first pulls", 64)]
+    assert d["runs"] == 10 and d["pilot_runs"] == 2 and d["counted_runs"] == 8
+    assert d["canaries_per_run"] in (len(o.dyadic_rounds(1024)), len(o.first_pull_rounds(1024, 64))) == (9, 67)
+    assert d["correct"] <= d["guesses"] <= d["canaries_counted"] == 8 * d["canaries_per_run"]
     assert a.power.largest_bound == pytest.approx(d["cap"]) and d["cap"] >= res.epsilon_lower
-    assert [p.name for p in a.parts] == ["one-run"] and a.extra["one_run"]["counted_runs"] == 9
+    assert [p.name for p in a.parts] == ["one-run"] and a.extra["one_run"]["counted_runs"] == 8
     assert "method='one-run'" in a.command  # the recorded call reproduces a one-run audit, not a multi-run one
     md = a.to_markdown()
     assert "One-run audit: what it can and cannot show" in md and "cannot show" in md
@@ -288,6 +302,54 @@ def test_one_run_flags_block_leaks_and_spares_a_correct_policy():
             assert a.verdict == "violation", (name, seed, a.reason)
         a = dpaudit.audit("adac-ucb", protocol="table", method="one-run", workers=1, seed=seed)
         assert a.verdict != "violation", (seed, a.reason)
+
+
+def test_first_pulls_layout_flags_leaks_of_the_first_releases():
+    """A policy whose n_arms is free is also piloted with 64 arms, one canary per arm's first pull, scored by
+    the order the arms come back (benchmarks/one_run.md): mutant-first-unnoised (its first releases unnoised)
+    flagged at seeds 0-2 (the dyadic layout alone flagged it in 0 of 10 seeds: its 2 arms give 2 informative
+    canaries per run)."""
+    import dpaudit
+
+    for seed in range(3):
+        a = dpaudit.audit("mutant-first-unnoised", protocol="table", method="one-run", workers=1, seed=seed)
+        assert a.verdict == "violation", (seed, a.reason)
+        assert a.extra["n_arms"] == 64 and a.extra["one_run"]["layout_name"] == "first pulls"
+        assert any("n_arms = 64" in n for n in a.notes)
+
+
+def test_first_pulls_layout_respects_the_users_arms():
+    """n_arms given by the user is kept: 2 arms, one pilot (the dyadic layout as before); 16 arms, both
+    layouts with 16."""
+    import dpaudit
+
+    a = dpaudit.audit("adap-ucb", params={"n_arms": 2}, protocol="view", method="one-run", workers=1, runs=4,
+                      horizon=512, seed=0)
+    assert a.extra["one_run"]["layouts_tried"] == [] and a.attacks[0].details["pilot_runs"] == 1
+    a = dpaudit.audit("adap-ucb", params={"n_arms": 16}, protocol="view", method="one-run", workers=1, runs=4,
+                      horizon=512, seed=0)
+    assert [(t["layout"], t["n_arms"]) for t in a.extra["one_run"]["layouts_tried"]] == [("dyadic", 16),
+                                                                                        ("first pulls", 16)]
+    assert a.attacks[0].details["counted_runs"] == 2 and a.extra["n_arms"] == 16
+
+
+def test_first_pulls_layout_keeps_a_pure_claim_at_its_true_eps():
+    """AdaP-UCB releases each episode sum with Laplace noise of scale 1/eps, so each reward (each canary) is
+    exactly eps-DP and the claim eps = 1 is tight: each audit, pilot choice between the layouts included, is a
+    false alarm with probability at most 5%; 3 or more in 10 seeds has probability
+    P[Binomial(10, 0.05) >= 3] = 0.012. And the audit has power: a bound above 0 rejects eps = 0, which guesses
+    at chance do with probability at most 5% (measured: 7 of 10 above 0, up to 0.72; half in each layout)."""
+    import dpaudit
+
+    violations, positive, layouts = 0, 0, set()
+    for seed in range(10):
+        a = dpaudit.audit("adap-ucb", protocol="table", method="one-run", workers=1, seed=200 + seed)
+        violations += a.verdict == "violation"
+        positive += a.epsilon_lower > 0
+        layouts.add(a.extra["one_run"]["layout_name"])
+    assert binom.sf(2, 10, 0.05) < 0.012
+    assert violations <= 2
+    assert positive >= 5 and layouts == {"dyadic", "first pulls"}
 
 
 def test_correct_policy_with_known_eps_keeps_its_claim_over_seeds():

@@ -368,7 +368,15 @@ def _one_run_section(out: dict[str, Any]) -> Section | None:
     o = out.get("one_run")
     if not isinstance(o, Mapping):
         return None
-    text = (f"{o['runs']} runs: run 0 the pilot, {o['counted_runs']} counted; {o['canaries_per_run']} canaries per run "
+    tried = o.get("layouts_tried") or []
+    if len(tried) > 1:
+        pilots = (f"{o['runs']} runs: {len(tried)} pilots, one per canary layout ("
+                  + "; ".join(f"{t['layout']} with {t['n_arms']} arms, {t['canaries_per_run']} canaries, predicted bound "
+                              f"{fmt(t['predicted_cautious'])}" for t in tried)
+                  + f"; the counted runs take the larger), {o['counted_runs']} counted")
+    else:
+        pilots = f"{o['runs']} runs: run 0 the pilot, {o['counted_runs']} counted"
+    text = (f"{pilots}; {o['canaries_per_run']} canaries per run "
             f"({o['layout']}), each canary's bit drawn uniformly from the audit's seed. The pilot chose the guesses: "
             f"{o['rule']}. On the counted runs {o['correct']} of {o['guesses']} guesses were right, so by "
             f"{o['analysis_text']} eps >= **{fmt(o['bound'])}** at confidence {fmt(out.get('confidence'))} (the most "

@@ -110,9 +110,10 @@ class Context:
     state: dict[str, Any] = field(default_factory=dict)
 
     def build(self, horizon: int, **kw: Any) -> Any:
-        """The policy at ``horizon`` (the request's claim and adapter applied)."""
+        """The policy at ``horizon`` (the request's claim and adapter applied; ``params`` added to the request's)."""
         r = self.request
-        return build_policy(r.policy, dict(r.params), horizon, kw.get("adapter", r.adapter), kw.get("claim", r.claim))
+        return build_policy(r.policy, {**r.params, **kw.get("params", {})}, horizon, kw.get("adapter", r.adapter),
+                            kw.get("claim", r.claim))
 
     def say(self, message: str) -> None:
         """Record the current stage (what an interruption names) and show it as progress."""

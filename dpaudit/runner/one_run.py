@@ -2,7 +2,7 @@
 
 For code that can only run a few times (Steinke, Nasr & Jagielski, "Privacy Auditing with One (1)
 Training Run", 2023; Mahloujifar, Melis & Chaudhuri, "Auditing f-Differential Privacy in One Run",
-2025). ``runs`` = R runs in all: run 0 is the pilot, runs 1 .. R-1 are counted. Every canary's bit S_i is
+2025). ``runs`` = R runs in all: the first one or two are pilots, the rest are counted. Every canary's bit S_i is
 drawn uniformly from {-1, +1} from the audit's seed.
 
 * *table, view* (Table and View DP, Azize & Basu 2023a, Sec. III): a canary is a round whose row (entry)
@@ -12,7 +12,13 @@ drawn uniformly from {-1, +1} from the audit's seed.
   (:func:`dpaudit.attacks.one_run.dyadic_rounds`), one per doubling block of the horizon; the score of a
   canary is how much the arm its reward went to is played after it, centred where it says nothing, in two
   orders among equal scores, the later canaries first or the earlier
-  (:func:`~dpaudit.attacks.one_run.action_features`);
+  (:func:`~dpaudit.attacks.one_run.action_features`). A policy with many arms, or whose ``n_arms`` the user
+  left free (it is then run with :data:`WIDE_ARMS`), is also offered the *first-pulls* layout
+  (:func:`~dpaudit.attacks.one_run.first_pull_rounds`): rounds 0 .. K - 1 are canaries too, one per arm's
+  first pull, scored by how soon the arm is played again. Each layout gets one pilot run, and the counted runs
+  (R - 2) are run in the one whose pilot predicts the larger bound; the report says which, and with how many
+  arms. A policy deciding once per run gains nothing from it; one whose first releases order its next plays
+  (a UCB's or a greedy's initial pulls) gives K informative canaries per run instead of a few;
 * *local* (each user's data private, Zheng et al. 2020): a canary is a user whose datum is the bottom or
   the top of the domain, every user of every run; the score is the user's message (what the server
   received: the policy's ``transcript()``, else its channel queried with the user's datum, one call per
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,6 +56,109 @@ ONE_RUN_DEFAULTS = {"runs": 10, "horizon": 4096, "local_horizon": 4096}
 PROTOCOLS = ("table", "view", "local")
 #: the most runs a one-run audit takes (beyond it, the multi-run audit is the better tool)
 MAX_RUNS = 1000
+
+
+#: the arms a policy is given for the first-pulls layout when its ``n_arms`` is free (not set by the user)
+WIDE_ARMS = 64
+#: the quantile of a pilot's accuracy posterior the layouts are compared at (:func:`_cautious`)
+LAYOUT_QUANTILE = 0.05
+#: a policy with at least this many arms (its own or the user's) is offered the first-pulls layout as it is
+WIDE_MIN_ARMS = 8
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A table/view canary layout: the policy it runs (its arms), the canary rounds, the background input and
+    what the report says of it."""
+
+    name: str
+    policy: Any
+    n_arms: int
+    rounds: np.ndarray
+    low: float
+    high: float
+    background: np.ndarray
+    list_input: bool
+    text: str
+
+    @property
+    def returns(self) -> bool:
+        """Whether the adversary scores how soon a canary's arm comes back (the first-pulls layout's score)."""
+        return self.name == "first pulls"
+
+    def inputs(self, bits: np.ndarray) -> np.ndarray:
+        from dpaudit.attacks.one_run import canary_inputs
+
+        return canary_inputs(self.list_input, self.n_arms, len(self.background), self.rounds, bits, self.low,
+                             self.high, self.background)
+
+
+def _table_layout(ctx: Context, policy: Any, T: int, name: str) -> _Layout:
+    """The ``dyadic`` (:func:`~dpaudit.attacks.one_run.dyadic_rounds`) or ``first pulls``
+    (:func:`~dpaudit.attacks.one_run.first_pull_rounds`) layout of ``policy`` under table or view DP: canary
+    rows (entries) at the bottom and the top of the reward alphabet, every other the middle."""
+    from dpaudit.attacks import one_run as o
+    from dpaudit.protocols import audit_range
+    from dpaudit.protocols.table import background_table
+
+    r, proto = ctx.request, ctx.protocol
+    K = int(policy.n_arms)
+    rr = audit_range(policy)
+    alphabet = reward_alphabet_for(policy, r.rewards, rr)
+    if alphabet is None:
+        alphabet = probe_alphabet(policy, proto, rr, ctx.notes)
+    lo, hi = (alphabet[0], alphabet[-1]) if alphabet else rr
+    rounds = o.dyadic_rounds(T) if name == "dyadic" else o.first_pull_rounds(T, K)
+    mid = 0.5 * (lo + hi)
+    if alphabet is not None and mid not in set(map(float, alphabet)):
+        background = background_table([mid] * (1 if proto.list_input else K), T, (lo, hi), alphabet)
+        background = background[:, 0] if proto.list_input else background
+        bg_text = f"a fixed pattern of {lo:g} and {hi:g} with mean {mid:g} (the reward alphabet has no middle)"
+    else:
+        background = np.full((T,) if proto.list_input else (T, K), mid)
+        bg_text = f"the middle reward {mid:g}"
+    what = "entry" if proto.list_input else "row"
+    if name == "dyadic":
+        where = f"canary rounds 2^k - 1 = {', '.join(str(int(c)) for c in rounds[:4])}, ..., {int(rounds[-1])}"
+    else:
+        where = (f"first-pulls layout with {K} arms: canary rounds 0 .. {min(K, T - 1) - 1} (each arm's first pull, "
+                 f"when the policy plays them in turn) and 2^k - 1 from {K} on")
+    text = (f"{where}: {len(rounds)} per run, each {what} {lo:g} (bit -1) or {hi:g} (bit +1); every other {what} "
+            f"{bg_text}")
+    if len(rounds) < 2:
+        raise DPAuditError(f"a horizon of {T} rounds leaves {len(rounds)} canary rounds; give a longer --horizon.")
+    return _Layout(name, policy, K, rounds, float(lo), float(hi), background, bool(proto.list_input), text)
+
+
+def _cautious(rule: Any, rows: list[dict[str, Any]], m_counted: int, confidence: float) -> float:
+    """The bound ``rule`` predicts on ``m_counted`` canaries from a low quantile (:data:`LAYOUT_QUANTILE`) of its
+    pilot accuracy: how the layouts are compared, since their pilots hold very different numbers of canaries (a
+    dozen right guesses in the dyadic pilot must not beat hundreds of good ones in the first-pulls pilot)."""
+    from scipy.stats import beta as beta_dist
+
+    from dpaudit.attacks.one_run import steinke_epsilon
+
+    row = next(c for c in rows if (c["feature"], c["plus"], c["minus"], c["either"])
+               == (rule.feature, rule.plus, rule.minus, rule.either))
+    c, n = row["pilot_correct"], row["pilot_guesses"]
+    acc = float(beta_dist.ppf(LAYOUT_QUANTILE, c + 0.5, n - c + 0.5))
+    r = sum(rule.counts(m_counted))
+    return steinke_epsilon(m_counted, r, int(math.floor(acc * r)), 0.0, confidence) if r else 0.0
+
+
+def _wide_policy(ctx: Context, policy: Any, T: int) -> Any | None:
+    """The policy of the first-pulls layout: ``policy`` itself when it has :data:`WIDE_MIN_ARMS` arms or more;
+    else, when the user left ``n_arms`` free, the policy built with :data:`WIDE_ARMS` arms. None if it does not
+    take them, the user chose fewer, or the horizon is under twice the arms (no room to come back)."""
+    if int(policy.n_arms) >= WIDE_MIN_ARMS:
+        return policy if T >= 2 * int(policy.n_arms) else None
+    if "n_arms" in ctx.request.params or T < 2 * WIDE_ARMS:
+        return None
+    try:
+        wide = with_features(ctx.build(T, params={"n_arms": WIDE_ARMS}), ctx.request.seed)
+    except Exception:  # noqa: BLE001 -- a policy that refuses many arms is audited in the dyadic layout only
+        return None
+    return wide if int(getattr(wide, "n_arms", -1)) == WIDE_ARMS else None
 
 
 def check_request(request: Any) -> None:
@@ -150,8 +260,11 @@ def audit(ctx: Context) -> None:
     s_bits, s_runs, s_tie, s_channel = np.random.SeedSequence([int(r.seed), 0x0E1]).spawn(4)
     t_start = time.perf_counter()
 
-    # -- the layout: which rounds (users) are canaries, their two values, and what the adversary reads
-    info = None
+    # -- the layouts: which rounds (users) are canaries, their two values, and what the adversary reads; with
+    # two (table/view, a policy with or given many arms) one pilot run each, and the counted runs in the layout
+    # whose pilot predicts the larger bound
+    tie = np.random.default_rng(s_tie)
+    kinds: list[str] | None = None
     if proto.name == "local":
         from dpaudit.protocols.local import ask_transcript, check_local_plugin
 
@@ -163,70 +276,89 @@ def audit(ctx: Context) -> None:
         rounds = np.arange(T, dtype=np.int64)
         layout = (f"every user a canary: {T} users per run, each holding {lo:g} (bit -1) or {hi:g} (bit +1) on "
                   "every arm")
-        background = np.full((T, K), 0.5 * (lo + hi))
+        layout_name = "users"
+        m = len(rounds)
+        bits = np.random.default_rng(s_bits).choice(np.array([-1, 1]), size=(R, m))
+        inputs = o.canary_inputs(proto.list_input, K, T, rounds, bits, lo, hi, np.full((T, K), 0.5 * (lo + hi)))
         if info.transcript:
             ask_transcript(policy)
-    else:
-        rr = audit_range(policy)
-        alphabet = reward_alphabet_for(policy, r.rewards, rr)
-        if alphabet is None:
-            alphabet = probe_alphabet(policy, proto, rr, ctx.notes)
-        lo, hi = (alphabet[0], alphabet[-1]) if alphabet else rr
-        rounds = o.dyadic_rounds(T)
-        mid = 0.5 * (lo + hi)
-        if alphabet is not None and mid not in set(map(float, alphabet)):
-            background = background_table([mid] * (1 if proto.list_input else K), T, (lo, hi), alphabet)
-            background = background[:, 0] if proto.list_input else background
-            bg_text = f"a fixed pattern of {lo:g} and {hi:g} with mean {mid:g} (the reward alphabet has no middle)"
+            ctx.say(f"one-run: {R} runs of {T} users")
+            _, messages, kinds = ctx.engine.serial().map(_batch, [(policy, proto, inputs, s_runs, True)])[0]
         else:
-            background = np.full((T,) if proto.list_input else (T, K), mid)
-            bg_text = f"the middle reward {mid:g}"
-        what = "entry" if proto.list_input else "row"
-        layout = (f"canary rounds 2^k - 1 = {', '.join(str(int(c)) for c in rounds[:4])}, ..., {int(rounds[-1])}: "
-                  f"{len(rounds)} per run, each {what} {lo:g} (bit -1) or {hi:g} (bit +1); every other {what} {bg_text}")
-    m = len(rounds)
-    if m < 2:
-        raise DPAuditError(f"a horizon of {T} rounds leaves {m} canary rounds; give a longer --horizon.")
-    bits = np.random.default_rng(s_bits).choice(np.array([-1, 1]), size=(R, m))
-    inputs = o.canary_inputs(proto.list_input, K, T, rounds, bits, lo, hi, background)
-
-    # -- the runs: run 0 the pilot, the rest counted, simulated as one batch in this process (a one-run class
-    # through the per-run adapter pays most of its cost per step, whatever the number of copies); the engine's
-    # checkpoint records it
-    transcript = bool(info is not None and info.transcript)
-    channel_only = info is not None and not info.transcript
-    views = messages = None
-    kinds: list[str] | None = None
-    if not channel_only:
-        ctx.say(f"one-run: {R} runs of {T} rounds")
-        views, messages, kinds = ctx.engine.serial().map(_batch, [(policy, proto, inputs, s_runs, transcript)])[0]
-    else:
-        # no transcript: each user's message from the channel, one call per user with her datum
-        ctx.say(f"one-run: the channel's messages of {R} x {T} users")
-        z = np.where(bits > 0, hi, lo).astype(float)
-        messages = np.stack([np.asarray(policy.channel(z[j], np.random.default_rng(ss)), dtype=float).reshape(T, -1)
-                             for j, ss in enumerate(s_channel.spawn(R))])
-        ctx.notes.append("the policy keeps no transcript() of what its server received, so each canary user's "
-                         "message comes from its channel queried with her datum (one call per user): the audit "
-                         "judges the users' channel, not what the server did with the messages.")
-
-    # -- the scores, the pilot's choice, the counted guesses
-    tie = np.random.default_rng(s_tie)
-    if messages is not None:
+            # no transcript: each user's message from the channel, one call per user with her datum
+            ctx.say(f"one-run: the channel's messages of {R} x {T} users")
+            z = np.where(bits > 0, hi, lo).astype(float)
+            messages = np.stack([np.asarray(policy.channel(z[j], np.random.default_rng(ss)), dtype=float)
+                                 .reshape(T, -1) for j, ss in enumerate(s_channel.spawn(R))])
+            ctx.notes.append("the policy keeps no transcript() of what its server received, so each canary user's "
+                             "message comes from its channel queried with her datum (one call per user): the audit "
+                             "judges the users' channel, not what the server did with the messages.")
         feature, pilot_scores, counted = o.message_features(messages[0], bits[0], messages[1:])
-        pilot = {feature: pilot_scores}
+        P = 1
+        m_counted = (R - 1) * m
+        rule, predicted, candidates = o.choose_rule({feature: pilot_scores}, bits[0], m_counted, tie, ctx.confidence)
         counted_scores = {feature: counted}
+        y = bits[1:].ravel()
+        tried: list[dict[str, Any]] = []
     else:
-        assert views is not None
-        feats = o.action_features(views, rounds)
-        pilot = {k: v[0] for k, v in feats.items()}
-        counted_scores = {k: v[1:].ravel() for k, v in feats.items()}
-    m_counted = (R - 1) * m
-    rule, predicted, candidates = o.choose_rule(pilot, bits[0], m_counted, tie, ctx.confidence,
-                                                signed=messages is None)
+        layouts = [_table_layout(ctx, policy, T, "dyadic")]
+        wide = _wide_policy(ctx, policy, T) if R >= 3 else None
+        if wide is not None:
+            layouts.append(_table_layout(ctx, wide, T, "first pulls"))
+        P = len(layouts)
+        seeds = [(s_bits, s_runs)] + [tuple(np.random.SeedSequence([int(r.seed), 0x0E2]).spawn(2))] * (P - 1)
+        all_bits = [np.random.default_rng(sb).choice(np.array([-1, 1]), size=(R, len(L.rounds)))
+                    for L, (sb, _) in zip(layouts, seeds)]
+        if P == 1:  # one batch: the pilot and the counted runs
+            L, bits = layouts[0], all_bits[0]
+            ctx.say(f"one-run: {R} runs of {T} rounds")
+            views, _, kinds = ctx.engine.serial().map(_batch, [(L.policy, proto, L.inputs(bits), s_runs, False)])[0]
+            feats = o.action_features(views, L.rounds, returns=L.returns)
+            m_counted = (R - 1) * len(L.rounds)
+            rule, predicted, candidates = o.choose_rule({k: v[0] for k, v in feats.items()}, bits[0], m_counted, tie,
+                                                        ctx.confidence, signed=True)
+            counted_scores = {k: v[1:].ravel() for k, v in feats.items()}
+            y = bits[1:].ravel()
+            tried = []
+        else:
+            s_pilots = s_runs.spawn(P + 1)
+            best = None
+            tried = []
+            for i, L in enumerate(layouts):
+                ctx.say(f"one-run: pilot run {i + 1} of {P} ({L.name} layout, {L.n_arms} arms, {T} rounds)")
+                pb = all_bits[i][i:i + 1]
+                pv, _, _ = ctx.engine.serial().map(_batch, [(L.policy, proto, L.inputs(pb), s_pilots[i], False)])[0]
+                feats = o.action_features(pv, L.rounds, returns=L.returns)
+                got = o.choose_rule({k: v[0] for k, v in feats.items()}, pb[0], (R - P) * len(L.rounds), tie,
+                                    ctx.confidence, signed=True)
+                cautious = _cautious(got[0], got[2], (R - P) * len(L.rounds), ctx.confidence)
+                tried.append({"layout": L.name, "n_arms": L.n_arms, "canaries_per_run": len(L.rounds),
+                              "rule": got[0].describe(), "predicted": got[1], "predicted_cautious": cautious})
+                if best is None or cautious > best[0]:
+                    best = (cautious, L, got, i)
+            assert best is not None
+            _, L, (rule, predicted, candidates), chosen = best
+            bits = all_bits[chosen][P:]
+            ctx.say(f"one-run: {R - P} counted runs of {T} rounds ({L.name} layout)")
+            views, _, kinds = ctx.engine.serial().map(_batch, [(L.policy, proto, L.inputs(bits), s_pilots[P],
+                                                                False)])[0]
+            feats = o.action_features(views, L.rounds, returns=L.returns)
+            counted_scores = {k: v.ravel() for k, v in feats.items()}
+            y = bits.ravel()
+            m_counted = (R - P) * len(L.rounds)
+            if L.policy is not policy:
+                policy = L.policy
+                ctx.policy = policy
+                ctx.read_claim(policy, spec)
+                params = getattr(policy, "params", None)
+                ctx.params = params() if callable(params) else {**r.params, "n_arms": L.n_arms}
+                ctx.extra["n_arms"] = L.n_arms
+                ctx.notes.append(f"the pilots chose the first-pulls layout, so the counted runs ran the policy with "
+                                 f"n_arms = {L.n_arms} (its own default is {K}; pass --param n_arms=K to fix it): the "
+                                 f"claim judged is the one it states with {L.n_arms} arms, {ctx.claim.text}.")
+        rounds, layout, layout_name, m = L.rounds, L.text, L.name, len(L.rounds)
     kp, km, ke = rule.counts(m_counted)
     t_guess = o.guesses(counted_scores[rule.feature], kp, km, tie, ke)
-    y = bits[1:].ravel()
     n_guess = int(np.count_nonzero(t_guess))
     n_correct = int(np.count_nonzero(t_guess * y > 0))
 
@@ -260,13 +392,14 @@ def audit(ctx: Context) -> None:
     from dpaudit.attacks.result import AuditResult
 
     theta_text = (f"; mu >= {found['theta']:.4g} (Gaussian DP)" if analysis == "fdp-gaussian" else "")
-    label = (f"{m} canary {'users' if proto.name == 'local' else 'rounds'} per run "
-             f"({'every user' if proto.name == 'local' else 'rounds 2^k - 1'}); guesses: {rule.describe()}")
+    where = {"users": "every user", "dyadic": "rounds 2^k - 1",
+             "first pulls": f"each of the {int(policy.n_arms)} arms' first pull and rounds 2^k - 1"}[layout_name]
+    label = f"{m} canary {'users' if proto.name == 'local' else 'rounds'} per run ({where}); guesses: {rule.describe()}"
     result = AuditResult(
         "one-run", float(found["epsilon"]), float(a_delta), ctx.confidence,
         witness={"label": label, "statistic": rule.feature},
         samples=R, seconds=round(seconds, 3),
-        details={"runs": R, "pilot_runs": 1, "counted_runs": R - 1, "canaries_per_run": m, "canaries_counted": m_counted,
+        details={"runs": R, "pilot_runs": P, "counted_runs": R - P, "canaries_per_run": m, "canaries_counted": m_counted,
                  "guesses": n_guess, "correct": n_correct, "accuracy": n_correct / n_guess if n_guess else None,
                  "plus": kp, "minus": km, "either": ke,
                  "rule": {"feature": rule.feature, "plus": rule.plus, "minus": rule.minus, "either": rule.either},
@@ -288,15 +421,15 @@ def audit(ctx: Context) -> None:
             "fdp-approx": f"the f-DP test of (eps, {a_delta:g})-DP of {o.MAHLOUJIFAR}",
             "fdp-gaussian": f"the f-DP test of Gaussian DP of {o.MAHLOUJIFAR}, the claim's zCDP read as "
                             "sqrt(2 rho)-GDP (its ledger's noise is Gaussian)"}[analysis]
-    note = (f"{n_guess} guesses among {m_counted} counted canaries ({R - 1} runs) can show eps up to {top:.4g} by "
+    note = (f"{n_guess} guesses among {m_counted} counted canaries ({R - P} runs) can show eps up to {top:.4g} by "
             f"{what}, if every guess were right: a claim at or above it cannot be refuted by this many guesses.")
-    ctx.power = Power(1, R - 1, low, top, float(found["epsilon"]), note,
+    ctx.power = Power(P, R - P, low, top, float(found["epsilon"]), note,
                       {"method": "one-run", "guesses": n_guess, "canaries": m_counted, "analysis": analysis})
-    ctx.ran("one-run", "bound", f"{R} runs (1 pilot, {R - 1} counted), {m} canaries each; {n_correct} of {n_guess} "
+    ctx.ran("one-run", "bound", f"{R} runs ({P} pilot{'s' if P > 1 else ''}, {R - P} counted), {m} canaries each; {n_correct} of {n_guess} "
                                 f"guesses right; eps >= {found['epsilon']:.4g}{theta_text} (cap {top:.4g})", seconds)
     ctx.extra["one_run"] = {
-        "runs": R, "pilot_runs": 1, "counted_runs": R - 1, "horizon": T, "canaries_per_run": m,
-        "layout": layout, "score": rule.feature, "rule": rule.describe(), "guesses": n_guess, "correct": n_correct,
+        "runs": R, "pilot_runs": P, "counted_runs": R - P, "horizon": T, "layouts_tried": tried, "canaries_per_run": m,
+        "layout": layout, "layout_name": layout_name, "score": rule.feature, "rule": rule.describe(), "guesses": n_guess, "correct": n_correct,
         "analysis": analysis, "analysis_text": what, "bound": found["epsilon"], "theta": found["theta"], "cap": top,
         "steinke_beside": beside,
         "candidates": sorted(candidates, key=lambda c: -c["predicted"])[:10],
