@@ -17,8 +17,15 @@ delta 0.75), ``mutant-ldp-sqrt2-noise``'s (mu = 0.292, exact eps 1.10) and ``mut
 With ``--audit-seeds N``, also the real one-run audits of the three registered policies at ``--audit-users``
 users per run (``dpaudit.audit(NAME, protocol="local", method="one-run", horizon=USERS, seed=S)``, S < N).
 
-    python benchmarks/one_run_gaussian.py [--seeds 12] [--users 4096 16384 65536] [--audit-seeds 5]
-        [--audit-users 65536] [--out one_run_gaussian]
+With ``--part table``, the same for the first releases of AdaC-UCB (Azize & Basu 2023a, App. C, Alg. 4) in the
+first-pulls layout of a table/view one-run audit: each arm's first pull is a canary released alone with
+Gaussian noise, so reading those releases directly is the most any adversary of that layout can do. The
+correct policy at rho = 0.1 releases sqrt(2 rho) = 0.447-GDP per canary (its claim, eps 1.91 at delta = 1e-5),
+``mutant-sqrt2-noise`` 0.632-GDP (sigma too small by sqrt 2); one pilot and 8 counted runs (the first-pulls
+layout's), of K canaries each (64 arms by default), judged by the f-DP test of Gaussian DP.
+
+    python benchmarks/one_run_gaussian.py [--part local|table] [--seeds 12] [--users 4096 16384 65536]
+        [--audit-seeds 5] [--audit-users 65536] [--out one_run_gaussian]
 """
 
 from __future__ import annotations
@@ -39,17 +46,26 @@ CHANNELS = (("ldp-ucb", 1 / math.sqrt(2 * math.log(1.25 / DELTA))),
             ("mutant-ldp-sqrt2-noise", math.sqrt(2) / math.sqrt(2 * math.log(1.25 / DELTA))),
             ("mutant-ldp-half-sensitivity", 2 / math.sqrt(2 * math.log(1.25 / DELTA))))
 ORACLE_FRACTIONS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
+#: the table part: AdaC-UCB's first releases at rho = 0.1, the correct one and mutant-sqrt2-noise's
+RHO = 0.1
+TABLE_CHANNELS = (("adac-ucb (rho = 0.1)", math.sqrt(2 * RHO)), ("mutant-sqrt2-noise", math.sqrt(4 * RHO)))
+#: per part: the channels, the analysis, its claim (eps at DELTA), the counted runs, what a run's canaries are
+PARTS = {"local": {"channels": CHANNELS, "analysis": "fdp-approx", "claim": CLAIM, "counted": COUNTED,
+                   "unit": "users per run"},
+         "table": {"channels": TABLE_CHANNELS, "analysis": "fdp-gaussian", "claim": None, "counted": 8,
+                   "unit": "arms (canaries) per run"}}
+ANALYSIS = "fdp-approx"
 
 
 def _bound(m: int, r: int, v: int) -> float:
-    return o.bound("fdp-approx", m, r, v, DELTA, CONFIDENCE)["epsilon"]
+    return o.bound(ANALYSIS, m, r, v, DELTA, CONFIDENCE)["epsilon"]
 
 
-def one_seed(mu: float, users: int, seed: int) -> dict:
+def one_seed(mu: float, users: int, seed: int, counted: int = COUNTED) -> dict:
     rng = np.random.default_rng([seed, users, int(mu * 1e4)])
     ps = rng.choice(np.array([-1, 1]), users)
     px = rng.normal(ps * mu / 2, 1.0)
-    cs = rng.choice(np.array([-1, 1]), COUNTED * users)
+    cs = rng.choice(np.array([-1, 1]), counted * users)
     cx = rng.normal(cs * mu / 2, 1.0)
     m = cs.size
     out = {}
@@ -74,28 +90,37 @@ def one_seed(mu: float, users: int, seed: int) -> dict:
 
 
 def main() -> None:
+    global ANALYSIS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", choices=sorted(PARTS), default="local")
     ap.add_argument("--seeds", type=int, default=12)
     ap.add_argument("--users", type=int, nargs="+", default=[4096, 16384, 65536])
     ap.add_argument("--audit-seeds", type=int, default=0)
     ap.add_argument("--audit-users", type=int, default=65536)
     ap.add_argument("--out", default="one_run_gaussian")
     args = ap.parse_args()
+    part = PARTS[args.part]
+    ANALYSIS, claim, counted = part["analysis"], part["claim"], part["counted"]
+    if claim is None:  # the audit's own reading of the zCDP claim at delta (what its verdict compares with)
+        from dpaudit.accountants import ZCDP
+        from dpaudit.runner.setup import claimed_epsilon
+
+        claim = claimed_epsilon(ZCDP(RHO), DELTA)[0]
     t0 = time.perf_counter()
     rows = []
-    for name, mu in CHANNELS:
+    for name, mu in part["channels"]:
         for users in args.users:
-            per = [one_seed(mu, users, s) for s in range(args.seeds)]
+            per = [one_seed(mu, users, s, counted) for s in range(args.seeds)]
             row = {"channel": name, "mu": mu, "epsilon_exact": o.gdp_epsilon(mu, DELTA), "users_per_run": users,
-                   "counted_canaries": COUNTED * users, "seeds": args.seeds}
+                   "counted_canaries": counted * users, "seeds": args.seeds}
             for key in ("coarse", "fine", "oracle"):
                 vals = np.array([p[key] for p in per])
                 row[key] = {"median": float(np.median(vals)), "min": float(vals.min()), "max": float(vals.max()),
-                            "above_claim": int((vals > CLAIM).sum())}
+                            "above_claim": int((vals > claim).sum())}
             rows.append(row)
             print(name, users, {k: round(row[k]["median"], 3) for k in ("coarse", "fine", "oracle")}, flush=True)
     audits = []
-    for name, mu in CHANNELS if args.audit_seeds else ():
+    for name, mu in CHANNELS if args.audit_seeds and args.part == "local" else ():
         import dpaudit
 
         found = []
@@ -109,26 +134,40 @@ def main() -> None:
                        "median": float(np.median(bounds)), "seconds_median": float(np.median([x for _, _, x in found]))})
         print(name, "audited", audits[-1]["violations"], "/", args.audit_seeds, flush=True)
     seconds = time.perf_counter() - t0
-    cmd = "python benchmarks/one_run_gaussian.py --seeds {} --users {}{}{}".format(
-        args.seeds, " ".join(map(str, args.users)),
+    cmd = "python benchmarks/one_run_gaussian.py {}--seeds {} --users {}{}{}".format(
+        "" if args.part == "local" else f"--part {args.part} ", args.seeds, " ".join(map(str, args.users)),
         f" --audit-seeds {args.audit_seeds} --audit-users {args.audit_users}" if args.audit_seeds else "",
         "" if args.out == "one_run_gaussian" else f" --out {args.out}")
     (HERE / f"{args.out}.json").write_text(json.dumps({"command": cmd, "seconds": seconds, "delta": DELTA,
-                                                       "confidence": CONFIDENCE, "claim": CLAIM, "rows": rows,
+                                                       "confidence": CONFIDENCE, "claim": claim, "part": args.part,
+                                                       "analysis": ANALYSIS, "rows": rows,
                                                        "audits": audits},
                                                       indent=1) + "\n")
-    lines = ["# One-run local audits of a Gaussian channel: the bound against the users per run", "",
-             f"Generated by `{cmd}` ({seconds:.0f} s). Simulated canaries, no policy: one pilot run and "
-             f"{COUNTED} counted runs of N users each, every user's message one draw of N(+-mu/2, 1); the rule "
-             "chosen on the pilot (`choose_rule`, coarse fractions 2-50% as a table/view pilot offers, or with "
-             "the finer 0.1-1% a pilot of thousands of users offers), the f-DP bound of the (eps, delta)-DP curve at "
-             f"delta = {DELTA:g}, confidence {CONFIDENCE}; the oracle takes the best symmetric top/bottom fraction "
-             "knowing the bits (an envelope of what any pilot could choose, not a valid bound). Every channel "
-             f"claims eps = {CLAIM:g} at delta = {DELTA:g}; 'above' counts the seeds whose bound exceeds it (a "
-             "violation).", "",
-             "| channel | mu (GDP) | exact eps at delta | users per run | counted canaries | pilot, coarse: median "
-             "(min-max), above | pilot, fine: median (min-max), above | oracle: median, above |",
-             "| --- | ---: | ---: | ---: | ---: | --- | --- | --- |"]
+    if args.part == "local":
+        lines = ["# One-run local audits of a Gaussian channel: the bound against the users per run", "",
+                 f"Generated by `{cmd}` ({seconds:.0f} s). Simulated canaries, no policy: one pilot run and "
+                 f"{counted} counted runs of N users each, every user's message one draw of N(+-mu/2, 1); the rule "
+                 "chosen on the pilot (`choose_rule`, coarse fractions 2-50% as a table/view pilot offers, or with "
+                 "the finer 0.1-1% a pilot of thousands of users offers), the f-DP bound of the (eps, delta)-DP curve "
+                 f"at delta = {DELTA:g}, confidence {CONFIDENCE}; the oracle takes the best symmetric top/bottom "
+                 "fraction knowing the bits (an envelope of what any pilot could choose, not a valid bound). Every "
+                 f"channel claims eps = {claim:g} at delta = {DELTA:g}; 'above' counts the seeds whose bound exceeds "
+                 "it (a violation).", ""]
+    else:
+        lines = ["# One-run table audits of AdaC-UCB's first releases: the bound against the canaries per run", "",
+                 f"Generated by `{cmd}` ({seconds:.0f} s). Simulated canaries, no policy: the first-pulls layout of a "
+                 f"table/view one-run audit puts a canary on each arm's first pull, which AdaC-UCB releases alone with "
+                 f"Gaussian noise; an adversary who read those releases directly (the actions only rank them) sees one "
+                 f"draw of N(+-mu/2, 1) per canary. One pilot run and {counted} counted runs of K canaries (K arms; the "
+                 "audit's default is 64), the rule chosen on the pilot as the audit chooses it, the f-DP test of "
+                 f"Gaussian DP at delta = {DELTA:g}, confidence {CONFIDENCE}; the oracle takes the best symmetric "
+                 "top/bottom fraction knowing the bits (an envelope of what any pilot could choose, not a valid bound). "
+                 f"Both claim rho = {RHO:g}-zCDP: eps = {claim:.3f} at delta = {DELTA:g}, as the audit reads it (the "
+                 "test bounds mu, converted to eps at delta, which a violation must pass); 'above' counts the seeds whose bound exceeds it (a violation). The mutant leaks 1.41x in mu: even "
+                 "the oracle reading every release needs thousands of canaries per run to show it.", ""]
+    lines += [f"| channel | mu (GDP) | exact eps at delta | {part['unit']} | counted canaries | pilot, coarse: median "
+              "(min-max), above | pilot, fine: median (min-max), above | oracle: median, above |",
+              "| --- | ---: | ---: | ---: | ---: | --- | --- | --- |"]
     for r in rows:
         def cell(k):
             x = r[k]
