@@ -494,7 +494,7 @@ def first_pull_rounds(horizon: int, n_arms: int) -> np.ndarray:
     """The canary rounds of the *first-pulls* layout: 0 .. K - 1, then the dyadic rounds 2^k - 1 from K on.
 
     Many policies play every arm once, in index order, before their index decides (a UCB's or a greedy's
-    initialisation; Azize & Basu 2023a, App. C, Alg. 4, line 2): with K arms those K rounds are K canaries, one
+    initialisation, as AdaC-UCB's, Azize & Basu 2023a, App. C, Alg. 4): with K arms those K rounds are K canaries, one
     per arm, each alone in its arm's first release. On a constant background the order in which the arms are
     played again ranks those releases (``return``, :func:`action_features`), so a policy with many arms gives
     one informative canary per arm per run instead of one per doubling block. Past round K the layout is
@@ -511,9 +511,10 @@ def action_features(views: np.ndarray, rounds: np.ndarray, returns: bool = False
     With a = the arm played at the canary's round c (the one its reward went to): ``next`` is 1 when the
     policy plays a again at c + 1, and ``share-c/4``, ``share-c`` are the shares of a among the actions of
     rounds c + 1 .. c + max(1, c / 4) and c + 1 .. 2c (a doubling policy's next block decides there); with
-    ``returns``, ``return`` is how soon a is played again, -log(1 + the rounds until then), centred at its median over the runs given
-    (the first-pulls layout's score, :func:`first_pull_rounds`: the order in which the arms come back ranks their
-    first releases). A high reward makes its arm more attractive to a policy that maximises reward, so high
+    ``returns`` (the first-pulls layout's scores, :func:`first_pull_rounds`), ``return``, how soon a is played
+    again (-log(1 + the rounds until then): the order in which the arms come back ranks their first releases),
+    and ``plays``, a's share of every later round (a greedy, or a policy without forgetting, keeps favouring the
+    arm whose first reward was high), each centred at its median over the runs given. A high reward makes its arm more attractive to a policy that maximises reward, so high
     scores point to +1; the negated scores are candidates too (the pilot picks), for a policy that reacts the
     other way.
 
@@ -547,9 +548,14 @@ def action_features(views: np.ndarray, rounds: np.ndarray, returns: bool = False
             again = v[:, c + 1:] == a[:, j:j + 1]
             back[:, j] = -np.log1p(np.where(again.any(axis=1), again.argmax(axis=1), T - 1 - c))
         back -= np.median(back) if back.size else 0.0
-        for order, w in orders:
-            out[f"return, {order}"] = back * w
-            out[f"-return, {order}"] = -back * w
+        rest = np.empty(a.shape)
+        for j, c in enumerate(rounds):
+            rest[:, j] = (v[:, c + 1:] == a[:, j:j + 1]).mean(axis=1) if c + 1 < T else 0.0
+        rest -= np.median(rest) if rest.size else 0.0
+        for name, sc in (("return", back), ("plays", rest)):
+            for order, w in orders:
+                out[f"{name}, {order}"] = sc * w
+                out[f"-{name}, {order}"] = -sc * w
     return out
 
 

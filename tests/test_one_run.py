@@ -254,6 +254,8 @@ def test_layouts_and_scores():
     f3 = o.action_features(v3, np.array([0, 1, 2]), returns=True)
     assert np.argsort(f3["return, later first"][0]).tolist() == [1, 0, 2]
     assert np.allclose(f3["-return, earlier first"], -f3["return, earlier first"])
+    # ``plays``: the canary arm's share of every later round (2: 4 of 5, 0: 1 of 7, 1: none)
+    assert np.argsort(f3["plays, later first"][0]).tolist() == [1, 0, 2]
     assert "return, later first" not in o.action_features(v3, np.array([0, 1, 2]))
     # discrete messages: the likelihood ratio; continuous ones: the projection on the mean difference
     y = np.array([1, 1, -1, -1] * 50)
