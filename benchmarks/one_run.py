@@ -19,7 +19,8 @@ Run:  python benchmarks/one_run.py [--seeds 50] [--detect-seeds 10] [--slow-seco
       --slow-detect-seeds N] [--only SUBSTRING ...] [--protocols P ...] [--skip-multi] [--update]  (writes
       one_run.md and one_run.json here, after every case; with --update, the cases run replace their rows of the
       existing one_run.json, the other rows and their multi-run columns are kept, and the .md says which rows
-      which run produced); python benchmarks/one_run.py --render one_run.json rewrites the .md
+      which run produced); python benchmarks/one_run.py --render one_run.json rewrites the .md (and the .json's
+      summary, the counts the README quotes)
 """
 
 from __future__ import annotations
@@ -62,12 +63,14 @@ def cases() -> list[dict[str, Any]]:
             if proto in ("table", "view", "local"):
                 out.append({"label": name, "spec": name, "protocol": proto, "kw": {}, "cli": [],
                             "correct": not entry_of(name).mutant})
-    per_run = {"adapter": "per-run", "params": {"n_arms": "2"}, "claim": "pure:eps=1"}
+    # the one-run audits leave n_arms free (every class defaults to 2), so that they pilot 64 arms beside 2 (the
+    # first-pulls layout); the multi-run audits fix n_arms = 2, as benchmarks/defaults.py does
+    per_run = {"adapter": "per-run", "params": {}, "claim": "pure:eps=1"}
     per_run_cli = ["--adapter", "per-run", "--param", "n_arms=2", "--claim", "pure:eps=1"]
     example = ROOT / "examples" / "per_run_ucb.py"
     for cls, ok in (("PrivateUCB", True), ("LeakyUCB", False)):
         out.append({"label": f"examples/per_run_ucb.py:{cls}", "spec": f"{example}:{cls}", "protocol": "table",
-                    "kw": {**per_run, "params": {"n_arms": "2", "epsilon": "1"}},
+                    "kw": {**per_run, "params": {"epsilon": "1"}},
                     "cli": per_run_cli + ["--param", "epsilon=1"], "correct": ok})
     for mod, cls, ok in (("elimination", "BlockEliminationDP", True), ("elimination", "SharedNoiseBlockElimination", False),
                          ("etc", "PrivateETC", True), ("etc", "WrongScaleETC", False),
@@ -240,7 +243,25 @@ def main() -> None:
     _write(out, args.out)
 
 
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The headline counts the README and docs quote (by marker): seed 0, detection over seeds, false alarms."""
+    buggy = [r for r in rows if not r["correct"]]
+    correct = [r for r in rows if r["correct"] and "seeds" in r]
+    studied = [r for r in buggy if "seeds" in r]
+    tv = [r for r in correct if r["protocol"] in ("table", "view")]
+    return {"buggy": len(buggy),
+            "flagged_seed0": sum(r["seed0"].get("verdict") == "violation" for r in buggy),
+            "multi_flagged_seed0": sum(r["multi_run"].get("verdict") == "violation" for r in buggy),
+            "buggy_studied": len(studied), "buggy_audits": sum(r["seeds"]["n"] for r in studied),
+            "buggy_flagged": sum(r["seeds"]["verdicts"].get("violation", 0) for r in studied),
+            "correct_audits": sum(r["seeds"]["n"] for r in correct),
+            "false_alarms": sum(r["seeds"]["verdicts"].get("violation", 0) for r in correct),
+            "correct_audits_table_view": sum(r["seeds"]["n"] for r in tv),
+            "false_alarms_table_view": sum(r["seeds"]["verdicts"].get("violation", 0) for r in tv)}
+
+
 def _write(out: dict[str, Any], name: str) -> None:
+    out["summary"] = summary(out["rows"])
     (HERE / f"{name}.json").write_text(json.dumps(out, indent=1, default=str))
     write_md(out, HERE / f"{name}.md")
 
@@ -364,7 +385,9 @@ def write_md(out: dict[str, Any], path: Path) -> None:
          "after the other, on a shared 2-core machine (wall seconds; CPU seconds include the forked process a "
          "plug-in runs in). The multi-run columns are the CLI's default audit (`dpaudit check policy NAME --protocol "
          "P`, 50,000 runs per side planned, 2 workers), from `benchmarks/defaults.json` where it has the row, else "
-         "run by this script in a fresh process.{slow}{partial}".format(
+         "run by this script in a fresh process. The classes run through the per-run adapter are given "
+         "n_arms = 2 in the multi-run audit and left free (default 2) in the one-run audit, which then pilots 64 "
+         "arms too.{slow}{partial}".format(
              argv=" ".join(out.get("argv", [])), slow=slow_note,
              partial="" if out.get("complete", True) else " **Partial: the study was stopped before every case ran.**"),
          "",
@@ -435,9 +458,12 @@ def write_md(out: dict[str, Any], path: Path) -> None:
 
 
 def render(json_path: str) -> None:
-    """Rewrite the .md of a finished (or stopped) study from its .json."""
+    """Rewrite the .md of a finished (or stopped) study from its .json, and the .json's summary."""
     src = Path(json_path)
-    write_md(json.loads(src.read_text()), src.with_suffix(".md"))
+    out = json.loads(src.read_text())
+    out["summary"] = summary(out["rows"])
+    src.write_text(json.dumps(out, indent=1, default=str))
+    write_md(out, src.with_suffix(".md"))
 
 
 if __name__ == "__main__":

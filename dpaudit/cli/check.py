@@ -343,12 +343,13 @@ def add_named_options(c: argparse.ArgumentParser, target: Any = None) -> None:
                        help="multi-run (default): thousands of runs per side of the most revealing neighbouring pair. "
                             "one-run: for code that can only run a few times (Steinke, Nasr & Jagielski, \"Privacy "
                             "Auditing with One (1) Training Run\", 2023; Mahloujifar, Melis & Chaudhuri, \"Auditing "
-                            "f-Differential Privacy in One Run\", 2025), --runs R runs (one pilot) with many canaries "
-                            "each (rounds 2^k - 1 whose reward is high or low, or every user under local), guessed from "
-                            "what follows them; table, view and local only. It can show a violation when many guesses "
+                            "f-Differential Privacy in One Run\", 2025), --runs R runs (one or two pilots) with many "
+                            "canaries each (rounds 2^k - 1 whose reward is high or low, and each arm's first pull where "
+                            "the policy has or may be given 64 arms; or every user under local), guessed from what "
+                            "follows them; table, view and local only. It can show a violation when many guesses "
                             "are right, up to the cap its guesses allow (reported as its power); it cannot catch a leak "
                             "of tens of percent, nor a policy that decides once per run (one informative guess per "
-                            "counted run: the 9 counted runs of 10 show at most eps = 0.93)")
+                            "counted run: 9 counted runs show at most eps = 0.93)")
     stats.add_argument("--delta", type=float, default=None,
                        help="the delta of every epsilon: the claim is converted to eps at it and every lower bound "
                             "is on eps at it (default 1e-5); for a finite spec, the exact eps(delta) is read there")
