@@ -285,34 +285,25 @@ WHY_NOT = {
                               "one pilot run cannot find that gap; even then it decides once per epoch",
     "thirdparty/elimination.py:SharedNoiseBlockElimination": "as mutant-se-shared-noise: no elimination on equal "
                                                             "means, and at most one decision per block",
-    "mutant-first-unnoised": "the unnoised release is each arm's first pull (rounds 0 and 1): the canary at round 1 "
-                             "(arm 1's first pull, against the middle reward on arm 0's) is guessed right 40 of 40 "
-                             "times, the later ones 50-68%; 9 all-right guesses show at most 1.40 < the claim 1.91 "
-                             "(f-DP, Gaussian). A canary at round 0 too puts both first pulls in one comparison "
-                             "(measured: round 1's accuracy fell to 0.65), so it is not in the layout",
     "mutant-no-forgetting": "every reward feeds every later release of its arm: a canary's effect on the actions "
                             "is mixed with every earlier canary's (interference), so no score separates the bits",
-    "mutant-counter-double-noise": "greedy on running means: each canary moves its arm's mean, the later canaries "
-                                   "hide behind the earlier ones (a low reward does not switch an arm that an earlier "
-                                   "high reward put ahead): the best positions (rounds 7, 15) are right 72-82% of the "
-                                   "time, the last ones 50-55%; 22 of 27 right show 0.62 < 1",
-    "thirdparty/greedy.py:DoubleDividedGreedy": "greedy on running means, as mutant-counter-double-noise: the "
-                                                "canaries interfere",
     "mutant-adar-ucb-sqrt2-noise": "not an (eps, delta) violation at all: its true eps at delta = 1e-5 is 6.57, "
                                    "below the 11.13 its Renyi claim converts to, so only a Renyi bound (the multi-run "
                                    "audit's) can show it; a one-run bound is on eps at delta",
-    "mutant-ucb-prefix-off-by-one": "a leak of 1.36x (true eps 2.59 against the claim 1.91, one boundary round "
-                                    "in two releases): its canaries are right 47-68% of the time per position, as "
-                                    "the correct twin's, far from what 99 guesses need to pass 1.91",
-    "mutant-oful-half-sensitivity": "the claim 7.08 (1-zCDP at delta = 1e-5) needs nearly every one of the 99 counted "
-                                    "canaries right (all 99 show 8.20 by the f-DP Gaussian test), and the round "
-                                    "canaries of the K-armed layout barely move OFUL's actions: 38-60% right per "
-                                    "position",
-    "mutant-sqrt2-noise": "a leak of tens of percent (2 rho-zCDP against rho): the canaries' actions under the "
-                          "correct and the mutant noise differ less than 99 canaries per 9 runs can show",
-    "thirdparty/ucb_counter.py:NoResetEpisodicUCB": "a leak of tens of percent above the claim (the multi-run audit "
+    "mutant-ucb-prefix-off-by-one": ("a leak of 1.36x (true eps 2.59 against the claim 1.91, one boundary round "
+                                    "in two releases, 0.63-GDP as mutant-sqrt2-noise's canaries, whose limit at these "
+                                    "sizes is below the claim even for an oracle, benchmarks/one_run_gaussian_table.md): "
+                                    "its canaries are right 47-68% of the time per position, as the correct twin's"),
+    "mutant-oful-half-sensitivity": ("the claim 7.08 (1-zCDP at delta = 1e-5) lies above the cap of the guesses "
+                                    "10 runs make (5.6 at seed 0: every guess right could not pass it), and the round "
+                                    "canaries barely move OFUL's actions: 38-60% right per position"),
+    "mutant-sqrt2-noise": ("a leak of 1.41x in mu (2 rho-zCDP against rho): even an adversary reading every first release of "
+                          "the first-pulls layout directly (64 canaries per run, 8 counted runs) shows a median of 1.34 "
+                          "against the claim 1.91, and needs about 4,096 arms per run to pass it in most seeds "
+                          "(benchmarks/one_run_gaussian_table.md); the actions only rank those releases"),
+    "thirdparty/ucb_counter.py:NoResetEpisodicUCB": ("a leak of a few percent above the claim (the multi-run audit "
                                                     "bounds it at 1.04 from 50,000 runs per side): far more guesses "
-                                                    "than 9 runs of 11 canaries hold",
+                                                    "than 10 runs hold"),
     "mutant-ldp-half-sensitivity": "flagged in some seeds only: a Gaussian channel of mu = 0.41-GDP (eps 1.61 at "
                                    "delta = 1e-5) against the claim eps = 1 shows eps above 1 only in its tails; "
                                    "simulated at 4,096 users per run the pilot's rule gives a median bound of 0.92 "
@@ -324,14 +315,15 @@ WHY_NOT = {
                               "rule 0.84 (benchmarks/one_run_gaussian.md)",
     "mutant-ldp-peek": "the server reads one user's raw reward (user 0) and no other's: one leaking canary per run, "
                        "9 informative guesses show at most 0.93 < 1",
-    "mutant-laplace-eps-scale": "flagged in some seeds only: each release is 2-DP against the claim 0.5, but a "
-                                "canary moves the next actions only when the two arms' noisy indices are close: a "
-                                "guess by its sign is right 69% of the time (660 canaries in 60 runs at seed 0), "
-                                "about eps = 0.80; 99 guesses pass the claim at 95% only with 70 or more right, "
-                                "probability 0.44 even if the pilot chose all 99 (400 guesses: 0.90)",
-    "mutant-mean-sensitivity": "missed in some seeds: its true eps is huge (the multi-run bound is in the table "
-                               "above), but one-run bounds are capped by the guesses, and the early canaries (rounds "
-                               "1 .. 15, right 57-70% of the time) pull them to about the claim 1.91 when guessed",
+    "mutant-laplace-eps-scale": ("flagged in most seeds: each release is 2-DP against the claim 0.5; in the "
+                                "first-pulls layout the order in which the arms come back after their first pulls "
+                                "is right about 85-90% of the time (173 of 193 and 141 of 165 guesses at seeds 1 "
+                                "and 2, bounds 1.76 and 1.40), but at seed 0 the pilots chose the dyadic layout, "
+                                "whose 75 guesses were right 53 times (bound 0.44)"),
+    "mutant-mean-sensitivity": ("missed in one seed of 10: its true eps is huge (the multi-run bound is in the "
+                               "table above), but one-run bounds are capped by the guesses, and the early canaries "
+                               "(rounds 1 .. 15, right 57-70% of the time) pull them to about the claim 1.91 when "
+                               "guessed; with two pilots 8 runs are counted, not 9"),
     "mutant-shared-noise": "missed in some seeds: its argmax is a deterministic function of the data, but the "
                            "canaries at rounds 3 and 7 are right only 82-85% of the time, and the cap of 99 guesses "
                            "is 3.48",
