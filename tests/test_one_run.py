@@ -328,6 +328,7 @@ def test_first_pulls_layout_respects_the_users_arms():
     a = dpaudit.audit("adap-ucb", params={"n_arms": 2}, protocol="view", method="one-run", workers=1, runs=4,
                       horizon=512, seed=0)
     assert a.extra["one_run"]["layouts_tried"] == [] and a.attacks[0].details["pilot_runs"] == 1
+    assert any("only the dyadic canary layout ran" in n and "n_arms = 2 was given" in n for n in a.notes)
     a = dpaudit.audit("adap-ucb", params={"n_arms": 16}, protocol="view", method="one-run", workers=1, runs=4,
                       horizon=512, seed=0)
     assert [(t["layout"], t["n_arms"]) for t in a.extra["one_run"]["layouts_tried"]] == [("dyadic", 16),

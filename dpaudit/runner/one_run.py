@@ -146,19 +146,28 @@ def _cautious(rule: Any, rows: list[dict[str, Any]], m_counted: int, confidence:
     return steinke_epsilon(m_counted, r, int(math.floor(acc * r)), 0.0, confidence) if r else 0.0
 
 
-def _wide_policy(ctx: Context, policy: Any, T: int) -> Any | None:
+def _wide_policy(ctx: Context, policy: Any, T: int, R: int) -> tuple[Any | None, str | None]:
     """The policy of the first-pulls layout: ``policy`` itself when it has :data:`WIDE_MIN_ARMS` arms or more;
     else, when the user left ``n_arms`` free, the policy built with :data:`WIDE_ARMS` arms. None if it does not
-    take them, the user chose fewer, or the horizon is under twice the arms (no room to come back)."""
-    if int(policy.n_arms) >= WIDE_MIN_ARMS:
-        return policy if T >= 2 * int(policy.n_arms) else None
-    if "n_arms" in ctx.request.params or T < 2 * WIDE_ARMS:
-        return None
+    take them, the user chose fewer, the horizon is under twice the arms (no room to come back) or there are
+    fewer than 3 runs (two pilots and one counted); then, with the reason, for the notes."""
+    K = int(policy.n_arms)
+    if R < 3:
+        return None, f"--runs {R} leaves no room for a second pilot run"
+    if K >= WIDE_MIN_ARMS:
+        return (policy, None) if T >= 2 * K else (None, f"a horizon of {T} rounds is under twice its {K} arms")
+    if "n_arms" in ctx.request.params:
+        return None, (f"n_arms = {K} was given (leave n_arms free, or give {WIDE_MIN_ARMS} or more, to pilot it too: "
+                      "a canary on each arm's first pull)")
+    if T < 2 * WIDE_ARMS:
+        return None, f"a horizon of {T} rounds is under twice the {WIDE_ARMS} arms it would use"
     try:
         wide = with_features(ctx.build(T, params={"n_arms": WIDE_ARMS}), ctx.request.seed)
-    except Exception:  # noqa: BLE001 -- a policy that refuses many arms is audited in the dyadic layout only
-        return None
-    return wide if int(getattr(wide, "n_arms", -1)) == WIDE_ARMS else None
+    except Exception as exc:  # noqa: BLE001 -- a policy that refuses many arms is audited in the dyadic layout only
+        return None, f"the policy refused n_arms = {WIDE_ARMS} ({type(exc).__name__}: {exc})"
+    if int(getattr(wide, "n_arms", -1)) != WIDE_ARMS:
+        return None, f"the policy built with n_arms = {WIDE_ARMS} reports {getattr(wide, 'n_arms', None)} arms"
+    return wide, None
 
 
 def check_request(request: Any) -> None:
@@ -302,9 +311,11 @@ def audit(ctx: Context) -> None:
         tried: list[dict[str, Any]] = []
     else:
         layouts = [_table_layout(ctx, policy, T, "dyadic")]
-        wide = _wide_policy(ctx, policy, T) if R >= 3 else None
+        wide, why_not = _wide_policy(ctx, policy, T, R)
         if wide is not None:
             layouts.append(_table_layout(ctx, wide, T, "first pulls"))
+        else:
+            ctx.notes.append(f"only the dyadic canary layout ran, not the first-pulls one: {why_not}.")
         P = len(layouts)
         seeds = [(s_bits, s_runs)] + [tuple(np.random.SeedSequence([int(r.seed), 0x0E2]).spawn(2))] * (P - 1)
         all_bits = [np.random.default_rng(sb).choice(np.array([-1, 1]), size=(R, len(L.rounds)))
