@@ -89,6 +89,42 @@ def one_seed(mu: float, users: int, seed: int, counted: int = COUNTED) -> dict:
     return out
 
 
+#: the real policies of the table part (name, params), beside their simulated first releases
+TABLE_POLICIES = (("adac-ucb (rho = 0.1)", "adac-ucb", {"rho": RHO}), ("mutant-sqrt2-noise", "mutant-sqrt2-noise", {}))
+#: the fractions of the first-pull canaries guessed (half on each side) when the return order is compared with
+#: the releases
+RANK_FRACTIONS = (0.05, 0.1, 0.35, 1.0)
+
+
+def return_accuracy(spec: str, params: dict, mu: float, arms: int, runs: int) -> dict:
+    """How close the actions come to the releases: the accuracy of the top and bottom fractions of the
+    ``return`` score (how soon each arm is played again, :func:`dpaudit.attacks.one_run.action_features`) over
+    ``runs`` runs of the real policy with ``arms`` arms in the first-pulls layout, beside the accuracy of the
+    same fractions of its first releases themselves (simulated, N(+-mu/2, 1) per canary, 200,000 of them)."""
+    from dpaudit.protocols import get_protocol
+    from dpaudit.runner.setup import build_policy
+
+    T = 4096
+    policy = build_policy(spec, {"n_arms": arms, **params}, T)
+    rounds = o.first_pull_rounds(T, arms)
+    bits = np.random.default_rng(0).choice(np.array([-1, 1]), size=(runs, len(rounds)))
+    inputs = o.canary_inputs(False, arms, T, rounds, bits, 0.0, 1.0, np.full((T, arms), 0.5))
+    views = get_protocol("table").run_batch(policy, inputs, 1, np.random.default_rng(1), record=True).reshape(runs, T)
+    score = o.action_features(views, rounds, returns=True)["return, later first"][:, :arms].ravel()
+    y = bits[:, :arms].ravel()
+    sim_y = np.random.default_rng(2).choice(np.array([-1, 1]), 200_000)
+    sim = np.random.default_rng(3).normal(sim_y * mu / 2, 1.0)
+
+    def acc(sc: np.ndarray, yy: np.ndarray, f: float) -> float:
+        k = max(1, int(round(f * sc.size / 2)))
+        order = np.argsort(sc, kind="stable")
+        return float(((yy[order[-k:]] == 1).sum() + (yy[order[:k]] == -1).sum()) / (2 * k))
+
+    return {"policy": spec, "arms": arms, "runs": runs, "canaries": int(y.size),
+            "accuracy": {f"{f:.0%}": acc(score, y, f) for f in RANK_FRACTIONS},
+            "release_accuracy": {f"{f:.0%}": acc(sim, sim_y, f) for f in RANK_FRACTIONS}}
+
+
 def main() -> None:
     global ANALYSIS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -119,6 +155,10 @@ def main() -> None:
                             "above_claim": int((vals > claim).sum())}
             rows.append(row)
             print(name, users, {k: round(row[k]["median"], 3) for k in ("coarse", "fine", "oracle")}, flush=True)
+    ranks = []
+    for (label, spec, params), (_, mu) in zip(TABLE_POLICIES, TABLE_CHANNELS) if args.part == "table" else ():
+        ranks.append({"channel": label, "mu": mu, **return_accuracy(spec, params, mu, 64, 40)})
+        print(label, "return order", ranks[-1]["accuracy"], "releases", ranks[-1]["release_accuracy"], flush=True)
     audits = []
     for name, mu in CHANNELS if args.audit_seeds and args.part == "local" else ():
         import dpaudit
@@ -140,7 +180,7 @@ def main() -> None:
         "" if args.out == "one_run_gaussian" else f" --out {args.out}")
     (HERE / f"{args.out}.json").write_text(json.dumps({"command": cmd, "seconds": seconds, "delta": DELTA,
                                                        "confidence": CONFIDENCE, "claim": claim, "part": args.part,
-                                                       "analysis": ANALYSIS, "rows": rows,
+                                                       "analysis": ANALYSIS, "rows": rows, "return_order": ranks,
                                                        "audits": audits},
                                                       indent=1) + "\n")
     if args.part == "local":
@@ -175,6 +215,15 @@ def main() -> None:
         lines.append(f"| {r['channel']} | {r['mu']:.3f} | {r['epsilon_exact']:.3f} | {r['users_per_run']} | "
                      f"{r['counted_canaries']} | {cell('coarse')} | {cell('fine')} | {r['oracle']['median']:.3f}, "
                      f"{r['oracle']['above_claim']}/{r['seeds']} |")
+    if ranks:
+        lines += ["", "How much of the releases the actions show: the first-pulls layout's `return` score (how soon each "
+                  "arm is played again) of the real policy, 40 runs of 64 arms (`dpaudit.runner.setup.build_policy(NAME, "
+                  "{'n_arms': 64, ...}, 4096)` on the layout's table), guessing the top and bottom fraction of the "
+                  "first-pull canaries, beside the same fractions of the first releases themselves (simulated):", "",
+                  "| policy | fraction guessed | return order: accuracy | releases: accuracy |",
+                  "| --- | ---: | ---: | ---: |"]
+        lines += [f"| {r['channel']} | {f} | {r['accuracy'][f]:.3f} | {r['release_accuracy'][f]:.3f} |"
+                  for r in ranks for f in r["accuracy"]]
     if audits:
         lines += ["", f"The registered policies audited for real at {args.audit_users} users per run (`dpaudit.audit(NAME, "
                   f"protocol=\"local\", method=\"one-run\", horizon={args.audit_users}, seed=S)`, S < "
