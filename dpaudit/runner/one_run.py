@@ -15,10 +15,11 @@ drawn uniformly from {-1, +1} from the audit's seed.
   (:func:`~dpaudit.attacks.one_run.action_features`). A policy with many arms, or whose ``n_arms`` the user
   left free (it is then run with :data:`WIDE_ARMS`), is also offered the *first-pulls* layout
   (:func:`~dpaudit.attacks.one_run.first_pull_rounds`): rounds 0 .. K - 1 are canaries too, one per arm's
-  first pull, scored by how soon the arm is played again and how often. Each layout gets one pilot run, and the counted runs
-  (R - 2) are run in the one whose pilot predicts the larger bound; the report says which, and with how many
-  arms. A policy deciding once per run gains nothing from it; one whose first releases order its next plays
-  (a UCB's or a greedy's initial pulls) gives K informative canaries per run instead of a few;
+  first pull, scored by how soon the arm is played again and how often. Each layout gets one pilot run,
+  and the counted runs (R - 2) are run in the one whose pilot predicts the larger bound; the report says
+  which, and with how many arms. A policy deciding once per run gains nothing from it; one whose first
+  releases order its next plays (a UCB's or a greedy's initial pulls) gives K informative canaries per run
+  instead of a few;
 * *local* (each user's data private, Zheng et al. 2020): a canary is a user whose datum is the bottom or
   the top of the domain, every user of every run; the score is the user's message (what the server
   received: the policy's ``transcript()``, else its channel queried with the user's datum, one call per
@@ -317,9 +318,10 @@ def audit(ctx: Context) -> None:
         else:
             ctx.notes.append(f"only the dyadic canary layout ran, not the first-pulls one: {why_not}.")
         P = len(layouts)
-        seeds = [(s_bits, s_runs)] + [tuple(np.random.SeedSequence([int(r.seed), 0x0E2]).spawn(2))] * (P - 1)
+        # the dyadic layout's bits as a single layout always drew them; the first-pulls layout's from its own seed
+        bit_seeds = [s_bits, np.random.SeedSequence([int(r.seed), 0x0E2])][:P]
         all_bits = [np.random.default_rng(sb).choice(np.array([-1, 1]), size=(R, len(L.rounds)))
-                    for L, (sb, _) in zip(layouts, seeds)]
+                    for L, sb in zip(layouts, bit_seeds)]
         if P == 1:  # one batch: the pilot and the counted runs
             L, bits = layouts[0], all_bits[0]
             ctx.say(f"one-run: {R} runs of {T} rounds")
@@ -410,7 +412,8 @@ def audit(ctx: Context) -> None:
         "one-run", float(found["epsilon"]), float(a_delta), ctx.confidence,
         witness={"label": label, "statistic": rule.feature},
         samples=R, seconds=round(seconds, 3),
-        details={"runs": R, "pilot_runs": P, "counted_runs": R - P, "canaries_per_run": m, "canaries_counted": m_counted,
+        details={"runs": R, "pilot_runs": P, "counted_runs": R - P, "canaries_per_run": m,
+                 "canaries_counted": m_counted,
                  "guesses": n_guess, "correct": n_correct, "accuracy": n_correct / n_guess if n_guess else None,
                  "plus": kp, "minus": km, "either": ke,
                  "rule": {"feature": rule.feature, "plus": rule.plus, "minus": rule.minus, "either": rule.either},
@@ -436,11 +439,13 @@ def audit(ctx: Context) -> None:
             f"{what}, if every guess were right: a claim at or above it cannot be refuted by this many guesses.")
     ctx.power = Power(P, R - P, low, top, float(found["epsilon"]), note,
                       {"method": "one-run", "guesses": n_guess, "canaries": m_counted, "analysis": analysis})
-    ctx.ran("one-run", "bound", f"{R} runs ({P} pilot{'s' if P > 1 else ''}, {R - P} counted), {m} canaries each; {n_correct} of {n_guess} "
+    pilots = f"{P} pilot{'s' if P > 1 else ''}"
+    ctx.ran("one-run", "bound", f"{R} runs ({pilots}, {R - P} counted), {m} canaries each; {n_correct} of {n_guess} "
                                 f"guesses right; eps >= {found['epsilon']:.4g}{theta_text} (cap {top:.4g})", seconds)
     ctx.extra["one_run"] = {
         "runs": R, "pilot_runs": P, "counted_runs": R - P, "horizon": T, "layouts_tried": tried, "canaries_per_run": m,
-        "layout": layout, "layout_name": layout_name, "score": rule.feature, "rule": rule.describe(), "guesses": n_guess, "correct": n_correct,
+        "layout": layout, "layout_name": layout_name, "score": rule.feature, "rule": rule.describe(),
+        "guesses": n_guess, "correct": n_correct,
         "analysis": analysis, "analysis_text": what, "bound": found["epsilon"], "theta": found["theta"], "cap": top,
         "steinke_beside": beside,
         "candidates": sorted(candidates, key=lambda c: -c["predicted"])[:10],
