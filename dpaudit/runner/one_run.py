@@ -319,7 +319,7 @@ def audit(ctx: Context) -> None:
             ctx.notes.append(f"only the dyadic canary layout ran, not the first-pulls one: {why_not}.")
         P = len(layouts)
         # the dyadic layout's bits as a single layout always drew them; the first-pulls layout's from its own seed
-        bit_seeds = [s_bits, np.random.SeedSequence([int(r.seed), 0x0E2])][:P]
+        bit_seeds = [s_bits, np.random.SeedSequence([int(r.seed), 0x0E2]).spawn(1)[0]][:P]
         all_bits = [np.random.default_rng(sb).choice(np.array([-1, 1]), size=(R, len(L.rounds)))
                     for L, sb in zip(layouts, bit_seeds)]
         if P == 1:  # one batch: the pilot and the counted runs
