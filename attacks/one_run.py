@@ -508,23 +508,27 @@ def first_pull_rounds(horizon: int, n_arms: int) -> np.ndarray:
 def action_features(views: np.ndarray, rounds: np.ndarray, returns: bool = False) -> dict[str, np.ndarray]:
     """The adversary's scores from the actions after each canary (views: runs x T; rounds: the canaries).
 
-    With a = the arm played at the canary's round c (the one its reward went to): ``next`` is 1 when the
-    policy plays a again at c + 1, and ``share-c/4``, ``share-c`` are the shares of a among the actions of
-    rounds c + 1 .. c + max(1, c / 4) and c + 1 .. 2c (a doubling policy's next block decides there); with
-    ``returns`` (the first-pulls layout's scores, :func:`first_pull_rounds`), ``return``, how soon a is played
-    again (-log(1 + the rounds until then): the order in which the arms come back ranks their first releases),
-    and ``plays``, a's share of every later round (a greedy, or a policy without forgetting, keeps favouring the
-    arm whose first reward was high), each centred at its median over the runs given. A high reward makes its arm more attractive to a policy that maximises reward, so high
-    scores point to +1; the negated scores are candidates too (the pilot picks), for a policy that reacts the
-    other way.
+    With a = the arm played at the canary's round c (the one its reward went to), for the dyadic layout
+    (:func:`dyadic_rounds`): ``next`` is 1 when the policy plays a again at c + 1, and ``share-c/4``,
+    ``share-c`` are the shares of a among the actions of rounds c + 1 .. c + max(1, c / 4) and c + 1 .. 2c (a
+    doubling policy's next block decides there), each minus 1/2 (what says nothing on two arms). With
+    ``returns``, for the first-pulls layout (:func:`first_pull_rounds`, many arms) instead: ``return``, how
+    soon a is played again (-log(1 + the rounds until then): the order in which the arms come back ranks their
+    first releases); ``plays``, a's share of every later round (a greedy keeps favouring the arm whose first
+    reward was high); ``ranks``, how early a's blocks of plays start among the other arms' blocks of the same
+    order, averaged over a's blocks after the canary (:func:`_block_ranks`: a policy that reuses a reward in
+    later releases keeps ranking its arm early); each centred at its median over the runs given. A high
+    reward makes its arm more attractive to a policy that maximises reward, so high scores point to +1; the
+    negated scores are candidates too (the pilot picks), for a policy that reacts the other way.
 
-    Every score comes in two orders among equal values (``next`` takes two values, the shares few): *later
-    first* and *earlier first* (``next, later first`` ...: (score - 1/2) x (1 + 1e-6 j / m) for the j-th of m
-    canaries, or m - 1 - j), so that the top and bottom k are the latest (earliest) of the canaries that score
-    alike, not a random draw. A leak that grows with its block (a sensitivity off by the block's length) shows
-    most on the later canaries; a leak confined to the first pulls, or canaries that later hide behind earlier
-    ones, on the earlier. The pilot chooses. A function of the layout and the actions only, so the guesses stay
-    a function of the output.
+    The dyadic scores come in two orders among equal values (``next`` takes two values, the shares few):
+    *later first* and *earlier first* (``next, later first`` ...: the score x (1 + 1e-6 j / m) for the j-th
+    of m canaries, or m - 1 - j), so that the top and bottom k are the latest (earliest) of the canaries that
+    score alike, not a random draw. A leak that grows with its block (a sensitivity off by the block's length)
+    shows most on the later canaries; a leak confined to the first pulls, or canaries that later hide behind
+    earlier ones, on the earlier. The first-pulls scores rarely tie and come later first only (fewer
+    candidates for a pilot of one run). The pilot chooses. A function of the layout and the actions only, so
+    the guesses stay a function of the output.
     """
     v = np.asarray(views)
     R, T = v.shape
@@ -534,7 +538,8 @@ def action_features(views: np.ndarray, rounds: np.ndarray, returns: bool = False
     position = np.arange(m) / max(1, m)
     orders = (("later first", 1.0 + 1e-6 * position), ("earlier first", 1.0 + 1e-6 * position[::-1]))
     out: dict[str, np.ndarray] = {}
-    for name, span in (("next", lambda c: 1), ("share-c/4", lambda c: max(1, c // 4)), ("share-c", lambda c: max(1, c))):
+    spans = (("next", lambda c: 1), ("share-c/4", lambda c: max(1, c // 4)), ("share-c", lambda c: max(1, c)))
+    for name, span in () if returns else spans:
         sc = np.empty(a.shape)
         for j, c in enumerate(rounds):
             stop = min(T, int(c) + 1 + span(int(c)))
@@ -552,10 +557,47 @@ def action_features(views: np.ndarray, rounds: np.ndarray, returns: bool = False
         for j, c in enumerate(rounds):
             rest[:, j] = (v[:, c + 1:] == a[:, j:j + 1]).mean(axis=1) if c + 1 < T else 0.0
         rest -= np.median(rest) if rest.size else 0.0
-        for name, sc in (("return", back), ("plays", rest)):
-            for order, w in orders:
+        ranks = _block_ranks(v, rounds)
+        for name, sc in (("return", back), ("plays", rest), ("ranks", ranks)):
+            for order, w in orders[:1]:  # ties are rare (plays' ties say nothing): one order
                 out[f"{name}, {order}"] = sc * w
                 out[f"-{name}, {order}"] = -sc * w
+    return out
+
+
+def _block_ranks(views: np.ndarray, rounds: np.ndarray) -> np.ndarray:
+    """For each run and canary round c (arm a = the arm played at c): the mean rank of a's later blocks.
+
+    A block is a maximal run of consecutive plays of one arm; an arm's j-th block is ranked among every arm's
+    j-th block by its start, 1 for the earliest and 0 for the latest (1/2 when it is the only one). The score
+    averages the ranks of a's blocks that start after c (1/2 when there is none). An episodic policy plays an
+    episode as one block, so the ranks order its releases: where every release of an arm holds the canary's
+    reward, every one of them moves the arm's ranks the same way."""
+    v = np.asarray(views)
+    R, T = v.shape
+    rounds = np.asarray(rounds, dtype=np.int64)
+    out = np.full((R, len(rounds)), 0.5)
+    for r in range(R):
+        row = v[r]
+        starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+        arms = row[starts]
+        n = starts.size
+        by_arm = np.lexsort((starts, arms))  # blocks by arm, then by start
+        first = np.r_[True, arms[by_arm][1:] != arms[by_arm][:-1]]
+        group = np.cumsum(first) - 1
+        level = np.empty(n, dtype=np.int64)
+        level[by_arm] = np.arange(n) - np.flatnonzero(first)[group]
+        by_level = np.lexsort((starts, level))  # blocks by order, then by start
+        lfirst = np.r_[True, level[by_level][1:] != level[by_level][:-1]]
+        lgroup = np.cumsum(lfirst) - 1
+        size = np.bincount(lgroup)
+        pos = np.arange(n) - np.flatnonzero(lfirst)[lgroup]
+        rank = np.empty(n)
+        rank[by_level] = np.where(size[lgroup] > 1, 1.0 - pos / np.maximum(size[lgroup] - 1, 1), 0.5)
+        for j, c in enumerate(rounds):
+            later = (arms == row[c]) & (starts > c)
+            if later.any():
+                out[r, j] = rank[later].mean()
     return out
 
 

@@ -253,9 +253,14 @@ def test_layouts_and_scores():
     v3 = np.array([[0, 1, 2, 2, 0, 2, 2, 2]])
     f3 = o.action_features(v3, np.array([0, 1, 2]), returns=True)
     assert np.argsort(f3["return, later first"][0]).tolist() == [1, 0, 2]
-    assert np.allclose(f3["-return, earlier first"], -f3["return, earlier first"])
+    assert np.allclose(f3["-return, later first"], -f3["return, later first"])
+    assert not any(k.startswith(("next", "share")) or "earlier first" in k for k in f3)
     # ``plays``: the canary arm's share of every later round (2: 4 of 5, 0: 1 of 7, 1: none)
     assert np.argsort(f3["plays, later first"][0]).tolist() == [1, 0, 2]
+    # ``ranks``: blocks 0@0 1@1 2@2-3 0@4-5 1@6 2@7; second blocks ranked 0, 1, 2 by start: 1, 1/2, 0; an arm
+    # with no later block scores 1/2 (arm 1 in the first six rounds)
+    assert o._block_ranks(v3[:, :6], np.array([0, 1, 2])).tolist() == [[1.0, 0.5, 0.0]]
+    assert o._block_ranks(np.array([[0, 1, 2, 2, 0, 0, 1, 2]]), np.array([0, 1, 2])).tolist() == [[1.0, 0.5, 0.0]]
     assert "return, later first" not in o.action_features(v3, np.array([0, 1, 2]))
     # discrete messages: the likelihood ratio; continuous ones: the projection on the mean difference
     y = np.array([1, 1, -1, -1] * 50)
@@ -293,15 +298,17 @@ def test_one_run_flags_a_mutant_and_types_its_findings():
 def test_one_run_flags_block_leaks_and_spares_a_correct_policy():
     """The latest canaries first and signed guesses (benchmarks/one_run.md): mutant-mean-sensitivity (its
     noise shrinks with the episode, so the later canaries leak most) and mutant-shared-noise (a deterministic
-    argmax) flagged at seeds 0-2 (measured: 10 of 10 seeds each, table and view, where the random ties and
-    top/bottom guesses flagged 6 and 7); the correct AdaC-UCB at the same seeds is never a violation (each
-    audit is a false alarm with probability at most 5%; measured 0 of 20 seeds, table and view)."""
+    argmax) flagged in at least 4 of seeds 0-4 each (measured over 10 seeds: 9 and 10 of 10 with the dyadic
+    layout and the first-pulls layout piloted side by side; a pilot of one run sometimes picks the weaker
+    one); the correct AdaC-UCB at the same seeds is never a violation (each audit is a false alarm with
+    probability at most 5%; measured 0 of 50 seeds, table and view)."""
     import dpaudit
 
+    for name in ("mutant-mean-sensitivity", "mutant-shared-noise"):
+        verdicts = [dpaudit.audit(name, protocol="table", method="one-run", workers=1, seed=seed).verdict
+                    for seed in range(5)]
+        assert verdicts.count("violation") >= 4, (name, verdicts)
     for seed in range(3):
-        for name in ("mutant-mean-sensitivity", "mutant-shared-noise"):
-            a = dpaudit.audit(name, protocol="table", method="one-run", workers=1, seed=seed)
-            assert a.verdict == "violation", (name, seed, a.reason)
         a = dpaudit.audit("adac-ucb", protocol="table", method="one-run", workers=1, seed=seed)
         assert a.verdict != "violation", (seed, a.reason)
 
