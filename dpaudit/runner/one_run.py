@@ -15,7 +15,8 @@ drawn uniformly from {-1, +1} from the audit's seed.
   (:func:`~dpaudit.attacks.one_run.action_features`). A policy with many arms, or whose ``n_arms`` the user
   left free (it is then run with :data:`WIDE_ARMS`), is also offered the *first-pulls* layout
   (:func:`~dpaudit.attacks.one_run.first_pull_rounds`): rounds 0 .. K - 1 are canaries too, one per arm's
-  first pull, scored by how soon the arm is played again and how often. Each layout gets one pilot run,
+  first pull, scored by how soon the arm is played again, how often, and how early its later blocks of
+  plays start (:func:`~dpaudit.attacks.one_run.action_features`). Each layout gets one pilot run,
   and the counted runs (R - 2) are run in the one whose pilot predicts the larger bound; the report says
   which, and with how many arms. A policy deciding once per run gains nothing from it; one whose first
   releases order its next plays (a UCB's or a greedy's initial pulls) gives K informative canaries per run
