@@ -37,8 +37,8 @@ from dpaudit.errors import DPAuditError
 
 __all__ = ["steinke_p_value", "steinke_epsilon", "Tradeoff", "fdp_rejects", "fdp_lower", "fdp_epsilon",
            "gdp_epsilon", "ANALYSES", "analyses_for", "bound", "cap", "smallest_positive", "GuessRule", "guesses",
-           "choose_rule", "dyadic_rounds", "first_pull_rounds", "canary_inputs", "action_features", "message_scorer", "message_features",
-           "STEINKE", "MAHLOUJIFAR"]
+           "choose_rule", "dyadic_rounds", "first_pull_rounds", "canary_inputs", "action_features", "message_scorer",
+           "message_features", "STEINKE", "MAHLOUJIFAR"]
 
 #: the two papers, as anything a user reads names them
 STEINKE = 'Steinke, Nasr & Jagielski, "Privacy Auditing with One (1) Training Run" (NeurIPS 2023)'
@@ -494,11 +494,11 @@ def first_pull_rounds(horizon: int, n_arms: int) -> np.ndarray:
     """The canary rounds of the *first-pulls* layout: 0 .. K - 1, then the dyadic rounds 2^k - 1 from K on.
 
     Many policies play every arm once, in index order, before their index decides (a UCB's or a greedy's
-    initialisation, as AdaC-UCB's, Azize & Basu 2023a, App. C, Alg. 4): with K arms those K rounds are K canaries, one
-    per arm, each alone in its arm's first release. On a constant background the order in which the arms are
-    played again ranks those releases (``return``, :func:`action_features`), so a policy with many arms gives
-    one informative canary per arm per run instead of one per doubling block. Past round K the layout is
-    :func:`dyadic_rounds`'.
+    initialisation, as AdaC-UCB's, Azize & Basu 2023a, App. C, Alg. 4): with K arms those K rounds are K
+    canaries, one per arm, each alone in its arm's first release. On a constant background the order in which
+    the arms are played again ranks those releases (``return``, :func:`action_features`), so a policy with
+    many arms gives one informative canary per arm per run instead of one per doubling block. Past round K
+    the layout is :func:`dyadic_rounds`'.
     """
     T, K = int(horizon), int(n_arms)
     d = dyadic_rounds(T)
