@@ -37,7 +37,7 @@ from dpaudit.errors import DPAuditError
 
 __all__ = ["steinke_p_value", "steinke_epsilon", "Tradeoff", "fdp_rejects", "fdp_lower", "fdp_epsilon",
            "gdp_epsilon", "ANALYSES", "analyses_for", "bound", "cap", "smallest_positive", "GuessRule", "guesses",
-           "choose_rule", "dyadic_rounds", "first_pull_rounds", "canary_inputs", "action_features", "message_scorer",
+           "choose_rule", "predicted_bound", "candidate_row", "dyadic_rounds", "first_pull_rounds", "canary_inputs", "action_features", "message_scorer",
            "message_features", "STEINKE", "MAHLOUJIFAR"]
 
 #: the two papers, as anything a user reads names them
@@ -413,6 +413,24 @@ def _fractions(score: np.ndarray) -> tuple[float, ...]:
     return FRACTIONS + tuple(f for f in FINE_FRACTIONS if round(f * n) >= FINE_MIN_GUESSES and distinct * f >= 2)
 
 
+def predicted_bound(pilot_correct: int, pilot_guesses: int, r: int, m_counted: int, confidence: float,
+                    quantile: float = PILOT_QUANTILE) -> float:
+    """The bound r guesses among ``m_counted`` canaries would give at the ``quantile`` of the pilot accuracy's
+    Beta(correct + 1/2, wrong + 1/2) posterior, by Steinke et al. at delta = 0 (0 for no guess)."""
+    from scipy.stats import beta as beta_dist
+
+    if not r:
+        return 0.0
+    acc = float(beta_dist.ppf(quantile, pilot_correct + 0.5, pilot_guesses - pilot_correct + 0.5))
+    return steinke_epsilon(m_counted, r, int(math.floor(acc * r)), 0.0, confidence)
+
+
+def candidate_row(rule: "GuessRule", rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The row of :func:`choose_rule`'s candidates that is ``rule``."""
+    return next(c for c in rows if (c["feature"], c["plus"], c["minus"], c["either"])
+                == (rule.feature, rule.plus, rule.minus, rule.either))
+
+
 def choose_rule(pilot: dict[str, np.ndarray], pilot_bits: np.ndarray, m_counted: int, rng: np.random.Generator,
                 confidence: float, signed: bool = False) -> tuple[GuessRule, float, list[dict[str, Any]]]:
     """The guess rule (feature, fractions on each side) with the largest predicted bound on ``m_counted``
@@ -424,8 +442,6 @@ def choose_rule(pilot: dict[str, np.ndarray], pilot_bits: np.ndarray, m_counted:
     delta = 0 (fast, and it ranks rules as the other analyses do). Returns the rule, its predicted bound and
     every candidate's row (for the findings). Uses the pilot only: the counted runs never choose anything.
     """
-    from scipy.stats import beta as beta_dist
-
     y = np.asarray(pilot_bits).ravel()
     rows: list[dict[str, Any]] = []
     best: tuple[tuple[float, int], GuessRule] | None = None
@@ -441,9 +457,8 @@ def choose_rule(pilot: dict[str, np.ndarray], pilot_bits: np.ndarray, m_counted:
                 continue
             t = guesses(sc, kp, km, rng, ke)
             r_p, c_p = int(np.count_nonzero(t)), int(np.count_nonzero(t * y > 0))
-            acc = float(beta_dist.ppf(PILOT_QUANTILE, c_p + 0.5, r_p - c_p + 0.5))
             r = sum(rule.counts(m_counted))
-            pred = steinke_epsilon(m_counted, r, int(math.floor(acc * r)), 0.0, confidence) if r else 0.0
+            pred = predicted_bound(c_p, r_p, r, m_counted, confidence)
             rows.append({"feature": name, "plus": fp, "minus": fm, "either": fe, "pilot_guesses": r_p,
                          "pilot_correct": c_p, "predicted": pred})
             # the largest prediction; among equal ones the most guesses (the larger cap)
@@ -548,14 +563,12 @@ def action_features(views: np.ndarray, rounds: np.ndarray, returns: bool = False
             out[f"{name}, {order}"] = (sc - 0.5) * w
             out[f"-{name}, {order}"] = -(sc - 0.5) * w
     if returns:
-        back = np.empty(a.shape)
+        back, rest = np.empty(a.shape), np.empty(a.shape)
         for j, c in enumerate(rounds):
             again = v[:, c + 1:] == a[:, j:j + 1]
             back[:, j] = -np.log1p(np.where(again.any(axis=1), again.argmax(axis=1), T - 1 - c))
+            rest[:, j] = again.mean(axis=1) if c + 1 < T else 0.0
         back -= np.median(back) if back.size else 0.0
-        rest = np.empty(a.shape)
-        for j, c in enumerate(rounds):
-            rest[:, j] = (v[:, c + 1:] == a[:, j:j + 1]).mean(axis=1) if c + 1 < T else 0.0
         rest -= np.median(rest) if rest.size else 0.0
         ranks = _block_ranks(v, rounds)
         for name, sc in (("return", back), ("plays", rest), ("ranks", ranks)):

@@ -136,16 +136,11 @@ def _cautious(rule: Any, rows: list[dict[str, Any]], m_counted: int, confidence:
     """The bound ``rule`` predicts on ``m_counted`` canaries from a low quantile (:data:`LAYOUT_QUANTILE`) of its
     pilot accuracy: how the layouts are compared, since their pilots hold very different numbers of canaries (a
     dozen right guesses in the dyadic pilot must not beat hundreds of good ones in the first-pulls pilot)."""
-    from scipy.stats import beta as beta_dist
+    from dpaudit.attacks.one_run import candidate_row, predicted_bound
 
-    from dpaudit.attacks.one_run import steinke_epsilon
-
-    row = next(c for c in rows if (c["feature"], c["plus"], c["minus"], c["either"])
-               == (rule.feature, rule.plus, rule.minus, rule.either))
-    c, n = row["pilot_correct"], row["pilot_guesses"]
-    acc = float(beta_dist.ppf(LAYOUT_QUANTILE, c + 0.5, n - c + 0.5))
-    r = sum(rule.counts(m_counted))
-    return steinke_epsilon(m_counted, r, int(math.floor(acc * r)), 0.0, confidence) if r else 0.0
+    row = candidate_row(rule, rows)
+    return predicted_bound(row["pilot_correct"], row["pilot_guesses"], sum(rule.counts(m_counted)), m_counted,
+                           confidence, LAYOUT_QUANTILE)
 
 
 def _wide_policy(ctx: Context, policy: Any, T: int, R: int) -> tuple[Any | None, str | None]:
@@ -290,8 +285,8 @@ def audit(ctx: Context) -> None:
         layout_name = "users"
         m = len(rounds)
         bits = np.random.default_rng(s_bits).choice(np.array([-1, 1]), size=(R, m))
-        inputs = o.canary_inputs(proto.list_input, K, T, rounds, bits, lo, hi, np.full((T, K), 0.5 * (lo + hi)))
         if info.transcript:
+            inputs = o.canary_inputs(proto.list_input, K, T, rounds, bits, lo, hi, np.full((T, K), 0.5 * (lo + hi)))
             ask_transcript(policy)
             ctx.say(f"one-run: {R} runs of {T} users")
             _, messages, kinds = ctx.engine.serial().map(_batch, [(policy, proto, inputs, s_runs, True)])[0]
@@ -387,8 +382,7 @@ def audit(ctx: Context) -> None:
                             if kinds is None else f"its ledger recorded {', '.join(kinds) or 'no'} noise, not only "
                             "Gaussian."))
     if len(options) > 1:
-        row = next(c for c in candidates if (c["feature"], c["plus"], c["minus"], c["either"])
-                   == (rule.feature, rule.plus, rule.minus, rule.either))
+        row = o.candidate_row(rule, candidates)
         acc = (row["pilot_correct"] + 0.5) / (row["pilot_guesses"] + 1)
         v_pred = int(math.floor(acc * (kp + km + ke)))
         analysis, a_delta = max(options, key=lambda a: o.bound(a[0], m_counted, kp + km + ke, v_pred, a[1],
