@@ -89,6 +89,21 @@ def cases() -> list[dict[str, Any]]:
     return out
 
 
+def _one_run_defaults() -> dict[str, int]:
+    from dpaudit.runner.one_run import ONE_RUN_DEFAULTS
+
+    return dict(ONE_RUN_DEFAULTS)
+
+
+def _defaults_note(update: dict[str, Any]) -> str:
+    """The one-run defaults an update ran at (recorded from update 4 on; the study's are in the header)."""
+    d = update.get("defaults")
+    if not d:
+        return ""
+    return (f", at the defaults of its day: {d['runs']} runs, T = {d['horizon']} rounds, "
+            f"{d['local_horizon']:,} users per run under local")
+
+
 def _cpu() -> float:
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
@@ -199,7 +214,8 @@ def main() -> None:
         prev = json.loads((HERE / f"{args.out}.json").read_text())
         old = {(r["policy"], r["protocol"]): r for r in prev["rows"]}
         out = {**prev, "complete": False, "rows": rows,
-               "updates": prev.get("updates", []) + [{"argv": sys.argv[1:], "cases": len(all_cases)}]}
+               "updates": prev.get("updates", []) + [{"argv": sys.argv[1:], "cases": len(all_cases),
+                                                      "defaults": _one_run_defaults()}]}
         rows.extend(prev["rows"])
     base_seconds = out["total_seconds"]
     for c in all_cases:
@@ -386,8 +402,9 @@ def write_md(out: dict[str, Any], path: Path) -> None:
          "",
          *([] if not out.get("updates") else [
              "Rows re-run since (their own seeds counts are in the tables; the others are the study above): "
-             + "; ".join(f"update {i + 1}, `python benchmarks/one_run.py {' '.join(u['argv'])}` ({u['cases']} cases, "
-                         f"marked 'update {i + 1}' below)" for i, u in enumerate(out["updates"])) + ".", ""]),
+             + "; ".join(f"update {i + 1}, `python benchmarks/one_run.py {' '.join(u['argv'])}` ({u['cases']} cases"
+                         f"{_defaults_note(u)}, marked 'update {i + 1}' below)" for i, u in enumerate(out["updates"]))
+            + ".", ""]),
          f"**Headline.** From 10 runs, the one-run audit flags {len(flagged0)} of the {len(buggy)} buggy audits (policy x "
          f"protocol) at seed 0 "
          f"({', '.join(sorted({r['policy'] for r in flagged0}))}); the multi-run audit flags "
