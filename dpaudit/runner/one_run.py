@@ -212,11 +212,15 @@ def _batch(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSeq
     return views, messages, kinds
 
 
+def _is_bco(policy: Any) -> bool:
+    return bool(getattr(policy, "continuous_actions", False))
+
+
 def _refuse_bco(policy: Any, request: Any) -> None:
-    if getattr(policy, "continuous_actions", False):
+    if _is_bco(policy) and request.protocol != "local":
         spec = request.policy if isinstance(request.policy, str) else str(request.policy)
-        raise DPAuditError(f"{spec!r} plays points of a convex body (BCO), and --method one-run audits K-armed policies "
-                           "only (their users hold one reward each); drop --method for the multi-run local audit.")
+        raise DPAuditError(f"{spec!r} plays points of a convex body (BCO), which --method one-run audits under "
+                           f"--protocol local only (its users' channel), not {request.protocol}.")
 
 
 def preflight(ctx: Context) -> None:
@@ -231,6 +235,13 @@ def preflight(ctx: Context) -> None:
     policy = with_features(ctx.build(T), r.seed)
     _refuse_bco(policy, r)
     t_short = min(T, 512)
+    if _is_bco(policy):  # only its users' channel runs, once per run on the horizon's users
+        lo, hi = policy.domain
+        t0 = time.perf_counter()
+        policy.channel(np.full(t_short, 0.5 * (lo + hi)), np.random.default_rng(0))
+        seconds = (time.perf_counter() - t0) * (T / t_short) * int(r.runs)
+        check_time(ctx, seconds, f"the channel on {t_short} users timed, scaled to {r.runs} runs of {T}")
+        return
     K = int(policy.n_arms)
     data = np.full((1, t_short) if ctx.protocol.list_input else (1, t_short, K), 0.5)
     lo, hi = getattr(policy, "reward_range", (0.0, 1.0))
@@ -266,8 +277,11 @@ def audit(ctx: Context) -> None:
     ctx.notes.extend(n for n in getattr(policy, "audit_notes", ()) if n not in ctx.notes)
     params = getattr(policy, "params", None)
     ctx.params = params() if callable(params) else dict(r.params)
-    K = int(policy.n_arms)
-    ctx.extra.update({"n_arms": K, "method": "one-run"})
+    bco = _is_bco(policy)
+    K = 0 if bco else int(policy.n_arms)
+    ctx.extra.update({"n_arms": None, "action_space": f"points of the ball of radius {policy.radius:g} in "
+                      f"R^{policy.d}, {policy.n_points} per round", "method": "one-run"} if bco
+                     else {"n_arms": K, "method": "one-run"})
     s_bits, s_runs, s_tie, s_channel = np.random.SeedSequence([int(r.seed), 0x0E1]).spawn(4)
     t_start = time.perf_counter()
 
@@ -285,12 +299,12 @@ def audit(ctx: Context) -> None:
                                "audits scalar user data only; drop --method for the multi-run local audit.")
         lo, hi = (info.alphabet[0], info.alphabet[-1]) if info.alphabet else info.domain
         rounds = np.arange(T, dtype=np.int64)
-        layout = (f"every user a canary: {T} users per run, each holding {lo:g} (bit -1) or {hi:g} (bit +1) on "
-                  "every arm")
+        layout = (f"every user a canary: {T} users per run, each holding {lo:g} (bit -1) or {hi:g} (bit +1) "
+                  + ("as her datum (the loss values her message reports)" if bco else "on every arm"))
         layout_name = "users"
         m = len(rounds)
         bits = np.random.default_rng(s_bits).choice(np.array([-1, 1]), size=(R, m))
-        if info.transcript:
+        if info.transcript and not bco:
             inputs = o.canary_inputs(proto.list_input, K, T, rounds, bits, lo, hi, np.full((T, K), 0.5 * (lo + hi)))
             ask_transcript(policy)
             ctx.say(f"one-run: {R} runs of {T} users")
@@ -301,9 +315,14 @@ def audit(ctx: Context) -> None:
             z = np.where(bits > 0, hi, lo).astype(float)
             messages = np.stack([np.asarray(policy.channel(z[j], np.random.default_rng(ss)), dtype=float)
                                  .reshape(T, -1) for j, ss in enumerate(s_channel.spawn(R))])
-            ctx.notes.append("the policy keeps no transcript() of what its server received, so each canary user's "
-                             "message comes from its channel queried with her datum (one call per user): the audit "
-                             "judges the users' channel, not what the server did with the messages.")
+            ctx.notes.append(
+                (f"a BCO policy's users hold loss functions, and what each sends is its channel applied to one datum "
+                 f"in [{lo:g}, {hi:g}] ({'her loss at the point played' if policy.n_points == 1 else 'the difference of her losses at the two points played'}); "
+                 "each canary user's message comes from the channel queried with the datum at either end"
+                 if bco else "the policy keeps no transcript() of what its server received, so each canary user's "
+                 "message comes from its channel queried with her datum")
+                + " (one call per user): the audit judges the users' channel, not what the server did with the "
+                "messages.")
         feature, pilot_scores, counted = o.message_features(messages[0], bits[0], messages[1:])
         P = 1
         m_counted = (R - 1) * m
@@ -405,8 +424,8 @@ def audit(ctx: Context) -> None:
     from dpaudit.attacks.result import AuditResult
 
     theta_text = (f"; mu >= {found['theta']:.4g} (Gaussian DP)" if analysis == "fdp-gaussian" else "")
-    where = {"users": "every user", "dyadic": "rounds 2^k - 1",
-             "first pulls": f"each of the {int(policy.n_arms)} arms' first pull and rounds 2^k - 1"}[layout_name]
+    where = ("every user" if layout_name == "users" else "rounds 2^k - 1" if layout_name == "dyadic"
+             else f"each of the {int(policy.n_arms)} arms' first pull and rounds 2^k - 1")
     label = f"{m} canary {'users' if proto.name == 'local' else 'rounds'} per run ({where}); guesses: {rule.describe()}"
     result = AuditResult(
         "one-run", float(found["epsilon"]), float(a_delta), ctx.confidence,
