@@ -325,7 +325,7 @@ def test_one_run_flags_block_leaks_and_spares_a_correct_policy():
 
 
 def test_first_pulls_layout_flags_leaks_of_the_first_releases():
-    """A policy whose n_arms is free is also piloted with 64 arms, one canary per arm's first pull, scored by
+    """A policy whose n_arms is free is also piloted with 256 arms, one canary per arm's first pull, scored by
     the order the arms come back (benchmarks/one_run.md): mutant-first-unnoised (its first releases unnoised)
     flagged at seeds 0-2 (the dyadic layout alone flagged it in 0 of 10 seeds: its 2 arms give 2 informative
     canaries per run)."""
@@ -334,8 +334,19 @@ def test_first_pulls_layout_flags_leaks_of_the_first_releases():
     for seed in range(3):
         a = dpaudit.audit("mutant-first-unnoised", protocol="table", method="one-run", workers=1, seed=seed)
         assert a.verdict == "violation", (seed, a.reason)
-        assert a.extra["n_arms"] == 64 and a.extra["one_run"]["layout_name"] == "first pulls"
-        assert any("n_arms = 64" in n for n in a.notes)
+        assert a.extra["n_arms"] == 256 and a.extra["one_run"]["layout_name"] == "first pulls"
+        assert any("n_arms = 256" in n for n in a.notes)
+
+
+def test_the_first_pulls_arms_follow_the_horizon():
+    """T / 16 arms, at most 256 (64 at T = 1024, as the audits of short horizons above); none under 8 arms."""
+    from dpaudit.runner.one_run import wide_arms
+    import dpaudit
+
+    assert [wide_arms(T) for T in (127, 128, 1024, 2048, 4096, 65536)] == [7, 8, 64, 128, 256, 256]
+    a = dpaudit.audit("adap-ucb", protocol="table", method="one-run", workers=1, runs=3, horizon=100, seed=0)
+    assert a.extra["one_run"]["layouts_tried"] == []
+    assert any("under 16 rounds for each of 8 arms" in n for n in a.notes)
 
 
 def test_first_pulls_layout_respects_the_users_arms():

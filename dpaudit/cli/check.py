@@ -295,8 +295,10 @@ def check_finite(args: argparse.Namespace) -> int:
 #: "given" is "not None": the reproduce command names what was given, never a default)
 NAMED_DEFAULTS: dict[str, Any] = {"param": [], "confidence": DEFAULTS["confidence"], "runs": DEFAULTS["runs"], "seed": 0,
                                   "method": "multi-run"}
+from dpaudit.runner.one_run import ONE_RUN_DEFAULTS  # noqa: E402
+
 #: --runs of --method one-run when not given: runs in all, one of them the pilot
-ONE_RUN_RUNS = 10
+ONE_RUN_RUNS = ONE_RUN_DEFAULTS["runs"]
 
 
 def add_named_options(c: argparse.ArgumentParser, target: Any = None) -> None:
@@ -371,7 +373,8 @@ def add_named_options(c: argparse.ArgumentParser, target: Any = None) -> None:
                             "action, then the search may extend it while a pair's sides act alike), an explicit T is "
                             f"kept as given; local: {DEFAULTS['horizon']}; joint: {JOINT_DEFAULTS['horizon']}; "
                             "shuffle: the policy's own (it only places the later batches; the first batch is the "
-                            "view); --method one-run: 4096 rounds, or users under local")
+                            f"view); --method one-run: {ONE_RUN_DEFAULTS['horizon']} rounds, or {ONE_RUN_DEFAULTS['local_horizon']} "
+                            "users under local")
     stats.add_argument("--seed", type=int, default=None,
                        help="seed of every random draw, an integer >= 0 (default 0): the same options and seed give "
                             "the same findings whatever --workers or --scheduler")

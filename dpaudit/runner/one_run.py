@@ -13,7 +13,7 @@ drawn uniformly from {-1, +1} from the audit's seed.
   canary is how much the arm its reward went to is played after it, centred where it says nothing, in two
   orders among equal scores, the later canaries first or the earlier
   (:func:`~dpaudit.attacks.one_run.action_features`). A policy with many arms, or whose ``n_arms`` the user
-  left free (it is then run with :data:`WIDE_ARMS`), is also offered the *first-pulls* layout
+  left free (it is then run with :func:`wide_arms`), is also offered the *first-pulls* layout
   (:func:`~dpaudit.attacks.one_run.first_pull_rounds`): rounds 0 .. K - 1 are canaries too, one per arm's
   first pull, scored by how soon the arm is played again, how often, and how early its later blocks of
   plays start (:func:`~dpaudit.attacks.one_run.action_features`). Each layout gets one pilot run,
@@ -65,8 +65,13 @@ PROTOCOLS = ("table", "view", "local")
 MAX_RUNS = 1000
 
 
-#: the arms a policy is given for the first-pulls layout when its ``n_arms`` is free (not set by the user)
-WIDE_ARMS = 64
+#: the most arms a policy is given for the first-pulls layout when its ``n_arms`` is free (not set by the user),
+#: and the rounds per arm it keeps (:func:`wide_arms`: 256 arms at T = 4096). More arms are more canaries per run:
+#: 256 against 64 flagged mutant-shared-noise, -mean-sensitivity and -laplace-eps-scale in 6 of 6 seeds (5, 5, 4
+#: of 6 at 64) and raised AdaC-UCB's median bound from 2.2 to 2.6; 512 and 1,024 gained no flag and lost some
+#: (fewer pulls per arm blur the later scores) at two to four times the time
+WIDE_ARMS = 256
+WIDE_ROUNDS_PER_ARM = 16
 #: the quantile of a pilot's accuracy posterior the layouts are compared at (:func:`_cautious`)
 LAYOUT_QUANTILE = 0.05
 #: a policy with at least this many arms (its own or the user's) is offered the first-pulls layout as it is
@@ -148,11 +153,18 @@ def _cautious(rule: Any, rows: list[dict[str, Any]], m_counted: int, confidence:
                            confidence, LAYOUT_QUANTILE)
 
 
+def wide_arms(T: int) -> int:
+    """The arms of the first-pulls layout for a policy whose ``n_arms`` is free, at horizon T: T /
+    :data:`WIDE_ROUNDS_PER_ARM`, at most :data:`WIDE_ARMS` (64 at T = 1024, 256 from T = 4096)."""
+    return min(WIDE_ARMS, T // WIDE_ROUNDS_PER_ARM)
+
+
 def _wide_policy(ctx: Context, policy: Any, T: int, R: int) -> tuple[Any | None, str | None]:
     """The policy of the first-pulls layout: ``policy`` itself when it has :data:`WIDE_MIN_ARMS` arms or more;
-    else, when the user left ``n_arms`` free, the policy built with :data:`WIDE_ARMS` arms. None if it does not
-    take them, the user chose fewer, the horizon is under twice the arms (no room to come back) or there are
-    fewer than 3 runs (two pilots and one counted); then, with the reason, for the notes."""
+    else, when the user left ``n_arms`` free, the policy built with :func:`wide_arms` arms. None if it does not
+    take them, the user chose fewer, the horizon is under twice the arms (no room to come back) or too short
+    for :data:`WIDE_MIN_ARMS` arms, or there are fewer than 3 runs (two pilots and one counted); then, with the
+    reason, for the notes."""
     K = int(policy.n_arms)
     if R < 3:
         return None, f"--runs {R} leaves no room for a second pilot run"
@@ -161,14 +173,16 @@ def _wide_policy(ctx: Context, policy: Any, T: int, R: int) -> tuple[Any | None,
     if "n_arms" in ctx.request.params:
         return None, (f"n_arms = {K} was given (leave n_arms free, or give {WIDE_MIN_ARMS} or more, to pilot it too: "
                       "a canary on each arm's first pull)")
-    if T < 2 * WIDE_ARMS:
-        return None, f"a horizon of {T} rounds is under twice the {WIDE_ARMS} arms it would use"
+    W = wide_arms(T)
+    if W < WIDE_MIN_ARMS:
+        return None, (f"a horizon of {T} rounds is under {WIDE_ROUNDS_PER_ARM} rounds for each of "
+                      f"{WIDE_MIN_ARMS} arms")
     try:
-        wide = with_features(ctx.build(T, params={"n_arms": WIDE_ARMS}), ctx.request.seed)
+        wide = with_features(ctx.build(T, params={"n_arms": W}), ctx.request.seed)
     except Exception as exc:  # noqa: BLE001 -- a policy that refuses many arms is audited in the dyadic layout only
-        return None, f"the policy refused n_arms = {WIDE_ARMS} ({type(exc).__name__}: {exc})"
-    if int(getattr(wide, "n_arms", -1)) != WIDE_ARMS:
-        return None, f"the policy built with n_arms = {WIDE_ARMS} reports {getattr(wide, 'n_arms', None)} arms"
+        return None, f"the policy refused n_arms = {W} ({type(exc).__name__}: {exc})"
+    if int(getattr(wide, "n_arms", -1)) != W:
+        return None, f"the policy built with n_arms = {W} reports {getattr(wide, 'n_arms', None)} arms"
     return wide, None
 
 
