@@ -2,7 +2,7 @@
 
 Three parts, each audit ``dpaudit.audit(NAME, protocol=P, method="one-run", seed=S, workers=1)`` at the
 one-run defaults (10 runs: 1 pilot and 9 counted, or 2 pilots and 8 counted where the first-pulls layout is
-offered; T = 4096 rounds, or 4096 users under local), run in this
+offered; T = 4096 rounds, or 65,536 users under local, 4,096 up to update 3), run in this
 process one after the other and timed (wall seconds; CPU seconds of this process and of the forked processes
 plug-ins run in):
 
@@ -20,7 +20,8 @@ Run:  python benchmarks/one_run.py [--seeds 50] [--detect-seeds 10] [--slow-seco
       one_run.md and one_run.json here, after every case; with --update, the cases run replace their rows of the
       existing one_run.json, the other rows and their multi-run columns are kept, and the .md says which rows
       which run produced); python benchmarks/one_run.py --render one_run.json rewrites the .md (and the .json's
-      summary, the counts the README quotes)
+      summary, the counts the README quotes); python benchmarks/one_run.py --merge COPY.json ... folds in the last
+      --update of copies of the study run in parallel (each in its own checkout, on other protocols or cases)
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def cases() -> list[dict[str, Any]]:
             if proto in ("table", "view", "local"):
                 out.append({"label": name, "spec": name, "protocol": proto, "kw": {}, "cli": [],
                             "correct": not entry_of(name).mutant})
-    # the one-run audits leave n_arms free (every class defaults to 2), so that they pilot 64 arms beside 2 (the
+    # the one-run audits leave n_arms free (every class defaults to 2), so that they pilot many arms beside 2 (the
     # first-pulls layout); the multi-run audits fix n_arms = 2, as benchmarks/defaults.py does
     per_run = {"adapter": "per-run", "params": {}, "claim": "pure:eps=1"}
     per_run_cli = ["--adapter", "per-run", "--param", "n_arms=2", "--claim", "pure:eps=1"]
@@ -90,9 +91,9 @@ def cases() -> list[dict[str, Any]]:
 
 
 def _one_run_defaults() -> dict[str, int]:
-    from dpaudit.runner.one_run import ONE_RUN_DEFAULTS
+    from dpaudit.runner.one_run import ONE_RUN_DEFAULTS, wide_arms
 
-    return dict(ONE_RUN_DEFAULTS)
+    return {**ONE_RUN_DEFAULTS, "wide_arms": wide_arms(ONE_RUN_DEFAULTS["horizon"])}
 
 
 def _defaults_note(update: dict[str, Any]) -> str:
@@ -100,7 +101,8 @@ def _defaults_note(update: dict[str, Any]) -> str:
     d = update.get("defaults")
     if not d:
         return ""
-    return (f", at the defaults of its day: {d['runs']} runs, T = {d['horizon']} rounds, "
+    wide = f" ({d['wide_arms']} arms in the first-pulls layout)" if "wide_arms" in d else ""
+    return (f", at the defaults of its day: {d['runs']} runs, T = {d['horizon']} rounds{wide}, "
             f"{d['local_horizon']:,} users per run under local")
 
 
@@ -197,7 +199,13 @@ def main() -> None:
                          "kept row's multi-run column) instead of writing a new study")
     ap.add_argument("--out", default="one_run")
     ap.add_argument("--render", default=None, help="only rewrite the .md of this .json")
+    ap.add_argument("--merge", nargs="*", default=None, metavar="JSON",
+                    help="fold into the study the last --update of each of these copies of it (run in parallel from "
+                         "the same study): its rows and its entry, as if it had run here after the others")
     args = ap.parse_args()
+    if args.merge:
+        merge(args.out, [Path(f) for f in args.merge])
+        return
     if args.render:
         render(args.render)
         return
@@ -265,6 +273,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     correct = [r for r in rows if r["correct"] and "seeds" in r]
     studied = [r for r in buggy if "seeds" in r]
     tv = [r for r in correct if r["protocol"] in ("table", "view")]
+    secs = [r["seed0"]["seconds"] for r in rows if r["seed0"].get("verdict")]  # the audits that ran, seed 0
     return {"buggy": len(buggy),
             "flagged_seed0": sum(r["seed0"].get("verdict") == "violation" for r in buggy),
             "multi_flagged_seed0": sum(r["multi_run"].get("verdict") == "violation" for r in buggy),
@@ -273,7 +282,37 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "correct_audits": sum(r["seeds"]["n"] for r in correct),
             "false_alarms": sum(r["seeds"]["verdicts"].get("violation", 0) for r in correct),
             "correct_audits_table_view": sum(r["seeds"]["n"] for r in tv),
-            "false_alarms_table_view": sum(r["seeds"]["verdicts"].get("violation", 0) for r in tv)}
+            "false_alarms_table_view": sum(r["seeds"]["verdicts"].get("violation", 0) for r in tv),
+            "seconds_min": min(secs, default=None), "seconds_max": max(secs, default=None)}
+
+
+def merge(name: str, others: list[Path]) -> None:
+    """Fold the last ``--update`` of each copy in ``others`` into the study ``name``: the rows that update ran
+    replace this study's rows of the same case, and its entry is appended to ``updates`` (renumbered)."""
+    out = json.loads((HERE / f"{name}.json").read_text())
+    base_updates, base_seconds = list(out.get("updates", [])), out["total_seconds"]
+    for f in others:
+        other = json.loads(f.read_text())
+        if not other.get("updates") or not other.get("complete", False):
+            raise SystemExit(f"{f}: no finished --update to merge (a study stopped early is not merged).")
+        if other["updates"][:-1] != base_updates:
+            raise SystemExit(f"{f}: not a copy of benchmarks/{name}.json with one --update more (its earlier updates "
+                             "differ); run the update from a checkout of this study.")
+        n = len(other["updates"])
+        out.setdefault("updates", []).append(other["updates"][-1])
+        k = len(out["updates"])
+        at = {(r["policy"], r["protocol"]): i for i, r in enumerate(out["rows"])}
+        for r in other["rows"]:
+            if r.get("updated") != n:
+                continue
+            r = {**r, "updated": k}
+            key = (r["policy"], r["protocol"])
+            if key in at:
+                out["rows"][at[key]] = r
+            else:
+                out["rows"].append(r)
+        out["total_seconds"] += other["total_seconds"] - base_seconds  # the update's own seconds
+    _write(out, name)
 
 
 def _write(out: dict[str, Any], name: str) -> None:
@@ -296,15 +335,20 @@ WHY_NOT = {
     "thirdparty/etc.py:WrongScaleETC": "decides once per run (its commit, the majority of the exploration canaries, "
                                        "as mutant-etc-raw-commit): at most 9 informative guesses from 9 counted "
                                        "runs, eps = 0.93 < 1",
-    "mutant-se-shared-noise": "its eliminations are deterministic but never fire on the constant middle background "
-                              "(equal means); a background whose gap sits at the elimination threshold shows it, and "
-                              "one pilot run cannot find that gap; even then it decides once per epoch",
-    "thirdparty/elimination.py:SharedNoiseBlockElimination": "as mutant-se-shared-noise: no elimination on equal "
-                                                            "means, and at most one decision per block",
-    "mutant-no-forgetting": ("flagged in some seeds: the first pulls' rewards feed every later release of their arms, so "
-                            "in the first-pulls layout the arm's later blocks keep starting early (ranks: 74 of 83 "
-                            "guesses right at seed 3, bound 2.40); at seed 0 the pilot's rule made 83 guesses, 68 "
-                            "right (1.60 against 1.91), and other seeds' pilots chose return or the dyadic layout"),
+    "mutant-se-shared-noise": ("decides at most once per run at the default horizon: with 2 arms its epochs "
+                               "(R_e = 650, 3,309 pulls per arm) end at rounds 1,300 and 7,918, so T = 4096 holds one "
+                               "elimination test per run, as a commit (9 counted runs show at most 0.93 < 1); and "
+                               "that test never fires on the constant middle background (equal means): only a "
+                               "background whose gap sits at its threshold shows it, one a pilot run cannot find"),
+    "thirdparty/elimination.py:SharedNoiseBlockElimination": ("as mutant-se-shared-noise: no elimination fires on "
+                                                             "equal means, and with 2 arms the first one ends its "
+                                                             "decisions (one arm left): at most one informative "
+                                                             "decision per run"),
+    "mutant-no-forgetting": ("flagged in some seeds: the first pulls' rewards feed every later release of their arms, "
+                             "so in the first-pulls layout (chosen in every seed) the arm's later blocks keep "
+                             "starting early and its share of the later plays moves with it, but each later release "
+                             "mixes the first reward with the arm's noisy later ones; the pilot's rule, chosen on one "
+                             "run, passes the claim 1.91 in a few seeds (median bound 1.74)"),
     "mutant-adar-ucb-sqrt2-noise": "not an (eps, delta) violation at all: its true eps at delta = 1e-5 is 6.57, "
                                    "below the 11.13 its Renyi claim converts to, so only a Renyi bound (the multi-run "
                                    "audit's) can show it; a one-run bound is on eps at delta",
@@ -316,39 +360,34 @@ WHY_NOT = {
                                     "10 runs make (5.6 at seed 0: every guess right could not pass it), and the round "
                                     "canaries barely move OFUL's actions: 38-60% right per position"),
     "mutant-sqrt2-noise": ("a leak of 1.41x in mu (2 rho-zCDP against rho): even an adversary reading every first release of "
-                          "the first-pulls layout directly (64 canaries per run, 8 counted runs) shows a median of 1.34 "
+                          "the first-pulls layout directly (256 canaries per run, 8 counted runs) shows a median of 1.59 "
                           "against the claim 1.91, and needs about 4,096 arms per run to pass it in most seeds "
                           "(benchmarks/one_run_gaussian_table.md); the actions only rank those releases"),
     "thirdparty/ucb_counter.py:NoResetEpisodicUCB": ("a leak of a few percent above the claim (the multi-run audit "
                                                     "bounds it at 1.04 from 50,000 runs per side): far more guesses "
                                                     "than 10 runs hold"),
-    "mutant-ldp-half-sensitivity": "flagged in some seeds only: a Gaussian channel of mu = 0.41-GDP (eps 1.61 at "
-                                   "delta = 1e-5) against the claim eps = 1 shows eps above 1 only in its tails; "
-                                   "simulated at 4,096 users per run the pilot's rule gives a median bound of 0.92 "
-                                   "(2 of 12 seeds above 1), an oracle rule 1.05; at 65,536 users per run (--horizon "
-                                   "65536) the pilot's rule passes the claim in 12 of 12 "
-                                   "(benchmarks/one_run_gaussian.md)",
-    "mutant-ldp-sqrt2-noise": "a Gaussian channel of mu = 0.29-GDP (eps 1.10 at delta = 1e-5): simulated, the pilot's "
-                              "rule gives a median bound of 0.55 at 4,096 users per run and 0.78 at 65,536, an oracle "
-                              "rule 0.84 (benchmarks/one_run_gaussian.md)",
+    "mutant-ldp-half-sensitivity": ("missed in a seed or two: a Gaussian channel of mu = 0.41-GDP (eps 1.61 at "
+                                    "delta = 1e-5) against the claim eps = 1 shows eps above 1 only in its tails, "
+                                    "which the default 65,536 users per run reach (simulated, the pilot's rule passes "
+                                    "the claim in 12 of 12 seeds there and in 2 of 12 at 4,096, the default before, "
+                                    "benchmarks/one_run_gaussian.md)"),
+    "mutant-ldp-sqrt2-noise": ("a Gaussian channel of mu = 0.29-GDP (eps 1.10 at delta = 1e-5): simulated at the "
+                               "default 65,536 users per run the pilot's rule gives a median bound of 0.78, an oracle "
+                               "rule that knows the bits 0.84 (benchmarks/one_run_gaussian.md)"),
     "mutant-ldp-peek": "the server reads one user's raw reward (user 0) and no other's: one leaking canary per run, "
                        "9 informative guesses show at most 0.93 < 1",
-    "mutant-laplace-eps-scale": ("flagged in most seeds: each release is 2-DP against the claim 0.5; in the "
-                                "first-pulls layout the order in which the arms come back after their first pulls "
-                                "ranks those releases, but at seed 0 the pilots chose the dyadic layout, whose 75 "
-                                "guesses were right 53 times (bound 0.44)"),
+    "mutant-bco-fkm-peek": ("its users' channel is correct and the server reads one user's raw loss (user 0): the "
+                            "one-run audit of a BCO policy judges the channel alone, and a leak confined to one user "
+                            "per run gives at most 9 informative guesses (0.93 < 1)"),
     "mutant-mean-sensitivity": ("missed in one seed of 10: its true eps is huge (the multi-run bound is in the "
                                "table above), but one-run bounds are capped by the guesses, and the early canaries "
                                "(rounds 1 .. 15, right 57-70% of the time) pull them to about the claim 1.91 when "
                                "guessed; with two pilots 8 runs are counted, not 9"),
-    "mutant-shared-noise": ("missed at seed 0: its argmax is a deterministic function of the data and the return "
-                           "order is right 468 of 469 times, but the pilot of one run chose the ranks score (right "
-                           "243 of 276 times, bound 1.68 against 1.91)"),
-    "examples/per_run_ucb.py:LeakyUCB": "missed in some seeds: its leak is eps x n in an episode of n rounds, and the "
-                                        "bounds from 55-85 guesses sit just above the claim 1",
-    "mutant-bco-2pt-half-gap": "refused: a BCO policy plays points of a convex body, the one-run layout is K-armed",
-    "mutant-bco-fkm-half-sensitivity": "refused: a BCO policy (as above)",
-    "mutant-bco-fkm-peek": "refused: a BCO policy (as above)",
+    "examples/per_run_ucb.py:LeakyUCB": ("missed at the two seeds whose pilots chose the first-pulls layout (1 and 8: "
+                                         "its later plays rank its 256 first releases less well than one pilot run "
+                                         "promised, 70-73% right, bounds 0.68 and 0.82); its leak is eps x n in an "
+                                         "episode of n rounds, and the dyadic layout's 55-85 guesses give bounds "
+                                         "just above the claim 1 at the other eight"),
 }
 
 
@@ -390,13 +429,14 @@ def write_md(out: dict[str, Any], path: Path) -> None:
          "Generated by `python benchmarks/one_run.py {argv}`: every case audited with "
          "`dpaudit.audit(NAME, protocol=P, method=\"one-run\", seed=S, workers=1)` at the one-run defaults (10 runs "
          "in all, 1 pilot and 9 counted, or 2 pilots, one per canary layout, and 8 counted where the policy's n_arms "
-         "is free and the first-pulls layout is offered; T = 4096 rounds, or 4096 users per run under local), in one process, one "
+         "is free and the first-pulls layout is offered; T = 4096 rounds, or 4096 users per run under local, as the rows "
+         "re-run since ran unless their update names other defaults), in one process, one "
          "after the other, on a shared 2-core machine (wall seconds; CPU seconds include the forked process a "
          "plug-in runs in). The multi-run columns are the CLI's default audit (`dpaudit check policy NAME --protocol "
          "P`, 50,000 runs per side planned, 2 workers), from `benchmarks/defaults.json` where it has the row, else "
          "run by this script in a fresh process. The classes run through the per-run adapter are given "
-         "n_arms = 2 in the multi-run audit and left free (default 2) in the one-run audit, which then pilots 64 "
-         "arms too.{slow}{partial}".format(
+         "n_arms = 2 in the multi-run audit and left free (default 2) in the one-run audit, which then pilots many "
+         "arms too (the first-pulls layout: 64 arms up to update 3, T / 16 = 256 since).{slow}{partial}".format(
              argv=" ".join(out.get("argv", [])), slow=slow_note,
              partial="" if out.get("complete", True) else " **Partial: the study was stopped before every case ran.**"),
          "",

@@ -22,7 +22,7 @@ first-pulls layout of a table/view one-run audit: each arm's first pull is a can
 Gaussian noise, so reading those releases directly is the most any adversary of that layout can do. The
 correct policy at rho = 0.1 releases sqrt(2 rho) = 0.447-GDP per canary (its claim, eps 1.91 at delta = 1e-5),
 ``mutant-sqrt2-noise`` 0.632-GDP (sigma too small by sqrt 2); one pilot and 8 counted runs (the first-pulls
-layout's), of K canaries each (64 arms by default), judged by the f-DP test of Gaussian DP.
+layout's), of K canaries each (256 arms at the audit's default T = 4096), judged by the f-DP test of Gaussian DP.
 
     python benchmarks/one_run_gaussian.py [--part local|table] [--seeds 12] [--users 4096 16384 65536]
         [--audit-seeds 5] [--audit-users 65536] [--out one_run_gaussian]
@@ -96,6 +96,13 @@ TABLE_POLICIES = (("adac-ucb (rho = 0.1)", "adac-ucb", {"rho": RHO}), ("mutant-s
 RANK_FRACTIONS = (0.05, 0.1, 0.35, 1.0)
 
 
+def _audit_arms() -> int:
+    """The arms of the first-pulls layout at the one-run audit's default horizon."""
+    from dpaudit.runner.one_run import ONE_RUN_DEFAULTS, wide_arms
+
+    return wide_arms(ONE_RUN_DEFAULTS["horizon"])
+
+
 def return_accuracy(spec: str, params: dict, mu: float, arms: int, runs: int) -> dict:
     """How close the actions come to the releases: the accuracy of the top and bottom fractions of the
     ``return`` score (how soon each arm is played again, :func:`dpaudit.attacks.one_run.action_features`) over
@@ -157,7 +164,7 @@ def main() -> None:
             print(name, users, {k: round(row[k]["median"], 3) for k in ("coarse", "fine", "oracle")}, flush=True)
     ranks = []
     for (label, spec, params), (_, mu) in zip(TABLE_POLICIES, TABLE_CHANNELS) if args.part == "table" else ():
-        ranks.append({"channel": label, "mu": mu, **return_accuracy(spec, params, mu, 64, 40)})
+        ranks.append({"channel": label, "mu": mu, **return_accuracy(spec, params, mu, _audit_arms(), 40)})
         print(label, "return order", ranks[-1]["accuracy"], "releases", ranks[-1]["release_accuracy"], flush=True)
     audits = []
     for name, mu in CHANNELS if args.audit_seeds and args.part == "local" else ():
@@ -199,7 +206,7 @@ def main() -> None:
                  f"table/view one-run audit puts a canary on each arm's first pull, which AdaC-UCB releases alone with "
                  f"Gaussian noise; an adversary who read those releases directly (the actions only rank them) sees one "
                  f"draw of N(+-mu/2, 1) per canary. One pilot run and {counted} counted runs of K canaries (K arms; the "
-                 "audit's default is 64), the rule chosen on the pilot as the audit chooses it, the f-DP test of "
+                 f"audit's default is {_audit_arms()}), the rule chosen on the pilot as the audit chooses it, the f-DP test of "
                  f"Gaussian DP at delta = {DELTA:g}, confidence {CONFIDENCE}; the oracle takes the best symmetric "
                  "top/bottom fraction knowing the bits (an envelope of what any pilot could choose, not a valid bound). "
                  f"Both claim rho = {RHO:g}-zCDP: eps = {claim:.3f} at delta = {DELTA:g}, as the audit reads it (the "
@@ -217,8 +224,9 @@ def main() -> None:
                      f"{r['oracle']['above_claim']}/{r['seeds']} |")
     if ranks:
         lines += ["", "How much of the releases the actions show: the first-pulls layout's `return` score (how soon each "
-                  "arm is played again) of the real policy, 40 runs of 64 arms (`dpaudit.runner.setup.build_policy(NAME, "
-                  "{'n_arms': 64, ...}, 4096)` on the layout's table), guessing the top and bottom fraction of the "
+                  f"arm is played again) of the real policy, 40 runs of {ranks[0]['arms']} arms "
+                  f"(`dpaudit.runner.setup.build_policy(NAME, {{'n_arms': {ranks[0]['arms']}, ...}}, 4096)` on the "
+                  "layout's table), guessing the top and bottom fraction of the "
                   "first-pull canaries, beside the same fractions of the first releases themselves (simulated):", "",
                   "| policy | fraction guessed | return order: accuracy | releases: accuracy |",
                   "| --- | ---: | ---: | ---: |"]

@@ -309,9 +309,9 @@ def test_one_run_flags_a_mutant_and_types_its_findings():
 def test_one_run_flags_block_leaks_and_spares_a_correct_policy():
     """The latest canaries first and signed guesses (benchmarks/one_run.md): mutant-mean-sensitivity (its
     noise shrinks with the episode, so the later canaries leak most) and mutant-shared-noise (a deterministic
-    argmax) flagged in at least 4 of seeds 0-4 each (measured over 10 seeds: 9 of 10 each with the dyadic
-    layout and the first-pulls layout piloted side by side; a pilot of one run sometimes picks the weaker
-    layout or score); the correct AdaC-UCB at the same seeds is never a violation (each audit is a false alarm with
+    argmax) flagged in at least 4 of seeds 0-4 each (measured over 10 seeds: 9 and 10 of 10 with the
+    dyadic layout and the first-pulls layout piloted side by side; a pilot of one run sometimes picks the
+    weaker layout or score); the correct AdaC-UCB at the same seeds is never a violation (each audit is a false alarm with
     probability at most 5%; measured 0 of 50 seeds, table and view)."""
     import dpaudit
 
@@ -370,8 +370,8 @@ def test_first_pulls_layout_keeps_a_pure_claim_at_its_true_eps():
     exactly eps-DP and the claim eps = 1 is tight: each audit, pilot choice between the layouts included, is a
     false alarm with probability at most 5%; 3 or more in 10 seeds has probability
     P[Binomial(10, 0.05) >= 3] = 0.012. And the audit has power: a bound above 0 rejects eps = 0, which guesses
-    at chance do with probability at most 5% (measured: 8 of 10 above 0, up to 0.83; 6 in the first-pulls
-    layout, 4 in the dyadic one)."""
+    at chance do with probability at most 5% (measured with 256 arms: 8 of 10 above 0, up to 1.01, one
+    violation; 7 in the first-pulls layout, 3 in the dyadic one)."""
     import dpaudit
 
     violations, positive, layouts = 0, 0, set()

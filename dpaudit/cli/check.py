@@ -22,6 +22,7 @@ from dpaudit.errors import DPAuditError, check_int, check_positive
 __all__ = ["register_cli", "is_finite_spec", "check_finite", "check_named", "EXIT_STATUS"]
 
 from dpaudit.runner.findings import EXIT_STATUS  # noqa: E402  exit status by verdict (2: bad input)
+from dpaudit.runner.one_run import ONE_RUN_DEFAULTS  # noqa: E402
 
 
 #: the protocols, as --protocol spells them
@@ -295,8 +296,6 @@ def check_finite(args: argparse.Namespace) -> int:
 #: "given" is "not None": the reproduce command names what was given, never a default)
 NAMED_DEFAULTS: dict[str, Any] = {"param": [], "confidence": DEFAULTS["confidence"], "runs": DEFAULTS["runs"], "seed": 0,
                                   "method": "multi-run"}
-from dpaudit.runner.one_run import ONE_RUN_DEFAULTS  # noqa: E402
-
 #: --runs of --method one-run when not given: runs in all, one of them the pilot
 ONE_RUN_RUNS = ONE_RUN_DEFAULTS["runs"]
 
@@ -347,8 +346,8 @@ def add_named_options(c: argparse.ArgumentParser, target: Any = None) -> None:
                             "Auditing with One (1) Training Run\", 2023; Mahloujifar, Melis & Chaudhuri, \"Auditing "
                             "f-Differential Privacy in One Run\", 2025), --runs R runs (one or two pilots) with many "
                             "canaries each (rounds 2^k - 1 whose reward is high or low, and each arm's first pull where "
-                            "the policy has or may be given 64 arms; or every user under local), guessed from what "
-                            "follows them; table, view and local only. It can show a violation when many guesses "
+                            "the policy has or may be given many arms, T / 16 up to 256; or every user under local), "
+                            "guessed from what follows them; table, view and local only. It can show a violation when many guesses "
                             "are right, up to the cap its guesses allow (reported as its power); it cannot catch a leak "
                             "of tens of percent, nor a policy that decides once per run (one informative guess per "
                             "counted run: 9 counted runs show at most eps = 0.93)")
@@ -373,8 +372,8 @@ def add_named_options(c: argparse.ArgumentParser, target: Any = None) -> None:
                             "action, then the search may extend it while a pair's sides act alike), an explicit T is "
                             f"kept as given; local: {DEFAULTS['horizon']}; joint: {JOINT_DEFAULTS['horizon']}; "
                             "shuffle: the policy's own (it only places the later batches; the first batch is the "
-                            f"view); --method one-run: {ONE_RUN_DEFAULTS['horizon']} rounds, or {ONE_RUN_DEFAULTS['local_horizon']} "
-                            "users under local")
+                            f"view); --method one-run: {ONE_RUN_DEFAULTS['horizon']} rounds, or "
+                            f"{ONE_RUN_DEFAULTS['local_horizon']} users under local")
     stats.add_argument("--seed", type=int, default=None,
                        help="seed of every random draw, an integer >= 0 (default 0): the same options and seed give "
                             "the same findings whatever --workers or --scheduler")

@@ -34,7 +34,12 @@ import numpy as np
 
 from dpaudit.environments import LossSequence
 
-__all__ = ["loss_pair", "play", "transcript_features", "central_features"]
+__all__ = ["loss_pair", "play", "transcript_features", "central_features", "action_space"]
+
+
+def action_space(policy: Any) -> str:
+    """What a BCO policy plays, for the findings (in place of K arms)."""
+    return f"points of the ball of radius {policy.radius:g} in R^{policy.d}, {policy.n_points} per round"
 
 
 def loss_pair(policy: Any, horizon: int, j: int) -> tuple[LossSequence, LossSequence]:

@@ -53,7 +53,7 @@ from dpaudit.errors import DPAuditError
 from dpaudit.mechanisms import Ledger
 from dpaudit.protocols import LocalDP, PairSpec, TableDP, make_pair
 from dpaudit.protocols.local import ask_transcript, check_local_plugin, real_array
-from dpaudit.protocols.continuous import central_features, loss_pair, play, transcript_features
+from dpaudit.protocols.continuous import action_space, central_features, loss_pair, play, transcript_features
 
 from .context import DEFAULTS, Context, confidence_each, runs_text
 from .findings import Exact
@@ -568,8 +568,7 @@ def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> N
     r = ctx.request
     s_ledger, s_channel, s_transcript, s_central = np.random.SeedSequence(r.seed).spawn(4)
     conf_each = confidence_each(ctx, 2 + int(central))
-    ctx.extra.update({"n_arms": None, "action_space": f"points of the ball of radius {policy.radius:g} in "
-                      f"R^{policy.d}, {policy.n_points} per round", "confidence_per_attack": conf_each})
+    ctx.extra.update({"n_arms": None, "action_space": action_space(policy), "confidence_per_attack": conf_each})
     # 1. ledger: the background losses (0, and user 0 at the low extreme), 200 runs
     ctx.say("local: ledger")
     t_ledger = time.perf_counter()

@@ -67,9 +67,10 @@ MAX_RUNS = 1000
 
 #: the most arms a policy is given for the first-pulls layout when its ``n_arms`` is free (not set by the user),
 #: and the rounds per arm it keeps (:func:`wide_arms`: 256 arms at T = 4096). More arms are more canaries per run:
-#: 256 against 64 flagged mutant-shared-noise, -mean-sensitivity and -laplace-eps-scale in 6 of 6 seeds (5, 5, 4
-#: of 6 at 64) and raised AdaC-UCB's median bound from 2.2 to 2.6; 512 and 1,024 gained no flag and lost some
-#: (fewer pulls per arm blur the later scores) at two to four times the time
+#: against 64, 256 raised the median bounds over 50 seeds (AdaC-UCB 1.84 to 2.62 against its claim 7.08, AdaP-UCB
+#: 0.32 to 0.52 against its exact 1) and flagged mutant-laplace-eps-scale and mutant-shared-noise in 10 of 10 seeds
+#: (8 and 9), the leaky per-run UCB in 8 (10) (benchmarks/one_run.md, updates 3 to 5); 512 and 1,024 gained no
+#: flag and lost some, at two to four times the time (benchmarks/one_run_arms.md)
 WIDE_ARMS = 256
 WIDE_ROUNDS_PER_ARM = 16
 #: the quantile of a pilot's accuracy posterior the layouts are compared at (:func:`_cautious`)
@@ -293,9 +294,12 @@ def audit(ctx: Context) -> None:
     ctx.params = params() if callable(params) else dict(r.params)
     bco = _is_bco(policy)
     K = 0 if bco else int(policy.n_arms)
-    ctx.extra.update({"n_arms": None, "action_space": f"points of the ball of radius {policy.radius:g} in "
-                      f"R^{policy.d}, {policy.n_points} per round", "method": "one-run"} if bco
-                     else {"n_arms": K, "method": "one-run"})
+    if bco:
+        from dpaudit.protocols.continuous import action_space
+
+        ctx.extra.update({"n_arms": None, "action_space": action_space(policy), "method": "one-run"})
+    else:
+        ctx.extra.update({"n_arms": K, "method": "one-run"})
     s_bits, s_runs, s_tie, s_channel = np.random.SeedSequence([int(r.seed), 0x0E1]).spawn(4)
     t_start = time.perf_counter()
 
@@ -329,14 +333,17 @@ def audit(ctx: Context) -> None:
             z = np.where(bits > 0, hi, lo).astype(float)
             messages = np.stack([np.asarray(policy.channel(z[j], np.random.default_rng(ss)), dtype=float)
                                  .reshape(T, -1) for j, ss in enumerate(s_channel.spawn(R))])
-            ctx.notes.append(
-                (f"a BCO policy's users hold loss functions, and what each sends is its channel applied to one datum "
-                 f"in [{lo:g}, {hi:g}] ({'her loss at the point played' if policy.n_points == 1 else 'the difference of her losses at the two points played'}); "
-                 "each canary user's message comes from the channel queried with the datum at either end"
-                 if bco else "the policy keeps no transcript() of what its server received, so each canary user's "
-                 "message comes from its channel queried with her datum")
-                + " (one call per user): the audit judges the users' channel, not what the server did with the "
-                "messages.")
+            if bco:
+                datum = ("her loss at the point played" if policy.n_points == 1
+                         else "the difference of her losses at the two points played")
+                why = (f"a BCO policy's users hold loss functions, and what each sends is its channel applied to one "
+                       f"datum in [{lo:g}, {hi:g}] ({datum}); each canary user's message comes from the channel "
+                       "queried with the datum at either end")
+            else:
+                why = ("the policy keeps no transcript() of what its server received, so each canary user's message "
+                       "comes from its channel queried with her datum")
+            ctx.notes.append(why + " (one call per user): the audit judges the users' channel, not what the server "
+                             "did with the messages.")
         feature, pilot_scores, counted = o.message_features(messages[0], bits[0], messages[1:])
         P = 1
         m_counted = (R - 1) * m
