@@ -238,8 +238,29 @@ def _refuse_bco(policy: Any, request: Any) -> None:
                            f"--protocol local only (its users' channel), not {request.protocol}.")
 
 
+def _time_batch(ctx: Context, policy: Any, n: int, rounds: int) -> float | None:
+    """Seconds for a batch of ``n`` runs of ``rounds`` rounds of ``policy`` on a constant table (None: the
+    policy failed there, and the audit itself reports its error with the input it refused)."""
+    K = int(policy.n_arms)
+    data = np.full((n, rounds) if ctx.protocol.list_input else (n, rounds, K), 0.5)
+    lo, hi = getattr(policy, "reward_range", (0.0, 1.0))
+    if np.isfinite(lo) and np.isfinite(hi):
+        data[...] = 0.5 * (float(lo) + float(hi))
+    t0 = time.perf_counter()
+    try:
+        ctx.protocol.run_batch(policy, data, 1, np.random.default_rng(0))
+    except DPAuditError:
+        raise
+    except Exception:  # noqa: BLE001
+        return None
+    return time.perf_counter() - t0
+
+
 def preflight(ctx: Context) -> None:
-    """Time one short run and refuse, before the audit starts, one estimated beyond ``--max-hours``."""
+    """Time the audit's batches on a short horizon and refuse, before the audit starts, one estimated beyond
+    ``--max-hours``: under local one batch of every run; under table and view the pilot of each layout (one run
+    each) and the counted runs' batch, in the first-pulls layout where it is offered (its many arms cost
+    most)."""
     from .cost import check_time
 
     check_request(ctx.request)
@@ -257,20 +278,22 @@ def preflight(ctx: Context) -> None:
         seconds = (time.perf_counter() - t0) * (T / t_short) * int(r.runs)
         check_time(ctx, seconds, f"the channel on {t_short} users timed, scaled to {r.runs} runs of {T}")
         return
-    K = int(policy.n_arms)
-    data = np.full((1, t_short) if ctx.protocol.list_input else (1, t_short, K), 0.5)
-    lo, hi = getattr(policy, "reward_range", (0.0, 1.0))
-    if np.isfinite(lo) and np.isfinite(hi):
-        data[...] = 0.5 * (float(lo) + float(hi))
-    t0 = time.perf_counter()
-    try:
-        ctx.protocol.run_batch(policy, data, 1, np.random.default_rng(0))
-    except DPAuditError:
-        raise
-    except Exception:  # the audit itself reports the policy's own error, with the input it refused
+    R = int(r.runs)
+    if ctx.protocol.name == "local":
+        batches = [(policy, R)]
+        how = f"a batch of {R} runs of {t_short} users timed, scaled to {T}"
+    else:
+        wide, _ = _wide_policy(ctx, policy, T, R)
+        batches = [(policy, 1), (policy, R - 1)]
+        if wide is not None:  # timed past its first pulls too: a policy with K arms spends its first K rounds on them
+            t_short = min(T, max(t_short, 4 * int(wide.n_arms)))
+            batches = [(policy, 1), (wide, 1), (wide, R - 2)]
+        how = (f"the pilot{'s' if wide is not None else ''} and the counted runs' batch timed on {t_short} rounds, "
+               f"scaled to {T}")
+    times = [_time_batch(ctx, p, n, t_short) for p, n in batches]
+    if any(t is None for t in times):
         return
-    seconds = (time.perf_counter() - t0) * (T / t_short) * int(r.runs)
-    check_time(ctx, seconds, f"one run of {t_short} rounds timed, scaled to {r.runs} runs of {T}")
+    check_time(ctx, sum(times) * T / t_short, how)
 
 
 def audit(ctx: Context) -> None:
