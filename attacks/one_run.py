@@ -420,9 +420,9 @@ SIGNED_FRACTIONS = (0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0)
 PILOT_QUANTILE = 0.25
 
 
-def _fractions(score: np.ndarray) -> tuple[float, ...]:
-    """The fractions a pilot ``score`` is offered: :data:`FRACTIONS` and the finer ones it can rank."""
-    n, distinct = score.size, np.unique(score).size
+def _fractions(n: int, distinct: int) -> tuple[float, ...]:
+    """The fractions a pilot score of ``n`` values, ``distinct`` of them different, is offered: :data:`FRACTIONS`
+    and the finer ones it can rank."""
     return FRACTIONS + tuple(f for f in FINE_FRACTIONS if round(f * n) >= FINE_MIN_GUESSES and distinct * f >= 2)
 
 
@@ -460,8 +460,9 @@ def choose_rule(pilot: dict[str, np.ndarray], pilot_bits: np.ndarray, m_counted:
     best: tuple[tuple[float, int], GuessRule] | None = None
     for name, sc in pilot.items():
         sc = np.asarray(sc, dtype=float).ravel()
-        fractions = _fractions(sc)
-        distinct = np.unique(sc).size == sc.size
+        n_distinct = np.unique(sc).size
+        fractions = _fractions(sc.size, n_distinct)
+        distinct = n_distinct == sc.size
         shapes = [(fp, fm, 0.0) for fp in fractions for fm in fractions if 0 < fp + fm <= 1]
         if signed:
             shapes += [(0.0, 0.0, fe) for fe in SIGNED_FRACTIONS]
