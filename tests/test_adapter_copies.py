@@ -138,6 +138,7 @@ def test_slices_of_a_batch_give_the_whole_batchs_rows(cls, kw, options):
         proto.run_batch(pol, tabs, 30, np.random.default_rng(8), copies=(5, 91))
 
 
+@pytest.mark.slow
 def test_the_search_ranks_a_one_run_class_on_two_workers_as_on_one():
     """The search's ranking of a one-run class splits each group's batch of runs over the workers (slices seeded
     as in the whole batch): the rows, the chosen test and its selection bound are those of one process."""
@@ -238,6 +239,7 @@ def test_a_policy_rebuilt_at_the_swept_horizon_replaces_its_notes():
     assert notes[0] == "protocol table." and notes[-1] == "horizon T = 192: swept." and len(notes) == len(old) + 2
 
 
+@pytest.mark.slow
 def test_a_stage_that_shows_nothing_for_a_while_gets_a_heartbeat_line():
     import io
     import time
@@ -263,6 +265,7 @@ def test_a_stage_that_shows_nothing_for_a_while_gets_a_heartbeat_line():
     assert quick.getvalue().startswith("x: horizon T = 96: about 40 s to go (estimated) [")  # the stage's name did not show
 
 
+@pytest.mark.slow
 def test_messages_held_back_do_not_hold_back_the_heartbeat():
     import io
     import time

@@ -73,11 +73,13 @@ def same_states(before):
 
 # ---- 1. step(last_reward, last_arm): the reward first ------------------------------------------
 
+@pytest.mark.slow
 def test_reward_first_step_is_driven_by_its_parameter_names_and_audited_reproducibly(pair):
     a = run_twice(f"{STYLES}:RewardFirstStepUCB", pair, "per-run")
     assert any("step(last_reward, last_arm)" in n and "names of its parameters" in n for n in a.notes)
 
 
+@pytest.mark.slow
 def test_reward_first_step_mapped_on_the_command_line(pair, capsys):
     argv = ["check", "policy", f"{STYLES}:RewardFirstStepUCB", "--adapter", "per-run:step_args=reward,arm",
             "--claim", "pure:eps=1", "--runs", "500", "--pair", pair, "--workers", "1", "--json"]
@@ -110,6 +112,7 @@ def test_a_swapped_order_is_caught_by_the_probe_and_the_fix_named():
 
 # ---- 2. update(t, arm, r): the round first ----------------------------------------------------
 
+@pytest.mark.slow
 def test_round_first_update_is_detected_and_audited(pair):
     a = run_twice(f"{STYLES}:RoundFirstUCB", pair, "per-run:first_round=1")
     assert any("select_arm(t) + update(t, arm, reward)" in n and "counted from 1" in n for n in a.notes)
@@ -162,6 +165,7 @@ def test_an_argument_order_error_says_how_to_map_the_arguments():
 
 # ---- 3 and 4. a factory; a constructor that takes objects --------------------------------------
 
+@pytest.mark.slow
 def test_a_factory_is_audited_with_the_horizon_given_to_its_parameter(pair):
     a = run_twice(f"{STYLES}:make_env_params_ucb", pair, "per-run", params={"n_arms": "2", "epsilon": "1"})
     assert a.params == {"n_arms": 2, "epsilon": 1.0, "n": T}  # typed by its signature, T to n
@@ -178,6 +182,7 @@ def test_a_constructor_taking_objects_names_the_factory_to_audit():
 
 # ---- 5. a module-level generator made at import ------------------------------------------------
 
+@pytest.mark.slow
 def test_a_module_level_generator_is_kept_apart_per_copy_and_said_so(pair):
     before = global_states()
     a = run_twice(f"{STYLES}:ModuleRngUCB", pair, "per-run")
@@ -248,6 +253,7 @@ def test_randomness_the_adapter_cannot_seed_is_refused_naming_where_the_copies_d
 
 # ---- 6. --param widened from an int default ----------------------------------------------------
 
+@pytest.mark.slow
 def test_a_fractional_param_for_an_int_default_is_passed_as_a_float_with_a_note(pair):
     a = run_twice(f"{STYLES}:IntEpsilonUCB", pair, "per-run", params={"epsilon": "0.5"})
     assert a.params["epsilon"] == 0.5 and isinstance(a.params["epsilon"], float)
@@ -265,6 +271,7 @@ def test_a_fractional_param_for_an_int_default_is_passed_as_a_float_with_a_note(
 
 # ---- 7. a one-run local-DP class: its randomizer is the channel --------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls, verdict", [("RROneRunUCB", "consistent"), ("TwoReportsRROneRunUCB", "violation")])
 def test_a_one_run_ldp_class_is_audited_under_local_through_its_randomizer(cls, verdict):
     spec = f"{LDP}:{cls}"
@@ -312,6 +319,7 @@ def test_a_draw_from_np_random_after_the_probe_is_kept_apart_and_off_names_redir
 
 # ---- 9. the up-front estimate measures the class ------------------------------------------------
 
+@pytest.mark.slow
 def test_the_estimate_measures_the_class_and_refuses_up_front(pair):
     a = audit(f"{STYLES}:ModuleRngUCB", adapter="per-run", claim="pure:eps=1", runs=500, pair=pair, workers=1)
     est = a.extra["estimate"]  # recorded in the findings (a run key: not part of the reproducible JSON)

@@ -207,6 +207,7 @@ def test_copies_do_not_share_state_whatever_their_order():
     assert np.array_equal(drive(perm), base[perm])
 
 
+@pytest.mark.slow
 def test_exploration_rate_of_an_adapted_class_matches_its_parameter():
     # eps-greedy explores with probability 0.3, picking an arm uniformly; greedy rounds break the tie
     # between equal values towards arm 0. Arm 1 (reward 1) is first played on an exploring round that
@@ -661,6 +662,7 @@ def test_build_policy_native_plugin_gets_the_horizon_and_the_claim(tmp_path):
         build_policy(f"{EXAMPLE}:PrivateUCB", {}, 48)  # a one-run class needs the adapter
 
 
+@pytest.mark.slow
 def test_the_black_box_attack_through_the_adapter_flags_the_leaky_example_only():
     """End to end: the membership attack on the pair the default search picked for LeakyUCB (canary
     round 24 on a low background, T = 48; found by ``search`` at its default sizes: bound 6.0 for

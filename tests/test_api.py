@@ -61,6 +61,7 @@ def test_to_dict_equals_cli_json(by_name, capsys):
     assert back.to_dict() == by_name.to_dict()
 
 
+@pytest.mark.slow
 def test_class_and_name_give_the_same_findings(by_name):
     from dpaudit.policies.ucb import AdaCUCB
 
@@ -184,6 +185,7 @@ def _fresh_python(code: str) -> str:
     return run.stdout.strip()
 
 
+@pytest.mark.slow
 def test_import_is_cheap():
     heavy = ("numpy", "scipy", "statsmodels", "pandas", "matplotlib", "dp_accounting")
     out = _fresh_python("import sys, time; t = time.perf_counter(); import dpaudit; "
@@ -240,6 +242,7 @@ def test_progress_bar_plain_lines_off_a_terminal():
     assert "1000/1000" in tty.getvalue() and "\r" in tty.getvalue()  # a tqdm bar, redrawn in place
 
 
+@pytest.mark.slow
 def test_plugin_template_is_consistent_as_shipped(capsys):
     from pathlib import Path
 
@@ -265,6 +268,7 @@ def test_mechanism_keeps_a_copy_of_the_centre():
     assert np.all(ledger.releases[0].centre == 1.0)
 
 
+@pytest.mark.slow
 def test_readme_python_example_runs_as_written(tmp_path, monkeypatch, capsys):
     """The README's Python API block, executed as written (in a scratch folder: it writes a report)."""
     import re
@@ -289,6 +293,7 @@ def test_account_a_policy_from_python():
     assert bad.status == "exceeds-claim" and bad.shared_rounds > 0 and bad.epsilon > bad.claim_epsilon
 
 
+@pytest.mark.slow
 def test_testing_assertions_keep_hypothesis_deadline_on_the_first_example():
     """In a fresh interpreter (nothing warmed up), the assertions run inside @given at hypothesis's default
     200 ms deadline: none of them imports a heavy module on its first call. (The health check on slow data
@@ -322,6 +327,7 @@ def test_testing_assertions_keep_hypothesis_deadline_on_the_first_example():
     assert _fresh_python(code) == "ok"
 
 
+@pytest.mark.slow
 def test_leakage_against_the_horizon_is_measured_on_request():
     a = dpaudit.audit("mutant-no-forgetting", params={"n_arms": 2}, horizon=12, runs=1500, workers=1,
                       horizons=[6, 24])
@@ -334,6 +340,7 @@ def test_leakage_against_the_horizon_is_measured_on_request():
     assert 'id=\'fig-horizon\'' in a.to_html()
 
 
+@pytest.mark.slow
 def test_claim_override_as_a_dp_event_or_text():
     from dp_accounting import dp_event
 

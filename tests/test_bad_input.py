@@ -329,6 +329,7 @@ def _plugin(tmp_path: Path, method: str, action: str, step: int) -> str:
     return f"{f}:P"
 
 
+@pytest.mark.slow
 @settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(method=st.sampled_from(METHODS), behaviour=st.sampled_from(sorted(BEHAVIOURS)), step=st.integers(0, 5),
        workers=st.sampled_from(["1", "2"]))
@@ -355,6 +356,7 @@ def _last_line(err: str) -> str:
     return "\n".join(line for line in err.splitlines() if not line.startswith("noise on stdout")) + "\n"
 
 
+@pytest.mark.slow
 def test_a_plugin_that_prints_keeps_json_on_stdout(capsys, tmp_path):
     spec = _plugin(tmp_path, "nowhere", "pass", 0)
     code, out, err = run_cli(capsys, ["check", "policy", spec, "--runs", "200", "--horizon", "6", "--workers", "1",
@@ -836,6 +838,7 @@ def test_describe_turns_a_plugins_exit_into_one_sentence(capsys, tmp_path, where
         assert spec in err and needle in err
 
 
+@pytest.mark.slow
 def test_describe_turns_os_exit_into_one_sentence(tmp_path):
     """os._exit in the constructor would end the process: the console script, so the test survives it."""
     import subprocess
@@ -940,6 +943,7 @@ def _misbehaving(tmp_path, name: str, method: str, where: str, action: str) -> P
     return src
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 @pytest.mark.parametrize("how", ["hang", "stuck"])
 def test_a_plugin_call_that_never_returns_ends_the_audit(capsys, tmp_path, workers, how):
@@ -986,6 +990,7 @@ def test_a_segfault_in_the_constructor_is_named(capsys, tmp_path):
     assert f"(SIGSEGV) while plug-in {src}:P ran in its constructor" in err
 
 
+@pytest.mark.slow
 def test_the_cli_survives_a_segfaulting_plugin_as_a_process(tmp_path, dpaudit_cli):
     """dpaudit as a process, not only main(): exit 2 and one sentence, never exit 139."""
     src = _misbehaving(tmp_path, "crash_cli", "act", "True", "ctypes.string_at(0)")
@@ -1026,6 +1031,7 @@ class P(AdaCUCB):
 '''
 
 
+@pytest.mark.slow
 def test_a_slow_constructor_cannot_make_the_estimate_take_minutes(capsys, tmp_path):
     """--max-hours 0.0003 (about 1 s): a constructor still running after it is refused within the box."""
     import time as _time
@@ -1040,6 +1046,7 @@ def test_a_slow_constructor_cannot_make_the_estimate_take_minutes(capsys, tmp_pa
             "estimate's 1.08 s time box ran out" in err), err
 
 
+@pytest.mark.slow
 def test_a_constructor_slower_than_the_estimates_box_is_audited_without_an_estimate(tmp_path, monkeypatch):
     from dpaudit.runner import check
     from dpaudit.runner import cost
@@ -1153,6 +1160,7 @@ def test_the_adapters_construction_and_probe_run_behind_the_sandbox(capsys, tmp_
     assert _time.monotonic() - t0 < 60
 
 
+@pytest.mark.slow
 def test_the_adapters_probe_prints_keep_json_on_stdout(capsys, tmp_path):
     code, out, err = run_cli(capsys, ["check", "policy", _one_run(tmp_path, "print"), *ADAPTED, "--json"])
     assert code in (0, 1, 3), err
@@ -1160,6 +1168,7 @@ def test_the_adapters_probe_prints_keep_json_on_stdout(capsys, tmp_path):
     assert "probe noise" in err and "constructor noise" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode,flag,needle", [
     ("ctor_sleep", ["--call-timeout", "1"], "did not return from its constructor within 1 s"),
     ("probe_spin", ["--call-timeout", "1"], "did not return from select_arm at step 5 within 1 s"),
@@ -1201,6 +1210,7 @@ class Stuck(AdaCUCB):
 '''
 
 
+@pytest.mark.slow
 def test_call_timeout_applies_to_a_class_given_to_the_python_api(tmp_path, monkeypatch):
     import importlib
     import sys as _sys
@@ -1420,6 +1430,7 @@ class P(AdaCUCB):
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_plugins_seterr_stays_in_its_own_calls(capsys, tmp_path, workers):
     """np.seterr(all='raise') in a plug-in reached dpaudit's numerics: 'FloatingPointError: underflow ... (a
@@ -1459,6 +1470,7 @@ class P(AdaCUCB):
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_plugins_own_base_exception_is_named_without_unpickling_it(tmp_path, workers):
     """It crossed to dpaudit's process, which could not unpickle it: 'ModuleNotFoundError ... (a dpaudit bug)'.
@@ -1613,6 +1625,7 @@ class P(AdaCUCB):
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where,workers", [("act", "1"), ("act", "2"), ("__init__", "1")])
 def test_the_default_watchdog_names_a_stuck_plugin(capsys, tmp_path, monkeypatch, where, workers):
     """A real stuck plug-in (a busy loop in act, a sleep in the constructor) and real signals (SIGALRM; the

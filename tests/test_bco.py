@@ -252,6 +252,7 @@ def test_twins_have_no_channel_and_are_refused_under_local():
 
 # ---- the audit ---------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, verdict, part", [
     ("ldp-bco-fkm", "consistent", None),
     ("ldp-bco-2pt", "consistent", None),
@@ -299,6 +300,7 @@ def test_audit_pairs_differ_in_one_user_at_the_extremes():
 
 # ---- utility: regret falls as eps grows ---------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, runs", [("ldp-bco-fkm", 1000), ("ldp-bco-2pt", 400), ("ldp-bco-scs", 400)])
 def test_regret_decreases_in_epsilon(name, runs):
     """Mean regret at eps = 0.5 above eps = 4 by more than 4 (unpaired) standard errors; FKM's gap is the smallest

@@ -119,6 +119,7 @@ def test_threshold_search_puts_the_shared_noise_elimination_at_its_threshold():
     assert found.info["best"][0]["separation"] >= 5
 
 
+@pytest.mark.slow
 def test_threshold_search_tries_both_orientations_and_extends_the_horizon():
     """Block elimination written by another author: the canary must sit inside the deciding batch, and with arm 0
     the better arm the elimination shows only when arm 1's next block would start; arm 0 the worse arm shows at
@@ -206,6 +207,7 @@ class P:
     assert any("audit compares at delta = 0.001" in n for n in out["notes"])
 
 
+@pytest.mark.slow
 def test_binary_reward_policy_is_audited_on_binary_tables(tmp_path):
     body = """
 class P:
@@ -238,6 +240,7 @@ class P:
         audit_policy(declared, runs=1000, horizon=12, workers=1, rewards=[0.5])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mutant-se-shared-noise", "mutant-etc-raw-commit", "mutant-counter-double-noise"])
 def test_new_mutants_are_flagged_without_a_hand_given_horizon_or_pair(name):
     params = {"pulls": 300} if name == "mutant-etc-raw-commit" else {"beta": 0.5} if "-se-" in name else {}
@@ -245,6 +248,7 @@ def test_new_mutants_are_flagged_without_a_hand_given_horizon_or_pair(name):
     assert out["verdict"] == "violation", out["reason"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,params", [("dp-se", {"beta": 0.5}), ("dp-etc", {"pulls": 300})])
 def test_correct_outside_style_policies_are_consistent_with_a_positive_bound(name, params):
     out = audit_policy(name, params, runs=2000, workers=1)
@@ -279,6 +283,7 @@ class OneRun:
 """
 
 
+@pytest.mark.slow
 def test_a_one_run_class_is_audited_unchanged_with_the_claim_on_the_command_line(tmp_path, capsys):
     path = tmp_path / "their_bandit.py"
     path.write_text(PER_RUN)
@@ -340,6 +345,7 @@ class Odd:
 """
 
 
+@pytest.mark.slow
 def test_adapter_options_name_the_methods_and_the_first_round(tmp_path, capsys):
     from dpaudit.adapters import parse_adapter
 

@@ -39,6 +39,7 @@ def test_mutant_is_a_violation_with_witness(capsys):
     assert out["witness"]["attack"] == "membership" and "round" in out["witness"]
 
 
+@pytest.mark.slow
 def test_same_seed_same_answer(capsys):
     a = _json(capsys, ["check", "policy", "adac-ucb", "--seed", "5"] + FAST)[1]
     b = _json(capsys, ["check", "policy", "adac-ucb", "--seed", "5"] + FAST)[1]
@@ -88,6 +89,7 @@ def plugin(tmp_path):
     return str(path)
 
 
+@pytest.mark.slow
 def test_plugin_without_ledger_is_judged_black_box(capsys, plugin):
     code, out = _json(capsys, ["check", "policy", f"{plugin}:Leaky", "--horizon", "6", "--runs", "3000"])
     assert code == 1 and out["ledger"] is None
@@ -119,6 +121,7 @@ def test_plugin_without_claim_exits_2(capsys, plugin):
     assert "declares no claim" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_report_is_written(tmp_path, capsys):
     md = tmp_path / "r" / "audit.md"
     code = main(["check", "policy", "mutant-first-unnoised", "--report", str(md)] + FAST)

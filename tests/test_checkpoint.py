@@ -36,6 +36,7 @@ def _pieces(directory: Path) -> list[Path]:
     return list(directory.glob("*/*.pkl"))
 
 
+@pytest.mark.slow
 def test_a_killed_audit_resumes_to_identical_findings(tmp_path):
     cp = tmp_path / "cp"
     proc = subprocess.Popen([DPAUDIT, *ARGS, "--workers", "1", "--checkpoint", str(cp)], stdout=subprocess.DEVNULL,
@@ -124,6 +125,7 @@ def _same(a, b):
                                         for k in a)
 
 
+@pytest.mark.slow
 def test_a_flipped_byte_is_never_reused(tmp_path):
     """Every single-byte flip of a piece: the findings are the fresh ones, and the damage is counted."""
     tasks = [(k,) for k in range(3)]
@@ -168,6 +170,7 @@ def test_a_piece_moved_to_another_name_is_not_reused(tmp_path):
     assert _same(got[1], _arrays(2)) and again.summary()["pieces_damaged_recomputed"] == 1
 
 
+@pytest.mark.slow
 def test_damaged_pieces_of_an_audit_are_recomputed_to_the_same_findings(tmp_path):
     import dpaudit
 

@@ -70,6 +70,7 @@ def test_reproduce_table_vs_view(capsys) -> None:
     assert rows["Interactive delta at eps = 0.95"] >= rows["Table delta at eps = 0.95"]
 
 
+@pytest.mark.slow
 def test_console_script_is_installed(tmp_path) -> None:
     from pathlib import Path
 

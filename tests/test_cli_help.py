@@ -2,7 +2,10 @@
 
 import re
 
+import pytest
 
+
+@pytest.mark.slow
 def test_help_lists_every_exit_status(dpaudit_cli):
     res = dpaudit_cli("--help")
     assert res.returncode == 0, res.stderr[-500:]
@@ -18,6 +21,7 @@ def test_help_lists_every_exit_status(dpaudit_cli):
     assert dpaudit_cli(*base, "adac-ucb", "--runs", "-5").returncode == 2
 
 
+@pytest.mark.slow
 def test_every_json_output_names_its_format(dpaudit_cli):
     import json
 

@@ -53,6 +53,7 @@ def plugin(tmp_path_factory):
     return spec, _stable(audit_policy(spec, {"n_arms": "3"}, workers=1, **KW))
 
 
+@pytest.mark.tooling
 def test_findings_on_a_dask_cluster_equal_the_serial_run(cluster, plugin):
     spec, serial = plugin
     remote = audit_policy(spec, {"n_arms": "3"}, scheduler=cluster.scheduler_address, **KW)
@@ -60,6 +61,7 @@ def test_findings_on_a_dask_cluster_equal_the_serial_run(cluster, plugin):
     assert _stable(remote) == serial
 
 
+@pytest.mark.tooling
 def test_a_worker_killed_mid_audit_is_survived(cluster, plugin):
     from distributed import Client
 
@@ -89,6 +91,7 @@ def test_a_worker_killed_mid_audit_is_survived(cluster, plugin):
     assert _stable(result["out"]) == serial
 
 
+@pytest.mark.tooling
 def test_a_wrong_scheduler_address_is_one_sentence():
     with pytest.raises(DPAuditError, match="cannot connect to the Dask scheduler at tcp://127.0.0.1:9"):
         dask_executor("tcp://127.0.0.1:9", timeout=1)
@@ -96,6 +99,7 @@ def test_a_wrong_scheduler_address_is_one_sentence():
         dask_executor("localhost")
 
 
+@pytest.mark.tooling
 def test_a_cluster_without_workers_is_reported_not_waited_on():
     from distributed import LocalCluster
 

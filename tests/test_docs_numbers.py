@@ -65,6 +65,7 @@ def test_value_paths_and_formats():
     assert reg.masked("eps >= 1.5 (50000 samples, 0.6 s; 12 ms)") == "eps >= 1.5 (50000 samples, T s; T s)"
 
 
+@pytest.mark.slow
 def test_the_quick_start_reproduces():
     """The README's quick start, run again now, prints what the README shows and gives its quoted numbers."""
     if shutil.which("dpaudit") is None:  # pragma: no cover - the package is installed in every test venv

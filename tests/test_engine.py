@@ -19,6 +19,7 @@ from dpaudit.engine import Engine
 _stable = findings_json  # the findings, without how the audit ran
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,params", [("adac-ucb", {"n_arms": "3", "rho": "0.5"}),
                                          ("adac-oful", {"n_arms": "3", "dim": "2"})])
 def test_serial_two_processes_and_any_executor_give_the_same_findings(name, params):
@@ -32,6 +33,7 @@ def test_serial_two_processes_and_any_executor_give_the_same_findings(name, para
     assert serial["attacks"][0]["samples"] > 0
 
 
+@pytest.mark.slow
 def test_plugin_from_a_file_runs_on_worker_processes(tmp_path):
     src = tmp_path / "mine.py"
     src.write_text(textwrap.dedent("""
@@ -46,6 +48,7 @@ def test_plugin_from_a_file_runs_on_worker_processes(tmp_path):
     assert two["workers"] == "2 local processes" and _stable(one) == _stable(two)
 
 
+@pytest.mark.slow
 def test_a_policy_that_cannot_be_pickled_runs_here_with_a_note(tmp_path):
     src = tmp_path / "closure.py"
     src.write_text(textwrap.dedent("""
@@ -77,6 +80,7 @@ def _interrupt_after_ranking(monkeypatch):
     monkeypatch.setattr(nb, "evaluate", boom)
 
 
+@pytest.mark.slow
 def test_interrupted_audit_reports_what_finished(monkeypatch):
     _interrupt_after_ranking(monkeypatch)
     with pytest.raises(AuditInterrupted) as info:
@@ -88,6 +92,7 @@ def test_interrupted_audit_reports_what_finished(monkeypatch):
     assert "neighbouring-pair search" in part["reason"] and "no verdict" in part["reason"]
 
 
+@pytest.mark.slow
 def test_interrupted_cli_exits_130_and_writes_a_partial_report(monkeypatch, tmp_path, capsys):
     _interrupt_after_ranking(monkeypatch)
     report = tmp_path / "r.md"
@@ -197,6 +202,7 @@ def test_what_is_set_on_a_policy_after_its_runs_still_travels():
     assert pickle.loads(pickle.dumps(p)).keep_transcript is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,protocol,params,kw", [
     ("ldp-ucb-rr", "local", {}, {"horizon": 8, "runs": 1000}),
     ("ldp-linucb", "local", {}, {"horizon": 8, "runs": 500}),

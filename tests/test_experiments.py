@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from dpaudit.cli import main
 from dpaudit.environments import BernoulliBandit
 from dpaudit.reproduce.zcdp_bandits import run_panel
 
 
+@pytest.mark.slow
 def test_reproduce_quick(tmp_path, capsys):
     assert main(["reproduce", "zcdp-bandits", "--quick", "--out", str(tmp_path), "--json", "--seed", "0"]) == 0
     out = json.loads(capsys.readouterr().out)

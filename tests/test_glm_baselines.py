@@ -38,6 +38,7 @@ def test_deterministic_by_seed(name, link, contextual_regret):
     assert np.array_equal(a, b) and not np.array_equal(a, c)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("link", ["logistic", "probit"])
 def test_learns_far_below_uniform_play(name, link, contextual_regret):
@@ -141,6 +142,7 @@ def test_gloc_matches_a_per_run_reference_of_ons_glm():
 
 # ---- RS-GLinUCB's switches -------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("link", ["logistic", "probit"])
 def test_rs_glinucb_switch_counts_within_their_bounds_and_logarithmic(link):
     """Stochastic contexts: n_I and n_II never exceed switch_bounds(); n_II grows by at most d log2(8) + 1

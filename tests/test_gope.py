@@ -198,6 +198,7 @@ def test_private_elimination_uses_the_released_estimate():
 # ---- noise in the ledger ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_adac_noise_scale_and_effective_covariance_match_app_dc():
     rho, d, K = 0.3, 3, 10
     env = LinearBandit(noise="bernoulli", instance_seed=2)

@@ -39,6 +39,7 @@ def test_joint_pairs_differ_only_at_the_canary_round():
         assert diff.tolist() == [pair.round]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_jdp_glm_is_consistent(seed):
     out = audit_joint("jdp-glm", TINY, runs=2000, horizon=8, seed=seed)
@@ -50,6 +51,7 @@ def test_jdp_glm_is_consistent(seed):
     assert out["beside"][0]["attack"] == "central view" and out["beside"][0]["epsilon_lower"] > out["epsilon_claimed"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,horizon,by", [
     ("mutant-tree-reused-noise", 8, "tree-releases"),
     ("mutant-tree-no-leaf-noise", 8, "tree-releases"),
@@ -64,6 +66,7 @@ def test_joint_mutants_are_flagged(name, horizon, by):
         assert exact["long-horizon ledger"] > exact["per-round ledger"] > out["epsilon_claimed"]
 
 
+@pytest.mark.slow
 def test_shuffle_glm_is_consistent_and_the_arrival_order_mutant_is_not():
     params = {"dim": "1", "n_arms": "2"}
     ok = audit_shuffle("shuffle-glm", params, runs=3000, seed=0)
@@ -74,6 +77,7 @@ def test_shuffle_glm_is_consistent_and_the_arrival_order_mutant_is_not():
     assert bad["verdict"] == "violation" and bad["epsilon_lower"] > bad["epsilon_claimed"]
 
 
+@pytest.mark.slow
 def test_cli_joint_json_report_and_exit_codes(capsys, tmp_path):
     report = tmp_path / "joint.md"
     code = main(["check", "policy", "mutant-tree-no-leaf-noise", "--protocol", "joint", "--param", "n_arms=2",
@@ -94,6 +98,7 @@ def test_options_of_the_table_audit_are_refused_under_joint_and_shuffle(capsys):
         assert "--rewards does not apply to --protocol" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_python_api_audits_under_joint_and_shuffle():
     import dpaudit
 
@@ -124,6 +129,7 @@ def test_readout_pair_differs_only_in_the_canary_reward_and_reads_theta_1():
     assert pol.act(int(read[0]), x).tolist() == [0, 1]
 
 
+@pytest.mark.slow
 def test_the_joint_audit_reports_the_black_box_attacks_power():
     out = audit_joint("jdp-glm", TINY, runs=1000, horizon=8, seed=0)
     pw = out["power"]
@@ -135,6 +141,7 @@ def test_the_joint_audit_reports_the_black_box_attacks_power():
                for n in out["notes"])
 
 
+@pytest.mark.slow
 def test_the_readout_adversary_sees_the_uncapped_update_mutant_through_the_actions_alone():
     # the mutant updates its PGD estimate without a cap, so the canary's reward reaches many updates; the
     # black-box attack on a_{t+1}..a_T with the read-out pair alone shows a positive bound (seeded: 0.19 here;

@@ -136,6 +136,7 @@ def _attack(pol, pairs, T, n, seed, delta, confidence):
     return joint_likelihood_attack(src, cands, pilots, ss, delta=delta, confidence=confidence, n_runs=n)
 
 
+@pytest.mark.slow
 def test_the_bound_rarely_exceeds_the_true_epsilon_and_a_lying_ledger_would():
     """Over many seeds at a small size (delta = 0.05, so the bound comes close to the truth), the bound exceeds
     the exact eps of the Gaussian loss at most at the error rate 1 - confidence (binomial test, 1e-3); a ledger
@@ -161,6 +162,7 @@ def test_jdp_glm_loss_moves_exactly_the_canary_nodes():
     assert np.all(out["post"])
 
 
+@pytest.mark.slow
 def test_joint_audit_of_jdp_glm_reaches_its_sample_limit():
     """The tree-likelihood bound at K = 2, d = 2, T = 8 and 2,000 runs, against the exact law of its own test
     (the order statistic of :func:`dpaudit.attacks.likelihood.loss_bounds`, no grid) at the exact profile of the
@@ -238,6 +240,7 @@ def test_calibration_mutants_cost_what_their_docstrings_say_and_the_replay_sees_
     assert mu2.min() == pytest.approx(int(tree_node_counts(T)[0]) * 2.0 / pol.sigma_tree**2, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_a_ledger_sensitivity_the_canary_exceeds_is_noted():
     kw = dict(protocol="joint", runs=1000, horizon=8, seed=0, workers=1)
     ok = check("jdp-glm", {"n_arms": "2", "dim": "2"}, **kw)
@@ -285,6 +288,7 @@ def test_growth_background_spreads_unit_contexts_over_every_direction():
     assert np.allclose(gram, 2 * np.eye(4))  # equal eigenvalues: the largest determinant for the trace
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,violates", [("jdp-glm", False), ("mutant-jdp-pgd-steps-unsplit", True)])
 def test_the_long_horizon_ledger_sees_a_gradient_budget_the_short_audit_never_spends(name, violates):
     """At T = 8 no run updates, so the unsplit gradient budget composes within the claim; built for T = 768 and run

@@ -31,12 +31,14 @@ def _lint(tree: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
+@pytest.mark.tooling
 def test_the_layers_of_design_md_hold(tmp_path):
     res = _lint(_layout(tmp_path))
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     assert "0 broken" in res.stdout
 
 
+@pytest.mark.tooling
 def test_the_contract_catches_an_import_upwards(tmp_path):
     """The lint can fail: an accountant that imports the runner breaks the layers contract."""
     tree = _layout(tmp_path)
@@ -69,10 +71,12 @@ def _underscore_imports(tree: Path) -> list[str]:
     return found
 
 
+@pytest.mark.tooling
 def test_no_module_imports_another_modules_underscore_names(tmp_path):
     assert _underscore_imports(_layout(tmp_path)) == []
 
 
+@pytest.mark.tooling
 def test_the_underscore_check_can_fail(tmp_path):
     tree = _layout(tmp_path)
     (tree / "dpaudit" / "leaky.py").write_text("from dpaudit.runner.setup import _private\n")

@@ -491,6 +491,7 @@ class _ExactGaussian:
         return self._c.send(z, rng)
 
 
+@pytest.mark.slow
 def test_channel_attack_false_alarms_over_50_seeds():
     eps, delta = 1.0, 1e-3
     ch = _ExactGaussian(eps, delta)
@@ -500,6 +501,7 @@ def test_channel_attack_false_alarms_over_50_seeds():
     assert np.median(bounds) > 0.6 * eps  # and the attack has power
 
 
+@pytest.mark.slow
 def test_channel_attack_offers_thresholds_at_every_tail_depth():
     """At delta 1e-5 with 1e8 fresh samples the best Gaussian test rejects ~1e-4 of a side: deeper than an
     even 1024-point grid reaches, shallower than the 500 most extreme of 2e7 selection samples. Regression:
@@ -522,6 +524,7 @@ def test_channel_attack_on_randomized_response_is_near_exact_and_never_above():
     assert min(bounds) > 0.9
 
 
+@pytest.mark.slow
 def test_local_audit_false_alarms_over_50_seeds():
     """The whole local audit (ledger, channel, exact, transcript) on randomised response, whose exact
     epsilon equals its claim: the tightest correct policy, so the hardest case for false alarms."""
@@ -546,6 +549,7 @@ def test_half_sensitivity_mutant_is_caught_black_box_too():
     assert out["attacks"][0]["attack"] == "channel" and out["attacks"][0]["epsilon_lower"] > out["epsilon_claimed"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ldp-ucb", "ldp-ucb-laplace", "ldp-ucb-rr", "ldp-tsallis-inf"])
 def test_local_audit_consistent_on_correct_policies(name):
     out = audit_local(name, {}, runs=5000, horizon=16, seed=0, central=False)
@@ -553,6 +557,7 @@ def test_local_audit_consistent_on_correct_policies(name):
     assert out["ledger"]["epsilon"] <= out["epsilon_claimed"] * (1 + 1e-12)
 
 
+@pytest.mark.slow
 def test_cli_local_consistent_violation_and_refusals(capsys):
     assert main(["check", "policy", "ldp-ucb-rr", "--protocol", "local", "--runs", "2000", "--horizon", "8",
                  "--workers", "1"]) == 0
@@ -568,6 +573,7 @@ def test_cli_local_consistent_violation_and_refusals(capsys):
     assert "epsilon must be" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_reproduce_ldp_bandits_quick(tmp_path, capsys):
     assert main(["reproduce", "ldp-bandits", "--quick", "--out", str(tmp_path)]) == 0
     import json
@@ -604,6 +610,7 @@ def test_alg3_gloc_channel_ledger_and_audit():
     assert out["ledger"]["max_messages_per_user"] == 3 and out["exact"][0]["epsilon"] <= out["epsilon_claimed"]
 
 
+@pytest.mark.slow
 def test_lilucb_identifies_the_best_arm_and_pays_for_local_privacy():
     from dpaudit.environments import BernoulliBandit
     from dpaudit.simulate import simulate
@@ -620,6 +627,7 @@ def test_lilucb_identifies_the_best_arm_and_pays_for_local_privacy():
     assert out["verdict"] == "consistent"
 
 
+@pytest.mark.slow
 def test_cli_local_report(tmp_path, capsys):
     md = tmp_path / "rr.md"
     assert main(["check", "policy", "ldp-ucb-rr", "--protocol", "local", "--runs", "1000", "--horizon", "8",

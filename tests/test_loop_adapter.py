@@ -155,6 +155,7 @@ def test_protocols_that_drive_rounds_one_by_one_are_refused():
             interactive.run(p, np.full((48, 2), 0.5), 10, np.random.default_rng(0), adv)
 
 
+@pytest.mark.slow
 def test_the_loop_functions_audited_correct_consistent_buggy_flagged():
     """The ported originals through ``--adapter loop`` at a short horizon and 1,000 fresh runs per side:
     the correct explore-then-commit is consistent, the mean's noise on the sum (true eps = 12) a violation."""

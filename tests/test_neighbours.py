@@ -145,6 +145,7 @@ class ReplayingVoteClaim(ReplayingVote):
         self.claim = PureDP(1.5)  # right for 3 releases (T = 4), wrong from T = 5 on
 
 
+@pytest.mark.slow
 def test_a_black_box_audit_tests_once_at_the_horizon_its_sweep_chose():
     import dpaudit
     a = dpaudit.audit(ReplayingVoteClaim, runs=5000, seed=0, workers=1)

@@ -146,6 +146,7 @@ def test_width_adds_the_privacy_term():
 # ---- regret -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_regret_sanity_private_vs_nonprivate():
     T, n = 1500, 40
     env = bounded_env(5)

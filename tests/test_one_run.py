@@ -306,6 +306,7 @@ def test_one_run_flags_a_mutant_and_types_its_findings():
     assert back.attacks[0].details["guesses"] == d["guesses"]
 
 
+@pytest.mark.slow
 def test_one_run_flags_block_leaks_and_spares_a_correct_policy():
     """The latest canaries first and signed guesses (benchmarks/one_run.md): mutant-mean-sensitivity (its
     noise shrinks with the episode, so the later canaries leak most) and mutant-shared-noise (a deterministic
@@ -324,6 +325,7 @@ def test_one_run_flags_block_leaks_and_spares_a_correct_policy():
         assert a.verdict != "violation", (seed, a.reason)
 
 
+@pytest.mark.slow
 def test_first_pulls_layout_flags_leaks_of_the_first_releases():
     """A policy whose n_arms is free is also piloted with 256 arms, one canary per arm's first pull, scored by
     the order the arms come back (benchmarks/one_run.md): mutant-first-unnoised (its first releases unnoised)
@@ -365,6 +367,7 @@ def test_first_pulls_layout_respects_the_users_arms():
     assert a.attacks[0].details["counted_runs"] == 2 and a.extra["n_arms"] == 16
 
 
+@pytest.mark.slow
 def test_first_pulls_layout_keeps_a_pure_claim_at_its_true_eps():
     """AdaP-UCB releases each episode sum with Laplace noise of scale 1/eps, so each reward (each canary) is
     exactly eps-DP and the claim eps = 1 is tight: each audit, pilot choice between the layouts included, is a
@@ -419,6 +422,7 @@ def test_correct_channel_claimed_at_its_true_eps_rarely_violates():
     assert float(np.median(bounds)) > 0.4, bounds  # and the audit has power: the bounds are not all 0
 
 
+@pytest.mark.slow
 def test_default_local_users_show_a_gaussian_channel_at_twice_its_calibration():
     """mutant-ldp-half-sensitivity (0.41-GDP, eps 1.61 at delta = 1e-5, against the claim eps = 1) shows only in
     its tails: at the default 65,536 users per run it is flagged (at 4,096 it was in 1 seed of 10,
@@ -435,6 +439,7 @@ def test_default_local_users_show_a_gaussian_channel_at_twice_its_calibration():
     assert ok.verdict == "consistent" and 0.2 < ok.epsilon_lower < 1.0
 
 
+@pytest.mark.slow
 def test_bco_policies_are_audited_in_one_run_through_their_users_channel():
     """A BCO policy's users hold loss functions; the one-run audit judges the channel every user sends through,
     at its datum's two ends: a Gaussian channel at half its calibrated noise (0.41-GDP against eps = 1) is
@@ -479,6 +484,7 @@ def test_one_run_class_through_the_per_run_adapter():
     assert any("per-run" in n or "copies" in n or "np.random" in n for n in a.notes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["joint", "shuffle"])
 def test_cli_refuses_one_run_where_it_does_not_apply(dpaudit_cli, protocol):
     res = dpaudit_cli("check", "policy", "adac-ucb", "--method", "one-run", "--protocol", protocol)
@@ -494,6 +500,7 @@ def test_api_refuses_one_run_under_interactive():
         dpaudit.audit("adac-ucb", protocol="interactive", method="one-run")
 
 
+@pytest.mark.slow
 def test_cli_one_run_and_bad_runs(dpaudit_cli):
     res = dpaudit_cli("check", "policy", "mutant-shared-noise", "--method", "one-run", "--horizon", "1024", "--workers",
                       "1")

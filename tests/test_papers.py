@@ -202,6 +202,7 @@ def test_every_help_text_names_papers_not_seeds():
     assert "interactive joint/local DP definitions" in helps["dpaudit account"]
 
 
+@pytest.mark.slow
 def test_help_subprocess_of_every_subcommand_is_clean(dpaudit_cli):
     """The same, as a user sees it: ``python -m dpaudit CMD --help``."""
     from dpaudit.cli import build_parser

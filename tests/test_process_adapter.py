@@ -141,6 +141,7 @@ def test_a_wrong_arm_of_one_run_is_named_per_run_too(tmp_path):
     p.close()
 
 
+@pytest.mark.slow
 def test_a_hang_is_killed_at_the_timeout_and_named(tmp_path):
     p = ProcessPolicy(fake(tmp_path, "hang"), timeout=3.0)
     pid = p._proc.proc.pid
@@ -199,6 +200,7 @@ def test_the_process_survives_pickling_to_a_worker_as_a_fresh_process(tmp_path):
     q.close()
 
 
+@pytest.mark.tooling
 @needs_node
 def test_the_node_reference_gives_the_same_arms_batched_or_per_run():
     a = build_policy(f"node {NODE_UCB}", {"epsilon": "1"}, 48, adapter="process")
@@ -209,6 +211,7 @@ def test_the_node_reference_gives_the_same_arms_batched_or_per_run():
     b.close()
 
 
+@pytest.mark.tooling
 @needs_node
 def test_the_node_reference_is_consistent_and_its_leaky_flag_is_flagged():
     """Both audited as a user would (the claim is the process's own answer to ``claim``), at a short

@@ -172,6 +172,7 @@ def _cycle_inputs(K: int, T: int) -> np.ndarray:
                      rng.random((T, K)) * np.linspace(1.0, 0.3, K), (rng.random((T, K)) < np.linspace(0.8, 0.3, K)) * 1.0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["dp-se", "mutant-se-shared-noise"])
 @pytest.mark.parametrize("K", [2, 3])
 def test_cycle_path_gives_the_step_paths_views_and_draws_the_same_noise(name, K):

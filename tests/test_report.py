@@ -148,6 +148,7 @@ def test_markdown_opens_with_the_verdict_and_numbers(violation):
     assert f"{violation.gap:.4g}" not in md and "| seed | 0 |" in md and "## Verdict" in md
 
 
+@pytest.mark.slow
 def test_html_is_real_html_with_every_figure_and_no_scripts(violation):
     page = violation.to_html()
     assert page.startswith("<!DOCTYPE html>") and page.count("<pre>") == 1  # only the command line
@@ -196,6 +197,7 @@ def _md_written(a, stem: str = "report") -> str:
     return markdown_report(a, {f["id"]: f"{stem}.{f['id']}.png" for f in figures(a, draw=False)})
 
 
+@pytest.mark.slow
 def test_pair_is_written_atomically_and_bad_paths_fail_first(violation, tmp_path, monkeypatch):
     md = tmp_path / "sub" / "r.md"
     paths = violation.write(md)
@@ -230,6 +232,7 @@ def _fail_second_file(monkeypatch):
     monkeypatch.setattr(rep.os, "fdopen", failing_fdopen)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(AUDITS))
 def test_every_protocol_writes_its_report_as_an_atomic_pair(name, audits, written, tmp_path, monkeypatch):
     md, page = written[name][:2]
@@ -293,6 +296,7 @@ def _assert_captions_describe_what_ran(a, page: str) -> None:
         assert "used twice" not in cap and "dashed" not in cap and "by design" in cap and "not reuse" in cap
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(AUDITS))
 def test_captions_describe_only_what_ran(name, audits, written):
     a = audits[name]
@@ -310,6 +314,7 @@ def test_captions_describe_only_what_ran(name, audits, written):
         assert "'tree-likelihood'" in caps and caps.count("likelihood") == caps.count("tree-likelihood")
 
 
+@pytest.mark.slow
 def test_the_old_joint_captions_would_fail(audits):
     """The check above is not vacuous: the captions the central report drew for a joint audit (a Rényi panel
     and a likelihood attack that never ran, a 'used twice' alarm on the tree ledger) fail it."""
@@ -321,6 +326,7 @@ def test_the_old_joint_captions_would_fail(audits):
         _assert_captions_describe_what_ran(audits["joint"], old)
 
 
+@pytest.mark.slow
 def test_sections_are_the_same_data_for_every_protocol(audits):
     for name, a in audits.items():
         titles = [s.title for s in sections(a)]
@@ -349,6 +355,7 @@ def test_sections_are_the_same_data_for_every_protocol(audits):
         assert "| package | version |" in md
 
 
+@pytest.mark.slow
 def test_every_protocols_report_is_plain_readable_text(audits, violation):
     """No Python float repr, no None, no part labelled consistent with a bound of 0, in any protocol's report;
     the banner says what a consistent verdict rests on exactly when a part of the verdict showed nothing."""
@@ -459,6 +466,7 @@ def _layout_problems(r: dict) -> list[str]:
     return problems
 
 
+@pytest.mark.tooling
 def test_every_protocols_report_renders_in_a_real_browser(audits, written, violation, tmp_path):
     pages = {name: paths[1].read_text() for name, paths in written.items()}
     pages["central"] = violation.to_html()
@@ -492,6 +500,7 @@ def test_every_protocols_report_renders_in_a_real_browser(audits, written, viola
     assert "0.95" in seen["central"]["banner"] and "mutant-first-unnoised" in seen["central"]["banner"]
 
 
+@pytest.mark.slow
 def test_long_tokens_wrap_instead_of_widening_the_page(violation, tmp_path):
     """A plug-in path, a hash and a label with no space (as users' plug-ins give) still fit 1200 px."""
     d = violation.to_dict()

@@ -164,6 +164,7 @@ def test_a_part_with_no_power_is_labelled_no_power():
 
 # ---- 5. what the verdict rests on ---------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_every_protocols_banner_says_what_the_verdict_rests_on():
     joint = markdown_report(_blind_joint())
     assert ("'membership' shows nothing (lower bound 0: no power at this sample size), so this verdict rests on "
@@ -350,6 +351,7 @@ def test_a_taken_figure_path_is_refused_before_the_audit(tmp_path, capsys, monke
     assert "fig-scores-beside.png" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_report_set_is_written_all_or_nothing(tmp_path, monkeypatch):
     import dpaudit.report.writing as writing
 

@@ -116,6 +116,7 @@ def test_the_membership_attack_keeps_its_binned_fresh_scores(violation):
     assert next(a for a in violation.attacks if a.attack == "likelihood").scores is None  # no threshold test
 
 
+@pytest.mark.slow
 def test_json_round_trip_and_old_json_without_scores(violation):
     d = json.loads(violation.to_json())
     assert d["format"] == "dpaudit.audit/2"  # an optional key: the same version
@@ -167,6 +168,7 @@ def test_na_in_the_summary_table_below_one_over_fpr(violation):
     assert "| n/a |" in line
 
 
+@pytest.mark.slow
 def test_every_figure_text_is_at_least_10_pt(violation):
     from matplotlib.text import Text
 
@@ -208,6 +210,7 @@ def _raw_in_html(page: str) -> list[str]:
     return [text[max(0, m.start() - 50): m.start() + 50] for m in RAW.finditer(text)]
 
 
+@pytest.mark.slow
 def test_no_raw_markdown_or_json_in_the_html(violation, exact_only):
     for a in (violation, exact_only):
         assert _raw_in_html(a.to_html()) == []
@@ -234,6 +237,7 @@ def test_two_different_pairs_never_share_a_label(violation):
         assert len(rows) == len(set(rows)), stage
 
 
+@pytest.mark.slow
 def test_a_violation_says_in_words_what_exceeded_what(violation):
     said = exceeded(violation)
     assert said and "membership attack's lower bound" in said[0] and "0.1-zCDP claim" in said[0]
@@ -257,6 +261,7 @@ def test_a_violation_says_in_words_what_exceeded_what(violation):
     assert exceeded(consistent) == []
 
 
+@pytest.mark.slow
 def test_markdown_figures_are_png_files_beside_it_and_linked(violation, tmp_path, monkeypatch):
     md = tmp_path / "r.md"
     paths = write_report(violation, md)

@@ -31,6 +31,7 @@ def _protocol(key: str) -> str:
     return key.split("-")[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(SMALL))
 def test_workers_do_not_change_the_findings_under_any_protocol(key):
     name, params, kw = SMALL[key]
@@ -40,6 +41,7 @@ def test_workers_do_not_change_the_findings_under_any_protocol(key):
     assert findings_json(one) == findings_json(two)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["local", "joint", "shuffle"])
 def test_a_checkpoint_resumes_every_protocol(key, tmp_path):
     name, params, kw = SMALL[key]
@@ -57,6 +59,7 @@ def test_max_hours_is_checked_up_front_under_every_protocol(key):
         check(name, params, protocol=_protocol(key), max_hours=1e-9, **kw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["local", "joint", "shuffle"])
 def test_claim_replaces_the_declared_claim_under_every_protocol(key):
     name, params, kw = SMALL[key]
@@ -93,6 +96,7 @@ def test_a_pair_file_drives_the_joint_audit(tmp_path):
         check("jdp-glm", {"n_arms": "2", "dim": "3"}, protocol="joint", pair=str(f), runs=1000)
 
 
+@pytest.mark.slow
 def test_a_pair_file_drives_the_shuffle_audit_and_the_mutant_is_caught(tmp_path):
     from dpaudit.policies.registry import make_policy
 
@@ -120,6 +124,7 @@ def test_local_refuses_a_pair_file_with_the_reason(tmp_path):
 
 # ---- the typed findings and their JSON ---------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["table", "local", "joint"])
 def test_findings_round_trip_through_their_json(key):
     name, params, kw = SMALL[key]
@@ -204,6 +209,7 @@ def test_every_user_is_a_candidate_of_the_transcript_part(tmp_path):
     assert len(tr["details"]["screened_users"]) == 47
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,part,where", [("joint", "membership", "lda_attack"),
                                             ("local", "channel", "TranscriptSource")])
 def test_an_interrupted_audit_of_any_protocol_reports_what_finished(monkeypatch, key, part, where):
@@ -223,6 +229,7 @@ def test_an_interrupted_audit_of_any_protocol_reports_what_finished(monkeypatch,
     assert [a.attack for a in partial.attacks] == [part] and partial.epsilon_claimed is not None
 
 
+@pytest.mark.slow
 def test_a_test_that_stopped_once_settled_says_how_many_runs_it_used():
     import dpaudit
     a = dpaudit.audit("adac-ucb", runs=50000, seed=0, workers=1)

@@ -57,6 +57,7 @@ def test_piecewise_samples_follow_the_density():
         assert y.var() == pytest.approx(var, rel=0.02)
 
 
+@pytest.mark.slow
 def test_analyzer_is_unbiased_over_many_seeds():
     lo, hi = np.array([0.0, -0.5, -1.0]), np.array([1.0, 0.5, 1.0])
     sh = PiecewiseShuffler(3.0, 3, lo=lo, hi=hi)
@@ -71,6 +72,7 @@ def test_analyzer_is_unbiased_over_many_seeds():
     assert np.all(est.var(axis=0) <= 200 * sh.variance_bound())
 
 
+@pytest.mark.slow
 def test_sampled_randomizer_beats_the_split_one():
     """The point of the change: the old split-and-round randomizer's batch sums are far noisier."""
     from dpaudit.mechanisms import Shuffler
@@ -97,6 +99,7 @@ def test_shuffler_messages_are_a_permutation_and_bad_values_are_refused():
 
 # ---- the amplified claim against an independent computation ----------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n,eps0", [(40, 1.5), (100, 2.5)])
 def test_amplified_claim_bounds_the_shuffled_piecewise_mechanism(n, eps0):
     """Independent check of FMT's bound on this randomizer: for n users where everyone else sends u = -1 and
@@ -147,6 +150,7 @@ def _regret(name: str, params: dict, runs: int, T: int, seed: int) -> tuple[np.n
     return reg, uni
 
 
+@pytest.mark.slow
 def test_shuffle_glm_learns_far_below_uniform_play():
     """After two released batches the private policy's per-round regret is a fraction of uniform play's
     (20 runs; a one-sided 99.9% bound on the ratio)."""
@@ -164,6 +168,7 @@ def test_shuffle_glm_learns_far_below_uniform_play():
 SMALL = {"dim": "1", "n_arms": "2"}  # the defaults' eps0 = 3.5 and first batch of 1000 users, with d = 1
 
 
+@pytest.mark.slow
 def test_shuffle_audit_is_consistent_with_power_and_flags_arrival_order():
     ok = audit_shuffle("shuffle-glm", SMALL, runs=6000, seed=2)
     assert ok["verdict"] == "consistent", ok["reason"]

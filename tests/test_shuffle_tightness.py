@@ -231,6 +231,7 @@ def test_the_default_calibrated_pair_and_the_old_one():
 
 # ---- the bound: valid against the exact eps, near its statistical limit --------------------------------------
 
+@pytest.mark.slow
 def test_no_false_exceedance_of_the_exact_eps_over_many_seeds():
     """20 users, d = 1, 1,500 runs per seed, 120 seeds: the gray-box bound (the order statistic of
     attacks.likelihood.loss_bounds, at 95% confidence) exceeds the exact eps of the side it samples in at most 5%
@@ -271,6 +272,7 @@ def test_the_sample_size_is_chosen_on_the_exact_profile():
     assert gray_box_runs(None, 1, 40000, 1e-5, 0.975) == (40000, None)
 
 
+@pytest.mark.slow
 def test_the_default_audit_is_near_its_statistical_limit_and_reports_the_exact_eps():
     """d = 1, 6,000 runs: the gray-box bound is within 25% of the median of what its sample can show, below the
     pair's exact eps (reported, not judged), and the black-box part still runs beside it."""

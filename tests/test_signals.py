@@ -103,6 +103,7 @@ def assert_partial_report(out: str, tmp_path: Path) -> None:
     assert "INTERRUPTED" in md.read_text() and "INTERRUPTED" in html.read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,status,rep",
                          repeats(1, signal.SIGINT, 130, more=5) + repeats(1, signal.SIGTERM, 143)
                          + repeats(1, signal.SIGHUP, 129))
@@ -117,6 +118,7 @@ def test_one_signal_stops_with_the_partial_report(tmp_path, sig, status, rep):
     assert_no_orphans(kids)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gap,rep", repeats(0, 0.0, more=5) + repeats(1, 0.05))
 def test_a_second_ctrl_c_ends_at_once_without_a_traceback(tmp_path, gap, rep):
     proc, kids = start(tmp_path)
@@ -138,6 +140,7 @@ def test_ctrl_c_in_this_process_path(tmp_path):
     assert_partial_report(out, tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rep", repeats(1))
 def test_workers_die_with_their_parent(tmp_path, rep):
     proc, kids = start(tmp_path)

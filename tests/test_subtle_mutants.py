@@ -163,6 +163,7 @@ def _local(name: str, runs: int, seed: int) -> dict:
                  horizon=24, central=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mutant-ldp-laplace-half-sensitivity", "mutant-ldp-laplace-std-scale"])
 def test_cheap_subtle_mutants_are_flagged_at_small_size(name):
     out = _local(name, 4000, 0)

@@ -262,6 +262,7 @@ def _registered_with_claims():
     return [e for e in registered() if not getattr(e.cls, "continuous_actions", False)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", _registered_with_claims(), ids=lambda e: e.name)
 def test_every_registered_policy_ledger_within_claim(entry):
     """Random neighbouring inputs (a seeded pair of tables differing in one row) for each policy."""
@@ -551,6 +552,7 @@ def test_pair_assertion_catches_mutants_with_a_ledger(name, pair, attack):
     assert f"the {attack} attack" in str(exc.value) and "0.1-zCDP allows eps = 1.914" in str(exc.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [lambda: _template(n_arms=3, rho=0.5), lambda: AdaCUCB(n_arms=3, rho=0.5)],
                          ids=["plugin-template", "adac-ucb"])
 def test_correct_policies_pass_the_pair_assertion(make):
@@ -568,6 +570,7 @@ def test_correct_policies_pass_the_pair_assertion(make):
     assert res.largest_detectable > res.claim_epsilon
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["coin, black-box", "adac-ucb, exact Gaussian claim"])
 def test_pair_assertion_false_alarms_stay_within_one_minus_confidence(case):
     """30 seeds of a correct policy on a pair where the attack comes close to the claim: a policy that keeps
@@ -595,6 +598,7 @@ def test_pair_assertion_false_alarms_stay_within_one_minus_confidence(case):
     assert np.median(bounds) > 0.85, f"the bounds sit at a median {np.median(bounds):.2f} of the claim: too weak"
 
 
+@pytest.mark.slow
 def test_pair_assertion_under_view_dp():
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
     @given(neighbouring_lists(horizon=20))
@@ -791,6 +795,7 @@ def _readme_property_test(policy_class, *, stop_at_first_failure=False):
     return scope["test_my_policy_keeps_its_claim"]
 
 
+@pytest.mark.slow
 def test_the_readme_property_test_passes_a_correct_policy_and_fails_a_leaking_one():
     from dpaudit.policies.registry import load_policy_class
 

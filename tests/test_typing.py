@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import installed_tree
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -35,12 +36,14 @@ def _mypy(tmp: Path, code: str) -> subprocess.CompletedProcess:
                           env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.tooling
 def test_the_readme_python_example_passes_mypy_strict(tmp_path):
     block = re.search(r"```python\n(.*?)```", README.read_text().split("## Python API", 1)[1], re.S).group(1)
     res = _mypy(tmp_path, block)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
 
 
+@pytest.mark.tooling
 def test_mypy_sees_a_wrong_use(tmp_path):
     """The check can fail: an Optional field used as a float, and a name dpaudit does not export."""
     res = _mypy(tmp_path, "import dpaudit\n\nr = dpaudit.audit('adac-ucb')\nx: float = r.epsilon_lower + 1\n"
@@ -50,6 +53,7 @@ def test_mypy_sees_a_wrong_use(tmp_path):
     assert "example.py:5: error" in res.stdout and "not_a_name" in res.stdout, res.stdout
 
 
+@pytest.mark.tooling
 def test_dpaudit_all_matches_its_lazy_names():
     import dpaudit
 

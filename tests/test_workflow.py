@@ -42,6 +42,7 @@ ROUND_TRIPS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(ROUND_TRIPS))
 def test_the_reproduce_command_of_a_report_gives_the_same_findings(capsys, case):
     from dpaudit.report import sections
@@ -75,6 +76,7 @@ def test_the_reproduce_command_of_a_report_gives_the_same_findings(capsys, case)
             assert row["scored_at_horizon"] >= first["horizon"]
 
 
+@pytest.mark.slow
 def test_the_python_api_records_a_call_that_reproduces_its_findings():
     from dpaudit.accountants import ZCDP
 
@@ -255,6 +257,7 @@ def test_every_option_of_every_command_says_what_it_does():
                 assert "default" in action.help, (path, name)  # a default is stated
 
 
+@pytest.mark.slow
 def test_check_policy_help_is_grouped_with_the_exit_statuses(dpaudit_cli):
     from dpaudit.runner.joint import JOINT_DEFAULTS
     from dpaudit.runner.shuffle import SHUFFLE_CAPS
