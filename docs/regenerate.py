@@ -32,6 +32,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -110,11 +111,11 @@ def command_argv(cmd: str) -> list[str]:
     return [str(Path(sys.executable).parent / "dpaudit"), *argv[1:]]
 
 
-def run(cmd: str, json_out: bool) -> tuple[str, float]:
-    """Run a documented command from the repository root; its stdout and its seconds."""
+def run(cmd: str, json_out: bool, cwd: Path = ROOT) -> tuple[str, float]:
+    """Run a documented command from the repository root (or ``cwd``); its stdout and its seconds."""
     argv = command_argv(cmd) + (["--json"] if json_out and "--json" not in cmd else [])
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - t0
     if proc.returncode not in (0, 1, 3):  # consistent, violation, inconclusive are all findings
         raise RuntimeError(f"{cmd!r} exited {proc.returncode}: {proc.stderr.strip()[-400:]}")
@@ -250,6 +251,22 @@ def rerun_problems(cache: dict[str, Any], runs: dict[str, str], max_seconds: flo
                    only: str | None = None) -> list[str]:
     """Rerun the cached commands (those that took at most ``max_seconds``, or contain ``only``) and compare
     what they give with what the documents quote."""
+    with tempfile.TemporaryDirectory(prefix="dpaudit-docs-") as tmp:
+        return _rerun_problems(cache, runs, _scratch_root(Path(tmp)), max_seconds, only)
+
+
+def _scratch_root(tmp: Path) -> Path:
+    """A folder that looks like the repository root to a documented command (every entry linked) but holds
+    an empty ``reports/``: a check must not overwrite the committed example reports."""
+    for entry in ROOT.iterdir():
+        if entry.name not in ("reports", ".git"):
+            (tmp / entry.name).symlink_to(entry)
+    (tmp / "reports").mkdir()
+    return tmp
+
+
+def _rerun_problems(cache: dict[str, Any], runs: dict[str, str], root: Path, max_seconds: float | None,
+                    only: str | None) -> list[str]:
     problems = []
 
     def wanted(cmd: str, rid: str, seconds: float) -> bool:
@@ -257,19 +274,19 @@ def rerun_problems(cache: dict[str, Any], runs: dict[str, str], max_seconds: flo
 
     for cmd, got in cache["outputs"].items():
         if wanted(cmd, "", got["seconds"]):
-            out, _ = run(cmd, json_out=False)
+            out, _ = run(cmd, json_out=False, cwd=root)
             if masked(out) != got["stdout"]:
                 problems.append(f"{cmd!r} now prints something else than the documents quote")
     for rid, got in cache["runs"].items():
         if rid in runs and wanted(got["command"], rid, got["seconds"]):
-            d = json.loads(run(got["command"], json_out=True)[0])
+            d = json.loads(run(got["command"], json_out=True, cwd=root)[0])
             for path, value in got["values"].items():
                 if formatted(lookup(d, path), None) != formatted(value, None):
                     problems.append(f"run {rid} ({got['command']}): {path} is now {lookup(d, path)!r}, "
                                     f"the documents quote {value!r}")
     for cmd, got in cache["examples"].items():
         if wanted(cmd, "", got["seconds"]):
-            d = json.loads(run(cmd, json_out=True)[0])
+            d = json.loads(run(cmd, json_out=True, cwd=root)[0])
             if d["verdict"] != got["verdict"] or formatted(d["epsilon_lower"], None) != formatted(got["epsilon_lower"], None):
                 problems.append(f"{cmd!r} now gives {d['verdict']} eps >= {d['epsilon_lower']}; the example "
                                 f"report shows {got['verdict']} eps >= {got['epsilon_lower']}")
