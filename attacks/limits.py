@@ -4,7 +4,7 @@ A lower bound from n samples cannot reach the true epsilon: the far tail it need
 times at most. These functions say how close each of dpaudit's tests can come, given the exact privacy
 loss of a mechanism (analytic profiles of the Gaussian, Laplace and randomized-response mechanisms, or
 any finite loss distribution), so that a measured bound can be read beside what its sample size allows
-(benchmarks/limits.py; a tightness table).
+(benchmarks/validation/limits.py; a tightness table).
 
 * The gray-box test (:func:`dpaudit.attacks.likelihood.loss_bounds`) reports the k-th largest of
   W_i = L_i - E_i (E_i ~ Exp(1) independent of the loss L_i), k the smallest rank whose

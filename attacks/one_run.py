@@ -403,7 +403,7 @@ def guesses(scores: np.ndarray, kp: int, km: int, rng: np.random.Generator, eith
 FRACTIONS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5)
 #: finer fractions, offered only where the pilot makes at least :data:`FINE_MIN_GUESSES` guesses with each
 #: (thousands of canaries per run: the local audits): a Gaussian channel's eps above its claim may show only in
-#: its tails (mutant-ldp-half-sensitivity, 0.41-GDP against eps = 1 at delta = 1e-5; benchmarks/one_run_gaussian.md)
+#: its tails (mutant-ldp-half-sensitivity, 0.41-GDP against eps = 1 at delta = 1e-5; benchmarks/results/one_run_gaussian.md)
 FINE_FRACTIONS = (0.001, 0.002, 0.005, 0.01)
 #: the fewest pilot guesses a finer fraction must make to be offered: with 4, the pilot's luck on a handful of
 #: guesses chose fractions that then showed nothing (ldp-ucb's simulated channel at 4,096 users per run: median

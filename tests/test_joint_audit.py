@@ -145,7 +145,7 @@ def test_the_joint_audit_reports_the_black_box_attacks_power():
 def test_the_readout_adversary_sees_the_uncapped_update_mutant_through_the_actions_alone():
     # the mutant updates its PGD estimate without a cap, so the canary's reward reaches many updates; the
     # black-box attack on a_{t+1}..a_T with the read-out pair alone shows a positive bound (seeded: 0.19 here;
-    # 0.38 and 0.30 with seeds 1 and 2; 1.59 at the defaults K = 20, d = 5, T = 256, benchmarks/joint_power.md)
+    # 0.38 and 0.30 with seeds 1 and 2; 1.59 at the defaults K = 20, d = 5, T = 256, benchmarks/results/joint_power.md)
     from dpaudit.runner.joint import membership_only
 
     out = membership_only("mutant-noisy-det-switch", {"n_arms": "2", "dim": "3"}, horizon=64, pairs="readout",

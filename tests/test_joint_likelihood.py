@@ -166,7 +166,7 @@ def test_jdp_glm_loss_moves_exactly_the_canary_nodes():
 def test_joint_audit_of_jdp_glm_reaches_its_sample_limit():
     """The tree-likelihood bound at K = 2, d = 2, T = 8 and 2,000 runs, against the exact law of its own test
     (the order statistic of :func:`dpaudit.attacks.likelihood.loss_bounds`, no grid) at the exact profile of the
-    pair's Gaussian loss (benchmarks/joint_tightness.py for many seeds and the defaults): not above the true
+    pair's Gaussian loss (benchmarks/validation/joint_tightness.py for many seeds and the defaults): not above the true
     eps, and within a margin of the test's median (its statistical limit)."""
     from dpaudit.attacks.limits import gaussian_profile, likelihood_limit
 

@@ -506,7 +506,7 @@ def test_channel_attack_offers_thresholds_at_every_tail_depth():
     """At delta 1e-5 with 1e8 fresh samples the best Gaussian test rejects ~1e-4 of a side: deeper than an
     even 1024-point grid reaches, shallower than the 500 most extreme of 2e7 selection samples. Regression:
     candidates used to be the grid plus the 500 extremes, and the bound stalled at 0.89 of the exact eps
-    (benchmarks/ldp_tightness_1e8.md)."""
+    (benchmarks/results/ldp_tightness-1e8-samples.md)."""
     from dpaudit.attacks.bounds import candidate_thresholds
 
     pooled = np.arange(20_000_000, dtype=float)  # sorted scores; a threshold's value is its depth

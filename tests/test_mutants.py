@@ -1,7 +1,7 @@
 """Positive controls: every mutant is registered as one, and the attack that should catch it does.
 
 Fast subset (fixed seeds, small samples, the pair that exposes each bug); the full detection rates
-over many seeds are measured by benchmarks/controls.py.
+over many seeds are measured by benchmarks/validation/controls.py.
 """
 
 from __future__ import annotations

@@ -308,7 +308,7 @@ def test_one_run_flags_a_mutant_and_types_its_findings():
 
 @pytest.mark.slow
 def test_one_run_flags_block_leaks_and_spares_a_correct_policy():
-    """The latest canaries first and signed guesses (benchmarks/one_run.md): mutant-mean-sensitivity (its
+    """The latest canaries first and signed guesses (benchmarks/results/one_run.md): mutant-mean-sensitivity (its
     noise shrinks with the episode, so the later canaries leak most) and mutant-shared-noise (a deterministic
     argmax) flagged in at least 4 of seeds 0-4 each (measured over 10 seeds: 9 and 10 of 10 with the
     dyadic layout and the first-pulls layout piloted side by side; a pilot of one run sometimes picks the
@@ -328,7 +328,7 @@ def test_one_run_flags_block_leaks_and_spares_a_correct_policy():
 @pytest.mark.slow
 def test_first_pulls_layout_flags_leaks_of_the_first_releases():
     """A policy whose n_arms is free is also piloted with 256 arms, one canary per arm's first pull, scored by
-    the order the arms come back (benchmarks/one_run.md): mutant-first-unnoised (its first releases unnoised)
+    the order the arms come back (benchmarks/results/one_run.md): mutant-first-unnoised (its first releases unnoised)
     flagged at seeds 0-2 (the dyadic layout alone flagged it in 0 of 10 seeds: its 2 arms give 2 informative
     canaries per run)."""
     import dpaudit
@@ -406,7 +406,7 @@ def test_correct_policy_with_known_eps_keeps_its_claim_over_seeds():
 def test_correct_channel_claimed_at_its_true_eps_rarely_violates():
     """End to end, pilot choice included: the randomised-response channel is exactly 1-DP per user and claimed
     at eps = 1, so each audit is a false alarm with probability at most 5%; over 10 seeds at least 4 violations
-    would have probability P[Binomial(10, 0.05) >= 4] = 0.001 (the long study: benchmarks/one_run.md, 50 seeds
+    would have probability P[Binomial(10, 0.05) >= 4] = 0.001 (the long study: benchmarks/results/one_run.md, 50 seeds
     of every correct case)."""
     import dpaudit
 
@@ -426,7 +426,7 @@ def test_correct_channel_claimed_at_its_true_eps_rarely_violates():
 def test_default_local_users_show_a_gaussian_channel_at_twice_its_calibration():
     """mutant-ldp-half-sensitivity (0.41-GDP, eps 1.61 at delta = 1e-5, against the claim eps = 1) shows only in
     its tails: at the default 65,536 users per run it is flagged (at 4,096 it was in 1 seed of 10,
-    benchmarks/one_run.md), and its correct twin is not."""
+    benchmarks/results/one_run.md), and its correct twin is not."""
     import dpaudit
     from dpaudit.runner.one_run import ONE_RUN_DEFAULTS
 

@@ -55,7 +55,7 @@ AUDITS = {
     "local": lambda: dpaudit.audit("ldp-ucb-rr", protocol="local", horizon=8, runs=1000, workers=1),
     "local-bco": lambda: dpaudit.audit("ldp-bco-fkm", protocol="local", horizon=16, runs=1000, workers=1),
     # seed 1: a consistent example to render (at 1,000 runs this small joint audit is inconclusive at some seeds,
-    # seed 0 among them; its rates over 50 seeds: benchmarks/controls-joint.md)
+    # seed 0 among them; its rates over 50 seeds: benchmarks/results/controls-joint.md)
     "joint": lambda: dpaudit.audit("jdp-glm", params={"n_arms": 2, "dim": 2}, protocol="joint", horizon=8, runs=1000,
                                    workers=1, seed=1),
     "shuffle": lambda: dpaudit.audit("shuffle-glm", params={"n_arms": 2, "dim": 1}, protocol="shuffle", runs=1000,

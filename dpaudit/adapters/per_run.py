@@ -95,7 +95,7 @@ class PerRun:
     order it detected, the generators it kept apart, a parameter typed wider than its default.
 
     Cost: a Python call per copy per round (and in "swap" mode about 80 us per call for numpy's
-    get_state/set_state); measured in benchmarks/adapter.md. The audit's up-front estimate
+    get_state/set_state); measured in benchmarks/results/adapter.md. The audit's up-front estimate
     (:mod:`dpaudit.runner.cost`) calibrates on the adapted class itself, so it reflects that cost.
     The adapter has no ``ledger`` attribute (the audit tests ``hasattr(policy, "ledger")``): only the
     black-box attacks apply.

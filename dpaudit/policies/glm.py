@@ -815,7 +815,7 @@ class GLOCONS(_GLMBase):
     as every GLM policy of this module), delta = 0.05. The theoretical width sqrt(beta_t) is about 60
     at d = 5, S = 2, T = 5000, far too wide to learn within T; ``beta`` (default 0.03) scales it, chosen
     on instance seed 1 (the reproduction runs instance 0) from {0.01, 0.03, 0.1, 0.3, 1}
-    (``benchmarks/glm_baselines_tuning.py``).
+    (``benchmarks/studies/glm_baselines_tuning.py``).
     """
 
     def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, link: str = "logistic",
@@ -896,7 +896,7 @@ class RSGLinUCB(_GLMBase):
     in gamma and beta_w; with them at T = 5000 every round would be a warm-up round (threshold
     1 / (kappa gamma^2) ~ 1e-6), so ``gamma_scale`` (default 0.03: threshold 0.51 for the logistic
     link, 0.26 for probit, at S = 2, d = 5) and ``beta`` (default 0.03) scale them, chosen on instance
-    seed 1 from {0.03, 0.05, 0.1} x {0.01, 0.03, 0.1, 0.3, 1} (``benchmarks/glm_baselines_tuning.py``;
+    seed 1 from {0.03, 0.05, 0.1} x {0.01, 0.03, 0.1, 0.3, 1} (``benchmarks/studies/glm_baselines_tuning.py``;
     gamma_scale = 0.02 did as well there but puts the threshold above 1/lam, which switches Criterion I
     off: that is no longer RS-GLinUCB). Both estimates are :func:`glm_mle` (10 projected
     Newton steps, warm-started) over ``||theta|| <= S``.

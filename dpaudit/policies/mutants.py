@@ -570,7 +570,7 @@ __all__ += ["BCOFKMHalfSensitivity", "BCOTwoPointHalfGap", "BCOFKMPeek"]
 # 1.3-3x (the gross mutants above leak 4x or more, or without any noise). Each docstring derives the
 # true eps from the noise actually added (dpaudit.accountants, delta = 1e-5) and names its correct twin
 # (the registered policy it differs from in one line). tests/test_subtle_mutants.py recomputes every
-# figure; benchmarks/controls.py --suite subtle measures detection and the twins' false alarms.
+# figure; benchmarks/validation/controls.py --suite subtle measures detection and the twins' false alarms.
 #
 # Existing mutants in that range (documented in their docstrings): mutant-sqrt2-noise (1.36x),
 # mutant-ldp-half-sensitivity (1.61x) and mutant-shuffle-arrival-order (1.93x). Outside it: mutant-laplace-eps-scale (4x at eps = 0.5),

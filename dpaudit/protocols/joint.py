@@ -265,7 +265,7 @@ def readout_pairs(n_arms: int, dim: int, horizon: int) -> list[JointPair]:
       reads the sign of the canary's coordinate after each update.
 
     Needs d >= 2 and T >= 8 (else no pair). Under the audit's defaults the first update comes after
-    about a hundred rounds (``benchmarks/joint_power.md``); at T = 16 the pair shows nothing.
+    about a hundred rounds (``benchmarks/results/joint_power.md``); at T = 16 the pair shows nothing.
     """
     K, d, T = int(n_arms), int(dim), int(horizon)
     if d < 2 or T < 8:

@@ -12,7 +12,7 @@ runs and every curve from the same environment seeds (common random numbers):
 2. ``epsilon``: jdp-glm's final regret for epsilon in {2, 4, 6, 8} and its gap to the non-private
    twin and to RS-GLinUCB (the baseline seed 002 names for this ablation); seed 002 says the gap should
    scale like 1/sqrt(epsilon), so the log-log slopes are reported (-0.5 expected;
-   ``benchmarks/eps_ablation.py`` decomposes the gap).
+   ``benchmarks/studies/eps_ablation.py`` decomposes the gap).
 2b. ``shuffle_epsilon``: shuffle-glm's final regret for central epsilon in {2, 4, 6, 8} (eps0 the largest
    whose claim fits, :func:`dpaudit.policies.glm.shuffle_eps0_for`) and its gap to the non-private twin.
 3. ``kappa``: jdp-glm, its twin, GLOC and RS-GLinUCB for S in {2, 2.5, 3} (kappa grows like e^S for the
@@ -56,7 +56,7 @@ def run_policy(name: str, params: dict[str, Any], env_params: dict[str, Any], T:
 
 
 def run_built(pol: Any, env_params: dict[str, Any], T: int, runs: int, seed: int) -> dict[str, Any]:
-    """:func:`run_policy` for a policy object already built (diagnostic variants, e.g. ``benchmarks/eps_ablation.py``)."""
+    """:func:`run_policy` for a policy object already built (diagnostic variants, e.g. ``benchmarks/studies/eps_ablation.py``)."""
     from dpaudit.environments import GLMContextualBandit
 
     env = GLMContextualBandit(**env_params)
@@ -200,7 +200,7 @@ def glm_bandits(args: argparse.Namespace) -> int:
     slope, slope_rs = _slope(gaps), _slope(gaps_rs)
     result["epsilon_slope"], result["epsilon_slope_rs_glinucb"] = slope, slope_rs
     lines += ["", f"log-log slope of the gap against epsilon: {slope:.2f} to the twin, {slope_rs:.2f} to RS-GLinUCB "
-              f"({PAPERS['002'].label}: about -0.5; why it is steeper here: `benchmarks/eps_ablation.md`)."]
+              f"({PAPERS['002'].label}: about -0.5; why it is steeper here: `benchmarks/results/eps_ablation.md`)."]
 
     # 3. kappa independence over S
     over_s = ("jdp-glm", "jdp-glm-np", "glm-gloc", "rs-glinucb")

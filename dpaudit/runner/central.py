@@ -54,7 +54,7 @@ def small_sample(runs: int) -> int:
 
 #: the search's training, selection and screening size for a one-run class through the per-run adapter
 #: (a Python call per run and step): the size the third-party controls measured their power at
-#: (benchmarks/controls-thirdparty.md). Fixed, not timed, so that an audit reproduces on any machine.
+#: (benchmarks/results/controls-thirdparty.md). Fixed, not timed, so that an audit reproduces on any machine.
 PER_RUN_SMALL = 500
 
 

@@ -122,7 +122,7 @@ FRUGAL_THRESHOLD_CELLS = 2 * (2 * 32 * 32 + 32 * 1 * 2 * 18)
 #: the horizons the threshold search and the horizon sweep try, as multiples of the first: 1, 2, 4, 8
 HORIZON_MULTIPLES = 1 + 2 + 4 + 8
 #: the horizon a black-box audit's fresh test runs at, as a multiple of the first, in the estimate: the
-#: geometric mean of the ten one-run classes' (benchmarks/defaults.md: 1 to 16 times, their threshold search
+#: geometric mean of the ten one-run classes' (benchmarks/results/defaults.md: 1 to 16 times, their threshold search
 #: and horizon sweep moving them), since the estimate is made before either runs
 SWEPT = 3
 

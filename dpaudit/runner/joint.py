@@ -664,7 +664,7 @@ def audit_finite(ctx: Context) -> None:
 def membership_only(spec: str, params: dict[str, str] | None = None, *, horizon: int, pairs: str = "all",
                     delta: float = 1e-5, confidence: float = 0.95, runs: int = 20000, fit: int | None = None,
                     seed: int = 0) -> Any:
-    """The joint audit's black-box attack alone (for measuring its power, ``benchmarks/joint_power.py``):
+    """The joint audit's black-box attack alone (for measuring its power, ``benchmarks/studies/joint_power.py``):
     ``pairs`` is ``"all"`` (the audit's pairs and the read-out pair), ``"default"`` or ``"readout"``;
     ``fit`` the views per side for fitting and for selection (default as the audit: runs/5 in [500, 4000])."""
     from dpaudit.engine import one_blas_thread

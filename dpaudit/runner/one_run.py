@@ -55,7 +55,7 @@ __all__ = ["audit", "preflight", "ONE_RUN_DEFAULTS", "PROTOCOLS", "check_request
 #: runs in all (one pilot, the rest counted), the horizon of a table/view run and the users of a local run.
 #: A local run's users are all canaries and cheap to run, and a Gaussian channel's eps above its claim shows only
 #: in its tails: at 65,536 users per run the pilot's rule shows mutant-ldp-half-sensitivity's (0.41-GDP against
-#: eps = 1) in 12 of 12 simulated seeds, at 4,096 in 2 (benchmarks/one_run_gaussian.md)
+#: eps = 1) in 12 of 12 simulated seeds, at 4,096 in 2 (benchmarks/results/one_run_gaussian.md)
 ONE_RUN_DEFAULTS = {"runs": 10, "horizon": 4096, "local_horizon": 65536}
 #: the rounds of the local plug-in probe's transcript() run: the audit's own batch checks the full shape
 PROBE_HORIZON = 512
@@ -69,8 +69,8 @@ MAX_RUNS = 1000
 #: and the rounds per arm it keeps (:func:`wide_arms`: 256 arms at T = 4096). More arms are more canaries per run:
 #: against 64, 256 raised the median bounds over 50 seeds (AdaC-UCB 1.84 to 2.62 against its claim 7.08, AdaP-UCB
 #: 0.32 to 0.52 against its exact 1) and flagged mutant-laplace-eps-scale and mutant-shared-noise in 10 of 10 seeds
-#: (8 and 9), the leaky per-run UCB in 8 (10) (benchmarks/one_run.md, update 3 against 5 and 6); 512 and 1,024 gained no
-#: flag and lost some, and took up to four times as long (benchmarks/one_run_arms.md)
+#: (8 and 9), the leaky per-run UCB in 8 (10) (benchmarks/results/one_run.md, update 3 against 5 and 6); 512 and 1,024 gained no
+#: flag and lost some, and took up to four times as long (benchmarks/results/one_run_arms.md)
 WIDE_ARMS = 256
 WIDE_ROUNDS_PER_ARM = 16
 #: the quantile of a pilot's accuracy posterior the layouts are compared at (:func:`_cautious`)

@@ -186,7 +186,7 @@ def preflight(ctx: Context) -> None:
 def statistical_limit(profile: Any, side: int, n: int, delta: float, alpha: float,
                       grid: np.ndarray | None = None) -> float:
     """The bound a grid-counting gray-box test (Clopper-Pearson at each point of an eps grid, the test this
-    plan used before :func:`loss_bound`; kept for comparison in benchmarks/shuffle_tightness.py) shows at ``n``
+    plan used before :func:`loss_bound`; kept for comparison in benchmarks/validation/shuffle_tightness.py) shows at ``n``
     runs of ``side`` if its counts were their expectations under the pair's exact profile (:func:`dpaudit.attacks.likelihood.smallest_count`): the largest eps (of ``grid``, or
     any) whose exact delta(eps) reaches the smallest count that shows delta(eps) > ``delta`` at error ``alpha``.
     It is where the test's bound sits when its counts come out as expected: a run's bound scatters around it

@@ -8,5 +8,5 @@ controls for the black-box path: not dpaudit's own policies with one line change
 
 Every module is self-contained (numpy only; the batched plug-ins import their claims from
 ``dpaudit.accountants``). Modules: ``elimination``, ``etc``, ``ucb_counter``, ``greedy``, ``linucb``,
-``ldp_logging``, ``ldp_onerun`` (a one-run local-DP class for the adapter's ``randomizer``), ``styles``. ``benchmarks/thirdparty_controls.py`` audits them.
+``ldp_logging``, ``ldp_onerun`` (a one-run local-DP class for the adapter's ``randomizer``), ``styles``. ``benchmarks/validation/thirdparty_controls.py`` audits them.
 """

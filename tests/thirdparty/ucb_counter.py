@@ -114,7 +114,7 @@ class NoResetEpisodicUCB(EpisodicLaplaceUCB):
     first episode E reaches 3 at T = 48 and 10 at T = 1000 (every episode but the other arm's
     first one, when UCB keeps choosing the same arm). The actions are a post-processing of the
     releases, so their epsilon is at most that; it is not derived in closed form. A simulation of
-    the view (``benchmarks/thirdparty_ucb_counter_sim.py``: user 0's reward 0 vs 1 on constant
+    the view (``benchmarks/validation/thirdparty_ucb_counter_sim.py``: user 0's reward 0 vs 1 on constant
     backgrounds, events selected on 1e5 runs, counted on 2e6 fresh runs per side) puts it at about
     2.2-2.3 at T = 300 (lower bound 2.2 at 95%), where the correct class's best events sit at its
     claim (log ratios 0.97-1.01).
