@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,14 @@ def test_an_unknown_name_is_refused_with_the_names(tmp_path):
     res = _python(str(RUN), "no-such-benchmark", cwd=tmp_path)
     assert res.returncode == 2
     assert "'no-such-benchmark'" in res.stderr and "controls" in res.stderr and "--list" in res.stderr
+
+
+def test_the_readme_describes_every_benchmark_and_every_result():
+    """benchmarks/README.md has a row per benchmark, names every file of results/, and its paths exist."""
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    run = _run_module()
+    missing = [name for name in run.BENCHMARKS if f"| `{name}`" not in text]
+    unnamed = [p.name for p in (ROOT / "benchmarks" / "results").iterdir() if f"`{p.stem}." not in text]
+    paths = re.findall(r"(?<![\w/])((?:speed|validation|studies)/[\w/]+(?:\.py|/))", text)
+    absent = [p for p in paths if not (ROOT / "benchmarks" / p).exists()]
+    assert not missing and not unnamed and not absent and len(paths) >= 3, (missing, unnamed, absent)
