@@ -48,7 +48,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from dpaudit.accountants import Guarantee
-from dpaudit.errors import DPAuditError, check_delta
+from dpaudit.errors import DPAuditError, InternalError, check_delta
 from dpaudit.engine import SERIAL, Engine, progress_counter
 from dpaudit.protocols import Adversary, Protocol, ViewDP
 
@@ -109,7 +109,8 @@ def _loss_from_ledger(ledger: Any, n_runs: int, j: int, dr: np.ndarray) -> tuple
             P0, P1 = (np.where(v > 0.5, 1 - p + (2 * p - 1) * c, p - (2 * p - 1) * c) for c in (c0, c1))
             lr = np.log(P0) - np.log(P1)
         else:  # pragma: no cover - Noise only has these kinds
-            raise DPAuditError(f"unknown noise kind {rel.noise.kind!r} in the ledger.")
+            raise InternalError(f"the likelihood attack met the noise kind {rel.noise.kind!r}, which dpaudit's ledger "
+                                "does not make")
         np.add.at(loss, runs[rows], lr.sum(axis=1))
         np.add.at(used, runs[rows], 1)
     return loss, int(used.max(initial=0)), no_fed

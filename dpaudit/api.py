@@ -368,7 +368,7 @@ def audit(
     elif progress is None or progress is False:
         progress_fn = None
     elif callable(progress):
-        progress_fn = progress
+        progress_fn = _progress_callback(progress)
     else:
         raise DPAuditError(f"progress must be None, True, False or a callable taking a message, got {progress!r}.")
     label = policy_label(policy)
@@ -389,6 +389,33 @@ def audit(
         rows = _leakage_vs_horizon(policy, params, result, horizons, runs, seed, adapter, claim)
         result = replace(result, extra={**result.extra, "leakage_vs_horizon": rows})
     return result
+
+
+def _progress_callback(fn: Callable[..., Any]) -> Callable[[str], None]:
+    """The user's ``progress`` callable, checked before the audit (it must take one argument, the message) and
+    wrapped so that an exception in it is one sentence naming it, not a traceback from inside the audit."""
+
+    who = getattr(fn, "__name__", None) or type(fn).__qualname__
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: called as it is
+        sig = None
+    if sig is not None:
+        try:
+            sig.bind("message")
+        except TypeError:
+            raise DPAuditError(f"progress must be a callable taking one argument (each progress message), got {who}"
+                               f"{sig}, which cannot be called with one.") from None
+
+    def call(message: str) -> None:
+        try:
+            fn(message)
+        except Exception as exc:
+            text = shorten(exc, 120, as_text=True).rstrip(".") or "(no message)"
+            raise DPAuditError(f"the progress callback {who} raised {type(exc).__name__} on the message "
+                               f"{shorten(message, 60)}: {text}.") from exc
+
+    return call
 
 
 def _check_audit_arguments(*, protocol: Any, delta: Any, confidence: Any, runs: Any, horizon: Any, seed: Any,

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpaudit.errors import DPAuditError, shorten
+from dpaudit.errors import DPAuditError, InternalError, shorten
 
 from .base import FixedActionSet
 from .table import PairSpec, TableDP, make_pair
@@ -151,8 +151,8 @@ class _Probe:
             try:
                 return fn()
             except Exception as exc:  # the policy's own code, whatever it raises
-                if self.own and not isinstance(exc, DPAuditError):
-                    raise
+                if isinstance(exc, InternalError) or (self.own and not isinstance(exc, DPAuditError)):
+                    raise  # dpaudit's own bug, not the plug-in's
                 raise self.fail(exc, f"{what} of {self.who} raised {type(exc).__name__}{on}: {_message(exc)}; {fix} "
                                      "(rerun with dpaudit --debug for its traceback).") from exc
 
@@ -166,7 +166,7 @@ class _Probe:
         """Run the policy for ``rounds`` rounds (its act/observe: the sandbox's sentences pass as they are)."""
         try:
             return fn()
-        except DPAuditError:
+        except (DPAuditError, InternalError):
             raise
         except Exception as exc:
             if self.own:

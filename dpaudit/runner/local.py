@@ -49,7 +49,7 @@ from dpaudit.attacks.likelihood import loss_bounds
 from dpaudit.attacks.limits import gaussian_profile, likelihood_limit, sufficient_size
 from dpaudit.attacks.membership import threshold_attack
 from dpaudit.attacks.result import AuditResult
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, InternalError
 from dpaudit.mechanisms import Ledger
 from dpaudit.protocols import LocalDP, PairSpec, TableDP, make_pair
 from dpaudit.protocols.local import ask_transcript, check_local_plugin, real_array
@@ -89,7 +89,7 @@ def messages(policy: Any, z: np.ndarray, n: int, rng: np.random.Generator) -> np
     batch = np.broadcast_to(z, (n,) + z.shape).copy()
     try:
         m = real_array(policy.channel(batch, rng), "the policy's channel", "a message is finite real numbers")
-    except DPAuditError:
+    except (DPAuditError, InternalError):
         raise
     except Exception as exc:  # the plug-in's channel failed on data from its own domain
         raise DPAuditError(f"the policy's channel raised {type(exc).__name__} on data {z.tolist()} from its own "
