@@ -26,6 +26,7 @@ mean so that raising one arm's mean flips one entry at a time.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -117,7 +118,13 @@ def audit_range(policy: Any) -> tuple[float, float]:
         lo, hi = (float(x) for x in rr)
     except (TypeError, ValueError):
         return (0.0, 1.0)
-    return (lo, hi) if math.isfinite(lo) and math.isfinite(hi) and lo < hi else (0.0, 1.0)
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        return (0.0, 1.0)
+    if not math.isfinite(hi - lo):  # [-1e308, 1e308]: the inputs' and statistics' arithmetic would overflow
+        who = getattr(policy, "name", None) or type(getattr(policy, "wrapped", policy)).__name__
+        raise DPAuditError(f"the reward range [{lo:g}, {hi:g}] of {who} has a width high - low that overflows to "
+                           f"inf; a reward range's width must be a finite number (at most {sys.float_info.max:.3g}).")
+    return (lo, hi)
 
 
 def input_range(reward_range: tuple[float, float], alphabet: Sequence[float] | None) -> tuple[float, float]:
