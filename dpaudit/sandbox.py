@@ -493,6 +493,12 @@ def _isolated_main(conn: Any, parent: int, fn: Any, args: tuple, kwargs: dict) -
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGUSR1, stop)
+    if "faulthandler" not in sys._xoptions and not os.environ.get("PYTHONFAULTHANDLER"):
+        # the parent names a crash of plug-in code in one sentence; a handler inherited from a host (pytest
+        # enables one) would add a C-level traceback to stderr. Asked for with -X faulthandler, it stays.
+        import faulthandler
+
+        faulthandler.disable()
     if sys.platform.startswith("linux"):
         try:
             import ctypes
