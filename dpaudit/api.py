@@ -484,20 +484,26 @@ def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: Audit, horizon
 
 def _doc_sources(cls: type) -> list[str]:
     """The references a policy's docstring gives for what it follows: its parenthesised citations
-    that name a seed paper, an algorithm, an equation, a lemma or a theorem (``seed 001 App. C, Alg. 4,
-    Eq. 14``), else the docstring's lines that mention a seed. As written: :func:`describe` turns the
-    seed shorthand into author-year citations (:func:`dpaudit.papers.cite`)."""
+    that cite a paper by authors and year (:func:`dpaudit.papers.mentioned`), an algorithm, an
+    equation, a lemma or a theorem ("(Azize & Basu 2023a, App. C, Alg. 4, Eq. 14)"), else the
+    docstring's lines that cite a paper, else the lines of its module's docstring that do. Taken out
+    of its parentheses, a citation reads as in running text: "Azize & Basu (2023a), App. C, Alg. 4, Eq. 14"."""
+    from dpaudit.papers import PAPERS, mentioned
+
     doc = " ".join((inspect.getdoc(cls) or "").split())
     found: list[str] = []
-    for m in re.finditer(r"\(([^()]*(?:[Ss]eed \d{3}|Alg\.|Algorithm|Eq\.|Lemma|Thm|Prop\.)[^()]*)\)", doc):
-        if m.group(1) not in found:
-            found.append(m.group(1))
+    for m in re.finditer(r"\(([^()]*)\)", doc):
+        body = m.group(1)
+        if (mentioned(body) or re.search(r"Alg\.|Algorithm|Eq\.|Lemma|Thm|Prop\.", body)) and body not in found:
+            found.append(body)
     if not found:
-        found = [ln.strip() for ln in (inspect.getdoc(cls) or "").splitlines() if re.search(r"[Ss]eed \d{3}", ln)]
-    if not found:  # a plug-in may say it in its module's docstring: the lines that name a seed
+        found = [ln.strip() for ln in (inspect.getdoc(cls) or "").splitlines() if mentioned(ln)]
+    if not found:  # a plug-in may say it in its module's docstring: the lines that cite a paper
         module = inspect.getmodule(cls)
-        found = [ln.strip(" *-") for ln in (inspect.getdoc(module) or "").splitlines()
-                 if re.search(r"[Ss]eed \d{3}", ln)]
+        found = [ln.strip(" *-") for ln in (inspect.getdoc(module) or "").splitlines() if mentioned(ln)]
+    for p in PAPERS.values():
+        if p.year_tag:  # "Azize & Basu 2023a, App. C" -> "Azize & Basu (2023a), App. C"
+            found = [re.sub(re.escape(p.label) + r"(?![\w'])", p.narrative, f) for f in found]
     return found[:6]
 
 
