@@ -6,7 +6,7 @@ into per-round accounting arrays, running a policy on a fixed reward table, and 
 declared ``claim`` with what its ledger implies. The ``dpaudit account`` command
 (:mod:`dpaudit.cli.account`) prints these.
 
-The upper side (issue 24): :func:`ledger_upper` (and :func:`policy_ledger_upper`, :func:`shuffle_upper`) give the
+The upper side: :func:`ledger_upper` (and :func:`policy_ledger_upper`, :func:`shuffle_upper`) give the
 tightest eps dpaudit can prove for a policy at delta -- a ledger's releases composed exactly per round or
 user, or a shuffle batch's clone bounds composed exactly -- with the method and the assumptions it rests on;
 an audit reports it beside the claim as ``epsilon_upper``.
@@ -252,7 +252,7 @@ def run_policy(policy: Any, horizon: int, n_runs: int, seed: int) -> dict[str, A
     """
     horizon = check_int("horizon", horizon, minimum=1)
     n_runs = check_int("runs", n_runs, minimum=1)
-    if getattr(policy, "continuous_actions", False):  # BCO (issue 10): loss functions, not a reward table
+    if getattr(policy, "continuous_actions", False):  # BCO: loss functions, not a reward table
         return run_bco_for_account(policy, horizon, n_runs, seed)
     data_rng, policy_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     K = int(policy.n_arms)
@@ -409,7 +409,7 @@ def calibration_lints(policy: Any) -> list[dict[str, Any]]:
     rule, e, d = cal
     if rule == "seed000":
         lints = [lint_seed000_channel(e, d)]
-    elif rule == "seed003-alg5":  # seed 003 Thm 7: the matrix at (eps/3, delta/2), the vector at (2 eps/3, delta/2)
+    elif rule == "seed003-alg5":  # Zheng et al. (2020), Thm 7: the matrix at (eps/3, delta/2), the vector at (2 eps/3, delta/2)
         lints = [lint_classical_gaussian(e / 3, d / 2), lint_classical_gaussian(2 * e / 3, d / 2)]
     else:
         lints = [lint_classical_gaussian(e, d)]
@@ -418,7 +418,7 @@ def calibration_lints(policy: Any) -> list[dict[str, Any]]:
 
 
 
-# ---- the upper side: the tightest eps dpaudit can prove (issue 24) ----------------------------------
+# ---- the upper side: the tightest eps dpaudit can prove -------------------------------------------
 
 #: what every ledger-based upper bound assumes (the findings' ``upper.assumptions``)
 LEDGER_ASSUMPTIONS = (

@@ -165,7 +165,7 @@ def _run(args: argparse.Namespace) -> int:
                                   "the others")
     if args.delta is None:
         args.delta = DEFAULTS["delta"]
-    if args.protocol == "joint" and is_contextual_spec(args.policy):  # issue 13: exact joint-DP enumeration
+    if args.protocol == "joint" and is_contextual_spec(args.policy):  # exact joint-DP enumeration
         refuse_inapplicable(args, True)
         _check_max_work(args)
         for dest, value in FINITE_DEFAULTS.items():
@@ -596,7 +596,7 @@ def check_named(args: argparse.Namespace) -> int:
     return status
 
 
-# ---- --protocol joint on a finite contextual spec (issue 13): dpaudit.check_joint.audit_joint_finite -------
+# ---- --protocol joint on a finite contextual spec: dpaudit.check_joint.audit_joint_finite ----------------
 
 def check_finite_joint(args: argparse.Namespace) -> int:
     """Print the exact joint-DP audit of a finite contextual policy (through the one runner, plan

@@ -1,10 +1,11 @@
 """The protocol base: how a policy is run on an input to produce views, and the neighbouring pair.
 
-A protocol (seed 001 Sec. III, seed 000) says what the private input is, what the policy observes,
-what the adversary sees (the view) and what "neighbouring" means. :class:`Protocol` turns (policy,
-input) into an interactive mechanism: :meth:`Protocol.run` samples views for a batch of runs.
-Adversaries are batched deterministic functions of the outputs so far (seed 001 App. B, Remark 6:
-deterministic adversaries suffice).
+A protocol (Azize & Basu 2023a, "Concentrated Differential Privacy for Bandits", Sec. III; the interactive
+joint/local DP definitions, :mod:`dpaudit.papers`) says what the private input is, what the policy observes,
+what the adversary sees (the view) and what "neighbouring" means. :class:`Protocol` turns (policy, input) into
+an interactive mechanism: :meth:`Protocol.run` samples views for a batch of runs. Adversaries are batched
+deterministic functions of the outputs so far (Azize & Basu 2023a, App. B, Remark 6: deterministic adversaries
+suffice).
 
 Without an adversary, dpaudit's own episode-based policies (the UCB and GOPE families and the
 mutants, which offer ``plan``/``complete``; see :mod:`dpaudit.simulate`) run block by block on

@@ -1,4 +1,7 @@
-"""Local DP (seed 000 "Local DP", seed 003 Def. 1): each user's data is private even from the server.
+"""Local DP: each user's data is private even from the server.
+
+The definition is "Local DP" of the interactive joint/local DP definitions and Def. 1 of Zheng et al.
+(2020), "Locally Differentially Private (Contextual) Bandits Learning" (:mod:`dpaudit.papers`).
 
 The server observes only the channel's message o_t = channel(z_t); the adversary sees the server's
 whole transcript (every message and action); neighbours differ in one user's data, changed to any

@@ -1,7 +1,7 @@
-"""Seed 001 Prop. 1(e) (App. B): the T = 3, K = 2 policy that is View DP but not Table DP, audited exactly.
+"""Azize & Basu (2023a), Prop. 1(e) (App. B): the T = 3, K = 2 policy that is View DP but not Table DP, audited exactly.
 
-Seed 001 is Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits" (:mod:`dpaudit.papers`);
-the output names the paper that way.
+The paper is Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits" (:mod:`dpaudit.papers`); the output names it by
+authors and year and gives its full reference.
 
 ``dpaudit reproduce table-vs-view`` prints the paper's statement beside dpaudit's exact numbers
 (:func:`dpaudit.attacks.exact.exact_profile` under View, Table and Interactive DP).
@@ -16,7 +16,7 @@ __all__ = ["table_vs_view"]
 
 
 def table_vs_view(args: argparse.Namespace) -> int:
-    """Seed 001 Prop. 1(e) (App. B): the paper's statement beside dpaudit's exact numbers."""
+    """Azize & Basu (2023a), Prop. 1(e) (App. B): the paper's statement beside dpaudit's exact numbers."""
     import json
 
     from dpaudit.attacks.exact import exact_profile
