@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from scipy import special
 
 from .conversions import Conversion, zcdp_to_approx
+from dpaudit import deprecations
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_nonnegative, check_positive
 
 __all__ = [
@@ -45,7 +47,7 @@ __all__ = [
     "classical_gaussian_sigma",
     "CalibrationLint",
     "lint_classical_gaussian",
-    "lint_seed000_channel",
+    "lint_gaussian_channel",
 ]
 
 
@@ -234,7 +236,7 @@ def lint_classical_gaussian(epsilon: float, delta: float) -> CalibrationLint:
                  epsilon < 1, "eps in (0, 1)")
 
 
-def lint_seed000_channel(alpha: float, beta: float) -> CalibrationLint:
+def lint_gaussian_channel(alpha: float, beta: float) -> CalibrationLint:
     """Flag the Gaussian channel sigma_a = 2 sqrt(log(1.25/beta))/alpha when alpha >= 1, with its exact delta.
 
     The Gaussian channel of the interactive joint/local DP definitions (Def. "Gaussian channel";
@@ -249,3 +251,8 @@ def lint_seed000_channel(alpha: float, beta: float) -> CalibrationLint:
     return _lint("Gaussian channel sigma_a = 2 sqrt(log(1.25/beta))/alpha of the interactive joint/local DP "
                  "definitions", alpha, beta, sigma,
                  alpha < 1, "alpha in (0, 1)", ("alpha", "beta"))
+
+
+def __getattr__(name: str) -> Any:
+    """An old name of :mod:`dpaudit.deprecations` (with its warning)."""
+    return deprecations.attribute(__name__, name, globals())

@@ -21,11 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit import deprecations
 from dpaudit.accountants import ApproxDP, Guarantee
 from dpaudit.accountants.composition import RoundAccount, per_round_account
 from dpaudit.accountants.conversions import pure_to_approx
 from dpaudit.accountants.gaussian import (gaussian_epsilon, laplace_epsilon, lint_classical_gaussian,
-                                          lint_seed000_channel)
+                                          lint_gaussian_channel)
 from dpaudit.accountants.conversions import (
     zcdp_to_approx,
 )
@@ -407,9 +408,10 @@ def calibration_lints(policy: Any) -> list[dict[str, Any]]:
     if not cal:
         return []
     rule, e, d = cal
-    if rule == "seed000":
-        lints = [lint_seed000_channel(e, d)]
-    elif rule == "seed003-alg5":  # Zheng et al. (2020), Thm 7: the matrix at (eps/3, delta/2), the vector at (2 eps/3, delta/2)
+    rule = deprecations.CALIBRATION_TAGS.get(rule, rule)
+    if rule == "gaussian-channel":
+        lints = [lint_gaussian_channel(e, d)]
+    elif rule == "zheng-2020-alg5":  # Zheng et al. (2020), Thm 7: the matrix at (eps/3, delta/2), the vector at (2 eps/3, delta/2)
         lints = [lint_classical_gaussian(e / 3, d / 2), lint_classical_gaussian(2 * e / 3, d / 2)]
     else:
         lints = [lint_classical_gaussian(e, d)]

@@ -110,9 +110,11 @@ def _a(word: str) -> str:
 
 def finite_notion(spec: str) -> str | None:
     """``"joint"`` for a finite contextual spec, ``"table"`` for a finite policy spec, None for neither."""
+    from dpaudit import deprecations
     from dpaudit.policies.finite import BUNDLED
     from dpaudit.policies.finite_contextual import BUNDLED_CONTEXTUAL, FORMAT_CONTEXTUAL
 
+    spec = deprecations.spec(spec)
     if spec in BUNDLED_CONTEXTUAL:
         return "joint"
     if spec in BUNDLED:
@@ -187,8 +189,10 @@ def resolve_protocol(policy: Any, protocol: str | None = None, *,
     one: that protocol, and when the claim is about another notion the note says so (a claim about
     Interactive DP implies Table DP and a Table-DP claim View DP, Azize & Basu 2023a, Props. 1 and 2;
     any other mismatch judges the claim under a notion it does not make)."""
+    from dpaudit import deprecations
     from dpaudit.policies.registry import NOTION_NAMES
 
+    policy = deprecations.spec(policy)
     notion, why = _notion(policy, adapter)
     if protocol is None:
         return (notion or "table"), (f"protocol {notion or 'table'}: {why}." if why else None)
@@ -321,9 +325,11 @@ def audit(
     Raises :class:`DPAuditError` on bad input and
     :class:`AuditInterrupted` (carrying the partial :class:`Audit`) on Ctrl-C.
     """
+    from dpaudit import deprecations
     from dpaudit.engine import default_workers
     from dpaudit.runner import Request, run
 
+    policy = deprecations.spec(policy)
     _check_policy_object(policy, params)
     params = _check_params(params)
     from dpaudit.runner import METHODS
@@ -526,12 +532,14 @@ def describe(policy: Any) -> dict[str, Any]:
     ``--protocol`` (``notion_note`` says why; a plug-in that names none gets table).
 
     ``policy`` is a registered name, a plug-in spec string, a class, or a finite policy spec (a bundled
-    name such as ``seed001-counterexample`` or a ``.json`` path: its format, sizes, description and
+    name such as ``table-vs-view-counterexample`` or a ``.json`` path: its format, sizes, description and
     claim). Returns a JSON-ready dict (``dpaudit describe POLICY --json`` prints it).
     """
+    from dpaudit import deprecations
     from dpaudit.policies.registry import entry_of, load_policy_class, notion_of, plugin_label
     from dpaudit.sandbox import guard, is_plugin_spec
 
+    policy = deprecations.spec(policy)
     _check_policy_object(policy, None)
     if isinstance(policy, str) and entry_of(policy) is None and not is_plugin_spec(policy) \
             and finite_notion(policy) is not None:

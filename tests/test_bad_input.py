@@ -121,7 +121,7 @@ def test_named_policy_arguments(capsys, recorder, flags):
 @example(flags=[("--alpha", "inf")], protocol="table")
 @example(flags=[("--epsilon", "nan")], protocol="view")
 def test_finite_spec_arguments(capsys, flags, protocol):
-    argv = ["check", "policy", "seed001-counterexample", "--protocol", protocol, "--json"]
+    argv = ["check", "policy", "table-vs-view-counterexample", "--protocol", protocol, "--json"]
     for flag, value in flags:
         argv += [f"{flag}={value}"]
     code, out, err = run_cli(capsys, argv)
@@ -142,10 +142,10 @@ def test_finite_spec_arguments(capsys, flags, protocol):
 def test_flags_of_the_other_path_are_refused(capsys, tmp_path, named, finite):
     value = {"--param": "rho=1", "--report": str(tmp_path / "r.md"), "--checkpoint": str(tmp_path / "cp"),
              "--scheduler": "tcp://127.0.0.1:9", "--force-workers": None}.get(named, "1")
-    argv = ["check", "policy", "seed001-counterexample", named] + ([] if value is None else [value])
+    argv = ["check", "policy", "table-vs-view-counterexample", named] + ([] if value is None else [value])
     code, out, err = run_cli(capsys, argv)
     assert_one_sentence(code, out, err)
-    assert "does not apply to 'seed001-counterexample'" in err
+    assert "does not apply to 'table-vs-view-counterexample'" in err
     code, out, err = run_cli(capsys, ["check", "policy", "adac-ucb", finite, "1"])
     assert_one_sentence(code, out, err)
     assert "does not apply to 'adac-ucb'" in err
@@ -702,8 +702,8 @@ def test_the_per_run_adapter_refuses_bool_arms_in_python():
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0"])
-@pytest.mark.parametrize("policy,protocol", [("seed001-counterexample", "table"),
-                                             ("seed001-counterexample", "interactive"),
+@pytest.mark.parametrize("policy,protocol", [("table-vs-view-counterexample", "table"),
+                                             ("table-vs-view-counterexample", "interactive"),
                                              ("jdp-finite-rr", "joint")])
 def test_max_work_must_be_a_positive_finite_number(capsys, policy, protocol, value):
     code, out, err = run_cli(capsys, ["check", "policy", policy, "--protocol", protocol, f"--max-work={value}"])

@@ -247,7 +247,7 @@ def test_committed_reproduction_outputs_name_papers():
 def test_bundled_counterexample_description_names_the_paper():
     import json
 
-    spec = json.loads((ROOT / "dpaudit" / "specs" / "seed001_counterexample.json").read_text())
+    spec = json.loads((ROOT / "dpaudit" / "specs" / "table_vs_view_counterexample.json").read_text())
     assert not leftovers(spec["description"])
     assert "Azize & Basu (2023a)" in spec["description"] and PAPERS["001"].title in spec["description"]
 

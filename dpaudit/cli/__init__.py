@@ -153,10 +153,12 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         debug = bool(getattr(args, "debug", False))
+        from dpaudit.deprecations import notes_on_stderr
         from dpaudit.engine import one_blas_thread
         from dpaudit.sandbox import watch_signals
 
-        with one_blas_thread(), watch_signals():  # a plug-in's own KeyboardInterrupt is not a Ctrl-C (sandbox)
+        # a plug-in's own KeyboardInterrupt is not a Ctrl-C (sandbox); an old name used is one line on stderr
+        with one_blas_thread(), watch_signals(), notes_on_stderr():
             status = int(args.func(args) or 0)
         if status == 130 and signals.first is not None:
             status = signals.status()  # 143 for SIGTERM, 129 for SIGHUP

@@ -53,7 +53,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
             "Audit a policy: its claim at --delta, what the attacks measure (lower bounds on epsilon at "
             "--confidence), and a verdict. POLICY is a registered name (see `dpaudit list`), a plug-in "
             "path/to/file.py:ClassName or package.module:ClassName, or a finite policy spec (a bundled name "
-            "such as seed001-counterexample, the T = 3 counterexample of Azize & Basu 2023a, Prop. 1(e), or a "
+            "such as table-vs-view-counterexample, the T = 3 counterexample of Azize & Basu 2023a, Prop. 1(e), or a "
             "file.json), audited exactly by enumeration.\n\n"
             "Without --protocol the audit runs under the notion the policy's claim is about (`dpaudit describe "
             "POLICY` shows it; table for a plug-in that names none), and its first note says which protocol ran "
@@ -87,8 +87,10 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def is_finite_spec(spec: str) -> bool:
+    from dpaudit import deprecations
     from dpaudit.policies.finite import BUNDLED
 
+    spec = deprecations.spec(spec)
     return spec in BUNDLED or spec.endswith(".json")
 
 
@@ -151,9 +153,11 @@ def reproduce_command(policy: str, given: dict[str, Any], seed: int | None = Non
 
 
 def _run(args: argparse.Namespace) -> int:
+    from dpaudit import deprecations
     from dpaudit.api import finite_notion
     from dpaudit.policies.finite_contextual import BUNDLED_CONTEXTUAL, is_contextual_spec
 
+    args.policy = deprecations.spec(args.policy)  # an old spec name: the audit and its command use the new one
     args.given = _given(args)  # before any default is filled in: the reproduce command names only these
     args.protocol_note = None
     if args.protocol is None:  # a finite spec's notion; a policy's is read by dpaudit.audit

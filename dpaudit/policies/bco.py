@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit import deprecations
 from dpaudit.accountants import ApproxDP
 from dpaudit.environments import project_ball, unit_vectors
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
@@ -71,6 +72,7 @@ __all__ = ["is_bco", "BCOPolicy", "FKM", "LDPFKM", "TwoPoint", "LDPTwoPoint", "S
 ]
 
 
+@deprecations.add_aliases  # its old constructor name, for one release
 class TwoPointChannel(Channel):
     """Zheng et al. (2020), Alg. 2 line 5: z = f1 - f2 in [-2 rho G, 2 rho G] goes in, z + n^T gap comes out, n ~ N(0, sigma^2 I_d).
 
@@ -94,13 +96,13 @@ class TwoPointChannel(Channel):
         self.calibration: tuple[str, float, float] | None = None
 
     @classmethod
-    def seed003(cls, d: int, rho: float, lipschitz: float, epsilon: float, delta: float, **kw) -> "TwoPointChannel":
+    def zheng_2020(cls, d: int, rho: float, lipschitz: float, epsilon: float, delta: float, **kw) -> "TwoPointChannel":
         """sigma = 2G sqrt(2 ln(1.25/delta))/eps (Zheng et al. 2020, Alg. 2 line 2)."""
         epsilon = check_positive("epsilon", epsilon)
         delta = check_delta(delta)
         G = check_positive("lipschitz", lipschitz)
         ch = cls(d, rho, G, 2 * G * math.sqrt(2 * math.log(1.25 / delta)) / epsilon, **kw)
-        ch.calibration = ("seed003", epsilon, delta)
+        ch.calibration = ("zheng-2020", epsilon, delta)
         return ch
 
     def check_data(self, z, label="user data"):
@@ -415,7 +417,7 @@ class LDPTwoPoint(TwoPoint):
         super().__init__(d, horizon, radius, loss_bound, lipschitz)
         self.epsilon = check_positive("epsilon", epsilon)
         self.delta = check_delta(delta)
-        self._chan = TwoPointChannel.seed003(self.d, self.rho, self.lipschitz, self.epsilon, self.delta,
+        self._chan = TwoPointChannel.zheng_2020(self.d, self.rho, self.lipschitz, self.epsilon, self.delta,
                                              gap_factor=self.gap_factor)
         self.sigma = self._chan.sigma
         self.claim = ApproxDP(self.epsilon, self.delta)

@@ -32,6 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from dpaudit import deprecations
 from dpaudit.errors import DPAuditError, shorten
 from dpaudit.policies.base import Policy, check_actions
 
@@ -40,8 +41,8 @@ __all__ = ["FinitePolicy", "FORMAT", "load_spec", "bundled_spec", "BUNDLED"]
 FORMAT = "dpaudit.finite-policy/1"
 SUM_TOLERANCE = 1e-9
 
-#: Specs shipped inside the package, by short name.
-BUNDLED = {"seed001-counterexample": "seed001_counterexample.json"}
+#: Specs shipped inside the package, by short name (an old name still read: :mod:`dpaudit.deprecations`).
+BUNDLED = {"table-vs-view-counterexample": "table_vs_view_counterexample.json"}
 
 
 #: bounds on what the loader reads (a spec that enumerates in reasonable time is far smaller)
@@ -306,13 +307,16 @@ class FinitePolicy(Policy):
 
 
 def load_spec(spec: str | Path) -> FinitePolicy:
-    """Load a finite policy from a JSON path or a bundled name (``seed001-counterexample``)."""
+    """Load a finite policy from a JSON path or a bundled name (``table-vs-view-counterexample``)."""
+    spec = deprecations.spec(spec)
     if str(spec) in BUNDLED:
         return bundled_spec(str(spec))
     return FinitePolicy.from_json(spec)
 
 
 def bundled_spec(name: str) -> FinitePolicy:
+    """The bundled finite policy ``name`` (:data:`BUNDLED`)."""
+    name = deprecations.spec(name)
     try:
         fname = BUNDLED[name]
     except KeyError:

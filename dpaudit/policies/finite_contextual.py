@@ -46,6 +46,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from dpaudit import deprecations
 from dpaudit.errors import DPAuditError, shorten
 from dpaudit.policies.finite import SUM_TOLERANCE, BUNDLED, FinitePolicy, check_rewards_alphabet, parse_probability, arms_of_first_row, spec_shape
 
@@ -228,13 +229,15 @@ class _AnyFinite:
 
 def is_contextual_spec(spec: Any) -> bool:
     """True for what :func:`load_contextual` reads: a bundled name (either format) or a ``.json`` path."""
+    spec = deprecations.spec(spec)
     return isinstance(spec, FiniteContextualPolicy) or (
         isinstance(spec, str) and (spec in BUNDLED_CONTEXTUAL or spec in BUNDLED or spec.endswith(".json")))
 
 
 def load_contextual(spec: Any) -> FiniteContextualPolicy:
     """A finite contextual policy from an instance, a bundled name (``jdp-finite-rr``; a bundled
-    finite-policy name such as ``seed001-counterexample`` is converted) or a JSON path (either format)."""
+    finite-policy name such as ``table-vs-view-counterexample`` is converted) or a JSON path (either format)."""
+    spec = deprecations.spec(spec)
     if isinstance(spec, FiniteContextualPolicy):
         return spec
     if isinstance(spec, FinitePolicy):

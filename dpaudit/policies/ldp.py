@@ -75,6 +75,7 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit import deprecations
 from dpaudit.accountants import ApproxDP, PureDP
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
 from dpaudit.mechanisms import (Channel, GaussianChannel, GLOCChannel, LaplaceChannel, LinearStatsChannel,
@@ -326,24 +327,21 @@ class LDPUCB(OnePointUCB):
 
     Claim: (eps, delta)-LDP (Zheng et al. 2020, Thm 2), hence (eps, delta)-DP of the actions (Thm 1).
     The calibration is the classical one (Dwork & Roth Thm A.1), proven for eps < 1; the audit's
-    calibration lint says whether it still holds above. ``calibration="gaussian-channel"`` uses the
-    Gaussian channel of the interactive joint/local DP definitions instead (Priv[Delta], sigma_a = 2 sqrt(log(1.25/beta))/alpha with alpha = eps, beta =
-    delta: sqrt(2) more noise), linted by ``lint_seed000_channel``; the default ``"zheng-2020"`` is
-    Zheng et al.'s (2020). The values are named by the paper, not by dpaudit's internal shorthand; the old
-    ``"seed003"`` and ``"seed000"`` are still accepted.
+    calibration lint says whether it still holds above. The default ``calibration="zheng-2020"`` is that
+    of Zheng et al. (2020); ``calibration="gaussian-channel"`` uses the Gaussian channel of the interactive
+    joint/local DP definitions instead (Priv[Delta], sigma_a = 2 sqrt(log(1.25/beta))/alpha with alpha =
+    eps, beta = delta: sqrt(2) more noise), linted by ``lint_gaussian_channel``.
     """
 
     non_private_twin = "ucb-onepoint"
-    #: the calibrations by name, and the older names still accepted for them
+    #: the calibrations by name (old names still read for one release: :mod:`dpaudit.deprecations`)
     CALIBRATIONS = ("zheng-2020", "gaussian-channel")
-    _OLD_CALIBRATIONS = {"seed003": "zheng-2020", "seed000": "gaussian-channel"}
 
     def __init__(self, n_arms: int = 2, epsilon: float = 1.0, delta: float = 1e-5,
                  calibration: str = "zheng-2020") -> None:
         super().__init__(n_arms)
         self.epsilon, self.delta = _check_eps_delta(epsilon, delta)
-        calibration = self._OLD_CALIBRATIONS.get(calibration, calibration) if isinstance(calibration, str) \
-            else calibration
+        calibration = deprecations.calibration(calibration)
         if calibration not in self.CALIBRATIONS:
             raise DPAuditError(f"calibration must be 'zheng-2020' (Zheng et al. 2020, Alg. 1: sigma = 2B sqrt(2 "
                                "ln(1.25/delta))/eps) or 'gaussian-channel' (the Gaussian channel calibration "
@@ -356,7 +354,7 @@ class LDPUCB(OnePointUCB):
 
     def params(self) -> dict[str, Any]:
         out = super().params()
-        if "calibration" in out:  # an old name given is reported by its new one
+        if "calibration" in out:  # reported by its name in CALIBRATIONS, whatever name was given
             out["calibration"] = self.calibration
         return out
 

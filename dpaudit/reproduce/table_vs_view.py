@@ -25,7 +25,7 @@ def table_vs_view(args: argparse.Namespace) -> int:
     from dpaudit.policies.finite import bundled_spec
 
     eps1, delta1 = 0.95, 0.17
-    policy = bundled_spec("seed001-counterexample")
+    policy = bundled_spec("table-vs-view-counterexample")
     prof = {p: exact_profile(policy, p, epsilons=[eps1], deltas=[delta1]) for p in ("view", "table", "interactive")}
     rows = [
         ("View delta at eps = 0.95", "<= 0.17", prof["view"].delta_at[0]),
