@@ -523,10 +523,9 @@ def describe(policy: Any) -> dict[str, Any]:
     """What a policy is: its parameters with their defaults, its claim at the defaults (where the
     defaults build it), and the paper and algorithm its docstring says it follows.
 
-    Papers are named by authors and year ("Azize & Basu (2023a), App. C, Alg. 4": the docstrings'
-    internal "seed 001" shorthand is rewritten by :func:`dpaudit.papers.cite`, in ``summary``,
-    ``follows`` and ``docstring``), and ``papers`` lists the full references (authors, title, year)
-    of the papers named.
+    Papers are named by authors and year, as the docstrings name them ("Azize & Basu (2023a), App. C,
+    Alg. 4"), and ``papers`` lists the full references (authors, title, year) of the papers named
+    (:func:`dpaudit.papers.references`).
 
     ``notion`` is the protocol its claim is about, the one ``dpaudit check policy`` audits without
     ``--protocol`` (``notion_note`` says why; a plug-in that names none gets table).
@@ -595,7 +594,7 @@ def describe(policy: Any) -> dict[str, Any]:
     has_ledger = False
     if inst is not None:
         has_ledger = bool(attempt("ledger", lambda: hasattr(inst, "ledger"))[0])
-    from dpaudit.papers import cite, references
+    from dpaudit.papers import references
 
     doc = inspect.getdoc(cls) or ""
     follows = _doc_sources(cls)
@@ -610,14 +609,14 @@ def describe(policy: Any) -> dict[str, Any]:
         "registered_as": entry.name if entry else None,
         "family": entry.family if entry else None,
         "mutant": bool(entry.mutant) if entry else False,
-        "summary": cite(doc.splitlines()[0]) if doc else "",
-        "follows": [cite(f) for f in follows],
+        "summary": doc.splitlines()[0] if doc else "",
+        "follows": follows,
         "papers": references("\n".join(follows + [doc])),
         "parameters": parameters,
         "claim": claim,
         "claim_note": claim_note,
         "has_ledger": _keeps_ledger(cls) or has_ledger,
-        "docstring": cite(doc),
+        "docstring": doc,
     }
 
 
@@ -628,7 +627,7 @@ def _describe_spec(spec: str) -> dict[str, Any]:
     from importlib import resources
 
     from dpaudit.accountants.guarantees import as_guarantee
-    from dpaudit.papers import cite, references
+    from dpaudit.papers import references
     from dpaudit.policies.finite import BUNDLED, load_spec
     from dpaudit.policies.finite_contextual import BUNDLED_CONTEXTUAL, load_contextual
 
@@ -639,7 +638,7 @@ def _describe_spec(spec: str) -> dict[str, Any]:
     text = (resources.files("dpaudit.specs").joinpath(bundled[spec]).read_text() if spec in bundled
             else Path(spec).read_text())
     raw = json.loads(text)
-    description = cite(str(raw.get("description") or ""))
+    description = str(raw.get("description") or "")
     rewards = ", ".join(f"{r:g}" for r in pol.rewards)
     sizes = f"T = {pol.horizon}, K = {pol.n_arms}" + (f", contexts {{{', '.join(pol.contexts)}}}" if contextual else "")
     claim = getattr(pol, "claim", None)

@@ -125,9 +125,9 @@ def glm_bandits(args: argparse.Namespace) -> int:
         "glm-gloc": ("glm-gloc", {}),
         "rs-glinucb": ("rs-glinucb", {}),
     }
-    result["paper"], result["reference"] = PAPERS["002"].narrative, PAPERS["002"].reference
-    lines = [f"# {PAPERS['002'].possessive} GLM bandits, reproduced (`dpaudit reproduce glm-bandits`)", "",
-             f"Reference: {PAPERS['002'].reference}", "",
+    result["paper"], result["reference"] = PAPERS["sarmasarkar-2026"].narrative, PAPERS["sarmasarkar-2026"].reference
+    lines = [f"# {PAPERS['sarmasarkar-2026'].possessive} GLM bandits, reproduced (`dpaudit reproduce glm-bandits`)", "",
+             f"Reference: {PAPERS['sarmasarkar-2026'].reference}", "",
              f"{runs} runs per curve, seed {seed}; d = 5 (and d = 3 in the second table), K = 20. Mean final regret with "
              "95% half-widths.", ""]
 
@@ -201,7 +201,7 @@ def glm_bandits(args: argparse.Namespace) -> int:
     slope, slope_rs = _slope(gaps), _slope(gaps_rs)
     result["epsilon_slope"], result["epsilon_slope_rs_glinucb"] = slope, slope_rs
     lines += ["", f"log-log slope of the gap against epsilon: {slope:.2f} to the twin, {slope_rs:.2f} to RS-GLinUCB "
-              f"({PAPERS['002'].label}: about -0.5; why it is steeper here: `benchmarks/results/eps_ablation.md`)."]
+              f"({PAPERS['sarmasarkar-2026'].label}: about -0.5; why it is steeper here: `benchmarks/results/eps_ablation.md`)."]
 
     # 3. kappa independence over S
     over_s = ("jdp-glm", "jdp-glm-np", "glm-gloc", "rs-glinucb")
@@ -251,7 +251,7 @@ def glm_bandits(args: argparse.Namespace) -> int:
     lines += ["", f"## Switching counts of jdp-glm at T = {T_switch} (logistic, S = 2)", "",
               f"Criterion I (exploration rounds): mean {c1.mean():.1f}, max {int(c1.max())}. "
               f"Criterion II (PGD updates, capped at max_updates = 8): mean {c2.mean():.1f}, max {int(c2.max())}; "
-              f"doubling bound d log2(1 + T/(d lam)) = {simple:.1f}, {PAPERS['002'].possessive} d log^2(2 + 2T/(lam d)) = "
+              f"doubling bound d log2(1 + T/(d lam)) = {simple:.1f}, {PAPERS['sarmasarkar-2026'].possessive} d log^2(2 + 2T/(lam d)) = "
               f"{stated:.1f}."]
     r = simulate("rs-glinucb", {"link": "logistic"}, {"link": "logistic", "S": 2.0}, T_switch, runs, seed)
     from dpaudit.policies import make_policy

@@ -157,8 +157,8 @@ def ldp_bandits(args: argparse.Namespace) -> int:
             rows.append({**run_bco(box, {"d": 2, "epsilon": eps, "delta": DELTA}, horizons, r3, seed),
                          "family": box, "epsilon": eps})
     bar.close()
-    out = {"experiment": "ldp-bandits", "paper": PAPERS["003"].narrative, "reference": PAPERS["003"].reference,
-           "means": MEANS, "delta": DELTA, "horizon": horizon, "runs": runs, "seed": seed,
+    out = {"experiment": "ldp-bandits", "paper": PAPERS["zheng-2020"].narrative,
+           "reference": PAPERS["zheng-2020"].reference, "means": MEANS, "delta": DELTA, "horizon": horizon, "runs": runs, "seed": seed,
            "command": f"dpaudit reproduce ldp-bandits --seed {seed}" + (" --quick" if quick else ""), "rows": rows,
            "seconds": time.perf_counter() - t0}
     folder = Path(getattr(args, "out", "reports"))

@@ -40,15 +40,15 @@ def table_vs_view(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(jsonable({
             "experiment": "table-vs-view",
-            "paper": f"{PAPERS['001'].narrative}, Prop. 1(e) (App. B)",
-            "reference": PAPERS["001"].reference,
+            "paper": f"{PAPERS['azize-basu-2023a'].narrative}, Prop. 1(e) (App. B)",
+            "reference": PAPERS["azize-basu-2023a"].reference,
             "rows": [{"quantity": q, "paper": p, "dpaudit": v} for q, p, v in rows],
             "reproduced": bool(view_ok and eps_ok),
             "witnesses": {p: prof[p].witnesses["delta"][0].to_dict() for p in prof},
         }), indent=2))
         return 0 if view_ok and eps_ok else 1
-    print(f"{PAPERS['001'].narrative}, Prop. 1(e): the T = 3, K = 2 policy of App. B, audited exactly")
-    print(f"Reference: {PAPERS['001'].reference}")
+    print(f"{PAPERS['azize-basu-2023a'].narrative}, Prop. 1(e): the T = 3, K = 2 policy of App. B, audited exactly")
+    print(f"Reference: {PAPERS['azize-basu-2023a'].reference}")
     print()
     print(f"{'quantity':<34} {'paper':>12} {'dpaudit (exact)':>16}")
     print("-" * 64)

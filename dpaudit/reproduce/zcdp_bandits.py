@@ -243,8 +243,8 @@ def zcdp_bandits(args: argparse.Namespace) -> int:
         panels.append(panel)
     bar.close()
     missing = sorted({m for p in panels for m in p.get("missing", [])})
-    result = {"experiment": "zcdp-bandits", "paper": f"{PAPERS['001'].narrative}, Fig. 4 (a)-(c)",
-              "reference": PAPERS["001"].reference, "quick": quick, "seed": seed,
+    result = {"experiment": "zcdp-bandits", "paper": f"{PAPERS['azize-basu-2023a'].narrative}, Fig. 4 (a)-(c)",
+              "reference": PAPERS["azize-basu-2023a"].reference, "quick": quick, "seed": seed,
               "seconds": time.perf_counter() - t0, "missing_policies": missing, "panels": panels}
     (out / "zcdp_bandits.json").write_text(json.dumps(result, indent=2))
     text = _markdown(result)
