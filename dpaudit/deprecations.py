@@ -18,9 +18,10 @@ line prints one line on stderr instead (:func:`notes_on_stderr`). Both say "X is
 removed in the next release; use Y."
 
 Two renames need no warning. An output key cannot warn, so it is documented instead (docs/reference.md,
-"Renamed names"), and the object's format version says which key it has: :data:`OUTPUT_KEYS`. The calibration tag a local channel carries for the calibration
-lint (:func:`dpaudit.accounting.calibration_lints`) is read by dpaudit only; :data:`CALIBRATION_TAGS`
-reads the old tags as the new ones.
+"Renamed names"), and the object's format version says which key it has: :data:`OUTPUT_KEYS`. The
+calibration tag a local channel carries for the calibration lint
+(:func:`dpaudit.accounting.calibration_lints`) is read by dpaudit only; :data:`CALIBRATION_TAGS` reads
+the old tags as the new ones.
 
 A leaf module: it imports nothing from dpaudit, so every layer may use it.
 """
