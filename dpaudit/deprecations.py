@@ -10,7 +10,11 @@ bundled finite spec                        ``seed001-counterexample``           
 ``ldp-ucb``'s ``calibration``              ``"seed003"``, ``"seed000"``               ``"zheng-2020"``,
                                                                                       ``"gaussian-channel"``
 function of :mod:`dpaudit.accountants`     ``lint_seed000_channel``                   ``lint_gaussian_channel``
-constructor                                ``TwoPointChannel.seed003``                ``TwoPointChannel.zheng_2020``
+constructors                               ``TwoPointChannel.seed003``,               ``TwoPointChannel.zheng_2020``,
+                                           ``GaussianChannel.seed003``,               ``GaussianChannel.zheng_2020``,
+                                           ``GaussianChannel.seed000``,               ``GaussianChannel.gaussian_channel``,
+                                           ``LinearStatsChannel.seed003``,            ``LinearStatsChannel.zheng_2020``,
+                                           ``GLOCChannel.seed003``                    ``GLOCChannel.zheng_2020``
 =========================================  =========================================  ===============================
 
 Python code gets a :class:`DPAuditDeprecationWarning` (a :class:`DeprecationWarning`); the command
@@ -51,7 +55,12 @@ ATTRIBUTES: Mapping[tuple[str, str], str] = {
     ("dpaudit.accountants.gaussian", "lint_seed000_channel"): "lint_gaussian_channel",
 }
 #: class attributes (constructors): class name -> {old name: new name}, installed by :func:`add_aliases`
-METHODS: Mapping[str, Mapping[str, str]] = {"TwoPointChannel": {"seed003": "zheng_2020"}}
+METHODS: Mapping[str, Mapping[str, str]] = {
+    "TwoPointChannel": {"seed003": "zheng_2020"},
+    "GaussianChannel": {"seed003": "zheng_2020", "seed000": "gaussian_channel"},
+    "LinearStatsChannel": {"seed003": "zheng_2020"},
+    "GLOCChannel": {"seed003": "zheng_2020"},
+}
 #: output keys renamed without an alias: command -> (old key, new key, the format that has the new key)
 OUTPUT_KEYS: Mapping[str, tuple[str, str, str]] = {
     "dpaudit account lint --json": ("seed000", "gaussian_channel", "dpaudit.account.lint/2")}

@@ -24,8 +24,9 @@ def test_the_table_names_the_renames():
     assert NEW_SPEC == "table-vs-view-counterexample"
     assert set(deprecations.CALIBRATIONS.values()) == {"zheng-2020", "gaussian-channel"}
     assert set(deprecations.ATTRIBUTES.values()) == {"lint_gaussian_channel"}
-    assert list(deprecations.METHODS) == ["TwoPointChannel"]
-    assert list(deprecations.METHODS["TwoPointChannel"].values()) == ["zheng_2020"]
+    assert set(deprecations.METHODS) == {"TwoPointChannel", "GaussianChannel", "LinearStatsChannel", "GLOCChannel"}
+    assert {new for names in deprecations.METHODS.values() for new in names.values()} == {"zheng_2020",
+                                                                                           "gaussian_channel"}
     assert issubclass(DPAuditDeprecationWarning, DeprecationWarning)
 
 
@@ -113,15 +114,25 @@ def test_the_old_lint_name_still_works_and_warns():
         acc.no_such_name  # noqa: B018
 
 
-def test_the_old_constructor_name_still_works_and_warns():
-    from dpaudit.policies.bco import TwoPointChannel
+#: each renamed constructor's class and the arguments it is called with here
+CONSTRUCTED = {"TwoPointChannel": ("dpaudit.policies.bco", (4, 0.05, 1.0, 1.0, 1e-5)),
+               "GaussianChannel": ("dpaudit.mechanisms", (1.0, 1e-5)),
+               "LinearStatsChannel": ("dpaudit.mechanisms", (3, 1.0, 1e-5)),
+               "GLOCChannel": ("dpaudit.mechanisms", (3, 1.0, 1e-5))}
 
-    [(old, new)] = deprecations.METHODS["TwoPointChannel"].items()
-    with pytest.warns(DPAuditDeprecationWarning, match=f"TwoPointChannel.{old} is deprecated .* use TwoPointChannel.{new}"):
-        a = getattr(TwoPointChannel, old)(4, 0.05, 1.0, 1.0, 1e-5)
-    b = TwoPointChannel.zheng_2020(4, 0.05, 1.0, 1.0, 1e-5)
-    assert type(a) is TwoPointChannel and (a.sigma, a.calibration) == (b.sigma, b.calibration)
-    assert b.calibration[0] == "zheng-2020"
+
+@pytest.mark.parametrize("cls_name,old,new", [(c, o, n) for c, names in deprecations.METHODS.items()
+                                              for o, n in names.items()])
+def test_the_old_constructor_names_still_work_and_warn(cls_name, old, new):
+    import importlib
+
+    module, args = CONSTRUCTED[cls_name]
+    cls = getattr(importlib.import_module(module), cls_name)
+    with pytest.warns(DPAuditDeprecationWarning, match=f"{cls_name}.{old} is deprecated .* use {cls_name}.{new}"):
+        a = getattr(cls, old)(*args)
+    b = getattr(cls, new)(*args)
+    assert type(a) is cls and (getattr(a, "sigma", None), a.calibration) == (getattr(b, "sigma", None), b.calibration)
+    assert b.calibration[0] in ("zheng-2020", "gaussian-channel", "zheng-2020-alg5", "zheng-2020-alg3")
 
 
 def test_an_old_calibration_tag_gets_the_same_lint():

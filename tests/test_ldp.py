@@ -169,7 +169,7 @@ def test_matrix_channels_messages_are_x_xt_plus_the_drawn_noise(n):
     y = rng.random(n)
     th = rng.standard_normal((n, 3))
     th /= np.maximum(1.0, np.linalg.norm(th, axis=1, keepdims=True))  # the unit ball W
-    ch = GLOCChannel.seed003(3, 1.0, 1e-5)
+    ch = GLOCChannel.zheng_2020(3, 1.0, 1e-5)
     msg = ch.send(np.c_[x, y], np.random.default_rng(9), theta_hat=th)
     r = np.random.default_rng(9)
     V = x[:, :, None] * x[:, None, :] + symmetric_gaussian(r, (n,), 3, ch.sigma)
@@ -177,7 +177,7 @@ def test_matrix_channels_messages_are_x_xt_plus_the_drawn_noise(n):
     u = zt[:, None] * x + r.standard_normal((n, 3)) * ch.sigma
     g = (1.0 / (1.0 + np.exp(-zt)) - y)[:, None] * x + r.standard_normal((n, 3)) * (ch.C * ch.sigma)
     np.testing.assert_array_equal(msg, np.c_[V.reshape(n, 9), u, g])
-    lin = LinearStatsChannel.seed003(3, 1.0, 1e-5)
+    lin = LinearStatsChannel.zheng_2020(3, 1.0, 1e-5)
     yy = 4 * y - 2
     msg = lin.send(np.c_[x, yy], np.random.default_rng(9))
     r = np.random.default_rng(9)
@@ -194,7 +194,7 @@ def test_non_symmetric_alg5_channel_messages_are_x_xt_plus_every_entrys_own_nois
         x = rng.standard_normal((n, 3))
         x /= np.linalg.norm(x, axis=1, keepdims=True) * rng.uniform(1.0, 2.0, (n, 1))
         y = rng.uniform(-2, 2, n)
-        ch = LinearStatsChannel.seed003(3, 1.0, 1e-5, symmetric=False)
+        ch = LinearStatsChannel.zheng_2020(3, 1.0, 1e-5, symmetric=False)
         msg = ch.send(np.c_[x, y], np.random.default_rng(7))
         r = np.random.default_rng(7)
         draws = r.standard_normal(n * 12) * ch.sigma
@@ -216,8 +216,8 @@ def test_send_xy_of_tested_rows_is_send_of_the_data_rows(kind):
     from dpaudit.mechanisms import GLOCChannel
 
     rng = np.random.default_rng(11)
-    ch = {"gloc": GLOCChannel.seed003(3, 1.0, 1e-5), "alg5": LinearStatsChannel.seed003(3, 1.0, 1e-5),
-          "alg5-mutant": LinearStatsChannel.seed003(3, 1.0, 1e-5, symmetric=False)}[kind]
+    ch = {"gloc": GLOCChannel.zheng_2020(3, 1.0, 1e-5), "alg5": LinearStatsChannel.zheng_2020(3, 1.0, 1e-5),
+          "alg5-mutant": LinearStatsChannel.zheng_2020(3, 1.0, 1e-5, symmetric=False)}[kind]
     lo, hi = ch.domain
     for n in (1, 9, 255, 256, 3000):
         X0 = rng.standard_normal((5, 3))
@@ -255,7 +255,7 @@ def test_contexts_in_ball_leaves_room_for_the_rounding_and_send_xy_still_checks_
     refuses rewards outside the domain, non-finite rewards and mismatched shapes."""
     from dpaudit.mechanisms import GLOCChannel
 
-    ch = LinearStatsChannel.seed003(3, 1.0, 1e-5)
+    ch = LinearStatsChannel.zheng_2020(3, 1.0, 1e-5)
     e = np.eye(3)
     assert ch.contexts_in_ball(e) and ch.contexts_in_ball(-e / 2)
     edge = e[:1] * (1 + 1e-9 - 5e-14)  # squared norm 1e-13 below the limit: inside the margin
@@ -264,7 +264,7 @@ def test_contexts_in_ball_leaves_room_for_the_rounding_and_send_xy_still_checks_
     assert not ch.contexts_in_ball(np.array([[np.nan, 0.0, 0.0]]))
     assert not ch.contexts_in_ball(e[:, :2])
     rng = np.random.default_rng(0)
-    for c in (ch, GLOCChannel.seed003(3, 1.0, 1e-5)):
+    for c in (ch, GLOCChannel.zheng_2020(3, 1.0, 1e-5)):
         with pytest.raises(DPAuditError, match="unit ball"):
             c.send_xy(e * 1.1, np.zeros(3), rng)
         with pytest.raises(DPAuditError, match="domain"):
@@ -274,7 +274,7 @@ def test_contexts_in_ball_leaves_room_for_the_rounding_and_send_xy_still_checks_
         with pytest.raises(DPAuditError, match=r"rewards \(n,\)"):
             c.send_xy(e, np.zeros(2), rng, x_in_ball=True)
     with pytest.raises(DPAuditError, match="unit ball"):  # theta_hat is tested unless vouched for
-        GLOCChannel.seed003(3, 1.0, 1e-5).send_xy(e, np.zeros(3), rng, x_in_ball=True, theta_hat=e * 2)
+        GLOCChannel.zheng_2020(3, 1.0, 1e-5).send_xy(e, np.zeros(3), rng, x_in_ball=True, theta_hat=e * 2)
 
 
 @pytest.mark.parametrize("name", ["ldp-linucb", "ldp-gloc"])
@@ -324,18 +324,18 @@ def test_runs_with_tested_action_sets_are_the_checked_runs(name):
 
 
 def test_gaussian_channel_calibrations_and_exact_epsilon():
-    c = GaussianChannel.seed003(1.0, 1e-5)  # sigma = 2B sqrt(2 ln(1.25/delta))/eps with B = 1/2
+    c = GaussianChannel.zheng_2020(1.0, 1e-5)  # sigma = 2B sqrt(2 ln(1.25/delta))/eps with B = 1/2
     assert math.isclose(c.sigma, math.sqrt(2 * math.log(1.25e5)), rel_tol=1e-12)
     assert c.sensitivity == 1.0
     assert math.isclose(c.epsilon(1e-5), gaussian_epsilon(1e-5, c.sigma, 1.0).epsilon, rel_tol=1e-12)
     assert c.epsilon(1e-5) < 1  # the classical rule is conservative here
-    c0 = GaussianChannel.seed000(0.5, 1e-3, (0.0, 2.0))  # Priv[Delta]: N(v, 4 sigma_a^2 Delta^2), Delta = 1
+    c0 = GaussianChannel.gaussian_channel(0.5, 1e-3, (0.0, 2.0))  # Priv[Delta]: N(v, 4 sigma_a^2 Delta^2), Delta = 1
     assert math.isclose(c0.sigma, 2 * (2 * math.sqrt(math.log(1250)) / 0.5), rel_tol=1e-12)
     assert c0.sensitivity == 2.0
 
 
 @pytest.mark.parametrize("make", [
-    lambda: GaussianChannel.seed003(0.5, 1e-6, (-1.0, 3.0)),
+    lambda: GaussianChannel.zheng_2020(0.5, 1e-6, (-1.0, 3.0)),
     lambda: LaplaceChannel.for_pure(0.7, (0.0, 2.0)),
     lambda: RandomizedResponse(1.3),
 ])
@@ -375,7 +375,7 @@ def test_randomized_response_frequencies():
 
 
 def test_alg5_channel_message_and_ledger():
-    ch = LinearStatsChannel.seed003(3, 1.0, 1e-5)
+    ch = LinearStatsChannel.zheng_2020(3, 1.0, 1e-5)
     assert math.isclose(ch.sigma, 6 * math.sqrt(2 * math.log(2.5e5)), rel_tol=1e-12)
     x = np.array([[0.6, 0.8, 0.0], [0.0, 0.0, 1.0]])
     z = np.concatenate([x, [[1.5], [-2.0]]], axis=1)
@@ -421,7 +421,7 @@ def test_asymmetric_matrix_noise_is_weaker_only_off_the_diagonal():
     (lambda: RandomizedResponse(1.0).send(np.array([-0.1]), np.random.default_rng(0)), "outside"),
     (lambda: LinearStatsChannel(2, 1.0).send(np.array([[1.0, 1.0, 0.0]]), np.random.default_rng(0)), "unit ball"),
     (lambda: GaussianChannel((1.0, 1.0), 1.0), "low < high"),
-    (lambda: GaussianChannel.seed003(1.0, 1.5), "delta"),
+    (lambda: GaussianChannel.zheng_2020(1.0, 1.5), "delta"),
     (lambda: GaussianChannel((0.0, 1.0), 1.0).send(np.array([np.nan]), np.random.default_rng(0)), "NaN"),
 ])
 def test_channels_refuse_bad_input(bad, match):
@@ -588,7 +588,7 @@ def test_reproduce_ldp_bandits_quick(tmp_path, capsys):
 def test_alg3_gloc_channel_ledger_and_audit():
     from dpaudit.mechanisms import GLOCChannel
 
-    ch = GLOCChannel.seed003(3, 1.0, 1e-5)
+    ch = GLOCChannel.zheng_2020(3, 1.0, 1e-5)
     assert math.isclose(ch.sigma, 6 * math.sqrt(2 * math.log(3.75e5)), rel_tol=1e-12)
     x = np.array([[1.0, 0.0, 0.0], [0.0, 0.6, 0.8]])
     z = np.concatenate([x, [[1.0], [0.0]]], axis=1)

@@ -9,7 +9,6 @@ their full references.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import re
@@ -17,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from dpaudit.deprecations import CALIBRATION_TAGS
 from dpaudit.papers import PAPERS, RELATED, Paper, mentioned, references
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,10 +109,6 @@ def test_references_of_a_text_in_order_of_first_mention():
 
 #: the one module that may spell the old names (identifiers only, never prose): the names kept for one release
 COMPATIBILITY = "dpaudit/deprecations.py"
-#: dpaudit.mechanisms's own old constructor names, renamed there (it is split into a package on its own branch);
-#: their callers keep them until then, and the single-module file is not scanned while it still exists
-PENDING = re.compile(r"\b(?:GaussianChannel|LinearStatsChannel|GLOCChannel)\.seed00[03]\(")
-PENDING_FILE = "dpaudit/mechanisms.py"
 
 
 def installed_files() -> dict[str, Path]:
@@ -137,33 +131,12 @@ def installed_files() -> dict[str, Path]:
 
 
 def shorthand_in(name: str, text: str) -> list[str]:
-    """The shorthand in file ``name`` (docstrings, comments, code, JSON), with what :data:`COMPATIBILITY` and
-    :data:`PENDING` allow taken out."""
-    if name == PENDING_FILE:  # what users read of it: its string literals (errors, notes), but its calibration tags
-        return [s for s in shorthand_in_string_literals(text) if s not in CALIBRATION_TAGS]
-    text = PENDING.sub("", text)
+    """The shorthand in file ``name`` (docstrings, comments, code, JSON), with what :data:`COMPATIBILITY`
+    allows taken out."""
     found = leftovers(text)
     if name == COMPATIBILITY:  # its table spells the old names (no space); its prose may not
         found = [f for f in found if re.search(r"\bseeds? 0\d\d|\bseed (?:paper|polic|result)|\bissues? #?\d", f, re.I)]
     return found
-
-
-def _docstring_ids(tree: ast.AST) -> set[int]:
-    ids = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-                ids.add(id(first.value))
-    return ids
-
-
-def shorthand_in_string_literals(source: str) -> list[str]:
-    """The string literals (f-string parts included; docstrings and comments excluded) that use the shorthand."""
-    tree = ast.parse(source)
-    docs = _docstring_ids(tree)
-    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and id(node) not in docs and leftovers(node.value)]
 
 
 def test_the_scan_can_fail():
@@ -173,11 +146,8 @@ def test_the_scan_can_fail():
     assert shorthand_in("dpaudit/x.py", "def lint_seed000_channel(a, b):") and shorthand_in("dpaudit/x.json", '"seed 002"')
     assert shorthand_in("dpaudit/x.py", "guided by how the seed policies use their data")
     assert shorthand_in(COMPATIBILITY, '"""Old names (seed 001)."""') and not shorthand_in(COMPATIBILITY, '{"seed003": "zheng-2020"}')
-    assert shorthand_in("dpaudit/x.py", "x = GaussianChannel.seed003(e, d)  # seed 003's") \
-        and not shorthand_in("dpaudit/x.py", "x = GaussianChannel.seed003(e, d)")
+    assert shorthand_in("dpaudit/x.py", "x = GaussianChannel.seed003(e, d)")
     assert not shorthand_in("dpaudit/x.py", "--seed 0 runs from seed 0; seeds 0-4; the seed's generator")
-    assert shorthand_in(PENDING_FILE, 'raise ValueError(f"{x} needs seed 003 Alg. 5")') \
-        and not shorthand_in(PENDING_FILE, '"""seed 002 Alg. 1"""\n# seed 003')
     real = (ROOT / "dpaudit" / "policies" / "ucb.py").read_text()
     assert not shorthand_in("dpaudit/policies/ucb.py", real)
     assert shorthand_in("dpaudit/policies/ucb.py", real.replace("Azize & Basu 2023a", "seed 001", 1))

@@ -35,7 +35,7 @@ def timed(policy: FinitePolicy, protocol: str, repeats: int = 3, method: str = "
 
 def main() -> None:
     rows = []
-    cases = [("seed001 counterexample", bundled_spec("seed001-counterexample"))]
+    cases = [("table-vs-view counterexample", bundled_spec("table-vs-view-counterexample"))]
     cases += [(f"random, T = {T}", random_policy(T)) for T in (3, 4, 5)]
     for label, pol in cases:
         for protocol, method in (("view", "tree"), ("table", "tree"), ("interactive", "tree"), ("interactive", "brute")):

@@ -135,7 +135,7 @@ def main() -> None:
         (out / f"{name}.json").write_text(text)
         print(f"{name:<28} {hashlib.sha256(text.encode()).hexdigest()[:16]}", flush=True)
     # exact audits through the command line
-    for name, argv in {"exact-table-counterexample": ["seed001-counterexample", "--protocol", "table"],
+    for name, argv in {"exact-table-counterexample": ["table-vs-view-counterexample", "--protocol", "table"],
                        "exact-joint-rr": ["jdp-finite-rr", "--protocol", "joint"]}.items():
         if args.only and name not in args.only:
             continue

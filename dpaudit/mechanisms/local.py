@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from dpaudit import deprecations
 from dpaudit.errors import DPAuditError, check_positive
 from dpaudit.mechanisms.ledger import Ledger, Noise, Release, user_fed
 from dpaudit.mechanisms.symmetric import check_dim, packed_index, triu, upper_flat
@@ -100,11 +101,12 @@ class Channel:
         raise NotImplementedError
 
 
+@deprecations.add_aliases  # its old constructor names, for one release
 class GaussianChannel(Channel):
     """o = z + N(0, sigma^2) for scalar z in [lo, hi] (sensitivity hi - lo); exact profile: Balle & Wang 2018.
 
-    Calibrations: :meth:`seed003` (Zheng et al. 2020, Alg. 1, sigma = 2B sqrt(2 ln(1.25/delta))/eps with
-    |f| <= B, i.e. B = (hi - lo)/2 after centring) and :meth:`seed000` (the interactive joint/local DP
+    Calibrations: :meth:`zheng_2020` (Zheng et al. 2020, Alg. 1, sigma = 2B sqrt(2 ln(1.25/delta))/eps with
+    |f| <= B, i.e. B = (hi - lo)/2 after centring) and :meth:`gaussian_channel` (the interactive joint/local DP
     definitions, Def. "Gaussian channel",
     Priv[Delta]{v} = N(v, 4 sigma_a^2 Delta^2), sigma_a = 2 sqrt(log(1.25/beta))/alpha, ||F(z)|| <= Delta,
     i.e. Delta = (hi - lo)/2 after centring and sigma = 2 sigma_a Delta).
@@ -118,7 +120,7 @@ class GaussianChannel(Channel):
         self.sensitivity = self.domain[1] - self.domain[0]
 
     @classmethod
-    def seed003(cls, epsilon: float, delta: float, domain: tuple[float, float] = (0.0, 1.0)) -> "GaussianChannel":
+    def zheng_2020(cls, epsilon: float, delta: float, domain: tuple[float, float] = (0.0, 1.0)) -> "GaussianChannel":
         epsilon = check_positive("epsilon", epsilon)
         from dpaudit.errors import check_delta
 
@@ -126,11 +128,11 @@ class GaussianChannel(Channel):
         lo, hi = _check_domain(domain)
         B = (hi - lo) / 2
         ch = cls((lo, hi), 2 * B * math.sqrt(2 * math.log(1.25 / delta)) / epsilon)
-        ch.calibration = ("seed003", epsilon, delta)
+        ch.calibration = ("zheng-2020", epsilon, delta)
         return ch
 
     @classmethod
-    def seed000(cls, alpha: float, beta: float, domain: tuple[float, float] = (0.0, 1.0)) -> "GaussianChannel":
+    def gaussian_channel(cls, alpha: float, beta: float, domain: tuple[float, float] = (0.0, 1.0)) -> "GaussianChannel":
         alpha = check_positive("alpha", alpha)
         from dpaudit.errors import check_delta
 
@@ -138,7 +140,7 @@ class GaussianChannel(Channel):
         lo, hi = _check_domain(domain)
         sigma_a = 2 * math.sqrt(math.log(1.25 / beta)) / alpha
         ch = cls((lo, hi), 2 * sigma_a * (hi - lo) / 2)
-        ch.calibration = ("seed000", alpha, beta)
+        ch.calibration = ("gaussian-channel", alpha, beta)
         return ch
 
     def send(self, z, rng, *, ledger=None, step=-1, runs=None, label=""):
@@ -245,6 +247,7 @@ class RandomizedResponse(Channel):
         return f"randomised response eps = {self.eps:g} on [0, 1]"
 
 
+@deprecations.add_aliases  # its old constructor names, for one release
 class LinearStatsChannel(Channel):
     """Zheng et al. (2020), Alg. 5 line 9: user (x, y), ||x||_2 <= 1, |y| <= y_bound, sends (x x^T + B, y x + xi).
 
@@ -271,14 +274,14 @@ class LinearStatsChannel(Channel):
         self.sensitivity = math.hypot(self.sens_matrix, self.sens_vector)
 
     @classmethod
-    def seed003(cls, d: int, epsilon: float, delta: float, y_bound: float = 2.0, **kw) -> "LinearStatsChannel":
+    def zheng_2020(cls, d: int, epsilon: float, delta: float, y_bound: float = 2.0, **kw) -> "LinearStatsChannel":
         """sigma = 6 sqrt(2 ln(2.5/delta))/eps (Zheng et al. 2020, Alg. 5 line 2)."""
         epsilon = check_positive("epsilon", epsilon)
         from dpaudit.errors import check_delta
 
         delta = check_delta(delta)
         ch = cls(d, 6 * math.sqrt(2 * math.log(2.5 / delta)) / epsilon, y_bound, **kw)
-        ch.calibration = ("seed003-alg5", epsilon, delta)
+        ch.calibration = ("zheng-2020-alg5", epsilon, delta)
         return ch
 
     def check_data(self, z, label="user data"):
@@ -369,6 +372,7 @@ class LinearStatsChannel(Channel):
         return f"Alg. 5 channel ({sym} matrix noise) sigma = {self.sigma:.4g}, d = {self.d}, |y| <= {self.y_bound:g}"
 
 
+@deprecations.add_aliases  # its old constructor names, for one release
 class GLOCChannel(Channel):
     """Zheng et al. (2020), Alg. 3 line 9 (GLOC-LDP, logistic link): user (x, y), ||x|| <= 1, y in [0, 1], given
     the public estimate theta_hat (||theta_hat|| <= 1), sends x x^T + B_t (symmetric), z x + xi_t with
@@ -393,14 +397,14 @@ class GLOCChannel(Channel):
         self.sensitivity = math.sqrt(2.0 + 4.0 + 4.0 / self.C**2)  # the joint multiplier is this / sigma
 
     @classmethod
-    def seed003(cls, d: int, epsilon: float, delta: float) -> "GLOCChannel":
+    def zheng_2020(cls, d: int, epsilon: float, delta: float) -> "GLOCChannel":
         """sigma = 6 sqrt(2 ln(3.75/delta))/eps (Zheng et al. 2020, Alg. 3 line 2): each message (eps/3, delta/3)."""
         epsilon = check_positive("epsilon", epsilon)
         from dpaudit.errors import check_delta
 
         delta = check_delta(delta)
         ch = cls(d, 6 * math.sqrt(2 * math.log(3.75 / delta)) / epsilon)
-        ch.calibration = ("seed003-alg3", epsilon, delta)
+        ch.calibration = ("zheng-2020-alg3", epsilon, delta)
         return ch
 
     check_data = LinearStatsChannel.check_data

@@ -345,7 +345,7 @@ class LDPFKM(FKM):
         self._tune()
 
     def _make_channel(self) -> Channel:
-        return GaussianChannel.seed003(self.epsilon, self.delta, (-self.loss_bound, self.loss_bound))
+        return GaussianChannel.zheng_2020(self.epsilon, self.delta, (-self.loss_bound, self.loss_bound))
 
     def _tuning_range(self) -> float:
         sigma = 2 * self.loss_bound * math.sqrt(2 * math.log(1.25 / self.delta)) / self.epsilon
@@ -621,7 +621,7 @@ class LDPSCS(SCS):
         self.epsilon = check_positive("epsilon", epsilon)
         self.delta = check_delta(delta)
         super().__init__(d, horizon, radius, loss_bound, lipschitz, strong_convexity, smoothness)
-        self._chan = GaussianChannel.seed003(self.epsilon, self.delta, (-self.loss_bound, self.loss_bound))
+        self._chan = GaussianChannel.zheng_2020(self.epsilon, self.delta, (-self.loss_bound, self.loss_bound))
         self.sigma = self._chan.sigma
         self.claim = ApproxDP(self.epsilon, self.delta)
 

@@ -360,8 +360,8 @@ class LDPUCB(OnePointUCB):
 
     def _make_channel(self) -> Channel:
         if self.calibration == "gaussian-channel":  # sigma = 2 sigma_a Delta, sigma_a = 2 sqrt(log(1.25/beta))/alpha
-            return GaussianChannel.seed000(self.epsilon, self.delta, self.reward_range)
-        return GaussianChannel.seed003(self.epsilon, self.delta, self.reward_range)
+            return GaussianChannel.gaussian_channel(self.epsilon, self.delta, self.reward_range)
+        return GaussianChannel.zheng_2020(self.epsilon, self.delta, self.reward_range)
 
     def variance_proxy(self) -> float:
         return 0.25 + self._chan.sigma ** 2  # type: ignore[union-attr]
@@ -474,7 +474,7 @@ class LDPTsallisINF(TsallisINF):
     def __init__(self, n_arms: int = 2, epsilon: float = 1.0, delta: float = 1e-5) -> None:
         super().__init__(n_arms)
         self.epsilon, self.delta = _check_eps_delta(epsilon, delta)
-        self._chan = GaussianChannel.seed003(self.epsilon, self.delta, self.reward_range)
+        self._chan = GaussianChannel.zheng_2020(self.epsilon, self.delta, self.reward_range)
         self.claim = ApproxDP(self.epsilon, self.delta)
         self._params.update(epsilon=self.epsilon, delta=self.delta)
 
@@ -633,7 +633,7 @@ class LDPLinUCB(LinUCB):
         super().__init__(n_arms, dim, horizon)
         self.epsilon, self.delta = _check_eps_delta(epsilon, delta)
         self.alpha = check_delta(alpha, "alpha")
-        self._chan = LinearStatsChannel.seed003(self.dim, self.epsilon, self.delta, self.reward_range[1],
+        self._chan = LinearStatsChannel.zheng_2020(self.dim, self.epsilon, self.delta, self.reward_range[1],
                                                 symmetric=self._symmetric)
         self.sigma = self._chan.sigma
         self.claim = ApproxDP(self.epsilon, self.delta)
@@ -745,7 +745,7 @@ class LDPGLOC(GLOC):
         super().__init__(n_arms, dim, horizon)
         self.epsilon, self.delta = _check_eps_delta(epsilon, delta)
         self.alpha = check_delta(alpha, "alpha")
-        self._chan = GLOCChannel.seed003(self.dim, self.epsilon, self.delta)
+        self._chan = GLOCChannel.zheng_2020(self.dim, self.epsilon, self.delta)
         self.sigma = self._chan.sigma
         self.claim = ApproxDP(self.epsilon, self.delta)
         self._params.update(epsilon=self.epsilon, delta=self.delta, alpha=self.alpha)
@@ -816,7 +816,7 @@ class LDPLilUCB(LilUCB):
     def __init__(self, n_arms: int = 2, gamma: float = 0.05, epsilon: float = 1.0, delta: float = 1e-5) -> None:
         super().__init__(n_arms, gamma)
         self.epsilon, self.delta = _check_eps_delta(epsilon, delta)
-        self._chan = GaussianChannel.seed003(self.epsilon, self.delta, self.reward_range)
+        self._chan = GaussianChannel.zheng_2020(self.epsilon, self.delta, self.reward_range)
         self.claim = ApproxDP(self.epsilon, self.delta)
         self._params.update(epsilon=self.epsilon, delta=self.delta)
 

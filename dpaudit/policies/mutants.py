@@ -239,7 +239,7 @@ class LDPSqrt2NoiseUCB(LDPUCB):
     """
 
     def _make_channel(self):
-        ch = GaussianChannel.seed003(self.epsilon, self.delta, self.reward_range)
+        ch = GaussianChannel.zheng_2020(self.epsilon, self.delta, self.reward_range)
         return GaussianChannel(ch.domain, ch.sigma / math.sqrt(2.0))
 
 
