@@ -3,8 +3,8 @@
 :func:`per_round_account` takes a ledger given as plain arrays (one entry per release, run and round):
 each round's guarantee is the sequential composition of the releases that round fed
 (:class:`~dpaudit.accountants.noise.NoiseAccount`, exact where possible); the run's realised guarantee is
-its worst round (parallel composition over rounds, seed 001 Lemma 1). This module takes arrays so the
-accountants import nothing from dpaudit's core; :mod:`dpaudit.accounting` turns a Ledger into them.
+its worst round (parallel composition over rounds: Azize & Basu 2023a, "Concentrated Differential Privacy
+for Bandits", Lemma 1). This module takes arrays so the accountants import nothing from dpaudit's core; :mod:`dpaudit.accounting` turns a Ledger into them.
 Composition of declared guarantees (:func:`compose_sequential`, :func:`compose_parallel`) lives with the
 guarantees (:mod:`dpaudit.accountants.guarantees`).
 """

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from scipy import special
 
 from .conversions import Conversion, zcdp_to_approx
+from dpaudit import deprecations
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_nonnegative, check_positive
 
 __all__ = [
@@ -45,7 +47,7 @@ __all__ = [
     "classical_gaussian_sigma",
     "CalibrationLint",
     "lint_classical_gaussian",
-    "lint_seed000_channel",
+    "lint_gaussian_channel",
 ]
 
 
@@ -226,21 +228,22 @@ def _lint(rule: str, epsilon: float, delta: float, sigma: float, in_range: bool,
 def lint_classical_gaussian(epsilon: float, delta: float) -> CalibrationLint:
     """Flag the classical calibration sigma = D sqrt(2 ln(1.25/delta))/eps when eps >= 1, with its exact delta.
 
-    Dwork & Roth's Thm A.1 proves it for eps in (0, 1) only; seed 002's experiments use eps in
-    {2, 4, 6, 8}.
+    Dwork & Roth's Thm A.1 proves it for eps in (0, 1) only; the experiments of Sarmasarkar (2026), "Shuffle and Joint Differential Privacy for
+    Generalized Linear Contextual Bandits", use eps in {2, 4, 6, 8}.
     """
     sigma = classical_gaussian_sigma(epsilon, delta)
     return _lint("classical Gaussian sigma = D sqrt(2 ln(1.25/delta))/eps", epsilon, delta, sigma,
                  epsilon < 1, "eps in (0, 1)")
 
 
-def lint_seed000_channel(alpha: float, beta: float) -> CalibrationLint:
-    """Flag seed 000's channel sigma_a = 2 sqrt(log(1.25/beta))/alpha when alpha >= 1, with its exact delta.
+def lint_gaussian_channel(alpha: float, beta: float) -> CalibrationLint:
+    """Flag the Gaussian channel sigma_a = 2 sqrt(log(1.25/beta))/alpha when alpha >= 1, with its exact delta.
 
-    Seed 000 (Def. "Gaussian channel") releases N(F(z), sigma_a^2 Delta^2) with Delta >= the L2
+    The Gaussian channel of the interactive joint/local DP definitions (Def. "Gaussian channel";
+    :mod:`dpaudit.papers`) releases N(F(z), sigma_a^2 Delta^2) with Delta >= the L2
     sensitivity (and Priv[Delta]{v} = N(v, 4 sigma_a^2 Delta^2) for ||F|| <= Delta, i.e. sensitivity
-    2 Delta), so in both forms the noise multiplier sigma/sensitivity is sigma_a. The paper states
-    the regime alpha, beta in (0, 1).
+    2 Delta), so in both forms the noise multiplier sigma/sensitivity is sigma_a. The definitions
+    state the regime alpha, beta in (0, 1).
     """
     alpha = check_positive("alpha", alpha)
     beta = check_delta(beta, "beta")
@@ -248,3 +251,8 @@ def lint_seed000_channel(alpha: float, beta: float) -> CalibrationLint:
     return _lint("Gaussian channel sigma_a = 2 sqrt(log(1.25/beta))/alpha of the interactive joint/local DP "
                  "definitions", alpha, beta, sigma,
                  alpha < 1, "alpha in (0, 1)", ("alpha", "beta"))
+
+
+def __getattr__(name: str) -> Any:
+    """An old name of :mod:`dpaudit.deprecations` (with its warning)."""
+    return deprecations.attribute(__name__, name, globals())

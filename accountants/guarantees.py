@@ -175,8 +175,8 @@ class RDP(Guarantee):
 
     A table promises ``D_a <= eps`` at its orders only; since D_alpha is non-decreasing in alpha
     (van Erven & Harremoës 2014, Thm 3), ``renyi(a)`` is the smallest tabulated eps at an order
-    ``>= a`` and ``inf`` above the largest order. ``RDP({alpha: eps})`` is seed 004's
-    (alpha, eps)-RDP.
+    ``>= a`` and ``inf`` above the largest order. ``RDP({alpha: eps})`` is the
+    (alpha, eps)-RDP of Azize & Basu (2023b), "Rényi Differentially Private Bandits".
     """
 
     curve: Callable[[float], float] | Mapping[float, float]
@@ -198,7 +198,7 @@ class RDP(Guarantee):
 
     @classmethod
     def point(cls, alpha: float, epsilon: float) -> "RDP":
-        """(alpha, epsilon)-RDP at the single order alpha (seed 004, Def. 2)."""
+        """(alpha, epsilon)-RDP at the single order alpha (Azize & Basu 2023b, Def. 2)."""
         return cls({alpha: epsilon})
 
     def renyi(self, alpha: float) -> float:
@@ -238,7 +238,7 @@ class _ZcdpCurve:
         return alpha * self.rho
 
 
-# ==== dp-accounting interop and the composition operators (issue 11) ================================
+# ==== dp-accounting interop and the composition operators ===========================================
 #
 # Semantics shared with dp-accounting: a DpEvent's ``noise_multiplier`` is the noise scale divided by
 # the sensitivity over dpaudit's neighbouring relation (one row / one entry changes), which is
@@ -512,7 +512,8 @@ __all__ += ["MechanismDP", "Composed", "compose", "as_guarantee", "PLD_INTERVAL"
 # Adaptive sequential composition: zCDP adds rho (Bun & Steinke 2016, Lemma 2.3), pure DP adds eps,
 # RDP curves add order by order (Mironov 2017, Prop. 1), (eps, delta)-DP adds both (basic composition,
 # Dwork & Roth 2014, Thm 3.16); mixed types without an (eps, delta) member compose as RDP curves.
-# Parallel composition over disjoint data (seed 001 Lemma 1 / App. D, seed 004 Lemma 11): the worst part.
+# Parallel composition over disjoint data (Azize & Basu 2023a, "Concentrated Differential Privacy for Bandits",
+# Lemma 1 / App. D; Azize & Basu 2023b, Lemma 11): the worst part.
 
 class _SumCurve:
     """Order-wise sum of Rényi curves (picklable, named for describe())."""
@@ -555,7 +556,7 @@ def compose_sequential(*guarantees: Guarantee) -> Guarantee:
 
 
 def compose_parallel(*guarantees: Guarantee) -> Guarantee:
-    """Parallel composition over disjoint data (seed 001 Lemma 1, seed 004 Lemma 11): the worst part."""
+    """Parallel composition over disjoint data (Azize & Basu 2023a, Lemma 1; Azize & Basu 2023b, Lemma 11): the worst part."""
     gs = _check_guarantees(guarantees)
     kinds = {type(g) for g in gs}
     if kinds == {ZCDP}:

@@ -1,4 +1,5 @@
-"""Accounting for the shuffle model and the binary-tree mechanism (issue 13, seed 002).
+"""Accounting for the shuffle model and the binary-tree mechanism, as the policies of Sarmasarkar (2026),
+"Shuffle and Joint Differential Privacy for Generalized Linear Contextual Bandits", use them.
 
 Privacy amplification by shuffling (Feldman, McMillan and Talwar 2021, "Hiding among the clones",
 FOCS; arXiv 2012.12803). If each of ``n`` users sends one message from an ``eps0``-DP local
@@ -30,8 +31,8 @@ so the shuffled output is (eps, delta)-DP whenever P and Q are (eps, delta)-indi
 Binary tree (Chan, Shi and Song 2011): each round lies under at most ``floor(log2 T) + 1`` released
 nodes (:func:`tree_max_nodes`), so a tree with Gaussian noise ``sigma`` per node and per-round
 L2-sensitivity ``Delta`` is ``(floor(log2 T) + 1) Delta^2 / (2 sigma^2)``-zCDP per round
-(:func:`tree_zcdp`; :func:`tree_sigma` inverts it). The issue's bound ``ceil(log2 T) + 1`` is the same
-or one more.
+(:func:`tree_zcdp`; :func:`tree_sigma` inverts it). The looser count ``ceil(log2 T) + 1`` is the same or
+one more.
 """
 
 from __future__ import annotations
@@ -209,7 +210,7 @@ def shuffle_guarantee(n: int, eps0: float, delta: float, method: str = "numerica
     return ApproxDP(min(eps, eps0), delta)
 
 
-# ---- the exact composition of several shuffled message sets (issue 24, the upper side) -----------------
+# ---- the exact composition of several shuffled message sets (the upper side) ----------------------------
 
 def _hockey(prof: ClonesProfile, e: np.ndarray) -> np.ndarray:
     """sum over outcomes with loss > e of (P - e^e Q), for every e (any sign): the P || Q hockey stick of ``prof``'s
@@ -304,7 +305,7 @@ def tree_sigma(horizon: int, rho: float, sensitivity: float = 1.0) -> float:
 
 
 # ==================================================================================================
-# The exact privacy loss of one shuffled canary against a constant background (issue 24)
+# The exact privacy loss of one shuffled canary against a constant background
 # ==================================================================================================
 
 #: the privacy loss is rounded to this grid, up for the upper bound on delta and down for the lower one

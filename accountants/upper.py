@@ -1,7 +1,7 @@
 """Upper bounds: the tightest eps(delta) dpaudit can prove for a composition of concrete releases.
 
 An audit's lower bounds say how much a policy leaks at least; these functions say how much it can leak
-at most, from the noise its releases actually carry (the *upper* side of an audit, issue 24).
+at most, from the noise its releases actually carry (the *upper* side of an audit).
 
 * :func:`compose_epsilon` -- eps(delta) of one sequential composition of Gaussian releases (multipliers
   mu_i = D_i / sigma_i), Laplace releases (eps_i = D_i / b_i) and pure eps_i-DP releases (randomised

@@ -2,7 +2,8 @@
 
 For a :class:`~dpaudit.policies.finite.FinitePolicy` (decision-rule tables over K arms, horizon T and
 a reward alphabet of size R) every view distribution is a finite vector over the K^T action
-sequences, so the quantities of seed 001 Sec. III can be computed exactly:
+sequences, so the quantities of Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits",
+Sec. III, can be computed exactly:
 
 * the privacy profile ``delta(eps) = max over neighbours of sum_a (P(a) - e^eps Q(a))_+``,
 * the smallest ``eps >= 0`` with ``delta(eps) <= delta``,
@@ -375,7 +376,7 @@ def exact_profile(
         )
     _check_protocol(protocol)
     epsilons = [check_nonnegative("epsilon", e) for e in epsilons]
-    if any(e > 700 for e in epsilons):  # e^eps overflows a double past ~709 (issue 12: was an OverflowError)
+    if any(e > 700 for e in epsilons):  # e^eps overflows a double past ~709: refused by name, not an OverflowError
         raise DPAuditError(f"epsilon must be at most 700 for exact enumeration (e^epsilon overflows beyond), got "
                            f"{max(epsilons):g}.")
     deltas = [check_delta(d, allow_zero=True) for d in deltas]

@@ -1,7 +1,7 @@
-"""Exact joint-DP audits of finite contextual policies by enumeration (issue 13): no sampling.
+"""Exact joint-DP audits of finite contextual policies by enumeration: no sampling.
 
-Seed 000, Def. "Anticipating JDP": for every round t, any two histories H_t, H'_t differing only at
-round t, and any future observations D_{t+1:T} = {(x_s, r_s)}_{s>t},
+The interactive joint/local DP definitions (:mod:`dpaudit.papers`), Def. "Anticipating JDP": for every
+round t, any two histories H_t, H'_t differing only at round t, and any future observations D_{t+1:T} = {(x_s, r_s)}_{s>t},
 
     P(a_{t+1..T} in E | H_t, D) <= e^eps P(a_{t+1..T} in E | H'_t, D) + delta,
 
@@ -11,13 +11,13 @@ vector over the K^(T-t) action sequences, so the privacy profile ``delta(eps)``,
 a delta and the Rényi divergences are maxima over finitely many (t, history before t, neighbouring
 round-t data, future) and are computed exactly. Two neighbour relations are reported:
 
-* ``history`` (the verdict's, seed 000's definition): round t's triple (c_t, a_t, r_t) vs
-  (c'_t, a'_t, r'_t), the history before t fixed; a_t is part of the conditioning (user t's own
-  action is not in the view). Choices where the seed is silent: histories are those the policy can
-  produce (every action in the history before t, and a_t, has positive probability under its rule);
-  the future rewards are per-arm tables r_s(.) fixed in advance (user s's data), of which the
-  policy observes r_s(a_s), so the maximum also covers futures whose observed rewards do not depend
-  on the actions. The reward of round T is never observed and is not enumerated.
+* ``history`` (the verdict's: the definition above): round t's triple (c_t, a_t, r_t) vs (c'_t, a'_t, r'_t),
+  the history before t fixed; a_t is part of the conditioning (user t's own action is not in the view).
+  Choices where the definitions are silent: histories are those the policy can produce (every action in the
+  history before t, and a_t, has positive probability under its rule); the future rewards are per-arm tables
+  r_s(.) fixed in advance (user s's data), of which the policy observes r_s(a_s), so the maximum also covers
+  futures whose observed rewards do not depend on the actions. The reward of round T is never observed and is
+  not enumerated.
 * ``data``: user t's data (c_t, r_t(.)) vs (c'_t, r'_t(.)) with a_t drawn by the policy
   (``sum_a pi_t(a | H_{t-1}, c_t) P(. | H_{t-1}, (c_t, a, r_t(a)), D)``). By joint convexity it is at
   most the ``history`` value; reported beside it.
@@ -306,7 +306,7 @@ def exact_joint_profile(policy: FiniteContextualPolicy, *, epsilons: Sequence[fl
 
 def view_distribution_brute(policy: FiniteContextualPolicy, history: Sequence[tuple[int, int, int]],
                             future_contexts: Sequence[int], future_rewards: Sequence[Sequence[int]]) -> dict:
-    """``P(a_{t+1..T} | H_t, D)`` by seed 000's product formula, one Python loop per action sequence.
+    """``P(a_{t+1..T} | H_t, D)`` by the definitions' product formula, one Python loop per action sequence.
 
     ``history``: (context, arm, reward-index) triples of rounds 1..t; ``future_contexts`` of rounds
     t+1..T; ``future_rewards[j][a]``: reward index of arm a at round t+1+j (rounds t+1..T-1)."""

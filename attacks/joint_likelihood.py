@@ -66,7 +66,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from dpaudit.engine import SERIAL, Engine
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, InternalError
 from dpaudit.mechanisms import ReplayMismatch
 from dpaudit.protocols.joint import JointDP, JointPair
 
@@ -201,7 +201,7 @@ def joint_likelihood_attack(source: Source, candidates: Sequence[tuple[int, int]
     bound needs no correction for the choice. Every fresh run counts (no early stop): the bound is the one
     its full sample shows."""
     if len(pilots) != len(candidates) or not candidates:
-        raise DPAuditError(f"{name} got {len(pilots)} pilot samples for {len(candidates)} candidates.")
+        raise InternalError(f"{name} got {len(pilots)} pilot samples for {len(candidates)} candidates")
     t0 = time.perf_counter()
     scores = [screen_score(p) for p in pilots]
     i = int(np.argmax(scores))

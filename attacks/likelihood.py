@@ -34,7 +34,7 @@ round j is unknown, so a bound from such a ledger may be too low, never too high
 that bypasses the ledger (noise shared across arms, an un-noised release) is invisible here; the
 black-box attack (:mod:`dpaudit.attacks.membership`) is what judges those.
 
-The bound is about the releases, which is what a privacy proof of the seed policies covers (the
+The bound is about the releases, which is what a privacy proof of the papers' policies covers (the
 actions are post-processing of them).
 """
 
@@ -48,7 +48,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from dpaudit.accountants import Guarantee
-from dpaudit.errors import DPAuditError, check_delta
+from dpaudit.errors import DPAuditError, InternalError, check_delta
 from dpaudit.engine import SERIAL, Engine, progress_counter
 from dpaudit.protocols import Adversary, Protocol, ViewDP
 
@@ -104,12 +104,13 @@ def _loss_from_ledger(ledger: Any, n_runs: int, j: int, dr: np.ndarray) -> tuple
             lr = 0.5 * (z1**2 - z0**2)
         elif rel.noise.kind == "laplace":
             lr = np.abs(z1) - np.abs(z0)
-        elif rel.noise.kind == "randomized_response":  # issue 10: P(o = 1 | c) = q + (p - q) c, p = 1/(1 + e^-eps)
+        elif rel.noise.kind == "randomized_response":  # P(o = 1 | c) = q + (p - q) c, p = 1/(1 + e^-eps)
             p = 1.0 / (1.0 + np.exp(-1.0 / s))
             P0, P1 = (np.where(v > 0.5, 1 - p + (2 * p - 1) * c, p - (2 * p - 1) * c) for c in (c0, c1))
             lr = np.log(P0) - np.log(P1)
         else:  # pragma: no cover - Noise only has these kinds
-            raise DPAuditError(f"unknown noise kind {rel.noise.kind!r} in the ledger.")
+            raise InternalError(f"the likelihood attack met the noise kind {rel.noise.kind!r}, which dpaudit's ledger "
+                                "does not make")
         np.add.at(loss, runs[rows], lr.sum(axis=1))
         np.add.at(used, runs[rows], 1)
     return loss, int(used.max(initial=0)), no_fed
@@ -209,8 +210,8 @@ def renyi_bounds(loss: np.ndarray, orders: Sequence[float], u: np.ndarray, alpha
 def pilot_grid(pilot: np.ndarray, size: int = 128, reach: float = 2.0) -> np.ndarray:
     """Where the profile band of :func:`loss_bounds` is drawn: ``size`` points from 0 to ``reach`` x the
     pilot's largest loss. Display only: the eps bound is an order statistic of the counted runs and does
-    not depend on any grid (so a pure-DP bound is not capped below the loss's maximum, as the 128-point
-    grid that once was the test capped it at 126/127 of it)."""
+    not depend on any grid (so a pure-DP bound is not capped below the loss's maximum, as a 128-point
+    test grid would cap it at 126/127 of it)."""
     pilot = np.asarray(pilot, dtype=float)
     hi = float(np.max(pilot)) if pilot.size else 0.0
     return np.linspace(0.0, max(reach * hi, 1e-3), size)

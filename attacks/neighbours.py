@@ -1,7 +1,7 @@
 """Neighbouring-input search: find the pair (and adversary) that maximises an attack's bound.
 
-The search space (our choices, guided by how the seed policies use their data; seed 001 Sec. III,
-App. B-D):
+The search space (our choices, guided by how the policies of the papers dpaudit follows use their data;
+Azize & Basu 2023a, "Concentrated Differential Privacy for Bandits", Sec. III, App. B-D):
 
 * canary round j: the first rounds (every arm's first pull in round-robin initialisation, whose
   reward is the whole of that arm's first episode), the rounds just after them (the first episode

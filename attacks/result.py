@@ -123,7 +123,7 @@ class AuditResult:
     seconds: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
     #: the threshold test's fresh scores, binned (:class:`ScoreHistogram`), for its ROC curve; None for an
-    #: attack without one threshold test on fresh samples (and in findings written before it was kept)
+    #: attack without one threshold test on fresh samples (and in findings files that do not carry it)
     scores: ScoreHistogram | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -29,6 +29,7 @@ _LAZY: dict[str, str] = {
     "describe": "dpaudit.api",
     "account": "dpaudit.api",
     "DPAuditError": "dpaudit.errors",
+    "InternalError": "dpaudit.errors",
     "Guarantee": "dpaudit.accountants",
     "PureDP": "dpaudit.accountants",
     "ApproxDP": "dpaudit.accountants",
@@ -36,8 +37,8 @@ _LAZY: dict[str, str] = {
     "RDP": "dpaudit.accountants",
 }
 
-__all__ = ["__version__", "audit", "Audit", "describe", "account", "DPAuditError", "Guarantee", "PureDP", "ApproxDP",
-           "ZCDP", "RDP"]  # written out for type checkers; tests/test_api.py checks it against _LAZY
+__all__ = ["__version__", "audit", "Audit", "describe", "account", "DPAuditError", "InternalError", "Guarantee",
+           "PureDP", "ApproxDP", "ZCDP", "RDP"]  # written out for type checkers; tests/test_api.py checks it against _LAZY
 
 _SUBMODULES = frozenset({"accountants", "attacks", "policies", "protocols", "mechanisms", "simulate", "engine",
                          "runner", "accounting", "report", "testing", "environments", "errors", "api", "reproduce"})
@@ -47,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from dpaudit.accountants import RDP as RDP, ZCDP as ZCDP, ApproxDP as ApproxDP, Guarantee as Guarantee
     from dpaudit.accountants import PureDP as PureDP
     from dpaudit.api import Audit as Audit, account as account, audit as audit, describe as describe
-    from dpaudit.errors import DPAuditError as DPAuditError
+    from dpaudit.errors import DPAuditError as DPAuditError, InternalError as InternalError
 
 
 if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name is an error there too

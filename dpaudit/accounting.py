@@ -6,7 +6,7 @@ into per-round accounting arrays, running a policy on a fixed reward table, and 
 declared ``claim`` with what its ledger implies. The ``dpaudit account`` command
 (:mod:`dpaudit.cli.account`) prints these.
 
-The upper side (issue 24): :func:`ledger_upper` (and :func:`policy_ledger_upper`, :func:`shuffle_upper`) give the
+The upper side: :func:`ledger_upper` (and :func:`policy_ledger_upper`, :func:`shuffle_upper`) give the
 tightest eps dpaudit can prove for a policy at delta -- a ledger's releases composed exactly per round or
 user, or a shuffle batch's clone bounds composed exactly -- with the method and the assumptions it rests on;
 an audit reports it beside the claim as ``epsilon_upper``.
@@ -21,11 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit import deprecations
 from dpaudit.accountants import ApproxDP, Guarantee
 from dpaudit.accountants.composition import RoundAccount, per_round_account
 from dpaudit.accountants.conversions import pure_to_approx
 from dpaudit.accountants.gaussian import (gaussian_epsilon, laplace_epsilon, lint_classical_gaussian,
-                                          lint_seed000_channel)
+                                          lint_gaussian_channel)
 from dpaudit.accountants.conversions import (
     zcdp_to_approx,
 )
@@ -252,7 +253,7 @@ def run_policy(policy: Any, horizon: int, n_runs: int, seed: int) -> dict[str, A
     """
     horizon = check_int("horizon", horizon, minimum=1)
     n_runs = check_int("runs", n_runs, minimum=1)
-    if getattr(policy, "continuous_actions", False):  # BCO (issue 10): loss functions, not a reward table
+    if getattr(policy, "continuous_actions", False):  # BCO: loss functions, not a reward table
         return run_bco_for_account(policy, horizon, n_runs, seed)
     data_rng, policy_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     K = int(policy.n_arms)
@@ -407,9 +408,10 @@ def calibration_lints(policy: Any) -> list[dict[str, Any]]:
     if not cal:
         return []
     rule, e, d = cal
-    if rule == "seed000":
-        lints = [lint_seed000_channel(e, d)]
-    elif rule == "seed003-alg5":  # seed 003 Thm 7: the matrix at (eps/3, delta/2), the vector at (2 eps/3, delta/2)
+    rule = deprecations.CALIBRATION_TAGS.get(rule, rule)
+    if rule == "gaussian-channel":
+        lints = [lint_gaussian_channel(e, d)]
+    elif rule == "zheng-2020-alg5":  # Zheng et al. (2020), Thm 7: the matrix at (eps/3, delta/2), the vector at (2 eps/3, delta/2)
         lints = [lint_classical_gaussian(e / 3, d / 2), lint_classical_gaussian(2 * e / 3, d / 2)]
     else:
         lints = [lint_classical_gaussian(e, d)]
@@ -418,7 +420,7 @@ def calibration_lints(policy: Any) -> list[dict[str, Any]]:
 
 
 
-# ---- the upper side: the tightest eps dpaudit can prove (issue 24) ----------------------------------
+# ---- the upper side: the tightest eps dpaudit can prove -------------------------------------------
 
 #: what every ledger-based upper bound assumes (the findings' ``upper.assumptions``)
 LEDGER_ASSUMPTIONS = (

@@ -110,9 +110,11 @@ def _a(word: str) -> str:
 
 def finite_notion(spec: str) -> str | None:
     """``"joint"`` for a finite contextual spec, ``"table"`` for a finite policy spec, None for neither."""
+    from dpaudit import deprecations
     from dpaudit.policies.finite import BUNDLED
     from dpaudit.policies.finite_contextual import BUNDLED_CONTEXTUAL, FORMAT_CONTEXTUAL
 
+    spec = deprecations.spec(spec)
     if spec in BUNDLED_CONTEXTUAL:
         return "joint"
     if spec in BUNDLED:
@@ -187,8 +189,10 @@ def resolve_protocol(policy: Any, protocol: str | None = None, *,
     one: that protocol, and when the claim is about another notion the note says so (a claim about
     Interactive DP implies Table DP and a Table-DP claim View DP, Azize & Basu 2023a, Props. 1 and 2;
     any other mismatch judges the claim under a notion it does not make)."""
+    from dpaudit import deprecations
     from dpaudit.policies.registry import NOTION_NAMES
 
+    policy = deprecations.spec(policy)
     notion, why = _notion(policy, adapter)
     if protocol is None:
         return (notion or "table"), (f"protocol {notion or 'table'}: {why}." if why else None)
@@ -321,9 +325,11 @@ def audit(
     Raises :class:`DPAuditError` on bad input and
     :class:`AuditInterrupted` (carrying the partial :class:`Audit`) on Ctrl-C.
     """
+    from dpaudit import deprecations
     from dpaudit.engine import default_workers
     from dpaudit.runner import Request, run
 
+    policy = deprecations.spec(policy)
     _check_policy_object(policy, params)
     params = _check_params(params)
     from dpaudit.runner import METHODS
@@ -368,7 +374,7 @@ def audit(
     elif progress is None or progress is False:
         progress_fn = None
     elif callable(progress):
-        progress_fn = progress
+        progress_fn = _progress_callback(progress)
     else:
         raise DPAuditError(f"progress must be None, True, False or a callable taking a message, got {progress!r}.")
     label = policy_label(policy)
@@ -389,6 +395,33 @@ def audit(
         rows = _leakage_vs_horizon(policy, params, result, horizons, runs, seed, adapter, claim)
         result = replace(result, extra={**result.extra, "leakage_vs_horizon": rows})
     return result
+
+
+def _progress_callback(fn: Callable[..., Any]) -> Callable[[str], None]:
+    """The user's ``progress`` callable, checked before the audit (it must take one argument, the message) and
+    wrapped so that an exception in it is one sentence naming it, not a traceback from inside the audit."""
+
+    who = getattr(fn, "__name__", None) or type(fn).__qualname__
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: called as it is
+        sig = None
+    if sig is not None:
+        try:
+            sig.bind("message")
+        except TypeError:
+            raise DPAuditError(f"progress must be a callable taking one argument (each progress message), got {who}"
+                               f"{sig}, which cannot be called with one.") from None
+
+    def call(message: str) -> None:
+        try:
+            fn(message)
+        except Exception as exc:
+            text = shorten(exc, 120, as_text=True).rstrip(".") or "(no message)"
+            raise DPAuditError(f"the progress callback {who} raised {type(exc).__name__} on the message "
+                               f"{shorten(message, 60)}: {text}.") from exc
+
+    return call
 
 
 def _check_audit_arguments(*, protocol: Any, delta: Any, confidence: Any, runs: Any, horizon: Any, seed: Any,
@@ -457,20 +490,26 @@ def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: Audit, horizon
 
 def _doc_sources(cls: type) -> list[str]:
     """The references a policy's docstring gives for what it follows: its parenthesised citations
-    that name a seed paper, an algorithm, an equation, a lemma or a theorem (``seed 001 App. C, Alg. 4,
-    Eq. 14``), else the docstring's lines that mention a seed. As written: :func:`describe` turns the
-    seed shorthand into author-year citations (:func:`dpaudit.papers.cite`)."""
+    that cite a paper by authors and year (:func:`dpaudit.papers.mentioned`), an algorithm, an
+    equation, a lemma or a theorem ("(Azize & Basu 2023a, App. C, Alg. 4, Eq. 14)"), else the
+    docstring's lines that cite a paper, else the lines of its module's docstring that do. Taken out
+    of its parentheses, a citation reads as in running text: "Azize & Basu (2023a), App. C, Alg. 4, Eq. 14"."""
+    from dpaudit.papers import PAPERS, mentioned
+
     doc = " ".join((inspect.getdoc(cls) or "").split())
     found: list[str] = []
-    for m in re.finditer(r"\(([^()]*(?:[Ss]eed \d{3}|Alg\.|Algorithm|Eq\.|Lemma|Thm|Prop\.)[^()]*)\)", doc):
-        if m.group(1) not in found:
-            found.append(m.group(1))
+    for m in re.finditer(r"\(([^()]*)\)", doc):
+        body = m.group(1)
+        if (mentioned(body) or re.search(r"Alg\.|Algorithm|Eq\.|Lemma|Thm|Prop\.", body)) and body not in found:
+            found.append(body)
     if not found:
-        found = [ln.strip() for ln in (inspect.getdoc(cls) or "").splitlines() if re.search(r"[Ss]eed \d{3}", ln)]
-    if not found:  # a plug-in may say it in its module's docstring: the lines that name a seed
+        found = [ln.strip() for ln in (inspect.getdoc(cls) or "").splitlines() if mentioned(ln)]
+    if not found:  # a plug-in may say it in its module's docstring: the lines that cite a paper
         module = inspect.getmodule(cls)
-        found = [ln.strip(" *-") for ln in (inspect.getdoc(module) or "").splitlines()
-                 if re.search(r"[Ss]eed \d{3}", ln)]
+        found = [ln.strip(" *-") for ln in (inspect.getdoc(module) or "").splitlines() if mentioned(ln)]
+    for p in PAPERS.values():
+        if p.year_tag:  # "Azize & Basu 2023a, App. C" -> "Azize & Basu (2023a), App. C"
+            found = [re.sub(re.escape(p.label) + r"(?![\w'])", p.narrative, f) for f in found]
     return found[:6]
 
 
@@ -484,21 +523,22 @@ def describe(policy: Any) -> dict[str, Any]:
     """What a policy is: its parameters with their defaults, its claim at the defaults (where the
     defaults build it), and the paper and algorithm its docstring says it follows.
 
-    Papers are named by authors and year ("Azize & Basu (2023a), App. C, Alg. 4": the docstrings'
-    internal "seed 001" shorthand is rewritten by :func:`dpaudit.papers.cite`, in ``summary``,
-    ``follows`` and ``docstring``), and ``papers`` lists the full references (authors, title, year)
-    of the papers named.
+    Papers are named by authors and year, as the docstrings name them ("Azize & Basu (2023a), App. C,
+    Alg. 4"), and ``papers`` lists the full references (authors, title, year) of the papers named
+    (:func:`dpaudit.papers.references`).
 
     ``notion`` is the protocol its claim is about, the one ``dpaudit check policy`` audits without
     ``--protocol`` (``notion_note`` says why; a plug-in that names none gets table).
 
     ``policy`` is a registered name, a plug-in spec string, a class, or a finite policy spec (a bundled
-    name such as ``seed001-counterexample`` or a ``.json`` path: its format, sizes, description and
+    name such as ``table-vs-view-counterexample`` or a ``.json`` path: its format, sizes, description and
     claim). Returns a JSON-ready dict (``dpaudit describe POLICY --json`` prints it).
     """
+    from dpaudit import deprecations
     from dpaudit.policies.registry import entry_of, load_policy_class, notion_of, plugin_label
     from dpaudit.sandbox import guard, is_plugin_spec
 
+    policy = deprecations.spec(policy)
     _check_policy_object(policy, None)
     if isinstance(policy, str) and entry_of(policy) is None and not is_plugin_spec(policy) \
             and finite_notion(policy) is not None:
@@ -554,7 +594,7 @@ def describe(policy: Any) -> dict[str, Any]:
     has_ledger = False
     if inst is not None:
         has_ledger = bool(attempt("ledger", lambda: hasattr(inst, "ledger"))[0])
-    from dpaudit.papers import cite, references
+    from dpaudit.papers import references
 
     doc = inspect.getdoc(cls) or ""
     follows = _doc_sources(cls)
@@ -569,14 +609,14 @@ def describe(policy: Any) -> dict[str, Any]:
         "registered_as": entry.name if entry else None,
         "family": entry.family if entry else None,
         "mutant": bool(entry.mutant) if entry else False,
-        "summary": cite(doc.splitlines()[0]) if doc else "",
-        "follows": [cite(f) for f in follows],
+        "summary": doc.splitlines()[0] if doc else "",
+        "follows": follows,
         "papers": references("\n".join(follows + [doc])),
         "parameters": parameters,
         "claim": claim,
         "claim_note": claim_note,
         "has_ledger": _keeps_ledger(cls) or has_ledger,
-        "docstring": cite(doc),
+        "docstring": doc,
     }
 
 
@@ -587,7 +627,7 @@ def _describe_spec(spec: str) -> dict[str, Any]:
     from importlib import resources
 
     from dpaudit.accountants.guarantees import as_guarantee
-    from dpaudit.papers import cite, references
+    from dpaudit.papers import references
     from dpaudit.policies.finite import BUNDLED, load_spec
     from dpaudit.policies.finite_contextual import BUNDLED_CONTEXTUAL, load_contextual
 
@@ -598,7 +638,7 @@ def _describe_spec(spec: str) -> dict[str, Any]:
     text = (resources.files("dpaudit.specs").joinpath(bundled[spec]).read_text() if spec in bundled
             else Path(spec).read_text())
     raw = json.loads(text)
-    description = cite(str(raw.get("description") or ""))
+    description = str(raw.get("description") or "")
     rewards = ", ".join(f"{r:g}" for r in pol.rewards)
     sizes = f"T = {pol.horizon}, K = {pol.n_arms}" + (f", contexts {{{', '.join(pol.contexts)}}}" if contextual else "")
     claim = getattr(pol, "claim", None)

@@ -46,7 +46,8 @@ __all__ = [
     "environment_names",
 ]
 
-#: The 5-armed Bernoulli instance of seed 001 Sec. VII-A (from its reference [7]).
+#: The 5-armed Bernoulli instance of Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits",
+#: Sec. VII-A (from its reference [7]).
 PAPER_MEANS = (0.75, 0.625, 0.5, 0.375, 0.25)
 
 
@@ -222,7 +223,7 @@ class _StationaryBandit(Environment):
 
 
 class BernoulliBandit(_StationaryBandit):
-    """K arms with Bernoulli(mu_a) rewards, i.i.d. over rounds and runs (seed 001 Sec. VII-A)."""
+    """K arms with Bernoulli(mu_a) rewards, i.i.d. over rounds and runs (Azize & Basu 2023a, Sec. VII-A)."""
 
     def __init__(self, means: Sequence[float] = PAPER_MEANS) -> None:
         self.mu = _check_means(means, 0.0, 1.0, "a Bernoulli")
@@ -303,7 +304,7 @@ register_environment("gaussian", GaussianBandit, "K Gaussian arms N(mu_a, sigma^
 
 
 # ---- linear environments
-# (appended by the GOPE/OFUL helper; seed 001 Sec. VII-A settings for AdaC-GOPE and AdaC-OFUL)
+# (the settings of Azize & Basu 2023a, Sec. VII-A, for AdaC-GOPE and AdaC-OFUL)
 
 
 _LINEAR_NOISE = ("gaussian", "bernoulli")
@@ -332,7 +333,7 @@ def _linear_rewards(rng: np.random.Generator, mean: np.ndarray, noise: str, nois
 
 
 class LinearBandit(Environment):
-    """Linear bandit with a fixed finite action set (seed 001 Sec. VII-A, the AdaC-GOPE setting).
+    """Linear bandit with a fixed finite action set (Azize & Basu 2023a, Sec. VII-A, the AdaC-GOPE setting).
 
     K actions and theta* drawn uniformly on the unit sphere of R^d (defaults K = 10, d = 3) from
     ``instance_seed``, the same instance in every run (so a policy and its non-private twin face
@@ -340,7 +341,7 @@ class LinearBandit(Environment):
     ``<theta*, a> + eta``:
 
     * ``noise="gaussian"``: eta ~ N(0, noise_sd^2), the paper's N(0, 1). These rewards are unbounded,
-      so they break seed 001 Assumption 1(2) (|r| <= 1) that the private policies' sensitivity
+      so they break Azize & Basu (2023a), Assumption 1(2) (|r| <= 1) that the private policies' sensitivity
       needs; the private GOPE/OFUL policies refuse them (the paper's experiment ignores this).
     * ``noise="bernoulli"``: r in {-1, +1} with mean <theta*, a> (P(r = 1) = (1 + <theta*, a>)/2),
       1-subgaussian and bounded as Assumption 1 requires.
@@ -406,14 +407,14 @@ class LinearBandit(Environment):
 
 
 class ContextualLinearBandit(Environment):
-    """Contextual linear bandit with fresh action sets each step (seed 001 Sec. VII-A, AdaC-OFUL).
+    """Contextual linear bandit with fresh action sets each step (Azize & Basu 2023a, Sec. VII-A, AdaC-OFUL).
 
     At every step and in every run, the K actions are drawn i.i.d. from
     N((1/sqrt(d), ..., 1/sqrt(d)), (1/10) I_d) (defaults K = 10, d = 3); theta* is uniform on the
     unit sphere (from ``instance_seed``, shared by all runs) or given. Rewards as in
     :class:`LinearBandit` (``noise`` = gaussian or bernoulli).
 
-    These contexts often have norm above 1, breaking seed 001 Assumption 1(1) (||a|| <= 1) that
+    These contexts often have norm above 1, breaking Azize & Basu (2023a), Assumption 1(1) (||a|| <= 1) that
     the private OFUL sensitivity needs; ``normalize=True`` divides each action by max(1, ||a||)
     (an explicit change of the context distribution, off by default as in the paper), otherwise
     the private policies refuse such actions unless their ``feature_bound`` is raised.
@@ -485,15 +486,18 @@ register_environment(
 )
 
 
-# ---- GLM contextual bandits (issue 13; seed 002's synthetic probit / logistic experiments) ----------
+# ---- GLM contextual bandits (the synthetic probit / logistic experiments of Sarmasarkar 2026) ----------
 
 
 class GLMContextualBandit(Environment):
-    """Seed 002's synthetic GLM bandit: K fresh contexts per step, Bernoulli rewards mu(x^T theta*).
+    """The synthetic GLM bandit of Sarmasarkar (2026): K fresh contexts per step, Bernoulli rewards mu(x^T theta*).
+
+    The paper is Sarmasarkar (2026), "Shuffle and Joint Differential Privacy for Generalized Linear
+    Contextual Bandits".
 
     theta* = S u with u uniform on the unit sphere (from ``instance_seed``, shared by all runs), so
-    ``||theta*|| = S`` (seed 002 uses S in {2, 2.5, 3}); contexts i.i.d. uniform on the unit sphere
-    of R^d (seed 002 leaves their law open; the sphere keeps ``||x|| <= 1`` as the analysis needs);
+    ``||theta*|| = S`` (Sarmasarkar 2026 uses S in {2, 2.5, 3}); contexts i.i.d. uniform on the unit sphere
+    of R^d (Sarmasarkar 2026 leaves their law open; the sphere keeps ``||x|| <= 1`` as the analysis needs);
     ``link`` is ``logistic`` or ``probit``. Defaults d = 5, K = 20. ``arms(t)`` must be called before
     ``rewards(t, ...)`` and ``means(t)``.
     """
@@ -554,12 +558,13 @@ __all__ += ["GLMContextualBandit"]
 register_environment("glm", GLMContextualBandit, "GLM contextual bandit, logistic or probit link (Sarmasarkar 2026)")
 
 
-# ---- convex losses for continuous actions (BCO, seed 003) ------------------------------------------------
+# ---- convex losses for continuous actions (BCO, Zheng et al. 2020) ---------------------------------------
 # An oblivious LossSequence f_t(x) = a_t + <c_t, x> + (mu_t/2)||x - x*||^2 + q_t with bounded stochastic
 # noise q_t ~ U[-s, s] (so |f_t| <= B holds without clipping): convex, with a closed-form minimiser of
-# sum_t f_t over the ball, hence exact regret (seed 003 eq. 2) from dpaudit.simulate.simulate_bco. It
-# covers both of the seed's settings (stochastic f + q_t; adversarial c_t) with known B and G, and the
-# audit's neighbours are members of it (dpaudit.protocols.continuous).
+# sum_t f_t over the ball, hence exact regret (Zheng et al. 2020, "Locally Differentially Private (Contextual)
+# Bandits Learning", eq. 2) from dpaudit.simulate.simulate_bco. It covers both of
+# the paper's settings (stochastic f + q_t; adversarial c_t) with known B and G, and the audit's neighbours
+# are members of it (dpaudit.protocols.continuous).
 
 class LossSequence:
     """An oblivious sequence of convex losses f_t(x) = a_t + <c_t, x> + (mu_t/2)||x - x*||^2 + q_t, q_t ~ U[-s, s]."""

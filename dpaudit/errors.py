@@ -1,8 +1,18 @@
-"""The one error type dpaudit raises for bad input, and the checks that raise it.
+"""dpaudit's two families of errors, and the argument checks that raise the first.
 
-Every message is one sentence that names the offending value and what is allowed, so the CLI can
-print it as is and exit with status 2. This module depends on nothing else in dpaudit: the
-accountants are the bottom of the dependency graph and the rest of the package imports from here.
+* **The user's**: :class:`DPAuditError` (a ``ValueError``) and its subclasses. Bad input -- an argument, a
+  file, a claim -- or a plug-in's failure (code the user wrote misbehaving: an exception, an exit, a hang,
+  nonsense answers). Every message is one sentence that names the offending value (or the plug-in call)
+  and what is allowed, so the CLI prints it as is and exits with status 2. A raise belongs here whenever
+  the user's input or the user's plug-in code can trigger it.
+* **dpaudit's own**: :class:`InternalError` (a ``RuntimeError``, deliberately not a ``DPAuditError``, so a
+  caller's ``except DPAuditError`` never takes dpaudit's bug for its own mistake). An invariant of dpaudit
+  broken: its own arrays of mismatched shapes, a state its code cannot reach, one of its policies breaking
+  its own contract. The message says that this is a bug in dpaudit, the step and the value, and asks for a
+  report; the CLI exits with status 70 (as for any other unexpected exception), the Python API raises it as is.
+
+This module depends on nothing else in dpaudit: the accountants are the bottom of the dependency graph and
+the rest of the package imports from here.
 
 A number is anything :class:`numbers.Real` accepts (bool excluded): Python's ``int`` and ``float``
 and numpy's scalars (``np.float32(0.9)``, ``np.int64(3)``), which numpy registers as real numbers;
@@ -22,6 +32,7 @@ from typing import Iterable
 __all__ = [
     "shorten",
     "DPAuditError",
+    "InternalError",
     "check_positive",
     "check_nonnegative",
     "check_delta",
@@ -35,7 +46,27 @@ __all__ = [
 
 
 class DPAuditError(ValueError):
-    """Bad input to dpaudit: the message says which value and what is allowed."""
+    """The user's error: bad input to dpaudit, or a plug-in's failure; the message says which value (or which
+    plug-in call) and what is allowed."""
+
+
+#: what every :class:`InternalError` message ends with
+REPORT = ("this is a bug in dpaudit, not in the input; please report it with the command line (dpaudit --debug "
+          "prints the traceback)")
+
+
+class InternalError(RuntimeError):
+    """dpaudit's own error: one of its invariants broke (not the user's input, not a plug-in's doing).
+
+    ``InternalError(context)``: ``context`` names the step and the value ("the membership attack's bound
+    came out NaN"); the message adds that this is a bug in dpaudit and asks for a report."""
+
+    def __init__(self, context: str) -> None:
+        self.context = str(context).rstrip(". ")
+        super().__init__(f"{self.context}; {REPORT}.")
+
+    def __reduce__(self) -> tuple:  # pickled from a worker process with its context, not its whole message
+        return (type(self), (self.context,), self.__dict__)
 
 
 def _as_float(name: str, value: object) -> float:

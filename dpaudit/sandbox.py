@@ -9,9 +9,12 @@ its workers. Every call into it -- the import, the constructor, ``claim``, ``res
   function that raises; a reference taken at import time is that same function, so it is caught
   later too);
 * turns any other exception into one sentence naming the plug-in, the method, the step and the
-  exception (its own ``BaseException`` subclasses too, by type name and message: such a class exists only
+  exception (``GeneratorExit`` and its own ``BaseException`` subclasses too, by type name and message: such a
+  class exists only
   where the plug-in was imported, so it never crosses to another process); the plug-in's own traceback
   is kept on the error (``plugin_traceback``) and shown only under ``dpaudit --debug``;
+* undoes a recursion limit the plug-in lowered (``sys.setrecursionlimit(50)``) when its call returns, since
+  dpaudit's own code after it needs its stack (a limit it raised stays: that breaks nothing);
 * keeps the plug-in's floating-point error state (``np.seterr``) to its own calls: installed around each,
   dpaudit's restored after it, so ``np.seterr(all="raise")`` in a plug-in never reaches dpaudit's numerics
   (which run under numpy's default state, :func:`own_numerics`, whatever a Python caller set);
@@ -65,7 +68,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from dpaudit.errors import DPAuditError, check_positive, shorten
+from dpaudit.errors import DPAuditError, InternalError, check_positive, shorten
 
 __all__ = ["guard", "PluginPolicy", "PluginExit", "wrap_plugin", "is_plugin_spec", "plugin_digest", "file_digest",
            "watch_signals", "call_limit", "current_call_limit", "time_box", "PluginTimeoutError", "TimeBoxExceeded",
@@ -452,7 +455,11 @@ def _death(pid: int, code: Any, who: str, since: float = 0.0) -> DPAuditError | 
     state, plugin, method, step, started, limit, scaled = note
     if state == _STOPPED:
         return timeout_error(plugin, method, step, limit, time.monotonic() - started, scaled)
-    how = (f"was killed by signal {-code} ({_signal_name(-code)})" if isinstance(code, int) and code < 0
+    if isinstance(code, int) and code >= 0:
+        return DPAuditError(f"{who} exited with status {code} on its own while plug-in {plugin} ran "
+                            f"{_where(method, step)}, so its code (or C code it calls) ended that process (os._exit, "
+                            "posix._exit or a C exit()); a plug-in must raise an exception, not end its process.")
+    how = (f"was killed by signal {-code} ({_signal_name(-code)})" if isinstance(code, int)
            else f"ended with status {code}")
     return DPAuditError(f"{who} {how} while plug-in {plugin} ran {_where(method, step)}, so its code (or C code it "
                         "calls) crashed or ended that process; rerun under python -X faulthandler -m dpaudit to see "
@@ -486,6 +493,12 @@ def _isolated_main(conn: Any, parent: int, fn: Any, args: tuple, kwargs: dict) -
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGUSR1, stop)
+    if "faulthandler" not in sys._xoptions and not os.environ.get("PYTHONFAULTHANDLER"):
+        # the parent names a crash of plug-in code in one sentence; a handler inherited from a host (pytest
+        # enables one) would add a C-level traceback to stderr. Asked for with -X faulthandler, it stays.
+        import faulthandler
+
+        faulthandler.disable()
     if sys.platform.startswith("linux"):
         try:
             import ctypes
@@ -529,6 +542,7 @@ def _isolated_main(conn: Any, parent: int, fn: Any, args: tuple, kwargs: dict) -
         except Exception as exc:  # what does not pickle goes back as one sentence
             text = " ".join(str(reply[1]).split())[:300]
             conn.send(("err", DPAuditError(text) if isinstance(reply[1], DPAuditError) else
+                       InternalError(text) if isinstance(reply[1], InternalError) else
                        RuntimeError(f"{type(reply[1]).__name__}: {text} ({type(exc).__name__} sending it back)")))
     finally:
         _REAL_EXIT(0)
@@ -617,10 +631,14 @@ def run_isolated(fn: Any, *args: Any, progress: Any = None, what: str = "the aud
                 err = _death(proc.pid, proc.exitcode, f"{what}'s process", since)
                 if err is None:
                     code = proc.exitcode
-                    how = (f"was killed by signal {-code} ({_signal_name(-code)})" if code < 0
-                           else f"ended with status {code}")
-                    err = DPAuditError(f"{what}'s process {how} outside plug-in code (out of memory, or killed from "
-                                       "outside).")
+                    if code < 0:
+                        err = DPAuditError(f"{what}'s process was killed by signal {-code} ({_signal_name(-code)}) "
+                                           "outside plug-in code (out of memory, or killed from outside).")
+                    else:  # dpaudit's own code there ends only after sending its answer: code it ran ended it
+                        err = DPAuditError(f"{what}'s process exited with status {code} on its own before it "
+                                           "answered, outside any plug-in call dpaudit watches, which dpaudit never "
+                                           "does: plug-in code ended it (os._exit or posix._exit, from a thread it "
+                                           "started, say).")
                 raise err
             except KeyboardInterrupt:
                 if stopping or not proc.is_alive():
@@ -641,16 +659,19 @@ def run_isolated(fn: Any, *args: Any, progress: Any = None, what: str = "the aud
 #: installed around each plug-in call and taken off after it, so neither side's state reaches the other
 _PLUGIN_ERR: dict[str, str] | None = None
 _SAVED_ERR: dict[str, str] | None = None
+#: dpaudit's recursion limit while the outermost plug-in call runs: put back after it if plug-in code lowered it
+_SAVED_RECURSION: int | None = None
 
 
 def _enter() -> bool:
     """Enter plug-in code; whether this is the outermost call."""
-    global _DEPTH, _SAVED_STDOUT, _SAVED_ERR
+    global _DEPTH, _SAVED_STDOUT, _SAVED_ERR, _SAVED_RECURSION
     with _LOCK:
         outermost = _DEPTH == 0
         if outermost:
             _SAVED_STDOUT = sys.stdout
             sys.stdout = sys.stderr
+            _SAVED_RECURSION = sys.getrecursionlimit()
             os._exit = _guarded_exit
             _SAVED_ERR = np.geterr()
             if _PLUGIN_ERR is not None:
@@ -660,13 +681,16 @@ def _enter() -> bool:
 
 
 def _leave() -> None:
-    global _DEPTH, _SAVED_STDOUT, _SAVED_ERR, _PLUGIN_ERR
+    global _DEPTH, _SAVED_STDOUT, _SAVED_ERR, _PLUGIN_ERR, _SAVED_RECURSION
     with _LOCK:
         _DEPTH -= 1
         if _DEPTH == 0:
             os._exit = _REAL_EXIT
             sys.stdout = _SAVED_STDOUT  # even if the plug-in replaced it
             _SAVED_STDOUT = None
+            if _SAVED_RECURSION is not None and sys.getrecursionlimit() < _SAVED_RECURSION:
+                sys.setrecursionlimit(_SAVED_RECURSION)  # dpaudit's stack was within it before the call
+            _SAVED_RECURSION = None
             now = np.geterr()
             if _SAVED_ERR is not None and (now != _SAVED_ERR or _PLUGIN_ERR is not None):
                 _PLUGIN_ERR = now  # the plug-in's np.seterr stays the plug-in's
@@ -735,8 +759,8 @@ def guard(plugin: str, method: str, step: Any = None, *, runs: int | None = None
             armed = _arm(limit)
             started = time.monotonic()
         yield
-    except DPAuditError:
-        raise
+    except (DPAuditError, InternalError):
+        raise  # already one sentence: the user's (a nested guard's, an adapter's), or dpaudit's own bug
     except PluginTimeout as exc:
         if not outermost:
             raise  # the guard that armed the watchdog reports it
@@ -771,9 +795,8 @@ def guard(plugin: str, method: str, step: Any = None, *, runs: int | None = None
         raise _traced(DPAuditError(
             f"plug-in {plugin} raised {type(exc).__name__} {_where(method, step)}: {msg.rstrip('.')} (rerun with "
             "dpaudit --debug for its traceback)."), exc) from None
-    except GeneratorExit:
-        raise  # a generator closed around the call: not the plug-in's doing
-    except BaseException as exc:  # the plug-in's own BaseException subclass: named here, never pickled
+    except BaseException as exc:  # GeneratorExit or the plug-in's own BaseException subclass: named, never pickled
+        # (no guard of dpaudit's is open across a yield, so a GeneratorExit here is the plug-in's own)
         msg = shorten(exc, 200, as_text=True) or "(no message)"
         raise _traced(PluginStopped(
             f"plug-in {plugin} raised {type(exc).__name__} (a BaseException, not an Exception) "

@@ -333,7 +333,7 @@ def twin_of(policy: Any) -> tuple[str, dict[str, Any]] | None:
 # ---- the ``dpaudit regret`` command ----------------------------------------------------------
 
 
-# ---- continuous actions (BCO, seed 003) -------------------------------------------------------------
+# ---- continuous actions (BCO, Zheng et al. 2020) --------------------------------------------------
 
 def _check_env(policy: Any, losses: LossSequence, horizon: int) -> None:
     who = getattr(policy, "name", "") or type(policy).__name__
@@ -356,7 +356,8 @@ def simulate_bco(policy: Any, losses: LossSequence, n_runs: int, seed: int = 0, 
     """Run a BCO policy on ``losses`` for ``horizon`` rounds (default: all) in ``n_runs`` runs.
 
     Returns ``regret`` (n_runs,): sum_t (1/m) sum_k f_t(x_{t,k}) - min_x sum_t f_t(x) with the noise-free
-    f_t (the pseudo-regret; seed 003 eq. 2), ``best`` (the minimiser and its value) and ``seconds``.
+    f_t (the pseudo-regret of Zheng et al. 2020, "Locally Differentially Private (Contextual) Bandits
+    Learning", eq. 2), ``best`` (the minimiser and its value) and ``seconds``.
     The losses are checked once against the policy's B (and G for two-point policies).
     """
     T = losses.horizon if horizon is None else check_int("horizon", horizon, minimum=1)

@@ -167,7 +167,9 @@ def privacy_params(draw: Any) -> dict[str, float]:
 @st.composite
 def neighbouring_tables(draw: Any, horizon: int | tuple[int, int] = (1, 12), arms: int | tuple[int, int] = (2, 4),
                         alphabet: Sequence[float] | None = (0.0, 1.0)) -> tuple[np.ndarray, np.ndarray, int]:
-    """(d, d', t): two T x K reward tables that differ exactly in row t (Table DP, seed 001 Def. 3).
+    """(d, d', t): two T x K reward tables that differ exactly in row t (Table DP, Azize & Basu 2023a, Def. 3).
+
+    The definition is that of Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits".
 
     Rewards come from ``alphabet`` or, with ``alphabet=None``, are floats in [0, 1].
     """
@@ -186,7 +188,7 @@ def neighbouring_tables(draw: Any, horizon: int | tuple[int, int] = (1, 12), arm
 @st.composite
 def neighbouring_lists(draw: Any, horizon: int | tuple[int, int] = (1, 12),
                        alphabet: Sequence[float] | None = (0.0, 1.0)) -> tuple[np.ndarray, np.ndarray, int]:
-    """(r, r', t): two reward lists that differ exactly in entry t (View DP, seed 001 Def. 3)."""
+    """(r, r', t): two reward lists that differ exactly in entry t (View DP, Azize & Basu 2023a, Def. 3)."""
     T = draw(st.integers(*_size("neighbouring_lists", "horizon", horizon, 1)))
     alphabet = _alphabet("neighbouring_lists", alphabet)
     cell = st.sampled_from(alphabet) if alphabet is not None else st.floats(0.0, 1.0)
@@ -877,9 +879,9 @@ def assert_pair_within_claim(policy: Any, d: np.ndarray, d_prime: np.ndarray, *,
                              seed: int | np.random.SeedSequence = 0, protocol: str | Protocol = "table",
                              features: np.ndarray | None = None, likelihood: bool = True) -> PairCheck:
     """Run ``policy`` on both sides of a neighbouring pair and assert the pair keeps the claim's (eps, delta)-DP:
-    P[M(d) in S] <= e^eps P[M(d') in S] + delta for every event S, both ways round (seed 001 Def. 3), with
-    eps the claim's epsilon at ``delta``. It fails when a lower bound on the pair's eps, at ``confidence``,
-    exceeds it (or a Rényi lower bound exceeds the claim's D_alpha).
+    P[M(d) in S] <= e^eps P[M(d') in S] + delta for every event S, both ways round (Azize & Basu 2023a,
+    Def. 3), with eps the claim's epsilon at ``delta``. It fails when a lower bound on the pair's eps, at
+    ``confidence``, exceeds it (or a Rényi lower bound exceeds the claim's D_alpha).
 
     The pair is ``d, d_prime``: two T x K reward tables differing in exactly one row (Table DP,
     ``protocol="table"``), or two lists of T rewards differing in one entry (View DP, ``protocol="view"``),
@@ -1015,8 +1017,8 @@ def assert_pair_within_claim(policy: Any, d: np.ndarray, d_prime: np.ndarray, *,
 
 def assert_finite_policy_renyi(policy: Any, bound: float | Guarantee, alpha: float, protocol: str = "table") -> float:
     """Exact D_alpha of a finite policy, the maximum over every neighbouring pair of ``protocol`` (Table,
-    View or Interactive DP, seed 001 Def. 3-4) by enumeration (:func:`dpaudit.attacks.exact.exact_profile`),
-    within ``bound`` (Rényi DP at order alpha). Returns it."""
+    View or Interactive DP, Azize & Basu 2023a, Def. 3-4) by enumeration
+    (:func:`dpaudit.attacks.exact.exact_profile`), within ``bound`` (Rényi DP at order alpha). Returns it."""
     alpha = check_order(alpha)
     bound = _check_bound("assert_finite_policy_renyi", bound)
     if not isinstance(policy, FinitePolicy):

@@ -33,7 +33,7 @@ from dpaudit.accountants.gaussian import (
     laplace_epsilon,
     laplace_renyi,
     lint_classical_gaussian,
-    lint_seed000_channel,
+    lint_gaussian_channel,
 )
 from dpaudit.testing import deltas, rhos
 
@@ -365,12 +365,12 @@ def test_classical_calibration_lint():
     assert "does NOT hold" in broken.message
 
 
-def test_seed000_channel_lint():
-    lint = lint_seed000_channel(2.0, 0.1)
+def test_gaussian_channel_lint():
+    lint = lint_gaussian_channel(2.0, 0.1)
     sigma_a = 2 * math.sqrt(math.log(1.25 / 0.1)) / 2.0
     assert lint.flagged and math.isclose(lint.sigma, sigma_a)
     assert math.isclose(lint.exact_delta, gaussian_delta(2.0, sigma_a), rel_tol=1e-12)
-    assert not lint_seed000_channel(0.5, 1e-5).flagged
+    assert not lint_gaussian_channel(0.5, 1e-5).flagged
 
 
 # ---- bad input ---------------------------------------------------------------------------------------

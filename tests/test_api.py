@@ -159,7 +159,7 @@ def test_list_json(capsys):
     assert main(["list", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     names = {p["name"] for p in out["policies"]}
-    assert {"adac-ucb", "adar-gope", "adac-oful"} <= names and "seed001-counterexample" in out["finite_specs"]
+    assert {"adac-ucb", "adar-gope", "adac-oful"} <= names and "table-vs-view-counterexample" in out["finite_specs"]
     assert main(["list", "--mutants", "--json"]) == 0
     mutants = json.loads(capsys.readouterr().out)["policies"]
     assert mutants and all(p["mutant"] for p in mutants)
@@ -169,8 +169,8 @@ def test_readable_reprs():
     from dpaudit.policies import make_policy
     from dpaudit.policies.finite import load_spec
 
-    assert repr(load_spec("seed001-counterexample")) == \
-        "FinitePolicy(T=3, K=2, rewards=[0, 1], label='seed001-counterexample')"
+    assert repr(load_spec("table-vs-view-counterexample")) == \
+        "FinitePolicy(T=3, K=2, rewards=[0, 1], label='table-vs-view-counterexample')"
     assert repr(make_policy("adac-ucb", {"n_arms": "3"})) == "AdaCUCB(n_arms=3, rho=1.0, beta=4.0)"
 
 

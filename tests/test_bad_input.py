@@ -121,7 +121,7 @@ def test_named_policy_arguments(capsys, recorder, flags):
 @example(flags=[("--alpha", "inf")], protocol="table")
 @example(flags=[("--epsilon", "nan")], protocol="view")
 def test_finite_spec_arguments(capsys, flags, protocol):
-    argv = ["check", "policy", "seed001-counterexample", "--protocol", protocol, "--json"]
+    argv = ["check", "policy", "table-vs-view-counterexample", "--protocol", protocol, "--json"]
     for flag, value in flags:
         argv += [f"{flag}={value}"]
     code, out, err = run_cli(capsys, argv)
@@ -142,10 +142,10 @@ def test_finite_spec_arguments(capsys, flags, protocol):
 def test_flags_of_the_other_path_are_refused(capsys, tmp_path, named, finite):
     value = {"--param": "rho=1", "--report": str(tmp_path / "r.md"), "--checkpoint": str(tmp_path / "cp"),
              "--scheduler": "tcp://127.0.0.1:9", "--force-workers": None}.get(named, "1")
-    argv = ["check", "policy", "seed001-counterexample", named] + ([] if value is None else [value])
+    argv = ["check", "policy", "table-vs-view-counterexample", named] + ([] if value is None else [value])
     code, out, err = run_cli(capsys, argv)
     assert_one_sentence(code, out, err)
-    assert "does not apply to 'seed001-counterexample'" in err
+    assert "does not apply to 'table-vs-view-counterexample'" in err
     code, out, err = run_cli(capsys, ["check", "policy", "adac-ucb", finite, "1"])
     assert_one_sentence(code, out, err)
     assert "does not apply to 'adac-ucb'" in err
@@ -702,8 +702,8 @@ def test_the_per_run_adapter_refuses_bool_arms_in_python():
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0"])
-@pytest.mark.parametrize("policy,protocol", [("seed001-counterexample", "table"),
-                                             ("seed001-counterexample", "interactive"),
+@pytest.mark.parametrize("policy,protocol", [("table-vs-view-counterexample", "table"),
+                                             ("table-vs-view-counterexample", "interactive"),
                                              ("jdp-finite-rr", "joint")])
 def test_max_work_must_be_a_positive_finite_number(capsys, policy, protocol, value):
     code, out, err = run_cli(capsys, ["check", "policy", policy, "--protocol", protocol, f"--max-work={value}"])
@@ -1675,3 +1675,149 @@ def test_the_default_watchdog_within_a_minute(tmp_path, dpaudit_cli, where):
     # the import returned first, so 30 s; before it, the up-front estimate's 10 s time box met the same call
     # (audited without a time estimate), and a stuck call must not be retried (the reward probe once did: 74 s)
     assert took < 60, took
+
+
+# ---- inputs a newcomer tried: each one sentence (exit 2), or audited -------------------------------------------
+
+@pytest.mark.parametrize("progress, allowed", [(lambda: None, "<lambda>()"), (lambda a, b: None, "<lambda>(a, b)")])
+def test_a_progress_callback_of_the_wrong_arity_is_refused_before_the_audit(progress, allowed):
+    import dpaudit
+
+    with pytest.raises(DPAuditError, match=r"^progress must be a callable taking one argument \(each progress "
+                                           rf"message\), got {re.escape(allowed)}, which cannot be called with one\.$"):
+        dpaudit.audit("ucb1", runs=100, horizon=6, workers=1, progress=progress)
+
+
+def test_a_progress_callback_that_raises_is_named():
+    import dpaudit
+
+    def shout(message):
+        raise ValueError("no room on the screen")
+
+    with pytest.raises(DPAuditError, match=r"^the progress callback shout raised ValueError on the message '.*': no "
+                                           r"room on the screen\.$"):
+        dpaudit.audit("ucb1", runs=100, horizon=6, workers=1, progress=shout)
+
+
+def test_findings_nested_100000_deep_are_refused_in_one_sentence():
+    import dpaudit
+
+    deep: dict = {}
+    cur = deep
+    for _ in range(100_000):
+        cur["x"] = {}
+        cur = cur["x"]
+    with pytest.raises(DPAuditError, match=r"^these findings cannot be read: they nest dicts and lists more than 64 "
+                                           r"levels deep \(at \['x'\]\['x'\]"):
+        dpaudit.Audit.from_dict(deep)
+    deep_list: list = []
+    cur_list = deep_list
+    for _ in range(100_000):
+        cur_list.append([])
+        cur_list = cur_list[0]
+    with pytest.raises(DPAuditError, match=r"more than 64 levels deep \(at \['verdict'\]\[0\]\[0\]"):
+        dpaudit.Audit.from_dict({"verdict": deep_list})
+
+
+RECURSION_LIMIT = """
+    import sys
+
+    def lower():  # sys.setrecursionlimit(50) where the stack allows it, else just above the stack's depth
+        depth, frame = 0, sys._getframe()
+        while frame is not None:
+            depth, frame = depth + 1, frame.f_back
+        sys.setrecursionlimit(max(50, depth + 20))
+
+    {at_import}
+
+    class P:
+        n_arms = 2
+        claim = None
+
+        def reset(self, n_runs, rng):
+            self.n, self.rng = n_runs, rng
+
+        def act(self, t, arms=None):
+            {in_act}
+            return self.rng.integers(0, 2, self.n)
+
+        def observe(self, t, actions, rewards):
+            pass
+"""
+
+
+@pytest.mark.parametrize("where", ["import", "act"])
+def test_a_plugin_that_lowers_the_recursion_limit_is_audited(capsys, tmp_path, where):
+    """A recursion limit lowered at import or in a method (to just above the stack's depth, where 50 is less) is
+    the plug-in's own business: dpaudit's limit is back after each call, so the audit runs to its verdict (else
+    dpaudit's deeper code ends in a RecursionError, an internal error)."""
+    src = tmp_path / f"low_limit_{where}.py"
+    src.write_text(textwrap.dedent(RECURSION_LIMIT.format(
+        at_import="lower()" if where == "import" else "",
+        in_act="lower()" if where == "act" else "pass")))
+    code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--claim", "pure:eps=1", "--runs", "100",
+                                      "--horizon", "6", "--workers", "1", "--json"])
+    assert code in (0, 1, 3), err[-2000:]
+    assert json.loads(out)["verdict"] in ("consistent", "violation", "inconclusive")
+    assert "internal error" not in err and "RecursionError" not in err
+
+
+def test_a_class_that_lowers_the_recursion_limit_leaves_the_callers_alone():
+    """The Python API runs a class in the caller's process: the caller's recursion limit survives the audit."""
+    import dpaudit
+
+    ns: dict = {}
+    exec(textwrap.dedent(RECURSION_LIMIT.format(at_import="", in_act="lower()")), ns)
+    before = sys.getrecursionlimit()
+    out = dpaudit.audit(ns["P"], claim="pure:eps=1", runs=100, horizon=6, workers=1)
+    assert out.verdict in ("consistent", "violation", "inconclusive")
+    assert sys.getrecursionlimit() == before
+
+
+# ---- whose fault: the user's error exits 2, dpaudit's own (an InternalError) exits 70 -----------------------------
+
+@pytest.fixture
+def nan_bound(monkeypatch):
+    """The central audit replaced by one whose membership bound comes out NaN: the verdict's own invariant check
+    (dpaudit.runner.verdict) then finds dpaudit's bug, as it would a real one."""
+    import dpaudit.runner.central as central
+    from dpaudit.attacks.result import AuditResult
+    from dpaudit.runner.findings import Claim
+
+    def broken(ctx):
+        ctx.horizon = ctx.request.horizon or 48
+        ctx.claim = Claim("recorded", 1.0, ctx.delta, "recorded")
+        ctx.attacks.append(AuditResult("membership", math.nan, ctx.delta, ctx.confidence))
+
+    monkeypatch.setattr(central, "audit", broken)
+
+
+@pytest.mark.parametrize("policy", ["adac-ucb", "plugin"])
+def test_an_internal_error_exits_70_saying_it_is_a_bug_in_dpaudit(capsys, tmp_path, nan_bound, policy):
+    if policy == "plugin":  # audited in a process of its own: the InternalError crosses back as it is
+        src = tmp_path / "fine_plugin.py"
+        src.write_text(textwrap.dedent(RECURSION_LIMIT.format(at_import="", in_act="pass")))
+        policy = f"{src}:P"
+    code, out, err = run_cli(capsys, ["check", "policy", policy, "--claim", "pure:eps=1", "--runs", "200",
+                                      "--horizon", "6", "--workers", "1"])
+    assert code == 70, (code, err[-2000:])
+    lines = err.strip("\n").split("\n")
+    assert lines[-1].startswith("dpaudit: internal error: the membership attack's bound came out NaN, so the verdict "
+                                "cannot be decided; this is a bug in dpaudit"), err
+    assert "please report it" in lines[-1] and "Traceback" not in err
+    # the same setup with the user's bad input: the user's error, exit 2
+    code, out, err = run_cli(capsys, ["check", "policy", policy, "--claim", "pure:eps=1", "--runs", "200",
+                                      "--horizon", "6", "--workers", "1", "--delta", "2"])
+    assert_one_sentence(code, out, err)
+    assert "delta must lie in (0, 1), got 2" in err
+
+
+def test_the_api_raises_an_internal_error_as_is_not_as_the_users(nan_bound):
+    import dpaudit
+    from dpaudit.errors import InternalError
+
+    with pytest.raises(InternalError, match=r"bound came out NaN.*; this is a bug in dpaudit, not in the input; "
+                                            r"please report it") as err:
+        dpaudit.audit("adac-ucb", claim="pure:eps=1", runs=200, horizon=6, workers=1)
+    assert not isinstance(err.value, DPAuditError) and not isinstance(err.value, ValueError)
+    assert dpaudit.InternalError is InternalError

@@ -218,7 +218,7 @@ def test_the_ledger_gives_the_closed_form_per_user_epsilon():
 
 
 def test_two_point_message_noise_is_gaussian_with_sd_2_rho_sigma():
-    ch = TwoPointChannel.seed003(4, 0.05, 1.0, 1.0, DELTA)
+    ch = TwoPointChannel.zheng_2020(4, 0.05, 1.0, 1.0, DELTA)
     rng = np.random.default_rng(0)
     gap = 2 * 0.05 * project_ball(rng.standard_normal((200000, 4)) * 1e6, 1.0)  # random directions, norm 2 rho
     o = ch.send(np.zeros(200000), rng, gap=gap)

@@ -18,7 +18,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_check_json_keys_and_values(capsys) -> None:
-    code, out, _ = run(capsys, "check", "policy", "seed001-counterexample", "--protocol", "table",
+    code, out, _ = run(capsys, "check", "policy", "table-vs-view-counterexample", "--protocol", "table",
                        "--epsilon", "0.95", "--delta", "0.17", "--alpha", "2", "--json")
     assert code == 0
     obj = json.loads(out)
@@ -33,7 +33,7 @@ def test_check_spec_file_human_output(capsys, tmp_path) -> None:
     from dpaudit.policies.finite import bundled_spec
 
     path = tmp_path / "p.json"
-    path.write_text(json.dumps(bundled_spec("seed001-counterexample").to_spec()))
+    path.write_text(json.dumps(bundled_spec("table-vs-view-counterexample").to_spec()))
     code, out, _ = run(capsys, "check", "policy", str(path), "--protocol", "view", "--epsilon", "0.95")
     assert code == 0
     assert "delta(eps = 0.95)" in out and "0.168783" in out and "witness: round 1" in out
@@ -42,10 +42,10 @@ def test_check_spec_file_human_output(capsys, tmp_path) -> None:
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["check", "policy", "seed001-counterexample", "--delta", "1.5"], r"delta must lie in \[0, 1\), got 1.5"),
-        (["check", "policy", "seed001-counterexample", "--alpha", "0.5"], "must be greater than 1, got 0.5"),
+        (["check", "policy", "table-vs-view-counterexample", "--delta", "1.5"], r"delta must lie in \[0, 1\), got 1.5"),
+        (["check", "policy", "table-vs-view-counterexample", "--alpha", "0.5"], "must be greater than 1, got 0.5"),
         (["check", "policy", "nope.json"], "cannot read finite-policy spec 'nope.json'"),
-        (["check", "policy", "seed001-counterexample", "--protocol", "interactive", "--max-work", "100"],
+        (["check", "policy", "table-vs-view-counterexample", "--protocol", "interactive", "--max-work", "100"],
          "above the limit 1e\\+02"),
         (["reproduce", "table-vs-veiw"], "Did you mean 'table-vs-view'"),
     ],

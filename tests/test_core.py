@@ -157,7 +157,7 @@ def test_out_of_range_arm_is_refused(tmp_path) -> None:
 def test_protocol_observations_and_neighbours() -> None:
     from dpaudit.policies.finite import bundled_spec
 
-    pol = bundled_spec("seed001-counterexample")
+    pol = bundled_spec("table-vs-view-counterexample")
     d = np.array([[0.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
     assert sum(1 for _ in TableDP().neighbours(d, [0, 1])) == 3 * 3
     assert sum(1 for _ in ViewDP().neighbours(np.zeros(3), [0, 1])) == 3

@@ -62,8 +62,8 @@ def test_hand_computed_interactive_adversary_helps() -> None:
     assert inter.witnesses["delta"][0].adversary.startswith("B_1(0->1, 1->1)")
 
 
-def test_seed001_counterexample_numbers() -> None:
-    pol = bundled_spec("seed001-counterexample")
+def test_table_vs_view_counterexample_numbers() -> None:
+    pol = bundled_spec("table-vs-view-counterexample")
     view = exact_profile(pol, "view", epsilons=[0.95], deltas=[0.17])
     table = exact_profile(pol, "table", epsilons=[0.95], deltas=[0.17])
     assert view.delta_at[0] <= 0.17 < table.delta_at[0]
@@ -75,7 +75,7 @@ def test_seed001_counterexample_numbers() -> None:
 
 
 def test_witness_event_attains_epsilon() -> None:
-    pol = bundled_spec("seed001-counterexample")
+    pol = bundled_spec("table-vs-view-counterexample")
     prof = exact_profile(pol, "table", deltas=[0.17])
     w = prof.witnesses["epsilon"][0]
     assert math.log((w.p_event - 0.17) / w.q_event) == pytest.approx(prof.epsilon_at[0])
@@ -104,7 +104,7 @@ def test_refuses_oversized_enumeration_naming_the_size() -> None:
 
 
 def test_exact_audit_result() -> None:
-    res = exact_audit(bundled_spec("seed001-counterexample"), "table", delta=0.17)
+    res = exact_audit(bundled_spec("table-vs-view-counterexample"), "table", delta=0.17)
     assert res.confidence == 1.0 and res.attack == "exact-table"
     assert round(res.epsilon_lower, 2) == 0.98
     assert res.to_dict()["witness"]["round"] == 1

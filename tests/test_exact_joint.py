@@ -219,7 +219,7 @@ def test_cli_exit_codes_json_and_refusals(capsys):
     assert main(["check", "policy", "jdp-finite-leak", "--protocol", "joint", "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["verdict"] == "violation" and out["exact_joint"]["history"]["epsilon"] == "inf"  # JSON spells inf as a string
-    assert main(["check", "policy", "seed001-counterexample", "--protocol", "joint"]) == 0  # no claim: numbers only
+    assert main(["check", "policy", "table-vs-view-counterexample", "--protocol", "joint"]) == 0  # no claim: numbers only
     assert "NO CLAIM" in capsys.readouterr().out
     assert main(["check", "policy", "jdp-finite-rr", "--protocol", "joint", "--runs", "10"]) == 2
     assert "--runs does not apply" in capsys.readouterr().err

@@ -18,8 +18,8 @@ def spec(**over):
     return base
 
 
-def test_seed001_indexing_matches_the_paper() -> None:
-    pol = bundled_spec("seed001-counterexample")
+def test_binary_indexing_matches_the_paper() -> None:
+    pol = bundled_spec("table-vs-view-counterexample")
     # Example 1: history {1, 0} is row 2 of pi_2 -> (1/4, 3/4).
     np.testing.assert_allclose(pol.rules[1][2], [0.25, 0.75])
     # Example 2: history {0, 1, 1, 1} is row 7 of pi_3 -> (0, 1).

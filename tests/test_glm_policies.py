@@ -143,7 +143,7 @@ def test_reproduction_runner_counts_switches():
     assert r["claim"].endswith("-zCDP")
 
 
-def test_regret_command_defaults_to_seed002_glm_bandit_and_its_twin(capsys):
+def test_regret_command_defaults_to_the_sarmasarkar_glm_bandit_and_its_twin(capsys):
     import json
 
     from dpaudit.cli import main

@@ -568,7 +568,7 @@ def test_cli_local_consistent_violation_and_refusals(capsys):
     assert main(["check", "policy", "adac-ucb", "--protocol", "local"]) == 2
     err = capsys.readouterr().err
     assert "exposes no channel" in err and err.count("\n") == 1
-    assert main(["check", "policy", "seed001-counterexample", "--protocol", "local"]) == 2
+    assert main(["check", "policy", "table-vs-view-counterexample", "--protocol", "local"]) == 2
     assert main(["check", "policy", "ldp-ucb", "--protocol", "local", "--param", "epsilon=-1"]) == 2
     assert "epsilon must be" in capsys.readouterr().err
 
@@ -680,10 +680,10 @@ def test_plugin_channel_contract(tmp_path):
     assert bad["verdict"] == "violation" and "channel attack" in bad["reason"]
 
 
-def test_seed000_calibration_and_its_lint():
-    p = make_policy("ldp-ucb", {"calibration": "seed000", "epsilon": "2"})
+def test_gaussian_channel_calibration_and_its_lint():
+    p = make_policy("ldp-ucb", {"calibration": "gaussian-channel", "epsilon": "2"})
     assert math.isclose(p.local_channel.sigma, 2 * math.sqrt(math.log(1.25e5)) / 2, rel_tol=1e-12)
-    out = audit_local("ldp-ucb", {"calibration": "seed000", "epsilon": "2"}, runs=1000, horizon=8, central=False)
+    out = audit_local("ldp-ucb", {"calibration": "gaussian-channel", "epsilon": "2"}, runs=1000, horizon=8, central=False)
     assert out["verdict"] == "consistent"
     assert out["lints"][0]["rule"].startswith("Gaussian channel sigma_a") and out["lints"][0]["flagged"] and out["lints"][0]["holds"]
     with pytest.raises(DPAuditError, match="calibration must be"):

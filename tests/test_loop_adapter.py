@@ -4,7 +4,9 @@ audited through ``--adapter loop``."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import textwrap
 
 import numpy as np
@@ -185,3 +187,174 @@ def test_code_that_holds_the_hidden_global_instance_is_kept_apart_by_swap(tmp_pa
     a = get_protocol("table").run(p, np.full((6, 2), 0.5), 500, np.random.default_rng(3))
     b = get_protocol("table").run(p, np.full((6, 2), 0.5), 500, np.random.default_rng(3))
     assert (a == b).all() and len({tuple(r) for r in a.tolist()}) > 30  # reproducible, copies differ
+
+
+# ---- bad input through the CLI, as a user runs it: one sentence and exit 2, or an audit -----------------------
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """``dpaudit ARGV`` in this process (the CLI's own main): exit status, stdout, stderr."""
+    from dpaudit.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse's usage errors
+        code = exc.code
+    cap = capsys.readouterr()
+    return int(code), cap.out, cap.err
+
+
+def check_loop(capsys, path: str, name: str, *more: str) -> tuple[int, str, str]:
+    return cli(capsys, "check", "policy", f"{path}:{name}", "--adapter", "loop", "--claim", "pure:eps=1",
+               "--runs", "100", "--horizon", "6", "--workers", "1", *more)
+
+
+def one_sentence(code: int, err: str) -> str:
+    """The error line of a run that must end in one sentence with exit 2."""
+    lines = [x for x in err.splitlines() if x.startswith("dpaudit: ")]
+    assert code == 2, (code, err[-2000:])
+    assert len(lines) == 1 and lines[0].startswith("dpaudit: error: ") and lines[0].endswith("."), err[-2000:]
+    assert "Traceback" not in err and "internal error" not in err and "interrupted" not in err
+    return lines[0]
+
+
+MISBEHAVING = """
+    import os, sys, time, threading
+
+    def own_interrupt(env, T=6, n_arms=2):
+        for t in range(T):
+            if t == 2:
+                raise KeyboardInterrupt
+            env.pull(0)
+
+    def exits(env, T=6, n_arms=2):
+        for t in range(T):
+            if t == 2:
+                sys.exit(0)
+            env.pull(0)
+
+    def hard_exit(env, T=6, n_arms=2):
+        for t in range(T):
+            if t == 2:
+                os._exit(0)
+            env.pull(0)
+
+    def posix_exit(env, T=6, n_arms=2):
+        import posix
+        for t in range(T):
+            if t == 2:
+                posix._exit(0)
+            env.pull(0)
+
+    def sleeps(env, T=6, n_arms=2):
+        env.pull(0)
+        time.sleep(1000)
+
+    def swallows_the_stop(env, T=6, n_arms=2):
+        while True:
+            try:
+                env.pull(0)
+            except BaseException:
+                pass
+
+    STATE = {}
+
+    def leaks_a_thread(env, T=6, n_arms=2):
+        STATE["env"] = env  # the thread pulls from whichever copy's environment was handed last
+        if "thread" not in STATE:
+            def spin():
+                while True:
+                    STATE["env"].pull(1)
+                    time.sleep(0.0002)
+            STATE["thread"] = threading.Thread(target=spin, daemon=True)
+            STATE["thread"].start()
+        for t in range(T):
+            env.pull(t % 2)
+            time.sleep(0.001)
+
+    PRINTED = [0]
+
+    def prints(env, T=6, n_arms=2):
+        for t in range(T):
+            if PRINTED[0] < 3:
+                PRINTED[0] += 1
+                print("hello from the loop", t)
+            env.pull(t % 2)
+
+    def gym_style(env, T=6, n_arms=2):
+        obs, info = env.reset(seed=3)
+        assert obs == 0 and info == {}
+        for t in range(T):
+            obs, r, terminated, truncated, info = env.step(t % 2)
+"""
+
+
+@pytest.fixture
+def misbehaving(tmp_path):
+    return write(tmp_path, MISBEHAVING, "misbehaving_loops.py")
+
+
+def test_loop_codes_own_keyboard_interrupt_is_its_failure_not_an_interruption(capsys, misbehaving):
+    line = one_sentence(*check_loop(capsys, misbehaving, "own_interrupt")[::2])
+    assert "own_interrupt raised KeyboardInterrupt in its loop while no Ctrl-C or signal reached dpaudit" in line
+
+
+def test_loop_codes_sys_exit_is_its_failure_not_a_silent_exit_0(capsys, misbehaving):
+    line = one_sentence(*check_loop(capsys, misbehaving, "exits")[::2])
+    assert "exits called sys.exit(0) in its loop" in line
+
+
+def test_loop_codes_own_os_exit_is_named_not_blamed_on_memory(capsys, misbehaving):
+    line = one_sentence(*check_loop(capsys, misbehaving, "hard_exit")[::2])
+    assert "hard_exit called os._exit(0) in its loop" in line and "out of memory" not in line
+    # an exit the sandbox cannot intercept (posix._exit): the process exited with status 0 on its own
+    line = one_sentence(*check_loop(capsys, misbehaving, "posix_exit")[::2])
+    assert "exited with status 0 on its own while plug-in" in line and "posix_exit ran in its loop" in line
+    assert "out of memory" not in line and "killed from outside" not in line
+
+
+@pytest.mark.parametrize("name", ["sleeps", "swallows_the_stop"])
+def test_a_loop_that_never_returns_ends_at_the_call_timeout(capsys, misbehaving, name):
+    import time
+
+    t0 = time.monotonic()
+    line = one_sentence(*check_loop(capsys, misbehaving, name, "--call-timeout", "0.2")[::2])
+    assert f"{name} did not return from its loop within 0.2 s" in line and "--call-timeout" in line
+    assert time.monotonic() - t0 < 30  # the limit, then (for code that swallows the alarm too) the kill's grace
+
+
+def test_a_thread_the_loop_leaks_is_refused(capsys, misbehaving):
+    line = one_sentence(*check_loop(capsys, misbehaving, "leaks_a_thread")[::2])
+    assert re.search(r"leaks_a_thread pulled from the environment of copy \d+ (in two threads at once|after that "
+                     r"copy had ended)", line), line
+    assert "each copy's pulls must come from one thread" in line
+
+
+def test_a_stray_pull_from_an_ended_copys_environment_is_refused_and_never_played():
+    """The unit below the CLI: a pull from copy 0's environment after copy 0 returned is answered (the low
+    end of the range), never appended to a view, and refused when the play ends."""
+    from dpaudit.adapters.loop import LoopEnv
+
+    p = loop("dp_etc", epsilon="1e6")
+    env = LoopEnv(p)
+    env._load([[0.5, 0.5]] * p.horizon, 0)
+    env._end()
+    assert env.pull(1) == p.lo and env._arms == []
+    with pytest.raises(DPAuditError, match=r"dp_etc pulled from the environment of copy 0 after that copy had ended"):
+        p._refuse_stray(1)
+
+
+def test_prints_in_loop_code_go_to_stderr_so_json_stays_json(capsys, misbehaving):
+    code, out, err = check_loop(capsys, misbehaving, "prints", "--json")
+    assert code in (0, 1, 3), err[-2000:]
+    assert json.loads(out)["verdict"] in ("consistent", "violation", "inconclusive")
+    assert "hello from the loop" not in out and "hello from the loop 0" in err
+
+
+def test_gymnasium_style_reset_before_step_is_audited(capsys, misbehaving):
+    code, out, err = check_loop(capsys, misbehaving, "gym_style", "--json")
+    assert code in (0, 1, 3), err[-2000:]
+    assert json.loads(out)["verdict"] in ("consistent", "violation", "inconclusive")
+    # reset plays no round: the views are the steps' arms, as without it
+    p = build_policy(f"{misbehaving}:gym_style", {}, 6, adapter="loop")
+    v = get_protocol("table").run(p, np.full((6, 2), 0.5), 20, np.random.default_rng(0))
+    assert (v == np.arange(6) % 2).all()

@@ -137,7 +137,7 @@ def test_bound_never_exceeds_exact_epsilon_and_has_power():
     """Seed 001 Prop. 1(e): exact eps(0.17) = 0.984 under Table DP; the witness pair differs in row 0."""
     from dpaudit.attacks.exact import exact_profile
 
-    pol = bundled_spec("seed001-counterexample")
+    pol = bundled_spec("table-vs-view-counterexample")
     delta = 0.17
     exact = exact_profile(pol, "table", epsilons=[1.0], deltas=[delta], alphas=[2.0]).epsilon_at[0]
     assert exact == pytest.approx(0.98398, abs=1e-4)
@@ -153,7 +153,7 @@ def test_bound_never_exceeds_exact_epsilon_and_has_power():
 
 
 def test_witness_and_counts_are_reported():
-    pol = bundled_spec("seed001-counterexample")
+    pol = bundled_spec("table-vs-view-counterexample")
     d0 = np.zeros((3, 2))
     d1 = d0.copy()
     d1[0] = 1.0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -247,3 +248,149 @@ def test_an_interrupt_kills_the_process_and_propagates(tmp_path):
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     assert gone(p, pid)
+
+
+# ---- bad input through the CLI, as a user runs it: one sentence and exit 2, or an audit -----------------------
+
+#: a strict batched server: anything before hello is an error; FAULT (argv[1]) picks a misbehaviour
+STRICT = textwrap.dedent('''
+    import json, os, random, sys
+    FAULT = sys.argv[1]
+    K = 2
+    state = {"greeted": False}
+    def reply(obj):
+        sys.stdout.write(json.dumps(obj) + "\\n"); sys.stdout.flush()
+    if FAULT == "fork":
+        if os.fork() > 0:
+            os._exit(0)  # the original process exits at once; its child keeps the pipes and answers
+    for line in sys.stdin:
+        m = json.loads(line)
+        op = m["op"]
+        if op != "hello" and not state["greeted"]:
+            reply({"error": op + " before hello"}); continue
+        if op == "hello":
+            state["greeted"] = True
+            hello = {"protocol": "dpaudit.process/1", "n_arms": K, "batch": True, "name": "strict"}
+            if FAULT == "batch-text":
+                hello["batch"] = "false"
+            if FAULT == "wide":
+                hello["reward_range"] = [-1e308, 1e308]
+            reply(hello)
+            if FAULT == "extra":
+                reply({"note": "ready"})
+        elif op == "claim":
+            reply({"claim": "pure:eps=1"})
+        elif op == "reset":
+            state["n"] = m["runs"]
+            state["rng"] = random.Random() if FAULT == "os-seeded" else random.Random(m["seed"])
+            reply({"ok": True})
+        elif op == "act":
+            arms = [state["rng"].randrange(K) for _ in range(state["n"])]
+            if FAULT == "huge" and m["t"] == 2:
+                arms[1] = 10 ** 20
+            reply({"arms": arms})
+        elif op == "observe":
+            reply({"ok": True})
+''')
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """``dpaudit ARGV`` in this process (the CLI's own main): exit status, stdout, stderr."""
+    from dpaudit.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse's usage errors
+        code = exc.code
+    cap = capsys.readouterr()
+    return int(code), cap.out, cap.err
+
+
+def check_strict(capsys, tmp_path, fault: str, *more: str) -> tuple[int, str, str]:
+    path = tmp_path / "strict_server.py"
+    path.write_text(STRICT)
+    return cli(capsys, "check", "policy", f"{sys.executable} {path} {fault}", "--adapter", "process", "--runs", "100",
+               "--horizon", "4", *more)
+
+
+def one_sentence(code: int, err: str) -> str:
+    lines = [x for x in err.splitlines() if x.startswith("dpaudit: ")]
+    assert code == 2, (code, err[-2000:])
+    assert len(lines) == 1 and lines[0].startswith("dpaudit: error: ") and lines[0].endswith("."), err[-2000:]
+    assert "Traceback" not in err and "internal error" not in err
+    return lines[0]
+
+
+def test_every_worker_process_is_greeted_with_hello_first(capsys, tmp_path):
+    """Two workers: each starts its own process, which gets hello before reset (a strict server is audited)."""
+    code, out, err = check_strict(capsys, tmp_path, "none", "--workers", "2", "--force-workers", "--json")
+    assert code in (0, 1, 3), err[-2000:]
+    assert json.loads(out)["verdict"] in ("consistent", "violation", "inconclusive")
+    assert "before hello" not in err
+
+
+def test_a_strict_server_pickled_to_a_worker_is_greeted_before_reset(tmp_path):
+    """The unit below: the copy a worker receives starts its own process and greets it first."""
+    import pickle
+
+    path = tmp_path / "strict_server.py"
+    path.write_text(STRICT)
+    p = ProcessPolicy(f"{sys.executable} {path} none")
+    q = pickle.loads(pickle.dumps(p))
+    assert (drive(q) == drive(p)).all()
+    p.close()
+    q.close()
+
+
+def test_a_server_that_forks_and_exits_is_refused(capsys, tmp_path):
+    line = one_sentence(*check_strict(capsys, tmp_path, "fork")[::2])
+    assert re.search(r"process `.*strict_server.py fork` exited with code 0 after answering (hello|claim|reset)", line)
+    assert "a server must keep running" in line
+
+
+def test_batch_as_text_is_refused_naming_the_field_and_value(capsys, tmp_path):
+    line = one_sentence(*check_strict(capsys, tmp_path, "batch-text")[::2])
+    assert 'answered hello with "batch": "false"; batch must be a JSON boolean, true or false' in line
+
+
+def test_a_huge_arm_in_a_batched_answer_is_named_with_the_allowed_range(capsys, tmp_path):
+    line = one_sentence(*check_strict(capsys, tmp_path, "huge")[::2])
+    assert "answered act at round 2 with arm 100000000000000000000 for run 1; an arm is an integer in 0..1." in line
+
+
+def test_an_unbalanced_quote_in_the_command_is_one_sentence(capsys):
+    line = one_sentence(*cli(capsys, "check", "policy", 'node "x.js', "--adapter", "process")[::2])
+    assert "cannot split the command 'node \"x.js' into words" in line and "no closing quotation" in line
+
+
+def test_a_server_seeded_from_the_os_is_refused_by_the_same_seed_check(capsys, tmp_path):
+    line = one_sentence(*check_strict(capsys, tmp_path, "os-seeded")[::2])
+    assert "draws randomness its reset seed does not fix: two resets with the same seed" in line
+
+
+def test_an_extra_line_after_hello_is_named_as_such(capsys, tmp_path):
+    line = one_sentence(*check_strict(capsys, tmp_path, "extra")[::2])
+    assert "answered hello with more than one line: after its answer came '{\"note\": \"ready\"}'" in line
+    assert "claim" not in line
+
+
+def test_a_reward_range_of_infinite_width_is_refused_up_front(capsys, tmp_path):
+    line = one_sentence(*check_strict(capsys, tmp_path, "wide")[::2])
+    assert "reward_range [-1e+308, 1e+308], whose width HIGH - LOW overflows to inf" in line
+    # a batched plug-in declaring the same range: refused before any run, naming the range
+    plugin = tmp_path / "wide_plugin.py"
+    plugin.write_text(textwrap.dedent('''
+        class Wide:
+            n_arms = 2
+            claim = None
+            reward_range = (-1e308, 1e308)
+            def reset(self, n_runs, rng):
+                self.n, self.rng = n_runs, rng
+            def act(self, t, arms=None):
+                return self.rng.integers(0, 2, self.n)
+            def observe(self, t, actions, rewards):
+                pass
+    '''))
+    line = one_sentence(*cli(capsys, "check", "policy", f"{plugin}:Wide", "--claim", "pure:eps=1", "--runs", "100",
+                             "--horizon", "4")[::2])
+    assert "the reward range [-1e+308, 1e+308] of" in line and "width high - low that overflows to inf" in line

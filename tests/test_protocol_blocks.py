@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, InternalError
 from dpaudit.attacks.likelihood import privacy_losses
 from dpaudit.protocols import PairSpec, make_pair
 from dpaudit.runner.setup import build_policy as _build_policy, with_features as _with_features
@@ -108,7 +108,7 @@ def test_a_block_outside_the_arms_is_refused():
             return start, arms + 7, lengths
 
     Broken.__module__ = "dpaudit.policies.ucb"  # pretend it is ours, so that the block path is taken
-    with pytest.raises(DPAuditError, match="planned a block"):
+    with pytest.raises(InternalError, match="planned a block"):  # dpaudit's own policy broke its contract
         TableDP().run(Broken(n_arms=3), np.zeros((20, 3)), 5, np.random.default_rng(0))
 
 
@@ -237,7 +237,7 @@ def test_cycle_path_refuses_what_the_step_path_refuses():
             return start, arms, lengths * 2, reps
 
     Broken.__module__ = "dpaudit.policies.elimination"  # pretend it is ours, so that the cycle path is taken
-    with pytest.raises(DPAuditError, match="planned a cycle"):
+    with pytest.raises(InternalError, match="planned a cycle"):
         TableDP().run(Broken(), np.zeros((2000, 2)), 5, np.random.default_rng(0))
 
 

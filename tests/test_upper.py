@@ -222,7 +222,7 @@ def test_check_policy_prints_the_upper_line(tmp_path, capsys):
                   "100", "--workers", "1", "--json")
     js = json.loads(out)
     assert js["epsilon_upper"] is None and "keeps no ledger" in js["upper"]["details"]["reason"]
-    _, out = _cli(capsys, "check", "policy", "seed001-counterexample", "--json")
+    _, out = _cli(capsys, "check", "policy", "table-vs-view-counterexample", "--json")
     fin = json.loads(out)
     assert fin["epsilon_upper"] == fin["epsilon"] and fin["upper"]["method"] == "exact enumeration"
 

@@ -171,7 +171,7 @@ def test_the_findings_say_which_protocol_ran_and_why(tmp_path):
     p, note = resolve_protocol("adac-ucb", "view")
     assert "which implies View DP (Azize & Basu 2023a, Prop. 1(b, c)): a weaker test" in note
     assert resolve_protocol("adac-ucb", "table")[1] == resolve_protocol("adac-ucb")[1]  # as asked = by default
-    assert resolve_protocol("jdp-finite-rr")[0] == "joint" and resolve_protocol("seed001-counterexample")[0] == "table"
+    assert resolve_protocol("jdp-finite-rr")[0] == "joint" and resolve_protocol("table-vs-view-counterexample")[0] == "table"
     src = tmp_path / "plug.py"
     src.write_text("from dpaudit.policies.ucb import AdaCUCB\n\nclass Joint(AdaCUCB):\n    notion = 'joint'\n\n"
                    "class Plain(AdaCUCB):\n    notion = None\n\nclass Bad(AdaCUCB):\n    notion = 'central'\n")
@@ -188,7 +188,7 @@ def test_a_finite_contextual_spec_is_audited_under_joint_by_default(capsys):
     code, out, err = _cli(capsys, ["check", "policy", "jdp-finite-leak"])
     assert code == 1, err
     assert "protocol  joint:" in out and "(the default for a finite contextual spec)" in out
-    code, out, err = _cli(capsys, ["check", "policy", "seed001-counterexample"])
+    code, out, err = _cli(capsys, ["check", "policy", "table-vs-view-counterexample"])
     assert code == 0 and "protocol  table:" in out and "the default for a finite policy spec" in out
 
 
@@ -204,12 +204,12 @@ def test_every_name_list_shows_can_be_described(capsys):
         code, text, _ = _cli(capsys, ["list", *extra])
         for p in listed["policies"]:  # the notion beside each name
             assert re.search(rf"^  {re.escape(p['name'])} +{p['notion']} ", text, re.M), p["name"]
-    assert "seed001-counterexample" in names and "jdp-finite-leak" in names
+    assert "table-vs-view-counterexample" in names and "jdp-finite-leak" in names
     for name in names:
         d = dpaudit.describe(name)
         assert d["notion"] in PLANS and d["notion_note"], name
-        assert "seed 00" not in json.dumps(d).lower().replace("seed001-counterexample", ""), name
-    code, out, err = _cli(capsys, ["describe", "seed001-counterexample"])
+        assert "seed 00" not in json.dumps(d).lower().replace("table-vs-view-counterexample", ""), name
+    code, out, err = _cli(capsys, ["describe", "table-vs-view-counterexample"])
     assert code == 0 and "notion      table" in out and "Azize & Basu (2023a)" in out and "T = 3, K = 2" in out
     code, out, err = _cli(capsys, ["describe", "jdp-glm"])
     assert "notion      joint: the claim of jdp-glm is a joint-DP claim" in out
@@ -225,8 +225,13 @@ def test_describe_names_a_plugin_as_the_user_gave_it_and_defaults_by_paper(capsy
     assert calibration["default"] == "zheng-2020"
     from dpaudit.policies import make_policy
 
-    for old, new in (("seed003", "zheng-2020"), ("seed000", "gaussian-channel")):  # the old values still work
-        a, b = make_policy("ldp-ucb", {"calibration": old}), make_policy("ldp-ucb", {"calibration": new})
+    from dpaudit.deprecations import CALIBRATIONS, DPAuditDeprecationWarning
+
+    assert sorted(CALIBRATIONS.values()) == ["gaussian-channel", "zheng-2020"]
+    for old, new in CALIBRATIONS.items():  # the old values still work, and warn
+        with pytest.warns(DPAuditDeprecationWarning, match=f"calibration={old!r} is deprecated .* use calibration={new!r}"):
+            a = make_policy("ldp-ucb", {"calibration": old})
+        b = make_policy("ldp-ucb", {"calibration": new})
         assert a.local_channel.sigma == b.local_channel.sigma and a.params()["calibration"] == new
 
 

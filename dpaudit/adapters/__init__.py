@@ -4,12 +4,12 @@ Most public bandit code is a *one-run* object (``select_arm()`` / ``update(arm, 
 drawing its noise from the global ``np.random`` or ``random`` generators or from a generator made at
 import. :class:`PerRun` runs N copies of such a class (or of what a factory function returns) as a
 batched policy (the plug-in contract of DESIGN.md: ``n_arms``, ``claim``, ``reset``, ``act``,
-``observe``), so that it is audited unchanged (issue 9, item 5): the feedback call's arguments in
+``observe``), so that it is audited unchanged: the feedback call's arguments in
 whatever order the code takes them (:func:`parse_arg_map`, detected from parameter names where that
 is safe, checked by a probe), every generator it can reach kept apart per copy, and, for a local-DP
 class, its randomizer as the channel (:class:`LocalPerRun`).
 
-The other pieces let an audit feed such code what it needs (issue 9, item 6):
+The other pieces let an audit feed such code what it needs:
 
 * :func:`parse_claim` -- the claim given on the command line (``--claim "pure:eps=1"``);
 * :func:`horizon_parameter` -- the constructor parameter that receives the audit's horizon T,
@@ -62,7 +62,7 @@ from dpaudit.adapters.rewards import realise_means, reward_alphabet
 from dpaudit.adapters.seeding import SEED_NAMES, find_module_generators
 from dpaudit.adapters.shape import N_ARMS_NAMES, SELECT_NAMES, UPDATE_NAMES
 
-# public names of the one module that were outside its __all__, still importable from here
+# public names outside __all__, importable from here too
 from dpaudit.adapters.arguments import ArgMap as ArgMap
 from dpaudit.adapters.options import ADAPTER_SYNTAX as ADAPTER_SYNTAX
 from dpaudit.adapters.options import LIST_OPTIONS as LIST_OPTIONS

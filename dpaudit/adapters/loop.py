@@ -20,6 +20,9 @@ round's action, and the table's entry its reward):
 * ``reward(t, arm)`` (also ``reward(arm)``) -> the reward; ``t`` must be the round (counted from 0 or 1);
 * ``step(action)`` -> ``(observation, reward, terminated, truncated, info)`` as gymnasium's API (the
   observation 0, ``truncated`` true at the last round);
+* ``reset()`` (also ``reset(seed=..., options=...)``) -> ``(observation, info)`` as gymnasium's API: ``(0, {})``,
+  the observation ``step`` gives; no round is played and nothing is reset (a bandit's rounds go on: the copy's
+  table fixes each round's reward), so gymnasium-style code that resets before its first ``step`` runs as is;
 * ``n_arms``, ``K``, ``k``, ``num_arms``, ``n_actions``, ``horizon``, ``T``, ``action_space.n``.
 
 Other names are mapped by options (``--adapter loop:pull=draw_arm,step=act``); a name that is mapped
@@ -27,6 +30,14 @@ twice, or a call of a name the environment does not have, is refused in one sent
 How the environment reaches the code: the parameter named like one (``env``, ``environment``, ``bandit``,
 ``bandit_env``; ``env=NAME`` names another), or ``factory=NAME``: the code builds its environment by
 calling the module-level function NAME, which answers the copy's environment while the copy runs.
+
+Each copy's run is plug-in code behind :func:`dpaudit.sandbox.guard` (the probe's copies too): its prints go to
+stderr, its ``sys.exit``, ``os._exit`` and own ``KeyboardInterrupt`` are one sentence naming it, and the call
+limit (``--call-timeout``) ends a copy that sleeps or spins forever (one that swallows the adapter's stop at
+the horizon, too: its process is killed from outside once past the limit). Each copy has an environment of its
+own; a pull from the environment of a copy that has ended, or from a second thread while it runs (a thread the
+code started and left running), is answered but never played, and refused in one sentence, since it would play
+into other copies' views.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ import inspect
 import sys
 from collections.abc import Mapping
 from numbers import Integral
+from threading import current_thread, get_ident
 from typing import Any
 
 import numpy as np
@@ -45,7 +57,8 @@ from dpaudit.adapters.horizon import horizon_parameter, init_parameters
 from dpaudit.adapters.seeding import (GLOBAL_LOCK, SEED_NAMES, Globals, find_module_generators, generators_kept,
                                       moved_message)
 from dpaudit.adapters.shape import N_ARMS_NAMES
-from dpaudit.errors import DPAuditError, check_int, shorten
+from dpaudit.errors import DPAuditError, InternalError, check_int, shorten
+from dpaudit.sandbox import guard
 
 __all__ = ["ENV_NAMES", "RUN_NAMES", "LoopPolicy", "make_loop"]
 
@@ -54,7 +67,8 @@ ENV_NAMES = ("env", "environment", "bandit", "bandit_env", "arms_env")
 #: method names of a class that run its loop (a class is built with the environment, then this is called)
 RUN_NAMES = ("run", "play", "simulate", "train", "learn", "fit", "main")
 #: the environment's calls: role -> the names answered without a mapping
-ROLES = {"pull": ("pull", "get_reward", "play", "sample", "draw"), "reward": ("reward",), "step": ("step",)}
+ROLES = {"pull": ("pull", "get_reward", "play", "sample", "draw"), "reward": ("reward",), "step": ("step",),
+         "reset": ("reset",)}
 
 
 class _Stop(BaseException):
@@ -83,15 +97,38 @@ class LoopEnv:
         self.n_arms = self.K = self.k = self.num_arms = self.n_actions = k
         self.horizon = self.T = T
         self.action_space = _Space(k)
-        calls = {"pull": self._pull, "reward": self._reward, "step": self._step}
+        calls = {"pull": self._pull, "reward": self._reward, "step": self._step, "reset": self._reset}
         for name, role in policy.names.items():  # bound once: a call is one attribute lookup
             self.__dict__[name] = calls[role]
+        self._ended = False
+        self._tid: int | None = None  # the thread that pulls this copy's rounds (its first pull's), and its name
+        self._tname = ""
         self._load(None, None)
 
     def _load(self, table: Any, copy: Any) -> None:
         self._table, self._copy, self._arms, self._origin = table, copy, [], None
 
+    def _end(self) -> None:
+        """The copy is over: a pull from here on is a stray (a thread the code left running)."""
+        self._ended = True
+
+    def _stray(self) -> float | None:
+        """A pull after the copy ended, or from a second thread while it runs: recorded (the play refuses the
+        audit) and answered with the range's low end, so that the stray code (a thread) neither plays into a
+        copy's view nor dies with a traceback; None for the copy's first pull (its thread is the copy's)."""
+        if not self._ended and self._tid is None:
+            self._tid, self._tname = get_ident(), current_thread().name
+            return None
+        p = self._p
+        if p._stray is None:
+            p._stray = (self._copy, current_thread().name, None if self._ended else self._tname)
+        return p.lo
+
     def _pull(self, arm: Any) -> float:
+        if self._ended or get_ident() != self._tid:
+            stray = self._stray()
+            if stray is not None:
+                return stray
         arms = self._arms
         t = len(arms)
         p = self._p
@@ -116,6 +153,8 @@ class LoopEnv:
         return int(arm)
 
     def _reward(self, *args: Any) -> float:
+        if self._ended:
+            return self._pull(None)  # a stray call: recorded, answered, never played
         if len(args) == 1:
             return self._pull(args[0])
         if len(args) != 2:
@@ -135,13 +174,20 @@ class LoopEnv:
         r = self._pull(action)
         return 0, r, False, len(self._arms) >= self._p.horizon, {}
 
+    def _reset(self, *args: Any, **kwargs: Any) -> tuple[Any, dict]:
+        """gymnasium's ``reset(seed=None, options=None)``: the first observation (0, as ``step`` gives) and an
+        empty info; no round is played (the copy's seed is the adapter's, so ``seed=`` changes nothing)."""
+        if self._ended:
+            self._stray()
+        return 0, {}
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
         p = self.__dict__.get("_p")
         role = None if p is None else p.names.get(name)
         if role is not None:
-            return {"pull": self._pull, "reward": self._reward, "step": self._step}[role]
+            return {"pull": self._pull, "reward": self._reward, "step": self._step, "reset": self._reset}[role]
         raise Unanswered(
             f"{p.who if p else 'the loop'} asked its environment for {name!r}, which the loop adapter's environment "
             "does not answer; map it to the call it means with --adapter loop:pull=" + name + " (a reward for an arm), "
@@ -169,6 +215,7 @@ class LoopPolicy:
                  pull: str | None = None, step: str | None = None, reward: str | None = None,
                  get_reward: str | None = None, n_arms: int | None = None, run: str | None = None,
                  globals_mode: str | None = None, reward_range: Any = (0.0, 1.0), spec: str | None = None) -> None:
+        self.spec = spec
         if not callable(fn):
             raise DPAuditError(f"the loop adapter needs a function or a class, got {shorten(fn)}.")
         self.fn = fn
@@ -241,6 +288,9 @@ class LoopPolicy:
             f"Table and View DP fix it), with the environment passed through {how}; its pulls are the view.")
         self._seeds: list[int] = []
         self.n_runs = 0
+        #: (copy, thread name, None if the copy had ended else the name of the thread pulling its rounds) of the
+        #: first stray pull, until it is reported
+        self._stray: tuple[Any, str, str | None] | None = None
         self._probe()
 
     # ---- construction ------------------------------------------------------------------------------
@@ -302,7 +352,8 @@ class LoopPolicy:
         inputs = np.asarray(inputs, dtype=float)
         which = np.asarray(which, dtype=np.int64)
         if which.shape != (self.n_runs,):
-            raise DPAuditError(f"{self.name} was reset for {self.n_runs} runs but asked to play {which.shape[0]}.")
+            raise InternalError(f"the protocol reset {self.name} for {self.n_runs} runs but asked it to play "
+                                f"{which.shape[0] if which.ndim else which.shape}")
         T = inputs.shape[1]
         if T != self.horizon:  # an input of another length (the up-front estimate's): the horizon follows it
             self.horizon = T
@@ -323,29 +374,37 @@ class LoopPolicy:
 
     # ---- running the copies ----------------------------------------------------------------------
     def _play(self, tables: list[Any], which: list[int], seeds: list[int], gseeds: list[int]) -> list[list[int]]:
-        env = LoopEnv(self)
         g = self._globals
         g.seed_copies(np.asarray(gseeds))
         mod = sys.modules.get(self._module or "")
         saved_factory = getattr(mod, self.factory) if self.factory else None
         out: list[list[int]] = []
         i = 0
+        env = LoopEnv(self)
+        current = [env]
+        self._refuse_stray(None)
         with GLOBAL_LOCK:
             g.enter()
             try:
                 if self.factory:
-                    setattr(mod, self.factory, lambda *a, **k: env)
+                    setattr(mod, self.factory, lambda *a, **k: current[0])
                 for i, (w, seed) in enumerate(zip(which, seeds)):
+                    env = current[0] = LoopEnv(self)  # a copy's own: a pull from an ended copy's is a stray
                     env._load(tables[w], i)
                     g.pin(i)
-                    self._one(env, seed)
+                    try:
+                        with guard(self.spec or self.who, "its loop", runs=1, passthrough=True):
+                            self._one(env, seed)
+                    finally:
+                        env._end()
                     g.save(i)  # swap mode: the copy's states kept (a copy runs once, so twice per copy)
+                    self._refuse_stray(i)
                     if len(env._arms) < self.horizon:
                         raise DPAuditError(f"{self.who} returned after {len(env._arms)} pulls (copy {i}), but the "
                                            f"audit's horizon is {self.horizon} rounds; give the horizon to the "
                                            "parameter that sets its number of rounds (--adapter loop:horizon=NAME).")
                     out.append(env._arms)
-            except DPAuditError:
+            except (DPAuditError, InternalError):
                 raise
             except Exception as exc:
                 text = str(exc).rstrip(".") or "(no message)"
@@ -359,6 +418,24 @@ class LoopPolicy:
             text = moved_message(self.who, g, moved, "in its loop")
             raise DPAuditError(text.replace("per-run", "loop").replace("PerRun(", "LoopPolicy("))
         return out
+
+    def _refuse_stray(self, running: int | None) -> None:
+        """Refuse the audit once a pull came from the environment of a copy that had ended (while copy
+        ``running`` ran, or between plays), or from a second thread while a copy ran: code left running after
+        its copy returned (a thread) plays into later copies' views, so they would not be the independent
+        runs the attacks count."""
+        if self._stray is None:
+            return
+        copy, thread, first = self._stray
+        self._stray = None
+        if first is None:
+            when = f"while copy {running} ran" if running is not None else "after its batch of copies had run"
+            what = f"pulled from the environment of copy {copy} after that copy had ended ({when}, in thread {thread!r})"
+        else:
+            what = f"pulled from the environment of copy {copy} in two threads at once ({first!r} and {thread!r})"
+        raise DPAuditError(f"{self.who} {what}; code that pulls outside its copy's one loop, such as a thread it "
+                           "started and did not join, plays into other copies' views, so each copy's pulls must come "
+                           "from one thread and end when its run returns.")
 
     def _one(self, env: LoopEnv, seed: int) -> None:
         kw = dict(self.kwargs)

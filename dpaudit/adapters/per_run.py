@@ -27,7 +27,7 @@ from dpaudit.adapters.rewards import reward_alphabet
 from dpaudit.adapters.seeding import (GLOBAL_LOCK, SEED_NAMES, Globals, find_module_generators, generators_kept,
                                       moved_message)
 from dpaudit.adapters.shape import checked_arm, detect_arms, detect_shape
-from dpaudit.errors import DPAuditError, check_int
+from dpaudit.errors import DPAuditError, InternalError, check_int
 from dpaudit.policies.base import arm_ranges
 from dpaudit.sandbox import guard, in_plugin_code
 
@@ -212,7 +212,7 @@ class PerRun:
         try:
             with nullcontext() if in_plugin_code() else guard(self._plugin, "__init__", passthrough=True):
                 return self.cls(**kw)
-        except DPAuditError:
+        except (DPAuditError, InternalError):
             raise
         except Exception as exc:
             raise DPAuditError(f"{self._maker}({', '.join(f'{k}={v!r}' for k, v in kw.items())}) raised "
@@ -224,7 +224,7 @@ class PerRun:
         try:
             with guard(self._plugin, getattr(fn, "__name__", "a method"), t, passthrough=True):
                 return fn(*args, **kw)
-        except DPAuditError:
+        except (DPAuditError, InternalError):
             raise
         except Exception as exc:
             raise self._failure(getattr(fn, "__name__", "call"), exc, f"at round {t} (copy {copy})") from exc
@@ -307,7 +307,7 @@ class PerRun:
                 else:
                     for i, (fn, args) in enumerate(zip(fns, argss)):
                         out[i] = fn(*args) if kwss is None else fn(*args, **kwss[i])
-            except DPAuditError:
+            except (DPAuditError, InternalError):
                 raise
             except Exception as exc:
                 raise self._failure(getattr(fns[i], "__name__", "call"), exc, f"at round {t} (copy {i})") from exc
@@ -445,7 +445,7 @@ class PerRun:
                                 upd(*[vals[j] for j in pos], **{k: vals[j] for k, j in kws})
                     views[i] = arms
                     g.save(i)
-            except DPAuditError:
+            except (DPAuditError, InternalError):
                 raise
             except Exception as exc:
                 raise self._failure(_called(exc, s), exc, f"at round {t} (copy {i})") from exc
@@ -644,7 +644,7 @@ class LocalPerRun(PerRun):
                 fn = getattr(obj, self._randomizer)
                 for v in z.tolist():
                     out.append(fn(v))
-            except DPAuditError:
+            except (DPAuditError, InternalError):
                 raise
             except Exception as exc:
                 raise self._failure(self._randomizer, exc, f"on the datum {v!r}") from exc

@@ -13,8 +13,14 @@ The sandbox's guarantees: every answer is awaited at most the call limit (``time
 else ``--call-timeout``, the watchdog of :mod:`dpaudit.sandbox`); a process that exits, does not answer in
 time, writes something that is not a JSON object of the expected form, reports an error, or plays an arm
 outside 0..K-1 ends the audit with one sentence naming the command, the step (op, round, runs) and what
-came back (shortened). The process is killed on that, on an interrupt, when the policy is dropped and at
-exit; on Linux it is also killed if dpaudit's process dies (``PR_SET_PDEATHSIG``).
+came back (shortened). So do a second line for one message, a process that exits after answering (one that
+forks and exits, leaving a child on the pipes, would otherwise be restarted for every message), a ``batch``
+that is not a JSON boolean, a reward range whose width overflows, and a command that does not split into
+words. Every process the policy starts (an engine worker's own too) is greeted with ``hello`` first. Before
+an audit, :meth:`ProcessPolicy.check_seeded` runs two short probes with the same seed: different arms mean
+randomness the seed does not fix, refused as the other adapters refuse it. The process is killed on any of
+these, on an interrupt, when the policy is dropped and at exit; on Linux it is also killed if dpaudit's
+process dies (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
@@ -45,6 +51,11 @@ __all__ = ["PROTOCOL", "ProcessPolicy", "make_process"]
 PROTOCOL = "dpaudit.process/1"
 #: how many per-run messages are written before their answers are read (keeps both pipes below 64 KiB)
 CHUNK = 512
+#: the same-seed check (:meth:`ProcessPolicy.check_seeded`): two probes of this many runs and rounds, reset with
+#: the seed one draw from this seed gives
+PROBE_RUNS, PROBE_ROUNDS, PROBE_SEED = 4, 16, 20261122
+#: seconds dpaudit waits after the answer to hello for a line the process writes unasked (refused)
+HELLO_SETTLE = 0.05
 _LIVE: "weakref.WeakSet[_Process]" = weakref.WeakSet()
 
 
@@ -176,6 +187,22 @@ class _Process:
             self.buf += chunk
         return out
 
+    def unasked(self, wait: float = 0.0) -> bytes | None:
+        """Output the process wrote beyond its answers (already read, or in the pipe within ``wait`` seconds):
+        what it wrote unasked, or None. A well-behaved process writes exactly one line per message."""
+        if not self.buf:
+            fd = self.proc.stdout.fileno()
+            try:
+                r, _, _ = select.select([fd], [], [], wait)
+                chunk = os.read(fd, 1 << 20) if r else b""
+            except (BlockingIOError, OSError, ValueError):
+                chunk = b""
+            self.buf += chunk
+        if not self.buf:
+            return None
+        i = self.buf.find(b"\n")
+        return bytes(self.buf[:i if i >= 0 else len(self.buf)])
+
     def kill(self) -> None:
         self._finalizer()
         for f in (self.proc.stdin, self.proc.stdout):
@@ -237,7 +264,15 @@ class ProcessPolicy:
     def __init__(self, command: Any, params: Mapping[str, Any] | None = None, horizon: int | None = None,
                  claim: Guarantee | str | None = None, *, batch: bool | None = None, n_arms: int | None = None,
                  timeout: float | None = None) -> None:
-        argv = shlex.split(command) if isinstance(command, str) else [str(x) for x in command]
+        try:
+            argv = shlex.split(command) if isinstance(command, str) else [str(x) for x in command]
+        except ValueError as exc:  # an unbalanced quote: shlex's "No closing quotation"
+            raise DPAuditError(f"the process adapter cannot split the command {shorten(command)} into words as a POSIX "
+                               f"shell would ({str(exc).lower()}); close the quote, or quote the whole command once "
+                               "for your shell, e.g. \"node examples/process_ucb.js\".") from None
+        except TypeError:
+            raise DPAuditError("the process adapter needs a command as text or a list of words, e.g. \"node "
+                               f"examples/process_ucb.js\"; got {shorten(command)}.") from None
         if not argv:
             raise DPAuditError("the process adapter needs a command, e.g. \"node examples/process_ucb.js\"; got "
                                f"{shorten(command)}.")
@@ -263,7 +298,13 @@ class ProcessPolicy:
                                    f"{MAX_CALL_TIMEOUT:g}], got {timeout!r}.")
         self.timeout: float | str = timeout
         self._proc: _Process | None = None
+        #: the hello message (every process the policy starts is greeted with it), the n_arms the first answer
+        #: said, and the step the process answered last (for a process that exits or writes unasked after it)
+        self._greeting: dict[str, Any] | None = None
+        self._hello_said: Any = None
+        self._answered: str | None = None
         hello = self._hello()
+        self._hello_said = hello.get("n_arms")
         k = n_arms if n_arms is not None else hello.get("n_arms")
         if k is None:
             raise DPAuditError(f"process {self.label} did not say its number of arms in its answer to hello "
@@ -271,7 +312,16 @@ class ProcessPolicy:
         if isinstance(k, bool) or not isinstance(k, int) or k < 2:
             raise DPAuditError(f"the number of arms of process {self.label} must be an integer >= 2, got {shorten(k)}.")
         self.n_arms = int(k)
-        self.batch = bool(hello.get("batch", False)) if batch is None else bool(batch)
+        said = hello.get("batch", False)
+        if not isinstance(said, bool):  # "false" is text, and bool("false") is True: only JSON booleans
+            self.close()
+            raise DPAuditError(f"process {self.label} answered hello with \"batch\": {shorten(json.dumps(said), as_text=True)}; "
+                               "batch must be a JSON boolean, true or false (or left out: false).")
+        if batch is not None and not isinstance(batch, (bool, np.bool_)):
+            self.close()
+            raise DPAuditError(f"the process adapter's batch must be True, False or None (what the process's hello "
+                               f"says), got {shorten(batch)}.")
+        self.batch = said if batch is None else bool(batch)
         #: one message per run and round costs what a one-run class's call does, or more: the search then
         #: ranks on the per-run adapter's small samples (runner.central.pilot_budgets)
         self.per_copy = not self.batch
@@ -279,13 +329,24 @@ class ProcessPolicy:
         try:
             lo, hi = (float(x) for x in rr)
             assert np.isfinite(lo) and np.isfinite(hi) and lo < hi
-        except (TypeError, ValueError, AssertionError):
+        except (TypeError, ValueError, AssertionError, OverflowError):
+            self.close()
             raise DPAuditError(f"process {self.label} answered hello with reward_range {shorten(rr)}; it must be two "
                                "finite numbers [LOW, HIGH] with LOW < HIGH.") from None
+        if not np.isfinite(hi - lo):  # [-1e308, 1e308]: the audit's rewards and statistics would overflow
+            self.close()
+            raise DPAuditError(f"process {self.label} answered hello with reward_range {shorten(rr)}, whose width "
+                               f"HIGH - LOW overflows to inf; the width of a reward range must be a finite number "
+                               f"(at most {np.finfo(float).max:.3g}).")
         self.reward_range = (lo, hi)
         self.process_name = str(hello.get("name", argv[0]))
         if claim is None:
             answer = self._ask([{"op": "claim"}], "claim", "claim")[0]
+            if "claim" not in answer:
+                self.close()
+                raise DPAuditError(f"process {self.label} answered claim with {shorten(answer)}, which has no "
+                                   f"\"claim\" field; the answer is {{\"claim\": TEXT}} with TEXT such as "
+                                   f"{CLAIM_FORMS}, or {{\"claim\": null}} for none.")
             text = answer.get("claim")
             if text is not None:
                 if not isinstance(text, str):
@@ -311,30 +372,71 @@ class ProcessPolicy:
 
     # ---- the pipe ---------------------------------------------------------------------------------------
     def _process(self) -> _Process:
+        """The running process, started (and greeted with ``hello``, as every process is) when there is none in
+        this process: the first, or an engine worker's own. One that exited after answering is refused."""
         p = self._proc
-        if p is None or p.owner != os.getpid() or not p.alive():
-            if p is not None and p.owner == os.getpid():
+        if p is not None and p.owner == os.getpid():
+            if p.alive():
+                return p
+            self._proc = None
+            raise self._exited(p)
+        p = self._proc = _Process(self.argv, self.label, self.timeout)
+        if self._greeting is not None:  # a worker's own process: hello first, as the first process had it
+            answer = self._exchange(p, [self._greeting], "hello", "hello")[0]
+            self._check_hello(answer)
+            if self._hello_said is not None and answer.get("n_arms", self._hello_said) != self._hello_said:
                 p.kill()
-            p = self._proc = _Process(self.argv, self.label, self.timeout)
+                self._proc = None
+                raise DPAuditError(f"process {self.label} answered hello with n_arms = {shorten(answer.get('n_arms'))} "
+                                   f"in a worker process but {self._hello_said} in the first; a policy's processes "
+                                   "must agree on its number of arms.")
         return p
+
+    def _exited(self, p: _Process) -> DPAuditError:
+        """The sentence for a process that exited on its own after answering (``where`` it last answered)."""
+        code = p.proc.poll()
+        tail = p.stderr_tail()
+        p.kill()
+        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+        said = f"; its last line on stderr: {shorten(tail, 160, as_text=True)}" if tail else ""
+        return DPAuditError(f"process {self.label} {how} after answering {self._answered or 'nothing'}, while the audit still "
+                            "needed it; a server must keep running, with its runs' state, until dpaudit closes its "
+                            "stdin (one that forks and exits, leaving a child to answer, is refused, since each "
+                            f"restart would drop the runs it serves){said}.")
 
     def _hello(self) -> dict[str, Any]:
         msg = {"op": "hello", "protocol": PROTOCOL, "params": self.kwargs, "horizon": self.horizon}
         answer = self._ask([msg], "hello", "hello")[0]
+        self._check_hello(answer)
+        self._greeting = msg
+        return answer
+
+    def _check_hello(self, answer: dict[str, Any]) -> None:
         if answer.get("protocol") != PROTOCOL:
             self.close()
             raise DPAuditError(f"process {self.label} answered hello with protocol {shorten(answer.get('protocol'))}; "
                                f"dpaudit speaks {PROTOCOL!r} (docs/outside-code.md).")
-        return answer
 
-    def _ask(self, messages: list[dict[str, Any]], op: str, where: str, *, runs: list[int] | None = None,
+    def _ask(self, messages: list[dict[str, Any] | str], op: str, where: str, *, runs: list[int] | None = None,
              t: int | None = None) -> list[dict[str, Any]]:
         """Send ``messages`` (in chunks of :data:`CHUNK`; a message is a dict, or its JSON text already
         encoded) and return their answers, each a JSON object without ``error``; ``where`` names the step
         for errors, ``runs`` the run of each message."""
-        p = self._process()
+        return self._exchange(self._process(), messages, op, where, runs=runs)
+
+    def _exchange(self, p: _Process, messages: list[dict[str, Any] | str], op: str, where: str, *,
+                  runs: list[int] | None = None) -> list[dict[str, Any]]:
+        """:meth:`_ask` on the process ``p``: its answers; on any failure ``p`` is killed. Output beyond one line
+        per message is refused (looked for before and after; after ``hello``, for :data:`HELLO_SETTLE` seconds,
+        since a banner or a second line of a greeting comes right after it)."""
         out: list[dict[str, Any]] = []
         try:
+            extra = p.unasked()
+            if extra is not None:
+                when = "before dpaudit asked anything" if self._answered is None else f"after its answer to {self._answered}"
+                raise DPAuditError(f"process {self.label} wrote {shorten(extra.decode(errors='replace'), 80, as_text=True)!r} "
+                                   f"{when}, unasked; the protocol answers each message with exactly one line on "
+                                   "stdout, so anything else goes to stderr (docs/outside-code.md).")
             for s in range(0, len(messages), CHUNK):
                 part = messages[s:s + CHUNK]
                 here = where if runs is None else f"{where}, run {runs[s]}" + (
@@ -344,11 +446,18 @@ class ProcessPolicy:
                 for j, line in enumerate(p.read_lines(len(part), here)):
                     step = where if runs is None else f"{where}, run {runs[s + j]}"
                     out.append(self._parse(line, op, step))
+                self._answered = here
+            extra = p.unasked(HELLO_SETTLE if op == "hello" else 0.0)
+            if extra is not None:
+                raise DPAuditError(f"process {self.label} answered {self._answered} with more than one line: after its "
+                                   f"answer came {shorten(extra.decode(errors='replace'), 80, as_text=True)!r}; the "
+                                   "protocol answers each message with exactly one line (docs/outside-code.md).")
         except BaseException:
             if not isinstance(p, _Process):  # pragma: no cover
                 raise
             p.kill()  # an error, a timeout or an interrupt: nothing is left running
-            self._proc = None
+            if self._proc is p:
+                self._proc = None
             raise
         return out
 
@@ -366,13 +475,43 @@ class ProcessPolicy:
                                f"{shorten(obj['error'], 160, as_text=True)}.")
         return obj
 
+    # ---- the same-seed check -----------------------------------------------------------------------------
+    def check_seeded(self, runs: int = PROBE_RUNS, rounds: int = PROBE_ROUNDS) -> None:
+        """Two short probes with the same seed (``runs`` runs, the first ``rounds`` rounds of the horizon, on the
+        same rewards) must answer the same arms, else the process draws randomness its ``reset`` seed does not
+        fix (the OS's, the clock's): refused in one sentence, as the other adapters refuse unseedable code, since
+        the audit's findings could not be reproduced from its seed. :func:`make_process` (the CLI's
+        ``--adapter process`` and ``dpaudit.audit``) runs it; after it the policy waits for the audit's first reset."""
+        lo, hi = self.reward_range
+        T = min(rounds, self.horizon) if self.horizon is not None else rounds
+        vals = (0.5, 0.25, 0.75, 0.375, 0.625)
+        views = []
+        for _ in range(2):
+            self.reset(runs, np.random.default_rng(PROBE_SEED))
+            seed = self._probe_seed
+            arms = []
+            for t in range(T):
+                a = self.act(t)
+                arms.append(a.tolist())
+                self.observe(t, a, lo + (hi - lo) * np.array([vals[(t * 7 + int(x) + i) % 5] for i, x in enumerate(a)]))
+            views.append(arms)
+        self.n_runs, self._t, self._acted = 0, 0, False
+        if views[0] != views[1]:
+            t, i = next((t, i) for t in range(T) for i in range(runs) if views[0][t][i] != views[1][t][i])
+            self.close()
+            raise DPAuditError(f"process {self.label} draws randomness its reset seed does not fix: two resets with the "
+                               f"same seed ({seed}) on the same rewards played arm {views[0][t][i]} and then arm "
+                               f"{views[1][t][i]} for run {i} at round {t}; draw every random number from a generator "
+                               "seeded by reset's \"seed\" (not the OS's or the clock's), so that a seed reproduces "
+                               "the audit.")
+
     # ---- the batched contract ------------------------------------------------------------------------
     def reset(self, n_runs: int, rng: np.random.Generator, **_: Any) -> None:
         """Fresh state for ``n_runs`` runs in the process, seeded by one draw from ``rng``."""
         n = check_int("n_runs", n_runs, minimum=1)
         if not isinstance(rng, np.random.Generator):
             raise DPAuditError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
-        seed = int(rng.integers(0, 1 << 31))
+        seed = self._probe_seed = int(rng.integers(0, 1 << 31))
         msg = {"op": "reset", "seed": seed, "runs": n, "n_arms": self.n_arms, "horizon": self.horizon,
                "params": self.kwargs}
         self._ask([msg], "reset", f"reset ({n} runs)")
@@ -401,8 +540,11 @@ class ProcessPolicy:
 
     def _arms(self, raw: list[Any], t: int, runs: list[int]) -> np.ndarray:
         if set(map(type, raw)) <= {int}:  # the usual answer, checked without a Python loop per run
-            out = np.asarray(raw, dtype=np.int64)
-            if out.size == 0 or (out.min() >= 0 and out.max() < self.n_arms):
+            try:
+                out = np.asarray(raw, dtype=np.int64)
+            except OverflowError:  # an arm beyond int64 (10**20): named below with the allowed range
+                out = None
+            if out is not None and (out.size == 0 or (out.min() >= 0 and out.max() < self.n_arms)):
                 return out
         ok = [isinstance(a, int) and not isinstance(a, bool) and 0 <= a < self.n_arms for a in raw]
         if not all(ok):
@@ -502,5 +644,8 @@ def _json_value(v: Any) -> Any:
 def make_process(command: str, params: Mapping[str, Any] | None = None, claim: Guarantee | str | None = None,
                  horizon: int | None = None, **options: Any) -> ProcessPolicy:
     """The CLI's ``--adapter process[:KEY=VALUE,...]``: POLICY is the command (``"node examples/process_ucb.js"``),
-    ``--param`` values go to the process as JSON values, ``options`` to :class:`ProcessPolicy`."""
-    return ProcessPolicy(command, params, horizon, claim, **options)
+    ``--param`` values go to the process as JSON values, ``options`` to :class:`ProcessPolicy`; the process must
+    pass the same-seed check (:meth:`ProcessPolicy.check_seeded`)."""
+    policy = ProcessPolicy(command, params, horizon, claim, **options)
+    policy.check_seeded()
+    return policy

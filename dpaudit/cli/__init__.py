@@ -5,10 +5,11 @@ library modules), each registering itself through ``register_cli(subparsers)`` (
 ``COMMAND_MODULES``); a registered command sets ``func`` to a callable ``args -> exit status``.
 
 Exit statuses (docs/reference.md, "Reliability"): 0 the command succeeded (``check``: consistent); 1 a
-finding (``check``: violation); 3 ``check``: inconclusive (the audit had no power); 2 bad input,
-printed as one sentence (a :class:`DPAuditError`, including every failure of plug-in code;
-``--debug`` adds the traceback); 70 an internal error (a dpaudit bug: one sentence, the traceback
-with ``--debug``); 128 + N when signal N stopped it: 130 for Ctrl-C (SIGINT), 143 for SIGTERM, 129
+finding (``check``: violation); 3 ``check``: inconclusive (the audit had no power); 2 the user's error:
+bad input or a plug-in's failure, printed as one sentence (a :class:`DPAuditError`: every failure of plug-in
+code, its own exits and ``KeyboardInterrupt`` included; ``--debug`` adds the plug-in's traceback); 70 dpaudit's
+own error (an :class:`~dpaudit.errors.InternalError`, an invariant of dpaudit broken, or any other unexpected
+exception: a dpaudit bug, one sentence asking for a report, the traceback with ``--debug``); 128 + N when signal N stopped it: 130 for Ctrl-C (SIGINT), 143 for SIGTERM, 129
 for SIGHUP. The first of those signals stops the work and reports what had finished (``check
 policy`` prints, and writes with ``--report``, the partial findings); a second one ends the process
 at once, without a traceback.
@@ -25,7 +26,7 @@ import time
 import traceback
 
 from dpaudit import __version__
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import REPORT, DPAuditError, InternalError
 
 COMMAND_MODULES = [
     "dpaudit.cli.list",
@@ -41,9 +42,9 @@ COMMAND_MODULES = [
 EXIT_STATUSES = """exit statuses:
   0    the command succeeded (check: consistent)
   1    check: violation (a lower bound, or an exact figure, exceeds the claim)
-  2    bad input, printed as one sentence (plug-in failures included; --debug adds the traceback)
+  2    your error: bad input or a plug-in's failure, printed as one sentence (--debug adds the traceback)
   3    check: inconclusive (the audit had no power)
-  70   an internal error (a dpaudit bug; --debug prints the traceback)
+  70   dpaudit's error: an internal error, a bug in dpaudit to report (--debug prints the traceback)
   130  stopped by Ctrl-C (143 SIGTERM, 129 SIGHUP): what had finished is printed (and reported)
 """
 
@@ -152,10 +153,12 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         debug = bool(getattr(args, "debug", False))
+        from dpaudit.deprecations import notes_on_stderr
         from dpaudit.engine import one_blas_thread
         from dpaudit.sandbox import watch_signals
 
-        with one_blas_thread(), watch_signals():  # a plug-in's own KeyboardInterrupt is not a Ctrl-C (sandbox)
+        # a plug-in's own KeyboardInterrupt is not a Ctrl-C (sandbox); an old name used is one line on stderr
+        with one_blas_thread(), watch_signals(), notes_on_stderr():
             status = int(args.func(args) or 0)
         if status == 130 and signals.first is not None:
             status = signals.status()  # 143 for SIGTERM, 129 for SIGHUP
@@ -165,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
             _print_debug(exc)
         print(f"dpaudit: error: {exc}", file=sys.stderr)
         status = 2
+        return status
+    except InternalError as exc:  # an invariant of dpaudit broke: its message says so and asks for a report
+        if debug:
+            _print_debug(exc)
+        print(f"dpaudit: internal error: {' '.join(str(exc).split())}", file=sys.stderr)
+        status = 70
         return status
     except KeyboardInterrupt:
         print("dpaudit: interrupted.", file=sys.stderr)
@@ -195,9 +204,8 @@ def main(argv: list[str] | None = None) -> int:
             return status
         if debug:
             _print_debug(exc)
-        msg = " ".join(str(exc).split())[:200]
-        print(f"dpaudit: internal error: {type(exc).__name__}: {msg} (a dpaudit bug; rerun with dpaudit --debug "
-              "for the traceback and please report it).", file=sys.stderr)
+        msg = " ".join(str(exc).split())[:200].rstrip(". ")
+        print(f"dpaudit: internal error: {type(exc).__name__}: {msg}; {REPORT}.", file=sys.stderr)
         status = 70
         return status
     finally:

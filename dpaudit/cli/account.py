@@ -104,9 +104,14 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
+#: the format version of each subcommand's ``--json`` object, 1 unless listed (lint: its second lint is under
+#: the key ``gaussian_channel``, :data:`dpaudit.deprecations.OUTPUT_KEYS`)
+FORMAT_VERSIONS = {"lint": 2}
+
+
 def _emit(args: argparse.Namespace, obj: dict[str, Any], rows: list[tuple[str, str]]) -> int:
     if args.json:
-        print_json(_jsonable(obj), f"dpaudit.account.{args.what}/1")
+        print_json(_jsonable(obj), f"dpaudit.account.{args.what}/{FORMAT_VERSIONS.get(args.what, 1)}")
     else:
         w = max(len(k) for k, _ in rows)
         for k, v in rows:
@@ -198,13 +203,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_lint(args: argparse.Namespace) -> int:
-    from dpaudit.accountants.gaussian import lint_classical_gaussian, lint_seed000_channel
+    from dpaudit.accountants.gaussian import lint_classical_gaussian, lint_gaussian_channel
 
     t0 = time.perf_counter()
     a = lint_classical_gaussian(args.epsilon, args.delta)
-    b = lint_seed000_channel(args.epsilon, args.delta)
+    b = lint_gaussian_channel(args.epsilon, args.delta)
     obj = {"epsilon": args.epsilon, "delta": args.delta, "method": "calibration-lint", "order": None,
-           "classical": a.as_dict(), "seed000": b.as_dict(), "seconds": time.perf_counter() - t0}
+           "classical": a.as_dict(), "gaussian_channel": b.as_dict(), "seconds": time.perf_counter() - t0}
     return _emit(args, obj, [
         ("classical", ("FLAG " if a.flagged else "ok   ") + a.message),
         ("JDP/LDP channel", ("FLAG " if b.flagged else "ok   ") + b.message),

@@ -53,7 +53,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
             "Audit a policy: its claim at --delta, what the attacks measure (lower bounds on epsilon at "
             "--confidence), and a verdict. POLICY is a registered name (see `dpaudit list`), a plug-in "
             "path/to/file.py:ClassName or package.module:ClassName, or a finite policy spec (a bundled name "
-            "such as seed001-counterexample, the T = 3 counterexample of Azize & Basu 2023a, Prop. 1(e), or a "
+            "such as table-vs-view-counterexample, the T = 3 counterexample of Azize & Basu 2023a, Prop. 1(e), or a "
             "file.json), audited exactly by enumeration.\n\n"
             "Without --protocol the audit runs under the notion the policy's claim is about (`dpaudit describe "
             "POLICY` shows it; table for a plug-in that names none), and its first note says which protocol ran "
@@ -87,8 +87,10 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def is_finite_spec(spec: str) -> bool:
+    from dpaudit import deprecations
     from dpaudit.policies.finite import BUNDLED
 
+    spec = deprecations.spec(spec)
     return spec in BUNDLED or spec.endswith(".json")
 
 
@@ -151,9 +153,11 @@ def reproduce_command(policy: str, given: dict[str, Any], seed: int | None = Non
 
 
 def _run(args: argparse.Namespace) -> int:
+    from dpaudit import deprecations
     from dpaudit.api import finite_notion
     from dpaudit.policies.finite_contextual import BUNDLED_CONTEXTUAL, is_contextual_spec
 
+    args.policy = deprecations.spec(args.policy)  # an old spec name: the audit and its command use the new one
     args.given = _given(args)  # before any default is filled in: the reproduce command names only these
     args.protocol_note = None
     if args.protocol is None:  # a finite spec's notion; a policy's is read by dpaudit.audit
@@ -165,7 +169,7 @@ def _run(args: argparse.Namespace) -> int:
                                   "the others")
     if args.delta is None:
         args.delta = DEFAULTS["delta"]
-    if args.protocol == "joint" and is_contextual_spec(args.policy):  # issue 13: exact joint-DP enumeration
+    if args.protocol == "joint" and is_contextual_spec(args.policy):  # exact joint-DP enumeration
         refuse_inapplicable(args, True)
         _check_max_work(args)
         for dest, value in FINITE_DEFAULTS.items():
@@ -596,7 +600,7 @@ def check_named(args: argparse.Namespace) -> int:
     return status
 
 
-# ---- --protocol joint on a finite contextual spec (issue 13): dpaudit.check_joint.audit_joint_finite -------
+# ---- --protocol joint on a finite contextual spec: dpaudit.check_joint.audit_joint_finite ----------------
 
 def check_finite_joint(args: argparse.Namespace) -> int:
     """Print the exact joint-DP audit of a finite contextual policy (through the one runner, plan

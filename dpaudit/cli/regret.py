@@ -63,7 +63,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 DEFAULT_ENVS = {
     "gope": ("linear", {"noise": "bernoulli"}),
     "oful": ("contextual-linear", {"noise": "bernoulli", "normalize": True}),
-    "glm": ("glm", {}),  # Sarmasarkar 2026 (seed 002): the synthetic GLM bandit (K = 20, d = 5, logistic)
+    "glm": ("glm", {}),  # Sarmasarkar 2026: the synthetic GLM bandit (K = 20, d = 5, logistic)
 }
 
 
@@ -103,7 +103,7 @@ def _cmd_regret(args: argparse.Namespace) -> int:
     check_int("--seed", args.seed, minimum=0)
     params = parse_params(args.param)
     cls = load_policy_class(args.policy)
-    if getattr(cls, "continuous_actions", False):  # BCO (issue 10): loss functions on a ball, dpaudit.bco
+    if getattr(cls, "continuous_actions", False):  # BCO: loss functions on a ball, dpaudit.bco
         return _bco_regret(args, params)
     if args.plot is not None:
         check_plot_path(args.plot)  # before the simulation: a bad path fails in a second

@@ -33,6 +33,6 @@ __all__ = [
 ]
 from dpaudit.policies import gope as _gope  # noqa: E402,F401  registers adac-gope, adar-gope, gope
 from dpaudit.policies import oful as _oful  # noqa: E402,F401  registers adac-oful, adar-oful, rs-oful, oful
-from dpaudit.policies import glm as _glm  # noqa: E402,F401  registers jdp-glm, shuffle-glm, their twins, glm-ucb (issue 13)
-from dpaudit.policies import ldp as _ldp  # noqa: E402,F401  registers the local-DP policies (seed 003) and twins
-from dpaudit.policies import bco as _bco  # noqa: E402,F401  registers the BCO policies of seed 003 (Alg. 1 + FKM, Alg. 2) and twins
+from dpaudit.policies import glm as _glm  # noqa: E402,F401  registers jdp-glm, shuffle-glm, their twins, glm-ucb
+from dpaudit.policies import ldp as _ldp  # noqa: E402,F401  registers the local-DP policies (Zheng et al. 2020) and twins
+from dpaudit.policies import bco as _bco  # noqa: E402,F401  registers the BCO policies of Zheng et al. (2020, Alg. 1 + FKM, Alg. 2) and twins

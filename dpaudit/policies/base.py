@@ -204,5 +204,11 @@ def arm_ranges(reward_range: Any, n_arms: int) -> np.ndarray:
     if bad.any():
         a = int(np.flatnonzero(bad)[0])
         raise DPAuditError(f"the reward range of arm {a} must be finite with low < high, got {rr[a].tolist()}.")
+    with np.errstate(over="ignore"):
+        wide = ~np.isfinite(rr[:, 1] - rr[:, 0])
+    if wide.any():  # [-1e308, 1e308]: every statistic built on the range's width would be inf or NaN
+        a = int(np.flatnonzero(wide)[0])
+        raise DPAuditError(f"the reward range of arm {a}, {rr[a].tolist()}, has a width high - low that overflows to "
+                           f"inf; a reward range's width must be a finite number (at most {np.finfo(float).max:.3g}).")
     return rr
 

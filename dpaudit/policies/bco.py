@@ -1,4 +1,7 @@
-"""Bandit convex optimisation under local DP: seed 003 (Zheng et al. 2020) Alg. 1 (one-point) and Alg. 2 (two-point).
+"""Bandit convex optimisation under local DP: Zheng et al. (2020), Alg. 1 (one-point) and Alg. 2 (two-point).
+
+The paper is Zheng, Cai, Huang, Li & Wang (2020), "Locally Differentially Private (Contextual) Bandits
+Learning" (full reference: :mod:`dpaudit.papers`).
 
 BCO plays *points* of a convex body, not one of K arms, so these policies follow dpaudit's
 continuous-action contract (:mod:`dpaudit.bco`, DESIGN.md "Continuous actions"):
@@ -25,7 +28,7 @@ x_{t,1} - x_{t,2} = 2 rho u_t with ||u_t|| = 1).
                      twin ``bco-2pt``
 ==================== =======================================================================
 
-Choices the seed leaves open, made here:
+Choices the paper leaves open, made here:
 
 * X is the ball of radius R (default 1) centred at 0; projections onto (1 - xi) X are radial.
   Uniform unit vectors: normalised standard normal draws (d = 1: +-1 with probability 1/2 each).
@@ -34,9 +37,9 @@ Choices the seed leaves open, made here:
   with step nu delta / d on the sphere-sampling estimate (d / delta) o_t u_t, where o_t is what the
   server received; nu = R / (C sqrt T), delta = T^{-1/4} sqrt(R d C r / (3 (L r + C))), alpha = delta / r,
   with C the loss range the black box is tuned for: C = B for the twin and, following the proof of
-  seed 003 Thm 3 (eq. 18), C = B + sigma sqrt(2 ln(2 T^2)) for the private policy (the range of
+  Zheng et al. (2020), Thm 3 (eq. 18), C = B + sigma sqrt(2 ln(2 T^2)) for the private policy (the range of
   the pseudo losses f_t + Z_t outside an event of probability 1/T). delta is capped at r/2 (FKM's
-  theorem assumes T large enough for delta <= r). The search tool did not return FKM's text, so the
+  theorem assumes T large enough for delta <= r). FKM's text was not at hand, so the
   constants are those of FKM's Thm 3.3 as recalled; they only tune utility, never privacy.
 * Alg. 2 / Alg. 4: y_1 = 0, x_{t,1} = y_t + rho u_t, x_{t,2} = y_t - rho u_t,
   g_t = d / (2 rho) o_t u_t, y_{t+1} = Pi_{(1 - xi) X}(y_t - eta g_t) with Alg. 2's line 2:
@@ -57,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit import deprecations
 from dpaudit.accountants import ApproxDP
 from dpaudit.environments import project_ball, unit_vectors
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
@@ -68,12 +72,13 @@ __all__ = ["is_bco", "BCOPolicy", "FKM", "LDPFKM", "TwoPoint", "LDPTwoPoint", "S
 ]
 
 
+@deprecations.add_aliases  # its old constructor name, for one release
 class TwoPointChannel(Channel):
-    """Seed 003 Alg. 2 line 5: z = f1 - f2 in [-2 rho G, 2 rho G] goes in, z + n^T gap comes out, n ~ N(0, sigma^2 I_d).
+    """Zheng et al. (2020), Alg. 2 line 5: z = f1 - f2 in [-2 rho G, 2 rho G] goes in, z + n^T gap comes out, n ~ N(0, sigma^2 I_d).
 
     ``gap`` is x_{t,1} - x_{t,2} (norm 2 rho); the noise n^T gap is N(0, sigma^2 ||gap||^2), recorded in
-    the ledger as a Gaussian message of that scale with the domain sensitivity 4 rho G (seed 003's
-    proof of Thm 5). ``gap_factor`` (1 for the paper) multiplies the gap the noise is computed with:
+    the ledger as a Gaussian message of that scale with the domain sensitivity 4 rho G (the
+    proof of Zheng et al. 2020, Thm 5). ``gap_factor`` (1 for the paper) multiplies the gap the noise is computed with:
     the mutant ``mutant-bco-2pt-half-gap`` uses 1/2 (noise n^T (x1 - y_t)), and its ledger records that
     real, smaller scale.
     """
@@ -91,13 +96,13 @@ class TwoPointChannel(Channel):
         self.calibration: tuple[str, float, float] | None = None
 
     @classmethod
-    def seed003(cls, d: int, rho: float, lipschitz: float, epsilon: float, delta: float, **kw) -> "TwoPointChannel":
-        """sigma = 2G sqrt(2 ln(1.25/delta))/eps (seed 003 Alg. 2 line 2)."""
+    def zheng_2020(cls, d: int, rho: float, lipschitz: float, epsilon: float, delta: float, **kw) -> "TwoPointChannel":
+        """sigma = 2G sqrt(2 ln(1.25/delta))/eps (Zheng et al. 2020, Alg. 2 line 2)."""
         epsilon = check_positive("epsilon", epsilon)
         delta = check_delta(delta)
         G = check_positive("lipschitz", lipschitz)
         ch = cls(d, rho, G, 2 * G * math.sqrt(2 * math.log(1.25 / delta)) / epsilon, **kw)
-        ch.calibration = ("seed003", epsilon, delta)
+        ch.calibration = ("zheng-2020", epsilon, delta)
         return ch
 
     def check_data(self, z, label="user data"):
@@ -146,7 +151,7 @@ class BCOPolicy(Policy):
 
     continuous_actions = True
     accepts_queries = False
-    #: the protocol its claim is about: local DP (seed 003 Alg. 1, 2); the only protocol BCO policies run under
+    #: the protocol its claim is about: local DP (Zheng et al. 2020, Alg. 1, 2); the only protocol BCO policies run under
     notion = "local"
     n_points = 1
     keep_transcript = False
@@ -320,10 +325,10 @@ class FKM(BCOPolicy):
 
 @register("ldp-bco-fkm", family="ldp")
 class LDPFKM(FKM):
-    """Seed 003 Alg. 1 with FKM (Thm 3, Table 1's T^{3/4}/eps row): user t sends f_t(x_t) + N(0, sigma^2), sigma = 2B sqrt(2 ln(1.25/delta))/eps.
+    """Zheng et al. (2020), Alg. 1 with FKM (Thm 3, Table 1's T^{3/4}/eps row): user t sends f_t(x_t) + N(0, sigma^2), sigma = 2B sqrt(2 ln(1.25/delta))/eps.
 
     FKM is tuned for the pseudo-loss range C = B + sigma sqrt(2 ln(2 T^2)) (proof of Thm 3, eq. 18).
-    Claim: (eps, delta)-LDP (seed 003 Thm 2), hence (eps, delta)-DP of the points (Thm 1).
+    Claim: (eps, delta)-LDP (Zheng et al. 2020, Thm 2), hence (eps, delta)-DP of the points (Thm 1).
     """
 
     non_private_twin = "bco-fkm"
@@ -351,7 +356,7 @@ class LDPFKM(FKM):
 
 @register("bco-2pt", family="ldp")
 class TwoPoint(BCOPolicy):
-    """Alg. 4 of seed 003 App. C (Agarwal, Dekel & Xiao 2010), two queries per round, non-private: the twin of ``ldp-bco-2pt``.
+    """Alg. 4 of Zheng et al. (2020), App. C (Agarwal, Dekel & Xiao 2010), two queries per round, non-private: the twin of ``ldp-bco-2pt``.
 
     x_{t,1/2} = y_t +- rho u_t, g_t = d/(2 rho) (f_t(x_{t,1}) - f_t(x_{t,2})) u_t, y_{t+1} = Pi_{(1 - xi) X}(y_t - eta g_t),
     with Alg. 2's line 2: eta = 1/sqrt T, rho = ln T / T, xi = rho / r.
@@ -398,10 +403,10 @@ class TwoPoint(BCOPolicy):
 
 @register("ldp-bco-2pt", family="ldp")
 class LDPTwoPoint(TwoPoint):
-    """Seed 003 Alg. 2: user t sends f_t(x_{t,1}) - f_t(x_{t,2}) + n_t^T (x_{t,1} - x_{t,2}), n_t ~ N(0, sigma^2 I_d), sigma = 2G sqrt(2 ln(1.25/delta))/eps.
+    """Zheng et al. (2020), Alg. 2: user t sends f_t(x_{t,1}) - f_t(x_{t,2}) + n_t^T (x_{t,1} - x_{t,2}), n_t ~ N(0, sigma^2 I_d), sigma = 2G sqrt(2 ln(1.25/delta))/eps.
 
     The message noise is N(0, 4 rho^2 sigma^2) and the datum's domain [-2 rho G, 2 rho G] (proof of Thm 5).
-    Claim: (eps, delta)-LDP (seed 003 Thm 5).
+    Claim: (eps, delta)-LDP (Zheng et al. 2020, Thm 5).
     """
 
     non_private_twin = "bco-2pt"
@@ -412,7 +417,7 @@ class LDPTwoPoint(TwoPoint):
         super().__init__(d, horizon, radius, loss_bound, lipschitz)
         self.epsilon = check_positive("epsilon", epsilon)
         self.delta = check_delta(delta)
-        self._chan = TwoPointChannel.seed003(self.d, self.rho, self.lipschitz, self.epsilon, self.delta,
+        self._chan = TwoPointChannel.zheng_2020(self.d, self.rho, self.lipschitz, self.epsilon, self.delta,
                                              gap_factor=self.gap_factor)
         self.sigma = self._chan.sigma
         self.claim = ApproxDP(self.epsilon, self.delta)
@@ -602,10 +607,10 @@ class SCS(BCOPolicy):
 
 @register("ldp-bco-scs", family="ldp")
 class LDPSCS(SCS):
-    """Seed 003 Alg. 1 with BCO-SCS (Cor. 4, strongly convex and smooth): user t sends f_t(y_t) + N(0, sigma^2), sigma = 2B sqrt(2 ln(1.25/delta))/eps.
+    """Zheng et al. (2020), Alg. 1 with BCO-SCS (Cor. 4, strongly convex and smooth): user t sends f_t(y_t) + N(0, sigma^2), sigma = 2B sqrt(2 ln(1.25/delta))/eps.
 
     BCO-SCS is tuned for the pseudo-loss range C = B + sigma sqrt(2 ln(2 T^2)) (proof of Thm 3, eq. 18).
-    Claim: (eps, delta)-LDP (seed 003 Thm 2).
+    Claim: (eps, delta)-LDP (Zheng et al. 2020, Thm 2).
     """
 
     non_private_twin = "bco-scs"

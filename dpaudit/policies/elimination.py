@@ -4,17 +4,17 @@ the black-box path.
 Most public private-bandit code does not use :mod:`dpaudit.mechanisms`: it draws its noise itself
 and keeps no ledger, so an audit judges it by what its actions show (the black-box attack) alone.
 These policies are written that way on purpose (no ``ledger`` attribute), and they are of the
-classes the default audit used to miss: they act only when a noisy statistic crosses a threshold,
+classes a black-box audit finds hardest: they act only when a noisy statistic crosses a threshold,
 and their first data-dependent decision comes hundreds or thousands of rounds in. The correct ones
 here are the negative controls of that path; :mod:`dpaudit.policies.mutants` breaks each of them.
 
 * :class:`DPSuccessiveElimination` (``dp-se``): DP-SE, Sajed & Sheffet (2019), "An Optimal Private
-  Stochastic-MAB Algorithm based on an Optimal Private Stopping Rule", Alg. 1 (not a seed paper; a
-  widely ported private elimination algorithm).
+  Stochastic-MAB Algorithm based on an Optimal Private Stopping Rule", Alg. 1 (not one of the papers dpaudit
+  follows; a widely ported private elimination algorithm).
 * :class:`DPExploreThenCommit` (``dp-etc``): explore-then-commit with a report-noisy-max commit.
 
-Both are pure eps-DP under Table DP (seed 001 Def. 3) for rewards in [0, 1]: each user's reward is
-used in exactly one noisy mean (of one arm, in one epoch), the Laplace noise is calibrated to that
+Both are pure eps-DP under Table DP (Azize & Basu 2023a, "Concentrated Differential Privacy for Bandits",
+Def. 3) for rewards in [0, 1]: each user's reward is used in exactly one noisy mean (of one arm, in one epoch), the Laplace noise is calibrated to that
 mean's sensitivity 1/n, and every action is a function of the noisy means released so far
 (post-processing); the other users' rewards enter other means (parallel composition).
 """
@@ -42,7 +42,7 @@ class OutsideStyle:
     reward_range = (0.0, 1.0)
     #: the schedule decides which arm's reward is observed (Interactive DP's queries do not apply)
     accepts_queries = False
-    #: the protocol its claim is about: pure eps-DP, for which Table and View DP coincide (seed 001 Prop. 1(a))
+    #: the protocol its claim is about: pure eps-DP, for which Table and View DP coincide (Azize & Basu 2023a, Prop. 1(a))
     notion = "table"
 
     def params(self) -> dict[str, Any]:
@@ -70,7 +70,7 @@ class DPSuccessiveElimination(OutsideStyle):
     R_e rewards of this epoch gets its own Lap(1/(eps R_e)) noise, and arm a is eliminated when
     max_b mu~_b - mu~_a > Delta_e. One arm left: it is played for ever. Means are not carried across
     epochs (each reward is used once). Claim: eps-DP for rewards in [0, 1], under Table DP (for pure DP, Table
-    and View DP coincide: seed 001 Prop. 1(a)).
+    and View DP coincide: Azize & Basu 2023a, Prop. 1(a)).
     Choices: the paper's constants; arms eliminated simultaneously when several cross.
 
     An epoch's plays are fixed when it begins (the active arms, round robin, R_e times), so the
@@ -205,7 +205,7 @@ class DPExploreThenCommit(OutsideStyle):
     the horizon. The first data-dependent action is round m (1,000 for the default K = 2, n = 500),
     so an audit that stops at 48 rounds sees nothing. Choice: ties broken to the lowest
     arm (ties have probability 0 with continuous noise). Claim: eps-DP under Table DP (for pure DP, Table
-    and View DP coincide: seed 001 Prop. 1(a)).
+    and View DP coincide: Azize & Basu 2023a, Prop. 1(a)).
     """
 
     def __init__(self, n_arms: int = 2, epsilon: float = 1.0, pulls: int = 500) -> None:

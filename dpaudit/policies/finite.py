@@ -1,4 +1,7 @@
-"""Finite policies: bandit policies given by decision-rule tables (seed 001, App. B).
+"""Finite policies: bandit policies given by decision-rule tables (Azize & Basu 2023a, App. B).
+
+The paper is Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits" (full reference:
+:mod:`dpaudit.papers`).
 
 A finite policy over ``K`` arms, horizon ``T`` and a finite reward alphabet ``rewards`` is a list of
 decision rules ``pi_1..pi_T``; ``pi_t`` maps the history ``(a_1, r_1, ..., a_{t-1}, r_{t-1})`` to a
@@ -10,7 +13,7 @@ distribution over arms. Spec format ``dpaudit.finite-policy/1`` (JSON)::
 ``rules_t`` has ``(K R)^(t-1)`` rows of ``K`` probabilities (numbers or strings ``"p/q"``). The row
 of a history is the mixed-radix number with digits ``a_1, r_1, a_2, r_2, ...`` (radices
 ``K, R, K, R, ...``, most significant first; rewards by their index in ``rewards``). For
-``K = R = 2`` this is seed 001's binary indexing: history {1,0} is row 2 of pi_2.
+``K = R = 2`` this is Azize & Basu's (2023a) binary indexing: history {1,0} is row 2 of pi_2.
 
 ``FinitePolicy`` also runs as a batched :class:`~dpaudit.policies.base.Policy`, so the same object
 feeds exact enumeration and sampling-based attacks.
@@ -29,6 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from dpaudit import deprecations
 from dpaudit.errors import DPAuditError, shorten
 from dpaudit.policies.base import Policy, check_actions
 
@@ -37,8 +41,8 @@ __all__ = ["FinitePolicy", "FORMAT", "load_spec", "bundled_spec", "BUNDLED"]
 FORMAT = "dpaudit.finite-policy/1"
 SUM_TOLERANCE = 1e-9
 
-#: Specs shipped inside the package, by short name.
-BUNDLED = {"seed001-counterexample": "seed001_counterexample.json"}
+#: Specs shipped inside the package, by short name (an old name still read: :mod:`dpaudit.deprecations`).
+BUNDLED = {"table-vs-view-counterexample": "table_vs_view_counterexample.json"}
 
 
 #: bounds on what the loader reads (a spec that enumerates in reasonable time is far smaller)
@@ -150,7 +154,7 @@ def spec_shape(spec: dict[str, Any]) -> tuple[int, int, list[Any], list[Any]]:
 
 
 class FinitePolicy(Policy):
-    """A policy given by its decision-rule tables (seed 001, App. B, proof of Prop. 1(e))."""
+    """A policy given by its decision-rule tables (Azize & Basu 2023a, App. B, proof of Prop. 1(e))."""
 
     name = "finite"
 
@@ -303,13 +307,16 @@ class FinitePolicy(Policy):
 
 
 def load_spec(spec: str | Path) -> FinitePolicy:
-    """Load a finite policy from a JSON path or a bundled name (``seed001-counterexample``)."""
+    """Load a finite policy from a JSON path or a bundled name (``table-vs-view-counterexample``)."""
+    spec = deprecations.spec(spec)
     if str(spec) in BUNDLED:
         return bundled_spec(str(spec))
     return FinitePolicy.from_json(spec)
 
 
 def bundled_spec(name: str) -> FinitePolicy:
+    """The bundled finite policy ``name`` (:data:`BUNDLED`)."""
+    name = deprecations.spec(name)
     try:
         fname = BUNDLED[name]
     except KeyError:

@@ -1,11 +1,12 @@
-"""Finite contextual policies: decision-rule tables over (context, action, reward) histories (issue 13).
+"""Finite contextual policies: decision-rule tables over (context, action, reward) histories.
 
 The contextual sibling of :mod:`dpaudit.policies.finite`, for exact joint-DP audits
 (:mod:`dpaudit.attacks.exact_joint`). A finite contextual policy over a context alphabet ``C`` (labels),
 ``K`` arms, a reward alphabet of ``R`` values and horizon ``T`` is a list of decision rules
 ``pi_1..pi_T``; ``pi_t`` maps the history ``(c_1, a_1, r_1, ..., c_{t-1}, a_{t-1}, r_{t-1})`` and the
-current context ``c_t`` to a distribution over arms: seed 000's ``pi_t(a_t | (x_s, a_s, r_s)_{s<t}, x_t)``
-(Def. "Anticipating JDP") with a finite context space. Spec format ``dpaudit.finite-contextual-policy/1``::
+current context ``c_t`` to a distribution over arms: the ``pi_t(a_t | (x_s, a_s, r_s)_{s<t}, x_t)`` of
+the interactive joint/local DP definitions (Def. "Anticipating JDP"; :mod:`dpaudit.papers`) with a finite
+context space. Spec format ``dpaudit.finite-contextual-policy/1``::
 
     {"format": "dpaudit.finite-contextual-policy/1", "horizon": T, "arms": K,
      "contexts": ["x0", "x1"], "rewards": [0, 1], "claim": {"epsilon": 1.0986},
@@ -45,6 +46,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from dpaudit import deprecations
 from dpaudit.errors import DPAuditError, shorten
 from dpaudit.policies.finite import SUM_TOLERANCE, BUNDLED, FinitePolicy, check_rewards_alphabet, parse_probability, arms_of_first_row, spec_shape
 
@@ -227,13 +229,15 @@ class _AnyFinite:
 
 def is_contextual_spec(spec: Any) -> bool:
     """True for what :func:`load_contextual` reads: a bundled name (either format) or a ``.json`` path."""
+    spec = deprecations.spec(spec)
     return isinstance(spec, FiniteContextualPolicy) or (
         isinstance(spec, str) and (spec in BUNDLED_CONTEXTUAL or spec in BUNDLED or spec.endswith(".json")))
 
 
 def load_contextual(spec: Any) -> FiniteContextualPolicy:
     """A finite contextual policy from an instance, a bundled name (``jdp-finite-rr``; a bundled
-    finite-policy name such as ``seed001-counterexample`` is converted) or a JSON path (either format)."""
+    finite-policy name such as ``table-vs-view-counterexample`` is converted) or a JSON path (either format)."""
+    spec = deprecations.spec(spec)
     if isinstance(spec, FiniteContextualPolicy):
         return spec
     if isinstance(spec, FinitePolicy):

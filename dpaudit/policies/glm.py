@@ -1,13 +1,16 @@
-"""Generalized linear contextual bandits of seed 002 (Sarmasarkar): joint DP, shuffle DP, and baselines.
+"""Generalized linear contextual bandits of Sarmasarkar (2026): joint DP, shuffle DP, and baselines.
+
+The paper is Sarmasarkar (2026), "Shuffle and Joint Differential Privacy for Generalized Linear
+Contextual Bandits" (full reference: :mod:`dpaudit.papers`).
 
 Registered policies (all batched over runs; ``act(t, arms)`` takes the (n_runs, K, d) contexts):
 
 ================== =================================================================================
-``jdp-glm``        seed 002 Alg. 2 (joint DP, adversarial contexts): binary trees for V_t and H_t,
+``jdp-glm``        Sarmasarkar (2026), Alg. 2 (joint DP, adversarial contexts): binary trees for V_t and H_t,
                    private projected gradient descent (PGD), Criterion I (uncertainty) and
                    Criterion II (running *maximum* determinant doubling)
 ``jdp-glm-np``     its non-private twin (exact sums, exact gradients, no cap on updates)
-``shuffle-glm``    seed 002 Alg. 1 (shuffle DP, stochastic contexts): doubling batches, G-optimal
+``shuffle-glm``    Sarmasarkar (2026), Alg. 1 (shuffle DP, stochastic contexts): doubling batches, G-optimal
                    design on the active arms, shuffled sums of the outer products and of the
                    gradient information, shuffle-private PGD, UCB/LCB elimination
 ``shuffle-glm-np`` its non-private twin (exact batch sums)
@@ -17,10 +20,11 @@ Registered policies (all batched over runs; ``act(t, arms)`` takes the (n_runs, 
 ================== =================================================================================
 
 Links: ``logistic`` (mu = 1/(1+e^-z), mu' <= 1/4) and ``probit`` (mu = Phi(z), mu' <= 1/sqrt(2 pi)).
-Rewards lie in [0, 1] and contexts in the unit ball (seed 002's GLM setting); anything else is
+Rewards lie in [0, 1] and contexts in the unit ball (the GLM setting of Sarmasarkar 2026); anything else is
 refused by name, never clipped.
 
-Seed 002 is a structured summary, not the paper; where it leaves a step open we chose, and say so:
+We implement from a structured summary of Sarmasarkar (2026), not the full paper; where the summary leaves a
+step open we chose, and say so:
 
 * Loss. The estimate minimises the regularised GLM quasi-likelihood whose gradient is
   ``sum_s (mu(x_s^T theta) - r_s) x_s + lam theta`` over ``||theta|| <= S`` (the MLE equation of
@@ -30,7 +34,7 @@ Seed 002 is a structured summary, not the paper; where it leaves a step open we 
   the two trees (each ``rho / 4``-zCDP per round, :func:`dpaudit.accountants.tree_sigma`, L2-
   sensitivity sqrt(2) of the packed outer product, at most the Frobenius norm of a difference of two
   unit rank-one PSD matrices) and every PGD gradient (sensitivity 2: each round's term has norm <= 1),
-  whose ``max_updates * pgd_steps`` releases share ``rho / 2``. Seed 002 bounds the number of updates
+  whose ``max_updates * pgd_steps`` releases share ``rho / 2``. Sarmasarkar (2026) bounds the number of updates
   by "count cutoffs"; we enforce the cap ``max_updates`` (after it the estimate is frozen), so the
   claim ``rho``-zCDP (``rho`` from (epsilon, delta) by the tight conversion) holds for any input.
   Actions after round t are post-processing of these releases and of later contexts: joint DP.
@@ -49,8 +53,9 @@ Seed 002 is a structured summary, not the paper; where it leaves a step open we 
   [-1/2, 1/2], since ``x_i^2 + x_j^2 <= 1``), shuffled with the whole batch's, and one coordinate of
   her gradient term ``(mu(x^T theta) - r) x`` in [-1, 1]^d at the current iterate (the batch splits
   into ``groups`` consecutive groups, default 1; group g's messages are shuffled together and give PGD
-  step g, so each user feeds one step). An earlier version split ``eps0`` over the d(d+1)/2
-  coordinates and rounded each to a bit: its batch sums were noise and it did not learn. The claim is
+  step g, so each user feeds one step). One sampled coordinate at the whole ``eps0``, not ``eps0`` split
+  over the d(d+1)/2 coordinates each rounded to a bit: with the split the batch sums are noise and the
+  policy does not learn. The claim is
   the basic composition of the two amplified guarantees (Feldman-McMillan-Talwar numerical bound,
   :func:`dpaudit.accountants.shuffle_guarantee`, at delta/2 each) for the smallest shuffles (the first
   batch and its groups); users are in one batch only (parallel composition), and each message's
@@ -62,8 +67,8 @@ Seed 002 is a structured summary, not the paper; where it leaves a step open we 
   shrunk toward ``(tr/d) I`` by the Ledoit-Wolf weight that the randomizer's public noise bound
   implies and its eigenvalues clipped to [0, B] (:meth:`ShuffleGLM.design_estimate`); the PGD step is
   ``1 / L`` with ``L = L_mu lambda_max(M) / B + lam / size`` (the smoothness of the group's mean loss
-  as the estimated design matrix bounds it; the previous constant ``L_mu`` ignored that ``E[x x^T]``
-  has eigenvalues near ``1/d``, so two steps went a fraction ``2/d`` of the way), scaled by
+  as the estimated design matrix bounds it; the constant ``L_mu`` alone ignores that ``E[x x^T]``
+  has eigenvalues near ``1/d``, with which two steps would go a fraction ``2/d`` of the way), scaled by
   ``B / (B + prior)`` where ``prior`` counts the earlier batches' users the warm start summarises.
 * Widths: ``beta`` (default 1) scales ``||x||_{M^{-1}}`` in every UCB/LCB; the papers' theoretical
   constants are far too large at these horizons.
@@ -226,7 +231,7 @@ class _GLMBase(Policy):
     """Shared parameters and helpers of the GLM policies."""
 
     accepts_queries = False
-    #: the protocol its claim is about: joint DP (seed 002 Alg. 2's notion; its adversarial-context setting is
+    #: the protocol its claim is about: joint DP (the notion of Sarmasarkar 2026, Alg. 2; its adversarial-context setting is
     #: where the non-private baselines are compared), shuffle DP for Alg. 1 (:class:`ShuffleGLM`)
     notion = "joint"
     reward_range = (0.0, 1.0)
@@ -260,11 +265,11 @@ class _GLMBase(Policy):
         return (link_mean(self.link, z) - R)[..., None] * X
 
 
-# ---- seed 002 Alg. 2: joint DP ---------------------------------------------------------------------
+# ---- Sarmasarkar (2026), Alg. 2: joint DP -------------------------------------------------------
 
 @register("jdp-glm", family="glm")
 class JointDPGLM(_GLMBase):
-    """Seed 002 Alg. 2: joint-DP GLM bandit (binary trees for V and H, private PGD, Criteria I and II)."""
+    """Sarmasarkar (2026), Alg. 2: joint-DP GLM bandit (binary trees for V and H, private PGD, Criteria I and II)."""
 
     private = True
     #: Criterion II on the running maximum of det H~ (False: the current noisy determinant; a mutant)
@@ -392,7 +397,7 @@ class JointDPGLM(_GLMBase):
 
 @register("jdp-glm-np", family="glm")
 class JointGLM(JointDPGLM):
-    """Non-private twin of seed 002 Alg. 2 (same criteria, exact sums and gradients, no update cap)."""
+    """Non-private twin of Sarmasarkar (2026), Alg. 2 (same criteria, exact sums and gradients, no update cap)."""
 
     private = False
 
@@ -449,11 +454,11 @@ class GLMUCB(_GLMBase):
         self.theta = project_ball(self.theta - np.linalg.solve(Hs, g[..., None])[..., 0], self.theta_bound)
 
 
-# ---- seed 002 Alg. 1: shuffle DP -------------------------------------------------------------------
+# ---- Sarmasarkar (2026), Alg. 1: shuffle DP -----------------------------------------------------
 
 @register("shuffle-glm", family="glm")
 class ShuffleGLM(_GLMBase):
-    """Seed 002 Alg. 1: shuffle-DP GLM bandit (batches, G-optimal design, shuffled sums, PGD, elimination)."""
+    """Sarmasarkar (2026), Alg. 1: shuffle-DP GLM bandit (batches, G-optimal design, shuffled sums, PGD, elimination)."""
 
     private = True
     shuffle = True
@@ -686,7 +691,7 @@ def _coordinate_products(X: np.ndarray, i: np.ndarray, j: np.ndarray, J: np.ndar
 
 @register("shuffle-glm-np", family="glm")
 class ShuffleGLMNonPrivate(ShuffleGLM):
-    """Non-private twin of seed 002 Alg. 1 (exact batch sums)."""
+    """Non-private twin of Sarmasarkar (2026), Alg. 1 (exact batch sums)."""
 
     private = False
 
@@ -725,12 +730,13 @@ def shuffle_eps0_for(epsilon: float, batch0: int = 1000, groups: int = 1, delta:
 __all__ += ["shuffle_eps0_for"]
 
 
-# ==== non-private baselines of seed 002's comparison: GLOC and RS-GLinUCB (issue 13, branch baselines) ====
+# ==== non-private baselines of Sarmasarkar's (2026) comparison: GLOC and RS-GLinUCB ====
 #
-# Seed 002 compares its algorithms with GLM-UCB, GLOC and RS-GLinUCB. The ``gloc`` policy of
-# ``dpaudit.policies.ldp`` is *not* Jun et al.'s GLOC: it is the non-private twin of seed 003's
-# Alg. 3, with online *gradient* descent (step 1/sqrt(T)) on the unit ball, the logistic link only,
-# rewards fed through the LDP channel interface, and the OFUL radius of a linear model as its width.
+# Sarmasarkar (2026) compares its algorithms with GLM-UCB, GLOC and RS-GLinUCB. The ``gloc`` policy of
+# ``dpaudit.policies.ldp`` is *not* Jun et al.'s GLOC: it is the non-private twin of Alg. 3 of
+# Zheng et al. (2020), "Locally Differentially Private (Contextual) Bandits Learning", with online
+# *gradient* descent (step 1/sqrt(T)) on the unit ball, the logistic link only, rewards fed through the
+# LDP channel interface, and the OFUL radius of a linear model as its width.
 # Jun et al.'s GLOC runs the online *Newton* step (ONS-GLM) on the ball of radius S and converts its
 # online regret bound B_t into the confidence width; so ``glm-gloc`` below is written anew (sharing
 # only the GLM helpers of this module).

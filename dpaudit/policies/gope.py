@@ -1,12 +1,14 @@
 """The GOPE family for linear bandits with a fixed finite action set: AdaC-GOPE, AdaR-GOPE, GOPE.
 
 G-Optimal design-based Phased Elimination (Lattimore and Szepesvári 2020, Alg. 12) as written in
-seed 001 (Alg. 2, AdaC-GOPE, rho-zCDP) and seed 004 (Alg. 3, AdaR-GOPE, (alpha, eps)-RDP). Phase
+Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits" (Alg. 2, AdaC-GOPE, rho-zCDP),
+and Azize & Basu (2023b), "Rényi Differentially Private Bandits" (Alg. 3, AdaR-GOPE, (alpha,
+eps)-RDP). Phase
 ``l = 1, 2, ...`` with target ``beta_l = 2^-l``:
 
 1. a G-optimal design ``pi_l`` on the active set ``A_l`` (Frank-Wolfe, cached per active set);
 2. each support arm ``a`` is played ``T_l(a) = ceil(c_l pi_l(a))`` times, with ``c_l`` from
-   seed 001 Eq. (4) (AdaC), seed 004 Eq. (8) (AdaR) or Eq. (4) without its private term (GOPE);
+   Azize & Basu (2023a), Eq. (4) (AdaC), Azize & Basu (2023b), Eq. (8) (AdaR) or Eq. (4) without its private term (GOPE);
 3. ``theta_l = V_l^{-1} sum_{phase} a_s r_s`` with ``V_l = sum_a T_l(a) a a^T``, made private:
    AdaC (Alg. 2 Line 12, App. D-C): ``theta + V^{-1/2} N``, ``N ~ N(0, (2/rho) g_l^2 I)``,
    ``g_l = max_{b in A_l} ||b||_{V_l^{-1}}``; AdaR (Alg. 3 Line 11): ``theta + V^{-1} sum_a a N_a``,
@@ -43,8 +45,8 @@ Choices the papers leave open, or where we deviate (each deliberate):
   pseudo-inverses; c_l still uses the ambient d.
 * Reward bound ``B`` other than 1: the private term of c_l is multiplied by ``B`` (the noise scales
   with ``B``); at ``B = 1`` the formulas are the papers'.
-* GOPE's c_l is Eq. (4)'s first term ``8 d / beta^2 log(4 / delta_{K,l})`` (the twin seed 001
-  Sec. VII compares with); the textbook Alg. 12 uses ``2 d / eps^2 log(K l (l+1) / delta)``.
+* GOPE's c_l is Eq. (4)'s first term ``8 d / beta^2 log(4 / delta_{K,l})`` (the twin that Azize & Basu 2023a,
+  Sec. VII, compare against); the textbook Alg. 12 uses ``2 d / eps^2 log(K l (l+1) / delta)``.
 
 Action sets: ``act(t, arms)`` takes ``(n_runs, K, d)`` features that must stay the same across
 steps (a fixed action set, Alg. 2 Line 1); different runs may have different sets. Designs are
@@ -132,7 +134,7 @@ class _GOPEBase(Policy):
     """
 
     private = False
-    #: the protocol its claim is about: Table DP (seed 001 proves AdaC-GOPE in the Interactive form, which
+    #: the protocol its claim is about: Table DP (Azize & Basu (2023a) prove AdaC-GOPE in the Interactive form, which
     #: implies it, Prop. 2(a); dpaudit cannot feed it an adversary's queries, see ``accepts_queries``)
     notion = "table"
     accepts_queries = False  # its phase schedule fixes the arm observed at every step
@@ -400,7 +402,7 @@ class _GOPEBase(Policy):
 
 @register("gope", family="gope")
 class GOPE(_GOPEBase):
-    """GOPE (G-optimal design phased elimination): the non-private twin of seed 001 Alg. 2.
+    """GOPE (G-optimal design phased elimination): the non-private twin of Azize & Basu (2023a), Alg. 2.
 
     Phase constant c_l = 8 d / beta_l^2 log(4 K l (l + 1) / delta) (Eq. (4) without its private
     term); no noise.
@@ -413,11 +415,11 @@ class GOPE(_GOPEBase):
 
 @register("adac-gope", family="gope")
 class AdaCGOPE(_GOPEBase):
-    """AdaC-GOPE (seed 001 Alg. 2, phase length Eq. (4)): Gaussian noise on V^{-1/2}-whitened estimates, rho-zCDP.
+    """AdaC-GOPE (Azize & Basu 2023a, Alg. 2, phase length Eq. (4)): Gaussian noise on V^{-1/2}-whitened estimates, rho-zCDP.
 
     ``c_l = 8d/beta_l^2 log(4/delta_{K,l}) + (2d/beta_l) sqrt((2/rho) f(d, delta_{K,l}))`` with
     ``delta_{K,l} = delta / (K l (l+1))`` and ``f(d, x) = d + 2 sqrt(d log(2/x)) + 2 log(2/x)``.
-    Claim: rho-zCDP (seed 001 Thm 3) under Table DP, which its Interactive form implies (Prop. 2(a)).
+    Claim: rho-zCDP (Azize & Basu 2023a, Thm 3) under Table DP, which its Interactive form implies (Prop. 2(a)).
     """
 
     private = True
@@ -465,11 +467,11 @@ class AdaCGOPE(_GOPEBase):
 
 @register("adar-gope", family="gope")
 class AdaRGOPE(_GOPEBase):
-    """AdaR-GOPE (seed 004 Alg. 3, phase length Eq. (8)): Gaussian noise on per-arm phase sums, (alpha, eps)-RDP.
+    """AdaR-GOPE (Azize & Basu 2023b, Alg. 3, phase length Eq. (8)): Gaussian noise on per-arm phase sums, (alpha, eps)-RDP.
 
     ``T_l(a) = ceil(8 d pi(a)/beta^2 L + (2 d pi(a)/beta) sqrt((2 alpha/eps) d (d+1) L))`` with
     ``L = log(4 K l (l+1) / delta)``; ``theta = V^{-1} sum_{a in supp} a (S_a + N_a)``.
-    Claim: (alpha, eps)-RDP under View DP (seed 004 Def. 3: reward sequences that differ in one step).
+    Claim: (alpha, eps)-RDP under View DP (Azize & Basu 2023b, Def. 3: reward sequences that differ in one step).
     """
 
     private = True

@@ -1,4 +1,7 @@
-"""Locally differentially private bandits: seed 003 (Zheng et al. 2020) Alg. 1, 3 and 5, and baselines.
+"""Locally differentially private bandits: Zheng et al. (2020), Alg. 1, 3 and 5, and baselines.
+
+The paper is Zheng, Cai, Huang, Li & Wang (2020), "Locally Differentially Private (Contextual) Bandits
+Learning" (full reference: :mod:`dpaudit.papers`).
 
 Every user privatises her own data through a *channel* (:mod:`dpaudit.mechanisms`, "Local
 channels") before the server sees it; the server (the batched policy) only ever touches the
@@ -19,7 +22,7 @@ Plug-in contract for ``dpaudit check policy NAME --protocol local`` (kept small)
 Policies (``ldp-*``) and their non-private twins (same black box, no channel):
 
 ==================== =======================================================================
-``ldp-ucb``          Alg. 1 (seed 003 Sec. 3.1) with UCB as the black box; Gaussian channel
+``ldp-ucb``          Alg. 1 (Zheng et al. 2020, Sec. 3.1) with UCB as the black box; Gaussian channel
                      sigma = 2B sqrt(2 ln(1.25/delta))/eps, B = 1/2 (Thm 11)
 ``ldp-ucb-laplace``  the same with a Laplace channel b = 1/eps (eps-LDP baseline)
 ``ldp-ucb-rr``       the same with randomised response (eps-LDP baseline)
@@ -30,7 +33,7 @@ Policies (``ldp-*``) and their non-private twins (same black box, no channel):
 twins                ``ucb-onepoint``, ``tsallis-inf``, ``lilucb``, ``linucb``, ``gloc``
 ==================== =======================================================================
 
-Choices the seed leaves open, made here:
+Choices the paper leaves open, made here:
 
 * Rewards r in [0, 1] are the user data; Alg. 1's loss is f = 1/2 - r, so |f| <= B = 1/2 and the
   domain's sensitivity is 2B = 1 (Thm 11's B = 0.5). The message is r + Z; the black box turns it
@@ -47,21 +50,21 @@ Choices the seed leaves open, made here:
   convex and increasing in x), sampling by inverse CDF.
 * Alg. 5: x_t is the chosen arm's feature (unit norm), y_t in [-2, 2]; Upsilon_t, c_t, beta_t as
   in App. D with failure probability alpha (default 0.05) and the horizon T as given; at t = 1 the
-  seed's c_0 = 0 would leave a zero matrix, so c_{max(t, 1)} is used. A negative quadratic form
+  paper's c_0 = 0 would leave a zero matrix, so c_{max(t, 1)} is used. A negative quadratic form
   (noisy matrix not positive definite) gives bonus 0. A matrix message that is not symmetric is
   refused (the algorithm assumes B(j, i) = B(i, j)). The non-private twin uses ridge 1 and the
   OFUL radius 1 + sqrt(2 log T + d log(1 + t/d)) (Abbasi-Yadkori et al. 2011, S = R = 1).
-* Alg. 3: the logistic link g(a) = 1/(1 + e^-a) (the seed's example), rewards y in [0, 1], W the unit
-  ball, zeta = 1/sqrt(T), C = 1 (|g - y| < 1), mu = g'(1) = inf of g' on [-1, 1]; the seed leaves
+* Alg. 3: the logistic link g(a) = 1/(1 + e^-a) (the paper's example), rewards y in [0, 1], W the unit
+  ball, zeta = 1/sqrt(T), C = 1 (|g - y| < 1), mu = g'(1) = inf of g' on [-1, 1]; the paper leaves
   beta_t as O~(sqrt(C sigma sqrt(d t) / mu)): we take
   beta_t = sqrt(C sigma sqrt(d t) ln(2T/alpha) / mu); Upsilon_t and c_t as in Alg. 5. The black-box audit queries the users' map at the public estimate
   theta_hat = e_1 (on the boundary of W, where |z| = |x^T theta_hat| can reach 1).
 * lil'UCB (Jamieson et al. 2014, Fig. 1): eps = 0.01, beta = 1, lambda = ((2 + beta)/beta)^2 = 9
   (their theorem's values), confidence parameter delta = gamma, log log((1 + eps) T_i) read as
   log log(max((1 + eps) T_i, e)) so that it is defined and >= 0 for the first pulls, sub-Gaussian
-  scale sigma_0^2 = 1/4 + sigma^2 (seed 003 Thm 12); after the stopping rule fires the run keeps playing (and its users keep sending)
-  the recommended arm, the most pulled one, since a policy must act at every step; ``recommendation``
-  and ``stopped_at`` hold the outcome. BCO (Alg. 1 with FKM, Alg. 2) plays points of a convex body, not
+  scale sigma_0^2 = 1/4 + sigma^2 (Zheng et al. 2020, Thm 12); after the stopping rule fires the run keeps
+  playing (and its users keep sending) the recommended arm, the most pulled one, since a policy must act at
+  every step; ``recommendation`` and ``stopped_at`` hold the outcome. BCO (Alg. 1 with FKM, Alg. 2) plays points of a convex body, not
   one of K arms: it is in :mod:`dpaudit.policies.bco`, on the continuous-action contract of :mod:`dpaudit.bco`.
 """
 
@@ -72,6 +75,7 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit import deprecations
 from dpaudit.accountants import ApproxDP, PureDP
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
 from dpaudit.mechanisms import (Channel, GaussianChannel, GLOCChannel, LaplaceChannel, LinearStatsChannel,
@@ -87,7 +91,7 @@ class LDPPolicy(Policy):
     """Base of the local-DP policies: users privatise through ``self._chan``; the server sees messages only."""
 
     reward_range = (0.0, 1.0)
-    #: the protocol its claim is about: local DP (seed 003), the non-private twins' too (they are compared there)
+    #: the protocol its claim is about: local DP (Zheng et al. 2020), the non-private twins' too (they are compared there)
     notion = "local"
     _chan: Channel | None = None
     keep_transcript = False
@@ -271,7 +275,7 @@ def _check_eps_delta(epsilon: float, delta: float) -> tuple[float, float]:
 
 @register("ucb-onepoint", family="ldp")
 class OnePointUCB(LDPPolicy):
-    """Seed 003 Alg. 1's UCB black box without privacy (the non-private twin of ``ldp-ucb``).
+    """The UCB black box of Zheng et al. (2020), Alg. 1, without privacy (the non-private twin of ``ldp-ucb``).
 
     Index mean + sqrt(2 v log(1 + t log^2 t) / N) with v = 1/4 (rewards in [0, 1]; Lattimore &
     Szepesvári 2020, Alg. 6).
@@ -319,28 +323,25 @@ class OnePointUCB(LDPPolicy):
 
 @register("ldp-ucb", family="ldp")
 class LDPUCB(OnePointUCB):
-    """Seed 003 Alg. 1 with UCB: user t sends r_t + N(0, sigma^2), sigma = 2B sqrt(2 ln(1.25/delta))/eps, B = 1/2.
+    """Zheng et al. (2020), Alg. 1 with UCB: user t sends r_t + N(0, sigma^2), sigma = 2B sqrt(2 ln(1.25/delta))/eps, B = 1/2.
 
-    Claim: (eps, delta)-LDP (seed 003 Thm 2), hence (eps, delta)-DP of the actions (Thm 1).
+    Claim: (eps, delta)-LDP (Zheng et al. 2020, Thm 2), hence (eps, delta)-DP of the actions (Thm 1).
     The calibration is the classical one (Dwork & Roth Thm A.1), proven for eps < 1; the audit's
-    calibration lint says whether it still holds above. ``calibration="gaussian-channel"`` uses seed
-    000's channel instead (Priv[Delta], sigma_a = 2 sqrt(log(1.25/beta))/alpha with alpha = eps, beta =
-    delta: sqrt(2) more noise), linted by ``lint_seed000_channel``; the default ``"zheng-2020"`` is
-    seed 003's. The values are named by the paper, not by dpaudit's internal shorthand; the old
-    ``"seed003"`` and ``"seed000"`` are still accepted.
+    calibration lint says whether it still holds above. The default ``calibration="zheng-2020"`` is that
+    of Zheng et al. (2020); ``calibration="gaussian-channel"`` uses the Gaussian channel of the interactive
+    joint/local DP definitions instead (Priv[Delta], sigma_a = 2 sqrt(log(1.25/beta))/alpha with alpha =
+    eps, beta = delta: sqrt(2) more noise), linted by ``lint_gaussian_channel``.
     """
 
     non_private_twin = "ucb-onepoint"
-    #: the calibrations by name, and the older names still accepted for them
+    #: the calibrations by name (old names still read for one release: :mod:`dpaudit.deprecations`)
     CALIBRATIONS = ("zheng-2020", "gaussian-channel")
-    _OLD_CALIBRATIONS = {"seed003": "zheng-2020", "seed000": "gaussian-channel"}
 
     def __init__(self, n_arms: int = 2, epsilon: float = 1.0, delta: float = 1e-5,
                  calibration: str = "zheng-2020") -> None:
         super().__init__(n_arms)
         self.epsilon, self.delta = _check_eps_delta(epsilon, delta)
-        calibration = self._OLD_CALIBRATIONS.get(calibration, calibration) if isinstance(calibration, str) \
-            else calibration
+        calibration = deprecations.calibration(calibration)
         if calibration not in self.CALIBRATIONS:
             raise DPAuditError(f"calibration must be 'zheng-2020' (Zheng et al. 2020, Alg. 1: sigma = 2B sqrt(2 "
                                "ln(1.25/delta))/eps) or 'gaussian-channel' (the Gaussian channel calibration "
@@ -353,7 +354,7 @@ class LDPUCB(OnePointUCB):
 
     def params(self) -> dict[str, Any]:
         out = super().params()
-        if "calibration" in out:  # an old name given is reported by its new one
+        if "calibration" in out:  # reported by its name in CALIBRATIONS, whatever name was given
             out["calibration"] = self.calibration
         return out
 
@@ -415,7 +416,7 @@ class LDPUCBRR(OnePointUCB):
 class TsallisINF(LDPPolicy):
     """Tsallis-INF (Zimmert & Seldin 2019, Alg. 1, alpha = 1/2, eta_t = 2/sqrt(t)) on losses 1 - r, non-private.
 
-    The black box of seed 003 Thm 11; the non-private twin of ``ldp-tsallis-inf``.
+    The black box of Zheng et al. (2020), Thm 11; the non-private twin of ``ldp-tsallis-inf``.
     """
 
     non_private_twin = "tsallis-inf"
@@ -463,9 +464,9 @@ class TsallisINF(LDPPolicy):
 
 @register("ldp-tsallis-inf", family="ldp")
 class LDPTsallisINF(TsallisINF):
-    """Seed 003 Alg. 1 with Tsallis-INF (Thm 11): user t sends r_t + N(0, sigma^2), sigma = 2B sqrt(2 ln(1.25/delta))/eps, B = 1/2.
+    """Zheng et al. (2020), Alg. 1 with Tsallis-INF (Thm 11): user t sends r_t + N(0, sigma^2), sigma = 2B sqrt(2 ln(1.25/delta))/eps, B = 1/2.
 
-    Claim: (eps, delta)-LDP (seed 003 Thm 2).
+    Claim: (eps, delta)-LDP (Zheng et al. 2020, Thm 2).
     """
 
     non_private_twin = "tsallis-inf"
@@ -484,7 +485,7 @@ class LDPTsallisINF(TsallisINF):
 class LinUCB(LDPPolicy):
     """LinUCB / OFUL with ridge 1 (Abbasi-Yadkori et al. 2011), non-private: the twin of ``ldp-linucb``.
 
-    Rewards y in [-2, 2] (seed 003 Sec. 4: |x^T theta*| <= 1 and noise in [-1, 1]); features of unit
+    Rewards y in [-2, 2] (Zheng et al. 2020, Sec. 4: |x^T theta*| <= 1 and noise in [-1, 1]); features of unit
     norm at most, given as ``act(t, arms)`` with arms (n_runs, K, d).
     """
 
@@ -615,13 +616,13 @@ class LinUCB(LDPPolicy):
 
 @register("ldp-linucb", family="ldp")
 class LDPLinUCB(LinUCB):
-    """Seed 003 Alg. 5 (LDP LinUCB): user t sends x x^T + B_t (symmetric) and y x + xi_t, sigma = 6 sqrt(2 ln(2.5/delta))/eps.
+    """Zheng et al. (2020), Alg. 5 (LDP LinUCB): user t sends x x^T + B_t (symmetric) and y x + xi_t, sigma = 6 sqrt(2 ln(2.5/delta))/eps.
 
     Server: V_t = V_{t-1} + x x^T + B_t, u_t = u_{t-1} + y x + xi_t, theta_t = (V_t + c_t I)^-1 u_t;
     action argmax <theta_{t-1}, x> + beta_t ||x||_{(V_{t-1} + c_{t-1} I)^-1} (App. D, lines 7-12), with
     Upsilon_t = sigma sqrt(t) (4 sqrt(d) + 2 ln(2T/alpha)), c_t = 2 Upsilon_t and
     beta_t = 2 sigma sqrt(d ln T) + (sqrt(3 Upsilon_t) + sigma sqrt(d t / Upsilon_t)) d ln T.
-    Claim: (eps, delta)-LDP (seed 003 Thm 7).
+    Claim: (eps, delta)-LDP (Zheng et al. 2020, Thm 7).
     """
 
     non_private_twin = "linucb"
@@ -660,7 +661,7 @@ class GLOC(LinUCB):
     """GLOC (Jun et al. 2017) with online gradient descent, logistic link, non-private: the twin of ``ldp-gloc``.
 
     Relabels z_t = x_t^T theta_hat_t, ridge regression of z on x for the UCB step, and
-    theta_hat_{t+1} = Pi_W(theta_hat_t - zeta grad l_t(theta_hat_t)) (seed 003 Alg. 3 without noise).
+    theta_hat_{t+1} = Pi_W(theta_hat_t - zeta grad l_t(theta_hat_t)) (Zheng et al. 2020, Alg. 3 without noise).
     """
 
     reward_range = (0.0, 1.0)
@@ -730,10 +731,10 @@ class GLOC(LinUCB):
 
 @register("ldp-gloc", family="ldp")
 class LDPGLOC(GLOC):
-    """Seed 003 Alg. 3 (GLOC-LDP), logistic link: users send x x^T + B_t, z x + xi_t and grad + r_t, sigma = 6 sqrt(2 ln(3.75/delta))/eps.
+    """Zheng et al. (2020), Alg. 3 (GLOC-LDP), logistic link: users send x x^T + B_t, z x + xi_t and grad + r_t, sigma = 6 sqrt(2 ln(3.75/delta))/eps.
 
     Server: V_t, u_t as in Alg. 5 with z_t = x_t^T theta_hat_t in place of y_t; theta_t = (V_t + c_t I)^-1 u_t;
-    theta_hat_{t+1} = Pi_W(theta_hat_t - zeta (grad + r_t)). Claim: (eps, delta)-LDP (seed 003 Thm 9).
+    theta_hat_{t+1} = Pi_W(theta_hat_t - zeta (grad + r_t)). Claim: (eps, delta)-LDP (Zheng et al. 2020, Thm 9).
     """
 
     non_private_twin = "gloc"
@@ -805,9 +806,9 @@ class LilUCB(OnePointUCB):
 
 @register("ldp-lilucb", family="ldp")
 class LDPLilUCB(LilUCB):
-    """Seed 003 Alg. 1 with lil'UCB (Thm 12): user t sends r_t + N(0, sigma^2), sigma = 2B sqrt(2 ln(1.25/delta))/eps, B = 1/2.
+    """Zheng et al. (2020), Alg. 1 with lil'UCB (Thm 12): user t sends r_t + N(0, sigma^2), sigma = 2B sqrt(2 ln(1.25/delta))/eps, B = 1/2.
 
-    Claim: (eps, delta)-LDP (seed 003 Thm 2); sample complexity SA(lil'UCB, 1/4 + sigma^2, gamma) (Thm 12).
+    Claim: (eps, delta)-LDP (Zheng et al. 2020, Thm 2); sample complexity SA(lil'UCB, 1/4 + sigma^2, gamma) (Thm 12).
     """
 
     non_private_twin = "lilucb"

@@ -1,7 +1,7 @@
 """Deliberately broken policies: positive controls for ``dpaudit check`` (``dpaudit list --mutants``).
 
-Each mutant is AdaC-UCB (seed 001 App. C, Alg. 4) or AdaP-UCB (Laplace; seed 001 Sec. II, ref. [8])
-from :mod:`dpaudit.policies.ucb` with exactly one real bug class, and keeps the *correct* policy's
+Each mutant is AdaC-UCB (Azize & Basu 2023a, "Concentrated Differential Privacy for Bandits", App. C,
+Alg. 4) or AdaP-UCB (Laplace; Azize & Basu 2023a, Sec. II, ref. [8]) from :mod:`dpaudit.policies.ucb` with exactly one real bug class, and keeps the *correct* policy's
 claim, so an auditor that trusts the claim is fooled and one that measures is not:
 
 =================================== ============================================================
@@ -204,15 +204,16 @@ class FirstUnnoisedUCB(AdaCUCB):
 
 
 # ==================================================================================================
-# Local-DP mutants (issue 10): seed 003's LDP policies (dpaudit.policies.ldp) with one bug each,
-# keeping the correct policy's (eps, delta)-LDP claim.
+# Local-DP mutants: the LDP policies of Zheng et al. (2020), "Locally Differentially Private (Contextual)
+# Bandits Learning" (dpaudit.policies.ldp), with one bug each, keeping the correct policy's (eps, delta)-LDP
+# claim.
 #
 # ``mutant-ldp-sqrt2-noise``        Alg. 1 + UCB, Gaussian channel sigma too small by sqrt(2)
 # ``mutant-ldp-half-sensitivity``   Alg. 1 + UCB calibrated with B instead of 2B (the bound on |f|, not
 #                                   the domain's sensitivity): sigma halved
 #
 # Not shipped as a positive control: Alg. 5 with matrix noise whose lower triangle is independent
-# (:class:`LDPAsymmetricLinUCB`, unregistered). Over seed 003's domain (||x|| <= 1, |y| <= 2) it is
+# (:class:`LDPAsymmetricLinUCB`, unregistered). Over the domain of Zheng et al. (2020) (||x|| <= 1, |y| <= 2) it is
 # NOT weaker in the worst case: the independent full matrix has L2 sensitivity
 # sup ||x x^T - x' x'^T||_F = sqrt(2), the same as the symmetric upper triangle's (x = e_1 vs e_2, where
 # only the diagonal moves), and the joint (matrix, vector) sensitivity is 4 for both (x' = x,
@@ -230,7 +231,7 @@ from dpaudit.policies.ldp import LDPLinUCB, LDPUCB  # noqa: E402
 
 @register("mutant-ldp-sqrt2-noise", family="ldp", mutant=True)
 class LDPSqrt2NoiseUCB(LDPUCB):
-    """Seed 003 Alg. 1 + UCB whose Gaussian channel has sigma = sqrt(2 ln(1.25/delta))/eps * 2B / sqrt(2).
+    """Zheng et al. (2020), Alg. 1 + UCB whose Gaussian channel has sigma = sqrt(2 ln(1.25/delta))/eps * 2B / sqrt(2).
 
     Not a subtle mutant in the 1.3-3x sense: the classical calibration's slack absorbs most of the sqrt(2). With
     mu = sqrt(2) / sqrt(2 ln(1.25/delta)) = 0.2919 at eps = 1, delta = 1e-5 the exact eps is 1.098, 1.10x the claim
@@ -244,7 +245,7 @@ class LDPSqrt2NoiseUCB(LDPUCB):
 
 @register("mutant-ldp-half-sensitivity", family="ldp", mutant=True)
 class LDPHalfSensitivityUCB(LDPUCB):
-    """Seed 003 Alg. 1 + UCB calibrated with B (|f| <= B) instead of the sensitivity 2B: sigma = B sqrt(2 ln(1.25/delta))/eps.
+    """Zheng et al. (2020), Alg. 1 + UCB calibrated with B (|f| <= B) instead of the sensitivity 2B: sigma = B sqrt(2 ln(1.25/delta))/eps.
 
     A subtle mutant (sensitivity computed for part of the neighbouring change); the twin is ``ldp-ucb`` (this
     channel line). mu = 2B / sigma = 2 / sqrt(2 ln(1.25/delta)) = 0.4128 at eps = 1, delta = 1e-5: exact eps
@@ -258,7 +259,7 @@ class LDPHalfSensitivityUCB(LDPUCB):
 
 
 class LDPAsymmetricLinUCB(LDPLinUCB):
-    """Seed 003 Alg. 5 whose matrix noise B_t has an independent lower triangle (not B(j, i) = B(i, j)).
+    """Zheng et al. (2020), Alg. 5 whose matrix noise B_t has an independent lower triangle (not B(j, i) = B(i, j)).
 
     Unregistered: it keeps the (eps, delta)-LDP claim over the unit ball (see the section comment)."""
 
@@ -269,7 +270,7 @@ class LDPAsymmetricLinUCB(LDPLinUCB):
 
 @register("mutant-ldp-peek", family="ldp", mutant=True)
 class LDPPeekUCB(LDPUCB):
-    """Seed 003 Alg. 1 + UCB whose server also peeks at user ``peek_round``'s raw reward and uses it."""
+    """Zheng et al. (2020), Alg. 1 + UCB whose server also peeks at user ``peek_round``'s raw reward and uses it."""
 
     def __init__(self, n_arms: int = 2, epsilon: float = 1.0, delta: float = 1e-5, peek_round: int = 0) -> None:
         super().__init__(n_arms, epsilon, delta)
@@ -354,7 +355,8 @@ class DoubleDividedCounterGreedy(OutsideStyle):
 
 
 # ==================================================================================================
-# Joint-DP and shuffle-DP mutants (issue 13): seed 002's GLM bandits with one real bug each
+# Joint-DP and shuffle-DP mutants: the GLM bandits of Sarmasarkar (2026), "Shuffle and Joint Differential
+# Privacy for Generalized Linear Contextual Bandits", with one real bug each
 # ==================================================================================================
 
 from dpaudit.accountants import tree_max_nodes  # noqa: E402
@@ -400,7 +402,7 @@ class TreeNoLeafNoiseGLM(JointDPGLM):
 class NoisyDetSwitchGLM(JointDPGLM):
     """jdp-glm switching when the current noisy det H~ doubles the previous round's, with no cap on PGD calls.
 
-    The claim still assumes ``max_updates`` calls (seed 002's count bound for the running-maximum
+    The claim still assumes ``max_updates`` calls (the count bound of Sarmasarkar 2026 for the running-maximum
     rule); the noisy determinant is not monotone, so it crosses the doubling threshold again and again
     and every extra call composes another ``pgd_steps`` gradient releases over all past rounds: the
     switching times, which depend on the data, buy releases the claim does not account for.
@@ -514,7 +516,7 @@ __all__ += ["TreeReusedNoiseGLM", "TreeNoLeafNoiseGLM", "NoisyDetSwitchGLM", "Ar
 
 
 # ==================================================================================================
-# BCO mutants (issue 10): seed 003's BCO policies (dpaudit.policies.bco) with one bug each, keeping the
+# BCO mutants: the BCO policies of Zheng et al. (2020), dpaudit.policies.bco, with one bug each, keeping the
 # correct policy's (eps, delta)-LDP claim; their ledgers record the noise really added.
 #
 # ``mutant-bco-fkm-half-sensitivity``  Alg. 1 + FKM calibrated with B (|f| <= B) instead of the domain's
@@ -533,7 +535,7 @@ from dpaudit.policies.bco import LDPFKM, LDPTwoPoint  # noqa: E402
 
 @register("mutant-bco-fkm-half-sensitivity", family="ldp", mutant=True)
 class BCOFKMHalfSensitivity(LDPFKM):
-    """Seed 003 Alg. 1 + FKM calibrated with B instead of the sensitivity 2B: sigma = B sqrt(2 ln(1.25/delta))/eps."""
+    """Zheng et al. (2020), Alg. 1 + FKM calibrated with B instead of the sensitivity 2B: sigma = B sqrt(2 ln(1.25/delta))/eps."""
 
     def _make_channel(self):
         B = self.loss_bound
@@ -542,14 +544,14 @@ class BCOFKMHalfSensitivity(LDPFKM):
 
 @register("mutant-bco-2pt-half-gap", family="ldp", mutant=True)
 class BCOTwoPointHalfGap(LDPTwoPoint):
-    """Seed 003 Alg. 2 whose message noise is n^T (x_{t,1} - y_t) (half the gap x_{t,1} - x_{t,2}): sd rho sigma, not 2 rho sigma."""
+    """Zheng et al. (2020), Alg. 2 whose message noise is n^T (x_{t,1} - y_t) (half the gap x_{t,1} - x_{t,2}): sd rho sigma, not 2 rho sigma."""
 
     gap_factor = 0.5
 
 
 @register("mutant-bco-fkm-peek", family="ldp", mutant=True)
 class BCOFKMPeek(LDPFKM):
-    """Seed 003 Alg. 1 + FKM whose server uses user ``peek_round``'s raw loss instead of her message."""
+    """Zheng et al. (2020), Alg. 1 + FKM whose server uses user ``peek_round``'s raw loss instead of her message."""
 
     def __init__(self, d: int = 2, horizon: int = 1000, radius: float = 1.0, loss_bound: float = 1.0,
                  lipschitz: float = 1.0, epsilon: float = 1.0, delta: float = 1e-5, peek_round: int = 0) -> None:
@@ -566,7 +568,7 @@ __all__ += ["BCOFKMHalfSensitivity", "BCOTwoPointHalfGap", "BCOFKMPeek"]
 
 
 # ==================================================================================================
-# Subtle mutants (issue 24, item 4): one realistic slip each, whose TRUE eps exceeds the claim by only
+# Subtle mutants: one realistic slip each, whose TRUE eps exceeds the claim by only
 # 1.3-3x (the gross mutants above leak 4x or more, or without any noise). Each docstring derives the
 # true eps from the noise actually added (dpaudit.accountants, delta = 1e-5) and names its correct twin
 # (the registered policy it differs from in one line). tests/test_subtle_mutants.py recomputes every

@@ -1,7 +1,8 @@
 """The OFUL family for linear contextual bandits: AdaC-OFUL, AdaR-OFUL, RS-OFUL and OFUL.
 
 All four follow one batched blueprint, the Rarely-Switching OFUL of Abbasi-Yadkori, Pál and
-Szepesvári (2011) as written in seed 001 (Alg. 3) and seed 004 (Alg. 4):
+Szepesvári (2011) as written in Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits"
+(Alg. 3), and Azize & Basu (2023b), "Rényi Differentially Private Bandits" (Alg. 4):
 
 * ``V_0 = lambda I``; after round s the design matrix is ``V_s = V_{s-1} + a_s a_s^T``.
 * At step t, if ``det V_{t-1} > (1 + C) det V_tau`` (Line 6) the estimate is refreshed:
@@ -13,9 +14,9 @@ action, so the estimate is refreshed at every step (OFUL itself).
 
 The private variants never touch the raw sum ``sum_s a_s r_s``: at each switch they release the sum
 over the *episode* just closed through a Gaussian mechanism (L2-sensitivity ``2 B L`` for rewards in
-``[-B, B]`` and features of norm ``<= L``; seed 001 App. D-C gives 2 for ``B = L = 1``) and add the
-release to a running noisy sum (post-processing; seed 001 App. D-C shows the cumulative sums are
-rho-zCDP). Each round's reward therefore feeds exactly one release (the one closing its episode).
+``[-B, B]`` and features of norm ``<= L``; Azize & Basu 2023a, App. D-C, give 2 for ``B = L = 1``) and add
+the release to a running noisy sum (post-processing; Azize & Basu 2023a, App. D-C, show the cumulative sums
+are rho-zCDP). Each round's reward therefore feeds exactly one release (the one closing its episode).
 
 Indexing: rounds are ``t = 0 .. T-1`` (the papers count from 1). ``act(t)`` sees the design matrix
 after the rounds ``0 .. t-1`` (the paper's ``V_{t-1}`` with 1-based t). Episodes are the rounds
@@ -23,7 +24,7 @@ after the rounds ``0 .. t-1`` (the paper's ``V_{t-1}`` with 1-based t). Episodes
 
 Choices the papers leave open (each stated where it is made):
 
-* beta_t (seed 001 App. F, Thm 14 Step 4): ``beta_t = sqrt(2 log(1/delta) + log(det V_t / lambda^d))
+* beta_t (Azize & Basu 2023a, App. F, Thm 14 Step 4): ``beta_t = sqrt(2 log(1/delta) + log(det V_t / lambda^d))
   + sqrt(lambda) S`` with ``S`` the bound on ``||theta*||`` (Assumption 1(3): ``S = 1``).
 * The privacy width ``gamma_t / sqrt(t)`` of App. F bounds ``||N_t||_{V_t^{-1}}`` through
   ``lambda_min(V_t) >= lambda + lambda_min(G_t)`` and a lower bound on ``lambda_min(G_t)`` that needs
@@ -234,7 +235,7 @@ def smallest_eigenvalue(V: np.ndarray) -> np.ndarray:
 
 def chi2_radius(d: int, delta: np.ndarray | float) -> np.ndarray:
     """``f(d, delta) = d + 2 sqrt(d log(1/delta)) + 2 log(1/delta)``: ``P(chi2_d >= f) <= delta``
-    (Laurent and Massart 2000; seed 001 App. F, event E_3)."""
+    (Laurent and Massart 2000; Azize & Basu 2023a, App. F, event E_3)."""
     lg = np.log(1.0 / np.asarray(delta, dtype=float))
     return d + 2.0 * np.sqrt(d * lg) + 2.0 * lg
 
@@ -243,7 +244,7 @@ class _OFULBase(Policy):
     """Shared batched machinery of the rarely-switching OFUL blueprint (see the module docstring)."""
 
     private = False
-    #: the protocol its claim is about: Table DP (seed 001 proves AdaC-OFUL in the Interactive form, which
+    #: the protocol its claim is about: Table DP (Azize & Basu (2023a) prove AdaC-OFUL in the Interactive form, which
     #: implies it, Prop. 2(a); dpaudit cannot feed it an adversary's queries, see ``accepts_queries``)
     notion = "table"
     accepts_queries = False  # its design matrix and episode sums are built from the features it played
@@ -278,7 +279,7 @@ class _OFULBase(Policy):
 
     @property
     def sensitivity(self) -> float:
-        """L2-sensitivity of an episode's ``sum a_s r_s``: ``2 B L`` (seed 001 App. D-C: 2)."""
+        """L2-sensitivity of an episode's ``sum a_s r_s``: ``2 B L`` (Azize & Basu 2023a, App. D-C: 2)."""
         return 2.0 * self.reward_bound * self.feature_bound
 
     # -- state --------------------------------------------------------------------------------
@@ -334,7 +335,7 @@ class _OFULBase(Policy):
         return self.M[:, :, : self.dim]
 
     def _beta_np(self, logdet: np.ndarray | float) -> np.ndarray:
-        """beta_t of seed 001 App. F (Thm 14, Step 4), from ``log det V_t``."""
+        """beta_t of Azize & Basu (2023a), App. F (Thm 14, Step 4), from ``log det V_t``."""
         inner = 2.0 * math.log(1.0 / self.delta) + np.asarray(logdet) - self.dim * math.log(self.lam)
         return np.sqrt(np.maximum(inner, 0.0)) + math.sqrt(self.lam) * self.theta_bound
 
@@ -524,7 +525,7 @@ class OFUL(_OFULBase):
     """OFUL (Abbasi-Yadkori et al. 2011): optimistic least squares refreshed every step; non-private.
 
     Implemented as the rarely-switching loop with ``C = 0`` (see the module docstring); beta_t as in
-    seed 001 App. F. Parameters: K, d, lambda, delta, S = theta_bound.
+    Azize & Basu (2023a), App. F. Parameters: K, d, lambda, delta, S = theta_bound.
     """
 
     def __init__(
@@ -543,8 +544,8 @@ class OFUL(_OFULBase):
 class RSOFUL(_OFULBase):
     """Rarely-Switching OFUL (Abbasi-Yadkori et al. 2011): refresh when det V grows by 1 + C; non-private.
 
-    Seed 001 Alg. 3 without the noise (Lines 7 and the Y sum removed): the non-private twin of
-    AdaC-OFUL used in seed 001 Sec. VII.
+    Azize & Basu (2023a), Alg. 3 without the noise (Lines 7 and the Y sum removed): the non-private twin of
+    AdaC-OFUL that their Sec. VII compares with.
     """
 
     def __init__(
@@ -562,13 +563,13 @@ class RSOFUL(_OFULBase):
 
 @register("adac-oful", family="oful")
 class AdaCOFUL(_OFULBase):
-    """AdaC-OFUL (seed 001 Alg. 3): rarely-switching OFUL with Gaussian episode sums, rho-zCDP.
+    """AdaC-OFUL (Azize & Basu 2023a, Alg. 3): rarely-switching OFUL with Gaussian episode sums, rho-zCDP.
 
     At each switch the episode sum ``sum a_s r_s`` is released with ``Y ~ N(0, (2/rho) I_d)``
     (Line 7; ``sigma = 2 B L / sqrt(2 rho)`` for rewards in ``[-B, B]`` and features of norm
     ``<= L``, which is ``sqrt(2/rho)`` at the paper's ``B = L = 1``), and
     ``theta = V^{-1}(sum a_s r_s + sum_m Y_m)`` (Line 8). Rewards outside ``[-B, B]`` and features of
-    norm above ``L`` are refused (Assumption 1). Claim: rho-zCDP (seed 001 Thm 3) under Table DP, which its
+    norm above ``L`` are refused (Assumption 1). Claim: rho-zCDP (Azize & Basu 2023a, Thm 3) under Table DP, which its
     Interactive form implies (Prop. 2(a)).
     """
 
@@ -596,11 +597,11 @@ class AdaCOFUL(_OFULBase):
 
 @register("adar-oful", family="oful")
 class AdaROFUL(_OFULBase):
-    """AdaR-OFUL (seed 004 Alg. 4): rarely-switching OFUL with Gaussian episode sums, (alpha, eps)-RDP.
+    """AdaR-OFUL (Azize & Basu 2023b, Alg. 4): rarely-switching OFUL with Gaussian episode sums, (alpha, eps)-RDP.
 
     Identical to AdaC-OFUL except ``Y ~ N(0, (2 alpha / eps) I_d)`` (Line 7), i.e.
     ``sigma = 2 B L sqrt(alpha / (2 eps))``, so each episode's release has D_alpha = eps exactly.
-    Claim: (alpha, eps)-RDP under View DP (seed 004 Def. 3: reward sequences that differ in one step).
+    Claim: (alpha, eps)-RDP under View DP (Azize & Basu 2023b, Def. 3: reward sequences that differ in one step).
     """
 
     private = True

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Callable, get_type_hints
 
 from dpaudit.errors import DPAuditError
-from dpaudit.papers import cite
 from dpaudit.sandbox import guard, is_plugin_spec, wrap_plugin
 
 __all__ = [
@@ -64,8 +63,8 @@ def notion_of(policy: Any) -> str | None:
 
 @dataclass(frozen=True)
 class PolicyEntry:
-    """A registered policy. ``summary`` is its docstring's first line with papers named by authors and
-    year (:func:`dpaudit.papers.cite`): ``dpaudit list`` shows it. ``notion`` is the protocol its claim is
+    """A registered policy. ``summary`` is its docstring's first line, which names papers by authors and
+    year: ``dpaudit list`` shows it. ``notion`` is the protocol its claim is
     about (its class's ``notion``): the protocol ``dpaudit check policy`` audits when none is given."""
 
     name: str
@@ -89,7 +88,7 @@ def register(name: str, *, family: str, mutant: bool = False) -> Callable[[type]
         notion = notion_of(cls)
         if notion is None:
             raise RuntimeError(f"registered policy {name!r} names no notion (a class attribute notion = 'table', ...)")
-        _REGISTRY[name] = PolicyEntry(name, cls, family, cite(doc[0]) if doc else "", mutant, notion)
+        _REGISTRY[name] = PolicyEntry(name, cls, family, doc[0] if doc else "", mutant, notion)
         cls.name = name
         return cls
 

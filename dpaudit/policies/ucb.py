@@ -1,6 +1,8 @@
-"""The UCB family: adaptive-episode private UCB (seed 001 App. C, seed 004 Sec. 4) and baselines.
+"""The UCB family: adaptive-episode private UCB (Azize & Basu 2023a, App. C; Azize & Basu 2023b, Sec. 4) and baselines.
 
-All private variants follow one blueprint (seed 001 App. C-B, Alg. 4; seed 004 Alg. 2):
+The papers are Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits", and Azize &
+Basu (2023b), "Rényi Differentially Private Bandits" (full references: :mod:`dpaudit.papers`).
+All private variants follow one blueprint (Azize & Basu 2023a, App. C-B, Alg. 4; Azize & Basu 2023b, Alg. 2):
 
 1. *Initialisation*: play each arm once (arms 0, 1, ..., K-1 in that order), so t = K.
 2. *Arm-dependent doubling*: episode l starts at round t_l = t + 1 (1-based) and plays
@@ -11,15 +13,16 @@ All private variants follow one blueprint (seed 001 App. C-B, Alg. 4; seed 004 A
 4. *Noise*: the mean of that episode is released once, when the episode ends, through a
    mechanism of :mod:`dpaudit.mechanisms`; the stored noisy mean is reused by every later index
    until the arm's next episode ends. Each round therefore feeds exactly one release (rounds of
-   an episode cut short by the horizon feed none), which is what the privacy lemma (seed 001
-   Lemma 1, seed 004 Lemma 11) needs.
+   an episode cut short by the horizon feed none), which is what the privacy lemma (Azize & Basu 2023a,
+   Lemma 1; Azize & Basu 2023b, Lemma 11) needs.
 
-Index of seed 001 Eq. (14) / seed 004 Eq. (6), with n the last episode's length::
+Index of Azize & Basu (2023a), Eq. (14) / Azize & Basu (2023b), Eq. (6), with n the last episode's length::
 
     I_a = mu_hat_a + N(0, c / n^2) + sqrt((1/(2n) + 2c/n^2) beta log t_l)
 
-where c = 1/(2 rho) for rho-zCDP (seed 001 App. C-B), c = alpha/(2 eps) for (alpha, eps)-RDP
-(seed 004 Alg. 2) and c = 2 log(1.25/delta)/eps^2 for (eps, delta)-DP (seed 001 App. C-E, Thm 18).
+where c = 1/(2 rho) for rho-zCDP (Azize & Basu 2023a, App. C-B), c = alpha/(2 eps) for (alpha, eps)-RDP
+(Azize & Basu 2023b, Alg. 2) and c = 2 log(1.25/delta)/eps^2 for (eps, delta)-DP (Azize & Basu 2023a,
+App. C-E, Thm 18).
 
 Choices the papers leave open, made here:
 
@@ -37,7 +40,7 @@ Choices the papers leave open, made here:
   :func:`dpaudit.simulate.simulate`) consume randomness identically, so on fixed inputs both give
   the same trajectory for the same seed. It costs 8 K (log2 T + 2) bytes per run.
 
-AdaP-UCB (pure eps-DP) is the blueprint with Laplace noise of seed 001's reference [8] (Azize &
+AdaP-UCB (pure eps-DP) is the blueprint with Laplace noise of reference [8] of Azize & Basu (2023a) (Azize &
 Basu 2022): the episode sum gets Lap(1/eps) (L1 sensitivity 1), i.e. the mean Lap(1/(eps n)), and
 the bonus is sqrt(beta log t_l / (2n)) + beta log t_l / (eps n); the second term is the Laplace
 tail P(Lap(b) > b beta log t) = t^-beta / 2 with b = 1/(eps n).
@@ -69,15 +72,15 @@ def _fast_rewards(rewards: Any, n_runs: int, lo: float, hi: float, who: str, t: 
 
 @register("ucb-episodes", family="ucb")
 class EpisodeUCB(Policy):
-    """UCB with adaptive episodes and forgetting, no noise: the non-private twin of AdaC-UCB (seed 001 Sec. VII-A).
+    """UCB with adaptive episodes and forgetting, no noise: the non-private twin of AdaC-UCB (Azize & Basu 2023a, Sec. VII-A).
 
     Same episodes (per-arm doubling after one initial pull per arm) and forgetting as the private
     variants; the index is mu_hat_a + sqrt(beta log t_l / (2 n)) on the last episode's mean.
-    ``beta`` is the optimism parameter (seed 001's theorem needs beta > 3; its experiments use 1).
+    ``beta`` is the optimism parameter (the theorem of Azize & Basu 2023a needs beta > 3; its experiments use 1).
     """
 
     reward_range = (0.0, 1.0)
-    #: the protocol its claim is about (DESIGN.md, "Policy"): Table DP, as seed 001 proves the AdaC blueprint
+    #: the protocol its claim is about (DESIGN.md, "Policy"): Table DP, as Azize & Basu (2023a) prove the AdaC blueprint
     notion = "table"
     fast_path = True  # offers plan()/complete() for dpaudit.simulate's episode-level path
     valid_actions = True  # act() returns arms in [0, K) by construction (simulate skips its check)
@@ -250,11 +253,11 @@ class _GaussianEpisodeUCB(EpisodeUCB):
 
 @register("adac-ucb", family="ucb")
 class AdaCUCB(_GaussianEpisodeUCB):
-    """AdaC-UCB: rho-zCDP UCB with per-arm doubling, forgetting and Gaussian noise (seed 001 App. C, Alg. 4, Eq. 14).
+    """AdaC-UCB: rho-zCDP UCB with per-arm doubling, forgetting and Gaussian noise (Azize & Basu 2023a, App. C, Alg. 4, Eq. 14).
 
     sigma_{a,l}^2 = 1/(2 rho n^2) on the last episode's mean (n its length); bonus
-    sqrt((1/(2n) + 1/(rho n^2)) beta log t_l). Claim: rho-zCDP (seed 001 Thm 12) for rewards in [0, 1],
-    under Table DP: seed 001 states it in the Interactive form (Def. 4), which implies Table DP (Prop. 2(a))
+    sqrt((1/(2n) + 1/(rho n^2)) beta log t_l). Claim: rho-zCDP (Azize & Basu 2023a, Thm 12) for rewards in [0, 1],
+    under Table DP: Azize & Basu (2023a) state it in the Interactive form (Def. 4), which implies Table DP (Prop. 2(a))
     and, for its non-overlapping adaptive episodes (Lemma 1), holds with it (the remark after Prop. 2).
     ``--protocol interactive`` audits the Interactive form.
     """
@@ -270,11 +273,11 @@ class AdaCUCB(_GaussianEpisodeUCB):
 
 @register("adar-ucb", family="ucb")
 class AdaRUCB(_EpsAlias, _GaussianEpisodeUCB):
-    """AdaR-UCB: (alpha, eps)-RDP UCB with per-arm doubling, forgetting and Gaussian noise (seed 004 Alg. 2, Eq. 6).
+    """AdaR-UCB: (alpha, eps)-RDP UCB with per-arm doubling, forgetting and Gaussian noise (Azize & Basu 2023b, Alg. 2, Eq. 6).
 
     sigma_{a,l}^2 = alpha/(2 eps n^2); bonus sqrt((1/(2n) + alpha/(eps n^2)) beta log t_l).
-    Claim: (alpha, eps)-RDP at the single order alpha (seed 004 Thm 4), under View DP: seed 004's
-    Def. 3 takes neighbouring reward sequences that differ in one step (seed 001's View DP, which Table DP
+    Claim: (alpha, eps)-RDP at the single order alpha (Azize & Basu 2023b, Thm 4), under View DP: Azize & Basu's (2023b)
+    Def. 3 takes neighbouring reward sequences that differ in one step (the View DP of Azize & Basu 2023a, which Table DP
     implies, Prop. 1(c)). alpha must be finite.
     """
 
@@ -292,7 +295,7 @@ class AdaRUCB(_EpsAlias, _GaussianEpisodeUCB):
 
 @register("adaed-ucb", family="ucb")
 class AdaEDUCB(_EpsAlias, _GaussianEpisodeUCB):
-    """(eps, delta)-DP AdaC-UCB: the classical Gaussian calibration (seed 001 App. C-E, Thm 18).
+    """(eps, delta)-DP AdaC-UCB: the classical Gaussian calibration (Azize & Basu 2023a, App. C-E, Thm 18).
 
     sigma_{a,l}^2 = 2 log(1.25/delta)/(eps^2 n^2); bonus sqrt((1/(2n) + 4 log(1.25/delta)/(eps^2 n^2)) beta log t_l).
     The calibration is proven only for eps < 1 (Dwork & Roth 2014, Thm A.1), so eps >= 1 is refused.
@@ -316,10 +319,10 @@ class AdaEDUCB(_EpsAlias, _GaussianEpisodeUCB):
 
 @register("adap-ucb", family="ucb")
 class AdaPUCB(_EpsAlias, EpisodeUCB):
-    """AdaP-UCB: pure eps-DP UCB, the same blueprint with Laplace noise (seed 001 Sec. II, its ref. [8]).
+    """AdaP-UCB: pure eps-DP UCB, the same blueprint with Laplace noise (Azize & Basu 2023a, Sec. II, its ref. [8]).
 
     The last episode's mean gets Lap(1/(eps n)); bonus sqrt(beta log t_l/(2n)) + beta log t_l/(eps n).
-    Claim: eps-DP for rewards in [0, 1], under Table DP (for pure DP, Table and View DP coincide: seed 001
+    Claim: eps-DP for rewards in [0, 1], under Table DP (for pure DP, Table and View DP coincide: Azize & Basu 2023a,
     Prop. 1(a)).
     """
 

@@ -1,6 +1,9 @@
 """Protocols: what the private input is, what the adversary sees, and what "neighbouring" means.
 
-One module each (seed 001 Sec. III, seed 000, seed 002, seed 003):
+One module each, after Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits", Sec. III; the
+interactive joint/local DP definitions; Sarmasarkar (2026), "Shuffle and Joint Differential Privacy for
+Generalized Linear Contextual Bandits"; and Zheng, Cai, Huang, Li & Wang (2020), "Locally Differentially
+Private (Contextual) Bandits Learning" (full references: :mod:`dpaudit.papers`):
 
 =================== ==================================== ======================== ============================ =====================
 protocol            private input                        policy observes at t     view                         neighbours differ in

@@ -1,10 +1,11 @@
 """The protocol base: how a policy is run on an input to produce views, and the neighbouring pair.
 
-A protocol (seed 001 Sec. III, seed 000) says what the private input is, what the policy observes,
-what the adversary sees (the view) and what "neighbouring" means. :class:`Protocol` turns (policy,
-input) into an interactive mechanism: :meth:`Protocol.run` samples views for a batch of runs.
-Adversaries are batched deterministic functions of the outputs so far (seed 001 App. B, Remark 6:
-deterministic adversaries suffice).
+A protocol (Azize & Basu 2023a, "Concentrated Differential Privacy for Bandits", Sec. III; the interactive
+joint/local DP definitions, :mod:`dpaudit.papers`) says what the private input is, what the policy observes,
+what the adversary sees (the view) and what "neighbouring" means. :class:`Protocol` turns (policy, input) into
+an interactive mechanism: :meth:`Protocol.run` samples views for a batch of runs. Adversaries are batched
+deterministic functions of the outputs so far (Azize & Basu 2023a, App. B, Remark 6: deterministic adversaries
+suffice).
 
 Without an adversary, dpaudit's own episode-based policies (the UCB and GOPE families and the
 mutants, which offer ``plan``/``complete``; see :mod:`dpaudit.simulate`) run block by block on
@@ -28,7 +29,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, InternalError
 from dpaudit.policies.base import check_actions
 
 __all__ = ["Adversary", "Protocol", "Pair", "FixedActionSet", "ContextInput", "check_context_input",
@@ -422,13 +423,13 @@ class Protocol:
             L = np.asarray(lengths, dtype=np.int64)[idx]
             total = L.sum(axis=1)
             if A.min() < 0 or A.max() >= n_arms or L.min() < 0 or total.min() < 1:
-                raise DPAuditError(f"policy {who} planned a block with an arm outside 0..{n_arms - 1} or no plays.")
+                raise InternalError(f"policy {who} planned a block with an arm outside 0..{n_arms - 1} or no plays")
             seg_start = s[:, None] + np.cumsum(L, axis=1) - L
             seg_len = np.clip(np.minimum(L, horizon - seg_start), 0, None)
             keep = seg_len > 0
             if grouped:
                 if not np.array_equal(s, next_start[idx]):
-                    raise DPAuditError(f"policy {who} planned blocks that do not cover rounds 0..{horizon - 1} back to back.")
+                    raise InternalError(f"policy {who} planned blocks that do not cover rounds 0..{horizon - 1} back to back")
                 next_start[idx] = s + total
                 self._write_groups(views, idx, s, A, seg_len)
             else:
@@ -450,7 +451,7 @@ class Protocol:
         first = np.r_[True, run[1:] != run[:-1]]
         expected = np.where(first, 0, np.r_[0, seg_start[:-1] + seg_len[:-1]])
         if not np.array_equal(seg_start, expected) or np.bincount(run, seg_len, minlength=n_runs).min() != horizon:
-            raise DPAuditError(f"policy {who} planned blocks that do not cover rounds 0..{horizon - 1} back to back.")
+            raise InternalError(f"policy {who} planned blocks that do not cover rounds 0..{horizon - 1} back to back")
         return np.repeat(arm, seg_len).reshape(n_runs, horizon)
 
     @staticmethod
@@ -506,10 +507,10 @@ class Protocol:
             R = np.asarray(reps, dtype=np.int64)[active]
             P = L.sum(axis=1)
             if A.min() < 0 or A.max() >= n_arms or L.min() < 0 or L.max() > 1 or P.min() < 1 or R.min() < 1:
-                raise DPAuditError(f"policy {who} planned a cycle with an arm outside 0..{n_arms - 1}, a slot "
-                                   "longer than one round or no plays.")
+                raise InternalError(f"policy {who} planned a cycle with an arm outside 0..{n_arms - 1}, a slot "
+                                    "longer than one round or no plays")
             if not np.array_equal(s, next_start[active]):
-                raise DPAuditError(f"policy {who} planned blocks that do not cover rounds 0..{horizon - 1} back to back.")
+                raise InternalError(f"policy {who} planned blocks that do not cover rounds 0..{horizon - 1} back to back")
             full = R <= (horizon - s) // P  # the block ends within the horizon (no overflow for huge reps)
             end = np.where(full, s + np.where(full, R, 0) * P, horizon + 1)
             first = int(end.min())

@@ -1,4 +1,4 @@
-"""Continuous actions (BCO, seed 003) under local DP: users hold loss functions, the policy plays points.
+"""Continuous actions (BCO, Zheng et al. 2020) under local DP: users hold loss functions, the policy plays points.
 
 The input is an oblivious loss sequence (:class:`dpaudit.environments.LossSequence`); neighbours differ
 in user j's loss only (:func:`loss_pair`: constants -B vs +B for one-point policies, linear
@@ -6,11 +6,11 @@ in user j's loss only (:func:`loss_pair`: constants -B vs +B for one-point polic
 first rounds; the views are :func:`transcript_features` (what the server received from user j) and
 :func:`central_features` (the points played after round j).
 
-Why a separate contract (DESIGN.md, "Continuous actions"). dpaudit's Policy contract plays one of
-K arms and takes a reward table; seed 003's BCO algorithms (Alg. 1 with a BCO black box, Alg. 2)
-play points of a convex body and the users' data are loss *functions*, evaluated at the points
-played. Discretising the body into arms would change the algorithms, so BCO policies
-(:mod:`dpaudit.policies.bco`) keep the same batched shape with points for arms:
+Why a separate contract (DESIGN.md, "Continuous actions"). dpaudit's Policy contract plays one of K arms and
+takes a reward table; the BCO algorithms of Zheng et al. (2020), "Locally Differentially Private (Contextual)
+Bandits Learning" (Alg. 1 with a BCO black box, Alg. 2), play points of a convex body and the users' data are
+loss *functions*, evaluated at the points played. Discretising the body into arms would change the algorithms,
+so BCO policies (:mod:`dpaudit.policies.bco`) keep the same batched shape with points for arms:
 
 * ``act(t) -> (n_runs, m, d)``: m = 1 (one-point) or 2 (two-point) points of X = R B (radius R);
 * ``observe(t, points, losses)``: the users' loss values ``(n_runs, m)``, in [-B, B];
@@ -21,9 +21,9 @@ The environment is a :class:`~dpaudit.environments.LossSequence`: f_t(x) = a_t +
 an oblivious sequence (fixed before the game, the same for every run) of convex losses, with an
 optional stochastic part q_t ~ U[-s, s] drawn per run and round (bounded noise, so |f_t| <= B holds
 without clipping; it is the same for the m points of a round, it is part of f_t). The family covers
-the seed's two settings (stochastic BCO: a_t = c_t = 0, f(x) + q_t; adversarial: varying c_t) with a
+the paper's two settings (stochastic BCO: a_t = c_t = 0, f(x) + q_t; adversarial: varying c_t) with a
 closed-form best point, so :func:`dpaudit.simulate.simulate_bco` gives the exact regret
-sum_t (1/m) sum_k f_t(x_{t,k}) - min_x sum_t f_t(x) (seed 003 eq. 2; the noise-free f_t).
+sum_t (1/m) sum_k f_t(x_{t,k}) - min_x sum_t f_t(x) (Zheng et al. 2020, eq. 2; the noise-free f_t).
 """
 
 from __future__ import annotations

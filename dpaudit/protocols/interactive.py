@@ -1,9 +1,10 @@
-"""Interactive DP (seed 001 Def. 4): the policy observes d[t, q_t] for an adversary's query q_t.
+"""Interactive DP (Azize & Basu 2023a, Def. 4): the policy observes d[t, q_t] for an adversary's query q_t.
 
-The adversaries are batched deterministic functions of the outputs so far (seed 001 App. B, Remark 6:
-deterministic adversaries suffice). The neighbouring search tries the identity (q_t = o_t, which
-reduces to Table DP), constant query sequences (always arm 0; round robin), and reactive ones that
-follow the outputs but pin the canary round's query to a chosen arm, or echo the previous output.
+The definition is that of Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits". The
+adversaries are batched deterministic functions of the outputs so far (Azize & Basu 2023a, App. B, Remark 6:
+deterministic adversaries suffice). The neighbouring search tries the identity (q_t = o_t, which reduces to
+Table DP), constant query sequences (always arm 0; round robin), and reactive ones that follow the outputs but
+pin the canary round's query to a chosen arm, or echo the previous output.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class IdentityAdversary(Adversary):
 
 @dataclass(frozen=True)
 class ConstantAdversary(Adversary):
-    """q_t = a_t for a fixed sequence a, whatever the policy recommends (seed 001 App. B, Step 1)."""
+    """q_t = a_t for a fixed sequence a, whatever the policy recommends (Azize & Basu 2023a, App. B, Step 1)."""
 
     sequence: tuple[int, ...]
 
@@ -98,7 +99,7 @@ class EchoAdversary(Adversary):
 
 
 class InteractiveDP(TableDP):
-    """Interactive DP (seed 001 Def. 4): the policy observes d[t, q_t] for the adversary's query q_t."""
+    """Interactive DP (Azize & Basu 2023a, Def. 4): the policy observes d[t, q_t] for the adversary's query q_t."""
 
     name = "interactive"
     summary = "input: T x K reward table and an adversary; view: actions; neighbours: one row changed"

@@ -1,4 +1,6 @@
-"""Joint DP (seed 000, "anticipating JDP"): the view is every action after the canary round.
+"""Joint DP ("anticipating JDP"): the view is every action after the canary round.
+
+The definition is "Anticipating JDP" of the interactive joint/local DP definitions (:mod:`dpaudit.papers`).
 
 The adversary fixes every context and reward (:class:`ContextInput`): the history before the canary
 round t and the future. The pairs (:func:`joint_pairs`, :func:`readout_pairs`) are dpaudit's
@@ -36,7 +38,7 @@ __all__ = ["ContextInput", "JointDP", "JointPair", "ReadoutPair", "joint_pairs",
 
 
 class JointDP(Protocol):
-    """Anticipating joint DP (seed 000, Def. "Anticipating JDP").
+    """Anticipating joint DP (the interactive joint/local DP definitions, Def. "Anticipating JDP").
 
     The input is the contexts and rewards of every round (fixed by the adversary, who thereby fixes the
     history before the canary round t and chooses every future context and reward); the policy sees
@@ -250,8 +252,9 @@ def readout_pairs(n_arms: int, dim: int, horizon: int) -> list[JointPair]:
     """The PGD read-out adversary: a canary whose reward moves the private estimate's e1 coordinate,
     a background that triggers the estimate's updates and then reads its sign out of the actions.
 
-    Built for seed 002 Alg. 2 (``jdp-glm``), whose actions depend on the canary only through the
-    private PGD estimate theta (Criterion II's update), choices of ours:
+    Built for Sarmasarkar (2026), "Shuffle and Joint Differential Privacy for Generalized Linear Contextual
+    Bandits", Alg. 2 (``jdp-glm``), whose actions depend on the canary only through the private PGD estimate
+    theta (Criterion II's update), choices of ours:
 
     * round 0 (the canary): every arm carries e1, so the played context is e1 whatever the arm; the
       rewards are 1 on every arm versus 0. Its gradient term (mu(theta_1) - r) e1 differs by e1 between

@@ -1,4 +1,7 @@
-"""Local DP (seed 000 "Local DP", seed 003 Def. 1): each user's data is private even from the server.
+"""Local DP: each user's data is private even from the server.
+
+The definition is "Local DP" of the interactive joint/local DP definitions and Def. 1 of Zheng et al.
+(2020), "Locally Differentially Private (Contextual) Bandits Learning" (:mod:`dpaudit.papers`).
 
 The server observes only the channel's message o_t = channel(z_t); the adversary sees the server's
 whole transcript (every message and action); neighbours differ in one user's data, changed to any
@@ -19,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpaudit.errors import DPAuditError, shorten
+from dpaudit.errors import DPAuditError, InternalError, shorten
 
 from .base import FixedActionSet
 from .table import PairSpec, TableDP, make_pair
@@ -151,8 +154,8 @@ class _Probe:
             try:
                 return fn()
             except Exception as exc:  # the policy's own code, whatever it raises
-                if self.own and not isinstance(exc, DPAuditError):
-                    raise
+                if isinstance(exc, InternalError) or (self.own and not isinstance(exc, DPAuditError)):
+                    raise  # dpaudit's own bug, not the plug-in's
                 raise self.fail(exc, f"{what} of {self.who} raised {type(exc).__name__}{on}: {_message(exc)}; {fix} "
                                      "(rerun with dpaudit --debug for its traceback).") from exc
 
@@ -166,7 +169,7 @@ class _Probe:
         """Run the policy for ``rounds`` rounds (its act/observe: the sandbox's sentences pass as they are)."""
         try:
             return fn()
-        except DPAuditError:
+        except (DPAuditError, InternalError):
             raise
         except Exception as exc:
             if self.own:

@@ -1,4 +1,4 @@
-"""Neighbouring pairs a reviewer hands in (``--pair PAIR.json``; issue 9, item 4).
+"""Neighbouring pairs a reviewer hands in (``--pair PAIR.json``).
 
 The file format, ``dpaudit.pair/1``, is one JSON object::
 

@@ -1,4 +1,7 @@
-"""Shuffle DP (seed 002 Alg. 1): the view is the shuffled multiset of one batch's messages.
+"""Shuffle DP (Sarmasarkar 2026, Alg. 1): the view is the shuffled multiset of one batch's messages.
+
+The model is that of Sarmasarkar (2026), "Shuffle and Joint Differential Privacy for Generalized Linear
+Contextual Bandits", Alg. 1.
 
 The adversary fixes one batch of users' data, the canary arriving first: :func:`shuffle_pairs` (an
 extreme canary on one coordinate against a background at the other end of the randomizer's range) and
@@ -33,7 +36,7 @@ LOSS = "loss"
 
 
 class ShuffleDP(Protocol):
-    """Shuffle DP (seed 002 Alg. 1): the view is what the analyzer receives from one batch.
+    """Shuffle DP (Sarmasarkar 2026, Alg. 1): the view is what the analyzer receives from one batch.
 
     The input is one batch of ``B`` users' data, fixed by the adversary: the contexts they played
     ``X`` (B, d) and their rewards ``r`` (B,) (a ``ContextInput`` with K = 1, ``X`` of shape (B, 1, d));

@@ -1,4 +1,6 @@
-"""Table DP (seed 001 Def. 3) and the neighbouring pairs of the central protocols.
+"""Table DP (Azize & Basu 2023a, Def. 3) and the neighbouring pairs of the central protocols.
+
+The definitions are those of Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits".
 
 The input is a T x K table d of potential rewards (row t is user t's); the policy observes
 d[t, a_t]; the view is a_1..a_T; neighbours differ in one row. View DP (:mod:`.view`) and Interactive
@@ -6,8 +8,8 @@ DP (:mod:`.interactive`) build their pairs with the same functions: :class:`Pair
 is built (canary round, background, adversary), so it can be rebuilt at another horizon, and
 :func:`make_pair` builds it for a protocol.
 
-The search space (our choices, guided by how the seed policies use their data; seed 001 Sec. III,
-App. B-D; the search itself is :mod:`dpaudit.attacks.neighbours`):
+The search space (our choices, guided by how the papers' policies use their data; Azize & Basu 2023a,
+Sec. III, App. B-D; the search itself is :mod:`dpaudit.attacks.neighbours`):
 
 * canary round j: the first rounds (every arm's first pull in round-robin initialisation, whose
   reward is the whole of that arm's first episode), the rounds just after them (the first episode
@@ -26,6 +28,7 @@ mean so that raising one arm's mean flips one entry at a time.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -40,7 +43,7 @@ __all__ = ["TableDP", "PairSpec", "background_table", "audit_range", "input_rang
 
 
 class TableDP(Protocol):
-    """Table DP (seed 001 Def. 3): input a T x K table of potential rewards; neighbours differ in one row."""
+    """Table DP (Azize & Basu 2023a, Def. 3): input a T x K table of potential rewards; neighbours differ in one row."""
 
     name = "table"
     summary = "input: T x K reward table; view: actions; neighbours: one row (user) changed"
@@ -117,7 +120,13 @@ def audit_range(policy: Any) -> tuple[float, float]:
         lo, hi = (float(x) for x in rr)
     except (TypeError, ValueError):
         return (0.0, 1.0)
-    return (lo, hi) if math.isfinite(lo) and math.isfinite(hi) and lo < hi else (0.0, 1.0)
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        return (0.0, 1.0)
+    if not math.isfinite(hi - lo):  # [-1e308, 1e308]: the inputs' and statistics' arithmetic would overflow
+        who = getattr(policy, "name", None) or type(getattr(policy, "wrapped", policy)).__name__
+        raise DPAuditError(f"the reward range [{lo:g}, {hi:g}] of {who} has a width high - low that overflows to "
+                           f"inf; a reward range's width must be a finite number (at most {sys.float_info.max:.3g}).")
+    return (lo, hi)
 
 
 def input_range(reward_range: tuple[float, float], alphabet: Sequence[float] | None) -> tuple[float, float]:

@@ -1,4 +1,6 @@
-"""View DP (seed 001 Def. 3): the input is the list of observed rewards; neighbours differ in one entry.
+"""View DP (Azize & Basu 2023a, Def. 3): the input is the list of observed rewards; neighbours differ in one entry.
+
+The definition is that of Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits".
 
 Its pairs are built by :func:`dpaudit.protocols.table.make_pair` (a list, not a table: ``list_input``).
 """
@@ -15,7 +17,7 @@ __all__ = ["ViewDP"]
 
 
 class ViewDP(Protocol):
-    """View DP (seed 001 Def. 3): input the list of observed rewards; neighbours differ in one entry."""
+    """View DP (Azize & Basu 2023a, Def. 3): input the list of observed rewards; neighbours differ in one entry."""
 
     name = "view"
     list_input = True

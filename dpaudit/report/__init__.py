@@ -38,7 +38,7 @@ from dpaudit.report.plots import draw_figure, roc_summary
 from dpaudit.report.reading import exceeded, renyi_zero_notes, summary, upper_sentences
 from dpaudit.report.writing import check_report_path, write_report
 
-# the other public names of the single module this package was, still importable from here (re-exported
+# the other public names of the package's modules, importable from here too (re-exported
 # explicitly, so that type checkers without implicit re-exports see them too)
 from dpaudit.report.blocks import Box as Box, Code as Code, Fold as Fold, Para as Para, Section as Section, Sub as Sub
 from dpaudit.report.blocks import Table as Table

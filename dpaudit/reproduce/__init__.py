@@ -21,13 +21,13 @@ def _paper(key: str) -> str:
 
 EXPERIMENTS: dict[str, tuple[str, str]] = {
     "table-vs-view": ("dpaudit.reproduce.table_vs_view:table_vs_view",
-                      f"{_paper('001')}, Prop. 1(e): a policy that is View DP but not Table DP"),
+                      f"{_paper('azize-basu-2023a')}, Prop. 1(e): a policy that is View DP but not Table DP"),
     "zcdp-bandits": ("dpaudit.reproduce.zcdp_bandits:zcdp_bandits",
-                     f"{_paper('001')}, Fig. 4 (a)-(c): the price of zCDP for UCB, GOPE and OFUL"),
+                     f"{_paper('azize-basu-2023a')}, Fig. 4 (a)-(c): the price of zCDP for UCB, GOPE and OFUL"),
     "glm-bandits": ("dpaudit.reproduce.glm_bandits:glm_bandits",
-                    f"{_paper('002')}: joint- and shuffle-DP GLM bandits against their twins and GLM-UCB"),
+                    f"{_paper('sarmasarkar-2026')}: joint- and shuffle-DP GLM bandits against their twins and GLM-UCB"),
     "ldp-bandits": ("dpaudit.reproduce.ldp_bandits:ldp_bandits",
-                    f"{_paper('003')}, Alg. 1: regret of local-DP UCB and Tsallis-INF against T, beside central "
+                    f"{_paper('zheng-2020')}, Alg. 1: regret of local-DP UCB and Tsallis-INF against T, beside central "
                     "AdaC-UCB"),
 }
 

@@ -1,17 +1,18 @@
-"""``dpaudit reproduce glm-bandits``: seed 002's experiments on synthetic probit and logistic bandits.
+"""``dpaudit reproduce glm-bandits``: the experiments of Sarmasarkar (2026) on synthetic probit and logistic bandits.
 
-Four panels (seed 002, "First 3 experiments" and the switching check), every policy batched over
-runs and every curve from the same environment seeds (common random numbers):
+The paper is Sarmasarkar (2026), "Shuffle and Joint Differential Privacy for Generalized Linear Contextual
+Bandits". Four panels (its "First 3 experiments" and the switching check), every policy batched over runs and
+every curve from the same environment seeds (common random numbers):
 
 1. ``regret``: cumulative regret of ``jdp-glm`` (epsilon = 4, delta = 1e-5), ``shuffle-glm``
    (its defaults: eps0 = 3.5 per message, first batch 1000, claim (3.62, 1e-5) printed beside it), their
-   non-private twins and the non-private baselines seed 002 compares with, GLM-UCB, GLOC (``glm-gloc``)
+   non-private twins and the non-private baselines Sarmasarkar (2026) compares with, GLM-UCB, GLOC (``glm-gloc``)
    and RS-GLinUCB (``rs-glinucb``), on probit and logistic bandits with d = 5, K = 20,
    ||theta*|| = S = 2, T = 5000, and uniform play as the reference (:func:`uniform_regret`); the same
-   table at d = 3 (seed 002 uses d = 3 to 5).
+   table at d = 3 (Sarmasarkar 2026 uses d = 3 to 5).
 2. ``epsilon``: jdp-glm's final regret for epsilon in {2, 4, 6, 8} and its gap to the non-private
-   twin and to RS-GLinUCB (the baseline seed 002 names for this ablation); seed 002 says the gap should
-   scale like 1/sqrt(epsilon), so the log-log slopes are reported (-0.5 expected;
+   twin and to RS-GLinUCB (the baseline Sarmasarkar 2026 names for this ablation); the paper says the gap
+   should scale like 1/sqrt(epsilon), so the log-log slopes are reported (-0.5 expected;
    ``benchmarks/studies/eps_ablation.py`` decomposes the gap).
 2b. ``shuffle_epsilon``: shuffle-glm's final regret for central epsilon in {2, 4, 6, 8} (eps0 the largest
    whose claim fits, :func:`dpaudit.policies.glm.shuffle_eps0_for`) and its gap to the non-private twin.
@@ -20,7 +21,7 @@ runs and every curve from the same environment seeds (common random numbers):
    1/kappa factors, RS-GLinUCB's leading term is kappa-free).
 4. ``switching``: at T = 10^4, jdp-glm's count of Criterion I (exploration) rounds and of Criterion II
    updates, beside the count bound d log2(1 + T / (d lam)) of a doubling determinant that starts at
-   lam^d and cannot exceed (lam + T/d)^d (trace bound), and seed 002's stated bound
+   lam^d and cannot exceed (lam + T/d)^d (trace bound), and the paper's stated bound
    d log^2(2 + 2 T L^2 / (lam d)) (L = 1); and RS-GLinUCB's warm-up rounds and refits against their
    bounds (:meth:`dpaudit.policies.glm.RSGLinUCB.switch_bounds`).
 
@@ -124,9 +125,9 @@ def glm_bandits(args: argparse.Namespace) -> int:
         "glm-gloc": ("glm-gloc", {}),
         "rs-glinucb": ("rs-glinucb", {}),
     }
-    result["paper"], result["reference"] = PAPERS["002"].narrative, PAPERS["002"].reference
-    lines = [f"# {PAPERS['002'].possessive} GLM bandits, reproduced (`dpaudit reproduce glm-bandits`)", "",
-             f"Reference: {PAPERS['002'].reference}", "",
+    result["paper"], result["reference"] = PAPERS["sarmasarkar-2026"].narrative, PAPERS["sarmasarkar-2026"].reference
+    lines = [f"# {PAPERS['sarmasarkar-2026'].possessive} GLM bandits, reproduced (`dpaudit reproduce glm-bandits`)", "",
+             f"Reference: {PAPERS['sarmasarkar-2026'].reference}", "",
              f"{runs} runs per curve, seed {seed}; d = 5 (and d = 3 in the second table), K = 20. Mean final regret with "
              "95% half-widths.", ""]
 
@@ -163,7 +164,7 @@ def glm_bandits(args: argparse.Namespace) -> int:
               + "; ".join(f"{k} {v['probit']:.1f} / {v['logistic']:.1f}" for k, v in late.items())
               + f"; uniform play {uni['probit'] / 5:.1f} / {uni['logistic'] / 5:.1f}."]
 
-    # 1b. the same table at d = 3 (seed 002 runs d = 3 to 5); no figure
+    # 1b. the same table at d = 3 (Sarmasarkar 2026 runs d = 3 to 5); no figure
     result["regret_d3"] = {}
     lines += ["", f"## Regret at T = {T}, d = 3 (S = 2)", "", "| policy | probit | logistic |", "| --- | ---: | ---: |"]
     for label, (name, params) in policies.items():
@@ -200,7 +201,7 @@ def glm_bandits(args: argparse.Namespace) -> int:
     slope, slope_rs = _slope(gaps), _slope(gaps_rs)
     result["epsilon_slope"], result["epsilon_slope_rs_glinucb"] = slope, slope_rs
     lines += ["", f"log-log slope of the gap against epsilon: {slope:.2f} to the twin, {slope_rs:.2f} to RS-GLinUCB "
-              f"({PAPERS['002'].label}: about -0.5; why it is steeper here: `benchmarks/results/eps_ablation.md`)."]
+              f"({PAPERS['sarmasarkar-2026'].label}: about -0.5; why it is steeper here: `benchmarks/results/eps_ablation.md`)."]
 
     # 3. kappa independence over S
     over_s = ("jdp-glm", "jdp-glm-np", "glm-gloc", "rs-glinucb")
@@ -250,7 +251,7 @@ def glm_bandits(args: argparse.Namespace) -> int:
     lines += ["", f"## Switching counts of jdp-glm at T = {T_switch} (logistic, S = 2)", "",
               f"Criterion I (exploration rounds): mean {c1.mean():.1f}, max {int(c1.max())}. "
               f"Criterion II (PGD updates, capped at max_updates = 8): mean {c2.mean():.1f}, max {int(c2.max())}; "
-              f"doubling bound d log2(1 + T/(d lam)) = {simple:.1f}, {PAPERS['002'].possessive} d log^2(2 + 2T/(lam d)) = "
+              f"doubling bound d log2(1 + T/(d lam)) = {simple:.1f}, {PAPERS['sarmasarkar-2026'].possessive} d log^2(2 + 2T/(lam d)) = "
               f"{stated:.1f}."]
     r = simulate("rs-glinucb", {"link": "logistic"}, {"link": "logistic", "S": 2.0}, T_switch, runs, seed)
     from dpaudit.policies import make_policy

@@ -1,25 +1,26 @@
-"""``dpaudit reproduce ldp-bandits``: the price of local privacy that seed 003's theorems predict.
+"""``dpaudit reproduce ldp-bandits``: the price of local privacy that the theorems of Zheng et al. (2020) predict.
 
-Seed 003 (Zheng et al. 2020) has no experiments. Its Thm 11 says Alg. 1 with a non-private black box
-A keeps A's regret up to a factor: in the stochastic setting O(sum_i log T / (Delta_i eps^2) log 1/delta)
-for Tsallis-INF, i.e. the same log T growth with the variance proxy 1/4 + sigma^2 instead of 1/4. This
-runs that experiment: regret against T for Alg. 1 with UCB (``ldp-ucb``) and with Tsallis-INF
-(``ldp-tsallis-inf``) at eps in {0.5, 1, 2, 4} (delta = 1e-5), beside their non-private twins
-(``ucb-onepoint``, ``tsallis-inf``) and beside a *central*-DP policy at the same (eps, delta):
-AdaC-UCB (seed 001) with the largest rho whose zCDP converts to eps at delta = 1e-5.
+Zheng, Cai, Huang, Li & Wang (2020), "Locally Differentially Private (Contextual) Bandits Learning", has no
+experiments. Its Thm 11 says Alg. 1 with a non-private black box A keeps A's regret up to a factor: in the
+stochastic setting O(sum_i log T / (Delta_i eps^2) log 1/delta) for Tsallis-INF, i.e. the same log T growth
+with the variance proxy 1/4 + sigma^2 instead of 1/4. This runs that experiment: regret against T for Alg. 1
+with UCB (``ldp-ucb``) and with Tsallis-INF (``ldp-tsallis-inf``) at eps in {0.5, 1, 2, 4} (delta = 1e-5),
+beside their non-private twins (``ucb-onepoint``, ``tsallis-inf``) and beside a *central*-DP policy at the
+same (eps, delta): AdaC-UCB (Azize & Basu 2023a, "Concentrated Differential Privacy for Bandits") with the
+largest rho whose zCDP converts to eps at delta = 1e-5.
 
-Setting: seed 001 Sec. VII-A's five Bernoulli arms (0.75, 0.625, 0.5, 0.375, 0.25), 100 runs,
-T = 10^4 with checkpoints at 10^2..10^4, every policy from the same seed (common random numbers: the
-same environment stream). AdaC-UCB uses beta = 1 as in seed 001's experiments.
+Setting: the five Bernoulli arms of Azize & Basu (2023a), Sec. VII-A (0.75, 0.625, 0.5, 0.375, 0.25), 100
+runs, T = 10^4 with checkpoints at 10^2..10^4, every policy from the same seed (common random numbers: the
+same environment stream). AdaC-UCB uses beta = 1 as in the experiments of Azize & Basu (2023a).
 
-Contextual panels (seed 003 Sec. 4, regret O~(T^(3/4)/eps)): Alg. 5 (``ldp-linucb`` vs ``linucb``) on
-seed 001's contextual linear bandit (K = 10, d = 3, fresh contexts N(1/sqrt(d) 1, I/10) rescaled to
-norm <= 1, theta* on the unit sphere, rewards in {-1, +1} with mean <x, theta*>), and Alg. 3
-(``ldp-gloc`` vs ``gloc``) on the same contexts with logistic rewards y ~ Bernoulli(g(<x, theta*>)),
-regret in g; 50 runs, T = 3000 (the per-step d x d solves make these the slow part). There is no
-central-DP contextual policy at the same (eps, delta) here (seed 003 Sec. 1: central DP costs
-Omega(T) regret in contextual bandits), so these panels show the twin only.
-BCO panels (seed 003 Sec. 3, Table 1): Alg. 1 with FKM (``ldp-bco-fkm`` vs ``bco-fkm``, expected
+Contextual panels (Zheng et al. 2020, Sec. 4, regret O~(T^(3/4)/eps)): Alg. 5 (``ldp-linucb`` vs ``linucb``)
+on the contextual linear bandit of Azize & Basu (2023a) (K = 10, d = 3, fresh contexts N(1/sqrt(d) 1, I/10)
+rescaled to norm <= 1, theta* on the unit sphere, rewards in {-1, +1} with mean <x, theta*>), and Alg. 3
+(``ldp-gloc`` vs ``gloc``) on the same contexts with logistic rewards y ~ Bernoulli(g(<x, theta*>)), regret in
+g; 50 runs, T = 3000 (the per-step d x d solves make these the slow part). There is no central-DP contextual
+policy at the same (eps, delta) here (Zheng et al. 2020, Sec. 1: central DP costs Omega(T) regret in
+contextual bandits), so these panels show the twin only.
+BCO panels (Zheng et al. 2020, Sec. 3, Table 1): Alg. 1 with FKM (``ldp-bco-fkm`` vs ``bco-fkm``, expected
 O~(T^(3/4)/eps)) and Alg. 2 (``ldp-bco-2pt`` vs ``bco-2pt``, expected O~(d^3 sqrt(T)/eps^2)) on an
 oblivious adversarial sequence of linear losses f_t(x) = <c_t, x> on the unit disc (d = 2,
 c_t = 0.5 v + 0.25 w_t with v, w_t unit vectors drawn once from the seed; :meth:`dpaudit.bco.LossSequence.adversarial`),
@@ -49,7 +50,7 @@ DELTA = 1e-5
 
 
 def _logistic_env():
-    """Seed 001's contextual action sets with logistic rewards y ~ Bernoulli(g(<x, theta*>)), regret in g."""
+    """The contextual action sets of Azize & Basu (2023a) with logistic rewards y ~ Bernoulli(g(<x, theta*>)), regret in g."""
     from dpaudit.environments import ContextualLinearBandit
 
     class LogisticContextual(ContextualLinearBandit):
@@ -156,8 +157,8 @@ def ldp_bandits(args: argparse.Namespace) -> int:
             rows.append({**run_bco(box, {"d": 2, "epsilon": eps, "delta": DELTA}, horizons, r3, seed),
                          "family": box, "epsilon": eps})
     bar.close()
-    out = {"experiment": "ldp-bandits", "paper": PAPERS["003"].narrative, "reference": PAPERS["003"].reference,
-           "means": MEANS, "delta": DELTA, "horizon": horizon, "runs": runs, "seed": seed,
+    out = {"experiment": "ldp-bandits", "paper": PAPERS["zheng-2020"].narrative,
+           "reference": PAPERS["zheng-2020"].reference, "means": MEANS, "delta": DELTA, "horizon": horizon, "runs": runs, "seed": seed,
            "command": f"dpaudit reproduce ldp-bandits --seed {seed}" + (" --quick" if quick else ""), "rows": rows,
            "seconds": time.perf_counter() - t0}
     folder = Path(getattr(args, "out", "reports"))

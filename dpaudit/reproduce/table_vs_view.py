@@ -1,7 +1,7 @@
-"""Seed 001 Prop. 1(e) (App. B): the T = 3, K = 2 policy that is View DP but not Table DP, audited exactly.
+"""Azize & Basu (2023a), Prop. 1(e) (App. B): the T = 3, K = 2 policy that is View DP but not Table DP, audited exactly.
 
-Seed 001 is Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits" (:mod:`dpaudit.papers`);
-the output names the paper that way.
+The paper is Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits" (:mod:`dpaudit.papers`); the output names it by
+authors and year and gives its full reference.
 
 ``dpaudit reproduce table-vs-view`` prints the paper's statement beside dpaudit's exact numbers
 (:func:`dpaudit.attacks.exact.exact_profile` under View, Table and Interactive DP).
@@ -16,7 +16,7 @@ __all__ = ["table_vs_view"]
 
 
 def table_vs_view(args: argparse.Namespace) -> int:
-    """Seed 001 Prop. 1(e) (App. B): the paper's statement beside dpaudit's exact numbers."""
+    """Azize & Basu (2023a), Prop. 1(e) (App. B): the paper's statement beside dpaudit's exact numbers."""
     import json
 
     from dpaudit.attacks.exact import exact_profile
@@ -25,7 +25,7 @@ def table_vs_view(args: argparse.Namespace) -> int:
     from dpaudit.policies.finite import bundled_spec
 
     eps1, delta1 = 0.95, 0.17
-    policy = bundled_spec("seed001-counterexample")
+    policy = bundled_spec("table-vs-view-counterexample")
     prof = {p: exact_profile(policy, p, epsilons=[eps1], deltas=[delta1]) for p in ("view", "table", "interactive")}
     rows = [
         ("View delta at eps = 0.95", "<= 0.17", prof["view"].delta_at[0]),
@@ -40,15 +40,15 @@ def table_vs_view(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(jsonable({
             "experiment": "table-vs-view",
-            "paper": f"{PAPERS['001'].narrative}, Prop. 1(e) (App. B)",
-            "reference": PAPERS["001"].reference,
+            "paper": f"{PAPERS['azize-basu-2023a'].narrative}, Prop. 1(e) (App. B)",
+            "reference": PAPERS["azize-basu-2023a"].reference,
             "rows": [{"quantity": q, "paper": p, "dpaudit": v} for q, p, v in rows],
             "reproduced": bool(view_ok and eps_ok),
             "witnesses": {p: prof[p].witnesses["delta"][0].to_dict() for p in prof},
         }), indent=2))
         return 0 if view_ok and eps_ok else 1
-    print(f"{PAPERS['001'].narrative}, Prop. 1(e): the T = 3, K = 2 policy of App. B, audited exactly")
-    print(f"Reference: {PAPERS['001'].reference}")
+    print(f"{PAPERS['azize-basu-2023a'].narrative}, Prop. 1(e): the T = 3, K = 2 policy of App. B, audited exactly")
+    print(f"Reference: {PAPERS['azize-basu-2023a'].reference}")
     print()
     print(f"{'quantity':<34} {'paper':>12} {'dpaudit (exact)':>16}")
     print("-" * 64)

@@ -1,15 +1,15 @@
-"""``dpaudit reproduce zcdp-bandits``: seed 001 Fig. 4 (a)-(c), the price of rho-zCDP over rho and time.
+"""``dpaudit reproduce zcdp-bandits``: Azize & Basu (2023a), Fig. 4 (a)-(c), the price of rho-zCDP over rho and time.
 
-For each setting of seed 001 Sec. VII-A a private policy is run beside its non-private twin from
-the same seed (common random numbers: the same environment stream), and two things are reported,
-as in the paper's figure:
+The paper is Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits". For each setting of its
+Sec. VII-A a private policy is run beside its non-private twin from the same seed (common random numbers: the
+same environment stream), and two things are reported, as in the paper's figure:
 
 * left: Reg_priv - Reg_nonpriv against rho, at several horizons T (with 95% intervals of the
   mean paired difference over runs);
 * right: the price of privacy PoP(t) = (Reg_priv(t) - Reg_nonpriv(t)) / Reg_nonpriv(t) over time
   for three values of rho.
 
-Settings (seed 001 Sec. VII-A, 100 runs each):
+Settings (Azize & Basu 2023a, Sec. VII-A, 100 runs each):
 
 * (a) AdaC-UCB vs UCB with the same episodes and forgetting (``adac-ucb`` vs ``ucb-episodes``);
   5 Bernoulli arms 0.75/0.625/0.5/0.375/0.25; beta = 1 as in the paper's experiments (its
@@ -20,7 +20,7 @@ Settings (seed 001 Sec. VII-A, 100 runs each):
   delta = 0.001, fresh contexts from N((1/sqrt d) 1, I/10) each step; T up to 10^5.
 
 Deviation, stated in the output: the paper uses N(0, 1) reward noise in (b) and (c), but the
-private GOPE/OFUL policies' sensitivity needs rewards in [-1, 1] (seed 001 Assumption 1), so they
+private GOPE/OFUL policies' sensitivity needs rewards in [-1, 1] (Azize & Basu 2023a, Assumption 1), so they
 refuse Gaussian rewards; we use rewards in {-1, +1} with the same means (also 1-subgaussian), and
 in (c) contexts rescaled to norm <= 1 (Assumption 1 again). Both twins see the same rewards.
 """
@@ -194,7 +194,7 @@ def _settings(quick: bool) -> list[dict[str, Any]]:
 
 
 def _findings(panel: dict[str, Any]) -> list[str]:
-    """Sentences on the two trends of seed 001 Sec. VII-B, read off the numbers."""
+    """Sentences on the two trends of Azize & Basu (2023a), Sec. VII-B, read off the numbers."""
     if "diff" not in panel:
         return []
     out = []
@@ -213,7 +213,7 @@ def _findings(panel: dict[str, Any]) -> list[str]:
 
 
 def zcdp_bandits(args: argparse.Namespace) -> int:
-    """Seed 001 Fig. 4 (a)-(c): figures and a table of numbers in ``args.out``."""
+    """Azize & Basu (2023a), Fig. 4 (a)-(c): figures and a table of numbers in ``args.out``."""
     quick = bool(getattr(args, "quick", False))
     seed = int(getattr(args, "seed", 0))
     out = Path(getattr(args, "out", "reports"))
@@ -243,8 +243,8 @@ def zcdp_bandits(args: argparse.Namespace) -> int:
         panels.append(panel)
     bar.close()
     missing = sorted({m for p in panels for m in p.get("missing", [])})
-    result = {"experiment": "zcdp-bandits", "paper": f"{PAPERS['001'].narrative}, Fig. 4 (a)-(c)",
-              "reference": PAPERS["001"].reference, "quick": quick, "seed": seed,
+    result = {"experiment": "zcdp-bandits", "paper": f"{PAPERS['azize-basu-2023a'].narrative}, Fig. 4 (a)-(c)",
+              "reference": PAPERS["azize-basu-2023a"].reference, "quick": quick, "seed": seed,
               "seconds": time.perf_counter() - t0, "missing_policies": missing, "panels": panels}
     (out / "zcdp_bandits.json").write_text(json.dumps(result, indent=2))
     text = _markdown(result)

@@ -1,6 +1,7 @@
 """The plan of the central protocols (table, view, interactive): horizon, ledger, neighbouring search, attacks.
 
-Parts, in order (seed 001 Sec. III; DESIGN.md, "The audit pipeline"):
+Parts, in order (Azize & Basu 2023a, "Concentrated Differential Privacy for Bandits", Sec. III;
+DESIGN.md, "The audit pipeline"):
 
 1. *horizon* -- ``--horizon``, the pair file's T, or :func:`audit_horizon`: 48, or for a policy whose
    first release comes later (phase-based policies such as GOPE) that release plus 48 rounds; for a

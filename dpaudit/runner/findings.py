@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 from dpaudit.attacks.result import AuditResult, ScoreHistogram, jsonable
-from dpaudit.errors import DPAuditError, shorten
+from dpaudit.errors import DPAuditError, InternalError, shorten
 
 __all__ = ["FORMAT", "Claim", "Exact", "Power", "Part", "Upper", "Findings", "AuditInterrupted", "VERDICTS", "EXIT_STATUS"]
 
@@ -143,6 +143,26 @@ def _result(d: Mapping[str, Any]) -> AuditResult:
 VERDICT_KEYS = ("verdict", "reason", "policy", "protocol", "delta", "confidence")
 
 
+#: how deep findings may nest dicts and lists (dpaudit writes a few levels): deeper is refused before it is read
+MAX_DEPTH = 64
+
+
+def _check_depth(findings: Mapping[str, Any]) -> None:
+    """Refuse findings nested deeper than :data:`MAX_DEPTH` (a 100,000-deep dict would exhaust Python's stack in
+    the recursive reading), walked without recursion, naming the first key too deep."""
+    stack: list[tuple[Any, int, str]] = [(findings, 1, "")]
+    while stack:
+        value, depth, path = stack.pop()
+        if depth > MAX_DEPTH:
+            raise DPAuditError(f"these findings cannot be read: they nest dicts and lists more than {MAX_DEPTH} levels "
+                               f"deep (at {shorten(path, 60, as_text=True)}), while dpaudit's findings nest a few; give "
+                               "Audit.to_dict() or json.load of dpaudit check policy --json, unedited.")
+        if isinstance(value, Mapping):
+            stack.extend((v, depth + 1, f"{path}[{k!r}]") for k, v in value.items() if isinstance(v, (Mapping, list, tuple)))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((v, depth + 1, f"{path}[{i}]") for i, v in enumerate(value) if isinstance(v, (Mapping, list, tuple)))
+
+
 def _check_verdict_keys(d: Mapping[str, Any]) -> None:
     """Refuse findings that lack (or garble) what a verdict needs, in one sentence naming the keys."""
     missing = [k for k in VERDICT_KEYS if d.get(k) in (None, "")]
@@ -222,6 +242,7 @@ class Findings:
         if not isinstance(findings, Mapping):
             raise DPAuditError(f"findings must be a dict (Audit.to_dict(), or json.load of dpaudit check policy "
                                f"--json), got {shorten(findings)}.")
+        _check_depth(findings)
         d = jsonable(dict(findings))
         fmt = d.get("format")
         if fmt is not None and fmt != FORMAT:
@@ -297,8 +318,8 @@ class Findings:
         """The CLI's exit status for this verdict: 0 consistent (or exact, no claim), 1 violation,
         3 inconclusive, 130 interrupted."""
         if self.verdict not in EXIT_STATUS:  # never a silent pass: an unknown verdict is not exit 0
-            raise DPAuditError(f"the audit returned the unknown verdict {self.verdict!r}; expected one of "
-                               f"{', '.join(EXIT_STATUS)}.")
+            raise InternalError(f"the audit returned the unknown verdict {self.verdict!r} (expected one of "
+                                f"{', '.join(EXIT_STATUS)})")
         return EXIT_STATUS[self.verdict]
 
     def __repr__(self) -> str:

@@ -1,4 +1,6 @@
-"""The plan of joint DP (seed 000, "anticipating JDP"): the view is every action after the canary round.
+"""The plan of joint DP: the view is every action after the canary round.
+
+The definition is "Anticipating JDP" of the interactive joint/local DP definitions (:mod:`dpaudit.papers`).
 
 The adversary fixes every context and reward (:class:`dpaudit.protocols.ContextInput`): the history
 before the canary round t and the future; its pairs are :func:`dpaudit.protocols.joint.joint_pairs`
@@ -584,8 +586,8 @@ def _witness_label(w: dict[str, Any] | None) -> str:
 
 def audit_finite(ctx: Context) -> None:
     """The exact joint-DP audit of a finite contextual policy: the exact eps at delta, delta at ``epsilon``
-    and D_alpha under seed 000's definition, and, for a pure or (eps, delta) claim, the exact eps at the
-    claim's own delta; every figure is judged against the claim (exact, no sampling)."""
+    and D_alpha under the definition of anticipating JDP, and, for a pure or (eps, delta) claim, the exact eps at
+    the claim's own delta; every figure is judged against the claim (exact, no sampling)."""
     from dpaudit.accountants import ApproxDP, PureDP
     from dpaudit.attacks.exact import DEFAULT_MAX_WORK
     from dpaudit.attacks.exact_joint import exact_joint_profile

@@ -1,4 +1,8 @@
-"""The plan of local DP: a local-DP claim audited per user (seed 000 "Local DP"; seed 003 Def. 1).
+"""The plan of local DP: a local-DP claim audited per user.
+
+The definition is "Local DP" of the interactive joint/local DP definitions and Def. 1 of Zheng, Cai,
+Huang, Li & Wang (2020), "Locally Differentially Private (Contextual) Bandits Learning"
+(:mod:`dpaudit.papers`).
 
 Under local DP each user's data z_t is private and the adversary sees the server's whole transcript:
 every message o_1..o_T and every action. A claim of (eps, delta)-LDP says that every user's channel
@@ -20,9 +24,10 @@ z -> o is (eps, delta)-DP over the whole data domain. Parts:
 4. *transcript* (black box on the view): for users t in {0, 1, T/2, T-2}, neighbouring tables that
    differ in user t's row (domain extremes) are run and what the server received from user t
    (``transcript()``) is tested as in 2. This is what catches a server that peeks at a raw value;
-5. *central* (Table DP, seed 001 Def. 3): LDP implies DP of the action sequence with the same
-   (eps, delta) (seed 003 Thm 1), so the central plan runs with ``protocol="table"`` on the same
-   engine and its bounds enter the verdict as ``central membership`` / ``central likelihood``.
+5. *central* (Table DP: Azize & Basu 2023a, "Concentrated Differential Privacy for Bandits", Def. 3):
+   LDP implies DP of the action sequence with the same (eps, delta) (Zheng et al. 2020, Thm 1), so the
+   central plan runs with ``protocol="table"`` on the same engine and its bounds enter the verdict as
+   ``central membership`` / ``central likelihood``.
 
 A BCO policy (continuous actions, :mod:`dpaudit.protocols.continuous`) has parts 1, 2, 4 and 5 with
 loss-sequence neighbours; its transcript features are the message (times the exploration
@@ -49,7 +54,7 @@ from dpaudit.attacks.likelihood import loss_bounds
 from dpaudit.attacks.limits import gaussian_profile, likelihood_limit, sufficient_size
 from dpaudit.attacks.membership import threshold_attack
 from dpaudit.attacks.result import AuditResult
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, InternalError
 from dpaudit.mechanisms import Ledger
 from dpaudit.protocols import LocalDP, PairSpec, TableDP, make_pair
 from dpaudit.protocols.local import ask_transcript, check_local_plugin, real_array
@@ -89,7 +94,7 @@ def messages(policy: Any, z: np.ndarray, n: int, rng: np.random.Generator) -> np
     batch = np.broadcast_to(z, (n,) + z.shape).copy()
     try:
         m = real_array(policy.channel(batch, rng), "the policy's channel", "a message is finite real numbers")
-    except DPAuditError:
+    except (DPAuditError, InternalError):
         raise
     except Exception as exc:  # the plug-in's channel failed on data from its own domain
         raise DPAuditError(f"the policy's channel raised {type(exc).__name__} on data {z.tolist()} from its own "

@@ -151,7 +151,7 @@ def _own(cls: type) -> bool:
     return str(getattr(cls, "__module__", "")).split(".")[0] == "dpaudit"
 
 def claim_as_guarantee(policy: Any) -> Any:
-    """A claim given as a dp-accounting DpEvent becomes the Guarantee it describes (issue 11)."""
+    """A claim given as a dp-accounting DpEvent becomes the Guarantee it describes."""
     claim = getattr(policy, "claim", None)
     if is_dp_event(claim):
         try:

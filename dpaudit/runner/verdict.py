@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from dpaudit.attacks.result import AuditResult
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import InternalError
 
 from .findings import Exact
 
@@ -45,12 +45,10 @@ def _check_numbers(attacks: Sequence[AuditResult], exact: Sequence[Exact]) -> No
     """Refuse a verdict reached with a NaN: NaN compares false, so it would read as ``consistent``."""
     for a in attacks:
         if isinstance(a.epsilon_lower, float) and math.isnan(a.epsilon_lower):
-            raise DPAuditError(f"the {a.attack} attack's bound came out NaN, so the verdict cannot be decided; this is "
-                               "a dpaudit bug, please report it with the command line.")
+            raise InternalError(f"the {a.attack} attack's bound came out NaN, so the verdict cannot be decided")
     for e in exact:
         if math.isnan(e.epsilon):
-            raise DPAuditError(f"the exact {e.part} epsilon came out NaN, so the verdict cannot be decided; this is a "
-                               "dpaudit bug, please report it with the command line.")
+            raise InternalError(f"the exact {e.part} epsilon came out NaN, so the verdict cannot be decided")
 
 
 def decide(eps_claim: float, delta: float, attacks: Sequence[AuditResult], exact: Sequence[Exact] = (), *,
