@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from numbers import Real
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeAlias, Union, runtime_checkable
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from dpaudit.accountants import Guarantee
 from dpaudit.errors import DPAuditError
 from dpaudit.mechanisms import Ledger
 
-__all__ = ["PolicyLike", "Policy", "check_reset", "check_actions", "check_rewards", "check_alphabet", "arm_ranges"]
+__all__ = ["PolicyLike", "PolicySource", "Policy", "check_reset", "check_actions", "check_rewards", "check_alphabet", "arm_ranges"]
 
 
 @runtime_checkable
@@ -39,6 +39,11 @@ class PolicyLike(Protocol):
     def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray: ...
 
     def observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None: ...
+
+
+#: What an audit accepts as "the policy": a registered name or a plug-in path ("file.py:Class",
+#: "module:Class"), a class (built with the audit's parameters), or an instance (audited as it is).
+PolicySource: TypeAlias = Union[str, "type[Any]", PolicyLike]
 
 
 class Policy:
