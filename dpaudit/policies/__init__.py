@@ -3,7 +3,7 @@
 Importing this package registers every built-in policy; see :mod:`dpaudit.policies.registry`.
 """
 
-from dpaudit.policies.base import Policy, PolicyLike, check_actions, check_rewards
+from dpaudit.policies.base import Policy, PolicyLike, PolicySource, check_actions, check_rewards
 from dpaudit.policies.finite import FinitePolicy, load_spec
 from dpaudit.policies.registry import (
     get_policy_class,
@@ -20,6 +20,7 @@ from dpaudit.policies import mutants as _mutants  # noqa: F401  (registers the p
 __all__ = [
     "Policy",
     "PolicyLike",
+    "PolicySource",
     "FinitePolicy",
     "check_actions",
     "check_rewards",

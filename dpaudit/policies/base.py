@@ -43,7 +43,7 @@ class PolicyLike(Protocol):
 
 #: What an audit accepts as "the policy": a registered name or a plug-in path ("file.py:Class",
 #: "module:Class"), a class (built with the audit's parameters), or an instance (audited as it is).
-PolicySource: TypeAlias = Union[str, "type[Any]", PolicyLike]
+PolicySource: TypeAlias = Union[str, type[Any], PolicyLike]
 
 
 class Policy:
