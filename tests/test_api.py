@@ -269,16 +269,18 @@ def test_mechanism_keeps_a_copy_of_the_centre():
 
 
 @pytest.mark.slow
-def test_readme_python_example_runs_as_written(tmp_path, monkeypatch, capsys):
-    """The README's Python API block, executed as written (in a scratch folder: it writes a report)."""
+@pytest.mark.parametrize("doc", ["README.md", "docs/reference.md"])
+def test_readme_python_example_runs_as_written(doc, tmp_path, monkeypatch, capsys):
+    """The Python API block of README.md (the short example) and of docs/reference.md (the long one),
+    executed as written (in a scratch folder: it writes a report)."""
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split("## Python API", 1)[1]
+    text = (Path(__file__).resolve().parent.parent / doc).read_text()
+    section = text.split("## Python API", 1)[1]
     block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     monkeypatch.chdir(tmp_path)
-    exec(compile(block, "README.md", "exec"), {"__name__": "__readme__"})
+    exec(compile(block, doc, "exec"), {"__name__": "__readme__"})
     out = capsys.readouterr().out
     assert out.startswith("Audit(consistent:") and "pld" not in out.split("\n")[0]
     assert (tmp_path / "reports" / "adac-ucb-api.md").exists() and (tmp_path / "reports" / "adac-ucb-api.html").exists()

@@ -1,4 +1,5 @@
-"""The README's Python example type-checks under ``mypy --strict``, as a user's code would be checked.
+"""The Python API examples (README.md's and docs/reference.md's) type-check under ``mypy --strict``, as a
+user's code would be checked.
 
 mypy reads a copy of the installed package (``installed_tree``: the top-level accountants/ and
 attacks/ folders are mapped into it at install time) and reports only the example's own errors;
@@ -37,8 +38,10 @@ def _mypy(tmp: Path, code: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.tooling
-def test_the_readme_python_example_passes_mypy_strict(tmp_path):
-    block = re.search(r"```python\n(.*?)```", README.read_text().split("## Python API", 1)[1], re.S).group(1)
+@pytest.mark.parametrize("doc", [README, README.parent / "docs" / "reference.md"], ids=["README", "reference"])
+def test_the_readme_python_example_passes_mypy_strict(doc, tmp_path):
+    """The Python API block of README.md and of docs/reference.md, under ``mypy --strict``."""
+    block = re.search(r"```python\n(.*?)```", doc.read_text().split("## Python API", 1)[1], re.S).group(1)
     res = _mypy(tmp_path, block)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
 
