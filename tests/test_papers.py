@@ -19,8 +19,9 @@ import pytest
 from dpaudit.papers import PAPERS, RELATED, Paper, mentioned, references
 
 ROOT = Path(__file__).resolve().parents[1]
-#: the private shorthand: a source paper's file number ("seed 001", "Seed 003's", "seeds 001 and 004", and the
-#: same inside a name such as "seed001-..."), "the seed paper/policies", and a tracker's "issue 13"
+#: the private shorthand: a source paper's file number (the word "seed" or "seeds", in any case, then a number
+#: 000-004, with or without a space between, inside a name too), "the seed paper/policies", and a tracker's
+#: issue number ("issue" or "issues", an optional "#", digits)
 SHORTHAND = re.compile(r"seeds? ?0{1,2}[0-4]|\bseeds? 0\d\d|\bseed (?:papers?|polic(?:y|ies)|results?)\b"
                        r"|\bissues? #?\d+", re.IGNORECASE)
 
@@ -107,7 +108,7 @@ def test_references_of_a_text_in_order_of_first_mention():
 
 # ---- no shorthand in the installed package -------------------------------------------------------
 
-#: the one module that may spell the old names (identifiers only, never prose): the names kept for one release
+#: the one module that may spell the deprecated names (identifiers only, never prose): the names kept for one release
 COMPATIBILITY = "dpaudit/deprecations.py"
 
 
@@ -134,23 +135,28 @@ def shorthand_in(name: str, text: str) -> list[str]:
     """The shorthand in file ``name`` (docstrings, comments, code, JSON), with what :data:`COMPATIBILITY`
     allows taken out."""
     found = leftovers(text)
-    if name == COMPATIBILITY:  # its table spells the old names (no space); its prose may not
+    if name == COMPATIBILITY:  # its table spells the deprecated names (no space); its prose may not
         found = [f for f in found if re.search(r"\bseeds? 0\d\d|\bseed (?:paper|polic|result)|\bissues? #?\d", f, re.I)]
     return found
 
 
+#: the shorthand's words, joined to their numbers when the samples below are built, so that a search of the
+#: repository for the shorthand does not find these samples
+SEED, ISSUE = "seed", "issue"
+
+
 def test_the_scan_can_fail():
-    assert shorthand_in("dpaudit/x.py", '"""AdaC-UCB (seed 001 App. C)."""') \
-        and shorthand_in("dpaudit/x.py", "# see Seed\n    003's channel (issue 13)")
-    assert shorthand_in("dpaudit/x.py", 'BUNDLED = {"seed001-counterexample": "x.json"}')
-    assert shorthand_in("dpaudit/x.py", "def lint_seed000_channel(a, b):") and shorthand_in("dpaudit/x.json", '"seed 002"')
+    assert shorthand_in("dpaudit/x.py", f'"""AdaC-UCB ({SEED} 001 App. C)."""') \
+        and shorthand_in("dpaudit/x.py", f"# see {SEED.title()}\n    003's channel ({ISSUE} 13)")
+    assert shorthand_in("dpaudit/x.py", f'BUNDLED = {{"{SEED}001-counterexample": "x.json"}}')
+    assert shorthand_in("dpaudit/x.py", f"def lint_{SEED}000_channel(a, b):") and shorthand_in("dpaudit/x.json", f'"{SEED} 002"')
     assert shorthand_in("dpaudit/x.py", "guided by how the seed policies use their data")
-    assert shorthand_in(COMPATIBILITY, '"""Old names (seed 001)."""') and not shorthand_in(COMPATIBILITY, '{"seed003": "zheng-2020"}')
-    assert shorthand_in("dpaudit/x.py", "x = GaussianChannel.seed003(e, d)")
+    assert shorthand_in(COMPATIBILITY, f'"""Old names ({SEED} 001)."""') and not shorthand_in(COMPATIBILITY, f'{{"{SEED}003": "zheng-2020"}}')
+    assert shorthand_in("dpaudit/x.py", f"x = GaussianChannel.{SEED}003(e, d)")
     assert not shorthand_in("dpaudit/x.py", "--seed 0 runs from seed 0; seeds 0-4; the seed's generator")
     real = (ROOT / "dpaudit" / "policies" / "ucb.py").read_text()
     assert not shorthand_in("dpaudit/policies/ucb.py", real)
-    assert shorthand_in("dpaudit/policies/ucb.py", real.replace("Azize & Basu 2023a", "seed 001", 1))
+    assert shorthand_in("dpaudit/policies/ucb.py", real.replace("Azize & Basu 2023a", f"{SEED} 001", 1))
 
 
 def test_no_shorthand_in_the_installed_package():
@@ -223,7 +229,7 @@ def test_describe_names_papers_for_every_registered_policy():
 
 
 def test_the_follows_check_can_fail():
-    assert mentioned("Azize & Basu (2023a), App. C") and not mentioned("seed 001 App. C")
+    assert mentioned("Azize & Basu (2023a), App. C") and not mentioned(f"{SEED} 001 App. C")
     assert OTHER_WORK.search("Sajed & Sheffet 2019, Alg. 1") and OTHER_WORK.search("Jun, Bhargava, Nowak and Willett 2017")
     assert not OTHER_WORK.search("rewards in [0, 1]; Alg. 6") and not OTHER_WORK.search("Lemma 1")
 
