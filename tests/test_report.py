@@ -315,8 +315,8 @@ def test_captions_describe_only_what_ran(name, audits, written):
 
 
 @pytest.mark.slow
-def test_the_old_joint_captions_would_fail(audits):
-    """The check above is not vacuous: the captions the central report drew for a joint audit (a Rényi panel
+def test_central_captions_on_a_joint_audit_fail_the_check(audits):
+    """The check above is not vacuous: the captions a central report draws, put on a joint audit (a Rényi panel
     and a likelihood attack that never ran, a 'used twice' alarm on the tree ledger) fail it."""
     old = ("<figure id='fig-renyi'><figcaption>The claim's Rényi curve against the likelihood attack's D_alpha: "
            "lower bounds (bars) with whiskers up to the estimates (circles).</figcaption></figure>"
@@ -470,12 +470,12 @@ def _layout_problems(r: dict) -> list[str]:
 def test_every_protocols_report_renders_in_a_real_browser(audits, written, violation, tmp_path):
     pages = {name: paths[1].read_text() for name, paths in written.items()}
     pages["central"] = violation.to_html()
-    # the negative control: the local report's page before the one renderer (Markdown in <pre>, written by
-    # dpaudit at commit fa82d14^), which a user measured at 2,145 px wide
-    pages["before"] = (HERE / "data" / "report_before_unification_local_bco.html").read_text()
+    # the negative control: a local report page that is Markdown in <pre> (no verdict banner, no table), which a
+    # user measured at 2,145 px wide
+    pages["control"] = (HERE / "data" / "report_markdown_in_pre_local_bco.html").read_text()
     seen = _in_browser(pages, tmp_path)
-    before = _layout_problems(seen.pop("before"))
-    assert any("scrolls sideways" in p for p in before) and "no verdict banner" in before and "no table" in before
+    control = _layout_problems(seen.pop("control"))
+    assert any("scrolls sideways" in p for p in control) and "no verdict banner" in control and "no table" in control
     for name, r in seen.items():
         assert _layout_problems(r) == [], name
         a = violation if name == "central" else audits[name]
