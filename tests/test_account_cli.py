@@ -35,8 +35,8 @@ def test_rdp_json(capsys):
     assert code == 0 and obj["epsilon"] == rdp_to_approx(10, 1, 1e-5).epsilon and obj["order"] == 10
 
 
-def test_rdp_takes_the_old_spelling_eps_as_a_hidden_alias(capsys):
-    """One spelling per flag (issue 20): --epsilon, as in calibrate, lint and check; --eps still works."""
+def test_rdp_takes_eps_as_a_hidden_alias_of_epsilon(capsys):
+    """One spelling per flag: --epsilon, as in calibrate, lint and check; --eps still works."""
     code, obj = run_json(capsys, "rdp", "--alpha", "10", "--eps", "1", "--delta", "1e-5")
     assert code == 0 and obj["epsilon"] == rdp_to_approx(10, 1, 1e-5).epsilon
     with pytest.raises(SystemExit):
@@ -122,7 +122,7 @@ def test_every_registered_policy_claim_vs_ledger(capsys, entry):
     linear = bool(getattr(probe, "dim", None) or getattr(probe, "d", None))
     argv = ["account", "policy", entry.name, "--delta", "1e-5", "--horizon", "1500" if linear else "300",
             "--runs", "2", "--json"]
-    if probe.claim is None:  # a non-private policy has no claim to account against: refused (issue 12)
+    if probe.claim is None:  # a non-private policy has no claim to account against: refused
         assert main(argv) == 2
         cap = capsys.readouterr()
         assert cap.out == "" and "declares no privacy claim" in cap.err and cap.err.count("\n") == 1

@@ -103,7 +103,7 @@ def test_zcdp_conversion_is_zero_where_the_optimum_over_orders_is_negative():
     assert zcdp_to_approx(rho, delta).epsilon == 0.0
 
 
-def test_dp_accounting_grid_is_looser_where_the_issue_says():
+def test_dp_accounting_grid_is_looser_at_small_and_large_rho():
     from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
     orders = rdp.DEFAULT_RDP_ORDERS
@@ -289,7 +289,7 @@ def test_mixed_composition_pld_between_parts_and_rdp():
 
 def test_sequential_and_parallel_composition():
     assert compose_sequential(ZCDP(0.1), ZCDP(0.2)) == ZCDP(0.1 + 0.2)
-    assert compose_parallel(ZCDP(0.1), ZCDP(0.2)) == ZCDP(0.2)  # seed 001 Lemma 1(b)
+    assert compose_parallel(ZCDP(0.1), ZCDP(0.2)) == ZCDP(0.2)  # Azize & Basu 2023a, Lemma 1(b)
     assert compose_sequential(PureDP(0.5), PureDP(0.25)) == PureDP(0.75)
     assert compose_parallel(ApproxDP(1.0, 1e-6), ApproxDP(0.5, 1e-5)) == ApproxDP(1.0, 1e-5)  # Lemma 1(a)
     mixed = compose_sequential(ZCDP(0.1), PureDP(1.0))

@@ -1,6 +1,6 @@
 """Generated bad input (hypothesis): every case ends in exit 2 with one sentence, or a correct result.
 
-Four surfaces (issue 12): the CLI's arguments (``dpaudit.cli.main`` in-process), the finite-spec
+Four surfaces: the CLI's arguments (``dpaudit.cli.main`` in-process), the finite-spec
 loader, the plug-in contract (plug-ins that exit, raise, print or answer nonsense in every method)
 and the testing API. "One sentence" is checked literally: exactly one line on stderr, starting
 ``dpaudit: error:``, ending with a full stop, no traceback, nothing on stdout. An internal error
@@ -276,7 +276,7 @@ BEHAVIOURS = {
     "raise": "raise ValueError('boom\\nsecond line')",
     "raise DPAuditError": "raise DPAuditError('the plug-in says no.')",
     "KeyError": "{}['missing']",
-    "KeyboardInterrupt": "raise KeyboardInterrupt",  # the plug-in's own: an error, not an interruption (issue 20)
+    "KeyboardInterrupt": "raise KeyboardInterrupt",  # the plug-in's own: an error, not an interruption
 }
 METHODS = ["import", "__init__", "claim", "reset", "act", "observe"]
 
@@ -564,7 +564,7 @@ def test_workers_beyond_the_cores_need_force(capsys, recorder):
     assert code == 0 and recorder[-1]["workers"] == int(many)
 
 
-# ---- output paths, checked before the work (issue 20) -------------------------------------------
+# ---- output paths, checked before the work ------------------------------------------------------
 
 LONG_NAME = "r" * 300  # longer than the 255 bytes a file name may have on common file systems
 
@@ -657,7 +657,7 @@ def test_a_report_name_too_long_is_one_sentence_before_the_audit(capsys, monkeyp
     assert dpaudit.runner is not None
 
 
-# ---- bool arms from the per-run adapter; --max-work (issue 20) ---------------------------------------
+# ---- bool arms from the per-run adapter; --max-work --------------------------------------------------
 
 BOOL_BANDIT = '''
 import numpy as np
@@ -720,7 +720,7 @@ def test_max_work_of_the_runners_exact_path(value):
         run(Request("jdp-finite-rr", protocol="joint", max_work=value))
 
 
-# ---- the Python API on wrong types (issue 20): one sentence, never a raw exception ------------------
+# ---- the Python API on wrong types: one sentence, never a raw exception -----------------------------
 
 def _api_calls():
     import dpaudit
@@ -791,7 +791,7 @@ def test_audit_write_names_its_own_argument(tmp_path):
         a.write(tmp_path / "r.txt")
 
 
-# ---- dpaudit describe behind the sandbox (issue 20) --------------------------------------------------
+# ---- dpaudit describe behind the sandbox -------------------------------------------------------------
 
 DESCRIBED = '''
 import os, sys
@@ -868,7 +868,7 @@ def test_describe_keeps_a_constructor_that_refuses_its_defaults_as_a_note(capsys
     assert "not built at the defaults (ValueError: rho is required)" in json.loads(out)["claim_note"]
 
 
-# ---- a plug-in's own KeyboardInterrupt is not a Ctrl-C (issue 20) -----------------------------------
+# ---- a plug-in's own KeyboardInterrupt is not a Ctrl-C ----------------------------------------------
 
 INTERRUPTING = '''
 import multiprocessing, os, signal
@@ -914,7 +914,7 @@ def test_a_real_signal_during_plugin_code_is_still_an_interruption(capsys, tmp_p
     assert json.loads(out)["verdict"] == "interrupted" and "raised KeyboardInterrupt" not in err
 
 
-# ---- a plug-in that hangs or crashes (issue 20): a watchdog, and plug-in code in processes of its own ---
+# ---- a plug-in that hangs or crashes: a watchdog, and plug-in code in processes of its own --------------
 
 #: where the misbehaviour happens: the process the plug-in was imported in (the audit's own process,
 #: forked from dpaudit's: --workers 1) or the engine's workers forked from it (--workers 2)
@@ -999,7 +999,7 @@ def test_the_cli_survives_a_segfaulting_plugin_as_a_process(tmp_path, dpaudit_cl
     assert proc.stderr.strip().count("\n") == 0 and "(SIGSEGV) while plug-in" in proc.stderr
 
 
-# ---- --max-hours: the pair file's horizon, and an estimate that cannot take minutes (issue 20) ------
+# ---- --max-hours: the pair file's horizon, and an estimate that cannot take minutes -----------------
 
 def test_the_estimate_uses_the_pair_files_horizon(tmp_path):
     from dpaudit.protocols import TableDP, candidate_pairs
@@ -1091,7 +1091,7 @@ def test_a_call_note_read_while_it_is_rewritten_is_ignored_not_a_crash():
     assert proc.exitcode == 0
 
 
-# ---- issue 25: the newest surface's bad inputs, one class each ----------------------------------------
+# ---- the per-run adapter, the plans, pair files, findings and the API: bad inputs, one class each -----
 
 ONE_RUN = '''
 import os, sys, time
@@ -1144,10 +1144,10 @@ ADAPTED = ["--adapter", "per-run", "--claim", "pure:eps=1", "--runs", "100", "--
 
 
 @pytest.mark.parametrize("mode,needle", [
-    ("ctor_exit", "called sys.exit(0) in its constructor"),  # was: exit 0 and no output
+    ("ctor_exit", "called sys.exit(0) in its constructor"),  # an error, not exit 0 with no output
     ("probe_exit", "called sys.exit(0) in select_arm at step 5"),  # the probe's rounds, before the audit
-    ("narms_raise", "raised RuntimeError in n_arms: no arms today"),  # was: "a dpaudit bug"
-    ("narms_huge", "n_arms is 1000000000; the per-run adapter drives at most 100,000 arms"),  # was: 3 GB and a hang
+    ("narms_raise", "raised RuntimeError in n_arms: no arms today"),  # the plug-in's error, not "a dpaudit bug"
+    ("narms_huge", "n_arms is 1000000000; the per-run adapter drives at most 100,000 arms"),  # not 3 GB and a hang
 ])
 def test_the_adapters_construction_and_probe_run_behind_the_sandbox(capsys, tmp_path, mode, needle):
     import time as _time
@@ -1181,12 +1181,12 @@ def test_the_adapters_construction_and_probe_are_timed(capsys, tmp_path, mode, f
     code, out, err = run_cli(capsys, ["check", "policy", _one_run(tmp_path, mode), *ADAPTED, *flag, "--json"])
     assert_one_sentence(code, out, err)
     assert needle in err
-    assert _time.monotonic() - t0 < 30  # the limit, then the audit's own start-up; was: forever
+    assert _time.monotonic() - t0 < 30  # the limit, then the audit's own start-up; never an endless wait
 
 
 @pytest.mark.parametrize("value", ["1e10", "1000001", "1e400"])
 def test_call_timeout_beyond_the_alarms_range_is_refused_up_front(capsys, recorder, value):
-    """1e10 s overflowed setitimer and was reported as the plug-in's OverflowError."""
+    """1e10 s would overflow setitimer and surface as the plug-in's OverflowError: refused before the audit."""
     code, out, err = run_cli(capsys, ["check", "policy", "adac-ucb", f"--call-timeout={value}", "--runs", "200"])
     assert_one_sentence(code, out, err)
     assert "--call-timeout must be a number of seconds > 0 and at most 1e+06" in err
@@ -1231,7 +1231,7 @@ def test_call_timeout_applies_to_a_class_given_to_the_python_api(tmp_path, monke
 
 
 def test_max_hours_applies_to_bco_policies(capsys):
-    """The local plan skipped the up-front estimate for continuous actions: --max-hours did nothing."""
+    """The local plan makes the up-front estimate for continuous actions too: --max-hours refuses a long audit."""
     code, out, err = run_cli(capsys, ["check", "policy", "ldp-bco-fkm", "--protocol", "local", "--runs", "5000000",
                                       "--horizon", "48", "--workers", "1", "--max-hours", "0.001"])
     assert_one_sentence(code, out, err)
@@ -1239,7 +1239,7 @@ def test_max_hours_applies_to_bco_policies(capsys):
 
 
 def test_a_checkpoint_piece_that_is_not_a_regular_file_is_recomputed(capsys, tmp_path):
-    """A piece replaced by a FIFO hung the rerun (reading it blocks); by a directory, an internal error."""
+    """A piece replaced by a FIFO (reading it would block the rerun) or by a directory: moved aside, recomputed."""
     import os
 
     argv = ["check", "policy", "adac-ucb", "--runs", "200", "--horizon", "6", "--workers", "1", "--json",
@@ -1298,7 +1298,7 @@ def test_a_pair_file_with_a_huge_integer_is_refused_by_every_loader(tmp_path, lo
 
 
 def test_a_shuffle_pair_outside_the_randomizers_range_names_the_numbers(capsys, tmp_path):
-    """It printed the literal '[lo, hi]'; now the pair file's user and value, and the mechanism's numbers."""
+    """The message names the pair file's user and value, and the mechanism's numbers, never a literal '[lo, hi]'."""
     B = 20
     base = {"format": "dpaudit.pair/1", "d": [0.5] * B, "d_prime": [0.5] * B, "contexts": [[0.6, 0.0]] * B}
     argv = ["check", "policy", "shuffle-glm", "--protocol", "shuffle", "--param", "batch0=20", "--param", "dim=2",
@@ -1327,7 +1327,7 @@ def test_a_shuffle_pair_outside_the_randomizers_range_names_the_numbers(capsys, 
 
 def test_a_shuffle_horizon_without_a_full_batch_is_refused(capsys):
     """Alg. 1 releases a batch's messages only once it is full: at T = 2 < batch0 = 100 nothing is released,
-    and the audit said 'consistent' about a batch the mechanism never sends."""
+    so the audit is refused rather than calling 'consistent' a batch the mechanism never sends."""
     code, out, err = run_cli(capsys, ["check", "policy", "shuffle-glm", "--protocol", "shuffle", "--param",
                                       "batch0=100", "--horizon", "2", "--runs", "200", "--workers", "1"])
     assert_one_sentence(code, out, err)
@@ -1345,7 +1345,7 @@ class P(ShuffleGLM):
 
 
 @pytest.mark.parametrize("attr,value,needle", [
-    ("groups", "0", "groups (its PGD groups per batch) must be an integer >= 1, got 0"),  # was: ZeroDivisionError
+    ("groups", "0", "groups (its PGD groups per batch) must be an integer >= 1, got 0"),  # not a ZeroDivisionError
     ("groups", "3", "batch0 = 100 does not split into groups = 3 equal PGD groups"),
     ("batch0", "'many'", "batch0 (the users of its first batch) must be an integer >= 2, got 'many'"),
     ("batch0", "10**12", "batch0 = 1000000000000 users (dim 5) needs about"),
@@ -1401,7 +1401,8 @@ class OneRun:
 
 
 def test_complex_messages_are_refused(capsys, tmp_path):
-    """The real part passed the channel attack while the imaginary part carried the datum: 'consistent'."""
+    """A real part that passes the channel attack while the imaginary part carries the datum is refused, not
+    'consistent'."""
     src = tmp_path / "complex_channel.py"
     src.write_text(COMPLEX_CHANNEL)
     code, out, err = run_cli(capsys, ["check", "policy", f"{src}:Leaky", "--protocol", "local", "--runs", "200",
@@ -1433,8 +1434,8 @@ class P(AdaCUCB):
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_plugins_seterr_stays_in_its_own_calls(capsys, tmp_path, workers):
-    """np.seterr(all='raise') in a plug-in reached dpaudit's numerics: 'FloatingPointError: underflow ... (a
-    dpaudit bug)'."""
+    """np.seterr(all='raise') in a plug-in stays out of dpaudit's numerics (no 'FloatingPointError: underflow ...
+    (a dpaudit bug)'), and holds in the plug-in's own calls."""
     src = tmp_path / "seterr_plugin.py"
     src.write_text(SETERR_PLUGIN)
     code, out, err = run_cli(capsys, ["check", "policy", f"{src}:P", "--runs", "200", "--horizon", "6", "--workers",
@@ -1473,8 +1474,8 @@ class P(AdaCUCB):
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_plugins_own_base_exception_is_named_without_unpickling_it(tmp_path, workers):
-    """It crossed to dpaudit's process, which could not unpickle it: 'ModuleNotFoundError ... (a dpaudit bug)'.
-    Run as the user runs it, in a process of its own: in this test process, after the whole suite's earlier
+    """Named in dpaudit's process without unpickling it there (which fails: 'ModuleNotFoundError ... (a dpaudit
+    bug)'). Run as the user runs it, in a process of its own: in this test process, after the whole suite's earlier
     in-process audits, it still fails that way (a known issue of many plug-in audits in one process)."""
     src = tmp_path / "boom.py"
     src.write_text(BASE_EXCEPTION_PLUGIN)
@@ -1542,7 +1543,7 @@ def test_a_broken_executor_is_one_sentence(make, needle):
      "their confidence is 'high', not a number in (0, 1]"),
 ])
 def test_findings_without_what_a_verdict_needs_are_refused(findings, needle):
-    """Audit.from_dict({}) was accepted and rendered 'CONSISTENT: .' with NaN."""
+    """Audit.from_dict refuses findings without a verdict's parts ({} would render 'CONSISTENT: .' with NaN)."""
     import dpaudit
 
     with pytest.raises(DPAuditError) as info:
@@ -1555,7 +1556,7 @@ def test_an_account_that_cannot_fit_in_memory_is_refused(capsys):
 
     with pytest.raises(DPAuditError, match=r"this account needs about .* of memory \(K = 2, T = 100, runs 1000000000\) "
                                            r"but .* is available; runs [\d,]+ fits"):
-        dpaudit.account("adac-ucb", runs=10**9, horizon=100)  # was: a MemoryError traceback
+        dpaudit.account("adac-ucb", runs=10**9, horizon=100)  # one sentence, not a MemoryError traceback
     code, out, err = run_cli(capsys, ["account", "policy", "adac-ucb", "--runs", "1000000000", "--horizon", "100",
                                      "--delta", "1e-6"])
     assert_one_sentence(code, out, err)
@@ -1563,7 +1564,7 @@ def test_an_account_that_cannot_fit_in_memory_is_refused(capsys):
 
 
 def test_numpy_numbers_are_numbers(recorder):
-    """confidence=np.float32(0.9) was refused ('must lie strictly between 0 and 1')."""
+    """numpy scalars are accepted wherever a number is: confidence=np.float32(0.9) lies strictly between 0 and 1."""
     import dpaudit
 
     a = dpaudit.audit("adac-ucb", params={"n_arms": np.int64(2)}, confidence=np.float32(0.9), delta=np.float64(1e-5),
@@ -1581,7 +1582,7 @@ def test_numpy_numbers_are_numbers(recorder):
         one_check(np.float32(1.0))
 
 
-# ---- issue 25: the watchdog scales with the calls it measured ----------------------------------------
+# ---- the watchdog scales with the calls it measured --------------------------------------------------
 
 def test_the_scaled_watchdogs_limits(monkeypatch):
     from dpaudit import sandbox
@@ -1673,7 +1674,7 @@ def test_the_default_watchdog_within_a_minute(tmp_path, dpaudit_cli, where):
     took = _time.monotonic() - t0
     assert proc.returncode == 2 and "did not return from" in proc.stderr and "within 30 s" in proc.stderr
     # the import returned first, so 30 s; before it, the up-front estimate's 10 s time box met the same call
-    # (audited without a time estimate), and a stuck call must not be retried (the reward probe once did: 74 s)
+    # (audited without a time estimate), and a stuck call must not be retried (a retried reward probe takes 74 s)
     assert took < 60, took
 
 

@@ -1,4 +1,5 @@
-"""BCO under local DP (issue 10): seed 003 Alg. 1 with FKM, Alg. 2 with Alg. 4, their twins, mutants and audit."""
+"""BCO under local DP, Zheng et al. (2020), "Locally Differentially Private (Contextual) Bandits Learning": Alg. 1
+with FKM, Alg. 2 with Alg. 4, their twins, mutants and audit."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_points_have_the_contract_shape_and_lie_in_the_body(cls, m):
         assert P.shape == (64, m, 3)
         assert np.linalg.norm(P, axis=-1).max() <= pol.radius + 1e-12
         pol.observe(t, P, losses.values(t, P, rng))
-    if m == 2:  # x_{t,1} - x_{t,2} = 2 rho u_t with ||u_t|| = 1 (seed 003 App. C, line 5)
+    if m == 2:  # x_{t,1} - x_{t,2} = 2 rho u_t with ||u_t|| = 1 (Zheng et al. 2020, App. C, line 5)
         assert np.allclose(np.linalg.norm(P[:, 0] - P[:, 1], axis=1), 2 * pol.rho)
     elif cls in (SCS, LDPSCS):  # y_t = x_t + B_t u_t inside the Dikin ellipsoid of the barrier, so strictly inside X
         assert np.linalg.norm(P, axis=-1).max() < pol.radius

@@ -1,4 +1,4 @@
-"""Issue 9: black-box audits that see real bugs in outside-style code, and no `consistent` without power.
+"""Black-box audits that see real bugs in outside-style code, and no `consistent` without power.
 
 The controls are the ledger-less policies of `dpaudit.policies.elimination` and their mutants: an
 elimination test whose noise cancels, a commit 1,000 rounds in, a counter whose noise vanishes.
@@ -384,7 +384,7 @@ class _CoinFlips:
 
 def test_threshold_search_stopping_at_noise_keeps_a_sharp_threshold_and_spares_a_flat_share():
     """``stop_at_noise`` (a one-run class's frugal search): a share that never jumps beyond noise stops after one
-    level and scans one gap; a deterministic jump at the threshold is refined to the last level, as before."""
+    level and scans one gap; a deterministic jump at the threshold is refined to the last level, as without it."""
     flat = threshold_pairs(lambda T: _CoinFlips(), TableDP(), 40, np.random.SeedSequence(1), (0.0, 1.0),
                            stop_at_noise=True, max_horizon=40)
     row = flat.info["tried"][0]

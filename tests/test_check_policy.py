@@ -96,7 +96,7 @@ def test_plugin_without_ledger_is_judged_black_box(capsys, plugin):
     assert [a["attack"] for a in out["attacks"]] == ["membership"]
     assert out["confidence_per_attack"] == out["confidence"]  # one attack: the whole budget
     # ignoring its data it cannot violate its claim, but an audit that sees nothing has no evidence
-    # that it keeps it either (issue 9): inconclusive, exit 3, never "consistent"
+    # that it keeps it either: inconclusive, exit 3, never "consistent"
     code, out = _json(capsys, ["check", "policy", f"{plugin}:Blind", "--horizon", "6", "--runs", "3000"])
     assert code == 3 and out["verdict"] == "inconclusive" and out["epsilon_lower"] == 0
 
@@ -164,7 +164,7 @@ def test_horizon_is_raised_past_a_late_first_release():
 def test_explicit_horizon_without_release_is_flagged(capsys):
     code, out = _json(capsys, ["check", "policy", "adac-gope", "--param", "n_arms=3", "--param", "dim=2",
                                "--horizon", "6", "--runs", "500"])
-    # no release within 6 rounds: nothing private to see, so no evidence either way (issue 9)
+    # no release within 6 rounds: nothing private to see, so no evidence either way
     assert code == 3 and out["verdict"] == "inconclusive" and out["ledger"]["releases"] == 0
     assert any("no release happened within T = 6" in n for n in out["notes"])
 
@@ -185,7 +185,7 @@ def test_interactive_protocol_is_refused_for_fixed_schedule_policies(capsys, nam
 
 
 def test_a_one_run_class_gets_the_per_run_pilot_budgets_behind_the_sandbox():
-    """A plug-in runs behind the sandbox's PluginPolicy (the per-run budgets were lost behind it once); the
+    """A plug-in runs behind the sandbox's PluginPolicy (the per-run budgets must reach the policy through it); the
     budgets are fixed, not timed, so that an audit reproduces on any machine."""
     from pathlib import Path
 

@@ -110,7 +110,7 @@ def test_editing_a_plugin_changes_the_key(tmp_path):
     assert plugin_digest("dpaudit.policies.ucb:AdaCUCB") is not None  # an importable module: its source
 
 
-# ---- damaged pieces (issue 20): verified by their digests, recomputed, counted -------------------------
+# ---- damaged pieces: verified by their digests, recomputed, counted ------------------------------------
 
 def _arrays(k):
     import numpy as np

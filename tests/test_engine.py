@@ -162,7 +162,7 @@ def test_executor_tasks_make_a_fixed_malloc_roomy_in_that_process_only():
 @pytest.mark.parametrize("name", ["adar-gope", "adac-ucb", "jdp-glm"])
 def test_a_policy_travels_as_built_without_its_runs_state(name):
     """After runs in this process (a ledger audit, the cost estimate), a policy pickles to the workers without
-    their arrays and ledger (megabytes per task for GOPE before), and the copy runs exactly as a fresh one."""
+    their arrays and ledger (which would be megabytes per task for GOPE), and the copy runs exactly as a fresh one."""
     import pickle
 
     from dpaudit.policies import make_policy
@@ -212,7 +212,7 @@ def test_what_is_set_on_a_policy_after_its_runs_still_travels():
 ])
 def test_every_protocol_gives_the_same_findings_on_one_and_two_processes(name, protocol, params, kw):
     """Every protocol's audit on worker processes, whose copies of the policy come pickled from this process
-    after it has run it (a local audit's transcript flag set after a run was once lost on the way)."""
+    after it has run it (a local audit's transcript flag, set after a run, travels with it)."""
     import dpaudit
 
     one = dpaudit.audit(name, params=params, protocol=protocol, workers=1, seed=2, **kw)

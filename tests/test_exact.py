@@ -1,4 +1,5 @@
-"""Exact enumeration: hand-computed cases, seed 001's counterexample, and Prop. 1/2 as properties."""
+"""Exact enumeration: hand-computed cases, the counterexample of Azize & Basu (2023a), "Concentrated Differential
+Privacy for Bandits", and its Prop. 1/2 as properties."""
 
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def test_horizon_one_leaks_nothing() -> None:
     assert prof.delta_at == [0.0] and prof.epsilon_at == [0.0] and prof.renyi == [0.0]
 
 
-# ---- properties over random finite policies (seed 001 Props. 1 and 2) ----------------------
+# ---- properties over random finite policies (Azize & Basu 2023a, Props. 1 and 2) -----------
 @st.composite
 def finite_policies(draw, max_T: int = 3, zeros: bool = True) -> FinitePolicy:
     T = draw(st.integers(1, max_T))

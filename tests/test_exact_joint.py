@@ -62,7 +62,7 @@ def test_uneven_budget_and_context_copy_are_what_they_are_built_to_be():
     assert w.canary[0] != w.neighbour[0] and w.p_event == 1.0 and w.q_event == 0.0
 
 
-# ---- brute force: seed 000's definition written out with Python loops --------------------------------------
+# ---- brute force: the interactive joint/local DP definitions written out with Python loops -----------------
 
 def _random_policy(rng: np.random.Generator, T: int, C: int, K: int, R: int, zeros: float) -> FiniteContextualPolicy:
     rules = []

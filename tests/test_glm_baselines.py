@@ -1,4 +1,5 @@
-"""Seed 002's non-private baselines GLOC (Jun et al. 2017) and RS-GLinUCB (Sawarni et al. 2024).
+"""The non-private baselines of Sarmasarkar (2026), "Shuffle and Joint Differential Privacy for Generalized
+Linear Contextual Bandits": GLOC (Jun et al. 2017) and RS-GLinUCB (Sawarni et al. 2024).
 
 Known answers (the A-norm projection and the GLM estimate against scipy, GLOC's width at t = 0, a
 per-run reference of GLOC's ONS learner), learning measured statistically against uniform play,

@@ -1,4 +1,5 @@
-"""Seed 002's GLM bandits: batched runs, claims, ledgers, regret against random play, and bad input."""
+"""The GLM bandits of Sarmasarkar (2026), "Shuffle and Joint Differential Privacy for Generalized Linear
+Contextual Bandits": batched runs, claims, ledgers, regret against random play, and bad input."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""GOPE family: design, phase lengths (seed 001 Eq. 4, seed 004 Eq. 8), elimination, noise in the
-ledger, forgetting, the phase-level fast path against the per-step path, regret, bad input."""
+"""GOPE family: design, phase lengths (Azize & Basu 2023a, "Concentrated Differential Privacy for Bandits",
+Eq. 4; Azize & Basu 2023b, "Rényi Differentially Private Bandits", Eq. 8), elimination, noise in the ledger,
+forgetting, the phase-level fast path against the per-step path, regret, bad input."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def run_phases(policy, env, T, n, seed=0, record=True):
 
 
 def c_eq4(ell, d, K, delta, rho=None):
-    """Seed 001 Eq. (4), written out independently of the implementation."""
+    """Azize & Basu (2023a), Eq. (4), written out independently of the implementation."""
     beta = 2.0**-ell
     dkl = delta / (K * ell * (ell + 1))
     c = 8 * d / beta**2 * math.log(4 / dkl)
@@ -92,7 +93,7 @@ def c_eq4(ell, d, K, delta, rho=None):
 
 
 def t_eq8(pi, ell, d, K, delta, alpha, eps):
-    """Seed 004 Eq. (8) per arm."""
+    """Azize & Basu (2023b), Eq. (8) per arm."""
     beta = 2.0**-ell
     L = math.log(4 * K * ell * (ell + 1) / delta)
     raw = 8 * d * pi / beta**2 * L + 2 * d * pi / beta * math.sqrt(2 * alpha / eps * d * (d + 1) * L)
@@ -232,7 +233,7 @@ def test_adar_noise_scale_and_coefficients():
     T = int(pol.phase_plan(env.actions, np.ones(10, dtype=bool), 1).counts.sum())
     run_steps(pol, env, T, 200)
     (rel,) = pol.ledger.releases
-    np.testing.assert_allclose(rel.noise.scale, math.sqrt(2 * alpha / eps))  # N(0, 2 alpha / eps), seed 004 Alg. 3
+    np.testing.assert_allclose(rel.noise.scale, math.sqrt(2 * alpha / eps))  # N(0, 2 alpha / eps), Azize & Basu 2023b, Alg. 3
     coef = rel.fed.coef
     assert np.all(np.sort(coef, axis=1)[:, -1] == 1) and np.all(coef.sum(axis=1) == 1)
     z = (rel.value - rel.centre) / math.sqrt(2 * alpha / eps)

@@ -127,7 +127,7 @@ def test_composition_operators():
     assert "cks" in mixed.conversion(1e-5).method  # no closed form: the summed Rényi curve, converted
     assert (PureDP(0.5) + PureDP(0.5)).conversion(1e-5).method.startswith("pld")
     assert ApproxDP(1.0, 1e-6) + ApproxDP(0.5, 1e-6) == ApproxDP(1.5, 2e-6)
-    assert compose_sequential(ev.GaussianDpEvent(2.0)) == MechanismDP((0.5,))  # was a TypeError
+    assert compose_sequential(ev.GaussianDpEvent(2.0)) == MechanismDP((0.5,))  # a lone event, not a TypeError
     assert compose_sequential(ev.ZCDpEvent(0.1), ev.ZCDpEvent(0.2)).rho == pytest.approx(0.3)
 
 

@@ -108,7 +108,7 @@ def test_python_api_audits_under_joint_and_shuffle():
     assert b.verdict == "violation" and b.epsilon_lower > b.epsilon_claimed
 
 
-# ---- the PGD read-out adversary and the power section (issue 13, the black-box attack's power) ----------
+# ---- the PGD read-out adversary and the power section (the black-box attack's power) --------------------
 
 def test_readout_pair_differs_only_in_the_canary_reward_and_reads_theta_1():
     from dpaudit.protocols.joint import READOUT_EVERY, READOUT_NORM, readout_pairs

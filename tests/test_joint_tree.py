@@ -1,4 +1,5 @@
-"""The binary-tree mechanism, seed 000's symmetric Gaussian matrix, and the tree's per-round accounting."""
+"""The binary-tree mechanism, the symmetric Gaussian matrix of the interactive joint/local DP definitions, and the
+tree's per-round accounting."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Local DP (issue 10): channels and their ledger, seed 003's LDP policies, the local audit."""
+"""Local DP: channels and their ledger, the LDP policies of Zheng et al. (2020), "Locally Differentially Private
+(Contextual) Bandits Learning", the local audit."""
 
 from __future__ import annotations
 
@@ -504,8 +505,8 @@ def test_channel_attack_false_alarms_over_50_seeds():
 @pytest.mark.slow
 def test_channel_attack_offers_thresholds_at_every_tail_depth():
     """At delta 1e-5 with 1e8 fresh samples the best Gaussian test rejects ~1e-4 of a side: deeper than an
-    even 1024-point grid reaches, shallower than the 500 most extreme of 2e7 selection samples. Regression:
-    candidates used to be the grid plus the 500 extremes, and the bound stalled at 0.89 of the exact eps
+    even 1024-point grid reaches, shallower than the 500 most extreme of 2e7 selection samples. With
+    only the grid plus the 500 extremes as candidates the bound stalls at 0.89 of the exact eps
     (benchmarks/results/ldp_tightness-1e8-samples.md)."""
     from dpaudit.attacks.bounds import candidate_thresholds
 
@@ -581,7 +582,7 @@ def test_reproduce_ldp_bandits_quick(tmp_path, capsys):
     out = json.loads((tmp_path / "ldp_bandits.json").read_text())
     assert (tmp_path / "ldp_bandits.png").stat().st_size > 0
     final = {(r["policy"], r["epsilon"]): r["mean"][-1] for r in out["rows"]}
-    # local privacy costs regret, less of it as eps grows (seed 003 Thm 11: the factor 1/eps^2)
+    # local privacy costs regret, less of it as eps grows (Zheng et al. 2020, Thm 11: the factor 1/eps^2)
     assert final[("ldp-ucb", 1.0)] > final[("ldp-ucb", 4.0)] > final[("ucb-onepoint", None)]
 
 
@@ -622,7 +623,7 @@ def test_lilucb_identifies_the_best_arm_and_pays_for_local_privacy():
         assert (p.stopped_at >= 0).all()
         assert (p.recommendation == 0).mean() >= 0.95  # gamma = 0.05
         stops[name] = np.median(p.stopped_at)
-    assert stops["ldp-lilucb"] > 3 * stops["lilucb"]  # seed 003 Thm 12: variance proxy 1/4 + sigma^2
+    assert stops["ldp-lilucb"] > 3 * stops["lilucb"]  # Zheng et al. 2020, Thm 12: variance proxy 1/4 + sigma^2
     out = audit_local("ldp-lilucb", {}, runs=1000, horizon=8, seed=0, central=False)
     assert out["verdict"] == "consistent"
 
@@ -725,7 +726,7 @@ def test_local_through_the_python_api_and_its_refusals():
 def test_linucb_quad_and_mean_are_numpys_reductions_bit_for_bit():
     """LinUCB's index at d = 3 forms x^T M^-1 x and <x, theta> entry by entry (no (n, K, 9) array) and sums them in
     numpy's own order: the values are those of np.add.reduce over the last axis, to the last bit, for a fixed action
-    set broadcast to every run and for per-run features (ties between arms then break as before)."""
+    set broadcast to every run and for per-run features (ties between arms then break the same way)."""
     from dpaudit.policies.ldp import _quad_mean3
 
     rng = np.random.default_rng(4)

@@ -97,7 +97,7 @@ def test_laplace_loss_is_bounded_by_eps():
 
 
 def test_a_pure_dp_bound_is_not_capped_below_the_largest_loss():
-    """A 128-point grid from 0 to twice the largest loss once capped a pure-DP bound at 126/127 eps0; the
+    """A 128-point grid from 0 to twice the largest loss would cap a pure-DP bound at 126/127 eps0; the
     order statistic is not capped: Laplace at eps0 = 0.8, delta = 1e-5, 40,000 runs shows above 0.799 (its
     exact eps(delta) is 0.79998; the limit at this size, median 0.7998)."""
     pol = OneShot(laplace=0.8)
@@ -265,7 +265,7 @@ def test_the_whole_attack_reaches_the_limit_at_a_small_size():
     statistical limit of its sample size: sigma = 1 Gaussian (loss N(1/2, 1)), delta = 1e-3, 20 seeds. The
     bound's law is exact, P(bound <= 0.95 x limit) <= 0.2 (checked), so the median of 20 seeds falls below
     0.95 x limit with probability at most P(Binomial(20, 0.2) >= 10) < 0.003. A grid-capped or
-    over-corrected bound (the 128-point grid with its Bonferroni share, as the attack once had) falls short."""
+    over-corrected bound (the 128-point grid with its Bonferroni share) falls short."""
     from dpaudit.attacks.limits import gaussian_profile, likelihood_limit
 
     n, delta, conf = 2000, 1e-3, 0.975

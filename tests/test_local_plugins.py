@@ -161,8 +161,8 @@ class TableRaises(RR):
         raise NotImplementedError("exact table not written yet")
 
 
-class TableOldSignal(RR):
-    def channel_table(self):  # the convention before None: a DPAuditError for "not finite"
+class TableRaisesForNotFinite(RR):
+    def channel_table(self):  # "not finite" said by raising DPAuditError, not by returning None
         raise DPAuditError("this channel is not finite.")
 
 
@@ -276,7 +276,7 @@ class KeepTranscriptReadOnly(RR):
 
 
 class TranscriptWithoutFlag(_RandomisedResponse):
-    """Always records and gives transcript(), but has no keep_transcript (the audit used to skip it silently)."""
+    """Always records and gives transcript(), but has no keep_transcript (the audit must not skip it silently)."""
 
 MALFORMED = [
     (NaNTranscript, "transcript()", "NaN or inf"),
@@ -286,7 +286,7 @@ MALFORMED = [
     (ShapeDependsOnInput, "channel", "per user for data 1.0 but (1,) for data 0.0"),
     (ChannelReturnsNone, "channel", "returned None"),
     (TableRaises, "channel_table()", "raised NotImplementedError"),
-    (TableOldSignal, "channel_table()", "raised DPAuditError"),
+    (TableRaisesForNotFinite, "channel_table()", "raised DPAuditError"),
     (TableRowsNotSummingTo1, "channel_table()", "row 0 sums to"),
     (TableNegative, "channel_table()", "negative entry"),
     (TableWrongRows, "channel_table()", "shape (3, 2) for 2 inputs"),

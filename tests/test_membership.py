@@ -134,7 +134,7 @@ def test_uniform_policy_false_alarm_rate():
 
 
 def test_bound_never_exceeds_exact_epsilon_and_has_power():
-    """Seed 001 Prop. 1(e): exact eps(0.17) = 0.984 under Table DP; the witness pair differs in row 0."""
+    """Azize & Basu (2023a), Prop. 1(e): exact eps(0.17) = 0.984 under Table DP; the witness pair differs in row 0."""
     from dpaudit.attacks.exact import exact_profile
 
     pol = bundled_spec("table-vs-view-counterexample")

@@ -1,5 +1,6 @@
 """OFUL family: the rarely-switching determinant rule, the estimate and width, noise in the ledger
-(seed 001 Alg. 3, seed 004 Alg. 4), forgetting, regret, bad input, and the batched linear algebra."""
+(Azize & Basu 2023a, "Concentrated Differential Privacy for Bandits", Alg. 3; Azize & Basu 2023b, "Rényi
+Differentially Private Bandits", Alg. 4), forgetting, regret, bad input, and the batched linear algebra."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def test_oful_refreshes_every_step_and_matches_least_squares():
         assert np.all(p.tau == t)
         np.testing.assert_allclose(p.theta, np.linalg.solve(V, b[:, :, None])[:, :, 0], rtol=1e-8, atol=1e-10)
         beta = np.sqrt(2 * math.log(1 / 0.001) + np.linalg.slogdet(V)[1] - 3 * math.log(lam)) + math.sqrt(lam)
-        np.testing.assert_allclose(p.beta, beta, rtol=1e-10)  # seed 001 App. F, Thm 14 Step 4 (S = 1)
+        np.testing.assert_allclose(p.beta, beta, rtol=1e-10)  # Azize & Basu 2023a, App. F, Thm 14 Step 4 (S = 1)
         ucb = np.einsum("nkd,nd->nk", arms, p.theta) + beta[:, None] * np.sqrt(
             np.einsum("nkd,nde,nke->nk", arms, np.linalg.inv(V), arms))
         assert np.array_equal(a, ucb.argmax(axis=1))
@@ -90,8 +91,8 @@ def test_oful_refreshes_every_step_and_matches_least_squares():
 
 
 @pytest.mark.parametrize("make,sigma", [
-    (lambda: AdaCOFUL(rho=0.2), math.sqrt(2 / 0.2)),  # Y ~ N(0, 2/rho I), seed 001 Alg. 3 Line 7
-    (lambda: AdaROFUL(alpha=3.0, epsilon=0.4), math.sqrt(2 * 3.0 / 0.4)),  # N(0, 2 alpha/eps I), seed 004 Alg. 4
+    (lambda: AdaCOFUL(rho=0.2), math.sqrt(2 / 0.2)),  # Y ~ N(0, 2/rho I), Azize & Basu 2023a, Alg. 3 Line 7
+    (lambda: AdaROFUL(alpha=3.0, epsilon=0.4), math.sqrt(2 * 3.0 / 0.4)),  # N(0, 2 alpha/eps I), Azize & Basu 2023b, Alg. 4
 ])
 def test_releases_are_episode_sums_with_the_papers_noise(make, sigma):
     n, T = 6, 300
@@ -273,7 +274,7 @@ def test_stacked_d3_helpers_are_the_unpacked_ones_bit_for_bit():
 
 
 class _FullRecompute:
-    """The step as it was before the index cache: every run's index recomputed at every step from the
+    """The step without the index cache: every run's index recomputed at every step from the
     action set, the switch's inverse and lambda_min from the unpacked matrices and the chi2 radius
     computed afresh (the reference)."""
 
@@ -287,7 +288,7 @@ class _FullRecompute:
         return chi2_radius(self.dim, self.delta / (ell * (ell + 1.0)))
 
     def _switch(self, t, runs):
-        """The switch as it was before the stacked d = 3 path: the inverse and lambda_min of the unpacked
+        """The switch without the stacked d = 3 path: the inverse and lambda_min of the unpacked
         matrices (their own determinants), every state array written by fancy index, the index's rows
         gathered back from ``M`` and ``beta``."""
         from dpaudit.policies.oful import _unpack

@@ -352,7 +352,7 @@ def test_the_first_pulls_arms_follow_the_horizon():
 
 
 def test_first_pulls_layout_respects_the_users_arms():
-    """n_arms given by the user is kept: 2 arms, one pilot (the dyadic layout as before); 16 arms, both
+    """n_arms given by the user is kept: 2 arms, one pilot (the dyadic layout only); 16 arms, both
     layouts with 16."""
     import dpaudit
 
@@ -425,7 +425,7 @@ def test_correct_channel_claimed_at_its_true_eps_rarely_violates():
 @pytest.mark.slow
 def test_default_local_users_show_a_gaussian_channel_at_twice_its_calibration():
     """mutant-ldp-half-sensitivity (0.41-GDP, eps 1.61 at delta = 1e-5, against the claim eps = 1) shows only in
-    its tails: at the default 65,536 users per run it is flagged (at 4,096 it was in 1 seed of 10,
+    its tails: at the default 65,536 users per run it is flagged (at 4,096 it is flagged in 1 seed of 10,
     benchmarks/results/one_run.md), and its correct twin is not."""
     import dpaudit
     from dpaudit.runner.one_run import ONE_RUN_DEFAULTS

@@ -124,7 +124,7 @@ def test_out_of_range_rewards_are_refused_on_both_paths(proto):
 
 def test_block_sums_rounded_past_the_range_are_not_refused():
     """A prefix-sum difference can land one ulp above hi x length (0.965... then a 1.0 in one column):
-    the block path must not call that a reward outside the range (seed 2 of the ucb controls did)."""
+    the block path must not call that a reward outside the range (seed 2 of the ucb controls gives such a sum)."""
     from dpaudit.protocols import TableDP
 
     from dpaudit.policies.registry import make_policy

@@ -1,4 +1,4 @@
-"""A reviewer's report with no rough edge (issue 25), rendered from typed findings built here: protocol details
+"""A reviewer's report with no rough edge, rendered from typed findings built here: protocol details
 as readable tables, search counts that agree, tests with no power said rather than drawn, what a consistent
 verdict rests on, captions of what is drawn, readable witnesses, one Rényi box, a violation's excess, readable
 histograms, the confidence split counted as the figure counts it, point estimates above the claim explained,

@@ -1,4 +1,4 @@
-"""The membership test's ROC in the report (issue 20 §3): the two sides' fresh scores binned in the typed
+"""The membership test's ROC in the report: the two sides' fresh scores binned in the typed
 findings (ScoreHistogram, a few hundred numbers, backward-compatible JSON), the ROC and AUC computed exactly
 from the binned counts, TPR at FPR 1e-3 and 1e-2 ("n/a" below 1 / FPR runs), the ROC and histogram figures
 present exactly when a threshold test ran, fonts of at least 10 pt, the Markdown's figures as PNG files
@@ -117,13 +117,13 @@ def test_the_membership_attack_keeps_its_binned_fresh_scores(violation):
 
 
 @pytest.mark.slow
-def test_json_round_trip_and_old_json_without_scores(violation):
+def test_json_round_trip_and_json_without_scores(violation):
     d = json.loads(violation.to_json())
     assert d["format"] == "dpaudit.audit/2"  # an optional key: the same version
     back = Findings.from_dict(d)
     assert back.attacks[0].scores == violation.attacks[0].scores
     assert len(json.dumps(d["attacks"][0]["scores"])) < 20_000  # compact: no raw per-run scores
-    for a in d["attacks"]:  # findings written before the scores were kept
+    for a in d["attacks"]:  # findings written without scores
         a.pop("scores", None)
     old = Findings.from_dict(d)
     assert all(a.scores is None for a in old.attacks)

@@ -180,7 +180,7 @@ def test_the_verdict_rule():
 
 
 def test_a_local_audit_with_no_power_is_not_consistent():
-    """Before the one rule, a local audit whose every bound was 0 was called consistent. (At eps = 0.001 the
+    """A local audit whose every bound is 0 has no power: inconclusive, never consistent. (At eps = 0.001 the
     channel's messages move by mu = 6e-5 noise scales: 4,000 exact losses see delta(0) ~ 2.6e-5 about 0.1 times,
     so even the channel likelihood part's order statistic stays at 0.)"""
     out = check("ldp-gloc", {"epsilon": "0.001"}, protocol="local", runs=200, horizon=4, central=False)
@@ -189,8 +189,8 @@ def test_a_local_audit_with_no_power_is_not_consistent():
 
 
 def test_every_user_is_a_candidate_of_the_transcript_part(tmp_path):
-    """A server that also logs the raw click of users 9, 19, 29, ...: none of them is in the old fixed list of
-    users (0, 1, T/2, T-2), so only a search over every user sees it (the correct server stays consistent)."""
+    """A server that also logs the raw click of users 9, 19, 29, ...: none of them is in a fixed list of
+    users such as (0, 1, T/2, T-2), so only a search over every user sees it (the correct server stays consistent)."""
     plug = tmp_path / "late_logging.py"
     plug.write_text(
         "import sys\n"

@@ -74,7 +74,7 @@ def test_analyzer_is_unbiased_over_many_seeds():
 
 @pytest.mark.slow
 def test_sampled_randomizer_beats_the_split_one():
-    """The point of the change: the old split-and-round randomizer's batch sums are far noisier."""
+    """Why the sampled randomizer: the split-and-round randomizer's batch sums are far noisier."""
     from dpaudit.mechanisms import Shuffler
 
     rng = np.random.default_rng(2)
@@ -206,7 +206,7 @@ def test_shuffle_audit_refuses_a_shuffler_it_cannot_read(monkeypatch):
 
     real = reg.make_policy
 
-    def make(spec, params):  # shuffle-glm with the old split-and-round shuffler for its gradient terms
+    def make(spec, params):  # shuffle-glm with the split-and-round shuffler for its gradient terms
         pol = real(spec, params)
         pol.shuffler_grad = Shuffler(pol.eps0, pol.dim)
         return pol

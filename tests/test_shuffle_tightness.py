@@ -208,7 +208,7 @@ def test_exact_eps_of_one_message_and_below_the_clone_bound():
         shuffled_canary_profile([(10, 1.0, {(1, 0): 0.1, (0, 1): 0.1, (-1, -1): 0.1, (1, 1): 0.1, (0, 0): 0.6})])
 
 
-def test_the_default_calibrated_pair_and_the_old_one():
+def test_the_default_calibrated_pair_and_the_one_coordinate_canaries():
     """At the defaults (d = 5, K = 20, eps0 = 3.5, 1,000 users) the calibrated canary's messages are disjoint from
     the background's in every outer-product coordinate and mostly in the gradient ones, and its exact eps is
     about 0.97 (the one-coordinate canaries' are about 0.31 and 0.26)."""

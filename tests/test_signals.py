@@ -6,7 +6,7 @@ neighbouring-pair search is running), sends the signal(s) and checks: the docume
 partial report on stdout and as a Markdown/HTML pair, and that no worker outlives the run. The
 default suite runs SIGINT, SIGTERM, SIGHUP, a second Ctrl-C and a SIGKILLed parent once each;
 ``pytest -m slow`` repeats them (four or five more times each) and adds back-to-back Ctrl-Cs and
-the one-process path (a hang that happened one time in six was the bug, issue 12).
+the one-process path, where a hang that shows one time in six needs the repeats to be seen.
 """
 
 from __future__ import annotations

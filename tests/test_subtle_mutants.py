@@ -1,4 +1,4 @@
-"""Subtle mutants (issue 24, item 4): each docstring's true eps, recomputed exactly from the noise the policy
+"""Subtle mutants: each docstring's true eps, recomputed exactly from the noise the policy
 really adds (no sampling), lies 1.3-3x above the claim; two cheap ones are flagged at small size.
 
 Detection and the twins' false alarms over seeds: ``python benchmarks/validation/controls.py --suite subtle``.

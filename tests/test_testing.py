@@ -2,7 +2,8 @@
 
 Also defines two small policies used here and by tests/test_account_cli.py (loaded as a plug-in):
 ``ForgettingMeans`` releases each episode's reward sum once through dpaudit's GaussianMechanism
-(forgetting: a round feeds exactly one release, rho-zCDP by seed 001 Lemma 1), and
+(forgetting: a round feeds exactly one release, rho-zCDP by Azize & Basu (2023a), "Concentrated Differential
+Privacy for Bandits", Lemma 1), and
 ``NoForgettingMeans`` re-releases the arm's cumulative sum at the end of every episode with the
 same calibration (the missing-forgetting bug: early rounds feed many releases).
 """
@@ -301,7 +302,7 @@ def test_run_on_table_is_reproducible():
         np.testing.assert_array_equal(x.value, y.value)
 
 
-# ---- issue 20: a ledger that saw nothing cannot vouch for a policy ------------------------------------
+# ---- a ledger that saw nothing cannot vouch for a policy ----------------------------------------------
 
 TEMPLATE = str(Path(__file__).resolve().parent.parent / "examples" / "plugin_template.py") + ":MyPolicy"
 
@@ -309,7 +310,7 @@ TEMPLATE = str(Path(__file__).resolve().parent.parent / "examples" / "plugin_tem
 class OwnNoiseGreedy(Policy):
     """Leaks: round robin, then greedy on each arm's running mean plus its *own* Gaussian noise of sd 0.01
     (a rho-zCDP claim needs sd 1/sqrt(2 rho) on each sum), drawn without dpaudit.mechanisms. Subclassing
-    Policy gives it a ledger, which stays empty: the old assert_ledger_within_claim passed it."""
+    Policy gives it a ledger, which stays empty: a ledger assertion that returned early on it would pass it."""
 
     name = "own-noise-greedy"
     reward_range = (0.0, 1.0)
@@ -372,7 +373,7 @@ def _template(**params):
 @settings(max_examples=25, deadline=None, derandomize=True)
 @given(neighbouring_tables(horizon=20, arms=3))
 def test_own_noise_without_mechanisms_fails_the_ledger_assertion(pair):
-    """The issue's policy passed 100 examples of the old helper (its empty ledger returned early)."""
+    """OwnNoiseGreedy's empty ledger is no evidence: the assertion fails on every example, never returns early."""
     d, d2, _ = pair
     for table in (d, d2):
         with pytest.raises(AssertionError, match="recorded no release .* yet its actions depend on its rewards"):
@@ -440,7 +441,7 @@ def test_ledger_assertion_checks_the_table_against_the_policy(table, needle):
 
 
 def test_the_readme_mismatch_is_refused():
-    """The README's old example: the template's default 2 arms on 3-arm tables passed silently."""
+    """A README-style mismatch, the template's default 2 arms on 3-arm tables, is refused, not passed silently."""
     with pytest.raises(DPAuditError, match="has 3 columns .* n_arms = 2"):
         assert_ledger_within_claim(_template(rho=0.5), np.zeros((20, 3)))
 
@@ -513,7 +514,7 @@ NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)  # a failure found is 
 
 @pytest.mark.parametrize("make", [OwnNoiseGreedy, OwnNoiseGreedyNoLedger], ids=["empty-ledger", "no-ledger"])
 def test_pair_assertion_catches_own_too_small_noise(make):
-    """The issue's leak, caught from the actions alone: a black-box lower bound above the claim's 4.728."""
+    """OwnNoiseGreedy's leak, caught from the actions alone: a black-box lower bound above the claim's 4.728."""
     d, d2 = _canary_pair()
     with pytest.raises(AssertionError) as exc:
         assert_pair_within_claim(make(n_arms=3, rho=0.5), d, d2)

@@ -3,7 +3,7 @@
 Each class runs for a few hundred rounds over several seeds, is reproducible under a fixed numpy
 seed, plays arms in range and refuses rewards out of range; each bug is checked numerically where
 its docstring derives it. Whether dpaudit's audits flag them is measured by
-``benchmarks/validation/thirdparty_controls.py``, not asserted here (the search is being changed).
+``benchmarks/validation/thirdparty_controls.py``, not asserted here.
 """
 
 import math

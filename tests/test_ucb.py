@@ -1,6 +1,8 @@
 """The UCB family: each algorithm's defining behaviour against the papers' formulas.
 
-Seed 001 App. C (Alg. 4, Eq. 14), seed 004 Alg. 2, seed 001 App. C-E, and AdaP-UCB (ref. [8]).
+Azize & Basu (2023a), "Concentrated Differential Privacy for Bandits", App. C (Alg. 4, Eq. 14) and App. C-E;
+Azize & Basu (2023b), "Rényi Differentially Private Bandits", Alg. 2; and AdaP-UCB (Azize & Basu 2023a, its
+ref. [8]).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The upper side of an audit (issue 24): ``epsilon_upper`` beside the claim, and no lower bound above it.
+"""The upper side of an audit: ``epsilon_upper`` beside the claim, and no lower bound above it.
 
 Every registered non-mutant policy with a claim is audited under every protocol it supports, at small
 settings (100 fresh runs, a given neighbouring pair of T = 8 under the central protocols so no search
@@ -134,7 +134,7 @@ def test_what_has_an_upper_bound(sweep):
 
 
 @pytest.mark.slow
-def test_the_issue_figures(sweep):
+def test_the_upper_bounds_at_the_defaults_match_known_values(sweep):
     jdp = sweep[("jdp-glm", "joint")]  # default horizon T = 16
     assert jdp.horizon == 16 and jdp.epsilon_upper <= 2.7 and jdp.epsilon_upper == pytest.approx(2.666, abs=2e-3)
     assert jdp.upper.method.startswith("exact Gaussian composition")
@@ -255,7 +255,7 @@ def test_the_report_shows_the_bracket_beside_the_claim(tmp_path):
     assert "dpaudit proves eps <= 6.573 at delta = 1e-05 from the ledger" in claim and "What the upper bound assumes" in claim
     assert "id='upper'" in html_report(f) and "looser than what dpaudit proves" in html_report(f)
     old = {k: v for k, v in f.to_dict().items() if k not in ("epsilon_upper", "upper")}
-    assert "bracket" not in markdown_report(old)  # findings written before the upper side render as before
+    assert "bracket" not in markdown_report(old)  # findings without the upper side render without it
     bad = Audit.of(run(Request("mutant-shared-noise", protocol="table", runs=100, workers=1,
                                pair=_pair(tmp_path, "mutant-shared-noise", "table", {}))))
     text = markdown_report(bad)

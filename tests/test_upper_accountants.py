@@ -1,4 +1,4 @@
-"""The upper side's arithmetic (issue 24): exact compositions against known values and brute force."""
+"""The upper side's arithmetic: exact compositions against known values and brute force."""
 
 from __future__ import annotations
 

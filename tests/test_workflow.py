@@ -1,4 +1,4 @@
-"""A reviewer's workflow (issue 25): a report's reproduce command reproduces it, the protocol a policy's
+"""A reviewer's workflow: a report's reproduce command reproduces it, the protocol a policy's
 claim is about is audited by default, every listed name can be described, and the help says what every
 option does."""
 
@@ -67,7 +67,7 @@ def test_the_reproduce_command_of_a_report_gives_the_same_findings(capsys, case)
     assert findings_json(again) == findings_json(first)  # bit for bit, without run times and engine
     if case == "central, horizon chosen":
         assert first["horizon"] != 48 and first["protocol"] == "table"
-        # what the old command (the chosen horizon written out) would have run instead: another audit
+        # a command with the chosen horizon written out would run another audit instead
         code3, out3, _ = _cli(capsys, words[1:] + ["--horizon", str(first["horizon"]), "--json", "--workers", "1"])
         assert findings_json(json.loads(out3)) != findings_json(first)
         # the threshold search lists only pairs the audit ran, each with the horizon its pilot ran at
@@ -228,7 +228,7 @@ def test_describe_names_a_plugin_as_the_user_gave_it_and_defaults_by_paper(capsy
     from dpaudit.deprecations import CALIBRATIONS, DPAuditDeprecationWarning
 
     assert sorted(CALIBRATIONS.values()) == ["gaussian-channel", "zheng-2020"]
-    for old, new in CALIBRATIONS.items():  # the old values still work, and warn
+    for old, new in CALIBRATIONS.items():  # the deprecated values still work, and warn
         with pytest.warns(DPAuditDeprecationWarning, match=f"calibration={old!r} is deprecated .* use calibration={new!r}"):
             a = make_policy("ldp-ucb", {"calibration": old})
         b = make_policy("ldp-ucb", {"calibration": new})
@@ -252,7 +252,7 @@ def test_every_option_of_every_command_says_what_it_does():
         for action in parser._actions:
             if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction, argparse._VersionAction)):
                 continue
-            if action.help == argparse.SUPPRESS:  # a hidden old spelling (account rdp --eps)
+            if action.help == argparse.SUPPRESS:  # a hidden alias (account rdp --eps)
                 continue
             name = "/".join(action.option_strings) or action.dest
             assert action.help and len(action.help) > 10, (path, name)
