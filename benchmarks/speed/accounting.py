@@ -34,7 +34,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from dpaudit.accountants.noise import NoiseAccount
 from dpaudit.accountants.conversions import simple_zcdp_epsilon, zcdp_to_approx
-from dpaudit.accountants.gaussian import gaussian_epsilon, lint_classical_gaussian, lint_seed000_channel
+from dpaudit.accountants.gaussian import gaussian_epsilon, lint_classical_gaussian, lint_gaussian_channel
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 #: dp-accounting's PLDAccountant is called only where the exact epsilon is at most this
@@ -202,7 +202,7 @@ def bench_lint() -> dict:
         for eps in (0.5, 1, 2, 4, 6, 8, 16):
             rows.append({"rule": "classical", **lint_classical_gaussian(eps, delta).as_dict()})
     for alpha, beta in ((0.5, 1e-5), (1.0, 1e-5), (2.0, 0.1), (8.0, 1e-3)):
-        rows.append({"rule": "channel", **lint_seed000_channel(alpha, beta).as_dict()})
+        rows.append({"rule": "channel", **lint_gaussian_channel(alpha, beta).as_dict()})
     return {"rows": rows}
 
 
