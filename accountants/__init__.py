@@ -5,7 +5,7 @@ has what is needed. This package depends on nothing else in dpaudit but its leav
 :mod:`dpaudit.deprecations`).
 """
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dpaudit import deprecations
 from dpaudit.errors import DPAuditError
@@ -33,6 +33,8 @@ __all__ = [
 __all__ += ["CanaryProfile", "shuffled_canary_profile"]
 
 
-def __getattr__(name: str) -> Any:
-    """An old name of :mod:`dpaudit.deprecations` (with its warning)."""
-    return deprecations.attribute(__name__, name, globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name is an error there too
+
+    def __getattr__(name: str) -> object:
+        """An old name of :mod:`dpaudit.deprecations` (with its warning)."""
+        return deprecations.attribute(__name__, name, globals())

@@ -90,11 +90,12 @@ class RoundAccount:
             flat = self.lap_run * self.horizon + self.lap_round
             # releases share few distinct eps_i: evaluate the Laplace curve once per distinct value
             eps_u, inv = np.unique(self.lap_eps_i, return_inverse=True)
-            table = laplace_renyi(a[None, :], eps_u[:, None])  # (distinct eps, orders)
+            table = np.asarray(laplace_renyi(a[None, :], eps_u[:, None]))  # (distinct eps, orders)
             size = self.n_runs * self.horizon
             add = np.stack([np.bincount(flat, weights=table[inv, j], minlength=size) for j in range(a.size)], axis=1)
             out = out + add.reshape(self.n_runs, self.horizon, a.size)
-        return out[..., 0] if np.ndim(alpha) == 0 else out
+        per_round: np.ndarray = out[..., 0] if np.ndim(alpha) == 0 else out
+        return per_round
 
     def worst_round(self) -> tuple[int, int]:
         """(run, round) of the largest per-round guarantee.

@@ -29,9 +29,11 @@ formula's value at the returned order, so it is a valid bound whatever the minim
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, asdict
+from types import ModuleType
 
 import numpy as np
 
@@ -70,15 +72,13 @@ class Conversion:
     method: str
     order: float | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, float | str | None]:
         return asdict(self)
 
 
-def _optimize():
+def _optimize() -> ModuleType:
     """scipy.optimize, imported on first use (it costs ~0.3 s, which `import dpaudit` should not pay)."""
-    from scipy import optimize
-
-    return optimize
+    return importlib.import_module("scipy.optimize")
 
 
 
@@ -144,7 +144,7 @@ def zcdp_to_approx(rho: float, delta: float) -> Conversion:
 
     def f(x: np.ndarray) -> np.ndarray:
         a = 1.0 + np.exp(x)
-        return cks_epsilon(a, a * rho, delta)
+        return np.asarray(cks_epsilon(a, a * rho, delta))
 
     x, eps = _minimise_over_orders(f)
     return Conversion(max(0.0, eps), delta, "cks-continuous", 1.0 + math.exp(x))
@@ -159,7 +159,7 @@ def zcdp_delta(rho: float, epsilon: float) -> Conversion:
 
     def g(x: np.ndarray) -> np.ndarray:
         a = 1.0 + np.exp(x)
-        return (a - 1) * (a * rho - epsilon) - np.log(a) + (a - 1) * np.log1p(-1 / a)
+        return np.asarray((a - 1) * (a * rho - epsilon) - np.log(a) + (a - 1) * np.log1p(-1 / a))
 
     x, log_d = _minimise_over_orders(g)
     d = min(math.exp(min(log_d, 0.0)), kl_tv_delta(rho))
@@ -194,9 +194,9 @@ def rdp_curve_to_approx(
     if orders:
         cands = sorted(set(orders) | {1 / delta} if 1 / delta < max(orders) else set(orders))
         taus = [curve(a) for a in cands]
-        eps = [float(cks_epsilon(a, t, delta)) if math.isfinite(t) else math.inf for a, t in zip(cands, taus)]
-        i = int(np.argmin(eps))
-        best = Conversion(max(0.0, eps[i]), delta, "cks-orders", cands[i])
+        eps_at = [float(cks_epsilon(a, t, delta)) if math.isfinite(t) else math.inf for a, t in zip(cands, taus)]
+        i = int(np.argmin(eps_at))
+        best = Conversion(max(0.0, eps_at[i]), delta, "cks-orders", cands[i])
         tmin = min(taus)
         if math.isfinite(tmin) and delta >= kl_tv_delta(tmin):
             return Conversion(0.0, delta, "kl-tv", cands[int(np.argmin(taus))])
@@ -207,7 +207,7 @@ def rdp_curve_to_approx(
 
     def f(x: np.ndarray) -> np.ndarray:
         a = 1.0 + np.exp(x)
-        return cks_epsilon(a, tau_of(a), delta)
+        return np.asarray(cks_epsilon(a, tau_of(a), delta))
 
     x, eps = _minimise_over_orders(f)
     alpha = 1.0 + math.exp(x)

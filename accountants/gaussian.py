@@ -23,9 +23,11 @@ delta(eps) = 1 - exp((eps - eps0)/2) for 0 <= eps <= eps0 (the privacy loss is e
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import special
@@ -51,11 +53,9 @@ __all__ = [
 ]
 
 
-def _optimize():
+def _optimize() -> ModuleType:
     """scipy.optimize, imported on first use (it costs ~0.3 s, which `import dpaudit` should not pay)."""
-    from scipy import optimize
-
-    return optimize
+    return importlib.import_module("scipy.optimize")
 
 
 
@@ -95,7 +95,8 @@ def _epsilon_for_mu(mu: float, delta: float) -> float:
     hi = max(zcdp_to_approx(mu * mu / 2, delta).epsilon, 1e-300)
     while gaussian_log_delta(hi, mu) > log_d:  # cannot happen for a valid upper bound; guard anyway
         hi *= 2
-    return _optimize().brentq(lambda e: gaussian_log_delta(e, mu) - log_d, 0.0, hi, xtol=1e-300, rtol=1e-14, maxiter=500)
+    return float(_optimize().brentq(lambda e: gaussian_log_delta(e, mu) - log_d, 0.0, hi, xtol=1e-300, rtol=1e-14,
+                                    maxiter=500))
 
 
 def gaussian_epsilon(delta: float, sigma: float | None = None, sensitivity: float = 1.0,
@@ -203,7 +204,7 @@ class CalibrationLint:
     holds: bool  # exact_delta <= delta
     message: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str | float | bool]:
         return asdict(self)
 
 
@@ -253,6 +254,8 @@ def lint_gaussian_channel(alpha: float, beta: float) -> CalibrationLint:
                  alpha < 1, "alpha in (0, 1)", ("alpha", "beta"))
 
 
-def __getattr__(name: str) -> Any:
-    """An old name of :mod:`dpaudit.deprecations` (with its warning)."""
-    return deprecations.attribute(__name__, name, globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name is an error there too
+
+    def __getattr__(name: str) -> object:
+        """An old name of :mod:`dpaudit.deprecations` (with its warning)."""
+        return deprecations.attribute(__name__, name, globals())

@@ -11,13 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from dpaudit.errors import DPAuditError, check_delta, check_nonnegative, check_order, check_positive
 
 from .noise import NoiseAccount
 
 if TYPE_CHECKING:  # conversions imports numpy; guarantees stay cheap to import
+    from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
+
     from .conversions import Conversion
 
 __all__ = ["Guarantee", "PureDP", "ApproxDP", "ZCDP", "RDP", "compose_sequential", "compose_parallel", "is_dp_event"]
@@ -278,7 +280,7 @@ class MechanismDP(Guarantee):
         if not self.gaussian_mu and not self.laplace_eps:
             raise DPAuditError("MechanismDP needs at least one Gaussian or Laplace release, got none.")
 
-    def _account(self):
+    def _account(self) -> NoiseAccount:
         return NoiseAccount(self.gaussian_mu, self.laplace_eps)
 
     def renyi(self, alpha: float) -> float:
@@ -336,13 +338,13 @@ class Composed(Guarantee):
         alpha = check_order(alpha)
         return float(sum(n * g.renyi(alpha) for g, n in self.parts))
 
-    def _pld(self):
+    def _pld(self) -> PrivacyLossDistribution | None:
         """dp-accounting's PLD of the whole composition, or None if a part has none."""
         from dp_accounting.pld import privacy_loss_distribution as pld_mod
 
-        pld = None
+        pld: PrivacyLossDistribution | None = None
         for g, n in self.parts:
-            pieces = []
+            pieces: list[PrivacyLossDistribution] = []
             if isinstance(g, PureDP):
                 if g.epsilon == 0:
                     continue
@@ -433,13 +435,13 @@ def as_guarantee(claim: object) -> Guarantee:
                        f"DpEvent, got {claim!r}.")
 
 
-def _to_dp_event(g: Guarantee):
+def _to_dp_event(g: Guarantee) -> object:
     from dp_accounting import dp_event as ev
 
-    def repeat(event, n: int):
+    def repeat(event: object, n: int) -> object:
         return event if n == 1 else ev.SelfComposedDpEvent(event, n)
 
-    def group(events: list):
+    def group(events: list[object]) -> object:
         return events[0] if len(events) == 1 else ev.ComposedDpEvent(events)
 
     if isinstance(g, ZCDP):
@@ -447,9 +449,11 @@ def _to_dp_event(g: Guarantee):
     if isinstance(g, PureDP):
         return ev.RandomizedResponseDpEvent(_rr_parameter(g.epsilon), 2)
     if isinstance(g, MechanismDP):
-        events = []
-        for values, make in ((g.gaussian_mu, lambda m: ev.GaussianDpEvent(1.0 / m if m > 0 else math.inf)),
-                             (g.laplace_eps, lambda e: ev.LaplaceDpEvent(1.0 / e if e > 0 else math.inf))):
+        events: list[object] = []
+        makers: tuple[tuple[tuple[float, ...], Callable[[float], object]], ...]
+        makers = ((g.gaussian_mu, lambda m: ev.GaussianDpEvent(1.0 / m if m > 0 else math.inf)),
+                  (g.laplace_eps, lambda e: ev.LaplaceDpEvent(1.0 / e if e > 0 else math.inf)))
+        for values, make in makers:
             seen: dict[float, int] = {}
             for v in values:
                 seen[v] = seen.get(v, 0) + 1
@@ -528,7 +532,7 @@ class _SumCurve:
         return float(sum(vals) if self.how == "sum" else max(vals))
 
 
-def _check_guarantees(guarantees: tuple) -> tuple[Guarantee, ...]:
+def _check_guarantees(guarantees: tuple[Guarantee, ...]) -> tuple[Guarantee, ...]:
     if not guarantees:
         raise DPAuditError("composition needs at least one guarantee, got none.")
     return tuple(as_guarantee(g) for g in guarantees)
@@ -541,11 +545,12 @@ def compose_sequential(*guarantees: Guarantee) -> Guarantee:
         return gs[0]
     kinds = {type(g) for g in gs}
     if kinds == {ZCDP}:
-        return ZCDP(sum(g.rho for g in gs))
+        return ZCDP(sum(g.rho for g in cast("tuple[ZCDP, ...]", gs)))
     if kinds == {PureDP}:
-        return PureDP(sum(g.epsilon for g in gs))
+        return PureDP(sum(g.epsilon for g in cast("tuple[PureDP, ...]", gs)))
     if kinds <= {PureDP, ApproxDP}:
-        return ApproxDP(sum(g.epsilon for g in gs), min(sum(getattr(g, "delta", 0.0) for g in gs), 1 - 1e-16))
+        eps = cast("tuple[PureDP | ApproxDP, ...]", gs)
+        return ApproxDP(sum(g.epsilon for g in eps), min(sum(getattr(g, "delta", 0.0) for g in eps), 1 - 1e-16))
     if ApproxDP in kinds:
         raise DPAuditError(
             "an (eps, delta)-DP guarantee composes only with pure or (eps, delta)-DP ones; convert the "
@@ -560,11 +565,12 @@ def compose_parallel(*guarantees: Guarantee) -> Guarantee:
     gs = _check_guarantees(guarantees)
     kinds = {type(g) for g in gs}
     if kinds == {ZCDP}:
-        return ZCDP(max(g.rho for g in gs))
+        return ZCDP(max(g.rho for g in cast("tuple[ZCDP, ...]", gs)))
     if kinds == {PureDP}:
-        return PureDP(max(g.epsilon for g in gs))
+        return PureDP(max(g.epsilon for g in cast("tuple[PureDP, ...]", gs)))
     if kinds <= {PureDP, ApproxDP}:
-        return ApproxDP(max(g.epsilon for g in gs), max(getattr(g, "delta", 0.0) for g in gs))
+        eps = cast("tuple[PureDP | ApproxDP, ...]", gs)
+        return ApproxDP(max(g.epsilon for g in eps), max(getattr(g, "delta", 0.0) for g in eps))
     if ApproxDP in kinds:
         raise DPAuditError(
             "an (eps, delta)-DP guarantee and a zCDP/RDP guarantee have no common worst case; convert "

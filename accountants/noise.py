@@ -17,13 +17,17 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpaudit.errors import check_delta, check_int, check_nonnegative
+from dpaudit.errors import InternalError, check_delta, check_int, check_nonnegative
 
 from .conversions import Conversion, rdp_curve_to_approx
 from .gaussian import gaussian_epsilon, gaussian_mu, laplace_epsilon, laplace_renyi
+
+if TYPE_CHECKING:
+    from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
 __all__ = ["NoiseAccount", "PLD_DISCRETISATION"]
 
@@ -88,7 +92,7 @@ class NoiseAccount:
     def _pld_epsilon(self, delta: float, discretisation: float) -> Conversion:
         from dp_accounting.pld import privacy_loss_distribution as pld_mod
 
-        pld = None
+        pld: PrivacyLossDistribution | None = None
         if self.mu > 0:
             pld = pld_mod.from_gaussian_mechanism(1.0 / self.mu, 1.0, value_discretization_interval=discretisation)
         for e, count in sorted(Counter(e for e in self.laplace_eps if e > 0).items()):
@@ -96,5 +100,7 @@ class NoiseAccount:
             if count > 1:
                 part = part.self_compose(count)
             pld = part if pld is None else pld.compose(part)
+        if pld is None:  # epsilon() answers a composition without a Laplace member in closed form
+            raise InternalError("the PLD of a noise account was asked for without a Laplace release")
         eps = float(pld.get_epsilon_for_delta(delta))
         return Conversion(max(0.0, eps), delta, "pld", None)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Mapping, TypedDict
 from functools import lru_cache
 
 import numpy as np
@@ -110,7 +111,8 @@ def _binom_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
     k = np.asarray(k, dtype=float)
     logp = (special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
             + special.xlogy(k, p) + special.xlog1py(n - k, -p))
-    return np.exp(logp)
+    pmf: np.ndarray = np.exp(logp)
+    return pmf
 
 
 @lru_cache(maxsize=8)
@@ -218,7 +220,8 @@ def _hockey(prof: ClonesProfile, e: np.ndarray) -> np.ndarray:
     i = np.searchsorted(-prof.loss, -e, side="left")  # outcomes 0..i-1 have loss > e
     cp = np.where(i > 0, prof.cum_p[np.maximum(i - 1, 0)], 0.0)
     cq = np.where(i > 0, prof.cum_q[np.maximum(i - 1, 0)], 0.0)
-    return np.maximum(cp - np.exp(e) * cq, 0.0)
+    out: np.ndarray = np.maximum(cp - np.exp(e) * cq, 0.0)
+    return out
 
 
 def _hockey_reverse(prof: ClonesProfile, e: np.ndarray) -> np.ndarray:
@@ -227,7 +230,8 @@ def _hockey_reverse(prof: ClonesProfile, e: np.ndarray) -> np.ndarray:
     tot_p, tot_q = prof.cum_p[-1], prof.cum_q[-1]
     pp = tot_p - np.where(j > 0, prof.cum_p[np.maximum(j - 1, 0)], 0.0)
     qq = tot_q - np.where(j > 0, prof.cum_q[np.maximum(j - 1, 0)], 0.0)
-    return np.maximum(qq - np.exp(e) * pp, 0.0)
+    out: np.ndarray = np.maximum(qq - np.exp(e) * pp, 0.0)
+    return out
 
 
 def _masses(prof: ClonesProfile) -> tuple[np.ndarray, np.ndarray]:
@@ -340,6 +344,20 @@ def _round_set(loss: np.ndarray, mass: np.ndarray, dropped: float, up: bool) -> 
     return _Rounded(lv, m, np.cumsum(m), np.cumsum(m * np.exp(-lv)), float(dropped))
 
 
+#: a background user's ratio classes, ``{(a, b): probability}``
+#: (:meth:`dpaudit.mechanisms.PiecewiseShuffler.ratio_classes`)
+RatioClasses = Mapping[tuple[int, int], float]
+
+
+class MessageSet(TypedDict):
+    """One shuffled message set of a :class:`CanaryProfile`, as its ``sets`` describe it."""
+
+    n: int
+    eps0: float
+    classes: dict[str, float]  # "a,b" -> probability
+    count_vectors: int  # how many count vectors were enumerated
+
+
 @dataclass(frozen=True)
 class CanaryProfile:
     """The exact privacy-loss distribution of a canary in shuffled batches (:func:`shuffled_canary_profile`).
@@ -350,8 +368,8 @@ class CanaryProfile:
     leaves them out (never above). The two differ by less than 2e-5 in eps at the sizes of an audit.
     """
 
-    sets: tuple[dict, ...]  # per message set: n, eps0, the classes, how many count vectors were enumerated
-    _parts: dict  # (direction, bound) -> list of _Rounded, one per informative set
+    sets: tuple[MessageSet, ...]  # per message set: n, eps0, the classes, how many count vectors were enumerated
+    _parts: dict[tuple[int, str], list[_Rounded]]  # (direction, bound) -> one per informative set
 
     def delta(self, eps: float, direction: int | None = None, bound: str = "upper") -> float:
         """delta(eps) of one direction, or the larger of both (``direction=None``)."""
@@ -392,7 +410,7 @@ class CanaryProfile:
         return hi if bound == "upper" else lo
 
 
-def _canary_atoms(n: int, eps0: float, classes: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+def _canary_atoms(n: int, eps0: float, classes: RatioClasses) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Every count vector of the non-null ratio classes among ``n`` background messages that has mass: the loss
     log(S / S'), the background's probability g, and S / n, S' / n (each side's probability is g S / n).
 
@@ -438,7 +456,7 @@ def _canary_atoms(n: int, eps0: float, classes: dict) -> tuple[np.ndarray, np.nd
     return np.log(w0) - np.log(w1), g, w0, w1, int(g.size)
 
 
-def shuffled_canary_profile(sets: list[tuple[int, float, dict]]) -> CanaryProfile:
+def shuffled_canary_profile(sets: list[tuple[int, float, RatioClasses]]) -> CanaryProfile:
     """The exact privacy-loss distribution of one canary in shuffled message sets, every other user holding
     the same background datum.
 
@@ -464,7 +482,8 @@ def shuffled_canary_profile(sets: list[tuple[int, float, dict]]) -> CanaryProfil
     differential privacy", 2023) and Feldman, McMillan and Talwar (2021), but for a given pair and
     background (the truth of that pair), not the worst case over all of them.
     """
-    described, raw = [], []
+    described: list[MessageSet] = []
+    raw: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for n, eps0, classes in sets:
         n = check_int("n (messages per shuffle)", n, minimum=1)
         eps0 = check_positive("eps0 (local epsilon)", eps0)
@@ -476,7 +495,7 @@ def shuffled_canary_profile(sets: list[tuple[int, float, dict]]) -> CanaryProfil
         raw.append((loss, g, w0, w1))
     if len(raw) > 2:
         raise DPAuditError(f"{len(raw)} message sets carry the canary; the exact composition handles at most 2.")
-    parts: dict = {}
+    parts: dict[tuple[int, str], list[_Rounded]] = {}
     for direction in (0, 1):
         for bound in ("upper", "lower"):
             rounded = []

@@ -29,14 +29,17 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from dpaudit.errors import DPAuditError, check_delta
+from dpaudit.errors import DPAuditError, InternalError, check_delta
 
 from .conversions import Conversion, cks_epsilon, pure_to_approx
 from .gaussian import gaussian_epsilon, laplace_epsilon, laplace_renyi
+
+if TYPE_CHECKING:
+    from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
 __all__ = ["GAUSSIAN", "LAPLACE", "PURE", "compose_epsilon", "rr_renyi", "worst_group_epsilon", "GroupWorst",
            "UPPER_DISCRETISATION"]
@@ -95,9 +98,9 @@ def _pld_epsilon(delta: float, mu: float, laps: list[float], pures: list[float])
     from dp_accounting.pld import privacy_loss_distribution as pld_mod
 
     h = _interval(len(laps) + len(pures) + (mu > 0))
-    pld = None
+    pld: PrivacyLossDistribution | None = None
 
-    def add(part: Any) -> None:
+    def add(part: PrivacyLossDistribution) -> None:
         nonlocal pld
         pld = part if pld is None else pld.compose(part)
 
@@ -110,6 +113,8 @@ def _pld_epsilon(delta: float, mu: float, laps: list[float], pures: list[float])
         part = pld_mod.from_randomized_response(2.0 / (math.exp(e) + 1.0), 2, pessimistic_estimate=True,
                                                 value_discretization_interval=h)
         add(part.self_compose(count) if count > 1 else part)
+    if pld is None:  # compose_epsilon answers a composition of one kind of release in closed form
+        raise InternalError("the PLD of a composition was asked for without a release to compose")
     eps = float(pld.get_epsilon_for_delta(delta))
     return Conversion(max(0.0, eps), delta, "pld-pessimistic", None)
 
@@ -128,7 +133,7 @@ class GroupWorst:
     groups: int  # groups with at least one release
     composed_exactly: int  # distinct compositions composed by the PLD accountant (0: closed forms only)
     pruned_by_renyi: int  # groups with a Laplace or pure member shown below the worst by their Rényi bound
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, str | int] = field(default_factory=dict)
 
 
 def worst_group_epsilon(n_groups: int, group: np.ndarray, code: np.ndarray, ratio: np.ndarray,
@@ -189,7 +194,7 @@ def worst_group_epsilon(n_groups: int, group: np.ndarray, code: np.ndarray, rati
     idx = np.flatnonzero(~gauss)
     idx = idx[np.argsort(local[group[idx]], kind="stable")]
     keys = local[group[idx]]
-    seen: dict[tuple, float] = {}
+    seen: dict[tuple[float, tuple[float, ...], tuple[float, ...]], float] = {}
     top, top_g, top_conv, top_key = -1.0, -1, None, None
     visited = 0
     rest = 0.0
@@ -211,7 +216,7 @@ def worst_group_epsilon(n_groups: int, group: np.ndarray, code: np.ndarray, rati
             if conv.epsilon > top:
                 top, top_g, top_conv, top_key = conv.epsilon, g, conv, key
     pruned = int(cands.size - visited) if rest == 0.0 else 0
-    if top_conv is not None and top > best.epsilon:
+    if top_conv is not None and top_key is not None and top > best.epsilon:
         best = GroupWorst(top, delta, top_conv.method, top_g, math.sqrt(top_key[0]), top_key[1], top_key[2],
                           int(used.size), len(seen), pruned)
     else:
