@@ -18,7 +18,7 @@ needs them is called.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dpaudit.version import __version__
 
@@ -35,10 +35,12 @@ _LAZY: dict[str, str] = {
     "ApproxDP": "dpaudit.accountants",
     "ZCDP": "dpaudit.accountants",
     "RDP": "dpaudit.accountants",
+    "PolicySource": "dpaudit.policies.base",
+    "PolicyLike": "dpaudit.policies.base",
 }
 
 __all__ = ["__version__", "audit", "Audit", "describe", "account", "DPAuditError", "InternalError", "Guarantee",
-           "PureDP", "ApproxDP", "ZCDP", "RDP"]  # written out for type checkers; tests/test_api.py checks it against _LAZY
+           "PureDP", "ApproxDP", "ZCDP", "RDP", "PolicySource", "PolicyLike"]  # written out for type checkers; tests/test_api.py checks it against _LAZY
 
 _SUBMODULES = frozenset({"accountants", "attacks", "policies", "protocols", "mechanisms", "simulate", "engine",
                          "runner", "accounting", "report", "testing", "environments", "errors", "api", "reproduce"})
@@ -49,11 +51,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from dpaudit.accountants import PureDP as PureDP
     from dpaudit.api import Audit as Audit, account as account, audit as audit, describe as describe
     from dpaudit.errors import DPAuditError as DPAuditError, InternalError as InternalError
+    from dpaudit.policies.base import PolicyLike as PolicyLike, PolicySource as PolicySource
 
 
 if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name is an error there too
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> object:
         module = _LAZY.get(name)
         if module is None:
             if name in _SUBMODULES:  # ``dpaudit.attacks`` after a bare ``import dpaudit``

@@ -35,7 +35,7 @@ from __future__ import annotations
 import sys
 import warnings
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from typing import Iterator, Mapping, TextIO, TypeVar, overload
 
 __all__ = ["DPAuditDeprecationWarning", "SPECS", "CALIBRATIONS", "ATTRIBUTES", "METHODS", "OUTPUT_KEYS",
            "CALIBRATION_TAGS", "warn", "spec", "calibration", "attribute", "add_aliases", "notes_on_stderr"]
@@ -76,7 +76,14 @@ def warn(old: str, new: str, stacklevel: int = 2) -> None:
                   DPAuditDeprecationWarning, stacklevel=stacklevel + 1)
 
 
-def spec(name: Any) -> Any:
+_T = TypeVar("_T")
+
+
+@overload
+def spec(name: str) -> str: ...
+@overload
+def spec(name: _T) -> _T: ...
+def spec(name: object) -> object:
     """``name`` itself, or for an old bundled spec name its new name (with the warning)."""
     if isinstance(name, str) and name in SPECS:
         warn(f"the bundled spec name {name!r}", repr(SPECS[name]), stacklevel=3)  # the public function's caller
@@ -84,7 +91,11 @@ def spec(name: Any) -> Any:
     return name
 
 
-def calibration(value: Any) -> Any:
+@overload
+def calibration(value: str) -> str: ...
+@overload
+def calibration(value: _T) -> _T: ...
+def calibration(value: object) -> object:
     """``value`` itself, or for an old value of ``ldp-ucb``'s ``calibration`` its new value (with the warning)."""
     if isinstance(value, str) and value in CALIBRATIONS:
         warn(f"calibration={value!r}", f"calibration={CALIBRATIONS[value]!r}", stacklevel=3)
@@ -92,7 +103,7 @@ def calibration(value: Any) -> Any:
     return value
 
 
-def attribute(module: str, name: str, namespace: Mapping[str, Any]) -> Any:
+def attribute(module: str, name: str, namespace: Mapping[str, object]) -> object:
     """A module's ``__getattr__``: the value of an old attribute name (with the warning), else AttributeError."""
     new = ATTRIBUTES.get((module, name))
     if new is None:
@@ -107,7 +118,7 @@ class _Alias:
     def __init__(self, owner: str, old: str, new: str) -> None:
         self.owner, self.old, self.new = owner, old, new
 
-    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+    def __get__(self, obj: object, objtype: type | None = None) -> object:
         warn(f"{self.owner}.{self.old}", f"{self.owner}.{self.new}")
         return getattr(obj if obj is not None else objtype, self.new)
 
@@ -128,8 +139,8 @@ def notes_on_stderr() -> Iterator[None]:
         warnings.simplefilter("always", DPAuditDeprecationWarning)
         shown = warnings.showwarning
 
-        def show(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
-                 line: str | None = None) -> None:
+        def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: TextIO | None = None, line: str | None = None) -> None:
             if issubclass(category, DPAuditDeprecationWarning):
                 if str(message) not in noted:
                     noted.add(str(message))
