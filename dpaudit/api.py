@@ -25,17 +25,24 @@ from contextlib import nullcontext
 from dataclasses import dataclass, fields, replace
 from numbers import Integral
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, TypedDict, TypeVar
 
-from dpaudit.errors import DPAuditError, check_int, check_path, check_positive, shorten
+from dpaudit.errors import DPAuditError, InternalError, check_int, check_path, check_positive, shorten
 from dpaudit.runner.findings import AuditInterrupted, Findings
 from dpaudit.runner.setup import claim_curves
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+    from dpaudit.accountants import Guarantee
     from dpaudit.accounting import LedgerAccount
+    from dpaudit.jsontypes import JSONObject
+    from dpaudit.policies.base import PolicySource
 
 __all__ = ["Audit", "audit", "account", "describe", "policy_label", "claim_curves", "AuditInterrupted",
-           "resolve_protocol", "finite_notion"]
+           "resolve_protocol", "finite_notion", "PolicyDescription", "ParameterDescription"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, repr=False)
@@ -83,7 +90,7 @@ class Audit(Findings):
         return self.to_html()
 
 
-def policy_label(policy: Any) -> str:
+def policy_label(policy: PolicySource) -> str:
     """How a policy is named in the findings: the spec string, ``module:Class`` for a class (a plug-in
     file's class as ``path/to/file.py:Class``, the way the user names it), and ``module:Class (instance)``
     for an instance."""
@@ -133,7 +140,7 @@ def finite_notion(spec: str) -> str | None:
     return None
 
 
-def _class_notion(spec: str, adapter: str | None, progress: Any = None) -> tuple[str | None, bool]:
+def _class_notion(spec: str, adapter: str | None, progress: object = None) -> tuple[str | None, bool]:
     """(its class's ``notion``, whether a per-run adapter names a randomizer) of a plug-in spec: run in a
     process of its own (:func:`dpaudit.sandbox.run_isolated`), so that importing plug-in code here
     changes nothing of the audit that follows (it imports the plug-in in its own process)."""
@@ -147,7 +154,7 @@ def _class_notion(spec: str, adapter: str | None, progress: Any = None) -> tuple
     return notion, randomizer
 
 
-def _notion(policy: Any, adapter: str | None) -> tuple[str | None, str]:
+def _notion(policy: PolicySource, adapter: str | None) -> tuple[str | None, str]:
     """(the notion ``policy``'s claim is about or None, the reason in words) for the audit's default."""
     from dpaudit.policies.registry import NOTION_NAMES, entry_of, notion_of
     from dpaudit.sandbox import can_isolate, is_plugin_spec, run_isolated
@@ -180,7 +187,7 @@ def _notion(policy: Any, adapter: str | None) -> tuple[str | None, str]:
                   "claim is about), so the default, table")
 
 
-def resolve_protocol(policy: Any, protocol: str | None = None, *,
+def resolve_protocol(policy: PolicySource, protocol: str | None = None, *,
                      adapter: str | None = None) -> tuple[str, str | None]:
     """The protocol an audit of ``policy`` runs, and the note that says why.
 
@@ -220,7 +227,7 @@ _POLICY_KINDS = ("a registered name (see `dpaudit list`), a 'file.py:Class' or '
 _NOT_POLICIES = (bool, int, float, complex, bytes, bytearray, list, tuple, dict, set, frozenset, Path)
 
 
-def _check_params(params: Any) -> dict[str, Any]:
+def _check_params(params: object) -> dict[str, object]:
     """``params`` as a dict of parameter names to values (None: none)."""
     if params is None:
         return {}
@@ -230,7 +237,7 @@ def _check_params(params: Any) -> dict[str, Any]:
     return dict(params)
 
 
-def _check_policy_object(policy: Any, params: Mapping[str, Any] | None) -> None:
+def _check_policy_object(policy: object, params: Mapping[str, object] | None) -> None:
     if isinstance(policy, str):
         if not policy.strip():
             raise DPAuditError(f"policy must be {_POLICY_KINDS}, got an empty string.")
@@ -249,12 +256,12 @@ def _check_policy_object(policy: Any, params: Mapping[str, Any] | None) -> None:
 
 #: the arguments of :func:`audit` that determine its findings, with their defaults: the recorded call names
 #: those given otherwise (and the seed), never a value the audit chose (its horizon)
-_FINDING_ARGUMENTS: dict[str, Any] = {"protocol": None, "delta": 1e-5, "confidence": 0.95, "runs": 50000,
+_FINDING_ARGUMENTS: dict[str, object] = {"protocol": None, "delta": 1e-5, "confidence": 0.95, "runs": 50000,
                                       "horizon": None, "seed": None, "horizons": None, "rewards": None, "claim": None,
                                       "adapter": None, "pair": None}
 
 
-def _python_call(policy: Any, params: Mapping[str, Any], kwargs: dict[str, Any]) -> str:
+def _python_call(policy: PolicySource, params: Mapping[str, object], kwargs: Mapping[str, object]) -> str:
     """The call that reproduces an audit from Python, recorded as the findings' ``command``: the policy
     (a class as its ``"module:Class"`` or ``"file.py:Class"`` spec; an instance cannot be written down,
     so it stays as its label), its ``params``, the arguments given that determine the findings, and the
@@ -269,9 +276,9 @@ def _python_call(policy: Any, params: Mapping[str, Any], kwargs: dict[str, Any])
 
 
 def audit(
-    policy: Any,
+    policy: PolicySource,
     *,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     protocol: str | None = None,
     delta: float = 1e-5,
     confidence: float = 0.95,
@@ -279,12 +286,12 @@ def audit(
     horizon: int | None = None,
     seed: int = 0,
     workers: int | None = None,
-    executor: Any = None,
+    executor: Executor | None = None,
     progress: bool | Callable[[str], None] | None = None,
     command: str | None = None,
     horizons: Sequence[int] | None = None,
     rewards: Sequence[float] | None = None,
-    claim: Any = None,
+    claim: Guarantee | str | None = None,
     adapter: str | None = None,
     pair: str | None = None,
     scheduler: str | None = None,
@@ -397,7 +404,7 @@ def audit(
     return result
 
 
-def _progress_callback(fn: Callable[..., Any]) -> Callable[[str], None]:
+def _progress_callback(fn: Callable[[str], object]) -> Callable[[str], None]:
     """The user's ``progress`` callable, checked before the audit (it must take one argument, the message) and
     wrapped so that an exception in it is one sentence naming it, not a traceback from inside the audit."""
 
@@ -424,9 +431,10 @@ def _progress_callback(fn: Callable[..., Any]) -> Callable[[str], None]:
     return call
 
 
-def _check_audit_arguments(*, protocol: Any, delta: Any, confidence: Any, runs: Any, horizon: Any, seed: Any,
-                           executor: Any, command: Any, pair: Any, checkpoint: Any, max_hours: Any, adapter: Any,
-                           scheduler: Any, call_timeout: Any, method: str = "multi-run") -> None:
+def _check_audit_arguments(*, protocol: object, delta: object, confidence: object, runs: object, horizon: object,
+                           seed: object, executor: object, command: object, pair: object, checkpoint: object,
+                           max_hours: object, adapter: object, scheduler: object, call_timeout: object,
+                           method: str = "multi-run") -> None:
     """The arguments of :func:`audit`, named as the call names them, checked before anything is built."""
     from dpaudit.errors import check_confidence, check_delta
     from dpaudit.runner import PLANS
@@ -455,8 +463,9 @@ def _check_audit_arguments(*, protocol: Any, delta: Any, confidence: Any, runs: 
     check_call_timeout(call_timeout, "call_timeout")
 
 
-def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: Audit, horizons: Sequence[int],
-                        runs: int, seed: int, adapter: str | None = None, claim: Any = None) -> list[dict[str, Any]]:
+def _leakage_vs_horizon(policy: PolicySource, params: Mapping[str, object], out: Audit, horizons: Sequence[int],
+                        runs: int, seed: int, adapter: str | None = None,
+                        claim: Guarantee | str | None = None) -> list[JSONObject]:
     """The witness pair's pattern (canary round, background) rebuilt at each horizon and attacked
     afresh (:func:`dpaudit.attacks.neighbours.leakage_vs_horizon`). The policy is built once, at the
     audit's horizon (a policy whose constructor takes ``horizon`` keeps that one at every T)."""
@@ -468,6 +477,9 @@ def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: Audit, horizon
     from dpaudit.runner.setup import build_policy, with_features
 
     Ts = list(horizons)
+    horizon = out.horizon
+    if horizon is None:
+        raise InternalError("the findings of a table or view audit have no horizon")
     w = out.witness or {}
     m = re.search(r"background (?:arm means \(([^)]*)\)|(\w+))", str(w.get("label", "")))  # PairSpec.label()
     if out.protocol not in ("table", "view") or m is None or "round" not in w:
@@ -480,7 +492,7 @@ def _leakage_vs_horizon(policy: Any, params: dict[str, Any], out: Audit, horizon
     small = max(500, min(2000, runs // 10))
     with one_blas_thread():
         return leakage_vs_horizon(
-            lambda: with_features(build_policy(policy, dict(params), int(out.horizon), adapter, claim), seed),
+            lambda: with_features(build_policy(policy, dict(params), int(horizon), adapter, claim), seed),
             get_protocol(out.protocol), spec, Ts, delta=out.delta, confidence=out.confidence,
             seed=np.random.SeedSequence([int(seed), 0x40_12]), n_train=small, n_select=small, n_test=runs,
             n_likelihood=runs)
@@ -519,7 +531,26 @@ def _keeps_ledger(cls: type) -> bool:
     return issubclass(cls, Policy) or "ledger" in vars(cls)
 
 
-def describe(policy: Any) -> dict[str, Any]:
+class ParameterDescription(TypedDict):
+    """One constructor parameter of a policy, as :func:`describe` gives it."""
+
+    name: str
+    type: str | None  # its annotation as written (None: none)
+    required: bool
+    default: object  # None when required
+
+
+#: What :func:`describe` says of a policy (the JSON of ``dpaudit describe POLICY --json``); ``class`` is
+#: ``module:Class`` (a plug-in file's as ``path/to/file.py:Class``). The functional form, since ``class``
+#: is a keyword.
+PolicyDescription = TypedDict("PolicyDescription", {
+    "policy": str, "class": str, "notion": str, "notion_note": str, "registered_as": str | None,
+    "family": str | None, "mutant": bool, "summary": str, "follows": list[str], "papers": list[str],
+    "parameters": list[ParameterDescription], "claim": str | None, "claim_note": str | None, "has_ledger": bool,
+    "docstring": str})
+
+
+def describe(policy: PolicySource) -> PolicyDescription:
     """What a policy is: its parameters with their defaults, its claim at the defaults (where the
     defaults build it), and the paper and algorithm its docstring says it follows.
 
@@ -543,6 +574,7 @@ def describe(policy: Any) -> dict[str, Any]:
     if isinstance(policy, str) and entry_of(policy) is None and not is_plugin_spec(policy) \
             and finite_notion(policy) is not None:
         return _describe_spec(policy)
+    cls: type
     if isinstance(policy, str):
         cls = load_policy_class(policy)
     elif isinstance(policy, type):
@@ -550,11 +582,12 @@ def describe(policy: Any) -> dict[str, Any]:
     else:
         cls = type(policy)
     entry = entry_of(cls)
+    sig: Mapping[str, inspect.Parameter]
     try:
-        sig = inspect.signature(cls.__init__).parameters
+        sig = inspect.signature(getattr(cls, "__init__")).parameters
     except (TypeError, ValueError):
         sig = {}
-    parameters = []
+    parameters: list[ParameterDescription] = []
     for name, p in sig.items():
         if name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
@@ -569,7 +602,7 @@ def describe(policy: Any) -> dict[str, Any]:
     # prints go to stderr (describe --json stays JSON), an exit becomes one sentence naming the plug-in
     plugin = policy if isinstance(policy, str) and is_plugin_spec(policy) else None
 
-    def attempt(method: str, fn: Callable[[], Any]) -> tuple[Any, Exception | None]:
+    def attempt(method: str, fn: Callable[[], _T]) -> tuple[_T | None, Exception | None]:
         """``fn()`` (plug-in code): its exceptions are returned for the note; an exit is one sentence."""
         with guard(plugin, method) if plugin is not None else nullcontext():
             try:
@@ -577,7 +610,7 @@ def describe(policy: Any) -> dict[str, Any]:
             except Exception as exc:  # a required parameter, or defaults the constructor refuses
                 return None, exc
 
-    def read_claim() -> Any:
+    def read_claim() -> str | None:
         from dpaudit.accountants.guarantees import as_guarantee
 
         g = getattr(inst, "claim", None)
@@ -620,7 +653,7 @@ def describe(policy: Any) -> dict[str, Any]:
     }
 
 
-def _describe_spec(spec: str) -> dict[str, Any]:
+def _describe_spec(spec: str) -> PolicyDescription:
     """:func:`describe` of a finite policy spec (``dpaudit.finite-policy/1``) or a finite contextual one
     (``dpaudit.finite-contextual-policy/1``): a bundled name or a ``.json`` path."""
     import json
@@ -628,25 +661,26 @@ def _describe_spec(spec: str) -> dict[str, Any]:
 
     from dpaudit.accountants.guarantees import as_guarantee
     from dpaudit.papers import references
-    from dpaudit.policies.finite import BUNDLED, load_spec
-    from dpaudit.policies.finite_contextual import BUNDLED_CONTEXTUAL, load_contextual
+    from dpaudit.policies.finite import BUNDLED, FinitePolicy, load_spec
+    from dpaudit.policies.finite_contextual import BUNDLED_CONTEXTUAL, FiniteContextualPolicy, load_contextual
 
     notion, why = _notion(spec, None)
     contextual = notion == "joint"
-    pol: Any = load_contextual(spec) if contextual else load_spec(spec)  # validated: a bad spec is one sentence
+    pol: FinitePolicy | FiniteContextualPolicy = load_contextual(spec) if contextual else load_spec(spec)  # validated: a bad spec is one sentence
     bundled = {**BUNDLED, **BUNDLED_CONTEXTUAL}
     text = (resources.files("dpaudit.specs").joinpath(bundled[spec]).read_text() if spec in bundled
             else Path(spec).read_text())
     raw = json.loads(text)
     description = str(raw.get("description") or "")
     rewards = ", ".join(f"{r:g}" for r in pol.rewards)
-    sizes = f"T = {pol.horizon}, K = {pol.n_arms}" + (f", contexts {{{', '.join(pol.contexts)}}}" if contextual else "")
+    sizes = f"T = {pol.horizon}, K = {pol.n_arms}" + (f", contexts {{{', '.join(pol.contexts)}}}"
+                                                        if isinstance(pol, FiniteContextualPolicy) else "")
     claim = getattr(pol, "claim", None)
     kind = "finite contextual policy" if contextual else "finite policy"
     return {
         "policy": spec,
         "class": f"{type(pol).__module__}:{type(pol).__qualname__}",
-        "notion": notion,
+        "notion": notion or "table",  # a finite spec's: joint or table
         "notion_note": why,
         "registered_as": None,
         "family": "finite contextual spec" if contextual else "finite spec",
@@ -665,7 +699,7 @@ def _describe_spec(spec: str) -> dict[str, Any]:
 
 # ---- account ------------------------------------------------------------------------------------
 
-def account(policy: Any, *, params: Mapping[str, Any] | None = None, delta: float = 1e-5, horizon: int = 2000,
+def account(policy: PolicySource, *, params: Mapping[str, object] | None = None, delta: float = 1e-5, horizon: int = 2000,
             runs: int = 4, seed: int = 0) -> LedgerAccount:
     """A policy's claim beside what its ledger implies (``dpaudit account policy``): run it ``runs`` times
     for ``horizon`` steps on a fixed Bernoulli table (:func:`dpaudit.accounting.run_policy`) and compose,

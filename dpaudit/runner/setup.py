@@ -15,14 +15,14 @@ from __future__ import annotations
 import math
 import platform
 from contextlib import nullcontext
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from dpaudit.accountants import Guarantee
 from dpaudit.accountants.guarantees import as_guarantee, is_dp_event
 from dpaudit.errors import DPAuditError, shorten
-from dpaudit.policies.base import check_alphabet
+from dpaudit.policies.base import PolicySource, check_alphabet
 from dpaudit.protocols import FixedActionSet, PairSpec, make_pair
 
 __all__ = ["claimed_epsilon", "convert_claim", "versions", "build_policy", "claim_as_guarantee",
@@ -82,8 +82,8 @@ def versions() -> dict[str, str]:
     return {"dpaudit": __version__, "python": platform.python_version(), "numpy": np.__version__,
             "scipy": scipy.__version__}
 
-def build_policy(spec: str, params: dict[str, str], horizon: int, adapter: str | None = None,
-                  claim: Any = None) -> Any:
+def build_policy(spec: PolicySource, params: Mapping[str, object], horizon: int, adapter: str | None = None,
+                  claim: Guarantee | str | None = None) -> Any:
     """The policy to audit at ``horizon`` (:func:`dpaudit.adapters.build_policy`: the horizon goes to
     whichever constructor parameter names it, ``claim`` replaces a declared one, ``adapter="per-run"``
     runs a one-run class as N copies)."""
