@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence, overload
 
 import numpy as np
 
@@ -63,12 +63,17 @@ from dpaudit.attacks.likelihood import likelihood_attack
 from dpaudit.attacks.membership import evaluate, fit_select
 from dpaudit.attacks.result import AuditResult
 from dpaudit.attacks.sampling import LOOKS
-from dpaudit.errors import DPAuditError, check_delta, check_int, check_order, shorten
+from dpaudit.errors import DPAuditError, InternalError, check_delta, check_int, check_order, shorten
 from dpaudit.mechanisms import gaussian_renyi, laplace_renyi
 from dpaudit.policies.base import check_actions
 from dpaudit.policies.finite import FinitePolicy
 from dpaudit.protocols import FixedActionSet, Pair, Protocol, TableDP, ViewDP
 from dpaudit.runner.setup import claimed_epsilon
+
+if TYPE_CHECKING:
+    from dpaudit.accountants.composition import RoundAccount
+    from dpaudit.mechanisms import GaussianMechanism, LaplaceMechanism, Ledger
+    from dpaudit.policies.base import PolicyLike
 
 __all__ = [
     "deltas",
@@ -94,7 +99,7 @@ __all__ = [
 
 # ---- strategies: privacy parameters ---------------------------------------------------------------
 
-def _bounds(name: str, lo: Any, hi: Any, *, above: float, below: float = math.inf, what: str) -> tuple[float, float]:
+def _bounds(name: str, lo: float, hi: float, *, above: float, below: float = math.inf, what: str) -> tuple[float, float]:
     """Check a strategy's bounds: ``above < lo <= hi < below`` (finite), in one sentence."""
     for label, v in (("lo", lo), ("hi", hi)):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
@@ -132,7 +137,7 @@ def sigmas(lo: float = 0.05, hi: float = 100.0) -> st.SearchStrategy[float]:
     return _log_uniform(*_bounds("sigmas", lo, hi, above=0.0, what="a standard deviation"))
 
 
-def _size(name: str, label: str, value: Any, minimum: int) -> tuple[int, int]:
+def _size(name: str, label: str, value: int | tuple[int, int], minimum: int) -> tuple[int, int]:
     """An int or an (lo, hi) range of ints, each >= minimum and lo <= hi."""
     pair = (value, value) if not isinstance(value, (tuple, list)) else tuple(value)
     if len(pair) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in pair) \
@@ -142,7 +147,11 @@ def _size(name: str, label: str, value: Any, minimum: int) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
-def _alphabet(name: str, alphabet: Any) -> list[float] | None:
+@overload
+def _alphabet(name: str, alphabet: Sequence[float]) -> list[float]: ...
+@overload
+def _alphabet(name: str, alphabet: Sequence[float] | None) -> list[float] | None: ...
+def _alphabet(name: str, alphabet: Sequence[float] | None) -> list[float] | None:
     if alphabet is None:
         return None
     try:
@@ -156,7 +165,7 @@ def _alphabet(name: str, alphabet: Any) -> list[float] | None:
 
 
 @st.composite
-def privacy_params(draw: Any) -> dict[str, float]:
+def privacy_params(draw: st.DrawFn) -> dict[str, float]:
     """A dict with ``rho``, ``delta``, ``alpha``, ``epsilon`` and ``sigma`` drawn independently."""
     return {"rho": draw(rhos()), "delta": draw(deltas()), "alpha": draw(orders()),
             "epsilon": draw(_log_uniform(1e-3, 50.0)), "sigma": draw(sigmas())}
@@ -165,7 +174,7 @@ def privacy_params(draw: Any) -> dict[str, float]:
 # ---- strategies: neighbouring inputs ---------------------------------------------------------------
 
 @st.composite
-def neighbouring_tables(draw: Any, horizon: int | tuple[int, int] = (1, 12), arms: int | tuple[int, int] = (2, 4),
+def neighbouring_tables(draw: st.DrawFn, horizon: int | tuple[int, int] = (1, 12), arms: int | tuple[int, int] = (2, 4),
                         alphabet: Sequence[float] | None = (0.0, 1.0)) -> tuple[np.ndarray, np.ndarray, int]:
     """(d, d', t): two T x K reward tables that differ exactly in row t (Table DP, Azize & Basu 2023a, Def. 3).
 
@@ -186,7 +195,7 @@ def neighbouring_tables(draw: Any, horizon: int | tuple[int, int] = (1, 12), arm
 
 
 @st.composite
-def neighbouring_lists(draw: Any, horizon: int | tuple[int, int] = (1, 12),
+def neighbouring_lists(draw: st.DrawFn, horizon: int | tuple[int, int] = (1, 12),
                        alphabet: Sequence[float] | None = (0.0, 1.0)) -> tuple[np.ndarray, np.ndarray, int]:
     """(r, r', t): two reward lists that differ exactly in entry t (View DP, Azize & Basu 2023a, Def. 3)."""
     T = draw(st.integers(*_size("neighbouring_lists", "horizon", horizon, 1)))
@@ -201,7 +210,7 @@ def neighbouring_lists(draw: Any, horizon: int | tuple[int, int] = (1, 12),
 
 
 @st.composite
-def neighbouring_context_streams(draw: Any, horizon: int | tuple[int, int] = (1, 10), dim: int = 2,
+def neighbouring_context_streams(draw: st.DrawFn, horizon: int | tuple[int, int] = (1, 10), dim: int = 2,
                                  ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
     """Two streams {contexts (T, d) in the unit ball, rewards (T,) in [0, 1]} differing in round t (JDP)."""
     T = draw(st.integers(*_size("neighbouring_context_streams", "horizon", horizon, 1)))
@@ -223,8 +232,8 @@ def neighbouring_context_streams(draw: Any, horizon: int | tuple[int, int] = (1,
 
 
 @st.composite
-def finite_policies(draw: Any, horizon: int | tuple[int, int] = (1, 3), arms: int = 2,
-                    rewards: Sequence[float] = (0.0, 1.0), grain: int = 8) -> Any:
+def finite_policies(draw: st.DrawFn, horizon: int | tuple[int, int] = (1, 3), arms: int = 2,
+                    rewards: Sequence[float] = (0.0, 1.0), grain: int = 8) -> FinitePolicy:
     """A small FinitePolicy with random decision rules (probabilities on a grid of 1/grain).
 
     Keep T * log(K R) small: the rules have (K R)^(t-1) rows at step t.
@@ -232,8 +241,8 @@ def finite_policies(draw: Any, horizon: int | tuple[int, int] = (1, 3), arms: in
     T = draw(st.integers(*_size("finite_policies", "horizon", horizon, 1)))
     K = _size("finite_policies", "arms", arms, 2)[0]
     grain = _size("finite_policies", "grain", grain, 1)[0]
-    rewards = _alphabet("finite_policies", rewards)
-    R = len(rewards)
+    alphabet = _alphabet("finite_policies", rewards)
+    R = len(alphabet)
     if T * math.log(K * R) > math.log(2e5):
         raise DPAuditError(f"finite_policies(horizon={horizon!r}, arms={K}, {R} rewards): the last step would have "
                            f"(K R)^(T-1) = {(K * R) ** (T - 1):,} rows; keep T log(K R) small.")
@@ -244,12 +253,12 @@ def finite_policies(draw: Any, horizon: int | tuple[int, int] = (1, 3), arms: in
             w = np.array(draw(st.lists(st.integers(0, grain), min_size=K, max_size=K)), dtype=float) + 1e-3
             rows.append((w / w.sum()).tolist())
         rules.append(rows)
-    return FinitePolicy(rules, list(rewards))
+    return FinitePolicy(rules, list(alphabet))
 
 
 # ---- divergences -------------------------------------------------------------------------------
 
-def _distribution(name: str, x: Any) -> np.ndarray:
+def _distribution(name: str, x: object) -> np.ndarray:
     """A probability vector, refused (one sentence) unless finite, >= 0 and summing to 1 (1e-9)."""
     try:
         a = np.asarray(x, dtype=float).ravel()
@@ -288,7 +297,7 @@ def renyi_divergence(p: np.ndarray, q: np.ndarray, alpha: float) -> float:
     return float((m + math.log(np.sum(np.exp(alpha * lp + (1 - alpha) * lq - m)))) / (alpha - 1))
 
 
-def renyi_divergence_1d(logpdf_p: Any, logpdf_q: Any, alpha: float, lo: float, hi: float,
+def renyi_divergence_1d(logpdf_p: Callable[[float], float], logpdf_q: Callable[[float], float], alpha: float, lo: float, hi: float,
                         points: Sequence[float] = ()) -> float:
     """D_alpha(P || Q) of two densities on [lo, hi] by adaptive quadrature (scipy.integrate.quad)."""
 
@@ -298,13 +307,18 @@ def renyi_divergence_1d(logpdf_p: Any, logpdf_q: Any, alpha: float, lo: float, h
     c = max(alpha * logpdf_p(float(x)) + (1 - alpha) * logpdf_q(float(x)) for x in grid)
     f = lambda x: math.exp(alpha * logpdf_p(x) + (1 - alpha) * logpdf_q(x) - c)  # noqa: E731
     val, _ = integrate.quad(f, lo, hi, points=list(points) or None, limit=400, epsabs=0, epsrel=1e-11)
-    return (c + math.log(val)) / (alpha - 1)
+    return float((c + math.log(val)) / (alpha - 1))
 
 
-def _bound_of(bound: float | Guarantee, alpha: float) -> float:
+def _bound_of(bound: object, alpha: float) -> float:
+    """D_alpha a bound checked by :func:`_check_bound` allows."""
     if is_dp_event(bound):  # a claim stated as a dp-accounting DpEvent
         bound = as_guarantee(bound)
-    return bound.renyi(alpha) if isinstance(bound, Guarantee) else float(bound)
+    if isinstance(bound, Guarantee):
+        return bound.renyi(alpha)
+    if isinstance(bound, (int, float, np.integer, np.floating)):
+        return float(bound)
+    raise InternalError(f"a bound on D_alpha was used unchecked: {shorten(bound)}")
 
 
 #: what to do when a measured Rényi divergence is above its bound (the end of the failure's sentence)
@@ -325,7 +339,7 @@ def assert_renyi_bound(measured: float | tuple[np.ndarray, np.ndarray], bound: f
     alpha = check_order(alpha)
     rtol = _check_real(fn, "rtol", rtol, minimum=0.0)
     atol = _check_real(fn, "atol", atol, minimum=0.0)
-    bound = _check_bound(fn, bound)
+    checked = _check_bound(fn, bound)
     if isinstance(measured, tuple):
         if len(measured) != 2:
             raise DPAuditError(f"{fn}: measured must be a number or a pair (P, Q) of distributions, got a tuple of "
@@ -333,14 +347,14 @@ def assert_renyi_bound(measured: float | tuple[np.ndarray, np.ndarray], bound: f
         value = renyi_divergence(*measured, alpha)
     else:
         value = _check_real(fn, "measured", measured, allow_inf=True)
-    b = _bound_of(bound, alpha)
+    b = _bound_of(checked, alpha)
     if not value <= b * (1 + rtol) + atol:
         of = f" of {bound.describe()}" if isinstance(bound, Guarantee) else ""
         raise AssertionError(f"{what} at order {alpha:g} is {value:.10g}, above the bound {b:.10g}{of}: {hint}.")
     return value
 
 
-def assert_mechanism_renyi(mechanism: Any, alpha: float, *, centre: float = 0.0, rtol: float = 1e-6) -> float:
+def assert_mechanism_renyi(mechanism: GaussianMechanism | LaplaceMechanism, alpha: float, *, centre: float = 0.0, rtol: float = 1e-6) -> float:
     """Integrate D_alpha between a 1-d Gaussian or Laplace mechanism's outputs at neighbouring centres.
 
     The centres are ``centre`` and ``centre + sensitivity`` (the worst neighbours of a 1-d statistic).
@@ -393,7 +407,7 @@ _GUARANTEE_HINT = ("its guarantee() promises more than its noise gives; derive t
                    "the sensitivity (Gaussian: rho = Delta^2 / (2 sigma^2); Laplace: eps = Delta / b)")
 
 
-def _assert_mechanism_dinf(mechanism: Any, kind: Any, s: float, D: float, a: float, b: float, rtol: float) -> float:
+def _assert_mechanism_dinf(mechanism: GaussianMechanism | LaplaceMechanism, kind: str, s: float, D: float, a: float, b: float, rtol: float) -> float:
     """alpha = inf: D_inf = sup_x log p(x)/q(x), the largest log density ratio.
 
     Laplace: the ratio is (|x - b| - |x - a|)/s, largest (= D/s, i.e. eps exactly) for x <= min(a, b);
@@ -418,22 +432,25 @@ def _assert_mechanism_dinf(mechanism: Any, kind: Any, s: float, D: float, a: flo
 
 # ---- arguments: refused in one sentence that names them -------------------------------------------
 
-def _check_real(fn: str, name: str, value: Any, *, minimum: float = -math.inf, allow_inf: bool = False) -> float:
+def _check_real(fn: str, name: str, value: object, *, minimum: float = -math.inf, allow_inf: bool = False) -> float:
     """A real number (not a bool, not NaN; infinite only with ``allow_inf``) that is >= ``minimum``."""
-    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
-    if not ok or math.isnan(value) or (math.isinf(value) and not allow_inf) or value < minimum:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or math.isnan(value) or (math.isinf(value) and not allow_inf) or value < minimum:
         need = "a real number" + (f" >= {minimum:g}" if minimum > -math.inf else "")
         raise DPAuditError(f"{fn}: {name} must be {need}, got {shorten(value)}.")
     return float(value)
 
 
-def _check_flag(fn: str, name: str, value: Any) -> bool:
+def _check_flag(fn: str, name: str, value: object) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise DPAuditError(f"{fn}: {name} must be True or False, got {shorten(value)}.")
     return bool(value)
 
 
-def _check_seed(fn: str, seed: Any, *, sequence: bool = False) -> Any:
+@overload
+def _check_seed(fn: str, seed: object) -> int: ...
+@overload
+def _check_seed(fn: str, seed: object, *, sequence: bool) -> int | np.random.SeedSequence: ...
+def _check_seed(fn: str, seed: object, *, sequence: bool = False) -> int | np.random.SeedSequence:
     """An integer >= 0 (or, with ``sequence``, a numpy SeedSequence): fixed, so that a failure replays."""
     if sequence and isinstance(seed, np.random.SeedSequence):
         return seed
@@ -444,13 +461,13 @@ def _check_seed(fn: str, seed: Any, *, sequence: bool = False) -> Any:
     return int(seed)
 
 
-def _check_alphas(fn: str, alphas: Any) -> list[float]:
+def _check_alphas(fn: str, alphas: object) -> list[float]:
     if isinstance(alphas, (str, bytes)) or not isinstance(alphas, (Sequence, np.ndarray)) or len(alphas) == 0:
         raise DPAuditError(f"{fn}: alphas must be a non-empty list of Rényi orders > 1, got {shorten(alphas)}.")
     return [check_order(a, "alphas") for a in alphas]
 
 
-def _check_features(fn: str, features: Any, K: int) -> np.ndarray | None:
+def _check_features(fn: str, features: object, K: int) -> np.ndarray | None:
     """None, or a linear policy's fixed action set: (K, d) or (n_runs, K, d) finite numbers."""
     if features is None:
         return None
@@ -464,8 +481,9 @@ def _check_features(fn: str, features: Any, K: int) -> np.ndarray | None:
     return f
 
 
-def _check_bound(fn: str, bound: Any) -> float | Guarantee:
-    """A bound on D_alpha: a number >= 0 (inf allowed), a Guarantee, or a dp-accounting DpEvent."""
+def _check_bound(fn: str, bound: object) -> object:
+    """A bound on D_alpha: a number >= 0 (inf allowed) as a float, a Guarantee, or a dp-accounting DpEvent
+    (untyped, so the result is an object; :func:`_bound_of` reads it)."""
     if isinstance(bound, Guarantee) or is_dp_event(bound):
         return bound
     if isinstance(bound, bool) or not isinstance(bound, (int, float, np.integer, np.floating)) \
@@ -477,11 +495,11 @@ def _check_bound(fn: str, bound: Any) -> float | Guarantee:
 
 # ---- policies: the inputs a policy is run on ------------------------------------------------------
 
-def _who(policy: Any) -> str:
+def _who(policy: object) -> str:
     return getattr(policy, "name", "") or type(policy).__name__
 
 
-def _check_policy(policy: Any, fn: str) -> int:
+def _check_policy(policy: object, fn: str) -> int:
     """The policy's K, after checking it has the members the assertions call (one sentence otherwise)."""
     if policy is None or isinstance(policy, (str, bytes)):
         raise DPAuditError(f"{fn}: policy must be a policy instance (with n_arms, reset, act and observe), got "
@@ -494,13 +512,13 @@ def _check_policy(policy: Any, fn: str) -> int:
     if missing:
         raise DPAuditError(f"{fn}: {_who(policy)} lacks {', '.join(missing)}; a policy needs n_arms, reset, act and "
                            "observe (DESIGN.md, 'The plug-in contract').")
-    K = policy.n_arms
+    K = getattr(policy, "n_arms")
     if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 2:
         raise DPAuditError(f"{fn}: {_who(policy)}.n_arms is {K!r}; a policy needs an integer number of arms K >= 2.")
     return int(K)
 
 
-def _reward_bounds(policy: Any, K: int, fn: str) -> tuple[np.ndarray, np.ndarray]:
+def _reward_bounds(policy: object, K: int, fn: str) -> tuple[np.ndarray, np.ndarray]:
     """Per-arm (lo, hi) of the policy's ``reward_range`` ((0, 1) when it declares none, as the plug-in
     contract says); infinite ends allowed."""
     rr = getattr(policy, "reward_range", (0.0, 1.0))
@@ -515,7 +533,7 @@ def _reward_bounds(policy: Any, K: int, fn: str) -> tuple[np.ndarray, np.ndarray
     return a[:, 0], a[:, 1]
 
 
-def _check_input(policy: Any, data: Any, name: str, K: int, list_input: bool, fn: str) -> np.ndarray:
+def _check_input(policy: object, data: object, name: str, K: int, list_input: bool, fn: str) -> np.ndarray:
     """``data`` as the policy's input (a T x K table, or a list of T rewards under View DP), refused in one
     sentence unless its shape matches the policy's K (and horizon, if it has one), every value is finite
     and inside the policy's reward range (and alphabet, if it declares one)."""
@@ -573,7 +591,7 @@ def _check_input(policy: Any, data: Any, name: str, K: int, list_input: bool, fn
     return d
 
 
-def _play(policy: Any, table: np.ndarray, n_runs: int, seed: int, features: np.ndarray | None,
+def _play(policy: PolicyLike, table: np.ndarray, n_runs: int, seed: int, features: np.ndarray | None,
           list_input: bool = False) -> np.ndarray:
     """Run ``policy`` on ``table`` (n_runs runs from ``seed``); its actions (n_runs, T), each checked."""
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
@@ -592,8 +610,8 @@ def _play(policy: Any, table: np.ndarray, n_runs: int, seed: int, features: np.n
     return views
 
 
-def run_on_table(policy: Any, table: np.ndarray, n_runs: int = 4, seed: int = 0,
-                 features: np.ndarray | None = None) -> Any:
+def run_on_table(policy: PolicyLike, table: np.ndarray, n_runs: int = 4, seed: int = 0,
+                 features: np.ndarray | None = None) -> Ledger | None:
     """Run ``policy`` on a fixed T x K reward table (Table DP: it observes table[t, a_t]); return its ledger.
 
     The table is checked against the policy first (its K columns, finite rewards inside the policy's
@@ -623,7 +641,7 @@ def _probe_tables(d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[tuple[s
     return out
 
 
-def _actions_change(policy: Any, d: np.ndarray, n_runs: int, seed: int,
+def _actions_change(policy: PolicyLike, d: np.ndarray, n_runs: int, seed: int,
                     features: np.ndarray | None) -> str | None:
     """Where the policy's actions on ``d`` change when only the rewards do (same seed, so the same
     random draws for a policy whose draws do not depend on the rewards), in words; None if they never do."""
@@ -643,10 +661,10 @@ def _actions_change(policy: Any, d: np.ndarray, n_runs: int, seed: int,
     return None
 
 
-def assert_ledger_within_claim(policy: Any, table: np.ndarray, *, n_runs: int = 4, seed: int = 0,
+def assert_ledger_within_claim(policy: PolicyLike, table: np.ndarray, *, n_runs: int = 4, seed: int = 0,
                                alphas: Sequence[float] = (1.5, 2.0, 5.0, 20.0, 100.0),
                                features: np.ndarray | None = None, rtol: float = 1e-9,
-                               allow_no_releases: bool = False) -> Any:
+                               allow_no_releases: bool = False) -> RoundAccount:
     """Run ``policy`` on ``table`` and assert the ledger's worst round stays within ``policy.claim``.
 
     The ledger-implied D_alpha of a round is the composition of the releases it fed (exact Rényi
@@ -768,7 +786,7 @@ _PAIR_HINT = ("route every use of the rewards through dpaudit.mechanisms with no
               "declare the weaker claim that holds); `dpaudit check policy` writes a full report")
 
 
-def _protocol_of(protocol: Any, fn: str) -> Protocol:
+def _protocol_of(protocol: object, fn: str) -> Protocol:
     if isinstance(protocol, (TableDP, ViewDP)):
         return protocol
     if isinstance(protocol, str) and protocol in _PROTOCOLS:
@@ -777,7 +795,7 @@ def _protocol_of(protocol: Any, fn: str) -> Protocol:
                        f"'view' (lists of T rewards, neighbours differ in one entry), got {shorten(protocol)}.")
 
 
-def _claim_at(policy: Any, claim: Any, delta: float, fn: str) -> tuple[Guarantee, float, float, str]:
+def _claim_at(policy: object, claim: object, delta: float, fn: str) -> tuple[Guarantee, float, float, str]:
     """(the claim as a Guarantee, its epsilon at delta, the delta compared at, the conversion in words)."""
     raw = claim if claim is not None else getattr(policy, "claim", None)
     if raw is None:
@@ -874,7 +892,8 @@ def _exact_pair(policy: FinitePolicy, d0: np.ndarray, d1: np.ndarray, proto: str
                      f"exact: the {P.size:,} views of the finite policy enumerated on both sides", exact)
 
 
-def assert_pair_within_claim(policy: Any, d: np.ndarray, d_prime: np.ndarray, *, claim: Any = None,
+def assert_pair_within_claim(policy: PolicyLike, d: np.ndarray, d_prime: np.ndarray, *,
+                             claim: Guarantee | str | None = None,
                              delta: float = 1e-5, confidence: float = 0.95, runs: int = 5000,
                              seed: int | np.random.SeedSequence = 0, protocol: str | Protocol = "table",
                              features: np.ndarray | None = None, likelihood: bool = True) -> PairCheck:
@@ -971,7 +990,7 @@ def assert_pair_within_claim(policy: Any, d: np.ndarray, d_prime: np.ndarray, *,
             f"release its {unit} {j} feeds, so the assertion could never fail; pass "
             f"runs={_runs_needed(claim_eps, delta, each):,} or more (or compare at a larger delta).")
 
-    if black_box and not gray_box and largest <= claim_eps:
+    if black_box and not gray_box and largest is not None and largest <= claim_eps:
         raise powerless()
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     s_fit, s_test, s_lik0, s_lik1 = ss.spawn(4)
@@ -1006,7 +1025,7 @@ def assert_pair_within_claim(policy: Any, d: np.ndarray, d_prime: np.ndarray, *,
                          f"claim's {v['claimed']:.4g} at that order")
         raise AssertionError("\n".join(lines))
     fed = any(r.details.get("max_releases_fed_by_round", 0) > 0 for r in results if r.attack == "likelihood")
-    if black_box and not fed and largest <= claim_eps:  # a ledger, but empty where it matters: black-box only
+    if black_box and not fed and largest is not None and largest <= claim_eps:  # a ledger, but empty where it matters: black-box only
         raise powerless()
     best = max((r.epsilon_lower for r in results), default=0.0)
     note = "" if black_box else (f"the pair differs in the last {unit} ({j}), which no action depends on: only the "
@@ -1015,12 +1034,13 @@ def assert_pair_within_claim(policy: Any, d: np.ndarray, d_prime: np.ndarray, *,
                      time.perf_counter() - t0, note)
 
 
-def assert_finite_policy_renyi(policy: Any, bound: float | Guarantee, alpha: float, protocol: str = "table") -> float:
+def assert_finite_policy_renyi(policy: FinitePolicy, bound: float | Guarantee, alpha: float,
+                               protocol: str = "table") -> float:
     """Exact D_alpha of a finite policy, the maximum over every neighbouring pair of ``protocol`` (Table,
     View or Interactive DP, Azize & Basu 2023a, Def. 3-4) by enumeration
     (:func:`dpaudit.attacks.exact.exact_profile`), within ``bound`` (Rényi DP at order alpha). Returns it."""
     alpha = check_order(alpha)
-    bound = _check_bound("assert_finite_policy_renyi", bound)
+    _check_bound("assert_finite_policy_renyi", bound)  # refused before the enumeration, not after it
     if not isinstance(policy, FinitePolicy):
         raise DPAuditError(f"assert_finite_policy_renyi: policy must be a FinitePolicy (decision-rule tables), got "
                            f"{shorten(policy)}; test other policies with assert_pair_within_claim.")
