@@ -1,9 +1,10 @@
 """The Python API examples (README.md's and docs/reference.md's) type-check under ``mypy --strict``, as a
-user's code would be checked.
+user's code would be checked, and so do dpaudit's public modules themselves.
 
 mypy reads a copy of the installed package (``installed_tree``: the top-level accountants/ and
-attacks/ folders are mapped into it at install time) and reports only the example's own errors;
-dp-accounting ships no type information, so its imports are taken as untyped.
+attacks/ folders are mapped into it at install time). For the example it reports only the example's own
+errors; for the public modules it reports theirs (pyproject.toml's ``[tool.mypy]``). dp-accounting ships
+no type information, so its imports are taken as untyped.
 """
 
 from __future__ import annotations
@@ -14,10 +15,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    tomllib = None
+
 import pytest
 from conftest import installed_tree
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+#: the public modules (what README.md and docs/ show), each checked with mypy --strict
+PUBLIC_MODULES = ["dpaudit", "dpaudit.api", "dpaudit.testing", "dpaudit.errors", "dpaudit.papers",
+                  "dpaudit.deprecations", "dpaudit.policies.base"]
+PUBLIC_PACKAGES = ["dpaudit.accountants"]
 CONFIG = """[mypy]
 strict = True
 cache_dir = {cache}
@@ -63,3 +74,25 @@ def test_dpaudit_all_matches_its_lazy_names():
     assert sorted(dpaudit.__all__) == sorted(["__version__", *dpaudit._LAZY])
     for name in dpaudit.__all__:
         assert getattr(dpaudit, name) is not None
+
+
+@pytest.mark.tooling
+def test_the_public_modules_pass_mypy_strict(tmp_path):
+    """``mypy --strict`` on exactly the public modules, with pyproject.toml's settings, reports nothing."""
+    tree = installed_tree(tmp_path / "tree")
+    (tree / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    targets = [a for m in PUBLIC_MODULES for a in ("-m", m)] + [a for p in PUBLIC_PACKAGES for a in ("-p", p)]
+    res = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--config-file", "pyproject.toml",
+                          "--cache-dir", str(tmp_path / "cache"), *targets], cwd=tree, capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-2000:]
+    assert "Success: no issues found" in res.stdout, res.stdout
+
+
+@pytest.mark.tooling
+@pytest.mark.skipif(tomllib is None, reason="tomllib is Python 3.11+")
+def test_pyproject_names_the_same_public_modules():
+    """``mypy`` run by hand with pyproject.toml's [tool.mypy] checks the modules the test above checks."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert config["strict"] is True
+    assert config["modules"] == PUBLIC_MODULES and config["packages"] == PUBLIC_PACKAGES
