@@ -8,9 +8,13 @@ with the builders that turn findings' values into readable blocks (:func:`kv_tab
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence, TypeAlias, Union
 
+from dpaudit.jsontypes import JSONMapping, JSONObject, JSONValue
 from dpaudit.report.reading import Verbatim, cell, label, tidy_distinct
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as MplFigure
 
 @dataclass(frozen=True)
 class Para:
@@ -23,7 +27,7 @@ class Para:
 @dataclass(frozen=True)
 class Table:
     header: tuple[str, ...]
-    rows: tuple[tuple[Any, ...], ...]
+    rows: tuple[tuple[object, ...], ...]  # each cell shown as reading.cell shows it
     num: frozenset[int] = frozenset()
 
 
@@ -35,7 +39,7 @@ class Figure:
     id: str
     title: str
     caption: str
-    draw: Callable[[], Any]
+    draw: Callable[[], MplFigure]
     shows: tuple[str, ...] = ()
     wide: bool = False
 
@@ -50,7 +54,7 @@ class Fold:
     """Collapsed in HTML (``<details>``), a heading in Markdown."""
 
     summary: str
-    blocks: tuple[Any, ...]
+    blocks: tuple[Block, ...]
     id: str = ""
 
 
@@ -59,7 +63,7 @@ class Sub:
     """A titled subsection."""
 
     title: str
-    blocks: tuple[Any, ...]
+    blocks: tuple[Block, ...]
 
 
 @dataclass(frozen=True)
@@ -68,25 +72,29 @@ class Box:
     a bound exceeds, with their table)."""
 
     text: str
-    blocks: tuple[Any, ...] = ()
+    blocks: tuple[Block, ...] = ()
 
 
 @dataclass(frozen=True)
 class Section:
     id: str
     title: str
-    blocks: tuple[Any, ...] = field(default_factory=tuple)
+    blocks: tuple[Block, ...] = field(default_factory=tuple)
 
 
-def kv_table(rows: Iterable[tuple[Any, Any]], header: tuple[str, str] = ("item", "value")) -> Table:
+#: every kind of block a section is made of
+Block: TypeAlias = Union[Para, Table, Figure, Code, Fold, Sub, Box]
+
+
+def kv_table(rows: Iterable[tuple[object, object]], header: tuple[str, str] = ("item", "value")) -> Table:
     return Table(header, tuple((k, v) for k, v in rows))
 
 
-def _absent(v: Any) -> bool:
+def _absent(v: object) -> bool:
     return v is None or (isinstance(v, (str, list, tuple, dict)) and len(v) == 0)
 
 
-def data_blocks(value: Any, depth: int = 0, digits: int = 4) -> list[Any]:
+def data_blocks(value: JSONValue, depth: int = 0, digits: int = 4) -> list[Block]:
     """Any JSON value as readable blocks, generically: a list of records as one table (a row per record); a
     dict of records as one table (a column per record when there are a few, as history / data / central,
     else a row per record); any other dict's scalars and short values as one two-column table, its nested
@@ -118,13 +126,13 @@ def data_blocks(value: Any, depth: int = 0, digits: int = 4) -> list[Any]:
     return [Para(cell(value))]
 
 
-def _is_records(v: Any) -> bool:
+def _is_records(v: object) -> bool:
     return isinstance(v, list) and bool(v) and all(isinstance(r, Mapping) for r in v)
 
 
-def _flat(r: Mapping[str, Any]) -> dict[str, Any]:
+def _flat(r: JSONMapping) -> JSONObject:
     """A record with its nested dicts spread into columns ``outer: inner``."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for k, v in r.items():
         if isinstance(v, Mapping) and v and not any(isinstance(x, Mapping) for x in v.values()):
             out.update({f"{k}: {label(kk)}": vv for kk, vv in v.items()})
@@ -133,7 +141,7 @@ def _flat(r: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def records_table(rows: list[Mapping[str, Any]], limit: int = 200, digits: int = 4) -> Table:
+def records_table(rows: Sequence[JSONMapping], limit: int = 200, digits: int = 4) -> Table:
     """Records as one table: a column per key (in words; a nested dict spread into columns), columns that
     are absent in every record left out, text columns tidied to the fewest digits (at least ``digits``) that
     keep rows apart."""
@@ -152,7 +160,7 @@ def records_table(rows: list[Mapping[str, Any]], limit: int = 200, digits: int =
     return Table(tuple(label(c) if ":" not in c else c for c in cols), body, num)
 
 
-def walk_blocks(blocks: Iterable[Any]) -> Iterable[Any]:
+def walk_blocks(blocks: Iterable[Block]) -> Iterator[Block]:
     """Every block, depth first, with the blocks inside each :class:`Fold` and :class:`Sub`."""
     for b in blocks:
         yield b

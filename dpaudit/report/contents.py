@@ -29,13 +29,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
-from dpaudit.report.blocks import (Box, Code, Figure, Fold, Para, Section, Sub, Table, data_blocks, kv_table,
+from dpaudit.jsontypes import JSONMapping, JSONObject, JSONValue
+
+from dpaudit.report.blocks import (Block, Box, Code, Figure, Fold, Para, Section, Sub, Table, data_blocks, kv_table,
                                    records_table, walk_blocks)
 from dpaudit.report.plots import (fig_bounds, fig_horizon, fig_ledger, fig_profile, fig_renyi, fig_roc, fig_scores,
                                   fig_tradeoff, png_base64, roc_auc, roc_table)
-from dpaudit.report.reading import (Verbatim, as_float, cell, contexts_text, findings_dict, fmt, is_threshold_test,
+from dpaudit.report.reading import (FindingsLike, Verbatim, as_float, cell, contexts_text, findings_dict, fmt,
+                                    is_threshold_test,
                                     label, label_digits, ledger_kind, no_power, no_power_sentence, number,
                                     part_result, point_estimate, points_above_claim, quoted_list, renyi_zero_notes,
                                     summary, tidy_text, upper_reading, upper_sentences, verdict_parts)
@@ -51,19 +54,19 @@ def _core_keys() -> set[str]:
     return {f.name for f in fields(Findings)} | {"format"}
 
 
-def _c(x: Any) -> str:
+def _c(x: object) -> str:
     """Inline code (plain text if it holds a backtick)."""
     s = str(x)
     return s if "`" in s else f"`{s}`"
 
 
-def _seconds(v: Any) -> str:
+def _seconds(v: object) -> str:
     """A part's time: a dash where the findings record none (a part that is not timed on its own)."""
     x = as_float(v)
     return "—" if not x > 0 else fmt(x, 3)
 
 
-def _parts_section(out: dict[str, Any]) -> Section:
+def _parts_section(out: JSONObject) -> Section:
     parts = out.get("parts") or []
     if not parts:
         return Section("parts", "What ran", (Para("No part of the audit finished." if out["verdict"] == "interrupted"
@@ -78,7 +81,7 @@ def _parts_section(out: dict[str, Any]) -> Section:
                                                            rows, frozenset({4}))))
 
 
-def _claim_section(out: dict[str, Any]) -> Section:
+def _claim_section(out: JSONObject) -> Section:
     if out.get("epsilon_claimed") is None:
         return Section("claim", "The claim", (Para("The policy states no claim, so there is nothing to judge; the "
                                                    "exact figures below stand alone."),))
@@ -87,14 +90,14 @@ def _claim_section(out: dict[str, Any]) -> Section:
     return Section("claim", "The claim", (Para(text),) + _upper_blocks(out))
 
 
-def _upper_blocks(out: dict[str, Any]) -> tuple[Any, ...]:
+def _upper_blocks(out: JSONObject) -> tuple[Block, ...]:
     """The upper side beside the claim: the bracket [lower, upper], a claim looser than what dpaudit proves, the
     assumptions the proof rests on (or why there is none, or why the figure is no proof)."""
     said = upper_sentences(out)
     if not said:
         return ()
     u = upper_reading(out) or {}
-    blocks: list[Any] = [Para(" ".join(said), note=bool(u.get("refuted")))]
+    blocks: list[Block] = [Para(" ".join(said), note=bool(u.get("refuted")))]
     if u.get("assumptions") and not u.get("refuted"):
         blocks.append(Fold("What the upper bound assumes", (Table(("assumption",), tuple((a,) for a in u["assumptions"])),)))
     return tuple(blocks)
@@ -112,7 +115,7 @@ _LEDGER_LABELS = {
 }
 
 
-def _ledger_section(out: dict[str, Any]) -> Section:
+def _ledger_section(out: JSONObject) -> Section:
     led = out.get("ledger")
     kind = ledger_kind(led)
     ran = any(p["name"] == "ledger" for p in out.get("parts") or [])
@@ -156,14 +159,14 @@ def _ledger_section(out: dict[str, Any]) -> Section:
     return Section("ledger", title, (Para(text), kv_table(rows)) + ((fig,) if fig else ()))
 
 
-def _exact_section(out: dict[str, Any]) -> Section | None:
+def _exact_section(out: JSONObject) -> Section | None:
     exact = out.get("exact") or []
     if not exact:
         return None
     claimed = out.get("epsilon_claimed")
     rows = tuple((e["part"], e["epsilon"], claimed if e.get("claimed") is None else e["claimed"],
                   "judged by the verdict" if e.get("judged", True) else "reported", e["method"]) for e in exact)
-    blocks: list[Any] = [
+    blocks: list[Block] = [
         Para("Figures computed exactly, without sampling (a ledger composed per round or per user, a finite channel, "
              "an enumeration). A judged figure above the claim it is compared with is a violation."),
         Table(("part", "eps", "compared with", "role", "method"), rows, frozenset({1, 2}))]
@@ -197,18 +200,18 @@ _STOPPED = {None: "no", "futile": "yes: its counts could no longer reach the cla
 _ALIAS = {"n": "n_fresh_per_side", "score": "statistic", "fp": "false_positives", "fn": "false_negatives"}
 
 
-def _same(x: Any, y: Any) -> bool:
+def _same(x: object, y: object) -> bool:
     if isinstance(x, (int, float)) and isinstance(y, (int, float)) and not isinstance(x, bool):
         return math.isclose(float(x), float(y), rel_tol=1e-12, abs_tol=0.0) or x == y
     return x == y and x is not None
 
 
-def _test_blocks(a: Mapping[str, Any], digits: int = 6) -> list[Any]:
+def _test_blocks(a: JSONMapping, digits: int = 6) -> list[Block]:
     """One bound with its test: the pair, the statistic and threshold, the counts, the corrections;
     a likelihood attack's Rényi table (and one box for every order whose bound exceeds the claim's);
     any other number the attack recorded, in words."""
     d, w = dict(a.get("details") or {}), dict(a.get("witness") or {})
-    blocks: list[Any] = []
+    blocks: list[Block] = []
     if w.get("label"):
         blocks.append(Para(f"{'Canaries' if a.get('attack') == 'one-run' else 'Pair'}: "
                            f"{tidy_text(str(w['label']), digits)}."))
@@ -265,18 +268,18 @@ def _test_blocks(a: Mapping[str, Any], digits: int = 6) -> list[Any]:
     return blocks
 
 
-def _bound_table(results: list[Mapping[str, Any]]) -> Table:
+def _bound_table(results: list[JSONMapping]) -> Table:
     return Table(("attack", "eps lower bound", "point estimate", "delta", "confidence", "samples", "time (s)"),
                  tuple((a["attack"], a["epsilon_lower"], point_estimate(a), a["delta"], a["confidence"], a["samples"],
                         fmt(as_float(a.get("seconds")), 3)) for a in results), frozenset(range(1, 7)))
 
 
-def _claim_figures(out: dict[str, Any]) -> list[Figure]:
+def _claim_figures(out: JSONObject) -> list[Figure]:
     return [f for f in (fig_bounds(out), fig_profile(out), fig_renyi(out), fig_tradeoff(out), fig_roc(out),
                         fig_scores(out)) if f]
 
 
-def _bounds_section(out: dict[str, Any]) -> Section | None:
+def _bounds_section(out: JSONObject) -> Section | None:
     attacks = out.get("attacks") or []
     if not attacks:
         return None
@@ -302,7 +305,7 @@ def _bounds_section(out: dict[str, Any]) -> Section | None:
         text += (f" {quoted_list(blind)} had no power (lower bound 0) and no figure draws "
                  f"{'it' if len(blind) == 1 else 'them'}; {'its' if len(blind) == 1 else 'each'} test is below.")
     roc = roc_table(out)
-    blocks: list[Any] = [Para(text), *_claim_figures(out), _bound_table(attacks)]
+    blocks: list[Block] = [Para(text), *_claim_figures(out), _bound_table(attacks)]
     above = points_above_claim(out)
     if above:
         blocks.append(Para(above))
@@ -314,12 +317,12 @@ def _bounds_section(out: dict[str, Any]) -> Section | None:
     return Section("bounds", "Lower bounds of the verdict", tuple(blocks))
 
 
-def _beside_section(out: dict[str, Any]) -> Section | None:
+def _beside_section(out: JSONObject) -> Section | None:
     beside = out.get("beside") or []
     if not beside:
         return None
     why = [f"{p['name']}: {p['summary']}" for p in out.get("parts") or [] if p.get("kind") == "beside"]
-    blocks: list[Any] = [Para("These bounds are measured on a view the claim does not promise to hide; they are "
+    blocks: list[Block] = [Para("These bounds are measured on a view the claim does not promise to hide; they are "
                               "reported for information and do **not** enter the verdict, whatever their size."
                               + (" " + "; ".join(why) + "." if why else "")), _bound_table(beside)]
     blocks += [b for b in (fig_roc(out, True), fig_scores(out, True), roc_table(out, True)) if b is not None]
@@ -328,14 +331,14 @@ def _beside_section(out: dict[str, Any]) -> Section | None:
     return Section("beside", "Bounds beside the verdict (not judged)", tuple(blocks))
 
 
-def _search_counts(out: Mapping[str, Any]) -> tuple[int, int]:
+def _search_counts(out: JSONMapping) -> tuple[int, int]:
     """(pairs ranked on the pilot, pairs ranked again on larger samples) in the search's rows; with no
     pilot stage every pair was ranked once, on the full ranking sizes: (0, pairs)."""
     rows = out.get("search") or []
     return (sum(1 for r in rows if r.get("stage") == "pilot"), sum(1 for r in rows if r.get("stage") != "pilot"))
 
 
-def _power_section(out: dict[str, Any]) -> Section | None:
+def _power_section(out: JSONObject) -> Section | None:
     pw = out.get("power")
     if not pw:
         return None
@@ -354,7 +357,7 @@ def _power_section(out: dict[str, Any]) -> Section | None:
             + (f" after {used} of them (it stopped once settled; see below)." if used is not None else "."))
     if pw.get("shown") is not None and not as_float(pw["shown"]) > 0:
         text += " It had no power here: its bound is 0, so it shows nothing about the claim."
-    blocks: list[Any] = [Para(text)]
+    blocks: list[Block] = [Para(text)]
     if pw.get("note"):
         blocks.append(Para(pw["note"], note=True))
     if pw.get("details"):
@@ -362,7 +365,7 @@ def _power_section(out: dict[str, Any]) -> Section | None:
     return Section("power", "Power", tuple(blocks))
 
 
-def _one_run_section(out: dict[str, Any]) -> Section | None:
+def _one_run_section(out: JSONObject) -> Section | None:
     """A one-run audit (``--method one-run``): its canaries, the pilot's choice, the count, and what it can and
     cannot show beside the multi-run audit."""
     o = out.get("one_run")
@@ -383,7 +386,7 @@ def _one_run_section(out: dict[str, Any]) -> Section | None:
             f"these guesses can show: {fmt(o['cap'])}).")
     if o.get("steinke_beside") is not None:
         text += f" Steinke et al.'s bound at the audit's delta, for comparison (not judged): {fmt(o['steinke_beside'])}."
-    blocks: list[Any] = [Para(text),
+    blocks: list[Block] = [Para(text),
                          Para(f"It can show {o['can_show']}. It cannot show {o['cannot_show']}.", note=True)]
     if o.get("candidates"):
         blocks.append(Fold("the pilot's best guess rules (predicted bound on the counted canaries)",
@@ -406,7 +409,7 @@ _DETAIL_TITLES = {
 }
 
 
-def _named_not_repeated(v: Any, out: dict[str, Any]) -> Any:
+def _named_not_repeated(v: JSONValue, out: JSONObject) -> JSONValue:
     """A sub-audit whose ``attacks`` are the same results as bounds of this report (a local audit's central
     part) names them instead of repeating them."""
     if not (isinstance(v, Mapping) and isinstance(v.get("attacks"), list)):
@@ -426,7 +429,7 @@ _WITNESS_ORDER = ("label", "round", "canary_position", "batch", "horizon", "row_
                   "reject_when")
 
 
-def _per_arm(v: Any) -> Any:
+def _per_arm(v: JSONValue) -> JSONValue:
     """Per-arm numbers (a canary's row of rewards): ``every arm 1`` or ``(1, 0)``."""
     if not (isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v)):
         return v
@@ -435,7 +438,7 @@ def _per_arm(v: Any) -> Any:
     return "(" + ", ".join(number(x) for x in v[:8]) + (f", ... {len(v)} arms" if len(v) > 8 else "") + ")"
 
 
-def witness_rows(w: Mapping[str, Any], digits: int = 6) -> list[tuple[str, Any]]:
+def witness_rows(w: JSONMapping, digits: int = 6) -> list[tuple[str, object]]:
     """A witness as readable rows: the pair's label and its round, the canary's rows, contexts as short
     vectors (``every arm e1``), the test's statistic and threshold; a nested pair record spread into it;
     an exact enumeration's witness as one line. Never a repr cut mid-way."""
@@ -452,7 +455,7 @@ def witness_rows(w: Mapping[str, Any], digits: int = 6) -> list[tuple[str, Any]]
     if "reject_when" in w:
         w.pop("direction", None)  # the same thing, said by reject_when
     keys = [k for k in _WITNESS_ORDER if k in w] + [k for k in w if k not in _WITNESS_ORDER]
-    rows: list[tuple[str, Any]] = []
+    rows: list[tuple[str, object]] = []
     for k in keys:
         v = w[k]
         if v is None or (isinstance(v, (list, str)) and not v):
@@ -472,7 +475,7 @@ def witness_rows(w: Mapping[str, Any], digits: int = 6) -> list[tuple[str, Any]]
     return rows
 
 
-def _sub_audit_blocks(v: Mapping[str, Any], out: dict[str, Any]) -> list[Any]:
+def _sub_audit_blocks(v: JSONMapping, out: JSONObject) -> list[Block]:
     """A sub-audit (a local audit's central part) as readable tables: its finding worded by its bound (a part
     whose bounds are all 0 had no power, whatever it recorded), its witness and its ledger."""
     v = _named_not_repeated(v, out)
@@ -480,7 +483,7 @@ def _sub_audit_blocks(v: Mapping[str, Any], out: dict[str, Any]) -> list[Any]:
     verdict = v.get("verdict")
     if verdict != "violation" and not lower > 0:
         verdict = "no power (every lower bound 0): it shows nothing about the claim"
-    rows: list[tuple[str, Any]] = [("its finding", verdict)]
+    rows: list[tuple[str, object]] = [("its finding", verdict)]
     if v.get("reason") and not str(verdict).startswith("no power"):
         rows.append(("why", v["reason"]))
     rows += [("claimed eps", v.get("epsilon_claimed")), ("its best lower bound", v.get("epsilon_lower"))]
@@ -494,7 +497,7 @@ def _sub_audit_blocks(v: Mapping[str, Any], out: dict[str, Any]) -> list[Any]:
              ("time (s)", v.get("seconds"))]
     rows += [(label(k), x) for k, x in v.items() if k not in ("verdict", "reason", "epsilon_claimed", "epsilon_lower",
                                                               "gap", "horizon", "attacks", "seconds", "witness", "ledger")]
-    blocks: list[Any] = [kv_table([(k, x) for k, x in rows if not _absent(x)], ("item", "value"))]
+    blocks: list[Block] = [kv_table([(k, x) for k, x in rows if not _absent(x)], ("item", "value"))]
     if v.get("witness"):
         same = witness_rows(v["witness"]) == witness_rows(out.get("witness") or {})
         blocks.append(Sub("its witness", (Para("The same as the audit's witness (below).") if same else
@@ -509,18 +512,18 @@ def _sub_audit_blocks(v: Mapping[str, Any], out: dict[str, Any]) -> list[Any]:
     return blocks
 
 
-def _absent(v: Any) -> bool:
+def _absent(v: object) -> bool:
     return v is None or (isinstance(v, (str, list, tuple, dict)) and len(v) == 0)
 
 
-def _details_section(out: dict[str, Any]) -> Section | None:
+def _details_section(out: JSONObject) -> Section | None:
     extra = {k: v for k, v in out.items() if k not in _core_keys() and k not in _SHOWN_ELSEWHERE
              and not str(k).startswith("_") and not _absent(v)}
     if not extra:
         return None
     nested = {k: v for k, v in extra.items() if isinstance(v, Mapping) or (isinstance(v, list) and isinstance(v[0], Mapping))}
     facts = [(_DETAIL_TITLES.get(k) or label(k), v) for k, v in extra.items() if k not in nested]
-    blocks: list[Any] = [Para(f"What the {out.get('protocol')} protocol's audit recorded beyond the sections above.")]
+    blocks: list[Block] = [Para(f"What the {out.get('protocol')} protocol's audit recorded beyond the sections above.")]
     if facts:
         blocks.append(kv_table(facts, ("item", "value")))
     for k, v in nested.items():
@@ -530,7 +533,7 @@ def _details_section(out: dict[str, Any]) -> Section | None:
     return Section("details", "Protocol details", tuple(blocks))
 
 
-def _search_section(out: dict[str, Any]) -> Section | None:
+def _search_section(out: JSONObject) -> Section | None:
     rows = out.get("search")
     if not rows:
         return None
@@ -540,7 +543,7 @@ def _search_section(out: dict[str, Any]) -> Section | None:
             if pilot else f"{ranked} candidate pairs ranked on small samples") + when
     lead += ("; the best went on to the attacks. The ranking's samples are apart from the fresh ones each bound is "
              "computed on, so choosing costs the bounds no validity.")
-    blocks: list[Any] = [Para(lead)]
+    blocks: list[Block] = [Para(lead)]
     fams = out.get("search_summary")
     if fams:
         blocks += [Para("By family of pairs (the best bound on the pilot and ranked again, on the selection split):"),
@@ -553,7 +556,7 @@ def _search_section(out: dict[str, Any]) -> Section | None:
     return Section("search", "Neighbouring-pair search (ranking on small samples)", tuple(blocks))
 
 
-def _horizon_section(out: dict[str, Any]) -> Section | None:
+def _horizon_section(out: JSONObject) -> Section | None:
     rows = out.get("leakage_vs_horizon")
     if not rows:
         return None
@@ -563,7 +566,7 @@ def _horizon_section(out: dict[str, Any]) -> Section | None:
         records_table(rows)) + ((fig,) if fig else ()))
 
 
-def _witness_section(out: dict[str, Any]) -> Section | None:
+def _witness_section(out: JSONObject) -> Section | None:
     w = dict(out.get("witness") or {})
     if not w:
         return None
@@ -573,13 +576,13 @@ def _witness_section(out: dict[str, Any]) -> Section | None:
                    + ((kv_table(rows, ("field", "value")),) if rows else ()))
 
 
-def _notes_section(out: dict[str, Any]) -> Section | None:
+def _notes_section(out: JSONObject) -> Section | None:
     shown = (out.get("power") or {}).get("note")  # already in the power section
     notes = [n for n in out.get("notes") or [] if n != shown]
     return Section("notes", "Notes", tuple(Para(n, note=True) for n in notes)) if notes else None
 
 
-def _reproduce_section(out: dict[str, Any]) -> Section:
+def _reproduce_section(out: JSONObject) -> Section:
     params = out.get("params") or {}
     rows = [("seed", out.get("seed")), ("protocol", out.get("protocol")), ("horizon T", out.get("horizon"))]
     if out.get("action_space"):
@@ -609,25 +612,25 @@ def _reproduce_section(out: dict[str, Any]) -> Section:
         versions))
 
 
-def _verdict_section(out: dict[str, Any]) -> Section:
+def _verdict_section(out: JSONObject) -> Section:
     s = summary(out)
     return Section("verdict-again", "Verdict", (Para(f"**{s['word']}**: {s['sentence']}"),))
 
 
 #: the report, in order: each builder reads the findings and returns a section (or None when it has nothing)
-SECTIONS: tuple[Callable[[dict[str, Any]], Section | None], ...] = (
+SECTIONS: tuple[Callable[[JSONObject], Section | None], ...] = (
     _parts_section, _claim_section, _ledger_section, _exact_section, _bounds_section, _beside_section,
     _power_section, _one_run_section, _horizon_section, _details_section, _search_section, _witness_section, _notes_section,
     _reproduce_section, _verdict_section)
 
 
-def sections(out: Any) -> list[Section]:
+def sections(out: FindingsLike) -> list[Section]:
     """The report's sections (after the banner) as data, for any protocol's findings."""
     out = findings_dict(out)
     return [s for s in (build(out) for build in SECTIONS) if s is not None]
 
 
-def figures(out: Any, draw: bool = True) -> list[dict[str, Any]]:
+def figures(out: FindingsLike, draw: bool = True) -> list[dict[str, str | list[str]]]:
     """Every figure of the report: ``{"id", "title", "caption", "shows"}`` (``shows``: the attacks, exact
     figures or ledger it draws), and ``"png"`` (base64) when ``draw``."""
     return [{"id": f.id, "title": f.title, "caption": f.caption, "shows": list(f.shows),

@@ -9,13 +9,13 @@ from __future__ import annotations
 import base64
 import html
 import re
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
-from dpaudit.report.blocks import Box, Code, Figure, Fold, Para, Sub, Table
+from dpaudit.report.blocks import Block, Box, Code, Figure, Fold, Para, Sub, Table
 from dpaudit.report.contents import sections
 from dpaudit.report.plots import FIG_WIDTH, WIDE_WIDTH, png_base64
-from dpaudit.report.reading import (banner_numbers, cell, exceeded, findings_dict, rests_on, summary,
-                                     upper_sentences)
+from dpaudit.report.reading import (FindingsLike, banner_numbers, cell, exceeded, findings_dict, rests_on,
+                                    summary, upper_sentences)
 
 _COLOURS = {"violation": "#b3261e", "consistent": "#1e7b34", "inconclusive": "#8a6100", "interrupted": "#555",
             "exact": "#1f4e99"}
@@ -62,7 +62,7 @@ def _inline(text: str) -> str:
     return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", t)
 
 
-def _e(x: Any) -> str:
+def _e(x: object) -> str:
     return html.escape(str(x))
 
 
@@ -102,7 +102,7 @@ def _html_figure(f: Figure, pngs: Mapping[str, bytes] | None = None) -> str:
             f"{_e(f.caption)}</figcaption></figure>")
 
 
-def _html_blocks(blocks: Iterable[Any], level: int, pngs: Mapping[str, bytes] | None = None) -> list[str]:
+def _html_blocks(blocks: Iterable[Block], level: int, pngs: Mapping[str, bytes] | None = None) -> list[str]:
     out: list[str] = []
     figs: list[str] = []
     for b in list(blocks) + [None]:
@@ -130,7 +130,7 @@ def _html_blocks(blocks: Iterable[Any], level: int, pngs: Mapping[str, bytes] | 
     return out
 
 
-def html_report(out: Any, pngs: Mapping[str, bytes] | None = None) -> str:
+def html_report(out: FindingsLike, pngs: Mapping[str, bytes] | None = None) -> str:
     """A self-contained HTML page: verdict banner, sections with tables and figures; no JavaScript, no
     external file; long tokens wrap, so it fits a normal window; a print style sheet. ``pngs`` (figure id
     -> PNG bytes) reuses figures already drawn; the others are drawn here."""

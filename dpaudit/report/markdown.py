@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
-from dpaudit.report.blocks import Box, Code, Figure, Fold, Para, Sub, Table
+from dpaudit.report.blocks import Block, Box, Code, Figure, Fold, Para, Sub, Table
 from dpaudit.report.contents import sections
-from dpaudit.report.reading import banner_numbers, cell, exceeded, findings_dict, rests_on, summary, upper_sentences
+from dpaudit.report.reading import (FindingsLike, banner_numbers, cell, exceeded, findings_dict, rests_on, summary,
+                                    upper_sentences)
 
 
-def _md_cell(x: Any) -> str:
+def _md_cell(x: object) -> str:
     return cell(x).replace("|", "\\|").replace("\n", " ")
 
 
-def _md_blocks(blocks: Iterable[Any], level: int, files: Mapping[str, str] | None = None) -> list[str]:
+def _md_blocks(blocks: Iterable[Block], level: int, files: Mapping[str, str] | None = None) -> list[str]:
     lines: list[str] = []
     for b in blocks:
         if isinstance(b, Para):
@@ -38,7 +39,7 @@ def _md_blocks(blocks: Iterable[Any], level: int, files: Mapping[str, str] | Non
     return lines
 
 
-def markdown_report(out: Any, figure_files: Mapping[str, str] | None = None) -> str:
+def markdown_report(out: FindingsLike, figure_files: Mapping[str, str] | None = None) -> str:
     """The report as Markdown, verdict first (the same sections as the HTML page). With ``figure_files``
     (figure id -> PNG file name beside the Markdown, as :func:`write_report` writes them) each figure is an
     image link with its caption; without, the figure is named and the HTML page shows it."""

@@ -18,11 +18,19 @@ from __future__ import annotations
 import base64
 import io
 import math
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
+from dpaudit.jsontypes import JSONMapping, JSONObject
 from dpaudit.report.blocks import Figure, Table
-from dpaudit.report.reading import (as_float, findings_dict, fmt, is_threshold_test, ledger_kind, no_power,
-                                    point_estimate, quoted_list, summary)
+from dpaudit.report.reading import (FindingsLike, as_float, findings_dict, fmt, is_threshold_test, ledger_kind,
+                                    no_power, point_estimate, quoted_list, summary)
+
+if TYPE_CHECKING:
+    import numpy as np
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure as MplFigure
+
+    from dpaudit.attacks.result import ScoreHistogram
 
 #: figure widths in inches; the HTML page shows a figure at 96 CSS px per inch (never scaled down in a
 #: window 1,100 px or wider), so FONT_PT is the size a reader sees: at least 10 pt
@@ -37,16 +45,16 @@ _RC = {"font.size": FONT_PT, "axes.titlesize": FONT_PT + 0.5, "axes.labelsize": 
        "figure.titlesize": FONT_PT + 1}
 
 
-def _axes(figsize: tuple[float, float], ncols: int = 1, layout: str = "tight") -> tuple[Any, Any]:
+def _axes(figsize: tuple[float, float], ncols: int = 1, layout: str = "tight") -> tuple[MplFigure, Axes | np.ndarray]:
     """A matplotlib figure and its axes, without pyplot: no global state, no backend switched (a report
-    drawn in a notebook leaves its plots alone)."""
+    drawn in a notebook leaves its plots alone); one Axes, or an array of ``ncols`` of them."""
     from matplotlib.figure import Figure as _MplFigure
 
     fig = _MplFigure(figsize=figsize, layout=layout)
     return fig, fig.subplots(1, ncols)
 
 
-def _claim_allows(curves: Mapping[str, Any], fpr: Any) -> Any:
+def _claim_allows(curves: JSONMapping, fpr: np.ndarray) -> np.ndarray:
     """The smallest FNR the claim allows at each FPR: the intersection over the claim's (eps_i, delta_i)
     of FNR >= 1 - delta_i - e^eps_i FPR and FNR >= e^-eps_i (1 - delta_i - FPR) (Kairouz et al. 2015)."""
     import numpy as np
@@ -63,14 +71,14 @@ def _claim_allows(curves: Mapping[str, Any], fpr: Any) -> Any:
     return np.clip(np.maximum(a, b).max(axis=1, initial=0.0), 0.0, 1.0)
 
 
-def fig_bounds(out: dict[str, Any]) -> Figure | None:
+def fig_bounds(out: JSONObject) -> Figure | None:
     attacks = [a for a in out.get("attacks") or [] if not no_power(a)]  # a bound of 0 shows nothing: said, not drawn
     exact = [e for e in out.get("exact") or [] if e.get("judged", True) and math.isfinite(as_float(e["epsilon"]))]
     if not attacks and not exact:
         return None
     eps_claim, delta = as_float(out.get("epsilon_claimed")), as_float(out.get("delta"))
 
-    def draw() -> Any:
+    def draw() -> MplFigure:
         import numpy as np
 
         rows = [(a["attack"], as_float(a["epsilon_lower"]), as_float(point_estimate(a)), False) for a in attacks]
@@ -114,7 +122,7 @@ def fig_bounds(out: dict[str, Any]) -> Figure | None:
                   tuple(a["attack"] for a in attacks) + tuple(e["part"] for e in exact))
 
 
-def fig_profile(out: dict[str, Any]) -> Figure | None:
+def fig_profile(out: JSONObject) -> Figure | None:
     curves = out.get("claim_curves")
     measured = [a for a in out.get("attacks") or [] if "profile" in (a.get("details") or {})]
     if not curves and not measured:
@@ -123,7 +131,7 @@ def fig_profile(out: dict[str, Any]) -> Figure | None:
                                 as_float(out.get("epsilon_lower")))
     best = summary(out)["best_attack"]
 
-    def draw() -> Any:
+    def draw() -> MplFigure:
         import numpy as np
 
         fig, ax = _axes((FIG_WIDTH, 4.4))
@@ -175,7 +183,7 @@ def fig_profile(out: dict[str, Any]) -> Figure | None:
                   tuple(a["attack"] for a in measured) + ((best,) if best and lo_eps > 0 else ()))
 
 
-def _claimed_renyi(curves: Mapping[str, Any] | None) -> tuple[list[float], list[float]]:
+def _claimed_renyi(curves: JSONMapping | None) -> tuple[list[float], list[float]]:
     """The claim's Rényi curve where it is finite (a pure or (eps, delta) claim may have none)."""
     if not curves or "renyi" not in curves:
         return [], []
@@ -184,7 +192,7 @@ def _claimed_renyi(curves: Mapping[str, Any] | None) -> tuple[list[float], list[
     return [o for o, _ in pts], [c for _, c in pts]
 
 
-def fig_renyi(out: dict[str, Any]) -> Figure | None:
+def fig_renyi(out: JSONObject) -> Figure | None:
     measured = [a for a in out.get("attacks") or [] if "lower" in ((a.get("details") or {}).get("renyi") or {})]
     exact = [e for e in out.get("exact") or [] if isinstance((e.get("details") or {}).get("renyi"), Mapping)
              and "value" in e["details"]["renyi"]]
@@ -192,7 +200,7 @@ def fig_renyi(out: dict[str, Any]) -> Figure | None:
         return None  # nothing measured a Rényi divergence: the claim's curve alone would be an empty panel
     orders, claimed = _claimed_renyi(out.get("claim_curves"))  # the caption names the red curve only if drawn
 
-    def draw() -> Any:
+    def draw() -> MplFigure:
         import numpy as np
 
         fig, ax = _axes((FIG_WIDTH, 4.2))
@@ -230,13 +238,13 @@ def fig_renyi(out: dict[str, Any]) -> Figure | None:
                   tuple(a["attack"] for a in measured) + tuple(e["part"] for e in exact))
 
 
-def fig_tradeoff(out: dict[str, Any]) -> Figure | None:
+def fig_tradeoff(out: JSONObject) -> Figure | None:
     tests = [a for a in out.get("attacks") or [] if is_threshold_test(a) and not no_power(a)]
     if not tests:
         return None
     curves = out.get("claim_curves") if "profile" in (out.get("claim_curves") or {}) else None
 
-    def draw() -> Any:
+    def draw() -> MplFigure:
         import matplotlib.patches
         import numpy as np
 
@@ -302,7 +310,7 @@ def fig_tradeoff(out: dict[str, Any]) -> Figure | None:
     return Figure("fig-tradeoff", "Threshold tests: trade-off", cap, draw, tuple(names), wide=True)
 
 
-def _histogram(a: Mapping[str, Any]) -> Any:
+def _histogram(a: JSONMapping) -> ScoreHistogram | None:
     """An attack's binned fresh scores (:class:`~dpaudit.attacks.result.ScoreHistogram`), or None."""
     from dpaudit.attacks.result import ScoreHistogram
 
@@ -313,13 +321,13 @@ def _histogram(a: Mapping[str, Any]) -> Any:
     return h if h.n0 > 0 and h.n1 > 0 else None
 
 
-def _roc_tests(results: list[Mapping[str, Any]], drawn: bool = False) -> list[tuple[str, Any]]:
+def _roc_tests(results: list[JSONMapping], drawn: bool = False) -> list[tuple[str, ScoreHistogram]]:
     """(attack, binned scores) of every threshold test that kept its fresh scores; ``drawn``: only those a
     figure draws (a test with no power, lower bound 0, is said in a sentence instead)."""
     return [(a["attack"], h) for a in results if (h := _histogram(a)) is not None and not (drawn and no_power(a))]
 
 
-def roc_auc(a: Mapping[str, Any]) -> float | None:
+def roc_auc(a: JSONMapping) -> float | None:
     """The AUC of an attack's threshold test on its fresh scores, or None when it kept none."""
     h = _histogram(a)
     return None if h is None else h.auc()
@@ -330,7 +338,7 @@ ROC_FPRS = (1e-3, 1e-2)
 _PALETTE = ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:olive", "tab:cyan")
 
 
-def roc_summary(out: Any, beside: bool = False) -> list[dict[str, Any]]:
+def roc_summary(out: FindingsLike, beside: bool = False) -> list[JSONObject]:
     """One row per threshold test whose fresh scores the findings keep: its AUC and TPR at the FPRs of
     :data:`ROC_FPRS` (None, "n/a" in the report, when a side has fewer fresh runs than 1 / FPR), computed
     exactly from the binned scores (the empirical ROC of the thresholds at the bin edges)."""
@@ -343,12 +351,12 @@ def roc_summary(out: Any, beside: bool = False) -> list[dict[str, Any]]:
     return rows
 
 
-def fig_roc(out: dict[str, Any], beside: bool = False) -> Figure | None:
+def fig_roc(out: JSONObject, beside: bool = False) -> Figure | None:
     tests = _roc_tests(out.get("beside" if beside else "attacks") or [], drawn=True)
     if not tests:
         return None
 
-    def draw() -> Any:
+    def draw() -> MplFigure:
         import numpy as np
 
         fig, (ax, zx) = _axes((WIDE_WIDTH, 5.0), ncols=2)
@@ -397,7 +405,7 @@ def fig_roc(out: dict[str, Any], beside: bool = False) -> Figure | None:
 MAX_BARS = 40
 
 
-def merged_bins(h: Any, max_bars: int = MAX_BARS) -> tuple[Any, Any, Any]:
+def merged_bins(h: ScoreHistogram, max_bars: int = MAX_BARS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A :class:`~dpaudit.attacks.result.ScoreHistogram`'s cells merged into at most ``max_bars`` bins between
     its first and last edge (and the two outer cells): edges narrower than 1e-6 of the range dropped, then an
     evenly spaced subset of the remaining edges kept (the first and last always). Merging adjacent cells
@@ -422,18 +430,18 @@ def merged_bins(h: Any, max_bars: int = MAX_BARS) -> tuple[Any, Any, Any]:
     return e[keep], m0, m1
 
 
-def _stems(h: Any) -> bool:
+def _stems(h: ScoreHistogram) -> bool:
     """Whether a histogram is drawn as one bar per value: every score on an edge, and few values."""
     used = [i for i, (a, b) in enumerate(zip(h.counts0[:-1], h.counts1[:-1])) if a or b]
     return h.exact and len(used) <= MAX_BARS
 
 
-def fig_scores(out: dict[str, Any], beside: bool = False) -> Figure | None:
+def fig_scores(out: JSONObject, beside: bool = False) -> Figure | None:
     tests = _roc_tests(out.get("beside" if beside else "attacks") or [], drawn=True)[:4]
     if not tests:
         return None
 
-    def draw() -> Any:
+    def draw() -> MplFigure:
         import numpy as np
 
         n = len(tests)
@@ -479,11 +487,11 @@ def fig_scores(out: dict[str, Any], beside: bool = False) -> Figure | None:
                   tuple(names), wide=len(tests) > 1)
 
 
-def _na(x: float | None) -> Any:
+def _na(x: float | None) -> float | str:
     return "n/a" if x is None else x
 
 
-def roc_table(out: dict[str, Any], beside: bool = False) -> Table | None:
+def roc_table(out: JSONObject, beside: bool = False) -> Table | None:
     rows = roc_summary(out, beside)
     if not rows:
         return None
@@ -493,13 +501,13 @@ def roc_table(out: dict[str, Any], beside: bool = False) -> Table | None:
                        for r in rows), frozenset({2, 3, 4, 5}))
 
 
-def fig_ledger(out: dict[str, Any]) -> Figure | None:
+def fig_ledger(out: JSONObject) -> Figure | None:
     led = out.get("ledger")
     kind = ledger_kind(led)
     if kind not in ("per-round", "tree") or not led.get("usage_max_per_round"):
         return None
 
-    def draw() -> Any:
+    def draw() -> MplFigure:
         import numpy as np
 
         mx = np.array(led["usage_max_per_round"], dtype=float)
@@ -535,14 +543,14 @@ def fig_ledger(out: dict[str, Any]) -> Figure | None:
     return Figure("fig-ledger", title, cap, draw, ("ledger",))
 
 
-def fig_horizon(out: dict[str, Any]) -> Figure | None:
+def fig_horizon(out: JSONObject) -> Figure | None:
     rows = out.get("leakage_vs_horizon")
     if not rows:
         return None
     keys = [k for k in rows[0] if k != "horizon" and any(math.isfinite(as_float(r.get(k))) for r in rows)]
     eps_claim = as_float(out.get("epsilon_claimed"))
 
-    def draw() -> Any:
+    def draw() -> MplFigure:
         fig, ax = _axes((FIG_WIDTH, 3.8))
         T = [r["horizon"] for r in rows]
         for key, colour in zip(keys, ("tab:orange", "tab:blue", "tab:purple", "tab:green")):
@@ -560,7 +568,7 @@ def fig_horizon(out: dict[str, Any]) -> Figure | None:
     return Figure("fig-horizon", "Leakage against the horizon", cap, draw, tuple(keys))
 
 
-def draw_figure(f: Figure) -> Any:
+def draw_figure(f: Figure) -> MplFigure:
     """A report figure drawn as the report draws it: a matplotlib figure whose every text is at least
     :data:`FONT_PT` points."""
     import matplotlib

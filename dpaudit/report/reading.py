@@ -13,15 +13,27 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping, Protocol, TypeAlias, TypedDict, Union
 
 from dpaudit.errors import DPAuditError
+from dpaudit.jsontypes import JSONMapping, JSONObject, JSONValue
 
 _WORDS = {"violation": "VIOLATION", "consistent": "CONSISTENT", "inconclusive": "INCONCLUSIVE",
           "interrupted": "INTERRUPTED (no verdict)", "exact": "EXACT (no claim to judge)"}
 
 
-def findings_dict(out: Any) -> dict[str, Any]:
+class HasFindingsDict(Protocol):
+    """Anything that gives its findings as a dict: an :class:`~dpaudit.api.Audit`, a
+    :class:`~dpaudit.runner.findings.Findings`."""
+
+    def to_dict(self) -> JSONObject: ...
+
+
+#: what a report renders: an Audit, a Findings, or a findings dict (``--json``, any format dpaudit reads)
+FindingsLike: TypeAlias = Union[HasFindingsDict, JSONMapping]
+
+
+def findings_dict(out: FindingsLike) -> JSONObject:
     """An :class:`~dpaudit.api.Audit`, a :class:`~dpaudit.runner.findings.Findings` or a findings dict
     (``--json``, any format dpaudit reads) as the JSON dict of the current format."""
     from dpaudit.runner.findings import Findings
@@ -33,7 +45,7 @@ def findings_dict(out: Any) -> dict[str, Any]:
     return Findings.from_dict(out).to_dict()
 
 
-def as_float(v: Any) -> float:
+def as_float(v: object) -> float:
     """A JSON number (or "inf"/"nan" string, or None) as a float."""
     if v is None:
         return math.nan
@@ -43,7 +55,7 @@ def as_float(v: Any) -> float:
         return math.nan
 
 
-def fmt(x: Any, digits: int = 4) -> str:
+def fmt(x: object, digits: int = 4) -> str:
     """A value as a table cell or inline text: floats to ``digits`` significant digits."""
     if x is None:
         return "n/a"
@@ -89,7 +101,7 @@ def tidy_distinct(texts: Iterable[str], digits: int = 4) -> dict[str, str]:
     return {t: t for t in texts}
 
 
-def label_digits(out: Mapping[str, Any]) -> int:
+def label_digits(out: JSONMapping) -> int:
     """The fewest significant digits, at least 4, that keep every pair label of the findings apart (the
     search's rows, the threshold search's best pairs, the witnesses), so that a pair reads the same in every
     table of the report."""
@@ -113,7 +125,7 @@ def number(x: float, digits: int = 4) -> str:
     return f"{x:.{digits}g}"
 
 
-def vector(xs: Any, digits: int = 4, limit: int = 8) -> str:
+def vector(xs: Iterable[object], digits: int = 4, limit: int = 8) -> str:
     """Numbers as a short vector: ``(1, 0, 0.5)``; a unit vector as ``e1`` (``-e2``), the zero vector as
     ``0``; past ``limit`` entries elided. Two entries that would print alike (an interval) get more digits."""
     xs = [as_float(x) for x in xs]
@@ -131,7 +143,7 @@ def vector(xs: Any, digits: int = 4, limit: int = 8) -> str:
     return "(" + ", ".join(shown) + (f", ... {len(xs)} entries" if len(xs) > limit else "") + ")"
 
 
-def numbers_text(xs: Any, digits: int = 4) -> str:
+def numbers_text(xs: Iterable[object], digits: int = 4) -> str:
     """A few numbers as ``a, b, c`` to ``digits`` significant digits (more for two that would print alike:
     an interval's ends)."""
     xs = [as_float(x) for x in xs]
@@ -141,14 +153,14 @@ def numbers_text(xs: Any, digits: int = 4) -> str:
     return ", ".join(number(x, p) for x in xs)
 
 
-def contexts_text(xs: Any) -> str:
+def contexts_text(xs: Iterable[Iterable[object]]) -> str:
     """Per-arm context vectors, short: ``every arm e1``, ``arm 0: e1; arms 1-19: 0``."""
     vs = [vector(v) for v in xs]
     if not vs:
         return "none"
     if len(set(vs)) == 1:
         return f"every arm {vs[0]}" if len(vs) > 1 else vs[0]
-    groups: list[list[Any]] = []
+    groups: list[list[int | str]] = []  # [first arm, last arm, vector]
     for i, v in enumerate(vs):
         if groups and groups[-1][2] == v:
             groups[-1][1] = i
@@ -158,7 +170,7 @@ def contexts_text(xs: Any) -> str:
     return "; ".join(shown) + (f"; ... {len(vs)} arms" if len(groups) > 6 else "")
 
 
-def _triple(x: Any) -> str:
+def _triple(x: object) -> str:
     """One round of a finite contextual history: (context, arm, reward), or (context, per-arm rewards)."""
     if isinstance(x, (list, tuple)) and len(x) == 3 and not isinstance(x[1], (list, tuple)):
         return f"({x[0]}, arm {x[1]}, reward {number(as_float(x[2]))})"
@@ -167,7 +179,7 @@ def _triple(x: Any) -> str:
     return str(x)
 
 
-def enumeration_witness(w: Mapping[str, Any]) -> str:
+def enumeration_witness(w: JSONMapping) -> str:
     """An exact enumeration's witness as one readable line: the canary round and the two triples, the
     history before it, the future the adversary fixed, and the event with its two probabilities."""
     hist = w.get("history") or []
@@ -188,12 +200,12 @@ def enumeration_witness(w: Mapping[str, Any]) -> str:
     return text
 
 
-def _is_numbers(v: Any) -> bool:
+def _is_numbers(v: object) -> bool:
     return (isinstance(v, (list, tuple)) and bool(v)
             and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v))
 
 
-def cell(x: Any) -> str:
+def cell(x: object) -> str:
     """A value as a table cell, readable: absent (None) as a dash, numbers to 4 significant digits, yes/no,
     a short list of numbers as a vector, a long one as its length and range, text with its long decimals
     shortened; never JSON or a Python repr."""
@@ -257,7 +269,7 @@ LABELS = {
 }
 
 
-def label(key: Any) -> str:
+def label(key: object) -> str:
     """A findings key as a reader's words (:data:`LABELS`, else its words with underscores as spaces)."""
     k = str(key)
     if k in LABELS:
@@ -265,11 +277,11 @@ def label(key: Any) -> str:
     return k.replace("_d_prime", " d'").replace("_", " ")
 
 
-def _compact(v: Any, limit: int = 320) -> str:
+def _compact(v: object, limit: int = 320) -> str:
     """Any JSON value as one short line of plain text, never JSON: a dict as ``key value, key value``
     (a nested one in parentheses), a list as ``a, b, c`` (a nested one in parentheses; long lists elided),
     strings without quotes, floats to 4 digits; cut at ``limit``."""
-    def plain(x: Any, top: bool) -> str:
+    def plain(x: object, top: bool) -> str:
         if isinstance(x, Mapping):
             body = ", ".join(f"{label(k)} {plain(y, False)}" for k, y in x.items())
             return body if top else f"({body})"
@@ -289,7 +301,7 @@ def quoted_list(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def ledger_kind(led: Any) -> str | None:
+def ledger_kind(led: object) -> str | None:
     """``per-user`` (local), ``tree`` (per round, every round feeding one node per tree level by design),
     ``per-round`` (the central per-round dict), or None (no ledger)."""
     if not isinstance(led, Mapping):
@@ -299,12 +311,12 @@ def ledger_kind(led: Any) -> str | None:
     return "tree" if led.get("tree") else "per-round"
 
 
-def is_threshold_test(a: Mapping[str, Any]) -> bool:
+def is_threshold_test(a: JSONMapping) -> bool:
     d = a.get("details") or {}
     return all(k in d for k in ("fpr", "fnr", "false_positives", "false_negatives", "n_fresh_per_side"))
 
 
-def point_estimate(a: Mapping[str, Any]) -> float | None:
+def point_estimate(a: JSONMapping) -> float | None:
     """An attack's eps point estimate: a likelihood attack's empirical profile, or a threshold test's eps
     from its raw rates (no confidence correction): where the whisker of the bound reaches."""
     d = a.get("details") or {}
@@ -320,13 +332,13 @@ def point_estimate(a: Mapping[str, Any]) -> float | None:
     return None
 
 
-def no_power(a: Mapping[str, Any]) -> bool:
+def no_power(a: JSONMapping) -> bool:
     """Whether an attack showed nothing: its lower bound is 0 (the two sides' views were not told apart at
     its confidence and sample size), so it says nothing about the claim either way."""
     return not as_float(a.get("epsilon_lower")) > 0
 
 
-def no_power_sentence(a: Mapping[str, Any], auc: float | None = None) -> str:
+def no_power_sentence(a: JSONMapping, auc: float | None = None) -> str:
     """One sentence on an attack with no power, saying what its test did, in place of a figure of it."""
     d = a.get("details") or {}
     name = f"'{a['attack']}'"
@@ -347,7 +359,7 @@ def _member(part: str, name: str) -> bool:
     return name == part or name.startswith(part + " ")
 
 
-def verdict_parts(out: Mapping[str, Any]) -> list[dict[str, Any]]:
+def verdict_parts(out: JSONMapping) -> list[JSONObject]:
     """Every part that ran, with its members: the attacks whose bounds it gave (a local audit's 'central'
     part gives 'central membership' and 'central likelihood') and the exact figures it computed. Attacks
     and exact figures no recorded part names (findings without parts) are parts of their own."""
@@ -378,7 +390,7 @@ def verdict_parts(out: Mapping[str, Any]) -> list[dict[str, Any]]:
     return parts
 
 
-def part_result(p: Mapping[str, Any], out: Mapping[str, Any]) -> str:
+def part_result(p: JSONMapping, out: JSONMapping) -> str:
     """What a part found, in a few words: "eps >= 0.41", "no power (bound 0)", "eps = 2.891 (exact)"."""
     claimed = as_float(out.get("epsilon_claimed"))
     if p["attacks"]:
@@ -399,7 +411,7 @@ def part_result(p: Mapping[str, Any], out: Mapping[str, Any]) -> str:
     return ""
 
 
-def rests_on(out: Mapping[str, Any]) -> str | None:
+def rests_on(out: JSONMapping) -> str | None:
     """When a consistent verdict has a part of the verdict that showed nothing (no power), one sentence
     naming it and what the verdict rests on instead (the parts with power, the exact figures judged)."""
     if out.get("verdict") != "consistent":
@@ -420,7 +432,7 @@ def rests_on(out: Mapping[str, Any]) -> str | None:
             + (basis[0] if len(basis) == 1 else ", ".join(basis[:-1]) + " and " + basis[-1]) + ".")
 
 
-def points_above_claim(out: Mapping[str, Any]) -> str | None:
+def points_above_claim(out: JSONMapping) -> str | None:
     """One sentence where an attack's point estimate lies above the claim while its lower bound does not:
     a point estimate is not a bound, and what is judged is the lower bound at the stated confidence."""
     claimed = as_float(out.get("epsilon_claimed"))
@@ -440,7 +452,39 @@ def points_above_claim(out: Mapping[str, Any]) -> str | None:
             "stated confidence.")
 
 
-def summary(out: Any) -> dict[str, Any]:
+class UpperReading(TypedDict):
+    """The upper side of the findings as the report reads it (:func:`upper_reading`)."""
+
+    epsilon: float | None  # None: nothing provable
+    method: str
+    short: str  # how, in a few words
+    source: str  # the ledger, the shuffle accounting, an exact enumeration
+    refuted: JSONValue  # the sentence when a lower bound exceeds it
+    reason: JSONValue  # why there is none
+    assumptions: list[JSONValue]
+    delta: float
+
+
+class Summary(TypedDict):
+    """The numbers of the verdict banner (:func:`summary`)."""
+
+    verdict: str
+    word: str
+    sentence: str
+    claim: JSONValue
+    epsilon_claimed: JSONValue
+    epsilon_lower: JSONValue
+    best_attack: str | None
+    best_is_exact: bool
+    confidence: JSONValue
+    confidence_per_part: JSONValue
+    parts_judged: int
+    delta: JSONValue
+    gap: JSONValue
+    upper: UpperReading | None
+
+
+def summary(out: FindingsLike) -> Summary:
     """The numbers of the verdict banner: claimed eps, the best lower bound and the part that gave it
     (``best_attack``; ``best_is_exact`` when it is an exact figure), the confidence, the gap."""
     out = findings_dict(out)
@@ -475,7 +519,7 @@ def summary(out: Any) -> dict[str, Any]:
 LOOSE = 1e-3
 
 
-def upper_reading(out: Mapping[str, Any]) -> dict[str, Any] | None:
+def upper_reading(out: JSONMapping) -> UpperReading | None:
     """The upper side of the findings: ``epsilon`` (None: nothing provable), ``short`` (how, in a few words),
     ``method``, ``source`` (the ledger, the shuffle accounting, an exact enumeration), ``refuted`` (the sentence
     when a lower bound exceeds it), ``reason`` (why there is none), ``assumptions``. None in findings without it."""
@@ -490,7 +534,7 @@ def upper_reading(out: Mapping[str, Any]) -> dict[str, Any] | None:
             "delta": as_float(up.get("delta"))}
 
 
-def upper_sentences(out: Any, *, banner: bool = False) -> list[str]:
+def upper_sentences(out: FindingsLike, *, banner: bool = False) -> list[str]:
     """The upper side in words: the bracket [lower, upper] the audit puts the truth in, and whether the claim is
     looser than what dpaudit proves (or above it); a refuted figure is said to be no proof, and evidence of a
     bug. ``banner``: only what a reviewer must see first (a claim looser than provable, above it, or refuted)."""
@@ -522,7 +566,7 @@ def upper_sentences(out: Any, *, banner: bool = False) -> list[str]:
     return said
 
 
-def banner_numbers(s: dict[str, Any]) -> list[tuple[str, str, str]]:
+def banner_numbers(s: Summary) -> list[tuple[str, str, str]]:
     """(label, value, small print) of the banner."""
     nums = []
     if s["epsilon_claimed"] is not None:
@@ -551,7 +595,7 @@ def banner_numbers(s: dict[str, Any]) -> list[tuple[str, str, str]]:
     return nums
 
 
-def exceeded(out: Any) -> list[str]:
+def exceeded(out: FindingsLike) -> list[str]:
     """In words, each finding above the claim, what exceeded what: an attack's lower bound, an exact figure
     the verdict judges, a Rényi lower bound, and (reported beside the verdict) the guarantee the policy's
     own ledger implies. Empty when nothing exceeded the claim."""
@@ -590,7 +634,7 @@ def exceeded(out: Any) -> list[str]:
     return said
 
 
-def renyi_zero_notes(out: Any) -> list[str]:
+def renyi_zero_notes(out: FindingsLike) -> list[str]:
     """One line per attack whose Rényi lower bound is 0 at orders where its estimate is large, saying why."""
     notes = []
     for a in (out.get("attacks") or []) if isinstance(out, Mapping) else findings_dict(out).get("attacks") or []:

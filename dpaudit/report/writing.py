@@ -13,7 +13,6 @@ import shutil
 import tempfile
 from glob import escape as glob_escape
 from pathlib import Path
-from typing import Any
 
 from dpaudit.errors import DPAuditError, check_output_file, shorten
 from dpaudit.report.blocks import Figure, walk_blocks
@@ -21,7 +20,7 @@ from dpaudit.report.contents import sections
 from dpaudit.report.html import html_report
 from dpaudit.report.markdown import markdown_report
 from dpaudit.report.plots import FIGURE_IDS, png_bytes
-from dpaudit.report.reading import findings_dict
+from dpaudit.report.reading import FindingsLike, findings_dict
 
 def figure_path(md: Path, fid: str) -> Path:
     """Where the Markdown ``md``'s figure ``fid`` goes: ``stem.fig-roc.png`` beside it."""
@@ -77,7 +76,7 @@ def _restore(backups: dict[Path, str | None]) -> None:
             pass
 
 
-def write_report(out: Any, path: str | Path, flag: str = "--report") -> list[Path]:
+def write_report(out: FindingsLike, path: str | Path, flag: str = "--report") -> list[Path]:
     """Write ``path`` (Markdown), the HTML page beside it and the Markdown's figures as PNG files beside
     both (``stem.fig-roc.png`` ..., linked from the Markdown), for any protocol's findings, as one set:
     everything is rendered first (each figure drawn once, for both formats), written to temporary files in
