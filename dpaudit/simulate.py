@@ -28,17 +28,17 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence, TypedDict
 
 import numpy as np
 
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.engine import one_blas_thread
 from dpaudit.environments import Environment, LossSequence, RewardTable
-from dpaudit.policies.base import check_actions
-from dpaudit.policies.bco import check_points
+from dpaudit.policies.base import PolicyLike, check_actions
+from dpaudit.policies.bco import BCOPolicy, check_points
 
-__all__ = ["SimResult", "simulate", "twin_of", "simulate_bco", "mean_ci"]
+__all__ = ["SimResult", "BCORun", "simulate", "twin_of", "simulate_bco", "mean_ci"]
 
 
 @dataclass
@@ -58,9 +58,9 @@ class SimResult:
     actions: np.ndarray | None = None  # (n_runs, T), per-step path with trajectory=True
     rewards: np.ndarray | None = None  # (n_runs, T), per-step path with trajectory=True
     episodes: dict[str, np.ndarray] | None = None  # episode path with trajectory=True
-    policy: Any = None
-    env: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    policy: PolicyLike | None = None
+    env: Environment | None = None
+    extra: dict[str, np.ndarray | int] = field(default_factory=dict)  # the episode path's iterations
 
     def summary(self, level: float = 0.95) -> dict[str, float]:
         """Mean final regret, its standard deviation and a normal-approximation confidence interval."""
@@ -92,14 +92,14 @@ def mean_ci(x: np.ndarray, level: float = 0.95) -> dict[str, float]:
     return {"mean": m, "sd": sd, "lo": m - half, "hi": m + half, "n": int(x.size)}
 
 
-def _check_actions_fast(a: Any, n_runs: int, n_arms: int, who: str, t: int) -> np.ndarray:
+def _check_actions_fast(a: object, n_runs: int, n_arms: int, who: str, t: int) -> np.ndarray:
     arr = np.asarray(a)
     if arr.shape == (n_runs,) and arr.dtype.kind in "iu" and arr.min() >= 0 and arr.max() < n_arms:
         return arr
     return check_actions(arr, n_runs, n_arms, who, t)
 
 
-def _can_fast(policy: Any, env: Environment) -> bool:
+def _can_fast(policy: PolicyLike, env: Environment) -> bool:
     """Both sides support blocks; a linear environment also needs the policy to take its fixed arms."""
     both = bool(getattr(policy, "fast_path", False)) and hasattr(policy, "plan") and hasattr(policy, "complete") \
         and bool(getattr(env, "supports_segments", False))
@@ -107,7 +107,7 @@ def _can_fast(policy: Any, env: Environment) -> bool:
 
 
 def simulate(
-    policy: Any,
+    policy: PolicyLike,
     env: Environment,
     horizon: int,
     n_runs: int,
@@ -177,7 +177,7 @@ def simulate(
     return res
 
 
-def _rounds_done(policy: Any, horizon: int, progress: Callable[[str], None] | None) -> Callable[[int], None]:
+def _rounds_done(policy: object, horizon: int, progress: Callable[[str], None] | None) -> Callable[[int], None]:
     """``done(t)``: tell ``progress`` that t of the horizon's rounds are simulated (every 1% and at the end)."""
     if progress is None:
         return lambda t: None
@@ -236,7 +236,7 @@ def _run_steps(policy, env, horizon, n_runs, cps, trajectory, done):
             j += 1
             next_cp = int(cps[j]) if j < cps.size else -1
         done(t + 1)
-    extra: dict[str, Any] = {"reward_at": reward_at}
+    extra: dict[str, np.ndarray] = {"reward_at": reward_at}
     if trajectory:
         extra["actions"], extra["rewards"] = acts, rews
     return reward_sum, regret_at, extra
@@ -295,7 +295,7 @@ def _run_episodes(policy, env, horizon, n_runs, cps, trajectory, done):
             policy.complete(idx[full], sums[full])
         active[idx[end >= horizon]] = False
         done(int(min(horizon, end.min())))  # every run has been simulated up to its earliest episode end
-    extra: dict[str, Any] = {"reward_at": reward_at, "iterations": iterations}
+    extra: dict[str, np.ndarray | int | dict[str, np.ndarray]] = {"reward_at": reward_at, "iterations": iterations}
     if trajectory:
         cat = [np.concatenate(c) if log else np.zeros(0, dtype=np.int64) for c in zip(*log)] if log else [np.zeros(0, dtype=np.int64)] * 4
         extra["episodes"] = dict(zip(("run", "start", "arm", "length"), cat))
@@ -309,7 +309,7 @@ TWINS = {"adac-gope": "gope", "adar-gope": "gope", "adac-oful": "rs-oful", "adar
          "jdp-glm": "jdp-glm-np", "shuffle-glm": "shuffle-glm-np"}
 
 
-def twin_of(policy: Any) -> tuple[str, dict[str, Any]] | None:
+def twin_of(policy: object) -> tuple[str, dict[str, object]] | None:
     """(registered name, parameters) of a policy's non-private twin, or None if it has none."""
     import inspect
 
@@ -335,7 +335,7 @@ def twin_of(policy: Any) -> tuple[str, dict[str, Any]] | None:
 
 # ---- continuous actions (BCO, Zheng et al. 2020) --------------------------------------------------
 
-def _check_env(policy: Any, losses: LossSequence, horizon: int) -> None:
+def _check_env(policy: BCOPolicy, losses: LossSequence, horizon: int) -> None:
     who = getattr(policy, "name", "") or type(policy).__name__
     if losses.d != policy.d:
         raise DPAuditError(f"the loss sequence is in dimension {losses.d} but {who} plays points of R^{policy.d}.")
@@ -351,8 +351,18 @@ def _check_env(policy: Any, losses: LossSequence, horizon: int) -> None:
             raise DPAuditError(f"the loss sequence is {g:.4g}-Lipschitz, above {who}'s lipschitz G = {policy.lipschitz:g}.")
 
 
-def simulate_bco(policy: Any, losses: LossSequence, n_runs: int, seed: int = 0, *, horizon: int | None = None,
-                 record: bool = False) -> dict[str, Any]:
+class BCORun(TypedDict):
+    """What :func:`simulate_bco` returns."""
+
+    regret: np.ndarray  # (n_runs,)
+    best: tuple[np.ndarray, float]  # the minimiser of the noise-free losses and its value
+    horizon: int
+    n_runs: int
+    seconds: float
+
+
+def simulate_bco(policy: BCOPolicy, losses: LossSequence, n_runs: int, seed: int = 0, *, horizon: int | None = None,
+                 record: bool = False) -> BCORun:
     """Run a BCO policy on ``losses`` for ``horizon`` rounds (default: all) in ``n_runs`` runs.
 
     Returns ``regret`` (n_runs,): sum_t (1/m) sum_k f_t(x_{t,k}) - min_x sum_t f_t(x) with the noise-free
