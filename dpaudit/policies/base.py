@@ -82,7 +82,7 @@ class Policy:
     def _reset(self) -> None:
         raise NotImplementedError
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         """A policy is pickled (to the engine's workers, into checkpoint keys) without the state of the runs it
         made here: the attributes its first ``reset`` created (its arrays) and its ledger and generator
         (megabytes per task after a ledger audit in this process). Every run begins with ``reset``, which
@@ -110,7 +110,7 @@ class Policy:
     def _observe(self, t: int, actions: np.ndarray, rewards: np.ndarray) -> None:
         raise NotImplementedError
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, object]:
         """The constructor parameters this instance was built with (for reports)."""
         return dict(getattr(self, "_params", {}))
 
@@ -130,7 +130,7 @@ class Policy:
         return f"{type(self).__name__}({shown})"
 
 
-def check_reset(n_runs: Any, rng: Any) -> int:
+def check_reset(n_runs: object, rng: object) -> int:
     """Validate ``reset``'s arguments: ``n_runs`` an integer >= 1, ``rng`` a numpy Generator."""
     if isinstance(n_runs, bool) or not isinstance(n_runs, (int, np.integer)) or n_runs < 1:
         raise DPAuditError(f"n_runs must be an integer >= 1, got {n_runs!r}.")
@@ -139,7 +139,7 @@ def check_reset(n_runs: Any, rng: Any) -> int:
     return int(n_runs)
 
 
-def check_actions(actions: Any, n_runs: int, n_arms: int, who: str, t: int) -> np.ndarray:
+def check_actions(actions: object, n_runs: int, n_arms: int, who: str, t: int) -> np.ndarray:
     """Validate a policy's output: ``(n_runs,)`` integers in ``[0, n_arms)``."""
     a = np.asarray(actions)
     if a.shape != (n_runs,):
@@ -159,7 +159,7 @@ def check_actions(actions: Any, n_runs: int, n_arms: int, who: str, t: int) -> n
     return a
 
 
-def check_rewards(rewards: Any, n_runs: int, reward_range: tuple[float, float], who: str, t: int) -> np.ndarray:
+def check_rewards(rewards: object, n_runs: int, reward_range: tuple[float, float], who: str, t: int) -> np.ndarray:
     """Validate rewards fed to a policy; refuse (never clip) values outside ``reward_range``."""
     r = np.asarray(rewards, dtype=float)
     if r.shape != (n_runs,):
@@ -181,7 +181,7 @@ def check_rewards(rewards: Any, n_runs: int, reward_range: tuple[float, float], 
 
 # ---- the rewards a policy accepts (its optional reward_range and reward_alphabet members) ----------------
 
-def check_alphabet(raw: Any, who: str) -> tuple[float, ...]:
+def check_alphabet(raw: object, who: str) -> tuple[float, ...]:
     if isinstance(raw, (str, bytes)) or not isinstance(raw, (Sequence, np.ndarray, set, frozenset)):
         raise DPAuditError(f"{who} must be a sequence of reward values such as (0.0, 1.0), got {raw!r}.")
     out = set()
@@ -195,7 +195,7 @@ def check_alphabet(raw: Any, who: str) -> tuple[float, ...]:
 
 
 
-def arm_ranges(reward_range: Any, n_arms: int) -> np.ndarray:
+def arm_ranges(reward_range: object, n_arms: int) -> np.ndarray:
     """``(lo, hi)`` or K pairs -> a (K, 2) array of finite ranges with lo < hi."""
     try:
         rr = np.asarray(reward_range, dtype=float)

@@ -56,7 +56,6 @@ Choices the paper leaves open, made here:
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -166,17 +165,17 @@ class BCOPolicy(Policy):
         self.loss_bound = check_positive("loss_bound", loss_bound)
         self.lipschitz = check_positive("lipschitz", lipschitz)
         self.r_inner = self.radius  # X = R B contains r B with r = R
-        self._params: dict[str, Any] = {"d": self.d, "horizon": self.horizon, "radius": self.radius,
+        self._params: dict[str, object] = {"d": self.d, "horizon": self.horizon, "radius": self.radius,
                                         "loss_bound": self.loss_bound, "lipschitz": self.lipschitz}
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, object]:
         """Every constructor parameter of this instance (the problem's, and eps, delta for a private one)."""
         out = self.twin_params()
         out.update({k: getattr(self, k) for k in ("strong_convexity", "smoothness", "epsilon", "delta", "peek_round")
                     if hasattr(self, k)})
         return out
 
-    def twin_params(self) -> dict[str, Any]:
+    def twin_params(self) -> dict[str, object]:
         return {k: getattr(self, k) for k in ("d", "horizon", "radius", "loss_bound", "lipschitz")}
 
     # ---- the LDP plug-in -------------------------------------------------------------------------
@@ -560,7 +559,7 @@ class SCS(BCOPolicy):
         self.smoothness = check_positive("smoothness", smoothness)
         self._tune()
 
-    def twin_params(self) -> dict[str, Any]:
+    def twin_params(self) -> dict[str, object]:
         return {**super().twin_params(), "strong_convexity": self.strong_convexity, "smoothness": self.smoothness}
 
     def _tuning_range(self) -> float:
@@ -630,7 +629,7 @@ class LDPSCS(SCS):
         return self.loss_bound + sigma * math.sqrt(2 * math.log(2 * self.horizon ** 2))
 
 
-def is_bco(obj: Any) -> bool:
+def is_bco(obj: object) -> bool:
     """Whether ``obj`` (a registered name, a class or an instance) follows the continuous-action contract."""
     if isinstance(obj, str):
         if ":" in obj:

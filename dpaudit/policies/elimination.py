@@ -21,11 +21,10 @@ mean's sensitivity 1/n, and every action is a function of the noisy means releas
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
-from dpaudit.accountants import PureDP
+from dpaudit.accountants import Guarantee, PureDP
 from dpaudit.errors import DPAuditError, check_int, check_positive
 from dpaudit.policies.base import check_reset, check_rewards
 from dpaudit.policies.registry import register
@@ -38,17 +37,17 @@ class OutsideStyle:
 
     name = ""
     n_arms: int
-    claim: Any = None
+    claim: Guarantee | None = None
     reward_range = (0.0, 1.0)
     #: the schedule decides which arm's reward is observed (Interactive DP's queries do not apply)
     accepts_queries = False
     #: the protocol its claim is about: pure eps-DP, for which Table and View DP coincide (Azize & Basu 2023a, Prop. 1(a))
     notion = "table"
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, object]:
         return dict(self._params)
 
-    def reset(self, n_runs: int, rng: np.random.Generator, **_: Any) -> None:
+    def reset(self, n_runs: int, rng: np.random.Generator, **_: object) -> None:
         self.n_runs = check_reset(n_runs, rng)
         self.rng = rng
         self._reset()
@@ -125,7 +124,7 @@ class DPSuccessiveElimination(OutsideStyle):
         self._live = self._n_act > 1
         self._all_live = bool(self._live.all())
 
-    def act(self, t: int, arms: Any = None) -> np.ndarray:
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
         # the k-th active arm of each run (round robin over the active arms in index order)
         return self._order[self._rows, self.pos % self._n_act]
 
@@ -220,7 +219,7 @@ class DPExploreThenCommit(OutsideStyle):
         self.sums = np.zeros((self.n_runs, self.n_arms))
         self.choice = np.zeros(self.n_runs, dtype=np.int64)
 
-    def act(self, t: int, arms: Any = None) -> np.ndarray:
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
         if t < self.explore:
             return np.full(self.n_runs, t % self.n_arms, dtype=np.int64)
         return self.choice

@@ -28,12 +28,13 @@ import stat
 from fractions import Fraction
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import NoReturn, Sequence
 
 import numpy as np
 
 from dpaudit import deprecations
 from dpaudit.errors import DPAuditError, shorten
+from dpaudit.jsontypes import JSONMapping, JSONObject, JSONValue
 from dpaudit.policies.base import Policy, check_actions
 
 __all__ = ["FinitePolicy", "FORMAT", "load_spec", "bundled_spec", "BUNDLED"]
@@ -51,7 +52,7 @@ MAX_DEPTH = 16  # a spec nests 4 deep: {"rules": [ steps [ rows [ probabilities 
 MAX_NUMBER_CHARS = 40  # longer numerals (a 400-digit integer, a fraction of huge integers) are refused
 
 
-def parse_probability(value: Any, where: str) -> float:
+def parse_probability(value: object, where: str) -> float:
     if isinstance(value, bool):
         raise DPAuditError(f"{where}: probability {value!r} must be a number or a string 'p/q'.")
     if isinstance(value, (int, float, np.integer, np.floating)):
@@ -76,7 +77,7 @@ def parse_probability(value: Any, where: str) -> float:
     return p
 
 
-def _refuse_constant(name: str) -> Any:
+def _refuse_constant(name: str) -> NoReturn:
     raise DPAuditError(f"the spec contains {name}, which is not a number dpaudit accepts (probabilities lie in "
                        "[0, 1] and rewards are finite).")
 
@@ -106,7 +107,7 @@ def _nesting_depth(text: str) -> int:
     return int(np.cumsum(step).max(initial=0))
 
 
-def check_rewards_alphabet(rewards: Sequence[Any]) -> list[float]:
+def check_rewards_alphabet(rewards: Sequence[object]) -> list[float]:
     if isinstance(rewards, (str, bytes)) or not hasattr(rewards, "__len__"):
         raise DPAuditError(f"rewards must be a list of at least 2 distinct finite numbers, got {shorten(rewards)}.")
     out = []
@@ -125,7 +126,7 @@ def check_rewards_alphabet(rewards: Sequence[Any]) -> list[float]:
     return out
 
 
-def arms_of_first_row(first: Any) -> int:
+def arms_of_first_row(first: Sequence[object]) -> int:
     """K, read from step 1's row 0 of a decision-rule table (either format): a list of K >= 2 probabilities."""
     row0 = first[0]
     if not isinstance(row0, (list, tuple, np.ndarray)):
@@ -136,7 +137,7 @@ def arms_of_first_row(first: Any) -> int:
     return K
 
 
-def spec_shape(spec: dict[str, Any]) -> tuple[int, int, list[Any], list[Any]]:
+def spec_shape(spec: JSONMapping) -> tuple[int, int, list[JSONValue], list[JSONValue]]:
     """(T, K, rules, rewards) of a finite-policy spec (either format), each checked for its type and size."""
     T, K = spec["horizon"], spec["arms"]
     if isinstance(T, bool) or not isinstance(T, int) or T < 1:
@@ -158,7 +159,7 @@ class FinitePolicy(Policy):
 
     name = "finite"
 
-    def __init__(self, rules: Sequence[Any], rewards: Sequence[float] = (0.0, 1.0), *, label: str = "") -> None:
+    def __init__(self, rules: Sequence[object], rewards: Sequence[float] = (0.0, 1.0), *, label: str = "") -> None:
         super().__init__()
         if not isinstance(rules, (list, tuple)) or len(rules) < 1:
             raise DPAuditError("rules must be a non-empty list of decision rules, one per step (T >= 1).")
@@ -202,7 +203,7 @@ class FinitePolicy(Policy):
 
     # ---- spec I/O -------------------------------------------------------------------------
     @classmethod
-    def from_spec(cls, spec: dict[str, Any], *, label: str = "") -> "FinitePolicy":
+    def from_spec(cls, spec: JSONMapping, *, label: str = "") -> "FinitePolicy":
         if not isinstance(spec, dict):
             raise DPAuditError(f"a finite-policy spec must be a JSON object, got {type(spec).__name__}.")
         if spec.get("format") != FORMAT:
@@ -260,7 +261,7 @@ class FinitePolicy(Policy):
             raise DPAuditError(f"finite-policy spec {str(path)!r} nests too deeply.") from None
         return cls.from_spec(spec, label=str(path))
 
-    def to_spec(self) -> dict[str, Any]:
+    def to_spec(self) -> JSONObject:
         return {
             "format": FORMAT,
             "horizon": self.horizon,

@@ -42,13 +42,17 @@ import math
 from fractions import Fraction
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from dpaudit import deprecations
 from dpaudit.errors import DPAuditError, shorten
+from dpaudit.jsontypes import JSONMapping, JSONObject, JSONValue
 from dpaudit.policies.finite import SUM_TOLERANCE, BUNDLED, FinitePolicy, check_rewards_alphabet, parse_probability, arms_of_first_row, spec_shape
+
+if TYPE_CHECKING:
+    from dpaudit.accountants import Guarantee
 
 __all__ = ["FiniteContextualPolicy", "FORMAT_CONTEXTUAL", "BUNDLED_CONTEXTUAL", "load_contextual",
            "is_contextual_spec", "rr_wsls", "copy_context"]
@@ -60,7 +64,7 @@ BUNDLED_CONTEXTUAL = {"jdp-finite-rr": "jdp_finite_rr.json", "jdp-finite-rr-unev
                       "jdp-finite-leak": "jdp_finite_leak.json"}
 
 
-def _check_contexts(contexts: Any) -> list[str]:
+def _check_contexts(contexts: object) -> list[str]:
     if isinstance(contexts, (str, bytes)) or not isinstance(contexts, (list, tuple)) or len(contexts) < 1:
         raise DPAuditError(f"contexts must be a non-empty list of distinct labels (strings), got {shorten(contexts)}.")
     for c in contexts:
@@ -71,7 +75,7 @@ def _check_contexts(contexts: Any) -> list[str]:
     return list(contexts)
 
 
-def _check_claim(claim: Any) -> Any:
+def _check_claim(claim: JSONValue) -> Guarantee | None:
     """The spec's ``claim`` object as a Guarantee (None when absent)."""
     from dpaudit.accountants import ZCDP, ApproxDP, PureDP
 
@@ -95,7 +99,7 @@ def _check_claim(claim: Any) -> Any:
     raise DPAuditError(f"claim has keys {sorted(keys)}; give epsilon, epsilon and delta, or rho.")
 
 
-def _claim_spec(claim: Any) -> dict[str, float] | None:
+def _claim_spec(claim: Guarantee | None) -> dict[str, float] | None:
     if claim is None:
         return None
     for keys in (("epsilon", "delta"), ("epsilon",), ("rho",)):
@@ -110,8 +114,8 @@ class FiniteContextualPolicy:
 
     name = "finite-contextual"
 
-    def __init__(self, rules: Sequence[Any], contexts: Sequence[str], rewards: Sequence[float] = (0.0, 1.0), *,
-                 claim: Any = None, label: str = "") -> None:
+    def __init__(self, rules: Sequence[object], contexts: Sequence[str], rewards: Sequence[float] = (0.0, 1.0), *,
+                 claim: Guarantee | JSONValue = None, label: str = "") -> None:
         contexts = _check_contexts(contexts)
         rewards = check_rewards_alphabet(rewards)
         if not isinstance(rules, (list, tuple)) or len(rules) < 1:
@@ -160,7 +164,7 @@ class FiniteContextualPolicy:
 
     # ---- spec I/O ---------------------------------------------------------------------------
     @classmethod
-    def from_spec(cls, spec: dict[str, Any], *, label: str = "") -> "FiniteContextualPolicy":
+    def from_spec(cls, spec: JSONMapping, *, label: str = "") -> "FiniteContextualPolicy":
         if not isinstance(spec, dict):
             raise DPAuditError(f"a finite contextual policy spec must be a JSON object, got {type(spec).__name__}.")
         if spec.get("format") != FORMAT_CONTEXTUAL:
@@ -185,19 +189,20 @@ class FiniteContextualPolicy:
         return FinitePolicy.from_json.__func__(_AnyFinite, path)
 
     @classmethod
-    def from_finite(cls, policy: FinitePolicy, claim: Any = None) -> "FiniteContextualPolicy":
+    def from_finite(cls, policy: FinitePolicy,
+                    claim: Guarantee | JSONValue = None) -> "FiniteContextualPolicy":
         """A (non-contextual) finite policy as a contextual one with the single context ``"-"``."""
         return cls([t.copy() for t in policy.rules], ["-"], policy.rewards.tolist(), claim=claim, label=policy.label)
 
-    def to_spec(self, *, fractions: bool = False) -> dict[str, Any]:
+    def to_spec(self, *, fractions: bool = False) -> JSONObject:
         """The JSON-ready spec; ``fractions``: probabilities as short ``"p/q"`` strings where exact."""
-        def cell(p: float) -> Any:
+        def cell(p: float) -> int | float | str:
             f = Fraction(p).limit_denominator(1000)
             if fractions and float(f) == p:
                 return f.numerator if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
             return float(p)
 
-        spec: dict[str, Any] = {"format": FORMAT_CONTEXTUAL, "horizon": self.horizon, "arms": self.n_arms,
+        spec: JSONObject = {"format": FORMAT_CONTEXTUAL, "horizon": self.horizon, "arms": self.n_arms,
                                 "contexts": list(self.contexts), "rewards": [float(r) for r in self.rewards]}
         if self.claim is not None:
             spec["claim"] = _claim_spec(self.claim)
@@ -218,7 +223,7 @@ class _AnyFinite:
     contextual policy with one context (joint DP of a non-contextual policy is well defined)."""
 
     @staticmethod
-    def from_spec(spec: Any, *, label: str = "") -> FiniteContextualPolicy:
+    def from_spec(spec: JSONValue, *, label: str = "") -> FiniteContextualPolicy:
         from dpaudit.policies.finite import FORMAT
 
         if isinstance(spec, dict) and spec.get("format") == FORMAT:
@@ -227,14 +232,14 @@ class _AnyFinite:
         return policy
 
 
-def is_contextual_spec(spec: Any) -> bool:
+def is_contextual_spec(spec: object) -> bool:
     """True for what :func:`load_contextual` reads: a bundled name (either format) or a ``.json`` path."""
     spec = deprecations.spec(spec)
     return isinstance(spec, FiniteContextualPolicy) or (
         isinstance(spec, str) and (spec in BUNDLED_CONTEXTUAL or spec in BUNDLED or spec.endswith(".json")))
 
 
-def load_contextual(spec: Any) -> FiniteContextualPolicy:
+def load_contextual(spec: FiniteContextualPolicy | str | Path) -> FiniteContextualPolicy:
     """A finite contextual policy from an instance, a bundled name (``jdp-finite-rr``; a bundled
     finite-policy name such as ``table-vs-view-counterexample`` is converted) or a JSON path (either format)."""
     spec = deprecations.spec(spec)

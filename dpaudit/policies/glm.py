@@ -77,7 +77,6 @@ step open we chose, and say so:
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 from scipy import special
@@ -85,7 +84,8 @@ from scipy import special
 from dpaudit.accountants import ZCDP, ApproxDP, Guarantee, shuffle_guarantee, tree_max_nodes, tree_sigma, zcdp_rho_for_epsilon
 from dpaudit.environments import project_ball
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_nonnegative, check_positive
-from dpaudit.mechanisms import BinaryTreeMechanism, Fed, GaussianMechanism, PiecewiseShuffler, pack_symmetric, unpack_symmetric
+from dpaudit.mechanisms import (BinaryTreeMechanism, Fed, GaussianMechanism, Ledger, PiecewiseShuffler, pack_symmetric,
+                                unpack_symmetric)
 from dpaudit.policies.base import Policy
 from dpaudit.policies.registry import register
 
@@ -97,7 +97,7 @@ LINKS = {"logistic": 0.25, "probit": 1.0 / math.sqrt(2 * math.pi)}
 _NORM_TOL = 1e-9
 
 
-def check_link(link: Any) -> str:
+def check_link(link: object) -> str:
     if link not in LINKS:
         raise DPAuditError(f"unknown link {link!r}; the GLM policies know: {', '.join(LINKS)}.")
     return link
@@ -167,7 +167,7 @@ def psd_floor(M: np.ndarray, floor: float) -> np.ndarray:
     return out
 
 
-def spd_inverse(M: np.ndarray, with_det: bool = False) -> Any:
+def spd_inverse(M: np.ndarray, with_det: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Inverses of stacked symmetric positive definite ``(n, d, d)`` matrices (and, with ``with_det``, their
     determinants), through a Cholesky factor ``M = L L^T``: ``M^-1 = L^-T L^-1`` and ``det M = prod diag(L)^2``.
 
@@ -210,7 +210,7 @@ def quad_forms(x: np.ndarray, A: np.ndarray) -> np.ndarray:
     return np.einsum("nkd,nkd->nk", np.matmul(x, A), x)
 
 
-def check_contexts(arms: Any, n_runs: int, n_arms: int, dim: int, who: str, t: int) -> np.ndarray:
+def check_contexts(arms: object, n_runs: int, n_arms: int, dim: int, who: str, t: int) -> np.ndarray:
     """(n_runs, K, d) finite contexts in the unit ball, or one sentence saying what is wrong."""
     if arms is None:
         raise DPAuditError(f"{who} needs the contexts of step {t} as an (n_runs, K, d) array, got none.")
@@ -251,7 +251,7 @@ class _GLMBase(Policy):
     def _who(self) -> str:
         return type(self).name or type(self).__name__
 
-    def _contexts(self, t: int, arms: Any) -> np.ndarray:
+    def _contexts(self, t: int, arms: object) -> np.ndarray:
         if t >= self.horizon:
             raise DPAuditError(f"{self._who()} was built for horizon T = {self.horizon} but was asked to act at step {t}.")
         return check_contexts(arms, self.n_runs, self.n_arms, self.dim, self._who(), t)
@@ -467,11 +467,11 @@ class ShuffleGLM(_GLMBase):
     # No ledger: the messages carry the Piecewise Mechanism's output, not additive noise, so the claim comes from the
     # shuffle accountant and the audits treat the policy like one without a ledger (hasattr is False).
     @property
-    def ledger(self) -> Any:
+    def ledger(self) -> Ledger | None:
         raise AttributeError("shuffle-glm keeps no ledger (its noise is the local randomizers' in the shuffler)")
 
     @ledger.setter
-    def ledger(self, value: Any) -> None:
+    def ledger(self, value: Ledger | None) -> None:
         self._unused_ledger = value
 
     def __init__(self, n_arms: int = 20, dim: int = 5, horizon: int = 5000, eps0: float = 3.5,
@@ -521,7 +521,7 @@ class ShuffleGLM(_GLMBase):
         self._ends = {stop: (start, stop) for start, stop in self._bounds}
         self.X = np.zeros((n, self.horizon, d))
         self.R = np.zeros((n, self.horizon))
-        self.views: list[dict[str, Any]] = []
+        self.views: list[dict[str, int | np.ndarray]] = []  # each batch's start, stop and messages
         self.first_batch = True
 
     def design(self, x: np.ndarray, active: np.ndarray) -> np.ndarray:
@@ -603,7 +603,7 @@ class ShuffleGLM(_GLMBase):
 
     def batch_release(self, rng: np.random.Generator, X: np.ndarray, R: np.ndarray,
                       theta: np.ndarray, prior: int = 0, *,
-                      view_only: bool = False) -> tuple[dict[str, Any], np.ndarray | None, np.ndarray | None]:
+                      view_only: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray | None, np.ndarray | None]:
         """R, S, A on one batch: the users' played contexts ``X`` (n, B, d) and rewards ``R`` (n, B).
 
         Returns (the analyzer's view: shuffled outer-product messages and each group's shuffled

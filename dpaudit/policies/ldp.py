@@ -71,14 +71,13 @@ Choices the paper leaves open, made here:
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
 from dpaudit import deprecations
 from dpaudit.accountants import ApproxDP, PureDP
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
-from dpaudit.mechanisms import (Channel, GaussianChannel, GLOCChannel, LaplaceChannel, LinearStatsChannel,
+from dpaudit.mechanisms import (Channel, GaussianChannel, GLOCChannel, LaplaceChannel, Ledger, LinearStatsChannel,
                                 RandomizedResponse)
 from dpaudit.policies.base import Policy
 from dpaudit.policies.registry import register
@@ -97,7 +96,7 @@ class LDPPolicy(Policy):
     keep_transcript = False
 
     # ---- the plug-in contract of --protocol local ------------------------------------------------
-    def channel(self, z_batch: np.ndarray, rng: np.random.Generator, ledger: Any = None) -> np.ndarray:
+    def channel(self, z_batch: np.ndarray, rng: np.random.Generator, ledger: Ledger | None = None) -> np.ndarray:
         """What users with data ``z_batch`` send (one user per row); its releases recorded in ``ledger`` if given
         (the local audit's channel likelihood part reads them)."""
         if self._chan is None:
@@ -288,7 +287,7 @@ class OnePointUCB(LDPPolicy):
         self.n_arms = check_int("n_arms", n_arms, minimum=2)
         self._params = {"n_arms": self.n_arms}
 
-    def twin_params(self) -> dict[str, Any]:
+    def twin_params(self) -> dict[str, object]:
         return {"n_arms": self.n_arms}
 
     def variance_proxy(self) -> float:
@@ -352,7 +351,7 @@ class LDPUCB(OnePointUCB):
         self.claim = ApproxDP(self.epsilon, self.delta)
         self._params.update(epsilon=self.epsilon, delta=self.delta, calibration=calibration)
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, object]:
         out = super().params()
         if "calibration" in out:  # reported by its name in CALIBRATIONS, whatever name was given
             out["calibration"] = self.calibration
@@ -427,7 +426,7 @@ class TsallisINF(LDPPolicy):
         self.n_arms = check_int("n_arms", n_arms, minimum=2)
         self._params = {"n_arms": self.n_arms}
 
-    def twin_params(self) -> dict[str, Any]:
+    def twin_params(self) -> dict[str, object]:
         return {"n_arms": self.n_arms}
 
     def _reset_server(self) -> None:
@@ -499,7 +498,7 @@ class LinUCB(LDPPolicy):
         self.horizon = check_int("horizon", horizon, minimum=1)
         self._params = {"n_arms": self.n_arms, "dim": self.dim, "horizon": self.horizon}
 
-    def twin_params(self) -> dict[str, Any]:
+    def twin_params(self) -> dict[str, object]:
         return {"n_arms": self.n_arms, "dim": self.dim, "horizon": self.horizon}
 
     def domain_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -778,7 +777,7 @@ class LilUCB(OnePointUCB):
         self.gamma = check_delta(gamma, "gamma")
         self._params["gamma"] = self.gamma
 
-    def twin_params(self) -> dict[str, Any]:
+    def twin_params(self) -> dict[str, object]:
         return {"n_arms": self.n_arms, "gamma": self.gamma}
 
     def _reset_server(self) -> None:

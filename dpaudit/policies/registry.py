@@ -15,10 +15,14 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, get_type_hints
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable, Mapping, get_type_hints
 
 from dpaudit.errors import DPAuditError
 from dpaudit.sandbox import guard, is_plugin_spec, wrap_plugin
+
+if TYPE_CHECKING:
+    from dpaudit.policies.base import PolicyLike
 
 __all__ = [
     "NOTIONS",
@@ -46,7 +50,7 @@ NOTION_NAMES = {"table": "Table-DP", "view": "View-DP", "interactive": "Interact
                 "joint": "joint-DP", "shuffle": "shuffle-DP"}
 
 
-def notion_of(policy: Any) -> str | None:
+def notion_of(policy: object) -> str | None:
     """The notion a policy's claim is about: its class attribute ``notion`` (one of :data:`NOTIONS`), or
     None when it names none (a plug-in without the attribute; the audit then defaults to table).
 
@@ -168,7 +172,7 @@ def load_policy_class(spec: str, *, contract: bool = True) -> type:
     return _plugin_class(module, target, attr, contract)
 
 
-def plugin_label(cls: Any) -> str:
+def plugin_label(cls: object) -> str:
     """``module:Class`` of a class, with a plug-in file's module named as the user gave it
     (``path/to/file.py:MyPolicy``, not the internal module name dpaudit imported it under)."""
     module = sys.modules.get(getattr(cls, "__module__", ""), None)
@@ -177,7 +181,7 @@ def plugin_label(cls: Any) -> str:
     return f"{source or getattr(cls, '__module__', '?')}:{qual}"
 
 
-def _plugin_class(module: Any, target: str, attr: str, contract: bool) -> type:
+def _plugin_class(module: ModuleType, target: str, attr: str, contract: bool) -> type:
     cls = getattr(module, attr, None)
     if cls is None:
         names = [n for n, v in vars(module).items() if inspect.isclass(v) and not n.startswith("_")]
@@ -201,7 +205,7 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def _convert(key: str, raw: Any, kind: Any, widen: str | None = None, notes: list[str] | None = None) -> Any:
+def _convert(key: str, raw: object, kind: object, widen: str | None = None, notes: list[str] | None = None) -> object:
     """``raw`` typed as ``kind``. ``widen`` (set when ``kind`` is int only because of an int default,
     with no annotation saying so): the owner's name; a numeric value that is not an integer is then
     passed as a float, with a note, instead of being refused."""
@@ -255,12 +259,13 @@ def _convert(key: str, raw: Any, kind: Any, widen: str | None = None, notes: lis
     return raw
 
 
-def signature_target(target: Any) -> Any:
+def signature_target(target: Callable[..., object]) -> Callable[..., object]:
     """What to read the parameters of: a class's ``__init__``, or a factory function itself."""
     return target.__init__ if inspect.isclass(target) else target
 
 
-def coerce_params(cls: Any, raw: dict[str, Any], notes: list[str] | None = None) -> dict[str, Any]:
+def coerce_params(cls: Callable[..., object], raw: Mapping[str, object],
+                  notes: list[str] | None = None) -> dict[str, object]:
     """Type string parameters by the signature of ``cls.__init__`` (or of ``cls`` itself, a factory
     function returning an instance): by the annotation, else by the default's type; refuse unknown keys.
 
@@ -279,7 +284,7 @@ def coerce_params(cls: Any, raw: dict[str, Any], notes: list[str] | None = None)
         hints = {}
     params = {n: p for n, p in sig.parameters.items() if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     accepts_any = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in raw.items():
         if key not in params and not accepts_any:
             allowed = ", ".join(params) or "none"
@@ -299,7 +304,7 @@ def coerce_params(cls: Any, raw: dict[str, Any], notes: list[str] | None = None)
     return out
 
 
-def make_policy(spec: str, params: dict[str, Any] | None = None) -> Any:
+def make_policy(spec: str, params: Mapping[str, object] | None = None) -> PolicyLike:
     """Build a policy from a registered name or plug-in spec and (string) parameters."""
     cls = load_policy_class(spec)
     kwargs = coerce_params(cls, params or {})

@@ -49,20 +49,20 @@ tail P(Lap(b) > b beta log t) = t^-beta / 2 with b = 1/(eps n).
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
 from dpaudit.accountants import RDP, ZCDP, ApproxDP, PureDP
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_order, check_positive
 from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism, PreDrawn
+from dpaudit.mechanisms.additive import AdditiveMechanism
 from dpaudit.policies.base import Policy, check_rewards
 from dpaudit.policies.registry import register
 
 __all__ = ["EpisodeUCB", "AdaCUCB", "AdaRUCB", "AdaEDUCB", "AdaPUCB", "UCB1"]
 
 
-def _fast_rewards(rewards: Any, n_runs: int, lo: float, hi: float, who: str, t: int) -> np.ndarray:
+def _fast_rewards(rewards: object, n_runs: int, lo: float, hi: float, who: str, t: int) -> np.ndarray:
     """``check_rewards`` with a quick path: min/max in range (NaN fails both) means valid."""
     r = np.asarray(rewards, dtype=float)
     if r.shape == (n_runs,) and r.min() >= lo and r.max() <= hi:
@@ -86,7 +86,7 @@ class EpisodeUCB(Policy):
     valid_actions = True  # act() returns arms in [0, K) by construction (simulate skips its check)
     non_private_twin = "ucb-episodes"
     noise_kind: str | None = None  # "gaussian" / "laplace" for the private variants
-    _mech: Any = None  # the mechanism applied to an episode's reward sum
+    _mech: AdditiveMechanism | None = None  # the mechanism applied to an episode's reward sum
 
     def __init__(self, n_arms: int = 2, beta: float = 4.0) -> None:
         super().__init__()
@@ -99,7 +99,7 @@ class EpisodeUCB(Policy):
         """Exploration bonus for last-episode lengths ``n`` (m, K) at log t_l (m, 1)."""
         return np.sqrt(self.beta * log_t / (2.0 * n))
 
-    def twin_params(self) -> dict[str, Any]:
+    def twin_params(self) -> dict[str, object]:
         """Parameters of the non-private twin with the same arms and optimism."""
         return {"n_arms": self.n_arms, "beta": self.beta}
 
@@ -360,7 +360,7 @@ class UCB1(Policy):
         self.n_arms = check_int("n_arms", n_arms, minimum=2)
         self._params = {"n_arms": self.n_arms}
 
-    def twin_params(self) -> dict[str, Any]:
+    def twin_params(self) -> dict[str, object]:
         return {"n_arms": self.n_arms}
 
     def _reset(self) -> None:
