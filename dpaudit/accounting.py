@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
@@ -32,7 +32,14 @@ from dpaudit.accountants.conversions import (
 )
 from dpaudit.accountants.upper import GAUSSIAN, LAPLACE, PURE
 from dpaudit.errors import check_delta, check_int
+from dpaudit.jsontypes import JSONObject, JSONValue
 from dpaudit.mechanisms import Ledger, release_family
+
+if TYPE_CHECKING:
+    from dpaudit.accountants.upper import GroupWorst
+    from dpaudit.policies.base import PolicyLike
+    from dpaudit.policies.bco import BCOPolicy
+    from dpaudit.protocols import Protocol
 
 __all__ = [
     "ledger_audit",
@@ -146,13 +153,13 @@ class LedgerAccount:
     status: str  # "consistent", "exceeds-claim", "no-claim", "empty-ledger"
     finding: str
     seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, JSONValue] = field(default_factory=dict)
     #: the tightest eps at delta dpaudit proves from the ledger (:func:`ledger_upper`: every round's releases
     #: composed exactly, the worst over every run and round), and its record (method, assumptions, details)
     epsilon_upper: float | None = None
-    upper: dict[str, Any] | None = None
+    upper: JSONObject | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONObject:
         d = asdict(self)
         d["shared_examples"] = [list(map(int, x)) for x in self.shared_examples]
         return d
@@ -242,7 +249,15 @@ def claim_vs_ledger(claim: Guarantee | None, ledger: Ledger, horizon: int, delta
 
 # ---- running a policy on a fixed reward table ------------------------------------------------------
 
-def run_policy(policy: Any, horizon: int, n_runs: int, seed: int) -> dict[str, Any]:
+class PolicyRun(TypedDict):
+    """What :func:`run_policy` ran a policy on (its ledger is on the policy)."""
+
+    table: np.ndarray | None  # (horizon, K) rewards; None for a BCO policy (loss functions)
+    features: np.ndarray | None  # (n_runs, K, d) fixed action features of a linear policy, else None
+    reward_span: float  # the width of one user's datum's domain
+
+
+def run_policy(policy: PolicyLike | BCOPolicy, horizon: int, n_runs: int, seed: int) -> PolicyRun:
     """Run ``policy`` for ``horizon`` steps on a fixed Bernoulli reward table; return its ledger and inputs.
 
     The table holds Bernoulli(p_k) draws (p_k uniform in [0.2, 0.8], one per arm) mapped to the
@@ -278,7 +293,7 @@ def run_policy(policy: Any, horizon: int, n_runs: int, seed: int) -> dict[str, A
 # ---- CLI ----------------------------------------------------------------------------------------
 
 
-def run_bco_for_account(policy: Any, horizon: int, n_runs: int, seed: int) -> dict[str, Any]:
+def run_bco_for_account(policy: BCOPolicy, horizon: int, n_runs: int, seed: int) -> PolicyRun:
     """``dpaudit account policy`` for a BCO policy: run it on the stochastic losses (recording its ledger).
 
     ``reward_span`` is the width of the user datum's domain (what one unit of ledger coefficient spans).
@@ -297,8 +312,8 @@ def run_bco_for_account(policy: Any, horizon: int, n_runs: int, seed: int) -> di
 
 # ---- the ledger part of an audit: per round (central, joint), per user (local) ----------------------
 
-def ledger_audit(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
-                 n_runs: int = 200, sensitivity_factor: dict[str, float] | None = None) -> dict[str, Any] | None:
+def ledger_audit(policy: PolicyLike, protocol: Protocol, data: np.ndarray, seed: np.random.SeedSequence,
+                 n_runs: int = 200, sensitivity_factor: dict[str, float] | None = None) -> JSONObject | None:
     """Per-round accounting of the ledger of ``n_runs`` runs on ``data`` (None without a ledger).
 
     ``sensitivity_factor``: per mechanism (:attr:`dpaudit.mechanisms.Release.family`), a factor by which its
@@ -350,7 +365,7 @@ def ledger_audit(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.S
 
 
 
-def ledger_per_user(ledger: Any, delta: float) -> dict[str, Any]:
+def ledger_per_user(ledger: Ledger, delta: float) -> JSONObject:
     """Compose every message in ``ledger`` per user (run, step) and return the worst user's exact epsilon.
 
     Gaussian messages: mu = sqrt(sum (sensitivity/sigma)^2) (exact; Balle & Wang 2018 Thm 8 for the
@@ -401,7 +416,7 @@ def ledger_per_user(ledger: Any, delta: float) -> dict[str, Any]:
 
 
 
-def calibration_lints(policy: Any) -> list[dict[str, Any]]:
+def calibration_lints(policy: object) -> list[dict[str, str | float | bool]]:
     """The calibration lint of the closed-form Gaussian rule a local channel used (:mod:`dpaudit.accountants.gaussian`)."""
     chan = getattr(policy, "local_channel", None)
     cal = getattr(chan, "calibration", None)
@@ -445,7 +460,7 @@ VIEW_REFINEMENT = (
     "release, and the upper bound must hold for every view the audit tests")
 
 
-def _finite_span(bounds: Any) -> float | None:
+def _finite_span(bounds: object) -> float | None:
     """hi - lo of a (low, high) pair when both are finite numbers with low < high, else None."""
     try:
         lo, hi = (float(x) for x in bounds)
@@ -454,7 +469,7 @@ def _finite_span(bounds: Any) -> float | None:
     return hi - lo if math.isfinite(lo) and math.isfinite(hi) and lo < hi else None
 
 
-def _how(worst: Any) -> tuple[str, str]:
+def _how(worst: GroupWorst) -> tuple[str, str]:
     """(the composition's name, the worst group's releases) in words."""
     lap, pure, mu = worst.laplace_eps, worst.pure_eps, worst.gaussian_mu
     parts = ([f"Gaussian mu = {mu:.4g}"] if mu > 0 else []) + \
@@ -469,8 +484,8 @@ def _how(worst: Any) -> tuple[str, str]:
     return short, " + ".join(parts)
 
 
-def ledger_upper(ledger: Any, horizon: int, delta: float, reward_span: float | None = None, *,
-                 protocol: str = "table", per: str = "round") -> dict[str, Any] | None:
+def ledger_upper(ledger: Ledger | None, horizon: int, delta: float, reward_span: float | None = None, *,
+                 protocol: str = "table", per: str = "round") -> JSONObject | None:
     """The tightest eps(delta) dpaudit can prove from a recorded ledger: every round's (user's) releases
     composed exactly, worst round over the recorded runs (:func:`dpaudit.accountants.upper.worst_group_epsilon`).
 
@@ -510,8 +525,8 @@ def ledger_upper(ledger: Any, horizon: int, delta: float, reward_span: float | N
                         **worst.details}}
 
 
-def policy_ledger_upper(policy: Any, horizon: int, delta: float, *, protocol: str = "table",
-                        per: str = "round") -> dict[str, Any] | None:
+def policy_ledger_upper(policy: object, horizon: int, delta: float, *, protocol: str = "table",
+                        per: str = "round") -> JSONObject | None:
     """:func:`ledger_upper` of the ledger ``policy`` recorded last (None without one), with the reward span of its
     ``reward_range`` (``domain`` for a local policy's users, ``per="user"``)."""
     if not hasattr(policy, "ledger"):
@@ -522,7 +537,7 @@ def policy_ledger_upper(policy: Any, horizon: int, delta: float, *, protocol: st
     return ledger_upper(getattr(policy, "ledger", None), horizon, delta, span, protocol=protocol, per=per)
 
 
-def shuffle_upper(policy: Any, delta: float) -> dict[str, Any] | None:
+def shuffle_upper(policy: object, delta: float) -> JSONObject | None:
     """The tightest eps(delta) dpaudit can prove for a shuffle policy's first batch: each user sends one message
     through each of its two shufflers (``shuffler_outer`` to the whole batch of ``batch0``, ``shuffler_grad`` to
     her group of ``batch0 / groups``), each ``eps0``-DP; the two clone pairs (Feldman, McMillan & Talwar 2021,
@@ -569,8 +584,8 @@ def shuffle_upper(policy: Any, delta: float) -> dict[str, Any] | None:
                         "view": "every message of the first batch is in the analyzer's view; none can be dropped"}}
 
 
-def policy_upper(policy: Any, horizon: int, delta: float, *, protocol: str = "table",
-                 per: str = "round") -> dict[str, Any] | None:
+def policy_upper(policy: object, horizon: int, delta: float, *, protocol: str = "table",
+                 per: str = "round") -> JSONObject | None:
     """The upper side of an audit, computed once by each protocol's plan after its ledger part: a shuffle
     pipeline's :func:`shuffle_upper` (its users' data reach the view only through the shuffled messages, so
     it holds for every view of the protocols it runs under), else the ledger the policy recorded last
