@@ -740,5 +740,4 @@ def account(policy: PolicySource, *, params: Mapping[str, object] | None = None,
     with own_numerics():
         result = claim_vs_ledger(as_guarantee(claim) if claim is not None else None, ledger, horizon, delta,
                                  info["reward_span"])
-    result.extra.update({"run_seconds": info.get("seconds")} if "seconds" in info else {})
     return result
