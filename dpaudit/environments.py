@@ -24,9 +24,10 @@ command line can build them; other modules add theirs with :func:`register_envir
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpaudit.errors import DPAuditError, check_int, check_nonnegative, check_positive
 
@@ -284,7 +285,7 @@ def environment_names() -> list[str]:
     return sorted(_ENVIRONMENTS)
 
 
-def make_environment(name: str, **params: Any) -> Environment:
+def make_environment(name: str, **params: object) -> Environment:
     """Build a registered environment by name; unknown names and parameters are one-sentence errors."""
     if name not in _ENVIRONMENTS:
         import difflib
@@ -315,7 +316,7 @@ def _unit_sphere(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
-def _check_linear_common(n_arms: Any, dim: Any, noise: str, noise_sd: float) -> tuple[int, int, str, float]:
+def _check_linear_common(n_arms: object, dim: object, noise: str, noise_sd: float) -> tuple[int, int, str, float]:
     from dpaudit.errors import check_int
 
     k = check_int("n_arms (K)", n_arms, minimum=2)
@@ -569,7 +570,8 @@ register_environment("glm", GLMContextualBandit, "GLM contextual bandit, logisti
 class LossSequence:
     """An oblivious sequence of convex losses f_t(x) = a_t + <c_t, x> + (mu_t/2)||x - x*||^2 + q_t, q_t ~ U[-s, s]."""
 
-    def __init__(self, a: Any, c: Any, mu: Any = 0.0, x_star: Any = None, noise: float = 0.0) -> None:
+    def __init__(self, a: ArrayLike, c: ArrayLike, mu: ArrayLike = 0.0, x_star: ArrayLike | None = None,
+                 noise: float = 0.0) -> None:
         c = np.asarray(c, dtype=float)
         if c.ndim != 2 or c.shape[0] < 1 or c.shape[1] < 1:
             raise DPAuditError(f"a loss sequence's c must have shape (T, d) with T, d >= 1, got {c.shape}.")
@@ -589,7 +591,8 @@ class LossSequence:
 
     # ---- factories ------------------------------------------------------------------------------
     @classmethod
-    def stochastic(cls, d: int, horizon: int, mu: float = 0.5, x_star: Any = None, noise: float = 0.25) -> "LossSequence":
+    def stochastic(cls, d: int, horizon: int, mu: float = 0.5, x_star: ArrayLike | None = None,
+                   noise: float = 0.25) -> "LossSequence":
         """Stochastic BCO: f(x) + q_t with f(x) = (mu/2)||x - x*||^2 (x* = (0.5, 0, ..) by default), q_t ~ U[-noise, noise].
 
         On the unit ball with the defaults: |f| <= 0.8125, Lipschitz 0.75.
@@ -663,7 +666,7 @@ def make_losses(name: str | None, d: int, horizon: int, params: dict[str, str] |
     allowed = {"stochastic": ("mu", "noise"), "adversarial": ("seed", "scale", "jitter", "mu")}
     if name not in allowed:
         raise DPAuditError(f"BCO environment {name!r} is unknown; choose stochastic or adversarial.")
-    kw: dict[str, Any] = {}
+    kw: dict[str, float | int] = {}
     for k, v in raw.items():
         if k not in allowed[name]:
             raise DPAuditError(f"the {name} BCO environment has no parameter {k!r}; its parameters are "

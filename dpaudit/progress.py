@@ -21,7 +21,13 @@ import re
 import sys
 import threading
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Callable, ParamSpec, TextIO, TypeVar
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 __all__ = ["ProgressBar", "counted"]
 
@@ -41,7 +47,7 @@ class ProgressBar:
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) if tty is None else tty
         self.every = every
-        self._bar: Any = None
+        self._bar: tqdm | None = None
         self._stage: str | None = None
         self._last = 0.0
         #: when the command began (``start``, a ``time.perf_counter()`` value, else now): its first line comes at
@@ -139,12 +145,13 @@ class ProgressBar:
             self._close_bar()
 
 
-def counted(fn: Any, stage: str, total: int, unit: str = "simulations") -> tuple[Any, ProgressBar]:
+def counted(fn: Callable[_P, _R], stage: str, total: int,
+            unit: str = "simulations") -> tuple[Callable[_P, _R], ProgressBar]:
     """``fn`` wrapped so that each call advances a :class:`ProgressBar` of ``total`` steps (the
     reproductions count their simulations this way); close the bar when done."""
     bar, done = ProgressBar("dpaudit reproduce"), [0]
 
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         out = fn(*args, **kwargs)
         done[0] += 1
         bar(f"{stage}: {done[0]}/{total} {unit}")
