@@ -20,10 +20,14 @@ import argparse
 import math
 import time
 from numbers import Integral
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dpaudit.cli import print_json
 from dpaudit.errors import DPAuditError, check_delta, check_int, check_positive
+
+if TYPE_CHECKING:
+    from dpaudit.accounting import LedgerAccount
+    from dpaudit.jsontypes import JSONValue
 
 __all__ = ["register_cli"]
 
@@ -92,7 +96,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         sp.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _jsonable(x: Any) -> Any:
+def _jsonable(x: object) -> JSONValue:
     if isinstance(x, float) and not math.isfinite(x):
         return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
     if isinstance(x, dict):
@@ -109,7 +113,7 @@ def _jsonable(x: Any) -> Any:
 FORMAT_VERSIONS = {"lint": 2}
 
 
-def _emit(args: argparse.Namespace, obj: dict[str, Any], rows: list[tuple[str, str]]) -> int:
+def _emit(args: argparse.Namespace, obj: dict[str, object], rows: list[tuple[str, str]]) -> int:
     if args.json:
         print_json(_jsonable(obj), f"dpaudit.account.{args.what}/{FORMAT_VERSIONS.get(args.what, 1)}")
     else:
@@ -216,7 +220,7 @@ def _cmd_lint(args: argparse.Namespace) -> int:
     ])
 
 
-def _upper_row(rep: Any) -> str:
+def _upper_row(rep: LedgerAccount) -> str:
     """The tightest eps the ledger proves, beside the claim and the ledger's implied guarantee."""
     if rep.epsilon_upper is None:
         return "none"

@@ -13,7 +13,7 @@ import json
 import math
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dpaudit.runner import DEFAULTS
 from dpaudit.cli import print_json
@@ -23,6 +23,11 @@ __all__ = ["register_cli", "is_finite_spec", "check_finite", "check_named", "EXI
 
 from dpaudit.runner.findings import EXIT_STATUS  # noqa: E402  exit status by verdict (2: bad input)
 from dpaudit.runner.one_run import ONE_RUN_DEFAULTS  # noqa: E402
+
+if TYPE_CHECKING:
+    from dpaudit.accountants import Guarantee
+    from dpaudit.jsontypes import JSONObject
+    from dpaudit.runner.findings import Findings, Upper
 
 
 #: the protocols, as --protocol spells them
@@ -124,18 +129,18 @@ def refuse_inapplicable(args: argparse.Namespace, finite: bool) -> None:
         raise DPAuditError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to {args.policy!r}: {why}.")
 
 
-def _given(args: argparse.Namespace) -> dict[str, Any]:
+def _given(args: argparse.Namespace) -> dict[str, object]:
     """The options that determine the findings (and the report path), as the user gave them (argparse
     defaults are None)."""
     return {d: getattr(args, d) for d in RECORDED_OPTIONS if getattr(args, d, None) not in (None, [])}
 
 
-def _arg(value: Any) -> str:
+def _arg(value: object) -> str:
     """An option's value as the reproduce command writes it: floats exactly (``repr``), the rest as given."""
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def reproduce_command(policy: str, given: dict[str, Any], seed: int | None = None) -> str:
+def reproduce_command(policy: str, given: dict[str, object], seed: int | None = None) -> str:
     """The command line that reproduces an audit: the policy, the options the user gave that determine the
     findings (:data:`FINDING_OPTIONS`, each as given: never a default filled in or a horizon the audit
     chose, which would change what the audit searches), the seed, and the report it wrote."""
@@ -247,7 +252,7 @@ def check_finite(args: argparse.Namespace) -> int:
     w_delta, w_eps, w_renyi = (prof.witnesses[k][0] if prof.witnesses[k] else None
                                for k in ("delta", "epsilon", "renyi"))
     if args.json:
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "policy": args.policy,
             "protocol": args.protocol,
             "method": "exact enumeration",
@@ -298,13 +303,13 @@ def check_finite(args: argparse.Namespace) -> int:
 
 #: the named path's defaults, filled in after :func:`refuse_inapplicable` (argparse defaults are None, so that
 #: "given" is "not None": the reproduce command names what was given, never a default)
-NAMED_DEFAULTS: dict[str, Any] = {"param": [], "confidence": DEFAULTS["confidence"], "runs": DEFAULTS["runs"], "seed": 0,
+NAMED_DEFAULTS: dict[str, object] = {"param": [], "confidence": DEFAULTS["confidence"], "runs": DEFAULTS["runs"], "seed": 0,
                                   "method": "multi-run"}
 #: --runs of --method one-run when not given: runs in all, one of them the pilot
 ONE_RUN_RUNS = ONE_RUN_DEFAULTS["runs"]
 
 
-def add_named_options(c: argparse.ArgumentParser, target: Any = None) -> None:
+def add_named_options(c: argparse.ArgumentParser, target: argparse._ActionsContainer | None = None) -> None:
     """The options of the named-policy / plug-in path, in their groups (``target``: the "what to audit"
     group the policy and --protocol are in)."""
     from dpaudit.runner.joint import JOINT_DEFAULTS
@@ -418,11 +423,11 @@ def add_execution_options(c: argparse.ArgumentParser) -> None:
                           "HTML page beside it; not for finite specs")
 
 
-def _f(x: Any) -> str:
+def _f(x: float) -> str:
     return "inf" if isinstance(x, float) and math.isinf(x) else f"{x:.4g}"
 
 
-def upper_line(up: Any) -> str:
+def upper_line(up: Upper | None) -> str:
     """The ``upper`` line's text: the tightest eps dpaudit proves and how, or why there is none."""
     if up is None:
         return ""
@@ -435,13 +440,13 @@ def upper_line(up: Any) -> str:
     return f"eps <= {_f(up.epsilon)} at delta = {up.delta:g} ({up.method})"
 
 
-def print_upper(a: Any) -> None:
+def print_upper(a: Findings) -> None:
     text = upper_line(getattr(a, "upper", None))
     if text:
         print(f"upper       {text}")
 
 
-def print_findings(a: Any) -> None:
+def print_findings(a: Findings) -> None:
     """Print an audit's typed findings, one line each, the same way for every protocol."""
     acts = a.extra.get("action_space") or f"K = {a.extra.get('n_arms', '?')}"  # BCO: points, not arms
     print(f"policy      {a.policy}  {a.params or ''}  ({acts}, T = {a.horizon}, protocol {a.protocol})")
@@ -521,7 +526,7 @@ def _horizons(text: str | None) -> list[int] | None:
         raise DPAuditError(f"--horizons must be a comma-separated list of integers, got {text!r}.") from None
 
 
-def _parse_claim(text: str | None) -> Any:
+def _parse_claim(text: str | None) -> Guarantee | None:
     if text is None:
         return None
     from dpaudit.adapters import parse_claim

@@ -10,13 +10,13 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from dpaudit.environments import Environment, environment_names
 from dpaudit.cli import print_json
 from dpaudit.errors import DPAuditError, check_int
+from dpaudit.jsontypes import JSONObject
 from dpaudit.simulate import SimResult, mean_ci, simulate, twin_of
 
 __all__ = ["register_cli", "DEFAULT_ENVS"]
@@ -134,7 +134,7 @@ def _cmd_regret(args: argparse.Namespace) -> int:
             bar.close()
     if res.regret is None:
         raise DPAuditError(f"regret is not defined on {env.describe()}; choose a stochastic environment.")
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "policy": getattr(policy, "name", args.policy),
         "params": policy.params() if hasattr(policy, "params") else params,
         "claim": str(getattr(policy, "claim", None)) if getattr(policy, "claim", None) is not None else None,
@@ -168,7 +168,7 @@ def _cmd_regret(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_regret(out: dict[str, Any], setting: str, seconds: float) -> None:
+def _print_regret(out: JSONObject, setting: str, seconds: float) -> None:
     """The human-readable regret summary (``--json`` prints ``out`` itself)."""
     r = out["regret"]
     print(f"{out['policy']} {out['params']}  claim: {out['claim'] or 'none (non-private)'}")
@@ -197,7 +197,7 @@ def check_plot_path(path: str) -> None:
     check_output_file(path, "the plot", "--plot")
 
 
-def _plot_regret(path: str, res: SimResult, tres: SimResult | None, out: dict[str, Any]) -> None:
+def _plot_regret(path: str, res: SimResult, tres: SimResult | None, out: JSONObject) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -251,7 +251,7 @@ def _bco_regret(args: argparse.Namespace, params: dict[str, str]) -> int:
     policy = make_policy(args.policy, params)
     losses = make_losses(args.env, policy.d, args.horizon, parse_params(args.env_param))
     res = simulate_bco(policy, losses, args.runs, args.seed)
-    out: dict[str, Any] = {"policy": policy.name, "params": policy.params(),
+    out: JSONObject = {"policy": policy.name, "params": policy.params(),
                            "claim": str(policy.claim) if policy.claim is not None else None,
                            "environment": f"{args.env or 'stochastic'} BCO losses {parse_params(args.env_param)}",
                            "horizon": args.horizon, "runs": args.runs, "seed": args.seed,
