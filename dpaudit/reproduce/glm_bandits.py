@@ -36,17 +36,21 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dpaudit.jsontypes import JSONObject
 from dpaudit.papers import PAPERS
+
+if TYPE_CHECKING:
+    from dpaudit.policies.base import PolicyLike
 
 __all__ = ["glm_bandits", "run_policy", "run_built", "uniform_regret"]
 
 
-def run_policy(name: str, params: dict[str, Any], env_params: dict[str, Any], T: int, runs: int,
-               seed: int) -> dict[str, Any]:
+def run_policy(name: str, params: dict[str, object], env_params: dict[str, object], T: int, runs: int,
+               seed: int) -> JSONObject:
     """Cumulative pseudo-regret curve (runs x T) of a registered policy on the GLM environment."""
     from dpaudit.environments import GLMContextualBandit
     from dpaudit.policies import make_policy
@@ -56,7 +60,7 @@ def run_policy(name: str, params: dict[str, Any], env_params: dict[str, Any], T:
     return run_built(pol, env_params, T, runs, seed)
 
 
-def run_built(pol: Any, env_params: dict[str, Any], T: int, runs: int, seed: int) -> dict[str, Any]:
+def run_built(pol: PolicyLike, env_params: dict[str, object], T: int, runs: int, seed: int) -> JSONObject:
     """:func:`run_policy` for a policy object already built (diagnostic variants, e.g. ``benchmarks/studies/eps_ablation.py``)."""
     from dpaudit.environments import GLMContextualBandit
 
@@ -82,7 +86,7 @@ def run_built(pol: Any, env_params: dict[str, Any], T: int, runs: int, seed: int
     return out
 
 
-def uniform_regret(env_params: dict[str, Any], T: int, runs: int, seed: int) -> float:
+def uniform_regret(env_params: dict[str, object], T: int, runs: int, seed: int) -> float:
     """Mean cumulative pseudo-regret of uniform play (the reference a learner must beat), same environment seeds."""
     from dpaudit.environments import GLMContextualBandit
 
@@ -115,7 +119,7 @@ def glm_bandits(args: argparse.Namespace) -> int:
     from dpaudit.progress import counted
 
     simulate, bar = counted(run_policy, "glm-bandits", 53)
-    result: dict[str, Any] = {"runs": runs, "horizon": T, "seed": seed}
+    result: JSONObject = {"runs": runs, "horizon": T, "seed": seed}
     policies = {
         "jdp-glm (eps = 4)": ("jdp-glm", {"epsilon": 4.0}),
         "jdp-glm-np": ("jdp-glm-np", {}),

@@ -36,10 +36,10 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from dpaudit.jsontypes import JSONObject
 from dpaudit.papers import PAPERS
 
 __all__ = ["ldp_bandits", "MEANS", "EPSILONS"]
@@ -82,8 +82,8 @@ def _env(kind: str):
     return _logistic_env()
 
 
-def _run(name: str, params: dict[str, Any], horizon: int, runs: int, seed: int, cps: list[int],
-         env: str = "mab") -> dict[str, Any]:
+def _run(name: str, params: dict[str, object], horizon: int, runs: int, seed: int, cps: list[int],
+         env: str = "mab") -> JSONObject:
     from dpaudit.policies import make_policy
     from dpaudit.simulate import simulate
 
@@ -98,7 +98,7 @@ def _run(name: str, params: dict[str, Any], horizon: int, runs: int, seed: int, 
 BCO_HORIZONS = (300, 1000, 3000, 10_000)
 
 
-def _run_bco(name: str, params: dict[str, Any], horizons: tuple[int, ...], runs: int, seed: int) -> dict[str, Any]:
+def _run_bco(name: str, params: dict[str, object], horizons: tuple[int, ...], runs: int, seed: int) -> JSONObject:
     """Mean regret of a BCO policy at each T (a separate game per T) and the fitted log-log slope."""
     from dpaudit.environments import LossSequence
     from dpaudit.simulate import simulate_bco
@@ -130,7 +130,7 @@ def ldp_bandits(args: argparse.Namespace) -> int:
 
     run, bar = counted(_run, "ldp-bandits", 5 * len(eps_grid) + 4)
     K = len(MEANS)
-    rows: list[dict[str, Any]] = []
+    rows: list[JSONObject] = []
     for box, twin in (("ldp-ucb", "ucb-onepoint"), ("ldp-tsallis-inf", "tsallis-inf")):
         rows.append({**run(twin, {"n_arms": K}, horizon, runs, seed, cps), "family": box, "epsilon": None})
         for eps in eps_grid:
@@ -175,13 +175,13 @@ def ldp_bandits(args: argparse.Namespace) -> int:
     return 0
 
 
-def _label(r: dict[str, Any]) -> str:
+def _label(r: JSONObject) -> str:
     if r["family"] == "central":
         return f"adac-ucb (central, rho = {r['params']['rho']:.4g})"
     return r["policy"]
 
 
-def _table(out: dict[str, Any]) -> str:
+def _table(out: JSONObject) -> str:
     lines = [f"# {out['paper']}: regret of LDP bandits against T", "",
              f"Reference: {out['reference']}", "",
              f"`{out['command']}` (delta = {out['delta']:g}, mean regret +- 95% half-width; {out['seconds']:.0f} s on a "
@@ -211,7 +211,7 @@ def _table(out: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _figure(out: dict[str, Any], path: Path) -> None:
+def _figure(out: JSONObject, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -32,12 +32,16 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from dpaudit.errors import DPAuditError
+from dpaudit.jsontypes import JSONObject
 from dpaudit.papers import PAPERS
+
+if TYPE_CHECKING:
+    from dpaudit.environments import Environment
 
 __all__ = ["zcdp_bandits", "run_panel"]
 
@@ -63,11 +67,11 @@ def _ci(x: np.ndarray) -> tuple[float, float, float]:
 def run_panel(
     key: str,
     title: str,
-    env_factory: Any,
+    env_factory: Callable[[], Environment],
     private: str,
-    private_params: dict[str, Any],
+    private_params: dict[str, object],
     twin: str,
-    twin_params: dict[str, Any],
+    twin_params: dict[str, object],
     horizon: int,
     horizons: list[int],
     rhos: list[float],
@@ -76,13 +80,13 @@ def run_panel(
     seed: int,
     n_curve: int = 40,
     notes: list[str] | None = None,
-    progress: Any = None,
-) -> dict[str, Any]:
+    progress: Callable[[], None] | None = None,
+) -> JSONObject:
     """Run one panel: the twin once, the private policy for every rho; paired differences and PoP."""
     from dpaudit.policies import make_policy
     from dpaudit.simulate import simulate
 
-    panel: dict[str, Any] = {"key": key, "title": title, "private": private, "twin": twin, "horizon": horizon,
+    panel: JSONObject = {"key": key, "title": title, "private": private, "twin": twin, "horizon": horizon,
                              "horizons": horizons, "rhos": rhos, "pop_rhos": pop_rhos, "runs": runs,
                              "seed": seed, "notes": list(notes or [])}
     missing = [n for n in (private, twin) if not _registered(n)]
@@ -120,7 +124,7 @@ def run_panel(
     return panel
 
 
-def _plot_panel(panel: dict[str, Any], path: Path) -> None:
+def _plot_panel(panel: JSONObject, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -151,7 +155,7 @@ def _plot_panel(panel: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def _settings(quick: bool) -> list[dict[str, Any]]:
+def _settings(quick: bool) -> list[dict[str, object]]:  # run_panel's keyword arguments
     from dpaudit.environments import BernoulliBandit, make_environment
 
     runs = 100
@@ -193,7 +197,7 @@ def _settings(quick: bool) -> list[dict[str, Any]]:
     ]
 
 
-def _findings(panel: dict[str, Any]) -> list[str]:
+def _findings(panel: JSONObject) -> list[str]:
     """Sentences on the two trends of Azize & Basu (2023a), Sec. VII-B, read off the numbers."""
     if "diff" not in panel:
         return []
@@ -258,7 +262,7 @@ def zcdp_bandits(args: argparse.Namespace) -> int:
     return 0
 
 
-def _markdown(result: dict[str, Any]) -> str:
+def _markdown(result: JSONObject) -> str:
     lines = [f"# {result['paper']}: the price of rho-zCDP" + (" (quick mode)" if result["quick"] else ""), "",
              f"Reference: {result['reference']}", "",
              f"seed {result['seed']}, {result['seconds']:.1f} s. Each private policy and its non-private twin run "
