@@ -410,7 +410,8 @@ class CanaryProfile:
         return hi if bound == "upper" else lo
 
 
-def _canary_atoms(n: int, eps0: float, classes: RatioClasses) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+def _canary_atoms(n: int, eps0: float,
+                  classes: RatioClasses) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Every count vector of the non-null ratio classes among ``n`` background messages that has mass: the loss
     log(S / S'), the background's probability g, and S / n, S' / n (each side's probability is g S / n).
 

@@ -40,7 +40,8 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = ["__version__", "audit", "Audit", "describe", "account", "DPAuditError", "InternalError", "Guarantee",
-           "PureDP", "ApproxDP", "ZCDP", "RDP", "PolicySource", "PolicyLike"]  # written out for type checkers; tests/test_api.py checks it against _LAZY
+           "PureDP", "ApproxDP", "ZCDP", "RDP", "PolicySource",
+           "PolicyLike"]  # written out for type checkers; tests/test_api.py checks it against _LAZY
 
 _SUBMODULES = frozenset({"accountants", "attacks", "policies", "protocols", "mechanisms", "simulate", "engine",
                          "runner", "accounting", "report", "testing", "environments", "errors", "api", "reproduce"})

@@ -666,7 +666,8 @@ def _describe_spec(spec: str) -> PolicyDescription:
 
     notion, why = _notion(spec, None)
     contextual = notion == "joint"
-    pol: FinitePolicy | FiniteContextualPolicy = load_contextual(spec) if contextual else load_spec(spec)  # validated: a bad spec is one sentence
+    # validated: a bad spec is one sentence
+    pol: FinitePolicy | FiniteContextualPolicy = load_contextual(spec) if contextual else load_spec(spec)
     bundled = {**BUNDLED, **BUNDLED_CONTEXTUAL}
     text = (resources.files("dpaudit.specs").joinpath(bundled[spec]).read_text() if spec in bundled
             else Path(spec).read_text())
@@ -699,8 +700,8 @@ def _describe_spec(spec: str) -> PolicyDescription:
 
 # ---- account ------------------------------------------------------------------------------------
 
-def account(policy: PolicySource, *, params: Mapping[str, object] | None = None, delta: float = 1e-5, horizon: int = 2000,
-            runs: int = 4, seed: int = 0) -> LedgerAccount:
+def account(policy: PolicySource, *, params: Mapping[str, object] | None = None, delta: float = 1e-5,
+            horizon: int = 2000, runs: int = 4, seed: int = 0) -> LedgerAccount:
     """A policy's claim beside what its ledger implies (``dpaudit account policy``): run it ``runs`` times
     for ``horizon`` steps on a fixed Bernoulli table (:func:`dpaudit.accounting.run_policy`) and compose,
     per round, every release that round fed (:func:`dpaudit.accounting.claim_vs_ledger`).

@@ -65,7 +65,8 @@ class InternalError(RuntimeError):
         self.context = str(context).rstrip(". ")
         super().__init__(f"{self.context}; {REPORT}.")
 
-    def __reduce__(self) -> tuple[type[InternalError], tuple[str], dict[str, object]]:  # pickled from a worker process with its context, not its whole message
+    # pickled from a worker process with its context, not its whole message
+    def __reduce__(self) -> tuple[type[InternalError], tuple[str], dict[str, object]]:
         return (type(self), (self.context,), self.__dict__)
 
 

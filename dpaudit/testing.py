@@ -99,7 +99,8 @@ __all__ = [
 
 # ---- strategies: privacy parameters ---------------------------------------------------------------
 
-def _bounds(name: str, lo: float, hi: float, *, above: float, below: float = math.inf, what: str) -> tuple[float, float]:
+def _bounds(name: str, lo: float, hi: float, *, above: float, below: float = math.inf,
+            what: str) -> tuple[float, float]:
     """Check a strategy's bounds: ``above < lo <= hi < below`` (finite), in one sentence."""
     for label, v in (("lo", lo), ("hi", hi)):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
@@ -297,7 +298,8 @@ def renyi_divergence(p: np.ndarray, q: np.ndarray, alpha: float) -> float:
     return float((m + math.log(np.sum(np.exp(alpha * lp + (1 - alpha) * lq - m)))) / (alpha - 1))
 
 
-def renyi_divergence_1d(logpdf_p: Callable[[float], float], logpdf_q: Callable[[float], float], alpha: float, lo: float, hi: float,
+def renyi_divergence_1d(logpdf_p: Callable[[float], float], logpdf_q: Callable[[float], float], alpha: float,
+                        lo: float, hi: float,
                         points: Sequence[float] = ()) -> float:
     """D_alpha(P || Q) of two densities on [lo, hi] by adaptive quadrature (scipy.integrate.quad)."""
 
@@ -354,7 +356,8 @@ def assert_renyi_bound(measured: float | tuple[np.ndarray, np.ndarray], bound: f
     return value
 
 
-def assert_mechanism_renyi(mechanism: GaussianMechanism | LaplaceMechanism, alpha: float, *, centre: float = 0.0, rtol: float = 1e-6) -> float:
+def assert_mechanism_renyi(mechanism: GaussianMechanism | LaplaceMechanism, alpha: float, *, centre: float = 0.0,
+                           rtol: float = 1e-6) -> float:
     """Integrate D_alpha between a 1-d Gaussian or Laplace mechanism's outputs at neighbouring centres.
 
     The centres are ``centre`` and ``centre + sensitivity`` (the worst neighbours of a 1-d statistic).
@@ -407,7 +410,8 @@ _GUARANTEE_HINT = ("its guarantee() promises more than its noise gives; derive t
                    "the sensitivity (Gaussian: rho = Delta^2 / (2 sigma^2); Laplace: eps = Delta / b)")
 
 
-def _assert_mechanism_dinf(mechanism: GaussianMechanism | LaplaceMechanism, kind: str, s: float, D: float, a: float, b: float, rtol: float) -> float:
+def _assert_mechanism_dinf(mechanism: GaussianMechanism | LaplaceMechanism, kind: str, s: float, D: float, a: float,
+                           b: float, rtol: float) -> float:
     """alpha = inf: D_inf = sup_x log p(x)/q(x), the largest log density ratio.
 
     Laplace: the ratio is (|x - b| - |x - a|)/s, largest (= D/s, i.e. eps exactly) for x <= min(a, b);
@@ -434,7 +438,8 @@ def _assert_mechanism_dinf(mechanism: GaussianMechanism | LaplaceMechanism, kind
 
 def _check_real(fn: str, name: str, value: object, *, minimum: float = -math.inf, allow_inf: bool = False) -> float:
     """A real number (not a bool, not NaN; infinite only with ``allow_inf``) that is >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or math.isnan(value) or (math.isinf(value) and not allow_inf) or value < minimum:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or math.isnan(value) \
+            or (math.isinf(value) and not allow_inf) or value < minimum:
         need = "a real number" + (f" >= {minimum:g}" if minimum > -math.inf else "")
         raise DPAuditError(f"{fn}: {name} must be {need}, got {shorten(value)}.")
     return float(value)
@@ -1025,7 +1030,8 @@ def assert_pair_within_claim(policy: PolicyLike, d: np.ndarray, d_prime: np.ndar
                          f"claim's {v['claimed']:.4g} at that order")
         raise AssertionError("\n".join(lines))
     fed = any(r.details.get("max_releases_fed_by_round", 0) > 0 for r in results if r.attack == "likelihood")
-    if black_box and not fed and largest is not None and largest <= claim_eps:  # a ledger, but empty where it matters: black-box only
+    # a ledger, but empty where it matters: black-box only
+    if black_box and not fed and largest is not None and largest <= claim_eps:
         raise powerless()
     best = max((r.epsilon_lower for r in results), default=0.0)
     note = "" if black_box else (f"the pair differs in the last {unit} ({j}), which no action depends on: only the "
