@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence, TypedDict
 
 import numpy as np
 
@@ -173,7 +173,20 @@ class _Space:
         return i, i2, j
 
 
-def estimate_work(policy: FinitePolicy, protocol: str, method: str = "tree") -> dict[str, Any]:
+class WorkEstimate(TypedDict):
+    """What :func:`estimate_work` counts: the enumeration's sizes and its elementary operations."""
+
+    protocol: str
+    inputs: int
+    neighbouring_pairs: int
+    views: int
+    adversaries: int
+    adversaries_enumerated: float
+    method: str  # "tree" or "brute" under Interactive DP, else "enumeration"
+    work: float
+
+
+def estimate_work(policy: FinitePolicy, protocol: str, method: str = "tree") -> WorkEstimate:
     """Sizes and elementary-operation count of an exact enumeration, without doing it.
 
     Under Interactive DP the ``tree`` method enumerates adversaries up to their last query and
@@ -278,7 +291,7 @@ class Witness:
     p_event: float
     q_event: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "value": self.value,
             "round": self.round,
@@ -305,7 +318,7 @@ class ExactProfile:
     alphas: list[float] = field(default_factory=list)
     renyi: list[float] = field(default_factory=list)
     witnesses: dict[str, list[Witness]] = field(default_factory=dict)
-    sizes: dict[str, Any] = field(default_factory=dict)
+    sizes: WorkEstimate | dict[str, object] = field(default_factory=dict)  # empty until enumerated
     seconds: float = 0.0
 
     def delta(self, epsilon: float) -> float:
@@ -369,126 +382,194 @@ def exact_profile(
     query per output prefix, ``brute`` enumerates every adversary (slow; kept as a cross-check). Raises :class:`DPAuditError` if the enumeration
     would exceed ``max_work`` elementary operations.
     """
+    epsilons, deltas, alphas, max_work = _checked_request(policy, protocol, epsilons, deltas, alphas, method, max_work)
+    sizes = estimate_work(policy, protocol, method)
+    _refuse_beyond(policy, protocol, sizes, max_work)
+    t0 = time.perf_counter()
+    sp = _Space(policy.n_arms, policy.n_rewards, policy.horizon, protocol)
+    prof = ExactProfile(protocol, sp.T, sp.K, list(epsilons), [0.0] * len(epsilons), list(deltas),
+                        [0.0] * len(deltas), list(alphas), [0.0] * len(alphas), sizes=sizes)
+    if sp.units == 0:  # T = 1: no observed reward can influence the view
+        prof.witnesses = {"delta": [], "epsilon": [], "renyi": []}
+    elif protocol == "interactive" and method == "tree":
+        _interactive_tree(policy, sp, prof, progress)
+    else:
+        _enumerate_adversaries(_Enumeration.of(policy, sp), prof, progress)
+    prof.seconds = time.perf_counter() - t0
+    return prof
+
+
+def _checked_request(policy: FinitePolicy, protocol: str, epsilons: Sequence[float], deltas: Sequence[float],
+                     alphas: Sequence[float], method: str,
+                     max_work: float) -> tuple[list[float], list[float], list[float], float]:
+    """:func:`exact_profile`'s arguments checked, each fault refused in one sentence naming the value."""
     if not isinstance(policy, FinitePolicy):
         raise DPAuditError(
             f"exact enumeration needs a FinitePolicy (decision-rule tables), got {type(policy).__name__}; "
             "use the likelihood or membership attack for other policies."
         )
     _check_protocol(protocol)
-    epsilons = [check_nonnegative("epsilon", e) for e in epsilons]
-    if any(e > 700 for e in epsilons):  # e^eps overflows a double past ~709: refused by name, not an OverflowError
+    eps = [check_nonnegative("epsilon", e) for e in epsilons]
+    if any(e > 700 for e in eps):  # e^eps overflows a double past ~709: refused by name, not an OverflowError
         raise DPAuditError(f"epsilon must be at most 700 for exact enumeration (e^epsilon overflows beyond), got "
-                           f"{max(epsilons):g}.")
-    deltas = [check_delta(d, allow_zero=True) for d in deltas]
-    alphas = [check_order(a) for a in alphas]
+                           f"{max(eps):g}.")
+    dels = [check_delta(d, allow_zero=True) for d in deltas]
+    orders = [check_order(a) for a in alphas]
     if method not in ("tree", "brute"):
         raise DPAuditError(f"method must be 'tree' or 'brute', got {method!r}.")
-    max_work = check_positive("max_work", max_work)  # NaN would compare False and let any enumeration run
-    sizes = estimate_work(policy, protocol, method)
-    if sizes["work"] > max_work:
-        what = f"{sizes['inputs']} inputs x {sizes['views']} views"
-        if protocol == "interactive":
-            what = f"{sizes['adversaries_enumerated']:.3g} deterministic adversaries x " + what
-        raise DPAuditError(
-            f"exact {protocol} enumeration of this policy (T = {policy.horizon}, K = {policy.n_arms}, "
-            f"R = {policy.n_rewards}) needs about {sizes['work']:.2g} operations ({what}), above the limit "
-            f"{max_work:.2g}; use a sampling attack (dpaudit.attacks.likelihood or membership) or raise max_work."
-        )
-    t0 = time.perf_counter()
-    sp = _Space(policy.n_arms, policy.n_rewards, policy.horizon, protocol)
-    prof = ExactProfile(protocol, sp.T, sp.K, list(epsilons), [0.0] * len(epsilons), list(deltas),
-                        [0.0] * len(deltas), list(alphas), [0.0] * len(alphas), sizes=sizes)
-    # best[(kind, idx)] = (value, adversary, pair index, event size)
-    best: dict[tuple[str, int], tuple[float, int, int, int]] = {}
-    if sp.units == 0:  # T = 1: no observed reward can influence the view
-        prof.seconds = time.perf_counter() - t0
-        prof.witnesses = {"delta": [], "epsilon": [], "renyi": []}
-        return prof
+    # NaN would compare False and let any enumeration run
+    return eps, dels, orders, check_positive("max_work", max_work)
 
-    if protocol == "interactive" and method == "tree":
-        _interactive_tree(policy, sp, prof, progress)
-        prof.seconds = time.perf_counter() - t0
-        return prof
 
-    outputs = _digits(sp.n_views, sp.K, sp.T)
-    inputs = sp.inputs()
-    pi, pj, punit = sp.pairs()
+def _refuse_beyond(policy: FinitePolicy, protocol: str, sizes: WorkEstimate, max_work: float) -> None:
+    """Refuse an enumeration of more than ``max_work`` operations, naming its sizes and the way out."""
+    if sizes["work"] <= max_work:
+        return
+    what = f"{sizes['inputs']} inputs x {sizes['views']} views"
     if protocol == "interactive":
+        what = f"{sizes['adversaries_enumerated']:.3g} deterministic adversaries x " + what
+    raise DPAuditError(
+        f"exact {protocol} enumeration of this policy (T = {policy.horizon}, K = {policy.n_arms}, "
+        f"R = {policy.n_rewards}) needs about {sizes['work']:.2g} operations ({what}), above the limit "
+        f"{max_work:.2g}; use a sampling attack (dpaudit.attacks.likelihood or membership) or raise max_work."
+    )
+
+
+#: the profile's quantities: delta at each epsilon, epsilon at each delta, D_alpha at each order
+_KINDS = ("delta", "epsilon", "renyi")
+
+
+def _parameters(prof: ExactProfile, kind: str) -> list[float]:
+    """Where the profile evaluates ``kind``: its epsilons (delta), deltas (epsilon) or orders (Rényi)."""
+    return {"delta": prof.epsilons, "epsilon": prof.deltas, "renyi": prof.alphas}[kind]
+
+
+class _Maxima:
+    """The largest value so far of each requested quantity, keyed by (kind, index into its parameters), and
+    where it was attained: (value, adversary, pair index, event size)."""
+
+    def __init__(self) -> None:
+        self.at: dict[tuple[str, int], tuple[float, int, int, int]] = {}
+
+    def update(self, key: tuple[str, int], values: np.ndarray, a0: int, extra: np.ndarray | None = None) -> None:
+        """Fold in ``values`` (adversaries ``a0``.., pairs); ``extra`` the event sizes beside them. Ties keep
+        the first."""
+        flat = int(np.argmax(values))
+        v = float(values.flat[flat])
+        if key not in self.at or v > self.at[key][0]:
+            a, p = divmod(flat, values.shape[-1])
+            self.at[key] = (v, a0 + a, p, int(extra.flat[flat]) if extra is not None else 0)
+
+    def fill(self, prof: ExactProfile, witness: Callable[[str, int], Witness]) -> None:
+        """Write the maxima and their witnesses (``witness(kind, index)``) into ``prof``."""
+        prof.delta_at = [self.at[("delta", n)][0] for n in range(len(prof.epsilons))]
+        prof.epsilon_at = [self.at[("epsilon", n)][0] for n in range(len(prof.deltas))]
+        prof.renyi = [self.at[("renyi", n)][0] for n in range(len(prof.alphas))]
+        prof.witnesses = {kind: [witness(kind, n) for n in range(len(_parameters(prof, kind)))] for kind in _KINDS}
+
+
+@dataclass(frozen=True)
+class _Enumeration:
+    """What the steps of one enumeration share: the policy, its space, every view, input and neighbouring pair."""
+
+    policy: FinitePolicy
+    sp: _Space
+    outputs: np.ndarray  # (V, T): every view, base-K order
+    inputs: np.ndarray  # reward indices of every input (:meth:`_Space.inputs`)
+    pi: np.ndarray  # pair p: input pi[p] and its neighbour pj[p], which differ in unit punit[p]
+    pj: np.ndarray
+    punit: np.ndarray
+
+    @classmethod
+    def of(cls, policy: FinitePolicy, sp: _Space) -> _Enumeration:
+        pi, pj, punit = sp.pairs()
+        return cls(policy, sp, _digits(sp.n_views, sp.K, sp.T), sp.inputs(), pi, pj, punit)
+
+    def witness(self, value: float, p: int, adversary: str, event: np.ndarray, P: np.ndarray,
+                Q: np.ndarray) -> Witness:
+        """The witness of pair ``p``: ``event`` indexes the views, ``P`` and ``Q`` are its two distributions."""
+        rv = self.policy.rewards
+        return Witness(
+            value=value,
+            input=rv[self.inputs[self.pi[p]]].tolist(),
+            neighbour=rv[self.inputs[self.pj[p]]].tolist(),
+            round=int(self.punit[p]) + 1,
+            adversary=adversary,
+            event=self.outputs[np.sort(event)].tolist(),
+            p_event=float(P[event].sum()),
+            q_event=float(Q[event].sum()),
+        )
+
+
+def _enumerate_adversaries(en: _Enumeration, prof: ExactProfile, progress: Callable[[int, int], None] | None) -> None:
+    """Fill ``prof`` by enumerating every deterministic adversary in chunks (Interactive DP), or the one
+    view distribution of each input (Table and View DP: no adversary)."""
+    sp = en.sp
+    if sp.protocol == "interactive":
         per_adv = max(sp.n_pairs, sp.n_inputs) * sp.n_views
         chunk = max(1, _CHUNK_ELEMENTS // per_adv)
         starts = range(0, sp.n_adversaries, chunk)
     else:
         chunk, starts = 1, range(1)
-
-    def update(key: tuple[str, int], values: np.ndarray, extra: np.ndarray | None, a0: int) -> None:
-        flat = int(np.argmax(values))
-        v = float(values.flat[flat])
-        if key not in best or v > best[key][0]:
-            a, p = divmod(flat, values.shape[-1])
-            best[key] = (v, a0 + a, p, int(extra.flat[flat]) if extra is not None else 0)
-
+    best = _Maxima()
     for a0 in starts:
-        if protocol == "interactive":
-            a1 = min(a0 + chunk, sp.n_adversaries)
-            q = _adversary_queries(sp, a0, a1, outputs)[:, None]  # (A, 1, V, U)
-            s_idx = np.arange(sp.units)[None, None, None, :]
-            r = inputs[np.arange(sp.n_inputs)[None, :, None, None], s_idx, q]  # (A, I, V, U)
-            P = _view_probs(policy.rules, sp.K, sp.R, outputs, q, r)  # (A, I, V)
-        else:
-            P = view_distributions(policy, protocol)[0][None]  # (1, I, V)
-        Pa, Qa = P[:, pi], P[:, pj]  # (A, pairs, V)
-        for n, e in enumerate(epsilons):
-            update(("delta", n), hockey_stick(Pa, Qa, e), None, a0)
-        for n, d in enumerate(deltas):
-            eps, k = epsilon_for_delta(Pa, Qa, d)
-            update(("epsilon", n), eps, k, a0)
-        for n, al in enumerate(alphas):
-            update(("renyi", n), renyi_divergence(Pa, Qa, al), None, a0)
+        P = _adversaries_views(en, a0, min(a0 + chunk, sp.n_adversaries))  # (A, I, V)
+        _measure(best, prof, P[:, en.pi], P[:, en.pj], a0)  # (A, pairs, V) each
         if progress is not None:
             progress(min(a0 + chunk, sp.n_adversaries), sp.n_adversaries)
+    best.fill(prof, lambda kind, n: _adversary_witness(en, best.at[(kind, n)], kind, _parameters(prof, kind)[n]))
 
-    def witness(kind: str, n: int, param: float) -> Witness:
-        v, a, p, k = best[(kind, n)]
-        if protocol == "interactive":
-            q = _adversary_queries(sp, a, a + 1, outputs)[0]
-            s_idx = np.arange(sp.units)[None, :]
-            probs = [_view_probs(policy.rules, sp.K, sp.R, outputs, q, inputs[i][s_idx, q]) for i in (pi[p], pj[p])]
-        else:
-            P_all = view_distributions(policy, protocol)[0]
-            probs = [P_all[pi[p]], P_all[pj[p]]]
-        Pp, Qq = probs
-        if kind == "delta":
-            event = np.flatnonzero(Pp > math.exp(param) * Qq)
-        else:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(Qq > 0, np.log(Pp) - np.log(Qq), np.where(Pp > 0, np.inf, -np.inf))
-            order = np.argsort(-ratio, kind="stable")
-            if kind == "epsilon":
-                event = order[:k]
-            else:  # Rényi: the atoms that make it infinite, else the atom of largest ratio
-                event = np.flatnonzero(np.isposinf(ratio)) if np.isposinf(v) else order[:1]
-        rv = policy.rewards
-        return Witness(
-            value=v,
-            input=rv[inputs[pi[p]]].tolist(),
-            neighbour=rv[inputs[pj[p]]].tolist(),
-            round=int(punit[p]) + 1,
-            adversary=_describe_adversary(sp, a),
-            event=outputs[np.sort(event)].tolist(),
-            p_event=float(Pp[event].sum()),
-            q_event=float(Qq[event].sum()),
-        )
 
-    prof.delta_at = [best[("delta", n)][0] for n in range(len(epsilons))]
-    prof.epsilon_at = [best[("epsilon", n)][0] for n in range(len(deltas))]
-    prof.renyi = [best[("renyi", n)][0] for n in range(len(alphas))]
-    prof.witnesses = {
-        "delta": [witness("delta", n, e) for n, e in enumerate(epsilons)],
-        "epsilon": [witness("epsilon", n, d) for n, d in enumerate(deltas)],
-        "renyi": [witness("renyi", n, a) for n, a in enumerate(alphas)],
-    }
-    prof.seconds = time.perf_counter() - t0
-    return prof
+def _adversaries_views(en: _Enumeration, a0: int, a1: int) -> np.ndarray:
+    """Every input's view distribution under adversaries ``a0..a1-1`` (Interactive DP), (A, I, V); under
+    Table and View DP, (1, I, V)."""
+    sp = en.sp
+    if sp.protocol != "interactive":
+        return view_distributions(en.policy, sp.protocol)[0][None]
+    q = _adversary_queries(sp, a0, a1, en.outputs)[:, None]  # (A, 1, V, U)
+    s_idx = np.arange(sp.units)[None, None, None, :]
+    r = en.inputs[np.arange(sp.n_inputs)[None, :, None, None], s_idx, q]  # (A, I, V, U)
+    return _view_probs(en.policy.rules, sp.K, sp.R, en.outputs, q, r)
+
+
+def _measure(best: _Maxima, prof: ExactProfile, Pa: np.ndarray, Qa: np.ndarray, a0: int) -> None:
+    """Every requested quantity of the pairs' distributions ``Pa``, ``Qa`` (A, pairs, V), folded into ``best``."""
+    for n, e in enumerate(prof.epsilons):
+        best.update(("delta", n), hockey_stick(Pa, Qa, e), a0)
+    for n, d in enumerate(prof.deltas):
+        eps, k = epsilon_for_delta(Pa, Qa, d)
+        best.update(("epsilon", n), eps, a0, k)
+    for n, al in enumerate(prof.alphas):
+        best.update(("renyi", n), renyi_divergence(Pa, Qa, al), a0)
+
+
+def _adversary_witness(en: _Enumeration, at: tuple[float, int, int, int], kind: str, param: float) -> Witness:
+    """The witness of one maximum ``at`` = (value, adversary, pair, event size); ``param`` its epsilon, delta
+    or order."""
+    v, a, p, k = at
+    sp = en.sp
+    if sp.protocol == "interactive":
+        q = _adversary_queries(sp, a, a + 1, en.outputs)[0]
+        s_idx = np.arange(sp.units)[None, :]
+        P, Q = (_view_probs(en.policy.rules, sp.K, sp.R, en.outputs, q, en.inputs[i][s_idx, q])
+                for i in (en.pi[p], en.pj[p]))
+    else:
+        P_all = view_distributions(en.policy, sp.protocol)[0]
+        P, Q = P_all[en.pi[p]], P_all[en.pj[p]]
+    return en.witness(v, p, _describe_adversary(sp, a), _event(kind, v, k, param, P, Q), P, Q)
+
+
+def _event(kind: str, v: float, k: int, param: float, P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """The views of a witness's event: those with P > e^eps Q (delta at eps = ``param``), the ``k`` of largest
+    ratio P/Q (epsilon), or those that make D_alpha infinite, else the one of largest ratio (Rényi)."""
+    if kind == "delta":
+        return np.flatnonzero(P > math.exp(param) * Q)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(Q > 0, np.log(P) - np.log(Q), np.where(P > 0, np.inf, -np.inf))
+    order = np.argsort(-ratio, kind="stable")
+    if kind == "epsilon":
+        return order[:k]
+    return np.flatnonzero(np.isposinf(ratio)) if np.isposinf(v) else order[:1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -550,22 +631,43 @@ def _interactive_tree(policy: FinitePolicy, sp: _Space, prof: ExactProfile,
     over atoms, so their maximum over B_{T-1} is the sum over prefixes of the maximum over that
     prefix's query: exact, with K^(T-1) choices instead of K^(K^(T-1)) lookup tables.
     """
-    K, R, U = sp.K, sp.R, sp.units
-    prefixes = _digits(K ** U, K, U)  # (V', U) outputs o_1..o_{T-1}
-    lasts = _digits(K, K, 1)[:, 0]
-    inputs = sp.inputs()
-    pi, pj, punit = sp.pairs()
-    n_fixed = sp.fixed_entries
-    n_adv = K**n_fixed
-    per_adv = sp.n_pairs * prefixes.shape[0] * K * K
+    tree = _Tree.of(_Enumeration.of(policy, sp))
+    n_adv = sp.K**tree.n_fixed
+    per_adv = sp.n_pairs * tree.prefixes.shape[0] * sp.K * sp.K
     chunk = max(1, _CHUNK_ELEMENTS // per_adv)
-    best: dict[tuple[str, int], tuple[float, int, int]] = {}
-    final = policy.rules[sp.T - 1]
+    best = _Maxima()
+    for a0 in range(0, n_adv, chunk):
+        a1 = min(a0 + chunk, n_adv)
+        _, Pa, Qa = tree.atoms(a0, a1)
+        _measure_tree(best, prof, Pa, Qa, a0)
+        if progress is not None:
+            progress(a1, n_adv)
+    best.fill(prof, lambda kind, n: tree.witness(best.at[(kind, n)], kind, _parameters(prof, kind)[n]))
+    prof.epsilon_at = [max(e, 0.0) for e in prof.epsilon_at]
 
-    def atoms(a0: int, a1: int):
-        if n_fixed:
+
+@dataclass(frozen=True)
+class _Tree:
+    """Interactive DP's adversaries enumerated up to their last query (:func:`_interactive_tree`): the
+    atoms of each pair under each adversary's first T-2 lookup tables and every last query."""
+
+    en: _Enumeration
+    prefixes: np.ndarray  # (V', U): every output prefix o_1..o_{T-1}
+    n_fixed: int  # lookup-table entries of B_1..B_{T-2}, the ones enumerated
+
+    @classmethod
+    def of(cls, en: _Enumeration) -> _Tree:
+        U = en.sp.units
+        return cls(en, _digits(en.sp.K**U, en.sp.K, U), en.sp.fixed_entries)
+
+    def atoms(self, a0: int, a1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Adversaries ``a0..a1-1``: their lookup tables (A, n_fixed) and the atoms P, Q of every pair, each
+        (A, pairs, V', last query, o_T)."""
+        sp, policy, prefixes = self.en.sp, self.en.policy, self.prefixes
+        K, U = sp.K, sp.units
+        if self.n_fixed:
             digits = (np.arange(a0, a1, dtype=np.int64)[:, None]
-                      // K ** np.arange(n_fixed - 1, -1, -1, dtype=np.int64)) % K
+                      // K ** np.arange(self.n_fixed - 1, -1, -1, dtype=np.int64)) % K
         else:
             digits = np.zeros((a1 - a0, 0), dtype=np.int64)
         q = np.empty((a1 - a0, prefixes.shape[0], U), dtype=np.int64)
@@ -574,88 +676,71 @@ def _interactive_tree(policy: FinitePolicy, sp: _Space, prof: ExactProfile,
             idx = prefixes[:, : s + 1] @ (K ** np.arange(s, -1, -1, dtype=np.int64))
             q[:, :, s] = digits[:, offset + idx]
             offset += K ** (s + 1)
+        final = policy.rules[sp.T - 1]
         probs, lasts_p = None, []
-        for ql in lasts:
+        for ql in _digits(K, K, 1)[:, 0]:
             q[:, :, U - 1] = ql
             qb = q[:, None]  # (A, 1, V', U)
-            r = inputs[np.arange(sp.n_inputs)[None, :, None, None], np.arange(U)[None, None, None, :], qb]
-            pre, hist = _prefix_and_history(policy.rules, K, R, prefixes, qb, r)
+            r = self.en.inputs[np.arange(sp.n_inputs)[None, :, None, None], np.arange(U)[None, None, None, :], qb]
+            pre, hist = _prefix_and_history(policy.rules, K, sp.R, prefixes, qb, r)
             probs = pre  # the prefix probability does not depend on the last query
             lasts_p.append(final[hist])  # (A, I, V', K)
         last = np.stack(lasts_p, axis=-2)  # (A, I, V', q, o_T)
         atoms_all = probs[..., None, None] * last
-        return digits, atoms_all[:, pi], atoms_all[:, pj]
+        return digits, atoms_all[:, self.en.pi], atoms_all[:, self.en.pj]
 
-    def update(key, values, a0):
-        flat = int(np.argmax(values))
-        v = float(values.flat[flat])
-        if key not in best or v > best[key][0]:
-            a, p = divmod(flat, values.shape[-1])
-            best[key] = (v, a0 + a, p)
-
-    for a0 in range(0, n_adv, chunk):
-        a1 = min(a0 + chunk, n_adv)
-        _, Pa, Qa = atoms(a0, a1)
-        for n, e in enumerate(prof.epsilons):
-            per_q = np.maximum(Pa - math.exp(e) * Qa, 0.0).sum(-1)
-            update(("delta", n), per_q.max(-1).sum(-1), a0)
-        for n, d in enumerate(prof.deltas):
-            eps, _ = _newton_epsilon(Pa, Qa, d)
-            update(("epsilon", n), eps, a0)
-        for n, al in enumerate(prof.alphas):
-            update(("renyi", n), _renyi_tree(Pa, Qa, al), a0)
-        if progress is not None:
-            progress(a1, n_adv)
-
-    def witness(kind: str, n: int) -> Witness:
-        v, a, p = best[(kind, n)]
-        digits, Pa, Qa = atoms(a, a + 1)
+    def witness(self, at: tuple[float, int, int, int], kind: str, param: float) -> Witness:
+        """The witness of one maximum ``at`` = (value, adversary, pair, _): its last query chosen per prefix."""
+        v, a, p, _ = at
+        digits, Pa, Qa = self.atoms(a, a + 1)
         Pa, Qa = Pa[0, p], Qa[0, p]  # (V', q, o_T)
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(Qa > 0, np.log(Pa) - np.log(Qa), np.where(Pa > 0, np.inf, -np.inf))
-        if kind == "renyi":
-            al = prof.alphas[n]
-            if math.isinf(v) or math.isinf(al):
-                q = np.argmax(ratio.max(-1), axis=-1)
-            else:
-                q = np.argmax(np.where(Pa > 0, np.exp(al * np.log(np.where(Pa > 0, Pa, 1))
-                                                       + (1 - al) * np.log(np.where(Qa > 0, Qa, 1))), 0).sum(-1), -1)
-        else:
-            c = math.exp(prof.epsilons[n]) if kind == "delta" else math.exp(min(v, 700.0))
-            q = np.argmax(np.maximum(Pa - c * Qa, 0.0).sum(-1), axis=-1)
+        q = _last_queries(kind, v, param, Pa, Qa, ratio)
         Pq = np.take_along_axis(Pa, q[:, None, None], 1)[:, 0].reshape(-1)  # atoms in base-K order
         Qq = np.take_along_axis(Qa, q[:, None, None], 1)[:, 0].reshape(-1)
         rq = np.take_along_axis(ratio, q[:, None, None], 1)[:, 0].reshape(-1)
-        if kind == "delta":
-            event = np.flatnonzero(Pq > math.exp(prof.epsilons[n]) * Qq)
-        elif kind == "epsilon":
-            event = np.flatnonzero(rq > v - 1e-12) if math.isfinite(v) else np.flatnonzero(np.isposinf(rq))
-            if v == 0:
-                event = event[:0]
-        else:
-            event = np.flatnonzero(np.isposinf(rq)) if math.isinf(v) else np.argsort(-rq, kind="stable")[:1]
         full_digits = list(digits[0]) + [int(x) for x in q]
-        outputs = _digits(sp.n_views, K, sp.T)
-        rv = policy.rewards
-        return Witness(
-            value=v,
-            input=rv[inputs[pi[p]]].tolist(),
-            neighbour=rv[inputs[pj[p]]].tolist(),
-            round=int(punit[p]) + 1,
-            adversary=_describe_adversary(sp, full_digits),
-            event=outputs[np.sort(event)].tolist(),
-            p_event=float(Pq[event].sum()),
-            q_event=float(Qq[event].sum()),
-        )
+        return self.en.witness(v, p, _describe_adversary(self.en.sp, full_digits), _tree_event(kind, v, param, Pq, Qq, rq),
+                               Pq, Qq)
 
-    prof.delta_at = [best[("delta", n)][0] for n in range(len(prof.epsilons))]
-    prof.epsilon_at = [max(best[("epsilon", n)][0], 0.0) for n in range(len(prof.deltas))]
-    prof.renyi = [best[("renyi", n)][0] for n in range(len(prof.alphas))]
-    prof.witnesses = {
-        "delta": [witness("delta", n) for n in range(len(prof.epsilons))],
-        "epsilon": [witness("epsilon", n) for n in range(len(prof.deltas))],
-        "renyi": [witness("renyi", n) for n in range(len(prof.alphas))],
-    }
+
+def _measure_tree(best: _Maxima, prof: ExactProfile, Pa: np.ndarray, Qa: np.ndarray, a0: int) -> None:
+    """Every requested quantity of the atoms ``Pa``, ``Qa`` (A, pairs, V', q, o_T), maximised over the last
+    query per prefix, folded into ``best``."""
+    for n, e in enumerate(prof.epsilons):
+        per_q = np.maximum(Pa - math.exp(e) * Qa, 0.0).sum(-1)
+        best.update(("delta", n), per_q.max(-1).sum(-1), a0)
+    for n, d in enumerate(prof.deltas):
+        eps, _ = _newton_epsilon(Pa, Qa, d)
+        best.update(("epsilon", n), eps, a0)
+    for n, al in enumerate(prof.alphas):
+        best.update(("renyi", n), _renyi_tree(Pa, Qa, al), a0)
+
+
+def _last_queries(kind: str, v: float, param: float, Pa: np.ndarray, Qa: np.ndarray, ratio: np.ndarray) -> np.ndarray:
+    """The witness adversary's last query per prefix (V',): the one that attains the maximum of ``kind`` (value
+    ``v``; ``param`` its epsilon or order) from the pair's atoms ``Pa``, ``Qa`` and log ratios (V', q, o_T)."""
+    if kind == "renyi":
+        al = param
+        if math.isinf(v) or math.isinf(al):
+            return np.argmax(ratio.max(-1), axis=-1)
+        return np.argmax(np.where(Pa > 0, np.exp(al * np.log(np.where(Pa > 0, Pa, 1))
+                                                 + (1 - al) * np.log(np.where(Qa > 0, Qa, 1))), 0).sum(-1), -1)
+    c = math.exp(param) if kind == "delta" else math.exp(min(v, 700.0))
+    return np.argmax(np.maximum(Pa - c * Qa, 0.0).sum(-1), axis=-1)
+
+
+def _tree_event(kind: str, v: float, param: float, Pq: np.ndarray, Qq: np.ndarray, rq: np.ndarray) -> np.ndarray:
+    """The views of a witness's event under its last queries (atoms ``Pq``, ``Qq``, log ratios ``rq``): those
+    above e^eps (delta at eps = ``param``), those of ratio at least the value (epsilon; none at 0), or those
+    that make D_alpha infinite, else the one of largest ratio (Rényi)."""
+    if kind == "delta":
+        return np.flatnonzero(Pq > math.exp(param) * Qq)
+    if kind == "epsilon":
+        event = np.flatnonzero(rq > v - 1e-12) if math.isfinite(v) else np.flatnonzero(np.isposinf(rq))
+        return event[:0] if v == 0 else event
+    return np.flatnonzero(np.isposinf(rq)) if math.isinf(v) else np.argsort(-rq, kind="stable")[:1]
 
 
 def _renyi_tree(Pa: np.ndarray, Qa: np.ndarray, alpha: float) -> np.ndarray:
