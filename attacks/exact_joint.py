@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Callable, Sequence, TypedDict
 
 import numpy as np
 
@@ -54,25 +54,52 @@ _CHUNK_ELEMENTS = 2_000_000
 _OPS_PER_ELEMENT = 12
 
 
-def _sizes(policy: FiniteContextualPolicy, t: int) -> dict[str, int]:
+class RoundSizes(TypedDict):
+    """The sizes of one canary round's enumeration (:func:`joint_work`)."""
+
+    round: int  # 1-based
+    prefixes: int  # histories before the round
+    triples: int  # (context, arm, reward) triples of the round
+    data: int  # users' data (context, per-arm rewards)
+    futures: int  # future contexts and per-arm rewards
+    views: int  # action sequences a_{t+1}..a_T
+
+
+class JointWork(TypedDict):
+    """What :func:`joint_work` counts: each canary round's sizes, the elementary operations and the pairs."""
+
+    rounds: list[RoundSizes]
+    work: float
+    pairs: int
+
+
+def _sizes(policy: FiniteContextualPolicy, t: int) -> RoundSizes:
     C, K, R, T = policy.n_contexts, policy.n_arms, policy.n_rewards, policy.horizon
     L = T - 1 - t
     U = C * K * R
     D = C * R**K
-    return {"prefixes": U**t, "triples": U, "data": D, "futures": C**L * R ** (K * (L - 1)), "views": K**L}
+    return {"round": t + 1, "prefixes": U**t, "triples": U, "data": D, "futures": C**L * R ** (K * (L - 1)),
+            "views": K**L}
 
 
-def joint_work(policy: FiniteContextualPolicy, n_quantities: int = 3) -> dict[str, Any]:
+def joint_work(policy: FiniteContextualPolicy, n_quantities: int = 3) -> JointWork:
     """Sizes of the exact joint-DP enumeration and its operation count, without doing it."""
-    rounds, work = [], 0.0
+    rounds: list[RoundSizes] = []
+    work = 0.0
     for t in range(policy.horizon - 1):
         s = _sizes(policy, t)
         pairs = s["triples"] ** 2 + s["data"] ** 2 * (1 + policy.n_arms)
         elements = float(s["prefixes"]) * pairs * s["futures"] * s["views"]
         work += elements * _OPS_PER_ELEMENT * n_quantities
-        rounds.append({"round": t + 1, **s})
+        rounds.append(s)
     return {"rounds": rounds, "work": work,
             "pairs": sum(r["prefixes"] * r["triples"] * (r["triples"] - 1) * r["futures"] for r in rounds)}
+
+
+#: one round's triple as a witness shows it: (context label, arm, reward)
+Triple = tuple[str, int, float]
+#: one user's data as a witness shows it: (context label, [r(0), ..., r(K-1)])
+UserData = tuple[str, list[float]]
 
 
 @dataclass
@@ -81,16 +108,16 @@ class JointWitness:
 
     value: float
     round: int  # 1-based canary round
-    history: list  # [(context label, arm, reward)] before the canary round
-    canary: Any  # (c, a, r) or (c, [r(0), ..., r(K-1)])
-    neighbour: Any
-    future_contexts: list
-    future_rewards: list  # per later round s < T: [r_s(0), ..., r_s(K-1)]
-    event: list  # the view sequences (arms of rounds t+1..T, or t..T for central) in the event
+    history: list[Triple]  # before the canary round
+    canary: Triple | UserData  # a triple (history relation) or a user's data (data and central relations)
+    neighbour: Triple | UserData
+    future_contexts: list[str]
+    future_rewards: list[list[float]]  # per later round s < T: [r_s(0), ..., r_s(K-1)]
+    event: list[list[int]]  # the view sequences (arms of rounds t+1..T, or t..T for central) in the event
     p_event: float
     q_event: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 
@@ -106,7 +133,7 @@ class JointProfile:
     epsilon_at: dict[str, list[float]] = field(default_factory=dict)
     renyi: dict[str, list[float]] = field(default_factory=dict)
     witnesses: dict[str, dict[str, list[JointWitness | None]]] = field(default_factory=dict)
-    sizes: dict[str, Any] = field(default_factory=dict)
+    sizes: JointWork | dict[str, object] = field(default_factory=dict)  # empty until enumerated
     seconds: float = 0.0
 
     def epsilon(self, delta: float, mode: str = "history") -> float:
@@ -177,129 +204,221 @@ def exact_joint_profile(policy: FiniteContextualPolicy, *, epsilons: Sequence[fl
     max_work = check_positive("max_work", max_work)
     nq = len(epsilons) + len(deltas) + len(alphas)
     sizes = joint_work(policy, max(nq, 1))
-    if sizes["work"] > max_work:
-        worst = max(sizes["rounds"], key=lambda r: r["prefixes"] * r["futures"] * r["views"])
-        raise DPAuditError(
-            f"exact joint-DP enumeration of this policy (T = {policy.horizon}, K = {policy.n_arms}, "
-            f"C = {policy.n_contexts}, R = {policy.n_rewards}) needs about {sizes['work']:.2g} operations (at round "
-            f"{worst['round']}: {worst['prefixes']} histories x {worst['triples']} canary triples x {worst['futures']} "
-            f"futures x {worst['views']} views), above the limit {max_work:.2g}; shorten the horizon or raise max_work.")
+    _refuse_beyond(policy, sizes, max_work)
     t0 = time.perf_counter()
-    C, K, R, T = policy.n_contexts, policy.n_arms, policy.n_rewards, policy.horizon
-    U = C * K * R
-    prof = JointProfile(T, list(epsilons), list(deltas), list(alphas), sizes=sizes)
-    # best[mode][(kind, n)] = (value, t, prefix, pair index, future)
-    best: dict[str, dict[tuple[str, int], tuple]] = {m: {} for m in MODES}
-    triples = np.stack(np.unravel_index(np.arange(U), (C, K, R)), axis=1)  # (U, 3): c, a, r
-    datas = np.stack([np.repeat(np.arange(C), R**K), *(np.tile(_digits(R**K, R, K)[:, k], C) for k in range(K))], 1)
-    D = datas.shape[0]  # (D, 1 + K): c, r(0..K-1)
-    upairs = np.array([(i, j) for i in range(U) for j in range(U) if i != j]).reshape(-1, 2)
-    dpairs = np.array([(i, j) for i in range(D) for j in range(D) if i != j]).reshape(-1, 2)
-
-    def update(mode: str, key: tuple[str, int], values: np.ndarray, t: int, pre: np.ndarray, f0: int) -> None:
-        flat = int(np.argmax(values))
-        v = float(values.flat[flat])
-        if key not in best[mode] or v > best[mode][key][0]:
-            p, q, f = np.unravel_index(flat, values.shape)
-            best[mode][key] = (v, t, int(pre[p]), int(q), f0 + int(f))
-
-    def measure(mode: str, P: np.ndarray, Q: np.ndarray, ok: np.ndarray, t: int, pre: np.ndarray, f0: int) -> None:
-        """P, Q: (prefixes, pairs, futures, atoms); ok: (prefixes, pairs) pairs the relation allows."""
-        mask = ok[:, :, None]
-        for n, e in enumerate(epsilons):
-            update(mode, ("delta", n), np.where(mask, hockey_stick(P, Q, e), -1.0), t, pre, f0)
-        for n, d in enumerate(deltas):
-            update(mode, ("epsilon", n), np.where(mask, epsilon_for_delta(P, Q, d)[0], -1.0), t, pre, f0)
-        for n, al in enumerate(alphas):
-            update(mode, ("renyi", n), np.where(mask, renyi_divergence(P, Q, al), -1.0), t, pre, f0)
-
-    for t in range(T - 1):
-        s = _sizes(policy, t)
-        L = T - 1 - t
-        ctx_all, rew_all = _futures(C, K, R, L)
-        outs = _digits(K**L, K, L)
-        reach = np.flatnonzero(_reachable_prefixes(policy, t))
-        # chunks of (histories, futures) of at most _CHUNK_ELEMENTS pair elements each: bounded memory
-        per_future = max(len(upairs), len(dpairs) * K) * s["views"]
-        fstep = max(1, _CHUNK_ELEMENTS // per_future)
-        for f0 in range(0, s["futures"], fstep):
-            ctx, rew = ctx_all[f0:f0 + fstep], rew_all[f0:f0 + fstep]
-            nf = ctx.shape[0]
-            step = max(1, _CHUNK_ELEMENTS // (per_future * nf))
-            for i0 in range(0, reach.size, step):
-                pre = reach[i0:i0 + step]
-                hist = (pre[:, None] * U + np.arange(U)[None, :]).reshape(-1)
-                P = _view_probs(policy, t, hist, ctx, rew, outs).reshape(pre.size, U, nf, s["views"])
-                pi_t = policy.rules[t][pre[:, None] * C + np.arange(C)[None, :]]  # (np, C, K)
-                tri_ok = pi_t[:, triples[:, 0], triples[:, 1]] > 0  # (np, U): a_t possible under c_t
-                ok = tri_ok[:, upairs[:, 0]] & tri_ok[:, upairs[:, 1]]
-                measure("history", P[:, upairs[:, 0]], P[:, upairs[:, 1]], ok, t, pre, f0)
-                # user data (c, r(.)): a_t drawn by the policy; atoms (a_t, view) for the central view
-                w = pi_t[:, datas[:, 0]]  # (np, D, K)
-                u_of = (datas[:, 0, None] * K + np.arange(K)[None, :]) * R + datas[:, 1:]  # (D, K) triple per a_t
-                J = w[:, :, None, :, None] * np.moveaxis(P[:, u_of], 2, 3)  # (np, D, F, K, V)
-                M = J.sum(axis=3)
-                allok = np.ones((pre.size, len(dpairs)), dtype=bool)
-                measure("data", M[:, dpairs[:, 0]], M[:, dpairs[:, 1]], allok, t, pre, f0)
-                Jf = J.reshape(pre.size, D, nf, K * s["views"])
-                measure("central", Jf[:, dpairs[:, 0]], Jf[:, dpairs[:, 1]], allok, t, pre, f0)
-
-    def witness(mode: str, kind: str, n: int) -> JointWitness | None:
-        if (kind, n) not in best[mode]:
-            return None
-        v, t, p, q, f = best[mode][(kind, n)]
-        if v <= 0 and kind != "renyi":
-            return None
-        L = T - 1 - t
-        ctx, rew = _futures(C, K, R, L)
-        outs = _digits(K**L, K, L)
-        hist = p * U + np.arange(U)
-        Pall = _view_probs(policy, t, hist, ctx[f:f + 1], rew[f:f + 1], outs)[:, 0]  # (U, V)
-        rv = policy.rewards
-        if mode == "history":
-            i, j = upairs[q]
-            Pp, Qq = Pall[i], Pall[j]
-            seqs = outs
-            desc = [(policy.contexts[triples[k, 0]], int(triples[k, 1]), float(rv[triples[k, 2]])) for k in (i, j)]
-        else:
-            i, j = dpairs[q]
-            pi_t = policy.rules[t][p * C + np.arange(C)]
-            dist = []
-            for d in (i, j):
-                c = datas[d, 0]
-                Jd = pi_t[c][:, None] * Pall[(c * K + np.arange(K)) * R + datas[d, 1:]]  # (K, V)
-                dist.append(Jd.reshape(-1) if mode == "central" else Jd.sum(axis=0))
-            Pp, Qq = dist
-            seqs = np.hstack([np.repeat(np.arange(K), K**L)[:, None], np.tile(outs, (K, 1))]) if mode == "central" else outs
-            desc = [(policy.contexts[datas[d, 0]], [float(rv[x]) for x in datas[d, 1:]]) for d in (i, j)]
-        if kind == "delta":
-            event = np.flatnonzero(Pp > math.exp(epsilons[n]) * Qq)
-        else:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(Qq > 0, np.log(Pp) - np.log(Qq), np.where(Pp > 0, np.inf, -np.inf))
-            order = np.argsort(-ratio, kind="stable")
-            if kind == "epsilon":
-                event = order[: int(epsilon_for_delta(Pp, Qq, deltas[n])[1])]
-            else:
-                event = np.flatnonzero(np.isposinf(ratio)) if math.isinf(v) else order[:1]
-        h = histories(C, K, R, t)[p] if t else np.zeros((0, 3), dtype=np.int64)
-        return JointWitness(
-            value=v, round=t + 1,
-            history=[(policy.contexts[c], int(a), float(rv[r])) for c, a, r in h],
-            canary=desc[0], neighbour=desc[1],
-            future_contexts=[policy.contexts[c] for c in ctx[f]],
-            future_rewards=[[float(rv[x]) for x in row] for row in rew[f]],
-            event=(seqs[np.sort(event)] + 0).tolist(), p_event=float(Pp[event].sum()), q_event=float(Qq[event].sum()))
-
-    for mode in MODES:
-        get = lambda kind, n: max(best[mode][(kind, n)][0], 0.0) if (kind, n) in best[mode] else 0.0  # noqa: E731
-        prof.delta_at[mode] = [get("delta", n) for n in range(len(epsilons))]
-        prof.epsilon_at[mode] = [get("epsilon", n) for n in range(len(deltas))]
-        prof.renyi[mode] = [get("renyi", n) for n in range(len(alphas))]
-        prof.witnesses[mode] = {kind: [witness(mode, kind, n) for n in range(len(vals))]
-                                for kind, vals in (("delta", epsilons), ("epsilon", deltas), ("renyi", alphas))}
+    space = _JointSpace.of(policy)
+    prof = JointProfile(policy.horizon, list(epsilons), list(deltas), list(alphas), sizes=sizes)
+    best = _JointMaxima(prof)
+    for t in range(policy.horizon - 1):
+        _enumerate_round(space, best, t)
+    best.fill(prof, lambda mode, kind, n: _joint_witness(space, prof, best.at[mode].get((kind, n)), mode, kind, n))
     prof.seconds = time.perf_counter() - t0
     return prof
+
+
+def _refuse_beyond(policy: FiniteContextualPolicy, sizes: JointWork, max_work: float) -> None:
+    """Refuse an enumeration of more than ``max_work`` operations, naming the sizes of its largest round."""
+    if sizes["work"] <= max_work:
+        return
+    worst = max(sizes["rounds"], key=lambda r: r["prefixes"] * r["futures"] * r["views"])
+    raise DPAuditError(
+        f"exact joint-DP enumeration of this policy (T = {policy.horizon}, K = {policy.n_arms}, "
+        f"C = {policy.n_contexts}, R = {policy.n_rewards}) needs about {sizes['work']:.2g} operations (at round "
+        f"{worst['round']}: {worst['prefixes']} histories x {worst['triples']} canary triples x {worst['futures']} "
+        f"futures x {worst['views']} views), above the limit {max_work:.2g}; shorten the horizon or raise max_work.")
+
+
+@dataclass(frozen=True)
+class _JointSpace:
+    """What the steps of one joint enumeration share: the policy, its round-t triples and users' data, and the
+    ordered pairs of each."""
+
+    policy: FiniteContextualPolicy
+    triples: np.ndarray  # (U, 3): c, a, r of each round-t triple
+    datas: np.ndarray  # (D, 1 + K): c, r(0..K-1) of each user's data
+    upairs: np.ndarray  # (U (U - 1), 2): ordered pairs of distinct triples (the history relation)
+    dpairs: np.ndarray  # (D (D - 1), 2): ordered pairs of distinct data (the data and central relations)
+
+    @classmethod
+    def of(cls, policy: FiniteContextualPolicy) -> _JointSpace:
+        C, K, R = policy.n_contexts, policy.n_arms, policy.n_rewards
+        U = C * K * R
+        triples = np.stack(np.unravel_index(np.arange(U), (C, K, R)), axis=1)
+        datas = np.stack([np.repeat(np.arange(C), R**K), *(np.tile(_digits(R**K, R, K)[:, k], C) for k in range(K))],
+                         1)
+        D = datas.shape[0]
+        upairs = np.array([(i, j) for i in range(U) for j in range(U) if i != j]).reshape(-1, 2)
+        dpairs = np.array([(i, j) for i in range(D) for j in range(D) if i != j]).reshape(-1, 2)
+        return cls(policy, triples, datas, upairs, dpairs)
+
+    @property
+    def U(self) -> int:  # round-t triples
+        return int(self.triples.shape[0])
+
+    @property
+    def D(self) -> int:  # users' data
+        return int(self.datas.shape[0])
+
+
+#: where one maximum was attained: (value, canary round t, history before t, pair index, future)
+_Argmax = tuple[float, int, int, int, int]
+
+
+class _JointMaxima:
+    """The largest value so far of each quantity per relation (:data:`MODES`), keyed by (kind, index into its
+    parameters), and where it was attained (:data:`_Argmax`)."""
+
+    def __init__(self, prof: JointProfile) -> None:
+        self.epsilons, self.deltas, self.alphas = prof.epsilons, prof.deltas, prof.alphas
+        self.at: dict[str, dict[tuple[str, int], _Argmax]] = {m: {} for m in MODES}
+
+    def update(self, mode: str, key: tuple[str, int], values: np.ndarray, t: int, pre: np.ndarray, f0: int) -> None:
+        """Fold in ``values`` (histories ``pre``, pairs, futures ``f0``..); ties keep the first."""
+        flat = int(np.argmax(values))
+        v = float(values.flat[flat])
+        if key not in self.at[mode] or v > self.at[mode][key][0]:
+            p, q, f = np.unravel_index(flat, values.shape)
+            self.at[mode][key] = (v, t, int(pre[p]), int(q), f0 + int(f))
+
+    def measure(self, mode: str, P: np.ndarray, Q: np.ndarray, ok: np.ndarray, t: int, pre: np.ndarray,
+                f0: int) -> None:
+        """P, Q: (prefixes, pairs, futures, atoms); ok: (prefixes, pairs) pairs the relation allows."""
+        mask = ok[:, :, None]
+        for n, e in enumerate(self.epsilons):
+            self.update(mode, ("delta", n), np.where(mask, hockey_stick(P, Q, e), -1.0), t, pre, f0)
+        for n, d in enumerate(self.deltas):
+            self.update(mode, ("epsilon", n), np.where(mask, epsilon_for_delta(P, Q, d)[0], -1.0), t, pre, f0)
+        for n, al in enumerate(self.alphas):
+            self.update(mode, ("renyi", n), np.where(mask, renyi_divergence(P, Q, al), -1.0), t, pre, f0)
+
+    def fill(self, prof: JointProfile, witness: Callable[[str, str, int], JointWitness | None]) -> None:
+        """Write each relation's maxima (0 where nothing was measured) and witnesses (``witness(mode, kind,
+        index)``) into ``prof``."""
+        for mode in MODES:
+            at = self.at[mode]
+
+            def get(kind: str, n: int) -> float:
+                return max(at[(kind, n)][0], 0.0) if (kind, n) in at else 0.0
+
+            prof.delta_at[mode] = [get("delta", n) for n in range(len(self.epsilons))]
+            prof.epsilon_at[mode] = [get("epsilon", n) for n in range(len(self.deltas))]
+            prof.renyi[mode] = [get("renyi", n) for n in range(len(self.alphas))]
+            prof.witnesses[mode] = {kind: [witness(mode, kind, n) for n in range(len(vals))]
+                                    for kind, vals in (("delta", self.epsilons), ("epsilon", self.deltas),
+                                                       ("renyi", self.alphas))}
+
+
+def _enumerate_round(space: _JointSpace, best: _JointMaxima, t: int) -> None:
+    """Every reachable history before canary round ``t``, pair and future, measured into ``best`` in chunks of
+    (histories, futures) of at most ``_CHUNK_ELEMENTS`` pair elements each: bounded memory."""
+    policy = space.policy
+    C, K, R = policy.n_contexts, policy.n_arms, policy.n_rewards
+    s = _sizes(policy, t)
+    L = policy.horizon - 1 - t
+    ctx_all, rew_all = _futures(C, K, R, L)
+    outs = _digits(K**L, K, L)
+    reach = np.flatnonzero(_reachable_prefixes(policy, t))
+    per_future = max(len(space.upairs), len(space.dpairs) * K) * s["views"]
+    fstep = max(1, _CHUNK_ELEMENTS // per_future)
+    for f0 in range(0, s["futures"], fstep):
+        ctx, rew = ctx_all[f0:f0 + fstep], rew_all[f0:f0 + fstep]
+        nf = ctx.shape[0]
+        step = max(1, _CHUNK_ELEMENTS // (per_future * nf))
+        for i0 in range(0, reach.size, step):
+            _measure_chunk(space, best, t, reach[i0:i0 + step], ctx, rew, outs, f0)
+
+
+def _measure_chunk(space: _JointSpace, best: _JointMaxima, t: int, pre: np.ndarray, ctx: np.ndarray,
+                   rew: np.ndarray, outs: np.ndarray, f0: int) -> None:
+    """The three relations measured on histories ``pre`` before round ``t`` and futures ``f0``.. (``ctx``,
+    ``rew``): the history relation on round-t triples, the data relation (a_t drawn by the policy) and the
+    central view (a_t in it) on users' data."""
+    policy, triples, datas, upairs, dpairs = space.policy, space.triples, space.datas, space.upairs, space.dpairs
+    C, K, R, U, D = policy.n_contexts, policy.n_arms, policy.n_rewards, space.U, space.D
+    nf, V = ctx.shape[0], outs.shape[0]
+    hist = (pre[:, None] * U + np.arange(U)[None, :]).reshape(-1)
+    P = _view_probs(policy, t, hist, ctx, rew, outs).reshape(pre.size, U, nf, V)
+    pi_t = policy.rules[t][pre[:, None] * C + np.arange(C)[None, :]]  # (np, C, K)
+    tri_ok = pi_t[:, triples[:, 0], triples[:, 1]] > 0  # (np, U): a_t possible under c_t
+    ok = tri_ok[:, upairs[:, 0]] & tri_ok[:, upairs[:, 1]]
+    best.measure("history", P[:, upairs[:, 0]], P[:, upairs[:, 1]], ok, t, pre, f0)
+    # user data (c, r(.)): a_t drawn by the policy; atoms (a_t, view) for the central view
+    w = pi_t[:, datas[:, 0]]  # (np, D, K)
+    u_of = (datas[:, 0, None] * K + np.arange(K)[None, :]) * R + datas[:, 1:]  # (D, K) triple per a_t
+    J = w[:, :, None, :, None] * np.moveaxis(P[:, u_of], 2, 3)  # (np, D, F, K, V)
+    M = J.sum(axis=3)
+    allok = np.ones((pre.size, len(dpairs)), dtype=bool)
+    best.measure("data", M[:, dpairs[:, 0]], M[:, dpairs[:, 1]], allok, t, pre, f0)
+    Jf = J.reshape(pre.size, D, nf, K * V)
+    best.measure("central", Jf[:, dpairs[:, 0]], Jf[:, dpairs[:, 1]], allok, t, pre, f0)
+
+
+def _joint_witness(space: _JointSpace, prof: JointProfile, at: _Argmax | None, mode: str, kind: str,
+                   n: int) -> JointWitness | None:
+    """The witness of one maximum ``at`` of relation ``mode`` (None when nothing positive was found, Rényi
+    orders aside): the pair's two distributions on its history and future, and the event."""
+    if at is None:
+        return None
+    v, t, p, q, f = at
+    if v <= 0 and kind != "renyi":
+        return None
+    policy = space.policy
+    C, K, R = policy.n_contexts, policy.n_arms, policy.n_rewards
+    L = policy.horizon - 1 - t
+    ctx, rew = _futures(C, K, R, L)
+    outs = _digits(K**L, K, L)
+    hist = p * space.U + np.arange(space.U)
+    Pall = _view_probs(policy, t, hist, ctx[f:f + 1], rew[f:f + 1], outs)[:, 0]  # (U, V)
+    Pp, Qq, seqs, desc = _witness_pair(space, mode, t, p, q, Pall, outs)
+    param = {"delta": prof.epsilons, "epsilon": prof.deltas, "renyi": prof.alphas}[kind][n]
+    event = _joint_event(kind, v, param, Pp, Qq)
+    rv = policy.rewards
+    h = histories(C, K, R, t)[p] if t else np.zeros((0, 3), dtype=np.int64)
+    return JointWitness(
+        value=v, round=t + 1,
+        history=[(policy.contexts[c], int(a), float(rv[r])) for c, a, r in h],
+        canary=desc[0], neighbour=desc[1],
+        future_contexts=[policy.contexts[c] for c in ctx[f]],
+        future_rewards=[[float(rv[x]) for x in row] for row in rew[f]],
+        event=(seqs[np.sort(event)] + 0).tolist(), p_event=float(Pp[event].sum()), q_event=float(Qq[event].sum()))
+
+
+def _witness_pair(space: _JointSpace, mode: str, t: int, p: int, q: int, Pall: np.ndarray, outs: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Triple] | list[UserData]]:
+    """Pair ``q`` of relation ``mode`` after history ``p``: its two view distributions, the view sequences they
+    are over, and the two sides as a witness shows them. ``Pall`` (U, V): the view after each round-t triple."""
+    policy, rv = space.policy, space.policy.rewards
+    C, K, R = policy.n_contexts, policy.n_arms, policy.n_rewards
+    if mode == "history":
+        i, j = space.upairs[q]
+        triples = space.triples
+        sides = [(policy.contexts[triples[k, 0]], int(triples[k, 1]), float(rv[triples[k, 2]])) for k in (i, j)]
+        return Pall[i], Pall[j], outs, sides
+    i, j = space.dpairs[q]
+    datas = space.datas
+    pi_t = policy.rules[t][p * C + np.arange(C)]
+    dist = []
+    for d in (i, j):
+        c = datas[d, 0]
+        Jd = pi_t[c][:, None] * Pall[(c * K + np.arange(K)) * R + datas[d, 1:]]  # (K, V)
+        dist.append(Jd.reshape(-1) if mode == "central" else Jd.sum(axis=0))
+    L = outs.shape[1]
+    seqs = np.hstack([np.repeat(np.arange(K), K**L)[:, None], np.tile(outs, (K, 1))]) if mode == "central" else outs
+    users = [(policy.contexts[datas[d, 0]], [float(rv[x]) for x in datas[d, 1:]]) for d in (i, j)]
+    return dist[0], dist[1], seqs, users
+
+
+def _joint_event(kind: str, v: float, param: float, P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """The views of a witness's event: those with P > e^eps Q (delta at eps = ``param``), the Neyman-Pearson set
+    at delta = ``param`` (epsilon), or those that make D_alpha infinite, else the one of largest ratio (Rényi)."""
+    if kind == "delta":
+        return np.flatnonzero(P > math.exp(param) * Q)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(Q > 0, np.log(P) - np.log(Q), np.where(P > 0, np.inf, -np.inf))
+    order = np.argsort(-ratio, kind="stable")
+    if kind == "epsilon":
+        return order[: int(epsilon_for_delta(P, Q, param)[1])]
+    return np.flatnonzero(np.isposinf(ratio)) if math.isinf(v) else order[:1]
 
 
 # ---- the definition, written out (slow; the tests' reference) ------------------------------------
