@@ -35,13 +35,15 @@ bounds need no correction for the number of pairs ranked or searched.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Callable, Iterator, Sequence, TypedDict
 
 import numpy as np
 
+from dpaudit.accountants import Guarantee
 from dpaudit.errors import DPAuditError
 from dpaudit.engine import SERIAL, Engine, progress_counter
 from dpaudit.protocols import (
@@ -59,9 +61,10 @@ from dpaudit.protocols import (
     offers_blocks,
     splits_copies,
 )
+from dpaudit.policies.base import PolicyLike
 
 from .likelihood import likelihood_attack, privacy_losses
-from .membership import evaluate, fit_select, fit_select_views
+from .membership import MembershipCandidate, evaluate, fit_select, fit_select_views
 from .result import AuditResult
 
 __all__ = [
@@ -88,7 +91,7 @@ HORIZON_CAP = 100_000
 DEFAULT_TAIL = 48
 
 
-def run_tables(policy: Any, protocol: Protocol, tables: np.ndarray, n_per: int,
+def run_tables(policy: PolicyLike, protocol: Protocol, tables: np.ndarray, n_per: int,
                rng: np.random.Generator, copies: tuple[int, int] | None = None) -> np.ndarray:
     """Views of ``n_per`` runs on each of several inputs, as one batch: (m, n_per, T).
 
@@ -117,14 +120,15 @@ def _play_moments(v: np.ndarray, n_arms: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(means), np.array(variances)
 
 
-def _gaps_of_moments(mom0: tuple[np.ndarray, np.ndarray], mom1: tuple[np.ndarray, np.ndarray], n: int):
+def _gaps_of_moments(mom0: tuple[np.ndarray, np.ndarray], mom1: tuple[np.ndarray, np.ndarray],
+                     n: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Per arm: |difference of two samples' mean cumulative plays| and its standard error, per round."""
     (m0, var0), (m1, var1) = mom0, mom1
     for a in range(m0.shape[0]):
         yield np.abs(m0[a] - m1[a]), np.sqrt((var0[a] + var1[a]) / n)
 
 
-def _cumulative_gaps(v0: np.ndarray, v1: np.ndarray, n_arms: int):
+def _cumulative_gaps(v0: np.ndarray, v1: np.ndarray, n_arms: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Per arm: |difference of the two samples' mean cumulative plays| and its standard error, per round."""
     yield from _gaps_of_moments(_play_moments(v0, n_arms), _play_moments(v1, n_arms), v0.shape[0])
 
@@ -152,7 +156,7 @@ class HorizonChoice:
     reason: str
 
 
-def _background_moments(policy: Any, protocol: Protocol, table: np.ndarray, n_per: int,
+def _background_moments(policy: PolicyLike, protocol: Protocol, table: np.ndarray, n_per: int,
                         seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
     """The play moments (:func:`_play_moments`) of ``n_per`` pilot views of one background: a task of
     :func:`discover_horizon` on the engine, which sends back 2 K T numbers, not the views."""
@@ -160,7 +164,7 @@ def _background_moments(policy: Any, protocol: Protocol, table: np.ndarray, n_pe
     return _play_moments(v, int(policy.n_arms))
 
 
-def discover_horizon(policy_for: Callable[[int], Any], protocol: Protocol, seed: np.random.SeedSequence,
+def discover_horizon(policy_for: Callable[[int], PolicyLike], protocol: Protocol, seed: np.random.SeedSequence,
                      reward_range: tuple[float, float], alphabet: Sequence[float] | None = None, *,
                      start: int = 48, tail: int = 48, cap: int = HORIZON_CAP,
                      cells: int = PILOT_CELLS, engine: Engine = SERIAL,
@@ -231,14 +235,19 @@ class ThresholdSearch:
 
     specs: list[PairSpec]
     horizon: int
-    info: dict[str, Any]
+    info: dict[str, object]
 
 
 #: the z-score at which the two sides of a pilot pair count as producing different actions
 SEPARATED = 5.0
+#: the two orientations of the threshold family: arm 0 the better arm, or the worse
+_ORIENTATIONS = ("better", "worse")
+#: a pilot pair scored: how far apart its two sides' actions are (:func:`_separation`), the first round they
+#: differ beyond noise (None: never), and the pair
+Scored = tuple[float, int | None, PairSpec]
 
 
-def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizon: int, seed: np.random.SeedSequence,
+def threshold_pairs(policy_for: Callable[[int], PolicyLike], protocol: Protocol, horizon: int, seed: np.random.SeedSequence,
                     reward_range: tuple[float, float], alphabet: Sequence[float] | None = None, *,
                     grid: int = 32, levels: int = 4, scan_rounds: int = 16, keep: int = 4,
                     max_horizon: int | None = None, cells: int = PILOT_CELLS, stop_at_noise: bool = False,
@@ -275,7 +284,7 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
     lo, hi = input_range(reward_range, alphabet)
     cap = min(HORIZON_CAP, 8 * horizon if max_horizon is None else max_horizon)
     T = horizon
-    tried: list[dict[str, Any]] = []
+    tried: list[dict[str, object]] = []
     fallback: list[PairSpec] = []
     for s_T in _seed_stream(seed):
         policy = policy_for(T)
@@ -286,14 +295,14 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
         # the two orientations are independent: one task each on the engine
         tasks = [(policy, protocol, orient, T, (lo, hi), alphabet, grid, levels, scan_rounds, n_per, cells, ss,
                   stop_at_noise)
-                 for orient, ss in zip(("better", "worse"), s_T.spawn(2))]
-        row: dict[str, Any] = {"horizon": T, "runs_per_gap": n_per}
+                 for orient, ss in zip(_ORIENTATIONS, s_T.spawn(2))]
+        row: dict[str, object] = {"horizon": T, "runs_per_gap": n_per}
         if progress is not None:
             upto = "up to " if stop_at_noise else ""
             progress(f"threshold search: T = {T} (up to {cap}), {grid} gaps x {upto}{levels} levels, {n_per} pilot runs "
                      "each")
-        scored: list[tuple[float, int | None, PairSpec]] = []
-        for orient, (info, found) in zip(("better", "worse"), engine.map(_threshold_orientation, tasks)):
+        scored: list[Scored] = []
+        for orient, (info, found) in zip(_ORIENTATIONS, engine.map(_threshold_orientation, tasks)):
             row[orient] = info
             scored += found
             if T == horizon:
@@ -302,25 +311,35 @@ def threshold_pairs(policy_for: Callable[[int], Any], protocol: Protocol, horizo
         scored.sort(key=lambda x: -x[0])
         separated = [x for x in scored if x[0] >= SEPARATED and x[1] is not None]
         if separated or 2 * T > cap:
-            chosen = separated[:keep] if separated else scored[:keep]
-            new_T = horizon
-            if separated and T > horizon:
-                new_T = min(T, max(horizon, max(f for _, f, _ in chosen) + 1 + DEFAULT_TAIL))
-            specs = [sp for _, _, sp in chosen] + [sp for sp in fallback if sp not in [c[2] for c in chosen]]
-            if new_T != horizon:
-                specs = [sp for _, _, sp in chosen]  # the fallback's rounds were sized for the old horizon
-            # the best pairs passed on, each with the horizon its pilot ran at: when no horizon separated, the
-            # audit stays at ``horizon`` while the last pilot ran at T, and a canary round past the audit's
-            # horizon would name a pair the audit never ran (it is dropped below)
-            info = {"tried": tried, "separated": bool(separated), "horizon": new_T,
-                    "best": [{"pair": sp.label(), "separation": round(min(z, 1e6), 2), "first_difference": f,
-                              "scored_at_horizon": T} for z, f, sp in chosen if sp.round < new_T - 1]}
-            if not specs:
-                info["skipped"] = "no gap changed the policy's actions"
-            return ThresholdSearch([sp for sp in specs if sp.round < new_T - 1], new_T, info)
+            return _threshold_choice(scored, separated, T, horizon, fallback, tried, keep)
         T *= 2
     return ThresholdSearch([sp for sp in fallback if sp.round < horizon - 1], horizon,
                            {"tried": tried, "separated": False, "horizon": horizon})
+
+
+def _threshold_choice(scored: list[Scored], separated: list[Scored], T: int, horizon: int, fallback: list[PairSpec],
+                      tried: list[dict[str, object]], keep: int) -> ThresholdSearch:
+    """The candidates :func:`threshold_pairs` passes on from the last horizon ``T`` it tried: the ``keep``
+    best-separated pairs (the best scored when none separated) and, at the audit's own horizon, the
+    rounds-0/1 ``fallback``; the horizon is extended past the chosen pairs' first difference when the
+    separation needed a longer one."""
+    chosen = separated[:keep] if separated else scored[:keep]
+    new_T = horizon
+    if separated and T > horizon:
+        new_T = min(T, max(horizon, max(f for _, f, _ in chosen if f is not None) + 1 + DEFAULT_TAIL))
+    specs = [sp for _, _, sp in chosen] + [sp for sp in fallback if sp not in [c[2] for c in chosen]]
+    if new_T != horizon:
+        specs = [sp for _, _, sp in chosen]  # the fallback's rounds were sized for the old horizon
+    # the best pairs passed on, each with the horizon its pilot ran at: when no horizon separated, the
+    # audit stays at ``horizon`` while the last pilot ran at T, and a canary round past the audit's
+    # horizon would name a pair the audit never ran (it is dropped below)
+    info: dict[str, object] = {
+        "tried": tried, "separated": bool(separated), "horizon": new_T,
+        "best": [{"pair": sp.label(), "separation": round(min(z, 1e6), 2), "first_difference": f,
+                  "scored_at_horizon": T} for z, f, sp in chosen if sp.round < new_T - 1]}
+    if not specs:
+        info["skipped"] = "no gap changed the policy's actions"
+    return ThresholdSearch([sp for sp in specs if sp.round < new_T - 1], new_T, info)
 
 
 def _jump_z(v: np.ndarray) -> float:
@@ -334,16 +353,16 @@ def _jump_z(v: np.ndarray) -> float:
     return diff / se
 
 
-def _seed_stream(seed: np.random.SeedSequence):
+def _seed_stream(seed: np.random.SeedSequence) -> Iterator[np.random.SeedSequence]:
     """One child seed per horizon tried, in order."""
     while True:
         yield seed.spawn(1)[0]
 
 
-def _threshold_orientation(policy: Any, protocol: Protocol, orient: str, T: int, bounds: tuple[float, float],
+def _threshold_orientation(policy: PolicyLike, protocol: Protocol, orient: str, T: int, bounds: tuple[float, float],
                            alphabet: Sequence[float] | None, grid: int, levels: int, scan_rounds: int, n_per: int,
                            cells: int, seed: np.random.SeedSequence, stop_at_noise: bool = False
-                           ) -> tuple[dict[str, Any], list[tuple[float, int | None, PairSpec]]]:
+                           ) -> tuple[dict[str, object], list[Scored]]:
     """One orientation of :func:`threshold_pairs` at horizon ``T`` (a task on the engine): the bisection
     on the gap, then the canary-round scan at the two bracketing gaps. Returns what it found (the gap
     interval, the share jump, the best separation) and the scanned pairs with their scores; when no gap
@@ -374,7 +393,7 @@ def _threshold_orientation(policy: Any, protocol: Protocol, orient: str, T: int,
             if z < SEPARATED:
                 at_noise = {"level": level + 1, "z": round(z, 2)}
                 break
-    info: dict[str, Any] = {"gap_interval": [a, b], "share_jump": best_jump}
+    info: dict[str, object] = {"gap_interval": [a, b], "share_jump": best_jump}
     if at_noise is not None:
         info["stopped_at_noise"] = at_noise
     if best_jump == 0:
@@ -398,19 +417,47 @@ def _threshold_orientation(policy: Any, protocol: Protocol, orient: str, T: int,
     return info, scored
 
 
+class _RankingRowBase(TypedDict):
+    pair: str  # the candidate's label
+    family: str  # :func:`family_of`
+    membership_selection_bound: float  # the membership attack's bound on the selection split
+    statistic: str  # the test it chose
+    separation: float  # how far apart the two sides' views were (rounded)
+
+
+class RankingRow(_RankingRowBase, total=False):
+    """One candidate pair ranked on small samples (a row of the search's ``ranking``)."""
+
+    likelihood_mean_loss: float  # the mean privacy loss of its screening runs (a policy with a ledger)
+    stage: str  # "pilot" or "ranked"
+
+
+#: one candidate ranked: its fitted membership attack, its ranking row, its screening losses (None without them)
+Ranked = tuple[MembershipCandidate, RankingRow, np.ndarray | None]
+
+
+class SweepRow(TypedDict):
+    """One (pattern, horizon) :func:`horizon_sweep` tried."""
+
+    pair: str
+    horizon: int
+    pilot_bound: float  # the membership attack's selection bound
+    separation: float
+
+
 @dataclass
 class SearchResult:
     """The final (fresh-sample) results of each attack at its best pair, and the ranking."""
 
-    membership: AuditResult
+    membership: AuditResult | None  # None when the caller tests the membership attack itself
     likelihood: AuditResult | None
-    best_membership_spec: PairSpec
-    best_likelihood_spec: PairSpec | None
-    ranking: list[dict[str, Any]] = field(default_factory=list)
+    best_membership_spec: PairSpec | Pair
+    best_likelihood_spec: PairSpec | Pair | None
+    ranking: list[RankingRow] = field(default_factory=list)
     #: the candidates ranked on the full sizes, in the order of the ranking's "ranked" rows
-    ranked_specs: list[Any] = field(default_factory=list)
+    ranked_specs: list[PairSpec | Pair] = field(default_factory=list)
     #: the membership attack fitted on the best pair's ranking views (what the fresh test evaluates)
-    best_membership_candidate: Any = None
+    best_membership_candidate: MembershipCandidate | None = None
 
 
 def _as_pair(item: PairSpec | Pair, protocol: Protocol, n_arms: int, horizon: int, rr: tuple[float, float],
@@ -436,13 +483,13 @@ def _label(item: PairSpec | Pair) -> str:
     return item.label()
 
 
-def _has_ledger(policy: Any) -> bool:
+def _has_ledger(policy: PolicyLike) -> bool:
     return hasattr(policy, "ledger")
 
 
-def _rank(policy: Any, protocol: Protocol, spec: PairSpec, seed: np.random.SeedSequence, horizon: int,
+def _rank(policy: PolicyLike, protocol: Protocol, spec: PairSpec | Pair, seed: np.random.SeedSequence, horizon: int,
           rr: tuple[float, float], delta: float, confidence: float, n_train: int, n_select: int,
-          n_screen: int | None, alphabet: Sequence[float] | None = None) -> tuple[Any, dict[str, Any], np.ndarray | None]:
+          n_screen: int | None, alphabet: Sequence[float] | None = None) -> Ranked:
     """Rank one candidate pair (a task of :func:`search`): its fitted membership test and, with
     ``n_screen``, the privacy losses of ``n_screen`` runs (None if the policy keeps no ledger)."""
     K = int(policy.n_arms)
@@ -450,9 +497,9 @@ def _rank(policy: Any, protocol: Protocol, spec: PairSpec, seed: np.random.SeedS
     s_m, s_l = seed.spawn(2)
     cand = fit_select(policy, protocol, pair, s_m, delta=delta, confidence=confidence,
                       n_train=n_train, n_select=n_select)
-    row: dict[str, Any] = {"pair": _label(spec), "family": family_of(spec),
-                           "membership_selection_bound": cand.selection_bound, "statistic": cand.test.statistic,
-                           "separation": round(cand.extra.get("separation", 0.0), 3)}
+    row: RankingRow = {"pair": _label(spec), "family": family_of(spec),
+                       "membership_selection_bound": cand.selection_bound, "statistic": cand.test.statistic,
+                       "separation": round(cand.extra.get("separation", 0.0), 3)}
     loss = None
     if n_screen is not None:
         try:
@@ -468,9 +515,9 @@ def _rank(policy: Any, protocol: Protocol, spec: PairSpec, seed: np.random.SeedS
 RANK_CELLS = 20_000_000
 
 
-def _rank_group(policy: Any, protocol: Protocol, specs: Sequence[PairSpec], seed: np.random.SeedSequence,
+def _rank_group(policy: PolicyLike, protocol: Protocol, specs: Sequence[PairSpec | Pair], seed: np.random.SeedSequence,
                 horizon: int, rr: tuple[float, float], delta: float, confidence: float, n_train: int,
-                n_select: int, alphabet: Sequence[float] | None = None) -> list[tuple[Any, dict[str, Any], None]]:
+                n_select: int, alphabet: Sequence[float] | None = None) -> list[Ranked]:
     """Rank a group of candidate pairs from one batch of runs (a task of :func:`search` for policies
     that run step by step without a ledger: one numpy step serves every pair, instead of a Python
     loop over rounds per pair and split)."""
@@ -484,7 +531,7 @@ def _rank_group(policy: Any, protocol: Protocol, specs: Sequence[PairSpec], seed
 
 
 def _fit_pair(K: int, spec: PairSpec | Pair, pair: Pair, v0: np.ndarray, v1: np.ndarray, n_train: int, delta: float,
-              confidence: float) -> tuple[Any, dict[str, Any], None]:
+              confidence: float) -> Ranked:
     """One pair of a group ranked from its views (the first ``n_train`` of each side train, the rest select)."""
     cand = fit_select_views(K, pair, v0[:n_train], v1[:n_train], v0[n_train:], v1[n_train:], delta=delta,
                             confidence=confidence)
@@ -493,7 +540,7 @@ def _fit_pair(K: int, spec: PairSpec | Pair, pair: Pair, v0: np.ndarray, v1: np.
                    "separation": round(cand.extra.get("separation", 0.0), 3)}, None)
 
 
-def _group_slice(policy: Any, protocol: Protocol, specs: Sequence[PairSpec], seed: np.random.SeedSequence,
+def _group_slice(policy: PolicyLike, protocol: Protocol, specs: Sequence[PairSpec | Pair], seed: np.random.SeedSequence,
                  horizon: int, rr: tuple[float, float], n: int, alphabet: Sequence[float] | None,
                  copies: tuple[int, int]) -> np.ndarray:
     """Runs ``copies`` of one group's batch (:func:`_rank_group`'s runs, seeded as there), flat (hi - lo, T): a task
@@ -511,7 +558,7 @@ def _compact(views: np.ndarray, n_arms: int) -> np.ndarray:
 
 def _fit_pair_task(K: int, spec: PairSpec | Pair, protocol: Protocol, horizon: int, rr: tuple[float, float],
                    alphabet: Sequence[float] | None, v0: np.ndarray, v1: np.ndarray, n_train: int, delta: float,
-                   confidence: float) -> tuple[Any, dict[str, Any], None]:
+                   confidence: float) -> Ranked:
     return _fit_pair(K, spec, _as_pair(spec, protocol, K, horizon, rr, alphabet), v0.astype(np.int64),
                      v1.astype(np.int64), n_train, delta, confidence)
 
@@ -534,10 +581,10 @@ def _groups(n_specs: int, cells_per_pair: int) -> list[range]:
 PILOT_DIVISOR, PILOT_MIN, PILOT_KEEP = 8, 250, 8
 
 
-def _rank_split(policy: Any, protocol: Protocol, specs: Sequence[PairSpec | Pair], groups: Sequence[range],
+def _rank_split(policy: PolicyLike, protocol: Protocol, specs: Sequence[PairSpec | Pair], groups: Sequence[range],
                 group_seeds: Sequence[np.random.SeedSequence], horizon: int, rr: tuple[float, float], delta: float,
                 confidence: float, n_train: int, n_select: int, alphabet: Sequence[float] | None, engine: Engine,
-                workers: int, ranked: Callable[[int, Any], None]) -> list[Any]:
+                workers: int, ranked: Callable[[int, Ranked], None]) -> list[Ranked]:
     """:func:`_rank_group` of every group with each group's batch of runs split into ``workers`` slices run on the
     engine (:func:`_group_slice`), then each pair fitted as a task of its own: the same views, fits and rows."""
     n = n_train + n_select
@@ -556,17 +603,18 @@ def _rank_split(policy: Any, protocol: Protocol, specs: Sequence[PairSpec | Pair
     return engine.map(_fit_pair_task, fits, on_result=ranked)
 
 
-def _rank_all(policy: Any, protocol: Protocol, specs: Sequence[PairSpec | Pair], seed: np.random.SeedSequence,
+def _rank_all(policy: PolicyLike, protocol: Protocol, specs: Sequence[PairSpec | Pair], seed: np.random.SeedSequence,
               horizon: int, rr: tuple[float, float], delta: float, confidence: float, n_train: int, n_select: int,
               n_screen: int | None, alphabet: Sequence[float] | None, engine: Engine,
-              progress: Callable[[str], None] | None, finished: dict[str, Any], t0: float, stage: str) -> list[Any]:
-    """Rank ``specs`` on the engine: (candidate, ranking row, screening losses) per pair, in order."""
+              progress: Callable[[str], None] | None, finished: list[RankingRow], t0: float, stage: str) -> list[Ranked]:
+    """Rank ``specs`` on the engine: (candidate, ranking row, screening losses) per pair, in order; each row
+    is appended to ``finished`` (with its ``stage``) as it completes."""
     rank_seeds = seed.spawn(len(specs))
     done = [0]
 
-    def ranked(i: int, result: tuple[Any, dict[str, Any], Any]) -> None:
+    def ranked(i: int, result: Ranked) -> None:
         done[0] += 1
-        finished["ranking"].append(dict(result[1], stage=stage))
+        finished.append({**result[1], "stage": stage})
         if progress is not None:
             progress(f"search ({stage}): {done[0]}/{len(specs)} candidate pairs ranked ({time.perf_counter() - t0:.0f} s)")
 
@@ -588,7 +636,7 @@ def _rank_all(policy: Any, protocol: Protocol, specs: Sequence[PairSpec | Pair],
         group_tasks = [(policy, protocol, [specs[i] for i in g], ss, horizon, rr, delta, confidence,
                         n_train, n_select, alphabet) for g, ss in zip(groups, group_seeds)]
 
-        def ranked_group(i: int, result: list[Any]) -> None:
+        def ranked_group(i: int, result: list[Ranked]) -> None:
             for r in result:
                 ranked(i, r)
 
@@ -598,30 +646,14 @@ def _rank_all(policy: Any, protocol: Protocol, specs: Sequence[PairSpec | Pair],
     return engine.map(_rank, tasks, on_result=ranked)
 
 
-def search(
-    policy: Any,
-    protocol: Protocol,
-    *,
-    horizon: int,
-    delta: float,
-    confidence_membership: float,
-    confidence_likelihood: float | None,
-    seed: np.random.SeedSequence,
-    specs: Sequence[PairSpec | Pair] | None = None,
-    reward_range: tuple[float, float] | None = None,
-    n_train: int = 2000,
-    n_select: int = 2000,
-    n_test: int = 50000,
-    n_screen: int = 2000,
-    n_likelihood: int = 50000,
-    claim: Any = None,
-    progress: Callable[[str], None] | None = None,
-    engine: Engine = SERIAL,
-    finished: dict[str, Any] | None = None,
-    alphabet: Sequence[float] | None = None,
-    claim_epsilon: float | None = None,
-    test_membership: bool = True,
-) -> SearchResult:
+def search(policy: PolicyLike, protocol: Protocol, *, horizon: int, delta: float, confidence_membership: float,
+           confidence_likelihood: float | None, seed: np.random.SeedSequence,
+           specs: Sequence[PairSpec | Pair] | None = None, reward_range: tuple[float, float] | None = None,
+           n_train: int = 2000, n_select: int = 2000, n_test: int = 50000, n_screen: int = 2000,
+           n_likelihood: int = 50000, claim: Guarantee | None = None, progress: Callable[[str], None] | None = None,
+           engine: Engine = SERIAL, finished: dict[str, object] | None = None,
+           alphabet: Sequence[float] | None = None, claim_epsilon: float | None = None,
+           test_membership: bool = True) -> SearchResult:
     """Rank every candidate pair on small samples, then evaluate each attack's best pair afresh.
 
     ``confidence_likelihood=None`` skips the gray-box attack (policies without a ledger). The
@@ -639,40 +671,28 @@ def search(
     s_rank, s_final_m, s_final_l = seed.spawn(3)
     use_lik = confidence_likelihood is not None and _has_ledger(policy)
     finished = finished if finished is not None else {}
-    finished["ranking"] = []
-    t0 = time.perf_counter()
+    rows: list[RankingRow] = []
+    finished["ranking"] = rows  # each row as it completes, so that an interrupted search can report them
+    rank = functools.partial(_rank_all, policy, protocol, horizon=horizon, rr=rr, delta=delta,
+                             confidence=confidence_membership, alphabet=alphabet, engine=engine, progress=progress,
+                             finished=rows, t0=time.perf_counter())
     n_pilot = max(PILOT_MIN, n_train // PILOT_DIVISOR)
+    pilot_rows: list[RankingRow] = []
     if len(specs) > PILOT_KEEP and n_train >= 2 * n_pilot:
         # successive halving: every pair on a small pilot, the most promising ones on the full ranking sizes
         s_pilot, s_rank = s_rank.spawn(2)
-        pilot = _rank_all(policy, protocol, specs, s_pilot, horizon, rr, delta, confidence_membership, n_pilot, n_pilot,
-                          n_pilot if use_lik else None, alphabet, engine, progress, finished, t0, "pilot")
-        order = sorted(range(len(specs)), key=lambda i: (-pilot[i][0].selection_bound,
-                                                         -pilot[i][0].extra.get("separation", 0.0)))
-        keep = set(order[:PILOT_KEEP])
-        if use_lik and all(loss is not None for _, _, loss in pilot):
-            keep |= set(sorted(range(len(specs)), key=lambda i: -pilot[i][1]["likelihood_mean_loss"])[:2])
-        pilot_rows = [dict(row, stage="pilot") for _, row, _ in pilot]
-        kept = sorted(keep)
-        specs_ranked = [specs[i] for i in kept]
-    else:
-        pilot_rows, specs_ranked = [], specs
-    results = _rank_all(policy, protocol, specs_ranked, s_rank, horizon, rr, delta, confidence_membership, n_train,
-                        n_select, n_screen if use_lik else None, alphabet, engine, progress, finished, t0, "ranked")
-    specs = specs_ranked
-    ranking = pilot_rows + [dict(row, stage="ranked") for _, row, _ in results]
+        pilot = rank(specs, s_pilot, n_train=n_pilot, n_select=n_pilot, n_screen=n_pilot if use_lik else None,
+                     stage="pilot")
+        pilot_rows = [{**row, "stage": "pilot"} for _, row, _ in pilot]
+        specs = [specs[i] for i in _promising(pilot, use_lik)]
+    results = rank(specs, s_rank, n_train=n_train, n_select=n_select, n_screen=n_screen if use_lik else None,
+                   stage="ranked")
+    ranking = pilot_rows + [{**row, "stage": "ranked"} for _, row, _ in results]
     finished["ranking"] = ranking  # the pilot's rows, then the ranked ones, each in candidate order
-    best_m = None
-    best_l: tuple[float, PairSpec, np.ndarray] | None = None
     use_lik = use_lik and all(loss is not None for _, _, loss in results)
-    for spec, (cand, row, loss) in zip(specs, results):
-        if best_m is None or cand.selection_bound > best_m[0]:
-            best_m = (cand.selection_bound, spec, cand)
-        if use_lik and (best_l is None or row["likelihood_mean_loss"] > best_l[0]):
-            best_l = (row["likelihood_mean_loss"], spec, loss)
-    assert best_m is not None
+    best_m, best_l = _best_pairs(specs, results, use_lik)
     lik = None
-    if use_lik and best_l is not None:
+    if best_l is not None:
         pair = _as_pair(best_l[1], protocol, K, horizon, rr, alphabet)
         # the screening losses of the chosen pair say where the profile band is drawn; the bound counts
         # fresh runs only
@@ -688,8 +708,36 @@ def search(
                        confidence=confidence_membership, n_tests=1, progress=progress, engine=engine,
                        claim=claim_epsilon, floor=lik.epsilon_lower if lik is not None else 0.0)
         finished["membership"] = mem
-    return SearchResult(mem, lik, best_m[1], best_l[1] if (use_lik and best_l) else None, ranking, list(specs),
+    return SearchResult(mem, lik, best_m[1], best_l[1] if best_l is not None else None, ranking, list(specs),
                         best_m[2])
+
+
+def _promising(pilot: Sequence[Ranked], use_lik: bool) -> list[int]:
+    """The candidates a pilot ranking keeps for the full sizes, in candidate order: the :data:`PILOT_KEEP` of
+    largest selection bound (then separation), and with the likelihood attack the 2 of largest mean loss."""
+    order = sorted(range(len(pilot)), key=lambda i: (-pilot[i][0].selection_bound,
+                                                     -pilot[i][0].extra.get("separation", 0.0)))
+    keep = set(order[:PILOT_KEEP])
+    if use_lik and all(loss is not None for _, _, loss in pilot):
+        keep |= set(sorted(range(len(pilot)), key=lambda i: -pilot[i][1]["likelihood_mean_loss"])[:2])
+    return sorted(keep)
+
+
+def _best_pairs(specs: Sequence[PairSpec | Pair], results: Sequence[Ranked], use_lik: bool
+                ) -> tuple[tuple[float, PairSpec | Pair, MembershipCandidate],
+                           tuple[float, PairSpec | Pair, np.ndarray] | None]:
+    """Each attack's best ranked pair: the membership attack's by selection bound (with its fitted test), the
+    likelihood attack's by mean privacy loss (with its screening losses; None without ``use_lik``). Ties keep
+    the first."""
+    best_m: tuple[float, PairSpec | Pair, MembershipCandidate] | None = None
+    best_l: tuple[float, PairSpec | Pair, np.ndarray] | None = None
+    for spec, (cand, row, loss) in zip(specs, results):
+        if best_m is None or cand.selection_bound > best_m[0]:
+            best_m = (cand.selection_bound, spec, cand)
+        if use_lik and loss is not None and (best_l is None or row["likelihood_mean_loss"] > best_l[0]):
+            best_l = (row["likelihood_mean_loss"], spec, loss)
+    assert best_m is not None
+    return best_m, best_l
 
 
 #: the horizon sweep's first stage (its first factors); the rest run only when it showed a positive bound
@@ -697,11 +745,12 @@ def search(
 SWEEP_FIRST_STAGE = 2
 
 
-def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: Sequence[PairSpec], horizon: int,
+def horizon_sweep(policy_for: Callable[[int], PolicyLike], protocol: Protocol, specs: Sequence[PairSpec], horizon: int,
                   seed: np.random.SeedSequence, reward_range: tuple[float, float], *, delta: float, confidence: float,
                   n: int, alphabet: Sequence[float] | None = None, factors: Sequence[int] = (1, 2, 4, 8),
                   cells: int = PILOT_CELLS, engine: Engine = SERIAL,
-                  progress: Callable[[str], None] | None = None) -> tuple[PairSpec, int, Any, list[dict[str, Any]]]:
+                  progress: Callable[[str], None] | None = None
+                  ) -> tuple[PairSpec, int, MembershipCandidate, list[SweepRow]]:
     """The pair pattern and horizon at which a policy leaks most: each of ``specs`` rebuilt at ``horizon``
     x each factor (within :data:`HORIZON_CAP` and ``cells`` run-rounds in all) and scored by the
     membership attack's selection bound on ``n`` views per split (training and selection). A policy
@@ -734,7 +783,7 @@ def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: S
     first = {int(horizon * f) for f in factors[:SWEEP_FIRST_STAGE]}
     stages = [[i for i, (_, T) in enumerate(planned) if T in first], [i for i, (_, T) in enumerate(planned) if T not in first]]
     done: list[int] = []
-    results: list[Any] = []
+    results: list[Ranked] = []
     for stage in stages:
         if not stage:
             continue
@@ -748,16 +797,16 @@ def horizon_sweep(policy_for: Callable[[int], Any], protocol: Protocol, specs: S
                               on_result=on_result)
         done += stage
     tried = [planned[i] for i in done]
-    rows = [{"pair": spec.label(), "horizon": T, "pilot_bound": float(cand.selection_bound),
-             "separation": round(float(cand.extra.get("separation", 0.0)), 3)}
-            for (spec, T), (cand, _, _) in zip(tried, results)]
+    rows: list[SweepRow] = [{"pair": spec.label(), "horizon": T, "pilot_bound": float(cand.selection_bound),
+                             "separation": round(float(cand.extra.get("separation", 0.0)), 3)}
+                            for (spec, T), (cand, _, _) in zip(tried, results)]
     # ties (a zero bound everywhere) stay at the first horizon
     best = max(range(len(rows)), key=lambda i: (rows[i]["pilot_bound"], rows[i]["horizon"] == horizon))
     return tried[best][0], tried[best][1], results[best][0], rows
 
 
 def leakage_vs_horizon(
-    make_policy: Callable[[], Any],
+    make_policy: Callable[[], PolicyLike],
     protocol: Protocol,
     spec: PairSpec,
     horizons: Sequence[int],
@@ -769,7 +818,7 @@ def leakage_vs_horizon(
     n_select: int = 2000,
     n_test: int = 20000,
     n_likelihood: int = 20000,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, float | None]]:
     """The best pair's pattern rebuilt at each horizon T: membership and likelihood bounds against T.
 
     Each horizon is its own audit at ``confidence`` (one row each; a reader comparing rows should

@@ -151,9 +151,8 @@ def test_the_search_ranks_a_one_run_class_on_two_workers_as_on_one():
     specs = [s for s in candidate_pairs(proto, 2, T) if isinstance(s, PairSpec)][:5]
 
     def rank(engine):
-        fin = {"ranking": []}
         return _rank_all(pol, proto, specs, np.random.SeedSequence(21), T, (0.0, 1.0), 1e-5, 0.95, 60, 60, None,
-                         None, engine, None, fin, 0.0, "ranked")
+                         None, engine, None, [], 0.0, "ranked")
 
     one = rank(SERIAL)
     with Engine(workers=2) as eng:
