@@ -37,7 +37,7 @@ import sys
 from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence, TypeAlias, Union
 
 import numpy as np
 
@@ -46,8 +46,12 @@ from dpaudit.policies.base import arm_ranges, check_alphabet
 
 from .base import Pair, Protocol
 
+if TYPE_CHECKING:
+    from .joint import JointPair
+    from .shuffle import ShufflePair
+
 __all__ = ["PAIR_FORMAT", "MAX_PAIR_BYTES", "UserPair", "load_pair", "parse_pair", "read_pair_file",
-           "load_joint_pair", "load_shuffle_pair", "pair_horizon"]
+           "load_joint_pair", "load_shuffle_pair", "pair_horizon", "RewardRange"]
 
 PAIR_FORMAT = "dpaudit.pair/1"
 #: the largest pair file read (bytes)
@@ -55,6 +59,8 @@ MAX_PAIR_BYTES = 64 * 1024 * 1024
 _KEYS = ("format", "d", "d_prime", "contexts", "label")
 #: the joint and shuffle protocols' pairs may also change the contexts (``contexts_prime``)
 _CONTEXT_KEYS = ("format", "d", "d_prime", "contexts", "contexts_prime", "label")
+#: a policy's reward range: (low, high), or one (low, high) pair per arm (:func:`dpaudit.policies.base.arm_ranges`)
+RewardRange: TypeAlias = Union[tuple[float, float], Sequence[tuple[float, float]], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -64,14 +70,14 @@ class UserPair(Pair):
 
     contexts: np.ndarray | None = None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         out = super().describe()
         out["contexts"] = "none" if self.contexts is None else f"array of shape {list(self.contexts.shape)}"
         return out
 
 
 def load_pair(path: str | os.PathLike[str], *, n_arms: int, protocol: Protocol | str,
-              reward_range: Any = (0.0, 1.0), alphabet: Sequence[float] | None = None) -> UserPair:
+              reward_range: RewardRange = (0.0, 1.0), alphabet: Sequence[float] | None = None) -> UserPair:
     """Read and validate a ``dpaudit.pair/1`` file (see the module docstring) for a policy with
     ``n_arms`` arms audited under ``protocol`` (a Protocol or its name), with rewards in
     ``reward_range`` ((low, high) or one pair per arm) and, if given, in ``alphabet``."""
@@ -91,7 +97,7 @@ def pair_horizon(path: str | os.PathLike[str]) -> int | None:
     return len(d) if isinstance(d, list) and len(d) >= 2 else None
 
 
-def read_pair_file(path: str | os.PathLike[str]) -> tuple[Any, str]:
+def read_pair_file(path: str | os.PathLike[str]) -> tuple[object, str]:
     """The parsed JSON of a pair file (a regular UTF-8 file of at most :data:`MAX_PAIR_BYTES`) and its name."""
     p = Path(path)
     try:
@@ -135,7 +141,7 @@ def _nonfinite(token: str) -> float:
     return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}[token]
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: object) -> bool:
     return isinstance(v, Real) and not isinstance(v, bool)
 
 
@@ -151,13 +157,13 @@ def _big(v: int) -> str:
     return f"{'-' if v < 0 else ''}{digits[0]}.{digits[1:4]}e+{len(digits) - 1} (an integer of {len(digits)} digits)"
 
 
-def _numbers(value: Any, field: str, depth: int, src: str) -> np.ndarray:
+def _numbers(value: object, field: str, depth: int, src: str) -> np.ndarray:
     """A nested list of exactly ``depth`` levels, rectangular, of JSON numbers -> a float array.
     Errors name the first offending position."""
     def fail(where: str, what: str) -> DPAuditError:
         return DPAuditError(f"{src}: {field}{where} {what}.")
 
-    def walk(v: Any, where: str, level: int) -> tuple[int, ...]:
+    def walk(v: object, where: str, level: int) -> tuple[int, ...]:
         if level == depth:
             if not _is_number(v):
                 raise fail(where, f"is {json.dumps(v)[:40]}, not a number")
@@ -187,17 +193,36 @@ def _numbers(value: Any, field: str, depth: int, src: str) -> np.ndarray:
     return arr
 
 
-def parse_pair(doc: Any, *, n_arms: int, protocol: Protocol | str, reward_range: Any = (0.0, 1.0),
+def parse_pair(doc: object, *, n_arms: int, protocol: Protocol | str, reward_range: RewardRange = (0.0, 1.0),
                alphabet: Sequence[float] | None = None, source: str = "pair") -> UserPair:
     """Validate an already-parsed ``dpaudit.pair/1`` document (see :func:`load_pair`)."""
     src = source
     K = check_int("n_arms", n_arms, minimum=1)
+    proto = _protocol(protocol)
+    view = proto.list_input
+    fields = _pair_keys(doc, src)
+    d0, d1 = _pair_inputs(fields, src, K, proto)
+    T = d0.shape[0]
+    _check_rewards(src, d0, d1, view, K, reward_range, alphabet)
+    j = _canary(src, d0, d1, view)
+    contexts = _fixed_contexts(fields, src, K, T)
+    label = _label(fields, src)
+    unit = "entry" if view else "row"
+    return UserPair(d0, d1, j, None, label or f"user pair from {src}, canary {unit} {j}", contexts)
+
+
+def _protocol(protocol: Protocol | str) -> Protocol:
+    """A Protocol, or the one registered under its name."""
     from . import get_protocol  # the registry of protocols is the package's
 
     proto = get_protocol(protocol) if isinstance(protocol, str) else protocol
     if not isinstance(proto, Protocol):
         raise DPAuditError(f"protocol must be a dpaudit Protocol or its name, got {protocol!r}.")
-    view = proto.list_input
+    return proto
+
+
+def _pair_keys(doc: object, src: str) -> dict[str, object]:
+    """The document as a dict of the central protocols' keys: an object, no unknown key, the format, both inputs."""
     if not isinstance(doc, dict):
         raise DPAuditError(f"{src}: a pair file holds one JSON object with keys format, d and d_prime, got a "
                            f"{type(doc).__name__}.")
@@ -210,6 +235,12 @@ def parse_pair(doc: Any, *, n_arms: int, protocol: Protocol | str, reward_range:
     for key in ("d", "d_prime"):
         if key not in doc:
             raise DPAuditError(f"{src}: the key {key!r} is missing; a pair gives both inputs, d and d_prime.")
+    return doc
+
+
+def _pair_inputs(doc: dict[str, object], src: str, K: int, proto: Protocol) -> tuple[np.ndarray, np.ndarray]:
+    """``d`` and ``d_prime`` as arrays: lists of T rewards (view) or T x K tables, of one shape, T >= 2."""
+    view = proto.list_input
     depth = 1 if view else 2
     what = "a list of T rewards (view protocol)" if view else f"a T x {K} table of rewards ({proto.name} protocol)"
     arrays = {}
@@ -227,7 +258,13 @@ def parse_pair(doc: Any, *, n_arms: int, protocol: Protocol | str, reward_range:
     if T < 2:
         raise DPAuditError(f"{src}: d has {T} round; a pair needs T >= 2 rounds so that an action can follow the "
                            "canary.")
-    # values: inside the reward range (per arm for a table) and the alphabet
+    return d0, d1
+
+
+def _check_rewards(src: str, d0: np.ndarray, d1: np.ndarray, view: bool, K: int, reward_range: RewardRange,
+                   alphabet: Sequence[float] | None) -> None:
+    """Every value inside the reward range (per arm for a table; every arm's for a list) and the alphabet."""
+    T = d0.shape[0]
     rr = arm_ranges(reward_range, K)
     if view:
         lo = np.full(T, rr[:, 0].max())
@@ -252,7 +289,11 @@ def parse_pair(doc: Any, *, n_arms: int, protocol: Protocol | str, reward_range:
                 idx = tuple(int(i) for i in np.argwhere(off)[0])
                 raise DPAuditError(f"{src}: {key}{''.join(f'[{i}]' for i in idx)} = {arr[idx]:g} is not in the "
                                    f"policy's reward alphabet {tuple(alph.tolist())}.")
-    # exactly one differing row / entry, not the last
+
+
+def _canary(src: str, d0: np.ndarray, d1: np.ndarray, view: bool) -> int:
+    """The one row (table) or entry (list) in which the inputs differ, which must not be the last."""
+    T = d0.shape[0]
     differs = d0 != d1 if view else np.any(d0 != d1, axis=1)
     rows = np.flatnonzero(differs)
     unit, units = ("entry", "entries") if view else ("row", "rows")
@@ -266,34 +307,44 @@ def parse_pair(doc: Any, *, n_arms: int, protocol: Protocol | str, reward_range:
     if j > T - 2:
         raise DPAuditError(f"{src}: d and d_prime differ only in the last {unit} ({j}); the canary must lie in "
                            f"0..T-2 = 0..{T - 2}, since no action follows the last round.")
-    contexts = None
-    if doc.get("contexts") is not None:
-        c = doc["contexts"]
-        if not isinstance(c, list) or not c:
-            raise DPAuditError(f"{src}: contexts must be a K x d action set or a T x K x d array of numbers, got "
-                               f"{json.dumps(c)[:40]}.")
-        level = 0
-        probe = c
-        while isinstance(probe, list) and probe:
-            probe, level = probe[0], level + 1
-        if level not in (2, 3):
-            raise DPAuditError(f"{src}: contexts must be a K x d action set or a T x K x d array of numbers, got "
-                               f"{level} level{'s' if level != 1 else ''} of lists.")
-        contexts = _numbers(c, "contexts", level, src)
-        expect = (K,) if level == 2 else (T, K)
-        if contexts.shape[: level - 1] != expect:
-            dims = "K x d" if level == 2 else "T x K x d"
-            raise DPAuditError(f"{src}: contexts has shape {list(contexts.shape)}; as a {dims} array it must start "
-                               f"with {list(expect)} (T = {T} rounds, K = {K} arms).")
+    return j
+
+
+def _fixed_contexts(doc: dict[str, object], src: str, K: int, T: int) -> np.ndarray | None:
+    """The optional ``contexts``: None, a K x d fixed action set or a T x K x d array of numbers."""
+    c = doc.get("contexts")
+    if c is None:
+        return None
+    if not isinstance(c, list) or not c:
+        raise DPAuditError(f"{src}: contexts must be a K x d action set or a T x K x d array of numbers, got "
+                           f"{json.dumps(c)[:40]}.")
+    level = 0
+    probe: object = c
+    while isinstance(probe, list) and probe:
+        probe, level = probe[0], level + 1
+    if level not in (2, 3):
+        raise DPAuditError(f"{src}: contexts must be a K x d action set or a T x K x d array of numbers, got "
+                           f"{level} level{'s' if level != 1 else ''} of lists.")
+    contexts = _numbers(c, "contexts", level, src)
+    expect = (K,) if level == 2 else (T, K)
+    if contexts.shape[: level - 1] != expect:
+        dims = "K x d" if level == 2 else "T x K x d"
+        raise DPAuditError(f"{src}: contexts has shape {list(contexts.shape)}; as a {dims} array it must start "
+                           f"with {list(expect)} (T = {T} rounds, K = {K} arms).")
+    return contexts
+
+
+def _label(doc: dict[str, object], src: str) -> str | None:
+    """The optional ``label``: text, or None when the file gives none."""
     label = doc.get("label")
     if label is not None and not isinstance(label, str):
         raise DPAuditError(f"{src}: label must be text, got {json.dumps(label)[:40]}.")
-    return UserPair(d0, d1, j, None, label or f"user pair from {src}, canary {unit} {j}", contexts)
+    return label
 
 
 # ---- contextual inputs: joint DP (per-round contexts) and shuffle DP (one batch of users) -----------------
 
-def _context_doc(doc: Any, src: str, what: str) -> None:
+def _context_doc(doc: object, src: str, what: str) -> dict[str, object]:
     if not isinstance(doc, dict):
         raise DPAuditError(f"{src}: a pair file holds one JSON object with keys format, d, d_prime and contexts, got a "
                            f"{type(doc).__name__}.")
@@ -307,6 +358,7 @@ def _context_doc(doc: Any, src: str, what: str) -> None:
         if key not in doc:
             raise DPAuditError(f"{src}: the key {key!r} is missing; a pair for {what} gives the rewards d and d_prime "
                                "and the contexts (contexts_prime when they change too).")
+    return doc
 
 
 def _one_difference(diff: np.ndarray, src: str, unit: str, last_allowed: int) -> int:
@@ -324,16 +376,16 @@ def _one_difference(diff: np.ndarray, src: str, unit: str, last_allowed: int) ->
     return j
 
 
-def load_joint_pair(path: str | os.PathLike[str], *, n_arms: int, dim: int) -> Any:
+def load_joint_pair(path: str | os.PathLike[str], *, n_arms: int, dim: int) -> JointPair:
     """A joint-DP pair from a ``dpaudit.pair/1`` file: ``d``, ``d_prime`` (T x K rewards), ``contexts``
     (T x K x d, round t's features) and optionally ``contexts_prime``; the two inputs differ in exactly one
     round t <= T - 2 (its contexts, its rewards or both), the history before it and the future fixed."""
     from .base import ContextInput
     from .joint import JointPair
 
-    doc, src = read_pair_file(path)
+    raw, src = read_pair_file(path)
     K, d = check_int("n_arms", n_arms, minimum=1), check_int("dim", dim, minimum=1)
-    _context_doc(doc, src, "--protocol joint")
+    doc = _context_doc(raw, src, "--protocol joint")
     R0, R1 = _numbers(doc["d"], "d", 2, src), _numbers(doc["d_prime"], "d_prime", 2, src)
     X0 = _numbers(doc["contexts"], "contexts", 3, src)
     X1 = X0 if doc.get("contexts_prime") is None else _numbers(doc["contexts_prime"], "contexts_prime", 3, src)
@@ -348,14 +400,12 @@ def load_joint_pair(path: str | os.PathLike[str], *, n_arms: int, dim: int) -> A
                            "canary round.")
     diff = np.any(R0 != R1, axis=1) | np.any(X0 != X1, axis=(1, 2))
     j = _one_difference(diff, src, "round", T - 2)
-    label = doc.get("label")
-    if label is not None and not isinstance(label, str):
-        raise DPAuditError(f"{src}: label must be text, got {json.dumps(label)[:40]}.")
+    label = _label(doc, src)
     return JointPair(ContextInput(X0, R0), ContextInput(X1, R1), j, label or f"user pair from {src}, canary round {j}")
 
 
-def load_shuffle_pair(path: str | os.PathLike[str], *, batch: int, dim: int, reward_range: Any = None,
-                      max_norm: float | None = None) -> Any:
+def load_shuffle_pair(path: str | os.PathLike[str], *, batch: int, dim: int, reward_range: RewardRange | None = None,
+                      max_norm: float | None = None) -> ShufflePair:
     """A shuffle-DP pair from a ``dpaudit.pair/1`` file: one batch of ``batch`` users, ``d`` and ``d_prime``
     their rewards (lists of B numbers), ``contexts`` the contexts they played (B x d) and optionally
     ``contexts_prime``; the two batches differ in exactly one user. ``reward_range`` (low, high) and
@@ -364,9 +414,9 @@ def load_shuffle_pair(path: str | os.PathLike[str], *, batch: int, dim: int, rew
     from .base import ContextInput
     from .shuffle import ShufflePair
 
-    doc, src = read_pair_file(path)
+    raw, src = read_pair_file(path)
     B, d = check_int("batch", batch, minimum=2), check_int("dim", dim, minimum=1)
-    _context_doc(doc, src, "--protocol shuffle")
+    doc = _context_doc(raw, src, "--protocol shuffle")
     r0, r1 = _numbers(doc["d"], "d", 1, src), _numbers(doc["d_prime"], "d_prime", 1, src)
     X0 = _numbers(doc["contexts"], "contexts", 2, src)
     X1 = X0 if doc.get("contexts_prime") is None else _numbers(doc["contexts_prime"], "contexts_prime", 2, src)
@@ -377,14 +427,13 @@ def load_shuffle_pair(path: str | os.PathLike[str], *, batch: int, dim: int, rew
                                f"{list(shape)} (the policy's first batch of B = {B} users, d = {d}).")
     _inside(src, (("d", r0), ("d_prime", r1)), (("contexts", X0), ("contexts_prime", X1)), reward_range, max_norm)
     pos = _one_difference((r0 != r1) | np.any(X0 != X1, axis=1), src, "user", B - 1)
-    label = doc.get("label")
-    if label is not None and not isinstance(label, str):
-        raise DPAuditError(f"{src}: label must be text, got {json.dumps(label)[:40]}.")
+    label = _label(doc, src)
     return ShufflePair(ContextInput(X0[:, None, :], r0[:, None]), ContextInput(X1[:, None, :], r1[:, None]), pos,
                        label or f"user pair from {src}, user {pos}", "the batch given in the pair file")
 
 
-def _inside(src: str, rewards: Any, contexts: Any, reward_range: Any, max_norm: float | None) -> None:
+def _inside(src: str, rewards: Sequence[tuple[str, np.ndarray]], contexts: Sequence[tuple[str, np.ndarray]],
+            reward_range: RewardRange | None, max_norm: float | None) -> None:
     """Refuse a user's reward outside ``reward_range`` or context of norm above ``max_norm``, naming the numbers."""
     try:
         rr = None if reward_range is None else np.asarray(reward_range, dtype=float)
