@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from dpaudit.engine import SERIAL, Engine
 
 from .bounds import best_threshold_test, select_threshold_for_fresh
 from .result import AuditResult
-from .sampling import Linear, Source, Stop, count, draw_pilots, score_edges
+from .sampling import Features, Linear, Source, Stop, count, draw_pilots, score_edges
 
 __all__ = ["lda_direction", "screened_lda_direction", "projected_lda_direction", "lda_attack", "screened_lda_attack"]
 
@@ -62,7 +62,7 @@ def projected_lda_direction(F0: np.ndarray, F1: np.ndarray, project: np.ndarray)
 def lda_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, delta: float,
                confidence: float, n_train: int, n_select: int, n_test: int, name: str, engine: Engine = SERIAL,
                progress: Callable[[str], None] | None = None, claim: float | None = None,
-               pilots: Sequence[Any] | None = None, project: Sequence[np.ndarray | None] | None = None,
+               pilots: Sequence[Features] | None = None, project: Sequence[np.ndarray | None] | None = None,
                threshold_for_fresh: bool = False, floor: float = 0.0) -> AuditResult:
     """Threshold attack with Fisher's discriminant, over a source's candidate pairs.
 
@@ -112,7 +112,7 @@ def screened_lda_attack(source: Source, candidates: Sequence[int], seed: np.rand
                         confidence: float, n_fit: int, n_test: int, screen: int = 8,
                         name: str = "membership (shuffled view)", engine: Engine = SERIAL,
                         progress: Callable[[str], None] | None = None, claim: float | None = None,
-                        pilots: Sequence[Any] | None = None, floor: float = 0.0) -> AuditResult:
+                        pilots: Sequence[Features] | None = None, floor: float = 0.0) -> AuditResult:
     """For every (candidate, feature family) a screened discriminant fitted on ``n_fit`` views per side,
     its best threshold chosen on ``n_fit`` more for the fresh sample size, and only the best candidate
     counted on ``n_test`` fresh views per side (so the Clopper-Pearson bound needs no correction for the

@@ -61,13 +61,15 @@ When the bound holds (at its stated confidence), and what it assumes:
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from dpaudit.engine import SERIAL, Engine
 from dpaudit.errors import DPAuditError, InternalError
-from dpaudit.mechanisms import ReplayMismatch
+from dpaudit.accountants import Guarantee
+from dpaudit.mechanisms import Release, ReplayMismatch
+from dpaudit.policies.base import PolicyLike
 from dpaudit.protocols.joint import JointDP, JointPair
 
 from .likelihood import DEFAULT_ORDERS, loss_bounds, pilot_grid, profile_bounds
@@ -78,8 +80,8 @@ __all__ = ["replay_run", "release_losses", "sensitivity_excess", "implied_sensit
            "joint_likelihood_attack"]
 
 
-def replay_run(policy: Any, pair: JointPair, side: int, n: int, seed: np.random.SeedSequence
-               ) -> tuple[np.ndarray, list[Any], np.ndarray, list[Any]]:
+def replay_run(policy: PolicyLike, pair: JointPair, side: int, n: int, seed: np.random.SeedSequence
+               ) -> tuple[np.ndarray, list[Release], np.ndarray, list[Release]]:
     """``n`` runs on side ``side`` of ``pair`` (recorded), and their replay on the other side: (actions,
     releases, the replay's actions, the replay's releases)."""
     d, other = (pair.d0, pair.d1) if side == 0 else (pair.d1, pair.d0)
@@ -93,12 +95,12 @@ def replay_run(policy: Any, pair: JointPair, side: int, n: int, seed: np.random.
     return views, rec, twin_views, twin
 
 
-def _scale(rel: Any) -> np.ndarray:
+def _scale(rel: Release) -> np.ndarray:
     s = np.asarray(rel.noise.scale, dtype=float)
     return s if s.ndim == 0 else (s[:, None] if s.ndim == 1 else s)
 
 
-def release_losses(rec: Sequence[Any], twin: Sequence[Any], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def release_losses(rec: Sequence[Release], twin: Sequence[Release], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per run: the privacy loss L of the recorded releases ``rec`` (centres under the sampled side) against
     the replay's ``twin`` (the same values, centres under the other side); mu^2 = sum |c' - c|^2 / s^2 of the
     Gaussian releases (L is N(mu^2 / 2, mu^2) when the shifts do not depend on the noise); and how many
@@ -132,7 +134,7 @@ def release_losses(rec: Sequence[Any], twin: Sequence[Any], n: int) -> tuple[np.
     return loss, mu2, moved
 
 
-def sensitivity_excess(rec: Sequence[Any], twin: Sequence[Any], n: int) -> np.ndarray:
+def sensitivity_excess(rec: Sequence[Release], twin: Sequence[Release], n: int) -> np.ndarray:
     """Per run, the largest ratio over its releases of the centre's shift between the two sides (L2 for
     Gaussian noise, L1 for Laplace) to the sensitivity the ledger records for that release (0 where nothing
     moved). Above 1, the neighbouring pair moves a release further than the policy's accounting allows: its
@@ -147,7 +149,7 @@ def sensitivity_excess(rec: Sequence[Any], twin: Sequence[Any], n: int) -> np.nd
     return out
 
 
-def implied_sensitivities(rec: Sequence[Any], twin: Sequence[Any]) -> dict[str, float]:
+def implied_sensitivities(rec: Sequence[Release], twin: Sequence[Release]) -> dict[str, float]:
     """Per mechanism (:attr:`dpaudit.mechanisms.Release.family`), the largest ratio of a release's realised
     centre shift between the two sides (L2 for Gaussian noise, L1 for Laplace) to the sensitivity its ledger
     records: the factor by which the neighbouring pair shows that mechanism's true sensitivity is at least
@@ -164,7 +166,7 @@ def implied_sensitivities(rec: Sequence[Any], twin: Sequence[Any]) -> dict[str, 
     return out
 
 
-def replay_losses(policy: Any, pair: JointPair, side: int, n: int, seed: np.random.SeedSequence) -> dict[str, np.ndarray]:
+def replay_losses(policy: PolicyLike, pair: JointPair, side: int, n: int, seed: np.random.SeedSequence) -> dict[str, np.ndarray]:
     """The privacy losses of ``n`` runs on side ``side`` of ``pair`` against the other side (replayed):
     ``loss``, ``mu2`` and ``moved`` (:func:`release_losses`), ``post`` (whether the replay's actions after
     the canary round equal the run's: they must, for actions that are post-processing of the releases) and
@@ -191,7 +193,7 @@ def screen_score(loss: np.ndarray, seed: int = 0) -> float:
 
 def joint_likelihood_attack(source: Source, candidates: Sequence[tuple[int, int]], pilots: Sequence[np.ndarray],
                             seed: np.random.SeedSequence, *, delta: float, confidence: float, n_runs: int,
-                            claim: Any = None, orders: Sequence[float] = DEFAULT_ORDERS, name: str = "tree-likelihood",
+                            claim: Guarantee | None = None, orders: Sequence[float] = DEFAULT_ORDERS, name: str = "tree-likelihood",
                             engine: Engine = SERIAL, progress: Callable[[str], None] | None = None) -> AuditResult:
     """The joint gray-box attack (module docstring) over ``candidates`` (candidate pair, sampled side) of
     ``source`` (whose ``sample`` returns :func:`replay_losses`' dict): the candidate whose ``pilots`` losses

@@ -43,13 +43,15 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from dpaudit.accountants import Guarantee
 from dpaudit.errors import DPAuditError, InternalError, check_delta
 from dpaudit.engine import SERIAL, Engine, progress_counter
+from dpaudit.mechanisms import Ledger
+from dpaudit.policies.base import PolicyLike
 from dpaudit.protocols import Adversary, Protocol, ViewDP
 
 from .bounds import check_confidence, cp_lower, cp_upper
@@ -72,7 +74,7 @@ def _observed_rewards(protocol: Protocol, data: np.ndarray, views: np.ndarray, j
     return data[j, q]
 
 
-def _loss_from_ledger(ledger: Any, n_runs: int, j: int, dr: np.ndarray) -> tuple[np.ndarray, int, int]:
+def _loss_from_ledger(ledger: Ledger, n_runs: int, j: int, dr: np.ndarray) -> tuple[np.ndarray, int, int]:
     """Per-run privacy loss of the releases fed by round j; also (releases fed by j, releases without fed)."""
     loss = np.zeros(n_runs)
     used = np.zeros(n_runs, dtype=np.int64)
@@ -116,7 +118,7 @@ def _loss_from_ledger(ledger: Any, n_runs: int, j: int, dr: np.ndarray) -> tuple
     return loss, int(used.max(initial=0)), no_fed
 
 
-def _chunk_losses(policy: Any, protocol: Protocol, pair: Pair, m: int,
+def _chunk_losses(policy: PolicyLike, protocol: Protocol, pair: Pair, m: int,
                   ss: np.random.SeedSequence) -> tuple[np.ndarray, int, int]:
     """One chunk of runs under ``pair.d0``: their privacy losses (a task of :func:`privacy_losses`)."""
     views = protocol.run(policy, pair.d0, m, np.random.default_rng(ss), pair.adversary, record=True)
@@ -129,7 +131,7 @@ def _chunk_losses(policy: Any, protocol: Protocol, pair: Pair, m: int,
 
 
 def privacy_losses(
-    policy: Any,
+    policy: PolicyLike,
     protocol: Protocol,
     pair: Pair,
     n_runs: int,
@@ -232,14 +234,14 @@ class LossBounds:
     alpha_epsilon: float
     alpha_order: float
     epsilon_point_estimate: float | None
-    profile: dict[str, Any]
+    profile: dict[str, np.ndarray | str]  # the pointwise band: eps, delta_estimate, delta_lower, delta_upper
     orders: list[float]
     renyi_estimate: np.ndarray
     renyi_lower: np.ndarray
     renyi_violation: list[dict[str, float]]
     n_tests: int
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> dict[str, object]:
         """The findings' details of the likelihood attack (without the sampling's own counters)."""
         return {
             "epsilon_point_estimate": self.epsilon_point_estimate,
@@ -322,7 +324,7 @@ def loss_bounds(loss: np.ndarray, u: np.ndarray, *, delta: float, confidence: fl
 
 
 def likelihood_attack(
-    policy: Any,
+    policy: PolicyLike,
     protocol: Protocol,
     pair: Pair,
     *,
@@ -405,7 +407,8 @@ def point_estimate(loss: np.ndarray, delta: float) -> float | None:
     return float(fine[prof > delta].max()) if np.any(prof > delta) else None
 
 
-def renyi_violations(orders: Sequence[float], d_low: Sequence[float], claim: Any) -> list[dict[str, float]]:
+def renyi_violations(orders: Sequence[float], d_low: Sequence[float] | np.ndarray,
+                     claim: Guarantee | None) -> list[dict[str, float]]:
     """The orders whose Rényi lower bound exceeds what ``claim`` promises there (none without a claim)."""
     out: list[dict[str, float]] = []
     if claim is None:

@@ -27,18 +27,20 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypedDict
 
 import numpy as np
 
 from dpaudit.errors import DPAuditError, check_delta
 from dpaudit.engine import SERIAL, Engine
+from dpaudit.policies.base import PolicyLike
 from dpaudit.protocols import Adversary, Pair, Protocol
 
 from .bounds import (TestCounts, best_threshold_test, candidate_tests, check_confidence,
                      select_projected_threshold)
-from .result import AuditResult
-from .sampling import Source, Stop, count, count_in_looks, draw_many, draw_pilots, score_edges, tally
+from .result import AuditResult, ScoreHistogram
+from .sampling import (CountDetails, Features, Source, Stop, Tally, count, count_in_looks, draw_many, draw_pilots,
+                       score_edges, tally)
 
 __all__ = [
     "Pair",
@@ -55,6 +57,8 @@ __all__ = [
     "mean_difference_direction",
     "Projection",
     "screen_candidates",
+    "ScreenRow",
+    "ThresholdRow",
     "separation",
 ]
 
@@ -80,7 +84,7 @@ def chunk_seeds(n: int, horizon: int, seed: np.random.SeedSequence) -> list[tupl
 
 
 def sample_views(
-    policy: Any,
+    policy: PolicyLike,
     protocol: Protocol,
     data: np.ndarray,
     n: int,
@@ -94,9 +98,9 @@ def sample_views(
         yield protocol.run(policy, data, m, np.random.default_rng(ss), adversary, record=record)
 
 
-def _count_rejections(policy: Any, protocol: Protocol, data: np.ndarray, m: int, ss: np.random.SeedSequence,
+def _count_rejections(policy: PolicyLike, protocol: Protocol, data: np.ndarray, m: int, ss: np.random.SeedSequence,
                       adversary: Adversary | None, scorer: "ViewScorer", test: TestCounts,
-                      edges: np.ndarray | None = None) -> Any:
+                      edges: np.ndarray | None = None) -> Tally:
     """One chunk of fresh views: how many the test rejects, with ``edges`` also their binned scores (a task
     of :func:`evaluate`; :func:`dpaudit.attacks.sampling.tally`)."""
     views = protocol.run(policy, data, m, np.random.default_rng(ss), adversary, record=False)
@@ -231,7 +235,7 @@ class MembershipCandidate:
     selection_bound: float
     samples: int
     seconds: float
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, float] = field(default_factory=dict)  # the pilot's ``separation``
     #: where the fresh scores are binned (:func:`dpaudit.attacks.sampling.score_edges`, from the selection split)
     edges: np.ndarray | None = None
 
@@ -241,7 +245,7 @@ def _collect(policy, protocol, data, n, seed, adversary) -> np.ndarray:
 
 
 def fit_select(
-    policy: Any,
+    policy: PolicyLike,
     protocol: Protocol,
     pair: Pair,
     seed: np.random.SeedSequence,
@@ -297,7 +301,7 @@ def separation(scores0: dict[str, np.ndarray], scores1: dict[str, np.ndarray]) -
 
 
 def evaluate(
-    policy: Any,
+    policy: PolicyLike,
     protocol: Protocol,
     cand: MembershipCandidate,
     seed: np.random.SeedSequence,
@@ -359,7 +363,7 @@ def evaluate(
 
 
 def membership_attack(
-    policy: Any,
+    policy: PolicyLike,
     protocol: Protocol,
     pair: Pair,
     *,
@@ -405,7 +409,7 @@ def stderr_progress(prefix: str = "dpaudit") -> Callable[[str], None]:
 def view_attack(source: Source, candidates: Sequence[int], first_round: Sequence[int], K: int, T: int,
                 seed: np.random.SeedSequence, *, delta: float, confidence: float, small: int, runs: int, name: str,
                 engine: Engine = SERIAL, progress: Callable[[str], None] | None = None,
-                claim: float | None = None, pilots: Sequence[Any] | None = None, floor: float = 0.0,
+                claim: float | None = None, pilots: Sequence[Features] | None = None, floor: float = 0.0,
                 screen: int | None = None, keep: int = 2) -> AuditResult:
     """The membership pipeline on action views over a source's ``candidates``: :class:`ViewScorer`
     statistics after ``first_round[i]`` fitted on ``small`` training views per side, the best
@@ -525,9 +529,34 @@ class Projection:
         return {self.name: m[:, 0] if self.w is None else m @ self.w}
 
 
+class ScreenRow(TypedDict):
+    """One candidate screened (:func:`screen_candidates`): the bound its pilot projects."""
+
+    candidate: int
+    pilot_bound: float
+
+
+class ThresholdRow(CountDetails):
+    """One candidate's threshold test (:func:`threshold_attack`): its bound, counts and rule, how its fresh
+    count went (:class:`~dpaudit.attacks.sampling.CountDetails`), and its binned fresh scores."""
+
+    candidate: int
+    epsilon_lower: float
+    fp: int
+    fn: int
+    n: int
+    fpr: float
+    fnr: float
+    threshold: float
+    direction: str
+    selection_bound: float
+    score: str  # what was scored: the message, or its projection
+    scores: ScoreHistogram | None
+
+
 def screen_candidates(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, n: int, keep: int,
                       n_fresh: int, delta: float, confidence: float,
-                      engine: Engine = SERIAL) -> tuple[list[int], list[dict[str, Any]]]:
+                      engine: Engine = SERIAL) -> tuple[list[int], list[ScreenRow]]:
     """Keep the ``keep`` most promising candidates of many, judged on ``n`` pilot samples per side each:
     the bound each one's threshold test would give on ``n_fresh`` fresh samples
     (:func:`dpaudit.attacks.bounds.select_projected_threshold`). The pilot samples are used for nothing
@@ -535,7 +564,7 @@ def screen_candidates(source: Source, candidates: Sequence[int], seed: np.random
     one row per candidate (its pilot bound)."""
     seeds = [ss.spawn(2) for ss in seed.spawn(len(candidates))]
     drawn = draw_many(source, [(c, side, n, s[side]) for c, s in zip(candidates, seeds) for side in (0, 1)], engine)
-    rows = []
+    rows: list[ScreenRow] = []
     for i, c in enumerate(candidates):
         m0, m1 = (np.asarray(x, dtype=float).reshape(len(x), -1) for x in drawn[2 * i: 2 * i + 2])
         half = max(1, n // 2)
@@ -550,7 +579,7 @@ def screen_candidates(source: Source, candidates: Sequence[int], seed: np.random
 def threshold_attack(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, *, delta: float,
                      confidence: float, n_select: int, n_fresh: int, engine: Engine = SERIAL,
                      progress: Callable[[str], None] | None = None, what: str = "fresh samples",
-                     claim: float | None = None, floor: float = 0.0) -> list[dict[str, Any]]:
+                     claim: float | None = None, floor: float = 0.0) -> list[ThresholdRow]:
     """A threshold test per candidate, chosen on a selection split and counted on fresh samples.
 
     ``source.sample`` gives (n, m) features: a local channel's messages, what a server received from
@@ -570,7 +599,7 @@ def threshold_attack(source: Source, candidates: Sequence[int], seed: np.random.
     drawn = draw_many(source, [(c, side, n, s[k]) for c, s in zip(candidates, seeds)
                                for side, n, k in ((0, half, 0), (1, half, 1), (0, n_select, 2), (1, n_select, 3))],
                       engine)
-    rows = []
+    rows: list[ThresholdRow] = []
     for i, (c, s) in enumerate(zip(candidates, seeds)):
         t0_, t1_, q0, q1 = (np.asarray(x, dtype=float).reshape(len(x), -1) for x in drawn[4 * i: 4 * i + 4])
         w = mean_difference_direction(t0_, t1_)

@@ -29,15 +29,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence, TypedDict
 
 import numpy as np
 
 from dpaudit.errors import DPAuditError
 
+if TYPE_CHECKING:
+    from dpaudit.accountants import Guarantee
+
 __all__ = ["steinke_p_value", "steinke_epsilon", "Tradeoff", "fdp_rejects", "fdp_lower", "fdp_epsilon",
            "gdp_epsilon", "ANALYSES", "analyses_for", "bound", "cap", "smallest_positive", "GuessRule", "guesses",
-           "choose_rule", "predicted_bound", "candidate_row", "dyadic_rounds", "first_pull_rounds", "canary_inputs", "action_features", "message_scorer",
+           "choose_rule", "predicted_bound", "candidate_row", "CandidateRow",
+           "dyadic_rounds", "first_pull_rounds", "canary_inputs", "action_features", "message_scorer",
            "message_features", "STEINKE", "MAHLOUJIFAR"]
 
 #: the two papers, as anything a user reads names them
@@ -249,7 +253,7 @@ def fdp_epsilon(family: Tradeoff, theta: float, delta: float) -> float:
 ANALYSES = ("steinke", "fdp-approx", "fdp-gaussian")
 
 
-def analyses_for(claim: Any, delta: float, gaussian: bool = False) -> tuple[tuple[str, float], ...]:
+def analyses_for(claim: Guarantee | None, delta: float, gaussian: bool = False) -> tuple[tuple[str, float], ...]:
     """The analyses (and the delta each is at) that may judge ``claim``, from the claim and ``gaussian`` (whether
     the policy's noise is known to be Gaussian: every release its ledger recorded), never from the counts.
 
@@ -438,14 +442,26 @@ def predicted_bound(pilot_correct: int, pilot_guesses: int, r: int, m_counted: i
     return steinke_epsilon(m_counted, r, int(math.floor(acc * r)), 0.0, confidence)
 
 
-def candidate_row(rule: "GuessRule", rows: list[dict[str, Any]]) -> dict[str, Any]:
+class CandidateRow(TypedDict):
+    """One guess rule :func:`choose_rule` tried on the pilot, and the bound it predicts."""
+
+    feature: str
+    plus: float  # the fractions of canaries guessed +1, -1, and either sign (signed rules)
+    minus: float
+    either: float
+    pilot_guesses: int
+    pilot_correct: int
+    predicted: float
+
+
+def candidate_row(rule: GuessRule, rows: list[CandidateRow]) -> CandidateRow:
     """The row of :func:`choose_rule`'s candidates that is ``rule``."""
     return next(c for c in rows if (c["feature"], c["plus"], c["minus"], c["either"])
                 == (rule.feature, rule.plus, rule.minus, rule.either))
 
 
 def choose_rule(pilot: dict[str, np.ndarray], pilot_bits: np.ndarray, m_counted: int, rng: np.random.Generator,
-                confidence: float, signed: bool = False) -> tuple[GuessRule, float, list[dict[str, Any]]]:
+                confidence: float, signed: bool = False) -> tuple[GuessRule, float, list[CandidateRow]]:
     """The guess rule (feature, fractions on each side) with the largest predicted bound on ``m_counted``
     canaries, from the pilot's scores (``pilot``: feature name -> one score per pilot canary) and bits; with
     ``signed`` (scores centred where they say nothing), the signed rules (:class:`GuessRule`) too.
@@ -456,7 +472,7 @@ def choose_rule(pilot: dict[str, np.ndarray], pilot_bits: np.ndarray, m_counted:
     every candidate's row (for the findings). Uses the pilot only: the counted runs never choose anything.
     """
     y = np.asarray(pilot_bits).ravel()
-    rows: list[dict[str, Any]] = []
+    rows: list[CandidateRow] = []
     best: tuple[tuple[float, int], GuessRule] | None = None
     for name, sc in pilot.items():
         sc = np.asarray(sc, dtype=float).ravel()

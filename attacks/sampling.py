@@ -16,17 +16,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, TypeAlias, TypedDict, Union, runtime_checkable
 
 import numpy as np
+import numpy.typing as npt
 
 from dpaudit.engine import SERIAL, Engine
 
 from .bounds import TestCounts, cp_lower, eps_lower_from_counts, eps_lower_from_rates
 from .result import ScoreHistogram
 
-__all__ = ["Source", "Linear", "chunk_runs", "draw", "draw_pilots", "count", "Stop", "Counted", "count_in_looks", "LOOKS",
+__all__ = ["Source", "Features", "Tally", "CountDetails", "Linear", "chunk_runs", "draw", "draw_pilots", "count", "Stop",
+           "Counted", "count_in_looks", "LOOKS",
            "score_edges", "tally", "MAX_EDGES", "FUTILITY_ALPHA", "FUTILITY_GAIN", "FUTILITY_GAIN_OF_CLAIM"]
+
+#: the features of a batch of views a source samples: an array (n, ...) or a dict of such arrays (feature families)
+Features: TypeAlias = Union[np.ndarray, dict[str, np.ndarray]]
+#: what a chunk's count returns (:func:`tally`): how many views its test rejected, or that with the chunk's binned
+#: scores and how many scores were off an edge
+Tally: TypeAlias = Union[int, tuple[int, np.ndarray, int]]
 
 #: the looks at a test's fresh samples: (fraction of the fresh samples counted so far, share of the
 #: test's error budget spent on that look's bound). The shares add up to 1, so whichever look an audit
@@ -96,6 +104,20 @@ class Stop:
         return p <= self.floor or p - b <= max(FUTILITY_GAIN * b, FUTILITY_GAIN_OF_CLAIM * self.claim)
 
 
+class _CountDetailsBase(TypedDict):
+    fresh_runs_used: int
+    fresh_runs_planned: int
+    looks: int
+    budget_share_of_last_look: float
+    stopped_early: str | None  # "violation", "futile" or None (:class:`Stop`)
+
+
+class CountDetails(_CountDetailsBase, total=False):
+    """How a test's fresh count went (:meth:`Counted.details`)."""
+
+    projected_full_sample_bound: float  # when it stopped early (:meth:`Stop.projected`)
+
+
 @dataclass(frozen=True)
 class Counted:
     """A test's fresh counts: false positives ``fp`` and true positives ``tp`` of ``n`` views per side,
@@ -129,15 +151,16 @@ class Counted:
         return ScoreHistogram(statistic or test.statistic, int(test.direction), tuple(float(e) for e in edges),
                               tuple(int(x) for x in h0), tuple(int(x) for x in h1), int(off))
 
-    def details(self) -> dict[str, Any]:
-        out = {"fresh_runs_used": self.n, "fresh_runs_planned": self.planned, "looks": self.looks,
+    def details(self) -> CountDetails:
+        out: CountDetails = {"fresh_runs_used": self.n, "fresh_runs_planned": self.planned, "looks": self.looks,
                "budget_share_of_last_look": self.share, "stopped_early": self.stopped}
         if self.projected is not None:
             out["projected_full_sample_bound"] = self.projected
         return out
 
 
-def count_in_looks(fn: Callable[..., Any], make_task: Callable[[int, int, np.random.SeedSequence], tuple], n: int,
+def count_in_looks(fn: Callable[..., Tally],
+                   make_task: Callable[[int, int, np.random.SeedSequence], tuple[object, ...]], n: int,
                    seeds: tuple[np.random.SeedSequence, np.random.SeedSequence], *, cells_per_run: int,
                    chunk_cells: int = 2_000_000, stop: Stop | None = None, engine: Engine = SERIAL,
                    progress: Callable[[str], None] | None = None, what: str = "fresh views") -> Counted:
@@ -155,7 +178,8 @@ def count_in_looks(fn: Callable[..., Any], make_task: Callable[[int, int, np.ran
         done = max(done, target)
     side_seeds = [s.spawn(len(looks)) if stop is not None else [s] for s in seeds]
     fp = tp = used = 0
-    binned: list[Any] = [None, None, 0]
+    binned: list[np.ndarray | None] = [None, None]  # each side's binned scores, summed over its chunks
+    off_edges = 0
     for k, ((frac, share), size) in enumerate(zip(looks, sizes)):
         if size == 0:
             continue
@@ -169,15 +193,16 @@ def count_in_looks(fn: Callable[..., Any], make_task: Callable[[int, int, np.ran
             if isinstance(r, tuple):  # (rejected, binned counts, scores off an edge)
                 r, h, off = r
                 h = np.asarray(h, dtype=np.int64)
-                binned[sd] = h if binned[sd] is None else binned[sd] + h
-                binned[2] += int(off)
+                prev = binned[sd]
+                binned[sd] = h if prev is None else prev + h
+                off_edges += int(off)
             rejected.append(int(r))
         fp += sum(r for r, sd in zip(rejected, sides) if sd == 0)
         tp += sum(r for r, sd in zip(rejected, sides) if sd == 1)
         used += size
         if progress is not None:
             progress(f"{what}: {used}/{n} per side counted")
-        hist = tuple(binned) if binned[0] is not None and binned[1] is not None else None
+        hist = _binned(binned, off_edges)
         if k == len(looks) - 1 or stop is None:
             return Counted(fp, tp, used, share, None, k + 1, n, hist)
         if stop.bound(fp, tp, used, share) > stop.claim:
@@ -185,15 +210,20 @@ def count_in_looks(fn: Callable[..., Any], make_task: Callable[[int, int, np.ran
         if stop.futile(fp, tp, used, n, share):
             return Counted(fp, tp, used, share, "futile", k + 1, n, hist, stop.projected(fp, tp, used, n))
     # the last looks were empty (n so small that an earlier look already took all of it)
-    hist = tuple(binned) if binned[0] is not None and binned[1] is not None else None
-    return Counted(fp, tp, used, looks[-1][1], None, len(looks), n, hist)
+    return Counted(fp, tp, used, looks[-1][1], None, len(looks), n, _binned(binned, off_edges))
+
+
+def _binned(sides: list[np.ndarray | None], off: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """Both sides' binned scores and the count off an edge (:attr:`Counted.binned`), once both sides have some."""
+    h0, h1 = sides
+    return (h0, h1, off) if h0 is not None and h1 is not None else None
 
 
 #: the most bin edges a test's fresh scores are binned at (the JSON keeps about three numbers per edge)
 MAX_EDGES = 256
 
 
-def score_edges(s0: Any, s1: Any, test: TestCounts, max_edges: int = MAX_EDGES) -> np.ndarray:
+def score_edges(s0: npt.ArrayLike, s1: npt.ArrayLike, test: TestCounts, max_edges: int = MAX_EDGES) -> np.ndarray:
     """Bin edges for a test's fresh scores, fixed on its selection split's scores ``s0``, ``s1`` (before any
     fresh sample is drawn): every distinct value when there are at most ``max_edges`` of them (then the
     binned ROC of fresh scores with those values is their exact empirical ROC), else quantiles of the
@@ -212,7 +242,7 @@ def score_edges(s0: Any, s1: Any, test: TestCounts, max_edges: int = MAX_EDGES) 
     return np.unique(np.concatenate([uniq, extra]))
 
 
-def tally(scores: Any, rejected: int, edges: np.ndarray | None) -> Any:
+def tally(scores: npt.ArrayLike, rejected: int, edges: np.ndarray | None) -> Tally:
     """A chunk's answer: how many its test rejected, and with ``edges`` the binned scores (cells (-inf, e_0],
     (e_0, e_1], ..., (e_last, inf)) and how many scores are not on their cell's upper edge."""
     if edges is None:
@@ -238,10 +268,10 @@ class Source(Protocol):
     cells_per_run: int
     chunk_cells: int
 
-    def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> Any:
+    def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> Features:
         ...
 
-    def describe(self, candidate: int) -> dict[str, Any]:
+    def describe(self, candidate: int) -> dict[str, object]:
         ...
 
 
@@ -251,7 +281,7 @@ class Linear:
     def __init__(self, w: np.ndarray, name: str = "lda", family: str | None = None) -> None:
         self.w, self.name, self.family = np.asarray(w, dtype=float), name, family
 
-    def scores(self, x: Any) -> dict[str, np.ndarray]:
+    def scores(self, x: Features) -> dict[str, np.ndarray]:
         x = x[self.family] if self.family is not None else x
         return {self.name: np.asarray(x, dtype=float) @ self.w}
 
@@ -265,31 +295,31 @@ def chunk_runs(n: int, cells_per_run: int, seed: np.random.SeedSequence,
     return [(min(size, n - i * size), ss) for i, ss in enumerate(seed.spawn(k)) if n - i * size > 0]
 
 
-def _sample_chunk(source: Source, candidate: int, side: int, m: int, ss: np.random.SeedSequence) -> Any:
+def _sample_chunk(source: Source, candidate: int, side: int, m: int, ss: np.random.SeedSequence) -> Features:
     return source.sample(candidate, side, m, ss)
 
 
 def _count_chunk(source: Source, candidate: int, side: int, m: int, ss: np.random.SeedSequence, scorer: Any,
-                 test: TestCounts, edges: np.ndarray | None = None) -> Any:
+                 test: TestCounts, edges: np.ndarray | None = None) -> Tally:
     s = scorer.scores(source.sample(candidate, side, m, ss))[test.statistic]
     return tally(s, np.count_nonzero(test.reject(s)), edges)
 
 
-def _concat(parts: Sequence[Any]) -> Any:
+def _concat(parts: Sequence[Features]) -> Features:
     if isinstance(parts[0], dict):
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     return np.concatenate(parts)
 
 
 def draw(source: Source, candidate: int, side: int, n: int, seed: np.random.SeedSequence,
-         engine: Engine = SERIAL) -> Any:
+         engine: Engine = SERIAL) -> Features:
     """``n`` views' features of one side of one candidate, sampled in chunks on ``engine``."""
     chunks = chunk_runs(n, source.cells_per_run, seed, source.chunk_cells)
     return _concat(engine.map(_sample_chunk, [(source, candidate, side, m, ss) for m, ss in chunks]))
 
 
 def draw_many(source: Source, requests: Sequence[tuple[int, int, int, np.random.SeedSequence]],
-              engine: Engine = SERIAL) -> list[Any]:
+              engine: Engine = SERIAL) -> list[Features]:
     """:func:`draw` for several (candidate, side, n, seed) requests at once: one engine call, so the
     workers stay busy across candidates (a training and a selection split of every pair, say)."""
     tasks, owner = [], []
@@ -302,7 +332,8 @@ def draw_many(source: Source, requests: Sequence[tuple[int, int, int, np.random.
 
 
 def draw_pilots(source: Source, candidates: Sequence[int], seed: np.random.SeedSequence, n_train: int, n_select: int,
-                engine: Engine = SERIAL, pilots: Sequence[Any] | None = None, who: str = "the attack") -> list[Any]:
+                engine: Engine = SERIAL, pilots: Sequence[Features] | None = None,
+                who: str = "the attack") -> list[Features]:
     """The training and selection views of every candidate, in the order side 0 and side 1 of the training
     split, then of the selection split (``n_train`` / ``n_select`` views each, seeds spawned from ``seed``);
     or ``pilots``, views already drawn in that order (e.g. from the runs another attack chooses its test

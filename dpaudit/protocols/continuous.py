@@ -28,21 +28,24 @@ sum_t (1/m) sum_k f_t(x_{t,k}) - min_x sum_t f_t(x) (Zheng et al. 2020, eq. 2; t
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from dpaudit.environments import LossSequence
 
+if TYPE_CHECKING:
+    from dpaudit.policies.bco import BCOPolicy
+
 __all__ = ["loss_pair", "play", "transcript_features", "central_features", "action_space"]
 
 
-def action_space(policy: Any) -> str:
+def action_space(policy: BCOPolicy) -> str:
     """What a BCO policy plays, for the findings (in place of K arms)."""
     return f"points of the ball of radius {policy.radius:g} in R^{policy.d}, {policy.n_points} per round"
 
 
-def loss_pair(policy: Any, horizon: int, j: int) -> tuple[LossSequence, LossSequence]:
+def loss_pair(policy: BCOPolicy, horizon: int, j: int) -> tuple[LossSequence, LossSequence]:
     """Neighbouring loss sequences differing in user j's loss only (module docstring, part 4)."""
     T, d = horizon, policy.d
     if policy.n_points == 1:
@@ -55,7 +58,10 @@ def loss_pair(policy: Any, horizon: int, j: int) -> tuple[LossSequence, LossSequ
     return LossSequence(np.zeros(T), c0), LossSequence(np.zeros(T), c1)
 
 
-def play(policy_for: Callable[[], Any], losses: LossSequence, n: int, rng: np.random.Generator, rounds: int) -> Any:
+def play(policy_for: Callable[[], BCOPolicy], losses: LossSequence, n: int, rng: np.random.Generator,
+         rounds: int) -> BCOPolicy:
+    """A fresh policy from ``policy_for`` played for ``rounds`` rounds of ``losses`` in ``n`` runs, its
+    transcript kept."""
     pol = policy_for()
     pol.keep_transcript = True
     pol.reset(n, rng, record=False)
@@ -65,7 +71,8 @@ def play(policy_for: Callable[[], Any], losses: LossSequence, n: int, rng: np.ra
     return pol
 
 
-def transcript_features(pol: Any, j: int) -> np.ndarray:
+def transcript_features(pol: BCOPolicy, j: int) -> np.ndarray:
+    """What the server received from user ``j`` (and, for two points, along which direction), per run."""
     o = pol.transcript()[:, j, :]  # (n, 1)
     if pol.n_points == 1:
         return o
@@ -75,7 +82,9 @@ def transcript_features(pol: Any, j: int) -> np.ndarray:
     return np.concatenate([o, o * D], axis=1)
 
 
-def central_features(pol: Any, j: int) -> np.ndarray:
+def central_features(pol: BCOPolicy, j: int) -> np.ndarray:
+    """Per run: the centre of the points played in the round after user ``j``, and its outer product with
+    user j's query direction (two points) or point (one)."""
     P = pol.trajectory()
     centre = P[:, j + 1].mean(axis=1)  # (n, d)
     E = (P[:, j, 0] - P[:, j, 1]) / 2 if pol.n_points == 2 else P[:, j, 0]
