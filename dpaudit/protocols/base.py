@@ -30,7 +30,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from dpaudit.errors import DPAuditError, InternalError
-from dpaudit.policies.base import check_actions
+from dpaudit.policies.base import PolicyLike, check_actions
 
 __all__ = ["Adversary", "Protocol", "Pair", "FixedActionSet", "ContextInput", "check_context_input",
            "offers_blocks", "offers_copies", "splits_copies", "plays_tables", "check_table"]
@@ -57,8 +57,8 @@ class Pair:
     adversary: Adversary | None = None
     label: str = ""
 
-    def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"label": self.label, "round": int(self.round)}
+    def describe(self) -> dict[str, object]:
+        out: dict[str, object] = {"label": self.label, "round": int(self.round)}
         if isinstance(self.d0, ContextInput):
             out["contexts"] = f"per-round features of shape {list(self.d0.X.shape)}"
         d0, d1 = np.asarray(self.d0), np.asarray(self.d1)
@@ -76,7 +76,7 @@ class Pair:
         return out
 
 
-def _summarise_table(bg: np.ndarray) -> Any:
+def _summarise_table(bg: np.ndarray) -> str | list[object]:
     if bg.size == 0:
         return "empty"
     if bg.ndim == 2 and np.all(bg == bg[:1]):
@@ -103,7 +103,7 @@ class ContextInput:
         return np.asarray(self.R, dtype=dtype)
 
 
-def check_context_input(data: Any, n_arms: int, dim: int | None) -> ContextInput:
+def check_context_input(data: object, n_arms: int, dim: int | None) -> ContextInput:
     if not isinstance(data, ContextInput):
         raise DPAuditError("a contextual input must be a ContextInput(X, R) with contexts X (T, K, d) and rewards R (T, K).")
     X, R = np.asarray(data.X, dtype=float), np.asarray(data.R, dtype=float)
@@ -125,7 +125,7 @@ class FixedActionSet:
     block path's first ``plan()`` through :meth:`prepare_blocks`.
     """
 
-    def __init__(self, inner: Any, features: np.ndarray) -> None:
+    def __init__(self, inner: PolicyLike, features: np.ndarray) -> None:
         self._inner = inner
         self._features = np.asarray(features, dtype=float)
         self._arms = self._features[None]
@@ -137,18 +137,18 @@ class FixedActionSet:
         return getattr(inner, name)
 
     @property
-    def wrapped(self) -> Any:
+    def wrapped(self) -> PolicyLike:
         """The policy inside (:func:`offers_blocks` checks where it comes from)."""
         return self._inner
 
-    def reset(self, n_runs: int, rng: np.random.Generator, **kw: Any) -> None:
+    def reset(self, n_runs: int, rng: np.random.Generator, **kw: object) -> None:
         try:
             self._inner.reset(n_runs, rng, **kw)
         except TypeError:
             self._inner.reset(n_runs, rng)
         self._arms = np.broadcast_to(self._features, (n_runs,) + self._features.shape)
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         # the per-run action set is a broadcast view that pickle would write out run by run; reset rebuilds it
         return {**self.__dict__, "_arms": self._features[None]}
 
@@ -369,7 +369,7 @@ class Protocol:
             policy.observe(t, a, self.reward_many(inputs, which, t, a))
         return views.reshape(m, n_per, horizon)
 
-    def _copies_ok(self, policy: Any, inputs: np.ndarray, lo: float, hi: float) -> bool:
+    def _copies_ok(self, policy: PolicyLike, inputs: np.ndarray, lo: float, hi: float) -> bool:
         """Whether to run ``policy`` copy by copy on ``inputs`` (:func:`offers_copies`): a protocol whose rewards
         are fixed by its input, and every reward inside the policy's range (else ``observe`` refuses the first
         one a run sees, by name, on the step path)."""

@@ -22,17 +22,17 @@ canary), and :meth:`JointDP.run` replays a recorded run on the other input for t
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Sequence, TypedDict
 
 import numpy as np
 
 from dpaudit.errors import DPAuditError
-from dpaudit.mechanisms import ReplayMismatch, tree_node_counts
-from dpaudit.policies.base import check_actions
+from dpaudit.mechanisms import Release, ReplayMismatch, tree_node_counts
+from dpaudit.policies.base import PolicyLike, check_actions
 
 from .base import ContextInput, Protocol, check_context_input
 
-__all__ = ["ContextInput", "JointDP", "JointPair", "ReadoutPair", "joint_pairs", "readout_pairs", "canary_pairs",
+__all__ = ["ContextInput", "JointDP", "JointPair", "ReadoutPair", "TreeNode", "joint_pairs", "readout_pairs", "canary_pairs",
            "growth_background",
            "canary_nodes", "tree_features", "READOUT_NORM", "READOUT_EVERY", "check_context_input"]
 
@@ -89,10 +89,10 @@ class JointDP(Protocol):
 class JointPair:
     """A neighbouring pair of contextual inputs differing at round ``round``."""
 
-    def __init__(self, d0: Any, d1: Any, round_: int, label: str) -> None:
+    def __init__(self, d0: ContextInput, d1: ContextInput, round_: int, label: str) -> None:
         self.d0, self.d1, self.round, self.label = d0, d1, int(round_), label
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {"label": self.label, "round": self.round, "horizon": int(self.d0.X.shape[0]),
                 "canary_contexts_d": self.d0.X[self.round].tolist(), "canary_contexts_d_prime": self.d1.X[self.round].tolist(),
                 "canary_rewards_d": self.d0.R[self.round].tolist(), "canary_rewards_d_prime": self.d1.R[self.round].tolist(),
@@ -197,13 +197,25 @@ def canary_pairs(n_arms: int, dim: int, horizon: int) -> list[JointPair]:
 _NODE = re.compile(r"^(?P<tree>.*)\[level (?P<level>\d+), rounds (?P<lo>\d+)\.\.(?P<hi>\d+)\]$")
 
 
-def canary_nodes(releases: Sequence[Any], t: int) -> list[dict[str, Any]]:
+class TreeNode(TypedDict):
+    """A binary-tree node near a canary round (:func:`canary_nodes`)."""
+
+    index: int  # its release's index in the ledger
+    tree: str  # the tree's name
+    level: int
+    lo: int  # the first and last rounds it sums
+    hi: int
+    on_path: bool  # whether it contains the canary round
+    parent: int | None  # the index in the list of the path node whose sibling it is (its own for a path node)
+
+
+def canary_nodes(releases: Sequence[Release], t: int) -> list[TreeNode]:
     """The binary-tree nodes near round ``t`` among a ledger's releases, in release order: every node that
     contains round t (``on_path``) and the sibling of each (the node a reused-noise bug would correlate
     with it: a parent that reuses a child's noise minus that child is the other child, noise-free). Each is
     ``{"index", "tree", "level", "lo", "hi", "on_path", "parent"}`` (``parent``: the index in this list of
     the path node whose sibling it is, or its own for a path node)."""
-    out = []
+    out: list[TreeNode] = []
     for k, rel in enumerate(releases):
         m = _NODE.match(getattr(rel, "label", ""))
         if m is None:
@@ -214,14 +226,14 @@ def canary_nodes(releases: Sequence[Any], t: int) -> list[dict[str, Any]]:
         on_path = lo <= t < hi
         if on_path or parent_lo <= t < parent_lo + 2 * size:
             out.append({"index": k, "tree": m["tree"], "level": int(m["level"]), "lo": lo, "hi": hi - 1,
-                        "on_path": on_path})
+                        "on_path": on_path, "parent": None})
     for node in out:
         node["parent"] = next((i for i, p in enumerate(out) if p["on_path"] and p["tree"] == node["tree"]
                                and p["level"] == node["level"]), None)
     return out
 
 
-def tree_features(policy: Any, t: int, horizon: int) -> np.ndarray:
+def tree_features(policy: PolicyLike, t: int, horizon: int) -> np.ndarray:
     """Values of the tree nodes containing round t and of their siblings (:func:`canary_nodes`), from the
     policy's ledger: (n_runs, sum of the nodes' widths)."""
     rels = policy.ledger.releases
@@ -241,7 +253,7 @@ READOUT_EVERY = 4
 class ReadoutPair(JointPair):
     """The PGD read-out adversary's pair (:func:`readout_pairs`)."""
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         d = super().describe()
         d["background"] = (f"every {READOUT_EVERY}th round arms 0 and 1 carry +/-{READOUT_NORM:g} e1 (the others the zero "
                            "vector); every other round all arms carry one of e2..ed in turn; rewards 1/2")

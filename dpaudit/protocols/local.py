@@ -18,16 +18,21 @@ import math
 import traceback
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 
 from dpaudit.errors import DPAuditError, InternalError, shorten
 
+from dpaudit.policies.base import PolicyLike
+
 from .base import FixedActionSet
 from .table import PairSpec, TableDP, make_pair
 
 __all__ = ["LocalDP", "LocalPluginInfo", "check_local_plugin", "ask_transcript", "real_array"]
+
+#: what a call into the policy's code returns
+_R = TypeVar("_R")
 
 
 class LocalDP(TableDP):
@@ -53,7 +58,7 @@ class LocalDP(TableDP):
 
 # ---- the local plug-in contract, checked -----------------------------------------------------------------
 
-def real_array(raw: Any, what: str, allowed: str) -> np.ndarray:
+def real_array(raw: object, what: str, allowed: str) -> np.ndarray:
     """``raw`` (what a plug-in returned: messages, a transcript, a channel table) as a float array.
 
     Complex numbers are refused in one sentence naming ``what`` and ``allowed``: converting them to floats
@@ -103,7 +108,7 @@ class LocalPluginInfo:
     transcript_width: int | None
 
 
-def _unwrap(policy: Any) -> tuple[Any, str | None]:
+def _unwrap(policy: PolicyLike) -> tuple[PolicyLike, str | None]:
     """The policy object behind dpaudit's wrappers (FixedActionSet, the sandbox's PluginPolicy) and its plug-in spec."""
     from dpaudit.sandbox import PluginPolicy
 
@@ -115,7 +120,7 @@ def _unwrap(policy: Any) -> tuple[Any, str | None]:
     return obj, plugin
 
 
-def ask_transcript(policy: Any, keep: Any = True) -> Any:
+def ask_transcript(policy: PolicyLike, keep: object = True) -> object:
     """Set ``keep_transcript`` on the policy object itself, past FixedActionSet and the sandbox's wrapper (which
     forward reads only, so setting it on them would ask nothing); returns the value it had."""
     inner, _ = _unwrap(policy)
@@ -131,7 +136,7 @@ def _message(exc: BaseException) -> str:
 class _Probe:
     """Calls into the policy: a failure of its code becomes one sentence naming the member."""
 
-    def __init__(self, policy: Any, name: Any) -> None:
+    def __init__(self, policy: PolicyLike, name: object) -> None:
         self.policy = policy
         self.inner, self.plugin = _unwrap(policy)
         if not isinstance(name, str):
@@ -146,7 +151,7 @@ class _Probe:
         err.plugin_traceback = "".join(traceback.format_exception(exc))  # type: ignore[attr-defined]
         return err
 
-    def call(self, what: str, fn: Callable[[], Any], fix: str, on: str = "") -> Any:
+    def call(self, what: str, fn: Callable[[], _R], fix: str, on: str = "") -> _R:
         """``fn()``, behind the sandbox's guard for a plug-in (exits and prints stay caught)."""
         from dpaudit.sandbox import guard
 
@@ -159,13 +164,13 @@ class _Probe:
                 raise self.fail(exc, f"{what} of {self.who} raised {type(exc).__name__}{on}: {_message(exc)}; {fix} "
                                      "(rerun with dpaudit --debug for its traceback).") from exc
 
-    def get(self, name: str, default: Any = None) -> Any:
+    def get(self, name: str, default: object = None) -> object:
         """The member ``name`` (``default`` when absent; a property's AttributeError also means absent)."""
         value = self.call(name, lambda: getattr(self.inner, name, _MISSING),
                           "reading a member of the local plug-in contract must not fail")
         return default if value is _MISSING else value
 
-    def run(self, rounds: int, what: str, fn: Callable[[], Any]) -> Any:
+    def run(self, rounds: int, what: str, fn: Callable[[], _R]) -> _R:
         """Run the policy for ``rounds`` rounds (its act/observe: the sandbox's sentences pass as they are)."""
         try:
             return fn()
@@ -196,7 +201,7 @@ def _domain(p: _Probe) -> tuple[float, float]:
     return lo, hi
 
 
-def _domain_pairs(p: _Probe, fn: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+def _domain_pairs(p: _Probe, fn: object) -> list[tuple[np.ndarray, np.ndarray]]:
     what = f"domain_pairs() of {p.who}"
     allowed = "it must return a non-empty list of (z, z') pairs of different user data, finite arrays of one shape"
     if not callable(fn):
@@ -241,7 +246,7 @@ def _domain_pairs(p: _Probe, fn: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _alphabet(p: _Probe, rewards: Any, domain: tuple[float, float]) -> tuple[float, ...] | None:
+def _alphabet(p: _Probe, rewards: Sequence[float] | None, domain: tuple[float, float]) -> tuple[float, ...] | None:
     from dpaudit.policies.base import check_alphabet
 
     raw = rewards if rewards is not None else p.get("reward_alphabet")
@@ -255,12 +260,12 @@ def _alphabet(p: _Probe, rewards: Any, domain: tuple[float, float]) -> tuple[flo
     return letters
 
 
-def _probe_channel(p: _Probe, chan: Any, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+def _probe_channel(p: _Probe, chan: Callable[..., object], pairs: Sequence[tuple[np.ndarray, np.ndarray]],
                    rng: np.random.Generator) -> tuple[int, ...]:
     """Query the channel on a small batch of each pair's z and z'; returns one user's message shape."""
     allowed = ("it must return one message per user, a finite float array of shape (batch, ...), the same shape "
                "whatever the user's data")
-    first: tuple[Any, tuple[int, ...]] | None = None
+    first: tuple[object, tuple[int, ...]] | None = None  # the first data probed and its message shape
     k = 0
     for z0, z1 in pairs:
         for z in (z0, z1):
@@ -293,7 +298,8 @@ def _probe_channel(p: _Probe, chan: Any, pairs: Sequence[tuple[np.ndarray, np.nd
     return first[1]
 
 
-def _channel_table(p: _Probe, raw: Any, vector: bool, domain: tuple[float, float]):
+def _channel_table(p: _Probe, raw: object, vector: bool,
+                   domain: tuple[float, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     what = f"channel_table() of {p.who}"
     allowed = ("it must return (inputs, outputs, P) with P[i, j] = P(output j | input i): one row per input "
                "(at least 2), one column per output, probabilities >= 0 with rows summing to 1, or None when the "
@@ -337,7 +343,7 @@ def _channel_table(p: _Probe, raw: Any, vector: bool, domain: tuple[float, float
     return x, np.asarray(outputs), P
 
 
-def _check_transcript(p: _Probe, fn: Any, rounds: int, width: int | None) -> int:
+def _check_transcript(p: _Probe, fn: Callable[[], object], rounds: int, width: int | None) -> int:
     what = f"transcript() of {p.who}"
     allowed = (f"after {rounds} rounds of {PROBE_RUNS} runs it must return what the server received, a finite float "
                f"array (n_runs, rounds, m) = ({PROBE_RUNS}, {rounds}, m)")
@@ -359,7 +365,7 @@ def _check_transcript(p: _Probe, fn: Any, rounds: int, width: int | None) -> int
     return int(a.shape[2])
 
 
-def _probe_transcript(p: _Probe, fn: Any, *, continuous: bool, horizon: int, data_range: tuple[float, float],
+def _probe_transcript(p: _Probe, fn: Callable[[], object], *, continuous: bool, horizon: int, data_range: tuple[float, float],
                       background: str, rng: np.random.Generator) -> int:
     """Run the policy as the transcript attack does (2 rounds, then the horizon) and check transcript() each time."""
     if continuous:  # BCO: a loss sequence differing in user 0's loss, as dpaudit.bco's transcript part plays
@@ -383,8 +389,8 @@ def _probe_transcript(p: _Probe, fn: Any, *, continuous: bool, horizon: int, dat
     return width
 
 
-def check_local_plugin(policy: Any, *, horizon: int | None = None, rng_seed: int = 0, rewards: Any = None,
-                       name: Any = None) -> LocalPluginInfo:
+def check_local_plugin(policy: PolicyLike, *, horizon: int | None = None, rng_seed: int = 0,
+                       rewards: Sequence[float] | None = None, name: str | None = None) -> LocalPluginInfo:
     """Check everything ``--protocol local`` will use of ``policy`` (docs/local-dp.md, the plug-in contract)
     with cheap probes: a malformed member is refused with one :class:`DPAuditError` sentence naming it.
 
@@ -430,20 +436,37 @@ def check_local_plugin(policy: Any, *, horizon: int | None = None, rng_seed: int
     rng = np.random.default_rng([int(rng_seed), 0x10CA1])
     shape = _probe_channel(p, chan, pairs, rng)
 
-    table = None
-    table_fn = p.get("channel_table")
-    if table_fn is not None:
-        if not callable(table_fn):
-            raise DPAuditError(f"channel_table of {p.who} is {shorten(table_fn)}, not a method; give channel_table() -> "
-                               "(inputs, outputs, P) for a finite channel, returning None when it is not finite.")
-        raw = p.call("channel_table()", table_fn, "it must return (inputs, outputs, P) for a finite channel, or None "
-                     "when the channel is not finite")
-        if raw is not None:
-            table = _channel_table(p, raw, vector, domain)
+    table = _finite_channel(p, vector, domain)
+    data_range = (alphabet[0], alphabet[-1]) if alphabet else domain
+    keeps, width = _transcript_members(p, policy, continuous=continuous, horizon=T, data_range=data_range,
+                                       background="low" if alphabet else "mid", rng=rng)
+    return LocalPluginInfo(vector_data=vector, continuous=continuous, domain=domain, pairs=tuple(pairs),
+                           alphabet=alphabet, message_shape=tuple(shape), table=table,
+                           transcript=keeps, transcript_width=width)
 
+
+def _finite_channel(p: _Probe, vector: bool, domain: tuple[float, float]
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The finite channel's (inputs, outputs, P) from ``channel_table()``, checked; None without one."""
+    table_fn = p.get("channel_table")
+    if table_fn is None:
+        return None
+    if not callable(table_fn):
+        raise DPAuditError(f"channel_table of {p.who} is {shorten(table_fn)}, not a method; give channel_table() -> "
+                           "(inputs, outputs, P) for a finite channel, returning None when it is not finite.")
+    raw = p.call("channel_table()", table_fn, "it must return (inputs, outputs, P) for a finite channel, or None "
+                 "when the channel is not finite")
+    return None if raw is None else _channel_table(p, raw, vector, domain)
+
+
+def _transcript_members(p: _Probe, policy: PolicyLike, *, continuous: bool, horizon: int,
+                        data_range: tuple[float, float], background: str,
+                        rng: np.random.Generator) -> tuple[bool, int | None]:
+    """Whether the policy keeps a transcript (``keep_transcript`` and ``transcript()`` together or not at all)
+    and, when it does, the numbers m the server receives per user, from probe runs (:func:`_probe_transcript`);
+    ``keep_transcript`` is set back after them."""
     keep = p.get("keep_transcript", _MISSING)
     tr = p.get("transcript")
-    width = None
     if keep is not _MISSING and not callable(tr):
         raise DPAuditError(f"transcript of {p.who} is {shorten(tr)}, not a method; a policy with keep_transcript must "
                            "give transcript() -> what the server received, (n_runs, rounds, m) (or drop "
@@ -451,14 +474,12 @@ def check_local_plugin(policy: Any, *, horizon: int | None = None, rng_seed: int
     if keep is _MISSING and callable(tr):
         raise DPAuditError(f"{p.who} gives transcript() but no keep_transcript; the audit sets keep_transcript = True "
                            "before reset() to ask for the transcript, so add keep_transcript = False to the class.")
-    if keep is not _MISSING:
-        data_range = (alphabet[0], alphabet[-1]) if alphabet else domain
-        p.call("keep_transcript", lambda: ask_transcript(policy, True), "it must accept keep_transcript = True")
-        try:
-            width = _probe_transcript(p, tr, continuous=continuous, horizon=T, data_range=data_range,
-                                      background="low" if alphabet else "mid", rng=rng)
-        finally:
-            p.call("keep_transcript", lambda: ask_transcript(policy, keep), "it must accept its own value back")
-    return LocalPluginInfo(vector_data=vector, continuous=continuous, domain=domain, pairs=tuple(pairs),
-                           alphabet=alphabet, message_shape=tuple(shape), table=table,
-                           transcript=keep is not _MISSING, transcript_width=width)
+    if keep is _MISSING or not callable(tr):
+        return False, None
+    p.call("keep_transcript", lambda: ask_transcript(policy, True), "it must accept keep_transcript = True")
+    try:
+        width = _probe_transcript(p, tr, continuous=continuous, horizon=horizon, data_range=data_range,
+                                  background=background, rng=rng)
+    finally:
+        p.call("keep_transcript", lambda: ask_transcript(policy, keep), "it must accept its own value back")
+    return True, width

@@ -18,16 +18,29 @@ from __future__ import annotations
 
 import inspect
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
 from dpaudit.errors import DPAuditError
+from dpaudit.mechanisms import PiecewiseShuffler
+from dpaudit.policies.base import PolicyLike
 
 from .base import ContextInput, Protocol, check_context_input
 
+if TYPE_CHECKING:
+    from dpaudit.accountants import CanaryProfile
+
 __all__ = ["ShuffleDP", "ShufflePair", "shuffle_pairs", "calibrated_pairs", "shuffle_features", "FAMILIES", "LOSS",
-           "CanaryModel", "canary_model"]
+           "CanaryModel", "canary_model", "ShuffleView", "MessageSet"]
+
+class ShuffleView(TypedDict):
+    """What the analyzer receives from one batch, over runs (:meth:`ShuffleDP.run`): the shuffled outer-product
+    messages (None when the policy's estimate needs none) and each PGD group's shuffled gradient messages."""
+
+    outer: np.ndarray | None
+    grads: list[np.ndarray]
+
 
 #: the feature families of a shuffled view (:func:`shuffle_features`)
 FAMILIES = ("multiset", "position")
@@ -70,7 +83,7 @@ class ShuffleDP(Protocol):
         return view
 
 
-def _takes_view_only(policy: Any) -> bool:
+def _takes_view_only(policy: PolicyLike) -> bool:
     """Whether the policy's ``batch_release`` takes ``view_only`` (dpaudit's own shuffle policies; a plug-in
     need not)."""
     try:
@@ -84,10 +97,10 @@ def _takes_view_only(policy: Any) -> bool:
 class ShufflePair:
     """One batch of users' data (contexts played, rewards) with the canary at position ``pos``."""
 
-    def __init__(self, d0: Any, d1: Any, pos: int, label: str, background: str) -> None:
+    def __init__(self, d0: ContextInput, d1: ContextInput, pos: int, label: str, background: str) -> None:
         self.d0, self.d1, self.pos, self.label, self.background = d0, d1, int(pos), label, background
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {"label": self.label, "canary_position": self.pos, "batch": int(self.d0.X.shape[0]),
                 "background": self.background}
 
@@ -130,7 +143,7 @@ def shuffle_pairs(batch: int, dim: int) -> list[ShufflePair]:
                     "every other user played e1 with reward 1")]
 
 
-def _cuts(shuffler: Any) -> np.ndarray:
+def _cuts(shuffler: PiecewiseShuffler) -> np.ndarray:
     """y-bins of a Piecewise-Mechanism message: cut at the ends of the high pieces of u in {-1, -1/2, 0, 1/2, 1}
     (the randomizer is public, so the attacker may align its cells with the pieces the canary moves)."""
     u = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
@@ -139,7 +152,7 @@ def _cuts(shuffler: Any) -> np.ndarray:
     return cuts[(cuts > -shuffler.C) & (cuts < shuffler.C)]
 
 
-def _cells_direct(shuffler: Any, msgs: np.ndarray, cuts: np.ndarray, nb: int) -> np.ndarray:
+def _cells_direct(shuffler: PiecewiseShuffler, msgs: np.ndarray, cuts: np.ndarray, nb: int) -> np.ndarray:
     J, y = shuffler.decode(np.asarray(msgs, dtype=float))
     return J * nb + np.searchsorted(cuts, y)
 
@@ -166,7 +179,7 @@ def _cell_table(dim: int, W: float, C: float, cuts: tuple[float, ...]) -> np.nda
     return table
 
 
-def _cells(shuffler: Any, msgs: np.ndarray) -> tuple[np.ndarray, int]:
+def _cells(shuffler: PiecewiseShuffler, msgs: np.ndarray) -> tuple[np.ndarray, int]:
     """Each message's cell (coordinate J, y-bin) as one integer, and the number of cells: read from a table of
     equal cells of the encoded line (:func:`_cell_table`), the few messages in a cell a boundary crosses read
     directly (decoded and binned), so every message gets the cell its decoded (J, y) gives."""
@@ -192,7 +205,7 @@ def _count_cells(cells: np.ndarray, k: int) -> np.ndarray:
     return np.bincount(flat, minlength=n * k).reshape(n, k).astype(float)
 
 
-def shuffle_features(policy: Any, view: dict[str, Any], pos: int, group_size: int,
+def shuffle_features(policy: PolicyLike, view: ShuffleView, pos: int, group_size: int,
                      families: tuple[str, ...] = FAMILIES, model: CanaryModel | None = None) -> dict[str, np.ndarray]:
     """Feature families of one batch's view (the analyzer's shuffled messages), all of :data:`FAMILIES` unless
     ``families`` names fewer (a test counted on one family reads only that one).
@@ -238,6 +251,18 @@ def shuffle_features(policy: Any, view: dict[str, Any], pos: int, group_size: in
 # ---- the exact likelihood ratio of a shuffled canary, and canaries derived from the calibration ----------------
 
 
+class MessageSet(TypedDict):
+    """One set of shuffled messages a canary's loss reads (:class:`CanaryModel`): the outer products or the first
+    PGD group's gradients, its size, its shuffler, and the messages' values for the canary's two data and the
+    background's (3, ...)."""
+
+    name: str  # "outer" or "grad"
+    group: int | None  # the PGD group (None for the outer products)
+    n: int
+    shuffler: PiecewiseShuffler
+    values: np.ndarray
+
+
 class CanaryModel:
     """The exact log-likelihood ratio of a batch's shuffled messages between a pair's two sides, when every other
     user of the batch holds the same datum b (a gray-box reading: it trusts the policy's ``message_values``, as
@@ -259,10 +284,10 @@ class CanaryModel:
     arrival order also releases (so a bound from it holds for such a shuffler too).
     """
 
-    def __init__(self, pair: ShufflePair, sets: list[dict[str, Any]]) -> None:
+    def __init__(self, pair: ShufflePair, sets: list[MessageSet]) -> None:
         self.pair, self.sets = pair, sets
 
-    def losses(self, view: dict[str, Any]) -> np.ndarray:
+    def losses(self, view: ShuffleView) -> np.ndarray:
         """``log P(view | d0) / P(view | d1)`` of each run's view (n_runs,), batched over runs: per message set the
         sums of density ratios from how many messages fall in each ratio class
         (:meth:`dpaudit.mechanisms.PiecewiseShuffler.ratio_class_counts`), their logs' difference added up."""
@@ -281,7 +306,7 @@ class CanaryModel:
         """Per message set (n, eps0, ratio classes): the input of :func:`dpaudit.accountants.shuffled_canary_profile`."""
         return [(st["n"], float(st["shuffler"].eps0), st["shuffler"].ratio_classes(*st["values"])) for st in self.sets]
 
-    def profile(self) -> Any:
+    def profile(self) -> CanaryProfile:
         """The pair's exact privacy-loss distribution (:func:`dpaudit.accountants.shuffled_canary_profile`)."""
         from dpaudit.accountants import shuffled_canary_profile
 
@@ -293,7 +318,7 @@ class CanaryModel:
         return [float(st["shuffler"].separation(st["values"][0], st["values"][1])) for st in self.sets]
 
 
-def canary_model(policy: Any, pair: ShufflePair) -> tuple[CanaryModel | None, str]:
+def canary_model(policy: PolicyLike, pair: ShufflePair) -> tuple[CanaryModel | None, str]:
     """The pair's :class:`CanaryModel`, or None and the reason it has none (said in the findings)."""
     so, sg = getattr(policy, "shuffler_outer", None), getattr(policy, "shuffler_grad", None)
     if not callable(getattr(policy, "message_values", None)):
@@ -314,8 +339,9 @@ def canary_model(policy: Any, pair: ShufflePair) -> tuple[CanaryModel | None, st
                   bg[0]])
     R = np.array([float(pair.d0.R[pair.pos, 0]), float(pair.d1.R[pair.pos, 0]), bg[1]])
     vals = policy.message_values(X, R)
-    sets = [{"name": "outer", "group": None, "n": B, "shuffler": so, "values": np.asarray(vals["outer"], dtype=float)},
-            {"name": "grad", "group": 0, "n": size, "shuffler": sg, "values": np.asarray(vals["grad"], dtype=float)}]
+    sets: list[MessageSet] = [
+        {"name": "outer", "group": None, "n": B, "shuffler": so, "values": np.asarray(vals["outer"], dtype=float)},
+        {"name": "grad", "group": 0, "n": size, "shuffler": sg, "values": np.asarray(vals["grad"], dtype=float)}]
     for st in sets:
         st["shuffler"].scaled(st["values"])  # inside the calibrated ranges, or one sentence why not
     return CanaryModel(pair, sets), ""
@@ -325,7 +351,7 @@ def canary_model(policy: Any, pair: ShufflePair) -> tuple[CanaryModel | None, st
 _MAGNITUDES = np.linspace(0.0, 1.0, 21)
 
 
-def calibrated_pairs(policy: Any, batch: int, limit: int = 4) -> list[ShufflePair]:
+def calibrated_pairs(policy: PolicyLike, batch: int, limit: int = 4) -> list[ShufflePair]:
     """Canaries derived from the randomizer's calibration, against a background equal to the canary's other value.
 
     Data points: contexts ``a sigma / |sigma|`` for a in 0, 0.05, ..., 1 and sigma all ones or alternating

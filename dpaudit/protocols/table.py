@@ -30,11 +30,12 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from dpaudit.errors import DPAuditError
+from dpaudit.policies.base import PolicyLike
 
 from .base import ContextInput, Pair, Protocol, check_table
 
@@ -112,7 +113,7 @@ def background_table(means: Sequence[float], horizon: int, reward_range: tuple[f
     return np.where(u < p, hi, lo)
 
 
-def audit_range(policy: Any) -> tuple[float, float]:
+def audit_range(policy: PolicyLike) -> tuple[float, float]:
     """The reward range an audit builds inputs in: the policy's ``reward_range`` when it is finite
     with low < high, else [0, 1] (a policy without a finite range accepts any reward)."""
     rr = getattr(policy, "reward_range", (0.0, 1.0))
