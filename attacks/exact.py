@@ -423,7 +423,7 @@ def _checked_request(policy: FinitePolicy, protocol: str, epsilons: Sequence[flo
 
 def _refuse_beyond(policy: FinitePolicy, protocol: str, sizes: WorkEstimate, max_work: float) -> None:
     """Refuse an enumeration of more than ``max_work`` operations, naming its sizes and the way out."""
-    if sizes["work"] <= max_work:
+    if not sizes["work"] > max_work:
         return
     what = f"{sizes['inputs']} inputs x {sizes['views']} views"
     if protocol == "interactive":

@@ -218,7 +218,7 @@ def exact_joint_profile(policy: FiniteContextualPolicy, *, epsilons: Sequence[fl
 
 def _refuse_beyond(policy: FiniteContextualPolicy, sizes: JointWork, max_work: float) -> None:
     """Refuse an enumeration of more than ``max_work`` operations, naming the sizes of its largest round."""
-    if sizes["work"] <= max_work:
+    if not sizes["work"] > max_work:
         return
     worst = max(sizes["rounds"], key=lambda r: r["prefixes"] * r["futures"] * r["views"])
     raise DPAuditError(
