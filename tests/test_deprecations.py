@@ -154,9 +154,14 @@ def test_the_renamed_output_key_is_the_new_one_and_documented(capsys):
     obj = json.loads(capsys.readouterr().out)
     assert obj["format"] == fmt and new in obj and old not in obj
     assert obj[new]["rule"].startswith("Gaussian channel") and obj[new]["flagged"]
-    reference = (ROOT / "docs" / "reference.md").read_text()
-    section = reference[reference.index("## Renamed names"):]
-    section = section[:section.index("\n## ")]
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    section = changelog[changelog.index("### Renamed"):]
+    section = section[:section.index("\n### ")]
     assert f"`{old}`" in section and f"`{new}`" in section and f"`{fmt}`" in section
-    for old_name, new_name in [*deprecations.SPECS.items(), *deprecations.CALIBRATIONS.items()]:
+    for old_name, new_name in [*deprecations.SPECS.items(), *deprecations.CALIBRATIONS.items(),
+                               *deprecations.CALIBRATION_TAGS.items()]:
         assert f"`{old_name}`" in section and f"`{new_name}`" in section
+    for cls, names in deprecations.METHODS.items():
+        for old_name, new_name in names.items():
+            assert f"{cls}.{old_name}" in section and f".{new_name}" in section
+    assert "CHANGELOG.md" in (ROOT / "docs" / "reference.md").read_text()
