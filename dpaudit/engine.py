@@ -44,15 +44,27 @@ import time
 import traceback
 import weakref
 from collections import deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, CancelledError, Executor, Future, wait
+from contextlib import AbstractContextManager
+from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_connections
+from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar, cast
+
+if TYPE_CHECKING:
+    import ctypes
 
 from dpaudit.errors import DPAuditError, check_int, shorten
 
 __all__ = ["Engine", "SERIAL", "Checkpoint", "default_workers", "progress_counter", "one_blas_thread",
            "kill_all_workers", "dask_executor"]
+
+#: what a task returns (:meth:`Engine.map` gives the results of one function, in task order)
+T = TypeVar("T")
+#: the arguments of one task, ``fn(*args)``
+TaskArgs = tuple[object, ...]
 
 
 def default_workers() -> int:
@@ -63,7 +75,7 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def one_blas_thread() -> Any:
+def one_blas_thread() -> AbstractContextManager[object]:
     """A context manager inside which BLAS (OpenBLAS, MKL) uses one thread.
 
     dpaudit's matrices are tiny (d x d with d around 3, batched over runs), where BLAS threads only
@@ -78,7 +90,7 @@ def one_blas_thread() -> Any:
 
 # ---- local worker processes ---------------------------------------------------------------------
 
-_WORKER_LIMITS: Any = None
+_WORKER_LIMITS: AbstractContextManager[object] | None = None
 _PR_SET_PDEATHSIG = 1
 
 
@@ -157,7 +169,7 @@ def _portable(exc: BaseException) -> BaseException:
     return out
 
 
-def _worker_main(conn: Any, parent_pid: int) -> None:
+def _worker_main(conn: Connection, parent_pid: int) -> None:
     global _KNOWN_AT_FORK
     _KNOWN_AT_FORK = frozenset(sys.modules)
     _init_worker(parent_pid)
@@ -170,7 +182,7 @@ def _worker_main(conn: Any, parent_pid: int) -> None:
             break
         fn, args = msg
         try:
-            reply: tuple = ("ok", fn(*args))
+            reply: tuple[str, object] = ("ok", fn(*args))
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
             reply = ("err", _portable(exc))
         try:
@@ -188,7 +200,7 @@ class _LocalPool:
         self.since = time.monotonic()
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-        self.workers: list[tuple[Any, Any]] = []
+        self.workers: list[tuple[BaseProcess, Connection]] = []
         me = os.getpid()
         for _ in range(n):
             parent_end, child_end = ctx.Pipe()
@@ -199,10 +211,10 @@ class _LocalPool:
         _LIVE_POOLS.add(self)
 
     def pids(self) -> list[int]:
-        return [p.pid for p, _ in self.workers]
+        return [p.pid for p, _ in self.workers if p.pid is not None]  # started: each has its pid
 
-    def run(self, fn: Callable[..., Any], tasks: Sequence[tuple[int, tuple]],
-            deliver: Callable[[int, Any], None]) -> None:
+    def run(self, fn: Callable[..., T], tasks: Sequence[tuple[int, TaskArgs]],
+            deliver: Callable[[int, T], None]) -> None:
         queue = deque(tasks)
         idle = list(range(len(self.workers)))
         busy: dict[int, int] = {}  # worker -> task index
@@ -217,16 +229,16 @@ class _LocalPool:
                     raise DPAuditError(f"the inputs of {name} cannot be sent to worker processes "
                                        f"({type(exc).__name__}: {exc}); run with --workers 1.") from None
                 busy[w] = i
-            waits = {self.workers[w][1]: w for w in busy}
+            waits: dict[Connection | int, int] = {self.workers[w][1]: w for w in busy}
             waits.update({self.workers[w][0].sentinel: w for w in busy})
             ready_now = wait_connections(list(waits), timeout=None if self.watchdog is None else 0.5)
             if not ready_now and self.watchdog is not None:
                 for w in busy:  # a worker stuck in one call (in C code) past its limit: killed, then reported
                     proc = self.workers[w][0]
-                    if self.watchdog(proc.pid, self.since):
+                    if proc.pid is not None and self.watchdog(proc.pid, self.since):
                         proc.kill()
             for ready in ready_now:
-                w = waits[ready]
+                w = waits[ready]  # type: ignore[index]  # wait() returns some of what it was given
                 if w not in busy:
                     continue
                 proc, conn = self.workers[w]
@@ -253,7 +265,7 @@ class _LocalPool:
                     if tb and not isinstance(value, DPAuditError):
                         raise value from _RemoteTraceback(tb)
                     raise value
-                deliver(i, value)
+                deliver(i, cast(T, value))  # what fn returned in the worker
 
     def close(self) -> None:
         """Ask idle workers to finish, then make sure they are gone."""
@@ -309,7 +321,7 @@ atexit.register(_kill_at_exit)
 
 # ---- checkpoints --------------------------------------------------------------------------------
 
-def _digest(obj: Any) -> str:
+def _digest(obj: object) -> str:
     return hashlib.sha256(obj if isinstance(obj, bytes) else json.dumps(obj, sort_keys=True, default=str).encode()
                           ).hexdigest()
 
@@ -322,7 +334,7 @@ class _InputsPickler(pickle.Pickler):
     this process, depends on which pieces came from the checkpoint) must not change the digest.
     """
 
-    def persistent_id(self, obj: Any) -> Any:
+    def persistent_id(self, obj: object) -> str | None:
         if not isinstance(obj, type) and all(hasattr(type(obj), m) for m in ("reset", "act", "observe")):
             return f"policy:{type(obj).__module__}.{type(obj).__qualname__}"
         return None
@@ -354,7 +366,7 @@ class Checkpoint:
     #: part of the directory's digest: pieces of another file format live elsewhere, never read as damaged
     FORMAT = 2
 
-    def __init__(self, directory: str | os.PathLike, key: dict[str, Any]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], key: dict[str, object]) -> None:
         base = Path(directory)
         if base.exists() and not base.is_dir():
             raise DPAuditError(f"--checkpoint {str(base)!r} exists and is not a directory.")
@@ -390,7 +402,7 @@ class Checkpoint:
                 pass
             raise
 
-    def path(self, call: int, fn: Callable[..., Any], i: int, args: tuple) -> Path:
+    def path(self, call: int, fn: Callable[..., object], i: int, args: TaskArgs) -> Path:
         blob = None
         # without the memo first: a memo reference depends on which equal objects are the same object (a
         # string read back from the checkpoint is not the interned literal a fresh run has)
@@ -413,7 +425,7 @@ class Checkpoint:
         """What a piece was computed for: the audit's key and the piece's name (its call, index and inputs)."""
         return _digest(f"{self._key_digest}|{path.name}".encode()).encode()
 
-    def load(self, path: Path) -> tuple[bool, Any]:
+    def load(self, path: Path) -> tuple[bool, object]:
         """``(True, result)`` for a verified piece; ``(False, None)`` for a missing one, or a damaged one
         (counted in ``damaged``, then recomputed and saved over it by the engine). Only a regular file is
         read: it is opened without blocking and checked before a byte is read (a FIFO would block)."""
@@ -465,7 +477,7 @@ class Checkpoint:
         except OSError:
             pass  # save() says so if the place is still taken
 
-    def save(self, path: Path, value: Any) -> None:
+    def save(self, path: Path, value: object) -> None:
         self.computed += 1
         try:
             data = pickle.dumps(value, protocol=4)
@@ -478,7 +490,7 @@ class Checkpoint:
             raise DPAuditError(f"--checkpoint cannot record the piece {path.name} in {str(self.dir)!r} "
                                f"({exc.strerror or exc}); free the place or give another --checkpoint.") from None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, str | int]:
         return {"dir": str(self.dir), "pieces_reused": self.reused, "pieces_computed": self.computed,
                 "pieces_damaged_recomputed": self.damaged}
 
@@ -490,10 +502,10 @@ _MALLOC_ENV = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_P
 #: glibc's mallopt parameters, and the values its adaptive threshold settles at on 64-bit Linux
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _MMAP_THRESHOLD = 32 * 1024 * 1024
-_malloc: list[Any] = []  # [libc] once this process's malloc was made roomy, [None] when it was left alone
+_malloc: list[ctypes.CDLL | None] = []  # [libc] once this process's malloc was made roomy, [None] when it was left alone
 
 
-def _roomy_malloc() -> Any:
+def _roomy_malloc() -> ctypes.CDLL | None:
     """In a process whose environment fixes glibc's malloc thresholds (a Dask nanny starts its workers with
     ``MALLOC_TRIM_THRESHOLD_=65536``), set them to where glibc's own adaptive rule settles (arrays up to
     32 MiB from the heap, trimmed beyond 64 MiB free) and return libc, else None. With the fixed thresholds
@@ -517,7 +529,7 @@ def _roomy_malloc() -> Any:
     return libc
 
 
-def _call_pickled(blob: bytes) -> Any:
+def _call_pickled(blob: bytes) -> object:
     """A task sent as bytes (:func:`_pickle_task`): unpickled here, so every task gets fresh objects.
     BLAS keeps to one thread in the executor's process too, as in dpaudit's own workers; where the
     environment fixed malloc's thresholds (Dask's workers), they are made roomy for the task
@@ -532,7 +544,7 @@ def _call_pickled(blob: bytes) -> Any:
             libc.malloc_trim(0)
 
 
-def _pickle_task(fn: Callable[..., Any], args: tuple) -> bytes:
+def _pickle_task(fn: Callable[..., object], args: TaskArgs) -> bytes:
     """A task as bytes, by cloudpickle where available: plug-in modules loaded from files (registered
     with :func:`cloudpickle.register_pickle_by_value`) travel by value, so remote workers need not
     have them (a Dask executor would otherwise pickle their classes by a module name the workers lack)."""
@@ -589,7 +601,7 @@ class Engine:
         """Process ids of the local workers started so far (for tests and diagnostics)."""
         return self._own.pids() if self._own is not None else []
 
-    def check_picklable(self, *objects: Any) -> None:
+    def check_picklable(self, *objects: object) -> None:
         """Raise a clear error if the tasks' inputs cannot be sent to other processes."""
         if not self.parallel:
             return
@@ -602,34 +614,35 @@ class Engine:
                     "run with --workers 1."
                 ) from exc
 
-    def map(self, fn: Callable[..., Any], tasks: Sequence[tuple], *,
-            on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+    def map(self, fn: Callable[..., T], tasks: Sequence[TaskArgs], *,
+            on_result: Callable[[int, T], None] | None = None) -> list[T]:
         """``[fn(*t) for t in tasks]``; ``on_result(i, result)`` is called as each one finishes."""
         call = self._calls
         self._calls += 1
-        results: list[Any] = [None] * len(tasks)
+        results: list[T | None] = [None] * len(tasks)
         cp = self.checkpoint
         paths = [cp.path(call, fn, i, args) for i, args in enumerate(tasks)] if cp is not None else None
-        todo: list[tuple[int, tuple]] = []
+        todo: list[tuple[int, TaskArgs]] = []
         for i, args in enumerate(tasks):
-            if paths is not None:
+            if cp is not None and paths is not None:
                 hit, value = cp.load(paths[i])
                 if hit:
-                    results[i] = value
+                    piece = cast(T, value)  # verified as this very task's piece: what fn returned for it
+                    results[i] = piece
                     if on_result is not None:
-                        on_result(i, value)
+                        on_result(i, piece)
                     continue
             todo.append((i, args))
 
-        def deliver(i: int, value: Any) -> None:
+        def deliver(i: int, value: T) -> None:
             results[i] = value
-            if paths is not None:
+            if cp is not None and paths is not None:
                 cp.save(paths[i], value)
             if on_result is not None:
                 on_result(i, value)
 
         if not todo:
-            return results
+            return cast("list[T]", results)
         if not self.parallel:
             for i, args in todo:
                 deliver(i, fn(*args))
@@ -643,10 +656,10 @@ class Engine:
                 raise
         else:
             self._run_on_executor(fn, todo, deliver)
-        return results
+        return cast("list[T]", results)  # every task delivered its result
 
-    def _run_on_executor(self, fn: Callable[..., Any], todo: list[tuple[int, tuple]],
-                         deliver: Callable[[int, Any], None]) -> None:
+    def _run_on_executor(self, fn: Callable[..., T], todo: list[tuple[int, TaskArgs]],
+                         deliver: Callable[[int, T], None]) -> None:
         pool = self._executor
         assert pool is not None
         who = f"the executor {type(pool).__name__}"
@@ -680,7 +693,7 @@ class Engine:
                         raise DPAuditError(f"{who} broke while running a task ({type(exc).__name__}: "
                                            f"{' '.join(str(exc).split()).rstrip('.') or 'a worker died'}); its "
                                            "worker processes ended abruptly (out of memory, or killed).") from None
-                    deliver(futures[f], value)
+                    deliver(futures[f], cast(T, value))  # what fn returned in the executor's process
         except BaseException:
             for f in pending:
                 f.cancel()
@@ -699,19 +712,19 @@ class Engine:
     def __enter__(self) -> "Engine":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close(kill=exc[0] is not None)
 
 
 def progress_counter(progress: Callable[[str], None] | None, template: str, sizes: Sequence[int]
-                     ) -> Callable[[int, Any], None] | None:
+                     ) -> Callable[[int, object], None] | None:
     """An ``on_result`` for :meth:`Engine.map` reporting ``template.format(done=..., total=...)`` as
     tasks of ``sizes[i]`` units finish."""
     if progress is None:
         return None
     done, total = [0], int(sum(sizes))
 
-    def on_result(i: int, _: Any) -> None:
+    def on_result(i: int, _: object) -> None:
         done[0] += sizes[i]
         progress(template.format(done=done[0], total=total))
 
@@ -751,8 +764,8 @@ def dask_executor(address: str, *, timeout: float = 30.0, no_workers_grace: floa
         if n > 0:
             since[0] = None
             return
-        since[0] = since[0] or time.monotonic()
-        if time.monotonic() - since[0] > no_workers_grace:
+        started = since[0] = since[0] or time.monotonic()
+        if time.monotonic() - started > no_workers_grace:
             raise DPAuditError(f"the Dask cluster at {address} has had no workers for {no_workers_grace:g} s; "
                                "start workers (dask worker ADDRESS) or run without --scheduler.")
 
