@@ -63,12 +63,19 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from multiprocessing.connection import Connection
+from types import FrameType
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO, TypeVar, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from dpaudit.errors import DPAuditError, InternalError, check_positive, shorten
+
+if TYPE_CHECKING:
+    from dpaudit.policies.base import PolicyLike
 
 __all__ = ["guard", "PluginPolicy", "PluginExit", "wrap_plugin", "is_plugin_spec", "plugin_digest", "file_digest",
            "watch_signals", "call_limit", "current_call_limit", "time_box", "PluginTimeoutError", "TimeBoxExceeded",
@@ -76,10 +83,15 @@ __all__ = ["guard", "PluginPolicy", "PluginExit", "wrap_plugin", "is_plugin_spec
            "SCALED", "WATCHDOG_FIRST", "WATCHDOG_FLOOR", "WATCHDOG_FACTOR", "MAX_CALL_TIMEOUT", "check_call_timeout",
            "scaled_limit", "PluginStopped", "in_plugin_code", "own_numerics", "portable_error"]
 
+#: what a function run elsewhere returns (:func:`run_isolated`)
+R = TypeVar("R")
+#: a signal handler that is a Python function (what :func:`watch_signals` wraps)
+Handler = Callable[[int, "FrameType | None"], object]
+
 _REAL_EXIT = os._exit
 _LOCK = threading.Lock()
 _DEPTH = 0
-_SAVED_STDOUT: Any = None
+_SAVED_STDOUT: TextIO | None = None
 _MISSING = object()
 #: signals that reached this process while watched (:func:`watch_signals`), and how many watches are open
 _SIGNALS_SEEN = 0
@@ -93,18 +105,13 @@ def watch_signals() -> Iterator[None]:
     functions, e.g. Python's own Ctrl-C handler or the CLI's), so that :func:`guard` can tell a real
     interruption from a ``KeyboardInterrupt`` raised by plug-in code. The handlers are restored after."""
     global _WATCHING
-    installed: list[tuple[int, Any, Any]] = []
+    installed: list[tuple[int, Handler, Handler]] = []
     if threading.current_thread() is threading.main_thread():
         for sig in _WATCHED:
             old = signal.getsignal(sig)
             if not callable(old):
                 continue  # SIG_DFL / SIG_IGN: nothing raises KeyboardInterrupt for it
-
-            def counted(signum: int, frame: Any, _old: Any = old) -> Any:
-                global _SIGNALS_SEEN
-                _SIGNALS_SEEN += 1
-                return _old(signum, frame)
-
+            counted = _counting(old)
             signal.signal(sig, counted)
             installed.append((sig, counted, old))
     _WATCHING += 1
@@ -115,6 +122,17 @@ def watch_signals() -> Iterator[None]:
         for sig, counted, old in reversed(installed):
             if signal.getsignal(sig) is counted:
                 signal.signal(sig, old)
+
+
+def _counting(old: Handler) -> Handler:
+    """``old``, the signal's handler, after counting the signal (:func:`watch_signals`)."""
+
+    def counted(signum: int, frame: FrameType | None) -> object:
+        global _SIGNALS_SEEN
+        _SIGNALS_SEEN += 1
+        return old(signum, frame)
+
+    return counted
 
 
 def _a_signal(seen: int) -> bool:
@@ -134,7 +152,7 @@ class PluginExit(BaseException):
     """Raised in place of ``os._exit(code)`` while plug-in code runs (a BaseException, like SystemExit,
     so the plug-in's own ``except Exception`` does not swallow it)."""
 
-    def __init__(self, code: Any) -> None:
+    def __init__(self, code: object) -> None:
         super().__init__(code)
         self.code = code
 
@@ -145,7 +163,7 @@ def _guarded_exit(code: int = 0) -> None:
     _REAL_EXIT(code)
 
 
-def is_plugin_spec(spec: Any) -> bool:
+def is_plugin_spec(spec: object) -> bool:
     """Whether a policy spec names code outside dpaudit (``file.py:Class`` or ``module:Class``)."""
     return isinstance(spec, str) and ":" in spec
 
@@ -168,7 +186,7 @@ def plugin_digest(spec: str) -> str | None:
     return file_digest(path) if path else None
 
 
-def file_digest(path: str | os.PathLike) -> str | None:
+def file_digest(path: str | os.PathLike[str]) -> str | None:
     """SHA-256 of a regular file's contents (None if it cannot be read)."""
     import hashlib
     import stat
@@ -219,11 +237,13 @@ class PluginTimeoutError(DPAuditError):
     naming the plug-in, the method, the step and the time it ran (``plugin``, ``method``, ``step``,
     ``seconds``)."""
 
-    def __init__(self, message: str, plugin: str = "", method: str = "", step: Any = None, seconds: float = 0.0):
+    def __init__(self, message: str, plugin: str = "", method: str = "", step: int | None = None,
+                 seconds: float = 0.0) -> None:
         super().__init__(message)
         self.plugin, self.method, self.step, self.seconds = plugin, method, step, seconds
 
-    def __reduce__(self) -> Any:  # pickled from a worker process with its fields
+    def __reduce__(self) -> tuple[type[PluginTimeoutError], tuple[str, str, str, int | None, float],
+                                  dict[str, object]]:  # pickled from a worker process with its fields
         return (type(self), (str(self), self.plugin, self.method, self.step, self.seconds), self.__dict__)
 
 
@@ -232,12 +252,12 @@ class TimeBoxExceeded(PluginTimeoutError):
     not ``--call-timeout``): the caller decides what that means."""
 
 
-def _alarm(signum: int, frame: Any) -> None:
+def _alarm(signum: int, frame: FrameType | None) -> None:
     if _ARMED and _DEPTH > 0:
         raise PluginTimeout()
 
 
-def check_call_timeout(value: Any, name: str = "--call-timeout") -> float | str:
+def check_call_timeout(value: object, name: str = "--call-timeout") -> float | str:
     """``--call-timeout`` checked before any work: None (the scaled watchdog, :data:`SCALED`) or a number of
     seconds in (0, :data:`MAX_CALL_TIMEOUT`]; numpy numbers are numbers."""
     if value is None or value == SCALED:
@@ -341,14 +361,14 @@ def _disarm() -> None:
     signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def _called(method: str, step: Any) -> str:
+def _called(method: str, step: int | None) -> str:
     """The call, as in "did not return from act at step 3"."""
     if method in ("import", "__init__"):
         return "its import" if method == "import" else "its constructor"
     return method + (f" at step {step}" if step is not None else "")
 
 
-def timeout_error(plugin: str, method: str, step: Any, limit: float, ran: float,
+def timeout_error(plugin: str, method: str, step: int | None, limit: float, ran: float,
                   scaled: bool = False) -> PluginTimeoutError:
     """The one sentence for a plug-in call that did not return within ``limit`` seconds: ``--call-timeout``,
     or (``scaled``) the scaled watchdog's limit."""
@@ -382,7 +402,7 @@ except (OSError, ValueError):  # pragma: no cover
     _NOTES = None
 
 
-def _note(plugin: str, method: str, step: Any, limit: float | None, scaled: bool = False) -> None:
+def _note(plugin: str, method: str, step: int | None, limit: float | None, scaled: bool = False) -> None:
     """Record the call this process is in (only in processes other than the one that imported dpaudit:
     the engine's workers and :func:`run_isolated`'s process): plug-in, method, step, its limit and whether
     that is the scaled watchdog's."""
@@ -406,9 +426,21 @@ def _unnote() -> None:
         _HEAD.pack_into(_NOTES, at, pid, _IDLE, 0, 0.0, 0.0)
 
 
-def _read_note(pid: Any, since: float = 0.0) -> tuple[int, str, str, Any, float, float, bool] | None:
-    """(state, plug-in, method, step, start, limit, scaled) of the call process ``pid`` is (or was) in, if it
-    started after ``since`` (a note older than the process is another process's of the same id); None if none."""
+class _Note(NamedTuple):
+    """The call a process is (or was) in, as its note says (:func:`_note`)."""
+
+    state: int  # _RUNNING, or _STOPPED by the watchdog
+    plugin: str
+    method: str
+    step: int | None
+    started: float  # time.monotonic() at its start
+    limit: float  # seconds; 0: no limit
+    scaled: bool  # the limit is the scaled watchdog's
+
+
+def _read_note(pid: object, since: float = 0.0) -> _Note | None:
+    """The note of the call process ``pid`` is (or was) in, if it started after ``since`` (a note older than
+    the process is another process's of the same id); None if none."""
     if _NOTES is None or not isinstance(pid, int) or isinstance(pid, bool):
         return None
     at = (pid % _SLOTS) * _SLOT
@@ -420,8 +452,8 @@ def _read_note(pid: Any, since: float = 0.0) -> tuple[int, str, str, Any, float,
         parts = bytes(_NOTES[at + _HEAD.size:at + _HEAD.size + n]).decode(errors="replace").split("\x00")
         if _HEAD.unpack_from(_NOTES, at) == head and len(parts) == 3 and parts[0][:1] in ("s", "-"):
             plugin, method, step = parts
-            return (state, plugin[1:], method, (int(step) if step.isdigit() else None), started, limit,
-                    plugin[:1] == "s")
+            return _Note(state, plugin[1:], method, (int(step) if step.isdigit() else None), started, limit,
+                         plugin[:1] == "s")
     return None  # a note rewritten under every read: the process is busy, not stuck in one call
 
 
@@ -430,9 +462,9 @@ def overdue(pid: int, since: float = 0.0) -> bool:
     call past its limit and the grace after it (stuck in C code, where SIGALRM cannot stop it). If so it
     is marked, so that :func:`explain_worker_death` tells the timeout once the caller has killed it."""
     note = _read_note(pid, since)
-    if note is None or note[0] != _RUNNING or note[5] <= 0:
+    if note is None or note.state != _RUNNING or note.limit <= 0:
         return False
-    if time.monotonic() - note[4] <= note[5] + _grace(note[5]):
+    if time.monotonic() - note.started <= note.limit + _grace(note.limit):
         return False
     at = (pid % _SLOTS) * _SLOT
     _NOTES[at + 8] = _STOPPED  # type: ignore[index]  # the state byte, right after the pid
@@ -446,7 +478,7 @@ def _signal_name(code: int) -> str:
         return "an unknown signal"
 
 
-def _death(pid: int, code: Any, who: str, since: float = 0.0) -> DPAuditError | None:
+def _death(pid: object, code: object, who: str, since: float = 0.0) -> DPAuditError | None:
     """The sentence for process ``pid`` (``who``) that ended with ``code`` (-N: signal N) in plug-in code,
     or that the watchdog stopped; None when it was not in plug-in code."""
     note = _read_note(pid, since)
@@ -469,8 +501,8 @@ def _death(pid: int, code: Any, who: str, since: float = 0.0) -> DPAuditError | 
 def explain_worker_death(exc: BaseException) -> DPAuditError | None:
     """The engine's error for a worker process that died (``worker_pid``, ``worker_status``, ``worker_since``),
     told again naming the plug-in call it died in; None when it was not running plug-in code."""
-    return _death(getattr(exc, "worker_pid", None), getattr(exc, "worker_status", None),  # type: ignore[arg-type]
-                  "a worker process", getattr(exc, "worker_since", 0.0))
+    return _death(getattr(exc, "worker_pid", None), getattr(exc, "worker_status", None), "a worker process",
+                  getattr(exc, "worker_since", 0.0))
 
 
 # ---- plug-in code in a process of its own -------------------------------------------------------------
@@ -480,14 +512,15 @@ def can_isolate() -> bool:
     return hasattr(os, "fork") and "fork" in __import__("multiprocessing").get_all_start_methods()
 
 
-def _isolated_main(conn: Any, parent: int, fn: Any, args: tuple, kwargs: dict) -> None:
+def _isolated_main(conn: Connection, parent: int, fn: Callable[..., object], args: tuple[object, ...],
+                   kwargs: dict[str, object]) -> None:
     """The isolated process: signals come from the parent only (SIGUSR1: stop as on Ctrl-C), it dies with
     the parent, runs ``fn`` and sends back ("progress", message) lines and then its result."""
     global _SIGNALS_SEEN
     for sig in _WATCHED:
         signal.signal(sig, signal.SIG_IGN)  # a Ctrl-C reaches the whole process group: the parent decides
 
-    def stop(signum: int, frame: Any) -> None:
+    def stop(signum: int, frame: FrameType | None) -> None:
         global _SIGNALS_SEEN
         _SIGNALS_SEEN += 1  # a real interruption, also inside plug-in code (guard)
         raise KeyboardInterrupt
@@ -533,7 +566,7 @@ def _isolated_main(conn: Any, parent: int, fn: Any, args: tuple, kwargs: dict) -
     known = frozenset(sys.modules)  # the parent's modules: what it can unpickle without importing anything
 
     try:
-        reply: tuple = ("ok", fn(*args, progress=progress, **kwargs))
+        reply: tuple[str, object] = ("ok", fn(*args, progress=progress, **kwargs))
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
         reply = ("err", portable_error(exc, known))
     try:
@@ -548,7 +581,7 @@ def _isolated_main(conn: Any, parent: int, fn: Any, args: tuple, kwargs: dict) -
         _REAL_EXIT(0)
 
 
-def portable_error(exc: BaseException, known: Any) -> BaseException:
+def portable_error(exc: BaseException, known: Collection[str]) -> BaseException:
     """``exc`` as it may cross to a parent process whose modules are ``known``: itself when its class lives in
     one of them, else one sentence with its type's name and its message, so the parent never has to import
     (or fail to import) the class: a plug-in file's own exception class (``class Boom(BaseException)``)
@@ -572,7 +605,8 @@ def portable_error(exc: BaseException, known: Any) -> BaseException:
     return RuntimeError(f"{cls.__qualname__} (from {cls.__module__}): {text}")
 
 
-def run_isolated(fn: Any, *args: Any, progress: Any = None, what: str = "the audit", **kwargs: Any) -> Any:
+def run_isolated(fn: Callable[..., R], *args: object, progress: Callable[[str], object] | None = None,
+                 what: str = "the audit", **kwargs: object) -> R:
     """``fn(*args, progress=..., **kwargs)`` in a forked process, so that plug-in code that crashes the
     interpreter (a segfault in C code, ``abort()``, a signal to itself) or hangs in C code ends ``what``
     with one sentence naming the plug-in, the method and the step, never dpaudit itself.
@@ -686,7 +720,7 @@ def _leave() -> None:
         _DEPTH -= 1
         if _DEPTH == 0:
             os._exit = _REAL_EXIT
-            sys.stdout = _SAVED_STDOUT  # even if the plug-in replaced it
+            sys.stdout = cast(TextIO, _SAVED_STDOUT)  # even if the plug-in replaced it (set by the outermost _enter)
             _SAVED_STDOUT = None
             if _SAVED_RECURSION is not None and sys.getrecursionlimit() < _SAVED_RECURSION:
                 sys.setrecursionlimit(_SAVED_RECURSION)  # dpaudit's stack was within it before the call
@@ -702,7 +736,7 @@ def _leave() -> None:
 NUMPY_ERRORS = {"divide": "warn", "over": "warn", "under": "ignore", "invalid": "warn"}
 
 
-def own_numerics() -> Any:
+def own_numerics() -> np.errstate:
     """A context manager: dpaudit's computations under numpy's default floating-point error state, whatever
     the caller (``np.seterr(all="raise")`` before ``dpaudit.audit``) or a plug-in set; an underflow that
     dpaudit's numerics expect is never an error. :func:`dpaudit.runner.run` and :func:`dpaudit.account` run
@@ -715,7 +749,7 @@ def in_plugin_code() -> bool:
     return _DEPTH > 0
 
 
-def _where(method: str, step: Any) -> str:
+def _where(method: str, step: int | None) -> str:
     if method == "import":
         return "while being imported"
     if method == "__init__":
@@ -734,7 +768,7 @@ def _traced(err: DPAuditError, exc: BaseException) -> DPAuditError:
 
 
 @contextmanager
-def guard(plugin: str, method: str, step: Any = None, *, runs: int | None = None,
+def guard(plugin: str, method: str, step: int | None = None, *, runs: int | None = None,
           passthrough: bool = False) -> Iterator[None]:
     """Run plug-in code: exits and exceptions become one-sentence :class:`DPAuditError`\\ s, prints go
     to stderr. ``KeyboardInterrupt`` from a real signal (Ctrl-C, and SIGTERM/SIGHUP as the CLI maps them)
@@ -812,7 +846,7 @@ def guard(plugin: str, method: str, step: Any = None, *, runs: int | None = None
         _leave()
 
 
-def _step_of(method: str, args: tuple) -> Any:
+def _step_of(method: str, args: tuple[object, ...]) -> int | None:
     if method in ("act", "observe") and args:
         t = args[0]
         if isinstance(t, (int, np.integer)) and not isinstance(t, bool):
@@ -828,7 +862,7 @@ class PluginPolicy:
     cycle_path = False
     valid_actions = False
 
-    def __init__(self, inner: Any, plugin: str) -> None:
+    def __init__(self, inner: PolicyLike, plugin: str) -> None:
         self._inner = inner
         self._plugin = plugin
         self._runs: int | None = None  # the batch reset last made: act and observe work on it (the watchdog)
@@ -849,22 +883,22 @@ class PluginPolicy:
 
     # ---- the contract ------------------------------------------------------------------
     @property
-    def wrapped(self) -> Any:
+    def wrapped(self) -> PolicyLike:
         """The plug-in instance (``offers_blocks`` looks at its type: plug-ins run step by step)."""
         return self._inner
 
     @property
-    def claim(self) -> Any:
+    def claim(self) -> object:
         if "_claim" in self.__dict__:  # given on the command line (--claim), in place of the plug-in's own
             return self.__dict__["_claim"]
         with guard(self._plugin, "claim"):
             return getattr(self._inner, "claim", None)
 
     @claim.setter
-    def claim(self, value: Any) -> None:
+    def claim(self, value: object) -> None:
         self.__dict__["_claim"] = value
 
-    def reset(self, n_runs: int, rng: np.random.Generator, **kw: Any) -> None:
+    def reset(self, n_runs: int, rng: np.random.Generator, **kw: object) -> None:
         runs = int(n_runs) if isinstance(n_runs, (int, np.integer)) and not isinstance(n_runs, bool) else None
         self._runs = runs if runs is not None and runs > 0 else None
         with guard(self._plugin, "reset", runs=self._runs):
@@ -873,7 +907,7 @@ class PluginPolicy:
             else:
                 self._inner.reset(n_runs, rng)
 
-    def act(self, t: int, arms: np.ndarray | None = None) -> Any:
+    def act(self, t: int, arms: np.ndarray | None = None) -> np.ndarray:
         with guard(self._plugin, "act", _step_of("act", (t,)), runs=self._runs):
             return self._inner.act(t, arms)
 
@@ -881,20 +915,21 @@ class PluginPolicy:
         with guard(self._plugin, "observe", _step_of("observe", (t,)), runs=self._runs):
             self._inner.observe(t, actions, rewards)
 
-    def run_copies(self, tables: Any, which: Any = None) -> Any:
+    def run_copies(self, tables: npt.ArrayLike, which: npt.ArrayLike | None = None) -> np.ndarray:
         """The per-run adapter's whole runs (``PerRun.run_copies``): one call doing the work of T rounds of
         ``act`` and ``observe``, so the scaled watchdog counts its run-rounds as the runs of its batch."""
-        fn = getattr(self._inner, "run_copies")
+        fn: Callable[[npt.ArrayLike, npt.ArrayLike | None], np.ndarray] = getattr(self._inner, "run_copies")
         rounds = int(np.shape(tables)[-2]) if np.ndim(tables) >= 2 else 1
         cells = self._runs * rounds if self._runs else None
         with guard(self._plugin, "run_copies", runs=cells):
             return fn(tables, which)
 
-    def play_tables(self, inputs: np.ndarray, which: np.ndarray, list_input: bool) -> Any:
+    def play_tables(self, inputs: np.ndarray, which: np.ndarray, list_input: bool) -> np.ndarray:
         """The loop adapter's whole-table play (``protocols.base.plays_tables``): a call on the batch of runs,
         so the scaled watchdog scales its limit with the batch, as for ``act``."""
         with guard(self._plugin, "play_tables", runs=self._runs):
-            return self._inner.play_tables(inputs, which, list_input)
+            play: Callable[[np.ndarray, np.ndarray, bool], np.ndarray] = getattr(self._inner, "play_tables")
+            return play(inputs, which, list_input)
 
     # ---- everything else the protocols may ask for ---------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -907,7 +942,7 @@ class PluginPolicy:
         if value is _MISSING:
             raise AttributeError(name)
         if callable(value) and not isinstance(value, type):
-            def call(*args: Any, **kwargs: Any) -> Any:
+            def call(*args: object, **kwargs: object) -> object:
                 with guard(plugin, name, _step_of(name, args)):
                     return value(*args, **kwargs)
             call.__name__ = name
@@ -918,6 +953,6 @@ class PluginPolicy:
         return f"PluginPolicy({self._plugin})"
 
 
-def wrap_plugin(policy: Any, plugin: str) -> PluginPolicy:
+def wrap_plugin(policy: PolicyLike, plugin: str) -> PluginPolicy:
     """Wrap a plug-in instance (idempotent)."""
     return policy if isinstance(policy, PluginPolicy) else PluginPolicy(policy, plugin)
