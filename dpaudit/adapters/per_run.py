@@ -180,16 +180,16 @@ class PerRun:
                       self.reward_alphabet, self._modules, self._who, self._build, self._call,
                       self._one_arm).find(modgens)
         if globals_mode is None:
-            np_mode, py_mode = found["np_mode"], found["py_mode"]
-            mg_modes = found["mg_modes"]
+            np_mode, py_mode = found.np_mode, found.py_mode
+            mg_modes = found.mg_modes
         else:
             np_mode = py_mode = globals_mode
             mg_modes = [{"redirect": "replace"}.get(globals_mode, globals_mode)] * len(modgens)
         self._globals = Globals(np_mode, py_mode, self._modules,
                                 [m.spec()[:2] + (mode, m.index) for m, mode in zip(modgens, mg_modes)])
         #: seconds one copy took per round (its selection and feedback calls) in the probe
-        self.probe_seconds_per_step = found["seconds_per_step"]
-        self._used = found["used"]
+        self.probe_seconds_per_step = found.seconds_per_step
+        self._used = found.used
         self.audit_notes.extend(probe_notes(self._who, self._shape, self.first_round, self._globals, found, modgens,
                                             mg_modes, globals_mode))
         self._randomizer = None

@@ -10,31 +10,66 @@ from __future__ import annotations
 import inspect
 import random as _pyrandom
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias, Union, cast
 
 import numpy as np
 
 from dpaudit.adapters.arguments import call_values
-from dpaudit.adapters.seeding import (NP_INST, SEED_NAMES, Globals, ModuleGen, gen_state, generators_kept, same_state,
-                                      unseedable_module_generators)
+from dpaudit.adapters.seeding import (NP_INST, SEED_NAMES, Gen, Globals, ModuleGen, gen_state, generators_kept,
+                                      same_state, unseedable_module_generators)
 from dpaudit.adapters.shape import Shape
 from dpaudit.errors import DPAuditError
 
-__all__ = ["Probe", "probe_notes", "fingerprint"]
+__all__ = ["Probe", "ProbeRun", "ProbeFindings", "probe_notes", "fingerprint"]
+
+#: one entry of a copy's :func:`fingerprint`: a number or text as it is (a float by its hex), an array as (shape,
+#: dtype, bytes), a generator by the repr of its state
+Print: TypeAlias = Union[None, bool, int, str, bytes, tuple[tuple[int, ...], str, bytes]]
+
+
+@dataclass
+class ProbeRun:
+    """One copy driven by the probe (:meth:`Probe.run`): the arms it chose, its state's :func:`fingerprint`
+    (``print``), the global and module-level generators it drew from (``used``, by label) and those that moved
+    although redirected (``moved``), the seconds its calls took, and a note on state two such runs left
+    different (:meth:`Probe.check_repeat`)."""
+
+    arms: list[int]
+    print: dict[str, Print]
+    moved: list[str]
+    used: dict[str, bool]
+    seconds: float
+    state_note: str | None = None
+
+
+@dataclass(frozen=True)
+class ProbeFindings:
+    """What the probe found for a class (:meth:`Probe.find`): the rewards that ran (``values``), the mode that keeps
+    each generator apart (np.random's, random's, each module-level one's), what the copy drew from, the note on
+    its state, and the seconds one copy took per round."""
+
+    values: tuple[float, ...]
+    np_mode: str
+    py_mode: str
+    mg_modes: list[str]
+    used: dict[str, bool]
+    state_note: str | None
+    seconds_per_step: float
+
 
 #: the probe's findings for a class, parameters and options (an audit builds the policy many times)
-_PROBE_CACHE: dict[Any, dict[str, Any]] = {}
+_PROBE_CACHE: dict[Hashable, ProbeFindings] = {}
 
 
-def fingerprint(obj: Any) -> dict[str, Any]:
+def fingerprint(obj: object) -> dict[str, Print]:
     """What a copy's state holds, by attribute path (numbers, arrays, text; generators by their state),
     to compare two copies built and driven alike. Paths to generator states end in ``<rng>``."""
-    out: dict[str, Any] = {}
+    out: dict[str, Print] = {}
     seen: set[int] = set()
 
-    def walk(x: Any, path: str, depth: int) -> None:
+    def walk(x: object, path: str, depth: int) -> None:
         if len(out) > 4000 or depth > 5:
             return
         if isinstance(x, (bool, int, str, bytes, type(None))):
@@ -82,8 +117,8 @@ class Probe:
     and round origin it is driven with, ``steps`` rounds, the rewards' range and alphabet, the modules
     whose generators are redirected, and the class's name for errors (``who``)."""
 
-    cls: Any
-    kwargs: dict[str, Any]
+    cls: Callable[..., object]
+    kwargs: dict[str, object]
     shape: Shape
     first_round: int
     steps: int
@@ -91,9 +126,9 @@ class Probe:
     alphabet: tuple[float, ...] | None
     modules: tuple[str, ...]
     who: str
-    build: Callable[[int | None], Any]
-    call: Callable[..., Any]
-    one_arm: Callable[[Any, int, int], int]
+    build: Callable[[int | None], object]
+    call: Callable[[Callable[..., object], tuple[object, ...], dict[str, object], int], object]
+    one_arm: Callable[[object, int, int], int]
 
     def values(self, kind: str) -> tuple[float, ...]:
         """The probe's rewards: the alphabet; else ``kind`` "fraction": values inside the range that are
@@ -108,7 +143,7 @@ class Probe:
                 return vals
         return (lo, hi)
 
-    def find(self, modgens: list[ModuleGen]) -> dict[str, Any]:
+    def find(self, modgens: list[ModuleGen]) -> ProbeFindings:
         """Check the calls and how to keep each copy's randomness apart (cached per class and options).
 
         1. One copy built with a fixed seed is driven for ``steps`` rounds with rewards that are
@@ -121,7 +156,7 @@ class Probe:
         3. A hidden global instance, or a module-level generator object, that moved although its
            module functions and names were redirected per copy is reached another way: "swap".
         """
-        key: Any = (self.cls, repr(sorted(self.kwargs.items())), self.shape, self.first_round, self.steps,
+        key: Hashable | None = (self.cls, repr(sorted(self.kwargs.items())), self.shape, self.first_round, self.steps,
                     self.reward_range, self.alphabet, tuple(m.spec() for m in modgens), self.modules)
         try:
             hash(key)
@@ -130,7 +165,7 @@ class Probe:
         if key is not None and key in _PROBE_CACHE:
             return _PROBE_CACHE[key]
         attempts = list(dict.fromkeys([self.values("fraction"), self.values("ends")]))
-        first: Any = None
+        first: ProbeRun | DPAuditError | None = None
         values = attempts[0]
         for vals in attempts:
             res = self.run(self.shape, self.first_round, vals, modgens)
@@ -146,20 +181,21 @@ class Probe:
                     raise DPAuditError(f"{base}; it runs when called as {fix[0]}: add {fix[1]} (--adapter "
                                        f"per-run:{fix[1]}, or PerRun(..., {fix[2]})).") from None
             raise first
+        first = cast(ProbeRun, first)  # the loop ran at least once, and did not fail
         second = self.run(self.shape, self.first_round, values, modgens)
         if isinstance(second, DPAuditError):  # the same calls failed the second time: not reproducible
             raise second
         self.check_repeat(first, second, modgens)
-        moved = set(first["moved"]) | set(second["moved"])
-        out = {
-            "values": values,
-            "np_mode": "swap" if "np.random" in moved else "redirect",
-            "py_mode": "swap" if "random" in moved else "redirect",
-            "mg_modes": ["swap" if m.label() in moved else "replace" for m in modgens],
-            "used": {**first["used"], **{k: True for k in moved}},  # what moved was drawn from, if not redirected
-            "state_note": first.get("state_note"),
-            "seconds_per_step": first["seconds"] / max(1, self.steps),
-        }
+        moved = set(first.moved) | set(second.moved)
+        out = ProbeFindings(
+            values=values,
+            np_mode="swap" if "np.random" in moved else "redirect",
+            py_mode="swap" if "random" in moved else "redirect",
+            mg_modes=["swap" if m.label() in moved else "replace" for m in modgens],
+            used={**first.used, **{k: True for k in moved}},  # what moved was drawn from, if not redirected
+            state_note=first.state_note,
+            seconds_per_step=first.seconds / max(1, self.steps),
+        )
         if key is not None:
             if len(_PROBE_CACHE) > 256:
                 _PROBE_CACHE.clear()
@@ -192,7 +228,8 @@ class Probe:
                     return call, ",".join(opts), ", ".join(kws)
         return None
 
-    def run(self, shape: Shape, first_round: int, values: tuple[float, ...], modgens: list[ModuleGen]) -> Any:
+    def run(self, shape: Shape, first_round: int, values: tuple[float, ...],
+            modgens: list[ModuleGen]) -> ProbeRun | DPAuditError:
         """One copy, built with a fixed seed and driven for ``steps`` rounds with every generator
         redirected per copy and seeded alike; the caller's generators are restored after. Returns its
         arms, state fingerprint, what it used and what moved, or the DPAuditError a call raised."""
@@ -221,13 +258,14 @@ class Probe:
             used = {"np.random": g.target.np_gens[0] is not None, "random": g.target.py_gens[0] is not None}
             for m in g.modgens:
                 c = m.copies[0]
-                used[m.label()] = c is not None and not same_state(gen_state(c, m.kind), gen_state(m.fresh(20261122), m.kind))
-        return {"arms": arms, "print": fingerprint(obj), "moved": moved, "used": used, "seconds": seconds}
+                used[m.label()] = c is not None and not same_state(gen_state(cast(Gen, c), m.kind),  # replaced: a generator
+                                                                   gen_state(m.fresh(20261122), m.kind))
+        return ProbeRun(arms, fingerprint(obj), moved, used, seconds)
 
-    def check_repeat(self, first: dict[str, Any], second: dict[str, Any], modgens: list[ModuleGen]) -> None:
+    def check_repeat(self, first: ProbeRun, second: ProbeRun, modgens: list[ModuleGen]) -> None:
         """Refuse randomness the adapter cannot seed (two copies made and driven alike differ)."""
-        a, b = first["arms"], second["arms"]
-        pa, pb = first["print"], second["print"]
+        a, b = first.arms, second.arms
+        pa, pb = first.print, second.print
         rng_diff = sorted(k for k in pa.keys() | pb.keys() if k.endswith("<rng>") and pa.get(k) != pb.get(k))
         detail = None
         if a != b:
@@ -245,19 +283,19 @@ class Probe:
                 f"({', '.join(SEED_NAMES)}) or draw from np.random, random or a generator made at module level.")
         other = sorted(k for k in pa.keys() | pb.keys() if pa.get(k) != pb.get(k))
         if other:
-            first["state_note"] = (
+            first.state_note = (
                 f"two copies of {self.who} built with the same seed chose the same arms in the adapter's probe but "
                 f"ended with different values of {other[0]}: if that is randomness the adapter cannot seed (a "
                 "generator seeded from the OS or the clock), its runs are not reproducible.")
 
-    def drive(self, obj: Any, shape: Shape, first_round: int, values: tuple[float, ...]) -> list[int]:
+    def drive(self, obj: object, shape: Shape, first_round: int, values: tuple[float, ...]) -> list[int]:
         """Drive ``obj`` for ``steps`` rounds as ``shape`` says, the rewards taken in turn from ``values`` but
         never equal to the arm just played; the arms it chose."""
         arms: list[int] = []
         fb = getattr(obj, shape.feedback)
         sel = getattr(obj, shape.select) if shape.kind == "select" else None
-        last_arm: Any = None
-        last_reward: Any = None
+        last_arm: int | None = None
+        last_reward: float | None = None
         for t in range(self.steps):
             tt = t + first_round
             if sel is None:
@@ -282,7 +320,7 @@ def _permutations(toks: list[str]) -> list[tuple[str, ...]]:
     return list(permutations(toks))
 
 
-def probe_notes(who: str, s: Shape, first_round: int, g: Globals, found: dict[str, Any], modgens: list[ModuleGen],
+def probe_notes(who: str, s: Shape, first_round: int, g: Globals, found: ProbeFindings, modgens: list[ModuleGen],
                 mg_modes: list[str], forced: str | None) -> list[str]:
     """The adapter's notes for the findings (what it detected and did; nothing timed): ``who`` driven
     through ``s`` with rounds counted from ``first_round``, the generators ``g`` keeps apart in the
@@ -294,7 +332,7 @@ def probe_notes(who: str, s: Shape, first_round: int, g: Globals, found: dict[st
                "guessed": "guessed: its parameters' names name none of arm, reward and t"}[s.how]
         notes.append(f"{who} is driven through {s.render()} ({why}; {s.key()}= says otherwise), with rounds counted "
                      f"from {first_round}.")
-    used = found["used"]
+    used = found.used
     for which, mode in (("np.random", g.np_mode), ("random", g.py_mode)):
         if used.get(which) and mode != "off":
             how = ("its functions redirected to it around the copy's calls" if mode == "redirect" else
@@ -314,6 +352,6 @@ def probe_notes(who: str, s: Shape, first_round: int, g: Globals, found: dict[st
         else:
             notes.append(f"the module-level generator {m.label()} was kept apart per copy too (each copy's own, "
                          f"seeded from the audit's seed), although {who} did not draw from it in the probe.")
-    if found.get("state_note"):
-        notes.append(found["state_note"])
+    if found.state_note:
+        notes.append(found.state_note)
     return notes

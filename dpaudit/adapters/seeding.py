@@ -13,11 +13,12 @@ from __future__ import annotations
 import random as _pyrandom
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TypeAlias, Union, cast
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["SEED_NAMES", "GLOBAL_LOCK", "NP_INST", "PY_INST", "Globals", "ModuleGen", "find_module_generators",
            "unseedable_module_generators", "generators_kept", "moved_message", "same_state", "gen_state"]
@@ -25,32 +26,47 @@ __all__ = ["SEED_NAMES", "GLOBAL_LOCK", "NP_INST", "PY_INST", "Globals", "Module
 #: constructor parameters through which each copy gets its own seed
 SEED_NAMES = ("seed", "random_state", "rng")
 
+#: a generator object kept apart per copy: numpy's Generator or RandomState, or a ``random.Random``
+Gen: TypeAlias = Union[np.random.Generator, np.random.RandomState, _pyrandom.Random]
+#: the state of one: a bit generator's or RandomState's dict, a ``random.Random``'s tuple
+GenState: TypeAlias = Union[Mapping[str, object], tuple[object, ...]]
+#: numpy's legacy state of a RandomState: ("MT19937", keys, pos, has_gauss, cached_gaussian)
+NPState: TypeAlias = tuple[str, np.ndarray, int, int, float]
+#: a module's namespace (its globals) and a name bound in it
+Place: TypeAlias = tuple[dict[str, object], str]
+#: the places of one redirected function, by its name; per generator ("np", "py")
+Slots: TypeAlias = dict[str, dict[str, list[Place]]]
+#: a module-level generator as :meth:`ModuleGen.spec` gives it: its (module, name) places, kind, mode, index
+ModuleGenSpec: TypeAlias = tuple[tuple[tuple[str, str], ...], str, str, int]
+#: :class:`Globals` as :meth:`Globals.spec` gives it: its modes, modules and module-level generators
+GlobalsSpec: TypeAlias = tuple[str, str, tuple[str, ...], tuple[ModuleGenSpec, ...]]
+
 # the global generators are process-wide: one adapter at a time swaps them (threads then wait)
 GLOBAL_LOCK = threading.RLock()
 
 
-def _np_state_changed(before: tuple, after: tuple) -> bool:
+def _np_state_changed(before: NPState, after: NPState) -> bool:
     return before[2] != after[2] or before[3] != after[3] or not np.array_equal(before[1], after[1])
 
 
-def same_state(a: Any, b: Any) -> bool:
+def same_state(a: object, b: object) -> bool:
     """Equality of generator states (dicts, tuples, arrays, numbers)."""
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same_state(a[k], b[k]) for k in a)
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
         return len(a) == len(b) and all(same_state(x, y) for x, y in zip(a, b))
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return bool(np.array_equal(a, b))
+        return bool(np.array_equal(cast("npt.ArrayLike", a), cast("npt.ArrayLike", b)))
     return bool(a == b)
 
 
-def gen_state(obj: Any, kind: str) -> Any:
+def gen_state(obj: Gen, kind: str) -> GenState:
     """The state of a generator object of ``kind`` ("generator", "randomstate" or "random")."""
     if kind == "generator":
-        return obj.bit_generator.state
+        return cast(np.random.Generator, obj).bit_generator.state
     if kind == "randomstate":
-        return obj.get_state(legacy=False)
-    return obj.getstate()
+        return cast(np.random.RandomState, obj).get_state(legacy=False)
+    return cast(_pyrandom.Random, obj).getstate()
 
 
 # The module-level functions of the two global generators: bound methods of one hidden instance each.
@@ -78,15 +94,17 @@ class _Target:
     def __init__(self) -> None:
         self.i = 0
         self.seeds: list[int] = []
-        self.np_gens: list[Any] = []
-        self.py_gens: list[Any] = []
+        #: copy i's generator behind np.random's (random's) functions, redirected; its saved state, swapped; None
+        #: until its first draw
+        self.np_gens: list[np.random.RandomState | NPState | None] = []
+        self.py_gens: list[_pyrandom.Random | tuple[object, ...] | None] = []
         #: while one copy runs whole (:meth:`Globals.pin`): per generator ("np", "py"), the places (namespace, name)
         #: of each redirected function, bound straight to the copy's generator at its first call; None: redirect
-        self.pins: dict[str, dict[str, list[tuple[dict, str]]]] | None = None
+        self.pins: Slots | None = None
         #: the (generator, function) pairs bound straight for the current copy
         self.bound: set[tuple[str, str]] = set()
 
-    def bind(self, which: str, name: str, gen: Any) -> None:
+    def bind(self, which: str, name: str, gen: np.random.RandomState | _pyrandom.Random) -> None:
         """Pinned: the redirected function ``name`` of ``which`` ("np" or "py") becomes ``gen``'s own bound method
         in every place it was redirected, so its later draws cost what the generator's method costs."""
         places = self.pins[which].get(name) if self.pins is not None else None
@@ -96,7 +114,7 @@ class _Target:
                 ns[key] = method
             self.bound.add((which, name))
 
-    def rebind(self, which: str, gen: Any) -> None:
+    def rebind(self, which: str, gen: np.random.RandomState | _pyrandom.Random) -> None:
         """Pinned: the functions already bound straight follow the copy's generator when it is replaced."""
         if self.pins is not None:
             names = {n for w, n in self.bound if w == which}
@@ -104,43 +122,46 @@ class _Target:
             for name in names:
                 self.bind(which, name, gen)
 
-    def np_gen(self) -> Any:
+    def np_gen(self) -> np.random.RandomState:
         g = self.np_gens[self.i]
         if g is None:
             g = self.np_gens[self.i] = np.random.RandomState(np.random.PCG64(self.seeds[self.i]))
-        return g
+        return cast(np.random.RandomState, g)  # redirected: a generator, never a saved state
 
-    def np_mt(self) -> Any:
+    def np_mt(self) -> np.random.RandomState:
         g = self.np_gen()
         if not isinstance(g._bit_generator, np.random.MT19937):
             g = self.np_gens[self.i] = np.random.RandomState(int(g.randint(0, 1 << 32, dtype=np.uint64)))
             self.rebind("np", g)
         return g
 
-    def np_seed(self, *args: Any, **kwargs: Any) -> None:
-        g = self.np_gens[self.i] = np.random.RandomState(*args, **kwargs)
+    def np_seed(self, *args: object, **kwargs: object) -> None:
+        """``np.random.seed(...)`` for the current copy: its generator becomes ``RandomState(...)``."""
+        g = self.np_gens[self.i] = np.random.RandomState(*args, **kwargs)  # type: ignore[arg-type]  # numpy checks
         self.rebind("np", g)
 
-    def py_gen(self) -> Any:
+    def py_gen(self) -> _pyrandom.Random:
         g = self.py_gens[self.i]
         if g is None:
             g = self.py_gens[self.i] = _pyrandom.Random(self.seeds[self.i])
-        return g
+        return cast(_pyrandom.Random, g)  # redirected: a generator, never a saved state
 
 
-def _redirector(target: _Target, which: str, name: str) -> Any:
+def _redirector(target: _Target, which: str, name: str) -> Callable[..., object]:
+    """The function put in place of the module function ``name`` of ``which`` ("np" or "py"): the same call on
+    the current copy's own generator."""
     if which == "np" and name == "seed":
-        call = target.np_seed
-    else:
-        gen = target.py_gen if which == "py" else target.np_mt if name in ("get_state", "set_state") else target.np_gen
+        return target.np_seed
+    gen: Callable[[], np.random.RandomState | _pyrandom.Random]
+    gen = target.py_gen if which == "py" else target.np_mt if name in ("get_state", "set_state") else target.np_gen
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            g = gen()
-            if target.pins is not None:  # a whole run of one copy: its later calls skip this function
-                target.bind(which, name, g)
-            return getattr(g, name)(*args, **kwargs)
+    def call(*args: object, **kwargs: object) -> object:
+        g = gen()
+        if target.pins is not None:  # a whole run of one copy: its later calls skip this function
+            target.bind(which, name, g)
+        return getattr(g, name)(*args, **kwargs)
 
-        call.__name__ = name
+    call.__name__ = name
     return call
 
 
@@ -161,13 +182,15 @@ class ModuleGen:
 
     def __init__(self, places: tuple[tuple[str, str], ...], kind: str, mode: str = "replace", index: int = 0) -> None:
         self.places, self.kind, self.mode, self.index = places, kind, mode, index
-        self.copies: list[Any] = []
-        self.spaces: list[dict] = []
-        self.saved: Any = None
+        #: copy i's own generator (replace mode) or saved state (swap mode), None until its first call
+        self.copies: list[Gen | GenState | None] = []
+        self.spaces: list[dict[str, object]] = []
+        self.saved: GenState | None = None
         mod, attr = places[0]
-        self.original = vars(sys.modules[mod]).get(attr) if mod in sys.modules else None
+        #: the object the module binds (None once its module is gone: such a generator is not kept apart)
+        self.original: Gen | None = vars(sys.modules[mod]).get(attr) if mod in sys.modules else None
 
-    def spec(self) -> tuple:
+    def spec(self) -> ModuleGenSpec:
         return (self.places, self.kind, self.mode, self.index)
 
     def label(self) -> str:
@@ -181,27 +204,24 @@ class ModuleGen:
             where = rel if not rel.startswith("..") else where
         return f"{attr} of {where} ({_GEN_KINDS[self.kind]})"
 
-    def get(self) -> Any:
-        o = self.original
-        if self.kind == "generator":
-            return o.bit_generator.state
-        if self.kind == "randomstate":
-            return o.get_state(legacy=False)
-        return o.getstate()
+    def get(self) -> GenState:
+        """The original object's state."""
+        return gen_state(cast(Gen, self.original), self.kind)
 
-    def set(self, state: Any) -> None:
+    def set(self, state: GenState) -> None:
+        """Put ``state`` (one of :meth:`get`'s, or :meth:`fresh_state`'s) into the original object."""
         o = self.original
         if self.kind == "generator":
-            o.bit_generator.state = state
+            cast(np.random.Generator, o).bit_generator.state = cast(Mapping[str, object], state)
         elif self.kind == "randomstate":
-            o.set_state(state)
+            cast(np.random.RandomState, o).set_state(cast("dict[str, object]", state))
         else:
-            o.setstate(state)
+            cast(_pyrandom.Random, o).setstate(cast("tuple[object, ...]", state))
 
     def _seq(self, seed: int) -> np.random.SeedSequence:
         return np.random.SeedSequence([int(seed), 0x6D6F64, self.index])
 
-    def fresh(self, seed: int) -> Any:
+    def fresh(self, seed: int) -> Gen:
         """Copy ``seed``'s own generator (replace mode)."""
         ss = self._seq(seed)
         if self.kind == "generator":
@@ -210,18 +230,18 @@ class ModuleGen:
             return np.random.RandomState(np.random.PCG64(ss))
         s = int(ss.generate_state(1, np.uint64)[0])
         try:
-            return type(self.original)(s)
+            return type(cast(_pyrandom.Random, self.original))(s)
         except Exception:
             return _pyrandom.Random(s)
 
-    def fresh_state(self, seed: int) -> Any:
+    def fresh_state(self, seed: int) -> GenState:
         """Copy ``seed``'s state for the original object (swap mode)."""
         ss = self._seq(seed)
         o = self.original
         if self.kind == "generator":
-            return type(o.bit_generator)(ss).state
+            return type(cast(np.random.Generator, o).bit_generator)(ss).state
         if self.kind == "randomstate":
-            return np.random.RandomState(type(o._bit_generator)(ss)).get_state(legacy=False)
+            return np.random.RandomState(type(cast(np.random.RandomState, o)._bit_generator)(ss)).get_state(legacy=False)
         return _pyrandom.Random(int(ss.generate_state(1, np.uint64)[0])).getstate()
 
 
@@ -277,7 +297,7 @@ class Globals:
     """
 
     def __init__(self, np_mode: str, py_mode: str, modules: tuple[str, ...] = (),
-                 modgens: Sequence[tuple] = ()) -> None:
+                 modgens: Sequence[ModuleGenSpec] = ()) -> None:
         self.np_mode, self.py_mode = np_mode, py_mode
         self.modules = modules  # names of the modules whose globals may hold imported generator functions
         self.modgens = [ModuleGen(*spec) for spec in modgens]
@@ -285,19 +305,20 @@ class Globals:
         self.target = _Target()
         self.swaps = np_mode == "swap" or py_mode == "swap" or any(m.mode == "swap" for m in self.modgens)
         #: per replace-mode module generator: (its (namespace, name) places, the copies' objects, maker); set by enter
-        self.binds: list[tuple[list[tuple[dict, str]], list[Any], Any]] = []
+        self.binds: list[tuple[list[Place], list[Gen | GenState | None], Callable[[int], Gen]]] = []
         self.active = np_mode != "off" or py_mode != "off" or bool(self.modgens)
-        self._patched: list[tuple[dict, str, Any]] = []
+        self._patched: list[tuple[dict[str, object], str, object]] = []
         #: the redirected places per generator, (namespace, name, method name), that :meth:`pin` binds straight
-        self._slots: dict[str, dict[str, list[tuple[dict, str]]]] = {"np": {}, "py": {}}
-        self._saved: tuple[Any, Any] = (None, None)
+        self._slots: Slots = {"np": {}, "py": {}}
+        #: the hidden instances' states when the batch of calls began (:meth:`enter`)
+        self._saved: tuple[NPState | None, tuple[object, ...] | None] = (None, None)
         self._redirectors = {which: {n: _redirector(self.target, which, n) for n in names}
                              for which, names in (("np", _NP_NAMES), ("py", _PY_NAMES))}
 
-    def spec(self) -> tuple:
+    def spec(self) -> GlobalsSpec:
         return (self.np_mode, self.py_mode, self.modules, tuple(m.spec() for m in self.modgens))
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[type[Globals], GlobalsSpec]:
         # pickled (to the engine's workers) as its modes only: the generators are rebuilt by reset()
         return (Globals, self.spec())
 
@@ -315,11 +336,11 @@ class Globals:
         t = self.target
         t.i = i
         if self.np_mode == "swap":
-            st = t.np_gens[i]
+            st = cast("NPState | None", t.np_gens[i])  # swapped: a saved state
             NP_INST.set_state(st if st is not None else np.random.RandomState(t.seeds[i]).get_state())
         if self.py_mode == "swap":
-            st = t.py_gens[i]
-            PY_INST.setstate(st if st is not None else _pyrandom.Random(t.seeds[i]).getstate())
+            pst = cast("tuple[object, ...] | None", t.py_gens[i])
+            PY_INST.setstate(pst if pst is not None else _pyrandom.Random(t.seeds[i]).getstate())
         for m in self.modgens:
             c = m.copies[i]
             if m.mode == "replace":
@@ -328,12 +349,12 @@ class Globals:
                 for ns, (_, attr) in zip(m.spaces, m.places):
                     ns[attr] = c
             else:
-                m.set(c if c is not None else m.fresh_state(t.seeds[i]))
+                m.set(cast(GenState, c) if c is not None else m.fresh_state(t.seeds[i]))  # swapped: a saved state
 
     def save(self, i: int) -> None:
         """After copy ``i``'s call: keep its swapped states."""
         if self.np_mode == "swap":
-            self.target.np_gens[i] = NP_INST.get_state()
+            self.target.np_gens[i] = cast(NPState, NP_INST.get_state())
         if self.py_mode == "swap":
             self.target.py_gens[i] = PY_INST.getstate()
         for m in self.modgens:
@@ -343,7 +364,7 @@ class Globals:
     def enter(self) -> None:
         """Before a batch of calls: install the redirections, save what a swap overwrites, and note
         the hidden instances' states (to catch a class that bypasses the redirection)."""
-        self._saved = (NP_INST.get_state(), PY_INST.getstate())
+        self._saved = (cast(NPState, NP_INST.get_state()), PY_INST.getstate())
         for m in self.modgens:
             m.spaces = [vars(sys.modules[mod]) for mod, _ in m.places]
             m.saved = m.get()
@@ -362,18 +383,18 @@ class Globals:
             ns = vars(sys.modules[name]) if name in sys.modules else {}
             for key, val in list(ns.items()):
                 owner = getattr(val, "__self__", None)
-                which = "np" if owner is NP_INST or val is _NP_SEED else "py" if owner is PY_INST else None
-                if which is not None and on[which]:
+                gen = "np" if owner is NP_INST or val is _NP_SEED else "py" if owner is PY_INST else None
+                if gen is not None and on[gen]:
                     fn = "seed" if val is _NP_SEED else getattr(val, "__name__", "")
-                    if fn in self._redirectors[which]:
+                    if fn in self._redirectors[gen]:
                         self._patched.append((ns, key, val))
-                        ns[key] = self._redirectors[which][fn]
-                        self._slot(which, ns, key, fn)
+                        ns[key] = self._redirectors[gen][fn]
+                        self._slot(gen, ns, key, fn)
 
     #: numpy's functions that stay redirected when pinned: they replace the copy's generator or need MT19937
     _UNPINNED = frozenset({"seed", "get_state", "set_state"})
 
-    def _slot(self, which: str, ns: dict, key: str, name: str) -> None:
+    def _slot(self, which: str, ns: dict[str, object], key: str, name: str) -> None:
         if not (which == "np" and name in self._UNPINNED):
             self._slots[which].setdefault(name, []).append((ns, key))
 
@@ -400,9 +421,9 @@ class Globals:
         for ns, n, original in reversed(self._patched):
             ns[n] = original
         self._patched.clear()
-        np_saved, py_saved = self._saved
+        np_saved, py_saved = cast("tuple[NPState, tuple[object, ...]]", self._saved)  # set by enter
         moved = []
-        if self.np_mode != "swap" and _np_state_changed(np_saved, NP_INST.get_state()):
+        if self.np_mode != "swap" and _np_state_changed(np_saved, cast(NPState, NP_INST.get_state())):
             moved.append("np.random")
         if self.py_mode != "swap" and py_saved != PY_INST.getstate():
             moved.append("random")
@@ -414,7 +435,7 @@ class Globals:
                     ns[attr] = m.original
                 if not same_state(m.get(), m.saved):
                     moved.append(m.label())
-            m.set(m.saved)
+            m.set(cast(GenState, m.saved))  # set by enter
         return moved
 
 
