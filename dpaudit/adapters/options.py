@@ -4,12 +4,17 @@ process[:KEY=VALUE,...]`` (:data:`PROCESS_OPTIONS`), refused in one sentence bef
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeAlias, Union
 
 from dpaudit.adapters.arguments import parse_arg_map
 from dpaudit.errors import DPAuditError
 
-__all__ = ["ADAPTER_OPTIONS", "LIST_OPTIONS", "ADAPTER_SYNTAX", "PROCESS_OPTIONS", "LOOP_OPTIONS", "parse_adapter"]
+__all__ = ["ADAPTER_OPTIONS", "LIST_OPTIONS", "ADAPTER_SYNTAX", "PROCESS_OPTIONS", "LOOP_OPTIONS", "OptionValue",
+           "parse_adapter"]
+
+#: an adapter option's value, parsed: a name or an argument mapping (text), a count (n_arms, first_round), a number
+#: of seconds (timeout), on or off (batch), a domain's two ends
+OptionValue: TypeAlias = Union[str, int, float, bool, tuple[float, ...]]
 
 #: options of ``--adapter per-run:KEY=VALUE,...`` and the PerRun argument each sets
 ADAPTER_OPTIONS = {"select": "select", "update": "update", "step": "step", "update_args": "update_args",
@@ -34,43 +39,44 @@ LOOP_SYNTAX = ("loop:env=NAME,pull=NAME,step=NAME,reward=NAME,get_reward=NAME,ru
                "factory=NAME,globals=off|redirect|swap")
 
 
-def _parse_simple(kind: str, rest: str, keys: dict[str, str]) -> dict[str, Any]:
+def _parse_simple(kind: str, rest: str, keys: dict[str, str]) -> dict[str, OptionValue]:
     """``KEY=VALUE,...`` of the process and loop adapters (no list values), each checked."""
-    options: dict[str, Any] = {}
+    options: dict[str, OptionValue] = {}
     for item in filter(None, (x.strip() for x in rest.split(","))):
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or key not in keys or not value:
+        key, sep, text = item.partition("=")
+        key, text = key.strip(), text.strip()
+        if not sep or key not in keys or not text:
             raise DPAuditError(f"{kind} adapter option {item!r} must be KEY=VALUE with KEY one of {', '.join(keys)}.")
         if keys[key] in options:
             raise DPAuditError(f"{kind} adapter option {key} is given twice.")
+        value: OptionValue = text
         if key == "n_arms":
             try:
-                value = int(value)
+                value = int(text)
             except ValueError:
-                raise DPAuditError(f"{kind} adapter option n_arms must be an integer, got {value!r}.") from None
+                raise DPAuditError(f"{kind} adapter option n_arms must be an integer, got {text!r}.") from None
         elif key == "timeout":
             try:
-                seconds = float(value)
+                seconds = float(text)
             except ValueError:
                 seconds = float("nan")
             if not 0 < seconds < float("inf"):
                 raise DPAuditError(f"process adapter option timeout must be a number of seconds > 0, got "
-                                   f"{value!r}.")
+                                   f"{text!r}.")
             value = seconds
         elif key == "batch":
-            if value.lower() not in ("on", "off", "true", "false", "1", "0"):
-                raise DPAuditError(f"process adapter option batch must be on or off, got {value!r}.")
-            value = value.lower() in ("on", "true", "1")
-        elif key == "globals" and value not in ("off", "redirect", "swap"):
-            raise DPAuditError(f"loop adapter option globals must be off, redirect or swap, got {value!r}.")
-        elif key not in ("globals",) and not value.isidentifier():
-            raise DPAuditError(f"{kind} adapter option {key} must be a Python name, got {value!r}.")
+            if text.lower() not in ("on", "off", "true", "false", "1", "0"):
+                raise DPAuditError(f"process adapter option batch must be on or off, got {text!r}.")
+            value = text.lower() in ("on", "true", "1")
+        elif key == "globals" and text not in ("off", "redirect", "swap"):
+            raise DPAuditError(f"loop adapter option globals must be off, redirect or swap, got {text!r}.")
+        elif key not in ("globals",) and not text.isidentifier():
+            raise DPAuditError(f"{kind} adapter option {key} must be a Python name, got {text!r}.")
         options[keys[key]] = value
     return options
 
 
-def parse_adapter(text: str) -> tuple[str, dict[str, Any]]:
+def parse_adapter(text: str) -> tuple[str, dict[str, OptionValue]]:
     """``"per-run"`` or ``"per-run:KEY=VALUE,..."`` -> (adapter name, PerRun options).
 
     Keys (:data:`ADAPTER_OPTIONS`): ``select``, ``update``, ``step`` (method names); ``update_args``,
@@ -90,40 +96,47 @@ def parse_adapter(text: str) -> tuple[str, dict[str, Any]]:
                            f"options as in {ADAPTER_SYNTAX}), 'loop' (a function or class that runs its own loop: "
                            f"{LOOP_SYNTAX}) and 'process' (POLICY is a command speaking dpaudit.process/1: "
                            f"{PROCESS_SYNTAX}).")
-    options: dict[str, Any] = {}
-    last = None
+    options: dict[str, OptionValue] = {}
+    lists: dict[str, list[str]] = {}  # the items of each list value, in order
+    last: str | None = None
     for item in filter(None, (x.strip() for x in rest.split(","))):
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep and last in LIST_OPTIONS:
-            options[ADAPTER_OPTIONS[last]].append(item)
+        key, sep, text = item.partition("=")
+        key, text = key.strip(), text.strip()
+        if not sep and last is not None and last in LIST_OPTIONS:
+            lists[ADAPTER_OPTIONS[last]].append(item)
             continue
-        if not sep or key not in ADAPTER_OPTIONS or not value:
+        if not sep or key not in ADAPTER_OPTIONS or not text:
             raise DPAuditError(f"adapter option {item!r} must be KEY=VALUE with KEY one of "
                                f"{', '.join(ADAPTER_OPTIONS)} (a list value such as update_args=t,arm,reward goes on "
                                "over the commas up to the next KEY=).")
-        if ADAPTER_OPTIONS[key] in options:
+        opt = ADAPTER_OPTIONS[key]
+        if opt in options:
             raise DPAuditError(f"adapter option {key} is given twice.")
+        value: OptionValue = text
         if key in ("first_round", "n_arms"):
             try:
-                value = int(value)
+                value = int(text)
             except ValueError:
-                raise DPAuditError(f"adapter option {key} must be an integer, got {value!r}.") from None
-        options[ADAPTER_OPTIONS[key]] = [value] if key in LIST_OPTIONS else value
+                raise DPAuditError(f"adapter option {key} must be an integer, got {text!r}.") from None
+        if key in LIST_OPTIONS:
+            lists[opt] = [text]
+        options[opt] = value  # a list value's place: filled in below, once all its items are read
         last = key
     for key in LIST_OPTIONS:
         opt = ADAPTER_OPTIONS[key]
-        if opt in options:
+        if opt in lists:
+            items = lists[opt]
             if key == "domain":
                 try:
-                    options[opt] = tuple(float(v) for v in options[opt])
+                    domain = tuple(float(v) for v in items)
                 except ValueError:
                     raise DPAuditError(f"adapter option domain must be two numbers LOW,HIGH, got "
-                                       f"{','.join(options[opt])!r}.") from None
-                if len(options[opt]) != 2:
+                                       f"{','.join(items)!r}.") from None
+                if len(domain) != 2:
                     raise DPAuditError(f"adapter option domain must be two numbers LOW,HIGH, got "
-                                       f"{','.join(str(v) for v in options[opt])!r}.")
+                                       f"{','.join(str(v) for v in domain)!r}.")
+                options[opt] = domain
             else:
-                options[opt] = ",".join(options[opt])
-                parse_arg_map(options[opt], key)  # refused here, in one sentence, before anything is built
+                options[opt] = joined = ",".join(items)
+                parse_arg_map(joined, key)  # refused here, in one sentence, before anything is built
     return "per-run", options
