@@ -34,8 +34,10 @@ Which module holds what (each imports only the ones listed after it, as pyprojec
   (building the copies, driving them each round, the local channel);
 * ``probe`` -- the probe before an audit (``Probe``: the calls checked, a swapped argument order
   named, randomness the adapter cannot seed refused) and the notes it leaves in the findings;
-* ``shape`` -- which methods drive a copy (``Shape``, :data:`SELECT_NAMES`, :data:`UPDATE_NAMES`),
-  its number of arms (:data:`N_ARMS_NAMES`), an arm it returned, checked;
+* ``shape`` -- which methods drive a copy (``Shape``, :data:`SELECT_NAMES`, :data:`UPDATE_NAMES`; the
+  shapes under their usual names as Protocols a user may type a class against: :class:`SelectsArm`,
+  :class:`SelectsArmAtRound`, :class:`Steps`), its number of arms (:data:`N_ARMS_NAMES`), an arm it
+  returned, checked;
 * ``arguments`` -- the feedback (or step) call's arguments: :data:`ARG_TOKENS`, :data:`ARG_NAMES`,
   :func:`parse_arg_map`, the order read from parameter names, the values of a call;
 * ``seeding`` -- each copy's generators kept apart: the global ``np.random`` / ``random`` redirected
@@ -60,7 +62,7 @@ from dpaudit.adapters.per_run import LocalPerRun, PerRun, make_per_run
 from dpaudit.adapters.process import ProcessPolicy, make_process
 from dpaudit.adapters.rewards import realise_means, reward_alphabet
 from dpaudit.adapters.seeding import SEED_NAMES, find_module_generators
-from dpaudit.adapters.shape import N_ARMS_NAMES, SELECT_NAMES, UPDATE_NAMES
+from dpaudit.adapters.shape import N_ARMS_NAMES, SELECT_NAMES, UPDATE_NAMES, SelectsArm, SelectsArmAtRound, Steps
 
 # public names outside __all__, importable from here too
 from dpaudit.adapters.arguments import ArgMap as ArgMap
@@ -73,6 +75,9 @@ __all__ = [
     "N_ARMS_NAMES",
     "SELECT_NAMES",
     "UPDATE_NAMES",
+    "SelectsArm",
+    "SelectsArmAtRound",
+    "Steps",
     "SEED_NAMES",
     "CLAIM_FORMS",
     "parse_claim",

@@ -6,13 +6,13 @@ built from a mapping, for one copy or for N."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeAlias, Union
 
 from dpaudit.errors import DPAuditError
 
-__all__ = ["ARG_TOKENS", "ARG_NAMES", "ArgMap", "parse_arg_map", "auto_arg_map", "positional_arity", "accepts_call",
-           "render_call", "params_text", "call_values", "batch_call_values"]
+__all__ = ["ARG_TOKENS", "ARG_NAMES", "ArgMap", "ArgMapText", "parse_arg_map", "auto_arg_map", "positional_arity",
+           "accepts_call", "render_call", "params_text", "call_values", "batch_call_values"]
 
 #: what an argument of the feedback or step call can be: the arm played, its reward, the round
 ARG_TOKENS = ("arm", "reward", "t")
@@ -29,9 +29,14 @@ ARG_NAMES = {
 _NAME_PREFIXES = ("last_", "prev_", "previous_", "the_", "current_", "cur_")
 
 ArgMap = tuple[tuple[str | None, str], ...]  # ((keyword or None for positional, token), ...)
+#: an argument mapping as a user gives it (``update_args=``, ``step_args=``): text ``"t,arm,reward"``, a sequence
+#: of items, or {parameter name: token} (:func:`parse_arg_map`)
+ArgMapText: TypeAlias = Union[str, Sequence[str], Mapping[str, str]]
+#: one call's arguments: positional, keyword
+CallArgs: TypeAlias = tuple[tuple[object, ...], dict[str, object]]
 
 
-def positional_arity(fn: Any) -> tuple[int, int] | None:
+def positional_arity(fn: Callable[..., object]) -> tuple[int, int] | None:
     """(required, maximum) positional arguments of a bound method; maximum is large with *args."""
     try:
         sig = inspect.signature(fn)
@@ -60,7 +65,7 @@ def _token_of(name: str) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-def parse_arg_map(value: Any, what: str) -> ArgMap:
+def parse_arg_map(value: ArgMapText, what: str) -> ArgMap:
     """An argument mapping (``update_args``, ``step_args``) as ((keyword or None, token), ...).
 
     ``value``: text ``"t,arm,reward"``, a sequence of items, or a mapping {parameter name: token}. An
@@ -68,7 +73,7 @@ def parse_arg_map(value: Any, what: str) -> ArgMap:
     tokens are ``arm``, ``reward`` and ``t`` (the round: dpaudit's 0-based round plus ``first_round``),
     each at most once, ``reward`` required; positional items come first."""
     if isinstance(value, str):
-        items: list[Any] = [x.strip() for x in value.split(",") if x.strip()]
+        items: list[object] = [x.strip() for x in value.split(",") if x.strip()]
     elif isinstance(value, Mapping):
         items = [f"{k}:{v}" for k, v in value.items()]
     elif isinstance(value, Sequence):
@@ -94,7 +99,7 @@ def parse_arg_map(value: Any, what: str) -> ArgMap:
     return tuple(out)
 
 
-def auto_arg_map(fn: Any) -> tuple[ArgMap, str] | None:
+def auto_arg_map(fn: Callable[..., object]) -> tuple[ArgMap, str] | None:
     """The argument order of a feedback or step method, when it is safe to tell; None if it cannot be
     driven without a mapping. Its required positional parameters all named as tokens (``last_reward,
     last_arm``; ``t, arm, r``): that order ("names"). Else, two or three required ones all but one named as
@@ -134,7 +139,7 @@ def auto_arg_map(fn: Any) -> tuple[ArgMap, str] | None:
     return None
 
 
-def accepts_call(fn: Any, amap: ArgMap) -> bool:
+def accepts_call(fn: Callable[..., object], amap: ArgMap) -> bool:
     """Whether ``fn`` accepts the call ``amap`` describes."""
     try:
         inspect.signature(fn).bind(*[0 for k, _ in amap if k is None], **{k: 0 for k, _ in amap if k is not None})
@@ -152,25 +157,28 @@ def render_call(method: str, amap: ArgMap, step: bool = False) -> str:
     return f"{method}({', '.join(word(t) if k is None else f'{k}={word(t)}' for k, t in amap)})"
 
 
-def call_values(args: ArgMap, arm: Any, reward: Any, t: Any) -> tuple[tuple, dict]:
+def call_values(args: ArgMap, arm: int | None, reward: float | None, t: int) -> CallArgs:
     """One call's positional and keyword arguments from the mapping."""
     vals = {"arm": arm, "reward": reward, "t": t}
     return tuple(vals[tok] for k, tok in args if k is None), {k: vals[tok] for k, tok in args if k is not None}
 
 
-def batch_call_values(args: ArgMap, arms: list[Any], rewards: list[Any], t: Any,
-                      n: int) -> tuple[list[tuple], list[dict] | None]:
+def batch_call_values(args: ArgMap, arms: Sequence[int | None], rewards: Sequence[float | None], t: int,
+                      n: int) -> tuple[list[tuple[object, ...]], list[dict[str, object]] | None]:
     """Each of ``n`` copies' feedback (or step) arguments, positional and keyword, from the mapping."""
-    cols = {"arm": arms, "reward": rewards, "t": [t] * n}
+    cols: dict[str, Sequence[object]] = {"arm": arms, "reward": rewards, "t": [t] * n}
     pos = [cols[tok] for k, tok in args if k is None]
-    argss = list(zip(*pos)) if pos else [()] * n
+    argss: list[tuple[object, ...]] = list(zip(*pos)) if pos else [()] * n
     kws = [(k, cols[tok]) for k, tok in args if k is not None]
     kwss = [dict(zip([k for k, _ in kws], vals)) for vals in zip(*[c for _, c in kws])] if kws else None
     return argss, kwss
 
 
-def params_text(fn: Any) -> str:
-    """A method's parameters as written, ``(t, arm, reward)``, for error messages."""
+def params_text(fn: object) -> str:
+    """A method's parameters as written, ``(t, arm, reward)``, for error messages (``(...)`` when it has none
+    to show)."""
+    if not callable(fn):
+        return "(...)"
     try:
         return "(" + ", ".join(str(p) for p in inspect.signature(fn).parameters.values()) + ")"
     except (TypeError, ValueError):

@@ -18,7 +18,7 @@ from dpaudit.errors import DPAuditError, check_int
 __all__ = ["build_policy"]
 
 
-def build_policy(spec: str, params: Mapping[str, Any] | None = None, horizon: int | None = None, *,
+def build_policy(spec: str, params: Mapping[str, object] | None = None, horizon: int | None = None, *,
                  adapter: str | None = None, claim: Guarantee | str | None = None, **options: Any) -> Any:
     """What ``dpaudit check policy SPEC [--param ...] [--adapter per-run] [--claim ...]`` audits.
 

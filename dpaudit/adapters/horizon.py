@@ -5,19 +5,24 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
+from collections.abc import Callable
 from numbers import Integral
-from typing import Any
+from typing import TypeAlias
 
 from dpaudit.errors import DPAuditError
 
-__all__ = ["HORIZON_NAMES", "horizon_parameter", "horizon_value", "init_parameters"]
+__all__ = ["HORIZON_NAMES", "Maker", "horizon_parameter", "horizon_value", "init_parameters"]
+
+#: what builds the code an adapter audits from its parameters: a class, or a factory function returning an
+#: instance (called with keyword arguments)
+Maker: TypeAlias = Callable[..., object]
 
 #: constructor parameter names that receive the audit's horizon T (matched case-sensitively)
 HORIZON_NAMES = ("horizon", "T", "n", "iters", "n_iters", "time_horizon", "n_rounds", "rounds",
                  "num_rounds", "max_steps", "budget", "steps", "n_steps")
 
 
-def init_parameters(cls: Any) -> dict[str, inspect.Parameter]:
+def init_parameters(cls: Maker) -> dict[str, inspect.Parameter]:
     """The keyword parameters of a class's constructor, or of a factory function."""
     try:
         sig = inspect.signature(cls.__init__ if inspect.isclass(cls) else cls)
@@ -41,7 +46,7 @@ def _could_be_count(p: inspect.Parameter) -> bool:
     return True
 
 
-def horizon_parameter(cls: type, name: str | None = None) -> str | None:
+def horizon_parameter(cls: Maker, name: str | None = None) -> str | None:
     """The constructor parameter of ``cls`` that receives the audit's horizon T, or None.
 
     Looks for the names of :data:`HORIZON_NAMES` (case-sensitive: ``T`` but not ``t``) among the
@@ -67,7 +72,7 @@ def horizon_parameter(cls: type, name: str | None = None) -> str | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def horizon_value(cls: Any, kwargs: Mapping[str, Any]) -> int | None:
+def horizon_value(cls: Maker, kwargs: Mapping[str, object]) -> int | None:
     """The horizon T that ``kwargs`` give ``cls`` through its horizon parameter (an int >= 1), or None
     (no such parameter, several candidates, or no usable value)."""
     try:

@@ -12,21 +12,22 @@ from __future__ import annotations
 import inspect
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from dpaudit.accountants import Guarantee
-from dpaudit.adapters.arguments import batch_call_values, params_text, positional_arity
+from dpaudit.adapters.arguments import ArgMapText, batch_call_values, params_text, positional_arity
 from dpaudit.adapters.claims import CLAIM_FORMS, parse_claim
-from dpaudit.adapters.horizon import horizon_parameter, horizon_value, init_parameters
+from dpaudit.adapters.horizon import Maker, horizon_parameter, horizon_value, init_parameters
 from dpaudit.adapters.probe import Probe, probe_notes
 from dpaudit.adapters.rewards import reward_alphabet
 from dpaudit.adapters.seeding import (GLOBAL_LOCK, SEED_NAMES, Globals, find_module_generators, generators_kept,
                                       moved_message)
-from dpaudit.adapters.shape import checked_arm, detect_arms, detect_shape
+from dpaudit.adapters.shape import Shape, checked_arm, detect_arms, detect_shape
 from dpaudit.errors import DPAuditError, InternalError, check_int
 from dpaudit.policies.base import arm_ranges
 from dpaudit.sandbox import guard, in_plugin_code
@@ -103,17 +104,17 @@ class PerRun:
 
     accepts_queries = True
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> "PerRun":
+    def __new__(cls, *args: object, **kwargs: object) -> "PerRun":
         if cls is PerRun and kwargs.get("randomizer") is not None:
             cls = LocalPerRun
         return super().__new__(cls)
 
-    def __init__(self, cls: Any, kwargs: Mapping[str, Any] | None = None, claim: Guarantee | str | None = None,
+    def __init__(self, cls: Maker, kwargs: Mapping[str, object] | None = None, claim: Guarantee | str | None = None,
                  *, select: str | None = None, update: str | None = None, step: str | None = None,
-                 update_args: Any = None, step_args: Any = None,
-                 n_arms: int | None = None, first_round: int = 0, reward_range: Any = None,
+                 update_args: ArgMapText | None = None, step_args: ArgMapText | None = None,
+                 n_arms: int | None = None, first_round: int = 0, reward_range: npt.ArrayLike | None = None,
                  alphabet: Sequence[float] | None = None, globals_mode: str | None = None,
-                 probe_steps: int | None = None, randomizer: str | None = None, domain: Any = None,
+                 probe_steps: int | None = None, randomizer: str | None = None, domain: Sequence[float] | None = None,
                  spec: str | None = None) -> None:
         if not callable(cls):
             raise DPAuditError(f"the per-run adapter needs a class, or a function that returns an instance, got {cls!r}.")
@@ -137,7 +138,7 @@ class PerRun:
                                f"independent; drop {self._seed_param}={self.kwargs[self._seed_param]!r} from the "
                                "parameters (the audit's --seed decides).")
         _check_required(cls, maker, self.kwargs, self._seed_param, params, spec)
-        modules = [getattr(cls, "__module__", None)] if self.factory else [c.__module__ for c in cls.__mro__]
+        modules = [c.__module__ for c in cls.__mro__] if inspect.isclass(cls) else [getattr(cls, "__module__", None)]
         early = find_module_generators([m for m in modules if m and m != "builtins"])
         with generators_kept(early):  # building may seed or draw from the global generators: the caller's survive
             probe = self._build(0)
@@ -192,17 +193,18 @@ class PerRun:
         self._used = found.used
         self.audit_notes.extend(probe_notes(self._who, self._shape, self.first_round, self._globals, found, modgens,
                                             mg_modes, globals_mode))
-        self._randomizer = None
+        #: a LocalPerRun's randomizer: the name of the method that turns a user's datum into her message
+        self._randomizer: str | None = None
         if randomizer is not None:
             self._local(probe, randomizer, domain)
         elif domain is not None:
             raise DPAuditError("domain applies with a randomizer (a local-DP class: --adapter "
                                "per-run:randomizer=NAME,domain=LOW,HIGH); drop it.")
         self.n_runs = 0
-        self._objs: list[Any] = []
+        self._objs: list[object] = []
 
     # ---- construction ------------------------------------------------------------------------
-    def _build(self, seed: int | None) -> Any:
+    def _build(self, seed: int | None) -> object:
         """A copy built with ``seed``: plug-in code, behind the sandbox (an exit, a hang, a print), its
         exceptions worded here. Inside a guard already (``reset`` builds a copy per run behind the sandbox's
         wrapper) no second one is opened: that one covers it, at no cost per copy."""
@@ -218,7 +220,8 @@ class PerRun:
             raise DPAuditError(f"{self._maker}({', '.join(f'{k}={v!r}' for k, v in kw.items())}) raised "
                                f"{type(exc).__name__}: {exc}.") from exc
 
-    def _call(self, fn: Any, args: tuple, kw: dict, t: int, copy: int = 0) -> Any:
+    def _call(self, fn: Callable[..., object], args: tuple[object, ...], kw: dict[str, object], t: int,
+              copy: int = 0) -> object:
         """A copy's method called at round ``t`` (the probe's calls): behind the sandbox, its exceptions
         worded here (with the argument order that would run)."""
         try:
@@ -240,7 +243,7 @@ class PerRun:
         err.base = base  # type: ignore[attr-defined]
         return err
 
-    def _one_arm(self, value: Any, t: int, copy: int) -> int:
+    def _one_arm(self, value: object, t: int, copy: int) -> int:
         """The arm a copy's call returned, checked (:func:`~dpaudit.adapters.shape.checked_arm`)."""
         return checked_arm(value, t, copy, self._who, self.n_arms)
 
@@ -267,17 +270,20 @@ class PerRun:
         objs = self._run_calls([self._build] * n, [(int(x),) for x in seeds], 0)
         self._objs = objs
         s = self._shape
-        self._sel = [getattr(o, s.select if s.kind == "select" else s.feedback) for o in objs]  # step: the step
-        self._upd = [getattr(o, s.feedback) for o in objs] if s.kind == "select" else []
-        self._last_arms: list[Any] = [None] * n
-        self._last_rewards: list[Any] = [None] * n
+        #: each copy's selection method (for the step shape: its step method), and its feedback method
+        self._sel: list[Callable[..., object]] = [getattr(o, s.select if s.kind == "select" else s.feedback)
+                                                  for o in objs]
+        self._upd: list[Callable[..., object]] = [getattr(o, s.feedback) for o in objs] if s.kind == "select" else []
+        self._last_arms: list[int | None] = [None] * n
+        self._last_rewards: list[float | None] = [None] * n
         self._t = 0
         self._acted = False
 
-    def _run_calls(self, fns: list[Any], argss: Any, t: int, kwss: list[dict] | None = None) -> list[Any]:
+    def _run_calls(self, fns: Sequence[Callable[..., object]], argss: Iterable[tuple[object, ...]], t: int,
+                   kwss: list[dict[str, object]] | None = None) -> list[object]:
         """``[fn(*args) for fn, args]``, copy i's call with copy i's generators (see :class:`Globals`)."""
         g = self._globals
-        out: list[Any] = [None] * len(fns)
+        out: list[object] = [None] * len(fns)
         i = 0
         with GLOBAL_LOCK:
             g.enter()
@@ -362,7 +368,7 @@ class PerRun:
         self._t = t + 1
         self._acted = False
 
-    def run_copies(self, tables: Any, which: Any = None) -> np.ndarray:
+    def run_copies(self, tables: npt.ArrayLike, which: npt.ArrayLike | None = None) -> np.ndarray:
         """Whole runs, copy by copy: after :meth:`reset`, copy i plays every round of the reward table
         ``tables[which[i]]`` (T rows of K rewards; the reward of arm a at round t is its row t's entry a;
         ``which`` None: ``tables`` is one table for every copy). Returns the views, (n_runs, T) arms.
@@ -503,7 +509,7 @@ class PerRun:
                 return None
         return None
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, object]:
         """The constructor parameters the copies were built with (for reports)."""
         return dict(self.kwargs)
 
@@ -519,7 +525,7 @@ class PerRun:
         return (f"{self._who}{maker} run per copy through {self._shape.render()}; per-copy global generators: "
                 f"np.random {mode('np.random', g.np_mode)}, random {mode('random', g.py_mode)}{mods}")
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         # a policy is pickled to the engine's workers before reset(): drop the copies (and bound methods)
         state = dict(self.__dict__)
         for k in ("_objs", "_sel", "_upd", "_last_arms", "_last_rewards"):
@@ -529,11 +535,11 @@ class PerRun:
         return state
 
     # ---- local DP: the randomizer as the channel -------------------------------------------------
-    def _local(self, probe: Any, randomizer: str, domain: Any) -> None:
+    def _local(self, probe: object, randomizer: str, domain: Sequence[float] | None) -> None:
         raise DPAuditError("a randomizer makes a LocalPerRun; build it with PerRun(..., randomizer=NAME).")
 
 
-def _called(exc: BaseException, s: Any) -> str:
+def _called(exc: BaseException, s: Shape) -> str:
     """The name of the copy's method an exception of :meth:`PerRun.run_copies` came out of: the frame its loop
     called (the feedback method when none shows, a method written in C)."""
     tb = exc.__traceback__
@@ -541,7 +547,7 @@ def _called(exc: BaseException, s: Any) -> str:
     return frame.tb_frame.f_code.co_name if frame is not None else s.feedback
 
 
-def _check_required(cls: Any, maker: str, kwargs: Mapping[str, Any], seed_param: str | None,
+def _check_required(cls: Maker, maker: str, kwargs: Mapping[str, object], seed_param: str | None,
                     params: Mapping[str, inspect.Parameter], spec: str | None) -> None:
     """Refuse, before building, a constructor whose required parameters were not given (objects such
     as an environment cannot come from --param): a factory function is the way, and this says so."""
@@ -566,7 +572,7 @@ def _check_required(cls: Any, maker: str, kwargs: Mapping[str, Any], seed_param:
         f"FILE.py:FUNCTION or module:FUNCTION with --adapter per-run{hint}.")
 
 
-def _factories_of(cls: Any) -> list[str]:
+def _factories_of(cls: Maker) -> list[str]:
     """Functions of ``cls``'s module that build it (they name the class in their code, or return it)."""
     mod = sys.modules.get(getattr(cls, "__module__", ""), None)
     name = getattr(cls, "__name__", None)
@@ -594,7 +600,7 @@ class LocalPerRun(PerRun):
     tests the randomizer and the central part the actions.
     """
 
-    def _local(self, probe: Any, randomizer: str, domain: Any) -> None:
+    def _local(self, probe: object, randomizer: str, domain: Sequence[float] | None) -> None:
         who = self._who
         with guard(self._plugin, randomizer):
             fn = getattr(probe, randomizer, None)
@@ -625,34 +631,35 @@ class LocalPerRun(PerRun):
             "randomness seeded from the audit's generator); the messages a copy sends inside its own feedback call "
             "are not recorded, so there is no transcript part.")
 
-    def channel(self, z_batch: Any, rng: np.random.Generator) -> np.ndarray:
+    def channel(self, z_batch: npt.ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """The randomizer's message for each user of ``z_batch`` (one number per user): (n,) or (n, m)."""
         z = np.asarray(z_batch, dtype=float)
         if z.ndim != 1:
             raise DPAuditError(f"{self._who}'s randomizer takes one number per user; the channel was given data of "
                                f"shape {z.shape}.")
         seed, gseed = (int(x) for x in rng.integers(0, 1 << 32, size=2))
+        randomizer = cast(str, self._randomizer)  # set by _local: a LocalPerRun has one
         g = Globals(*self._globals.spec())
         g.seed_copies(np.array([gseed]))
-        out: list[Any] = []
+        out: list[object] = []
         v = None
         with GLOBAL_LOCK:
             g.enter()
             try:
                 g.select(0)
                 obj = self._build(seed)
-                fn = getattr(obj, self._randomizer)
+                fn = getattr(obj, randomizer)
                 for v in z.tolist():
                     out.append(fn(v))
             except (DPAuditError, InternalError):
                 raise
             except Exception as exc:
-                raise self._failure(self._randomizer, exc, f"on the datum {v!r}") from exc
+                raise self._failure(randomizer, exc, f"on the datum {v!r}") from exc
             finally:
                 moved = g.leave()
         if moved:
             raise DPAuditError(moved_message(self._who, self._globals, moved, "in its randomizer"))
-        odd = next((v for v in out if np.iscomplexobj(v)), None)
+        odd = next((v for v in out if np.iscomplexobj(cast("npt.ArrayLike", v))), None)
         if odd is not None:  # a float conversion would drop the imaginary part unseen
             raise DPAuditError(f"{self._who}.{self._randomizer} returned {odd!r}, a complex message; a user's message "
                                "must be real numbers (an imaginary part would be dropped unseen).")
@@ -673,7 +680,7 @@ class LocalPerRun(PerRun):
 PerRun.__module__ = LocalPerRun.__module__ = "dpaudit.adapters"
 
 
-def make_per_run(spec: str, params: Mapping[str, Any] | None = None, claim: Guarantee | str | None = None,
+def make_per_run(spec: str, params: Mapping[str, object] | None = None, claim: Guarantee | str | None = None,
                  horizon: int | None = None, **options: Any) -> PerRun:
     """The CLI's ``--adapter per-run``: load ``spec`` (``file.py:Class`` or ``module:Class``, or a
     factory ``file.py:function`` / ``module:function`` returning an instance), type the ``--param``

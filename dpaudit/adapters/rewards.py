@@ -5,9 +5,9 @@ the arms' means)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.policies.base import arm_ranges, check_alphabet
@@ -15,7 +15,7 @@ from dpaudit.policies.base import arm_ranges, check_alphabet
 __all__ = ["reward_alphabet", "realise_means"]
 
 
-def reward_alphabet(policy: Any) -> tuple[float, ...] | None:
+def reward_alphabet(policy: object) -> tuple[float, ...] | None:
     """The rewards ``policy`` accepts, from its optional ``reward_alphabet`` attribute, sorted; None
     when it has none (any value in its reward range). An alphabet must hold at least two distinct
     finite numbers, all inside the policy's ``reward_range`` when it declares one."""
@@ -33,8 +33,8 @@ def reward_alphabet(policy: Any) -> tuple[float, ...] | None:
     return alphabet
 
 
-def realise_means(means: Any, horizon: int, alphabet: Sequence[float] | None = None,
-                  reward_range: Any = (0.0, 1.0)) -> np.ndarray:
+def realise_means(means: npt.ArrayLike, horizon: int, alphabet: Sequence[float] | None = None,
+                  reward_range: npt.ArrayLike = (0.0, 1.0)) -> np.ndarray:
     """A (T, K) reward table whose column a has running means tracking ``means[a]``.
 
     Without an alphabet every entry of column a is ``means[a]``. With one, column a takes only the

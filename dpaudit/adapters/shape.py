@@ -1,7 +1,8 @@
 """Which methods drive a copy of a one-run class and how many arms it has: the method names tried
-(:data:`SELECT_NAMES`, :data:`UPDATE_NAMES`), the shape found (:class:`Shape`, :func:`detect_shape`),
-the number of arms (:data:`N_ARMS_NAMES`, :func:`detect_arms`), and an arm a call returned, checked
-(:func:`checked_arm`)."""
+(:data:`SELECT_NAMES`, :data:`UPDATE_NAMES`), the shapes under their usual names as Protocols
+(:class:`SelectsArm`, :class:`SelectsArmAtRound`, :class:`Steps`: what a user may type a class against), the
+shape found (:class:`Shape`, :func:`detect_shape`), the number of arms (:data:`N_ARMS_NAMES`,
+:func:`detect_arms`), and an arm a call returned, checked (:func:`checked_arm`)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,17 @@ import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Any
+from typing import Protocol, TypeAlias, Union
 
 import numpy as np
 
-from dpaudit.adapters.arguments import (ArgMap, accepts_call, auto_arg_map, params_text, parse_arg_map,
+from dpaudit.adapters.arguments import (ArgMap, ArgMapText, accepts_call, auto_arg_map, params_text, parse_arg_map,
                                         positional_arity, render_call)
-from dpaudit.adapters.horizon import init_parameters
+from dpaudit.adapters.horizon import Maker, init_parameters
 from dpaudit.errors import DPAuditError, check_int
 
-__all__ = ["N_ARMS_NAMES", "SELECT_NAMES", "UPDATE_NAMES", "MAX_ARMS", "Shape", "detect_shape", "detect_arms",
-           "checked_arm"]
+__all__ = ["N_ARMS_NAMES", "SELECT_NAMES", "UPDATE_NAMES", "MAX_ARMS", "SelectsArm", "SelectsArmAtRound", "Steps",
+           "OneRunBandit", "Shape", "detect_shape", "detect_arms", "checked_arm"]
 
 #: instance attributes (then constructor parameters) read for the number of arms, in this order
 N_ARMS_NAMES = ("n_arms", "K", "k", "n_actions", "num_arms", "narms", "arms")
@@ -34,6 +35,38 @@ UPDATE_NAMES = ("update", "observe", "receive_reward", "feedback")
 
 _SHAPES = ("select_arm()/select_arm(t) + update(arm, reward), pull() + update, choose() + update, "
            "act() + update, or step(last_arm, last_reward) -> next arm")
+
+
+class SelectsArm(Protocol):
+    """A one-run bandit in the most common shape: each round ``select_arm()`` returns the arm to play, then
+    ``update(arm, reward)`` feeds back its reward (the other names of :data:`SELECT_NAMES` and
+    :data:`UPDATE_NAMES`, and other argument orders, are found too or named with ``select=``, ``update=``,
+    ``update_args=``)."""
+
+    def select_arm(self) -> int: ...
+
+    def update(self, arm: int, reward: float) -> None: ...
+
+
+class SelectsArmAtRound(Protocol):
+    """:class:`SelectsArm` with the round: ``select_arm(t)``, ``t`` counted from ``first_round`` (0 unless
+    given)."""
+
+    def select_arm(self, t: int) -> int: ...
+
+    def update(self, arm: int, reward: float) -> None: ...
+
+
+class Steps(Protocol):
+    """A one-run bandit in one call per round: ``step(last_arm, last_reward)`` returns the next arm, the first
+    call being ``step(None, None)``."""
+
+    def step(self, last_arm: int | None, last_reward: float | None) -> int: ...
+
+
+#: the shapes the per-run adapter drives under their usual names; an instance of another shape is driven
+#: when its methods are named (the adapter itself takes any object and finds its methods: :func:`detect_shape`)
+OneRunBandit: TypeAlias = Union[SelectsArm, SelectsArmAtRound, Steps]
 
 
 @dataclass(frozen=True)
@@ -79,8 +112,8 @@ class Shape:
         return hint
 
 
-def detect_shape(obj: Any, who: str, select: str | None, update: str | None, step: str | None,
-                 update_args: Any, step_args: Any) -> Shape:
+def detect_shape(obj: object, who: str, select: str | None, update: str | None, step: str | None,
+                 update_args: ArgMapText | None, step_args: ArgMapText | None) -> Shape:
     """How to drive ``obj`` (a copy, named ``who`` in errors): the method shape and the feedback call's
     arguments, from the methods and mappings given (``select``, ``update``, ``step``, ``update_args``,
     ``step_args``) or, for what is not given, found as :class:`~dpaudit.adapters.per_run.PerRun` says. A
@@ -150,7 +183,7 @@ def detect_shape(obj: Any, who: str, select: str | None, update: str | None, ste
                        "(update_args=t,arm,reward or step_args=reward,arm: the tokens arm, reward and t in its order).")
 
 
-def detect_arms(obj: Any, who: str, cls: Any, kwargs: Mapping[str, Any], n_arms: int | None) -> int:
+def detect_arms(obj: object, who: str, cls: Maker, kwargs: Mapping[str, object], n_arms: int | None) -> int:
     """The number of arms: ``n_arms`` if given, else the first of :data:`N_ARMS_NAMES` found on ``obj``
     (an int, or a sequence whose length counts), else among ``kwargs``, else among the defaults of
     ``cls``'s parameters; none of them is refused in one sentence naming n_arms."""
@@ -158,7 +191,7 @@ def detect_arms(obj: Any, who: str, cls: Any, kwargs: Mapping[str, Any], n_arms:
         return _bounded("n_arms", check_int("n_arms", n_arms, minimum=2))
     params = init_parameters(cls)
 
-    def default(n: str) -> Any:
+    def default(n: str) -> object:
         p = params.get(n)
         return None if p is None or p.default is inspect.Parameter.empty else p.default
 
@@ -185,23 +218,24 @@ def _bounded(what: str, k: int) -> int:
     return k
 
 
-def checked_arm(value: Any, t: int, copy: int, who: str, n_arms: int) -> int:
+def checked_arm(value: object, t: int, copy: int, who: str, n_arms: int) -> int:
     """The arm copy ``copy`` of ``who`` returned at round ``t``, as an int in 0..n_arms-1 (a whole float or a
     0-d array is accepted; a bool, anything else, or an arm out of range is refused)."""
     if isinstance(value, (np.ndarray, np.generic)) and np.ndim(value) == 0:
         value = value.item()
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        # a bool is refused, as batched plug-ins' bool actions are (check_actions): True is not arm 1
-        if not isinstance(value, bool) and isinstance(value, Real) and float(value).is_integer():
-            value = int(value)
-        else:
-            err = DPAuditError(f"{who} returned {value!r} as its arm at round {t} (copy {copy}); an arm is "
-                               f"an integer in 0..{n_arms - 1}.")
-            err.base = str(err)[:-1]  # type: ignore[attr-defined]
-            raise err
-    if not 0 <= value < n_arms:
-        err = DPAuditError(f"{who} returned arm {int(value)} at round {t} (copy {copy}); allowed arms are "
+    # a bool is refused, as batched plug-ins' bool actions are (check_actions): True is not arm 1
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        arm = int(value)
+    elif not isinstance(value, bool) and isinstance(value, Real) and float(value).is_integer():
+        arm = int(value)
+    else:
+        err = DPAuditError(f"{who} returned {value!r} as its arm at round {t} (copy {copy}); an arm is "
+                           f"an integer in 0..{n_arms - 1}.")
+        err.base = str(err)[:-1]  # type: ignore[attr-defined]
+        raise err
+    if not 0 <= arm < n_arms:
+        err = DPAuditError(f"{who} returned arm {arm} at round {t} (copy {copy}); allowed arms are "
                            f"0..{n_arms - 1}.")
         err.base = str(err)[:-1]  # type: ignore[attr-defined]
         raise err
-    return int(value)
+    return arm
