@@ -27,7 +27,8 @@ Which module holds what (each imports only the ones listed after it, as pyprojec
 * ``build`` -- :func:`build_policy`;
 * ``options`` -- :func:`parse_adapter`, :data:`ADAPTER_OPTIONS`: ``--adapter`` as text;
 * ``loop`` -- :class:`LoopPolicy`, :func:`make_loop`: code that runs its own loop (``--adapter loop``),
-  each copy run to completion on its reward table;
+  each copy run to completion on its reward table; that code and the environment it is handed as
+  Protocols (:class:`LoopFunction`, :class:`LoopEnvironment`);
 * ``process`` -- :class:`ProcessPolicy`, :func:`make_process`: a policy in another process or language
   over the line-delimited JSON protocol ``dpaudit.process/1`` (``--adapter process``);
 * ``per_run`` -- :class:`PerRun`, :class:`LocalPerRun` and :func:`make_per_run`: the adapter itself
@@ -57,7 +58,7 @@ from dpaudit.adapters.build import build_policy
 from dpaudit.adapters.claims import CLAIM_FORMS, parse_claim
 from dpaudit.adapters.horizon import HORIZON_NAMES, horizon_parameter
 from dpaudit.adapters.options import ADAPTER_OPTIONS, parse_adapter
-from dpaudit.adapters.loop import LoopPolicy, make_loop
+from dpaudit.adapters.loop import LoopEnvironment, LoopFunction, LoopPolicy, make_loop
 from dpaudit.adapters.per_run import LocalPerRun, PerRun, make_per_run
 from dpaudit.adapters.process import ProcessPolicy, make_process
 from dpaudit.adapters.rewards import realise_means, reward_alphabet
@@ -94,6 +95,8 @@ __all__ = [
     "parse_adapter",
     "make_per_run",
     "LoopPolicy",
+    "LoopFunction",
+    "LoopEnvironment",
     "make_loop",
     "ProcessPolicy",
     "make_process",

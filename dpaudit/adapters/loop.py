@@ -44,23 +44,23 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from numbers import Integral
 from threading import current_thread, get_ident
-from typing import Any
+from typing import Any, Protocol, TypeAlias, Union
 
 import numpy as np
 
 from dpaudit.accountants import Guarantee
 from dpaudit.adapters.claims import CLAIM_FORMS, parse_claim
-from dpaudit.adapters.horizon import horizon_parameter, init_parameters
+from dpaudit.adapters.horizon import Maker, horizon_parameter, init_parameters
 from dpaudit.adapters.seeding import (GLOBAL_LOCK, SEED_NAMES, Globals, find_module_generators, generators_kept,
                                       moved_message)
 from dpaudit.adapters.shape import N_ARMS_NAMES
 from dpaudit.errors import DPAuditError, InternalError, check_int, shorten
 from dpaudit.sandbox import guard
 
-__all__ = ["ENV_NAMES", "RUN_NAMES", "LoopPolicy", "make_loop"]
+__all__ = ["ENV_NAMES", "RUN_NAMES", "LoopEnvironment", "LoopFunction", "LoopPolicy", "make_loop"]
 
 #: parameter names that receive the environment, in this order
 ENV_NAMES = ("env", "environment", "bandit", "bandit_env", "arms_env")
@@ -69,6 +69,39 @@ RUN_NAMES = ("run", "play", "simulate", "train", "learn", "fit", "main")
 #: the environment's calls: role -> the names answered without a mapping
 ROLES = {"pull": ("pull", "get_reward", "play", "sample", "draw"), "reward": ("reward",), "step": ("step",),
          "reset": ("reset",)}
+
+#: the rewards of one copy's rounds: T rows of K rewards (Table DP), or T rewards (View DP)
+Table: TypeAlias = Union[Sequence[Sequence[float]], Sequence[float]]
+#: what ``step(action)`` answers, as gymnasium's API: (observation, reward, terminated, truncated, info)
+StepResult: TypeAlias = tuple[int, float, bool, bool, dict[str, object]]
+
+
+class LoopEnvironment(Protocol):
+    """The environment loop-shaped code is handed, as the code may type its parameter (:class:`LoopEnv` is
+    it): its size (also as ``K``, ``k``, ``num_arms``, ``n_actions``, ``T``), and one round per call of
+    ``pull(arm)`` (also ``get_reward``, ``play``, ``sample``, ``draw``: :data:`ROLES`), ``reward(t, arm)`` or
+    ``step(action)``; ``reset()`` plays no round."""
+
+    n_arms: int
+    horizon: int
+
+    def pull(self, arm: int) -> float: ...
+
+    def reward(self, t: int, arm: int) -> float: ...
+
+    def step(self, action: int) -> StepResult: ...
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, object] | None = None) -> tuple[int, dict[str, object]]: ...
+
+
+class LoopFunction(Protocol):
+    """Loop-shaped code as a function: handed the environment (a parameter named like one, :data:`ENV_NAMES`,
+    or ``env=NAME``), it plays every round by calling it; its other parameters come from ``--param`` (the
+    horizon's and a seed's too). A class instead is built with the environment, then its ``run()``
+    (:data:`RUN_NAMES`) plays the rounds."""
+
+    def __call__(self, env: LoopEnvironment) -> object: ...
 
 
 class _Stop(BaseException):
@@ -105,8 +138,11 @@ class LoopEnv:
         self._tname = ""
         self._load(None, None)
 
-    def _load(self, table: Any, copy: Any) -> None:
-        self._table, self._copy, self._arms, self._origin = table, copy, [], None
+    def _load(self, table: Table | None, copy: int | None) -> None:
+        """Copy ``copy``'s rounds are ``table``'s (none yet: None)."""
+        self._table, self._copy = table, copy
+        self._arms: list[int] = []  # the arms it pulled, in order: its view
+        self._origin: int | None = None  # what its reward(t, arm) calls count rounds from (0 or 1), once seen
 
     def _end(self) -> None:
         """The copy is over: a pull from here on is a stray (a thread the code left running)."""
@@ -124,7 +160,7 @@ class LoopEnv:
             p._stray = (self._copy, current_thread().name, None if self._ended else self._tname)
         return p.lo
 
-    def _pull(self, arm: Any) -> float:
+    def _pull(self, arm: object) -> float:
         if self._ended or get_ident() != self._tid:
             stray = self._stray()
             if stray is not None:
@@ -137,13 +173,14 @@ class LoopEnv:
         if type(arm) is not int or not 0 <= arm < p.n_arms:
             arm = self._checked(arm, t)
         arms.append(arm)
-        r = self._table[t] if p.list_input else self._table[t][arm]
+        # the round's reward: a list's entry t (View DP), else the table's (t, arm)
+        r: float = self._table[t] if p.list_input else self._table[t][arm]  # type: ignore[index, assignment]
         if not p.lo <= r <= p.hi:
             raise DPAuditError(f"the audit's input gives {p.who} the reward {r!r} at round {t}, outside its range "
                                f"[{p.lo:g}, {p.hi:g}].")
         return r
 
-    def _checked(self, arm: Any, t: int) -> int:
+    def _checked(self, arm: object, t: int) -> int:
         p = self._p
         if isinstance(arm, (np.ndarray, np.generic)) and np.ndim(arm) == 0:
             arm = arm.item()
@@ -152,7 +189,7 @@ class LoopEnv:
                                f"integer in 0..{p.n_arms - 1}.")
         return int(arm)
 
-    def _reward(self, *args: Any) -> float:
+    def _reward(self, *args: object) -> float:
         if self._ended:
             return self._pull(None)  # a stray call: recorded, answered, never played
         if len(args) == 1:
@@ -170,24 +207,26 @@ class LoopEnv:
                                "one call per round, in order.")
         return self._pull(arm)
 
-    def _step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+    def _step(self, action: object) -> StepResult:
         r = self._pull(action)
         return 0, r, False, len(self._arms) >= self._p.horizon, {}
 
-    def _reset(self, *args: Any, **kwargs: Any) -> tuple[Any, dict]:
+    def _reset(self, *args: object, **kwargs: object) -> tuple[int, dict[str, object]]:
         """gymnasium's ``reset(seed=None, options=None)``: the first observation (0, as ``step`` gives) and an
         empty info; no round is played (the copy's seed is the adapter's, so ``seed=`` changes nothing)."""
         if self._ended:
             self._stray()
         return 0, {}
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Callable[..., object]:
         if name.startswith("_"):
             raise AttributeError(name)
         p = self.__dict__.get("_p")
         role = None if p is None else p.names.get(name)
         if role is not None:
-            return {"pull": self._pull, "reward": self._reward, "step": self._step, "reset": self._reset}[role]
+            calls: dict[str, Callable[..., object]] = {"pull": self._pull, "reward": self._reward, "step": self._step,
+                                                       "reset": self._reset}
+            return calls[role]
         raise Unanswered(
             f"{p.who if p else 'the loop'} asked its environment for {name!r}, which the loop adapter's environment "
             "does not answer; map it to the call it means with --adapter loop:pull=" + name + " (a reward for an arm), "
@@ -210,11 +249,12 @@ class LoopPolicy:
     #: a Python loop per copy: the search ranks on the per-run adapter's small samples (runner.central)
     per_copy = True
 
-    def __init__(self, fn: Any, kwargs: Mapping[str, Any] | None = None, claim: Guarantee | str | None = None, *,
+    def __init__(self, fn: Maker, kwargs: Mapping[str, object] | None = None, claim: Guarantee | str | None = None, *,
                  horizon: int | None = None, env: str | None = None, factory: str | None = None,
                  pull: str | None = None, step: str | None = None, reward: str | None = None,
                  get_reward: str | None = None, n_arms: int | None = None, run: str | None = None,
-                 globals_mode: str | None = None, reward_range: Any = (0.0, 1.0), spec: str | None = None) -> None:
+                 globals_mode: str | None = None, reward_range: Sequence[float] = (0.0, 1.0),
+                 spec: str | None = None) -> None:
         self.spec = spec
         if not callable(fn):
             raise DPAuditError(f"the loop adapter needs a function or a class, got {shorten(fn)}.")
@@ -290,7 +330,7 @@ class LoopPolicy:
         self.n_runs = 0
         #: (copy, thread name, None if the copy had ended else the name of the thread pulling its rounds) of the
         #: first stray pull, until it is reported
-        self._stray: tuple[Any, str, str | None] | None = None
+        self._stray: tuple[int | None, str, str | None] | None = None
         self._probe()
 
     # ---- construction ------------------------------------------------------------------------------
@@ -339,7 +379,7 @@ class LoopPolicy:
                                f"made at module level or a seed parameter ({', '.join(SEED_NAMES)}).")
 
     # ---- the batched contract ---------------------------------------------------------------------------
-    def reset(self, n_runs: int, rng: np.random.Generator, **_: Any) -> None:
+    def reset(self, n_runs: int, rng: np.random.Generator, **_: object) -> None:
         """Seeds for ``n_runs`` copies from ``rng`` (distinct); the copies run in :meth:`play_tables`."""
         n = check_int("n_runs", n_runs, minimum=1)
         self._seeds = [int(x) for x in rng.choice(1 << 32, size=n, replace=False)]
@@ -373,7 +413,7 @@ class LoopPolicy:
         self.act(t)
 
     # ---- running the copies ----------------------------------------------------------------------
-    def _play(self, tables: list[Any], which: list[int], seeds: list[int], gseeds: list[int]) -> list[list[int]]:
+    def _play(self, tables: Sequence[Table], which: list[int], seeds: list[int], gseeds: list[int]) -> list[list[int]]:
         g = self._globals
         g.seed_copies(np.asarray(gseeds))
         mod = sys.modules.get(self._module or "")
@@ -450,20 +490,20 @@ class LoopPolicy:
         except _Stop:
             pass
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, object]:
         return dict(self.kwargs)
 
     def describe(self) -> str:
         how = f"parameter {self.env_param}" if self.env_param else f"factory {self.factory}()"
         return f"{self.who} run to completion per copy on its reward table (environment through its {how})"
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
         state["_globals"] = Globals(*self._globals.spec())
         return state
 
 
-def make_loop(spec: str, params: Mapping[str, Any] | None = None, claim: Guarantee | str | None = None,
+def make_loop(spec: str, params: Mapping[str, object] | None = None, claim: Guarantee | str | None = None,
               horizon: int | None = None, **options: Any) -> LoopPolicy:
     """The CLI's ``--adapter loop[:KEY=VALUE,...]``: load ``spec`` (``file.py:function``, ``file.py:Class``,
     ``module:function``), type the ``--param`` strings by its signature, and wrap it in :class:`LoopPolicy`
