@@ -35,8 +35,8 @@ import subprocess
 import tempfile
 import time
 import weakref
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, TypeAlias, TypedDict, Union, cast
 
 import numpy as np
 
@@ -45,7 +45,8 @@ from dpaudit.adapters.claims import CLAIM_FORMS, parse_claim
 from dpaudit.errors import DPAuditError, check_int, shorten
 from dpaudit.sandbox import MAX_CALL_TIMEOUT, SCALED, WATCHDOG_FACTOR, WATCHDOG_FIRST, WATCHDOG_FLOOR
 
-__all__ = ["PROTOCOL", "ProcessPolicy", "make_process"]
+__all__ = ["PROTOCOL", "ProcessPolicy", "make_process", "JSONValue", "HelloMessage", "ClaimMessage", "ResetMessage",
+           "ActMessage", "ActRunMessage", "ObserveRunMessage", "Message", "Answer"]
 
 #: the protocol's name and version, exchanged in the hello message
 PROTOCOL = "dpaudit.process/1"
@@ -57,6 +58,87 @@ PROBE_RUNS, PROBE_ROUNDS, PROBE_SEED = 4, 16, 20261122
 #: seconds dpaudit waits after the answer to hello for a line the process writes unasked (refused)
 HELLO_SETTLE = 0.05
 _LIVE: "weakref.WeakSet[_Process]" = weakref.WeakSet()
+
+# ---- the protocol's messages -------------------------------------------------------------------------------
+
+#: a JSON value, as ``json`` reads and writes it
+JSONValue: TypeAlias = Union[None, bool, int, float, str, list["JSONValue"], dict[str, "JSONValue"]]
+
+
+class HelloMessage(TypedDict):
+    """The first message to every process: the protocol, the parameters (``--param``, as JSON values) and the
+    audit's horizon (None: not known yet)."""
+
+    op: Literal["hello"]
+    protocol: str
+    params: dict[str, object]
+    horizon: int | None
+
+
+class ClaimMessage(TypedDict):
+    """Asks for the process's claim (unless ``--claim`` gives one)."""
+
+    op: Literal["claim"]
+
+
+class ResetMessage(TypedDict):
+    """Fresh state for ``runs`` independent runs, all their randomness from ``seed``."""
+
+    op: Literal["reset"]
+    seed: int
+    runs: int
+    n_arms: int
+    horizon: int | None
+    params: dict[str, object]
+
+
+class ActMessage(TypedDict):
+    """Batched: every run's arm at round ``t``."""
+
+    op: Literal["act"]
+    t: int
+    runs: int
+
+
+class ActRunMessage(TypedDict):
+    """Per run: run ``run``'s arm at round ``t``."""
+
+    op: Literal["act"]
+    t: int
+    run: int
+
+
+class ObserveRunMessage(TypedDict):
+    """Per run: run ``run``'s arm and reward at round ``t``. (Batched, observe is written as JSON text at once:
+    :func:`json_numbers`.)"""
+
+    op: Literal["observe"]
+    t: int
+    run: int
+    arm: int
+    reward: float
+
+
+#: what dpaudit sends, one JSON object per line (a batched observe as its JSON text already)
+Message: TypeAlias = Union[HelloMessage, ClaimMessage, ResetMessage, ActMessage, ActRunMessage, ObserveRunMessage]
+
+
+class Answer(TypedDict, total=False):
+    """An answer of the process, one JSON object per message, by the fields the protocol gives it: hello's
+    (``protocol``, ``n_arms``, ``batch``, ``name``, ``reward_range``), claim's (``claim``), act's (``arms``
+    batched, ``arm`` per run), ``ok``, and ``error`` for a message it cannot serve. Outside code wrote it:
+    each field is checked where it is read, and a wrong one is refused in one sentence."""
+
+    protocol: str
+    n_arms: int
+    batch: bool
+    name: str
+    reward_range: list[float]
+    claim: str | None
+    arms: list[int]
+    arm: int
+    ok: bool
+    error: str
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -261,21 +343,10 @@ class ProcessPolicy:
 
     accepts_queries = True
 
-    def __init__(self, command: Any, params: Mapping[str, Any] | None = None, horizon: int | None = None,
-                 claim: Guarantee | str | None = None, *, batch: bool | None = None, n_arms: int | None = None,
-                 timeout: float | None = None) -> None:
-        try:
-            argv = shlex.split(command) if isinstance(command, str) else [str(x) for x in command]
-        except ValueError as exc:  # an unbalanced quote: shlex's "No closing quotation"
-            raise DPAuditError(f"the process adapter cannot split the command {shorten(command)} into words as a POSIX "
-                               f"shell would ({str(exc).lower()}); close the quote, or quote the whole command once "
-                               "for your shell, e.g. \"node examples/process_ucb.js\".") from None
-        except TypeError:
-            raise DPAuditError("the process adapter needs a command as text or a list of words, e.g. \"node "
-                               f"examples/process_ucb.js\"; got {shorten(command)}.") from None
-        if not argv:
-            raise DPAuditError("the process adapter needs a command, e.g. \"node examples/process_ucb.js\"; got "
-                               f"{shorten(command)}.")
+    def __init__(self, command: str | Sequence[str], params: Mapping[str, object] | None = None,
+                 horizon: int | None = None, claim: Guarantee | str | None = None, *, batch: bool | None = None,
+                 n_arms: int | None = None, timeout: float | None = None) -> None:
+        argv = _split_command(command)
         self.argv = argv
         self.command = " ".join(shlex.quote(a) for a in argv)
         short = " ".join(os.path.basename(a) if os.sep in a else a for a in argv)
@@ -283,35 +354,45 @@ class ProcessPolicy:
         self.name = f"{self.command} (process)"
         self.kwargs = {k: _json_value(v) for k, v in dict(params or {}).items()}
         self.horizon = None if horizon is None else check_int("horizon", horizon, minimum=1)
-        if timeout is None:
-            from dpaudit.sandbox import current_call_limit
-
-            timeout = current_call_limit()  # seconds, the scaled watchdog, or None (no limit)
-            timeout = MAX_CALL_TIMEOUT if timeout is None else timeout
-        if timeout != SCALED:
-            try:
-                timeout = float(timeout)
-            except (TypeError, ValueError):
-                timeout = float("nan")
-            if not 0 < timeout <= MAX_CALL_TIMEOUT:
-                raise DPAuditError(f"the process adapter's timeout must be a number of seconds in (0, "
-                                   f"{MAX_CALL_TIMEOUT:g}], got {timeout!r}.")
-        self.timeout: float | str = timeout
+        self.timeout: float | str = _answer_limit(timeout)
         self._proc: _Process | None = None
         #: the hello message (every process the policy starts is greeted with it), the n_arms the first answer
         #: said, and the step the process answered last (for a process that exits or writes unasked after it)
-        self._greeting: dict[str, Any] | None = None
-        self._hello_said: Any = None
+        self._greeting: HelloMessage | None = None
+        self._hello_said: int | None = None
         self._answered: str | None = None
         hello = self._hello()
         self._hello_said = hello.get("n_arms")
+        self.n_arms = self._arms_said(hello, n_arms)
+        self.batch = self._batch_said(hello, batch)
+        #: one message per run and round costs what a one-run class's call does, or more: the search then
+        #: ranks on the per-run adapter's small samples (runner.central.pilot_budgets)
+        self.per_copy = not self.batch
+        self.reward_range = self._range_said(hello)
+        self.process_name = str(hello.get("name", argv[0]))
+        self.claim = self._claim(claim)
+        self.audit_notes = [
+            f"{self.process_name} is served by the process {self.command} (protocol {PROTOCOL}, "
+            + ("one message per round for all runs" if self.batch else "one message per run and round")
+            + "); it keeps no ledger, so only the black-box attacks judge it."]
+        self.n_runs = 0
+        self._t = 0
+        self._acted = False
+
+    # ---- what the process said in its hello, and its claim -------------------------------------------------
+    def _arms_said(self, hello: Answer, n_arms: int | None) -> int:
+        """The number of arms: ``n_arms`` if given, else the hello's; an integer >= 2."""
         k = n_arms if n_arms is not None else hello.get("n_arms")
         if k is None:
             raise DPAuditError(f"process {self.label} did not say its number of arms in its answer to hello "
                                "(\"n_arms\": K); give it with --adapter process:n_arms=K.")
         if isinstance(k, bool) or not isinstance(k, int) or k < 2:
             raise DPAuditError(f"the number of arms of process {self.label} must be an integer >= 2, got {shorten(k)}.")
-        self.n_arms = int(k)
+        return int(k)
+
+    def _batch_said(self, hello: Answer, batch: bool | None) -> bool:
+        """Whether one message per round carries every run: ``batch`` if given, else the hello's (a JSON boolean;
+        left out: false)."""
         said = hello.get("batch", False)
         if not isinstance(said, bool):  # "false" is text, and bool("false") is True: only JSON booleans
             self.close()
@@ -321,10 +402,10 @@ class ProcessPolicy:
             self.close()
             raise DPAuditError(f"the process adapter's batch must be True, False or None (what the process's hello "
                                f"says), got {shorten(batch)}.")
-        self.batch = said if batch is None else bool(batch)
-        #: one message per run and round costs what a one-run class's call does, or more: the search then
-        #: ranks on the per-run adapter's small samples (runner.central.pilot_budgets)
-        self.per_copy = not self.batch
+        return said if batch is None else bool(batch)
+
+    def _range_said(self, hello: Answer) -> tuple[float, float]:
+        """The hello's reward range (default [0, 1]): two finite numbers LOW < HIGH whose width is finite too."""
         rr = hello.get("reward_range", [0.0, 1.0])
         try:
             lo, hi = (float(x) for x in rr)
@@ -338,8 +419,11 @@ class ProcessPolicy:
             raise DPAuditError(f"process {self.label} answered hello with reward_range {shorten(rr)}, whose width "
                                f"HIGH - LOW overflows to inf; the width of a reward range must be a finite number "
                                f"(at most {np.finfo(float).max:.3g}).")
-        self.reward_range = (lo, hi)
-        self.process_name = str(hello.get("name", argv[0]))
+        return (lo, hi)
+
+    def _claim(self, claim: Guarantee | str | None) -> Guarantee | None:
+        """The claim audited: ``claim`` (text as in :func:`parse_claim`, or a Guarantee), else the process's answer
+        to ``claim`` (its text, or null for none)."""
         if claim is None:
             answer = self._ask([{"op": "claim"}], "claim", "claim")[0]
             if "claim" not in answer:
@@ -361,14 +445,7 @@ class ProcessPolicy:
         if claim is not None and not isinstance(claim, Guarantee):
             raise DPAuditError(f"the claim must be a Guarantee from dpaudit.accountants or text such as "
                                f"{CLAIM_FORMS}, got {claim!r}.")
-        self.claim = claim
-        self.audit_notes = [
-            f"{self.process_name} is served by the process {self.command} (protocol {PROTOCOL}, "
-            + ("one message per round for all runs" if self.batch else "one message per run and round")
-            + "); it keeps no ledger, so only the black-box attacks judge it."]
-        self.n_runs = 0
-        self._t = 0
-        self._acted = False
+        return claim
 
     # ---- the pipe ---------------------------------------------------------------------------------------
     def _process(self) -> _Process:
@@ -404,32 +481,32 @@ class ProcessPolicy:
                             "stdin (one that forks and exits, leaving a child to answer, is refused, since each "
                             f"restart would drop the runs it serves){said}.")
 
-    def _hello(self) -> dict[str, Any]:
-        msg = {"op": "hello", "protocol": PROTOCOL, "params": self.kwargs, "horizon": self.horizon}
+    def _hello(self) -> Answer:
+        msg: HelloMessage = {"op": "hello", "protocol": PROTOCOL, "params": self.kwargs, "horizon": self.horizon}
         answer = self._ask([msg], "hello", "hello")[0]
         self._check_hello(answer)
         self._greeting = msg
         return answer
 
-    def _check_hello(self, answer: dict[str, Any]) -> None:
+    def _check_hello(self, answer: Answer) -> None:
         if answer.get("protocol") != PROTOCOL:
             self.close()
             raise DPAuditError(f"process {self.label} answered hello with protocol {shorten(answer.get('protocol'))}; "
                                f"dpaudit speaks {PROTOCOL!r} (docs/outside-code.md).")
 
-    def _ask(self, messages: list[dict[str, Any] | str], op: str, where: str, *, runs: list[int] | None = None,
-             t: int | None = None) -> list[dict[str, Any]]:
+    def _ask(self, messages: Sequence[Message | str], op: str, where: str, *, runs: list[int] | None = None,
+             t: int | None = None) -> list[Answer]:
         """Send ``messages`` (in chunks of :data:`CHUNK`; a message is a dict, or its JSON text already
         encoded) and return their answers, each a JSON object without ``error``; ``where`` names the step
         for errors, ``runs`` the run of each message."""
         return self._exchange(self._process(), messages, op, where, runs=runs)
 
-    def _exchange(self, p: _Process, messages: list[dict[str, Any] | str], op: str, where: str, *,
-                  runs: list[int] | None = None) -> list[dict[str, Any]]:
+    def _exchange(self, p: _Process, messages: Sequence[Message | str], op: str, where: str, *,
+                  runs: list[int] | None = None) -> list[Answer]:
         """:meth:`_ask` on the process ``p``: its answers; on any failure ``p`` is killed. Output beyond one line
         per message is refused (looked for before and after; after ``hello``, for :data:`HELLO_SETTLE` seconds,
         since a banner or a second line of a greeting comes right after it)."""
-        out: list[dict[str, Any]] = []
+        out: list[Answer] = []
         try:
             extra = p.unasked()
             if extra is not None:
@@ -461,7 +538,7 @@ class ProcessPolicy:
             raise
         return out
 
-    def _parse(self, line: bytes, op: str, where: str) -> dict[str, Any]:
+    def _parse(self, line: bytes, op: str, where: str) -> Answer:
         text = line.decode(errors="replace")
         try:
             obj = json.loads(text)
@@ -473,7 +550,7 @@ class ProcessPolicy:
         if "error" in obj:
             raise DPAuditError(f"process {self.label} reported an error at {where}: "
                                f"{shorten(obj['error'], 160, as_text=True)}.")
-        return obj
+        return cast(Answer, obj)  # a JSON object: its fields are checked where they are read
 
     # ---- the same-seed check -----------------------------------------------------------------------------
     def check_seeded(self, runs: int = PROBE_RUNS, rounds: int = PROBE_ROUNDS) -> None:
@@ -506,14 +583,14 @@ class ProcessPolicy:
                                "the audit.")
 
     # ---- the batched contract ------------------------------------------------------------------------
-    def reset(self, n_runs: int, rng: np.random.Generator, **_: Any) -> None:
+    def reset(self, n_runs: int, rng: np.random.Generator, **_: object) -> None:
         """Fresh state for ``n_runs`` runs in the process, seeded by one draw from ``rng``."""
         n = check_int("n_runs", n_runs, minimum=1)
         if not isinstance(rng, np.random.Generator):
             raise DPAuditError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
         seed = self._probe_seed = int(rng.integers(0, 1 << 31))
-        msg = {"op": "reset", "seed": seed, "runs": n, "n_arms": self.n_arms, "horizon": self.horizon,
-               "params": self.kwargs}
+        msg: ResetMessage = {"op": "reset", "seed": seed, "runs": n, "n_arms": self.n_arms, "horizon": self.horizon,
+                             "params": self.kwargs}
         self._ask([msg], "reset", f"reset ({n} runs)")
         self.n_runs, self._t, self._acted = n, 0, False
 
@@ -533,12 +610,11 @@ class ProcessPolicy:
         else:
             answers = self._ask([{"op": "act", "t": t, "run": i} for i in range(n)], "act", f"act at round {t}",
                                 runs=list(range(n)))
-            raw = [a.get("arm") for a in answers]
-            out = self._arms(raw, t, list(range(n)))
+            out = self._arms([a.get("arm") for a in answers], t, list(range(n)))
         self._acted = True
         return out
 
-    def _arms(self, raw: list[Any], t: int, runs: list[int]) -> np.ndarray:
+    def _arms(self, raw: Sequence[object], t: int, runs: list[int]) -> np.ndarray:
         if set(map(type, raw)) <= {int}:  # the usual answer, checked without a Python loop per run
             try:
                 out = np.asarray(raw, dtype=np.int64)
@@ -575,7 +651,7 @@ class ProcessPolicy:
             raise DPAuditError(f"{self.name} expects reset, then act and observe at rounds 0, 1, 2, ... in turn; got "
                                f"{op} at round {t}.")
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, object]:
         """The parameters sent to the process (for reports)."""
         return dict(self.kwargs)
 
@@ -589,7 +665,7 @@ class ProcessPolicy:
             self._proc.close()
             self._proc = None
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         # pickled to the engine's workers: each starts its own process on its first message
         state = dict(self.__dict__)
         state["_proc"] = None
@@ -631,7 +707,7 @@ def json_numbers(values: np.ndarray) -> str:
     return "[" + ",".join(map(text, v.tolist())) + "]"
 
 
-def _json_value(v: Any) -> Any:
+def _json_value(v: object) -> object:
     """A ``--param`` string as the JSON value it reads as (numbers, true/false, null), else the text."""
     if isinstance(v, str):
         try:
@@ -641,7 +717,46 @@ def _json_value(v: Any) -> Any:
     return v
 
 
-def make_process(command: str, params: Mapping[str, Any] | None = None, claim: Guarantee | str | None = None,
+def _split_command(command: str | Sequence[str]) -> list[str]:
+    """The command's words: text split as a POSIX shell would, or a list's items as text; refused in one sentence
+    when it does not split (an unbalanced quote), is neither, or is empty."""
+    try:
+        argv = shlex.split(command) if isinstance(command, str) else [str(x) for x in command]
+    except ValueError as exc:  # an unbalanced quote: shlex's "No closing quotation"
+        raise DPAuditError(f"the process adapter cannot split the command {shorten(command)} into words as a POSIX "
+                           f"shell would ({str(exc).lower()}); close the quote, or quote the whole command once "
+                           "for your shell, e.g. \"node examples/process_ucb.js\".") from None
+    except TypeError:
+        raise DPAuditError("the process adapter needs a command as text or a list of words, e.g. \"node "
+                           f"examples/process_ucb.js\"; got {shorten(command)}.") from None
+    if not argv:
+        raise DPAuditError("the process adapter needs a command, e.g. \"node examples/process_ucb.js\"; got "
+                           f"{shorten(command)}.")
+    return argv
+
+
+def _answer_limit(timeout: float | None) -> float | str:
+    """Seconds an answer may take: ``timeout``, else the call limit in force (:func:`dpaudit.sandbox.call_limit`:
+    seconds, or :data:`~dpaudit.sandbox.SCALED`, the scaled watchdog's rule; no limit: the longest); a number of
+    seconds must lie in (0, :data:`~dpaudit.sandbox.MAX_CALL_TIMEOUT`]."""
+    limit: float | str | None = timeout
+    if limit is None:
+        from dpaudit.sandbox import current_call_limit
+
+        limit = current_call_limit()  # seconds, the scaled watchdog, or None (no limit)
+        limit = MAX_CALL_TIMEOUT if limit is None else limit
+    if limit != SCALED:
+        try:
+            limit = float(limit)
+        except (TypeError, ValueError):
+            limit = float("nan")
+        if not 0 < limit <= MAX_CALL_TIMEOUT:
+            raise DPAuditError(f"the process adapter's timeout must be a number of seconds in (0, "
+                               f"{MAX_CALL_TIMEOUT:g}], got {limit!r}.")
+    return limit
+
+
+def make_process(command: str, params: Mapping[str, object] | None = None, claim: Guarantee | str | None = None,
                  horizon: int | None = None, **options: Any) -> ProcessPolicy:
     """The CLI's ``--adapter process[:KEY=VALUE,...]``: POLICY is the command (``"node examples/process_ucb.js"``),
     ``--param`` values go to the process as JSON values, ``options`` to :class:`ProcessPolicy`; the process must
