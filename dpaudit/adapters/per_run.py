@@ -131,13 +131,50 @@ class PerRun:
         self.first_round = check_int("first_round", first_round, minimum=0)
         if globals_mode not in (None, "off", "redirect", "swap"):
             raise DPAuditError(f"globals_mode must be None (detect), 'off', 'redirect' or 'swap', got {globals_mode!r}.")
-        params = init_parameters(cls)
-        self._seed_param = next((s for s in SEED_NAMES if s in params), None)
-        if self._seed_param is not None and self._seed_param in self.kwargs:
-            raise DPAuditError(f"{maker}'s {self._seed_param!r} is set by the adapter, one per copy, so that runs are "
-                               f"independent; drop {self._seed_param}={self.kwargs[self._seed_param]!r} from the "
+        self._seed_param = self._seed_parameter(spec)
+        probe = self._first_copy()
+        # every read of the instance is plug-in code (a property may raise, exit or hang): behind the sandbox
+        with guard(self._plugin, "its methods"):
+            self._shape = detect_shape(probe, self._who, select, update, step, update_args, step_args)
+        with guard(self._plugin, "n_arms"):
+            self.n_arms = detect_arms(probe, self._who, cls, self.kwargs, n_arms)
+        self.claim = self._claim_of(probe, claim)
+        self.reward_range = self._range_of(probe, reward_range)
+        if alphabet is None:
+            with guard(self._plugin, "reward_alphabet"):
+                alphabet = getattr(probe, "reward_alphabet", None)
+        self.reward_alphabet: tuple[float, ...] | None
+        self.reward_alphabet = alphabet  # type: ignore[assignment]  # as given: read back and checked on the next line
+        self.reward_alphabet = reward_alphabet(self)  # sorted, checked inside the range (None stays None)
+        self._probe(probe_steps, globals_mode)
+        #: a LocalPerRun's randomizer: the name of the method that turns a user's datum into her message
+        self._randomizer: str | None = None
+        if randomizer is not None:
+            self._local(probe, randomizer, domain)
+        elif domain is not None:
+            raise DPAuditError("domain applies with a randomizer (a local-DP class: --adapter "
+                               "per-run:randomizer=NAME,domain=LOW,HIGH); drop it.")
+        self.n_runs = 0
+        self._objs: list[object] = []
+
+    # ---- reading the class and a first copy ------------------------------------------------------
+    def _seed_parameter(self, spec: str | None) -> str | None:
+        """The constructor's seed parameter (:data:`SEED_NAMES`), which the adapter sets, one seed per copy: refused
+        when the parameters set it; so is a constructor whose required parameters were not given."""
+        params = init_parameters(self.cls)
+        seed_param = next((s for s in SEED_NAMES if s in params), None)
+        if seed_param is not None and seed_param in self.kwargs:
+            raise DPAuditError(f"{self._maker}'s {seed_param!r} is set by the adapter, one per copy, so that runs are "
+                               f"independent; drop {seed_param}={self.kwargs[seed_param]!r} from the "
                                "parameters (the audit's --seed decides).")
-        _check_required(cls, maker, self.kwargs, self._seed_param, params, spec)
+        _check_required(self.cls, self._maker, self.kwargs, seed_param, params, spec)
+        return seed_param
+
+    def _first_copy(self) -> object:
+        """A first copy (seed 0), built with the caller's generators kept, and the modules whose generators are kept
+        apart per copy: the class's and its bases', or a factory's and those of the class it builds (which then
+        names the copies in errors)."""
+        cls = self.cls
         modules = [c.__module__ for c in cls.__mro__] if inspect.isclass(cls) else [getattr(cls, "__module__", None)]
         early = find_module_generators([m for m in modules if m and m != "builtins"])
         with generators_kept(early):  # building may seed or draw from the global generators: the caller's survive
@@ -146,11 +183,10 @@ class PerRun:
             self._who = type(probe).__name__
             modules += [c.__module__ for c in type(probe).__mro__]
         self._modules = tuple(dict.fromkeys(m for m in modules if m and m != "builtins"))
-        # every read of the instance is plug-in code (a property may raise, exit or hang): behind the sandbox
-        with guard(self._plugin, "its methods"):
-            self._shape = detect_shape(probe, self._who, select, update, step, update_args, step_args)
-        with guard(self._plugin, "n_arms"):
-            self.n_arms = detect_arms(probe, self._who, cls, self.kwargs, n_arms)
+        return probe
+
+    def _claim_of(self, probe: object, claim: Guarantee | str | None) -> Guarantee | None:
+        """The claim: ``claim`` (text as in :func:`parse_claim`, or a Guarantee), else the copy's ``claim``."""
         if isinstance(claim, str):
             claim = parse_claim(claim)
         if claim is None:
@@ -159,7 +195,10 @@ class PerRun:
         if claim is not None and not isinstance(claim, Guarantee):
             raise DPAuditError(f"the claim must be a Guarantee from dpaudit.accountants or text such as "
                                f"{CLAIM_FORMS}, got {claim!r}.")
-        self.claim = claim
+        return claim
+
+    def _range_of(self, probe: object, reward_range: npt.ArrayLike | None) -> tuple[float, float]:
+        """The rewards' range: ``reward_range``, else the copy's, else [0, 1]; one range for every arm."""
         if reward_range is None:
             with guard(self._plugin, "reward_range"):
                 reward_range = getattr(probe, "reward_range", (0.0, 1.0))
@@ -167,17 +206,17 @@ class PerRun:
         rr_arr = arm_ranges(rr, self.n_arms)
         if not np.all(rr_arr == rr_arr[0]):
             raise DPAuditError(f"the per-run adapter needs one reward range for all arms, got {rr!r}.")
-        self.reward_range = (float(rr_arr[0, 0]), float(rr_arr[0, 1]))
-        if alphabet is None:
-            with guard(self._plugin, "reward_alphabet"):
-                alphabet = getattr(probe, "reward_alphabet", None)
-        self.reward_alphabet = alphabet
-        self.reward_alphabet = reward_alphabet(self)  # sorted, checked inside the range (None stays None)
-        T = horizon_value(cls, self.kwargs)
+        return (float(rr_arr[0, 0]), float(rr_arr[0, 1]))
+
+    def _probe(self, probe_steps: int | None, globals_mode: str | None) -> None:
+        """Run the probe (:class:`~dpaudit.adapters.probe.Probe`) for ``probe_steps`` rounds (default max(32, 4 K),
+        at most the horizon), and keep each copy's generators apart in the modes it found (``globals_mode``, if
+        given, forces one); what it found goes to ``audit_notes``."""
+        T = horizon_value(self.cls, self.kwargs)
         steps = max(32, 4 * self.n_arms) if probe_steps is None else check_int("probe_steps", probe_steps, minimum=1)
         self.probe_steps = min(steps, T) if T is not None else steps
         modgens = find_module_generators(self._modules)
-        found = Probe(cls, self.kwargs, self._shape, self.first_round, self.probe_steps, self.reward_range,
+        found = Probe(self.cls, self.kwargs, self._shape, self.first_round, self.probe_steps, self.reward_range,
                       self.reward_alphabet, self._modules, self._who, self._build, self._call,
                       self._one_arm).find(modgens)
         if globals_mode is None:
@@ -193,15 +232,6 @@ class PerRun:
         self._used = found.used
         self.audit_notes.extend(probe_notes(self._who, self._shape, self.first_round, self._globals, found, modgens,
                                             mg_modes, globals_mode))
-        #: a LocalPerRun's randomizer: the name of the method that turns a user's datum into her message
-        self._randomizer: str | None = None
-        if randomizer is not None:
-            self._local(probe, randomizer, domain)
-        elif domain is not None:
-            raise DPAuditError("domain applies with a randomizer (a local-DP class: --adapter "
-                               "per-run:randomizer=NAME,domain=LOW,HIGH); drop it.")
-        self.n_runs = 0
-        self._objs: list[object] = []
 
     # ---- construction ------------------------------------------------------------------------
     def _build(self, seed: int | None) -> object:
@@ -397,64 +427,22 @@ class PerRun:
                                "with act and observe, which refuse the first reward outside it.")
         T = tabs.shape[1]
         rows = [t.tolist() for t in tabs]  # Python floats, as observe passes them
-        fr = self.first_round
         pos = [("arm", "reward", "t").index(tok) for k, tok in s.args if k is None]
         kws = [(k, ("arm", "reward", "t").index(tok)) for k, tok in s.args if k is not None]
-        plain = not kws and pos == [0, 1]  # feedback(arm, reward) or step(last_arm, last_reward): called directly
         views = np.empty((n, T), dtype=np.int64)
         g = self._globals
-        i = t = 0
-        one_arm = self._one_arm
+        i = 0
         with GLOBAL_LOCK:
             g.enter()
             try:
                 for i in range(n):
                     g.pin(i)
-                    table = rows[int(idx[i])]
-                    arms: list[int] = []
-                    keep = arms.append
-                    if s.kind == "step":
-                        fn = self._sel[i]
-                        a = r = None
-                        if plain:  # step(last_arm, last_reward): the common shape, called directly
-                            for t, row in enumerate(table):
-                                a = fn(a, r)
-                                if a.__class__ is not int or not 0 <= a < K:  # a numpy int, a whole float; else refused
-                                    a = one_arm(a, t, i)
-                                keep(a)
-                                r = row[a]
-                        else:
-                            for t, row in enumerate(table):
-                                vals = (a, r, t + fr)
-                                a = fn(*[vals[j] for j in pos], **{k: vals[j] for k, j in kws})
-                                if a.__class__ is not int or not 0 <= a < K:
-                                    a = one_arm(a, t, i)
-                                keep(a)
-                                r = row[a]
-                    else:
-                        sel, upd = self._sel[i], self._upd[i]
-                        if plain and not s.select_t:  # select() + feedback(arm, reward): the common shape
-                            for t, row in enumerate(table):
-                                a = sel()
-                                if a.__class__ is not int or not 0 <= a < K:
-                                    a = one_arm(a, t, i)
-                                keep(a)
-                                upd(a, row[a])
-                        else:
-                            st = s.select_t
-                            for t, row in enumerate(table):
-                                a = sel(t + fr) if st else sel()
-                                if a.__class__ is not int or not 0 <= a < K:
-                                    a = one_arm(a, t, i)
-                                keep(a)
-                                vals = (a, row[a], t + fr)
-                                upd(*[vals[j] for j in pos], **{k: vals[j] for k, j in kws})
-                    views[i] = arms
+                    views[i] = self._play_copy(i, rows[int(idx[i])], pos, kws)
                     g.save(i)
             except (DPAuditError, InternalError):
                 raise
-            except Exception as exc:
-                raise self._failure(_called(exc, s), exc, f"at round {t} (copy {i})") from exc
+            except Exception as exc:  # outside the copy's calls (its generators switched in or saved)
+                raise self._failure(_called(exc, s), exc, f"(copy {i})") from exc
             finally:
                 moved = g.leave()
         if moved:
@@ -463,6 +451,58 @@ class PerRun:
                                              else f"at round {t_moved}"))
         self._t = T
         return views
+
+    def _play_copy(self, i: int, table: list[list[float]], pos: list[int], kws: list[tuple[str, int]]) -> list[int]:
+        """Copy ``i``'s whole run on ``table`` (:meth:`run_copies`, its generators pinned): the arms it played. The
+        feedback (or step) call's arguments are ``pos`` and ``kws``, indices into (arm, reward, t); the common
+        shapes are called directly. An exception from the copy's code is one sentence naming the round."""
+        s, fr, K, one_arm = self._shape, self.first_round, self.n_arms, self._one_arm
+        plain = not kws and pos == [0, 1]  # feedback(arm, reward) or step(last_arm, last_reward): called directly
+        arms: list[int] = []
+        keep = arms.append
+        t = 0
+        try:
+            if s.kind == "step":
+                fn = self._sel[i]
+                a = r = None
+                if plain:  # step(last_arm, last_reward): the common shape, called directly
+                    for t, row in enumerate(table):
+                        a = fn(a, r)
+                        if a.__class__ is not int or not 0 <= a < K:  # a numpy int, a whole float; else refused
+                            a = one_arm(a, t, i)
+                        keep(a)
+                        r = row[a]
+                else:
+                    for t, row in enumerate(table):
+                        vals = (a, r, t + fr)
+                        a = fn(*[vals[j] for j in pos], **{k: vals[j] for k, j in kws})
+                        if a.__class__ is not int or not 0 <= a < K:
+                            a = one_arm(a, t, i)
+                        keep(a)
+                        r = row[a]
+            else:
+                sel, upd = self._sel[i], self._upd[i]
+                if plain and not s.select_t:  # select() + feedback(arm, reward): the common shape
+                    for t, row in enumerate(table):
+                        a = sel()
+                        if a.__class__ is not int or not 0 <= a < K:
+                            a = one_arm(a, t, i)
+                        keep(a)
+                        upd(a, row[a])
+                else:
+                    st = s.select_t
+                    for t, row in enumerate(table):
+                        a = sel(t + fr) if st else sel()
+                        if a.__class__ is not int or not 0 <= a < K:
+                            a = one_arm(a, t, i)
+                        keep(a)
+                        vals = (a, row[a], t + fr)
+                        upd(*[vals[j] for j in pos], **{k: vals[j] for k, j in kws})
+        except (DPAuditError, InternalError):
+            raise
+        except Exception as exc:
+            raise self._failure(_called(exc, s), exc, f"at round {t} (copy {i})") from exc
+        return arms
 
     def _round_moved(self, table: list, T: int) -> int | None:
         """The first round at which one fresh copy, stepped round by round on ``table``, draws from a generator
