@@ -263,15 +263,7 @@ class LoopPolicy:
         self.name = f"{self.who} (loop)"
         self.kwargs = dict(kwargs or {})
         self.audit_notes: list[str] = []
-        names: dict[str, str] = {}
-        for role, given in (("pull", pull), ("pull", get_reward), ("step", step), ("reward", reward)):
-            if given is not None:
-                if given in names and names[given] != role:
-                    raise DPAuditError(f"the loop adapter's options map {given!r} to both {names[given]} and {role}; "
-                                       "a name is one call: give it once.")
-                names[given] = role
-        defaults = {n: role for role, ns in ROLES.items() for n in ns if n not in names}
-        self.names = {**defaults, **names}
+        self.names = _call_names(pull, get_reward, step, reward)
         params = init_parameters(fn)
         self._seed_param = next((s for s in SEED_NAMES if s in params), None)
         if self._seed_param is not None and self._seed_param in self.kwargs:
@@ -279,29 +271,15 @@ class LoopPolicy:
                                f"{self._seed_param}={self.kwargs[self._seed_param]!r} from the parameters.")
         self.factory = factory
         self.env_param = self._env_param(params, env, factory)
-        hp = horizon_parameter(fn) if inspect.isclass(fn) or inspect.isfunction(fn) else None
-        T = horizon if horizon is not None else (self.kwargs.get(hp) if hp else None)
-        if T is None:
-            raise DPAuditError(f"the loop adapter needs the horizon of {self.who}: give --horizon (or the parameter "
-                               "that receives it).")
-        self.horizon = check_int("horizon", T, minimum=1)
-        if hp is not None and hp not in self.kwargs:
-            self.kwargs[hp] = self.horizon
-        self._hp = hp
+        self._hp = self._horizon_of(horizon)
         self.n_arms = self._arms(params, n_arms)
-        self.run_name = None
-        if inspect.isclass(fn):
-            found = [n for n in ((run,) if run else RUN_NAMES) if callable(getattr(fn, n, None))]
-            if not found:
-                raise DPAuditError(f"{self.who} is a class without a method that runs its loop (one of "
-                                   f"{', '.join(RUN_NAMES)}); name it with --adapter loop:run=NAME.")
-            self.run_name = found[0]
+        self.run_name = self._run_method(run)
         missing = [n for n, p in params.items() if p.default is inspect.Parameter.empty and n not in self.kwargs
                    and n not in (self.env_param, self._seed_param)]
         if missing:
             raise DPAuditError(f"{self.who} needs {', '.join(missing)}, which --param did not give (the environment "
                                f"goes to {self.env_param or 'the factory ' + str(factory)}, the horizon to "
-                               f"{hp or 'no parameter'}).")
+                               f"{self._hp or 'no parameter'}).")
         if isinstance(claim, str):
             claim = parse_claim(claim)
         if claim is not None and not isinstance(claim, Guarantee):
@@ -316,12 +294,7 @@ class LoopPolicy:
             raise DPAuditError(f"the loop adapter's factory={factory} names no function of {self.who}'s module "
                                f"{self._module}.")
         self._modules = tuple(m for m in {self._module} if m and m != "builtins")
-        mode = globals_mode or "redirect"
-        if mode not in ("off", "redirect", "swap"):
-            raise DPAuditError(f"the loop adapter's globals must be off, redirect or swap, got {globals_mode!r}.")
-        self._globals = Globals(mode, mode, self._modules,
-                                [m.spec()[:2] + ({"redirect": "replace"}.get(mode, mode), m.index)
-                                 for m in find_module_generators(self._modules)])
+        self._globals = self._kept_apart(globals_mode)
         how = (f"its parameter {self.env_param}" if self.env_param else f"its module's {factory}()")
         self.audit_notes.append(
             f"{self.who} runs its own loop: each copy ran to completion on its reward table (fixed in advance, as "
@@ -334,6 +307,40 @@ class LoopPolicy:
         self._probe()
 
     # ---- construction ------------------------------------------------------------------------------
+    def _horizon_of(self, horizon: int | None) -> str | None:
+        """Set the horizon: ``horizon``, else the parameters' value of the code's horizon parameter (which then
+        receives it, unless the parameters set it); that parameter, or None."""
+        fn = self.fn
+        hp = horizon_parameter(fn) if inspect.isclass(fn) or inspect.isfunction(fn) else None
+        T = horizon if horizon is not None else (self.kwargs.get(hp) if hp else None)
+        if T is None:
+            raise DPAuditError(f"the loop adapter needs the horizon of {self.who}: give --horizon (or the parameter "
+                               "that receives it).")
+        self.horizon = check_int("horizon", T, minimum=1)
+        if hp is not None and hp not in self.kwargs:
+            self.kwargs[hp] = self.horizon
+        return hp
+
+    def _run_method(self, run: str | None) -> str | None:
+        """For a class, the name of its method that runs the loop (``run``, else the first of :data:`RUN_NAMES` it
+        has); None for a function."""
+        if not inspect.isclass(self.fn):
+            return None
+        found = [n for n in ((run,) if run else RUN_NAMES) if callable(getattr(self.fn, n, None))]
+        if not found:
+            raise DPAuditError(f"{self.who} is a class without a method that runs its loop (one of "
+                               f"{', '.join(RUN_NAMES)}); name it with --adapter loop:run=NAME.")
+        return found[0]
+
+    def _kept_apart(self, globals_mode: str | None) -> Globals:
+        """Each copy's generators, kept apart in ``globals_mode`` (off, redirect or swap; default redirect)."""
+        mode = globals_mode or "redirect"
+        if mode not in ("off", "redirect", "swap"):
+            raise DPAuditError(f"the loop adapter's globals must be off, redirect or swap, got {globals_mode!r}.")
+        return Globals(mode, mode, self._modules,
+                       [m.spec()[:2] + ({"redirect": "replace"}.get(mode, mode), m.index)
+                        for m in find_module_generators(self._modules)])
+
     def _env_param(self, params: Mapping[str, inspect.Parameter], env: str | None, factory: str | None) -> str | None:
         if env is not None:
             if env not in params:
@@ -501,6 +508,20 @@ class LoopPolicy:
         state = dict(self.__dict__)
         state["_globals"] = Globals(*self._globals.spec())
         return state
+
+
+def _call_names(pull: str | None, get_reward: str | None, step: str | None, reward: str | None) -> dict[str, str]:
+    """The environment's call names, each with its role (:data:`ROLES`): the usual ones, and those the options
+    map (``pull=``, ``get_reward=``, ``step=``, ``reward=``); a name mapped to two roles is refused."""
+    names: dict[str, str] = {}
+    for role, given in (("pull", pull), ("pull", get_reward), ("step", step), ("reward", reward)):
+        if given is not None:
+            if given in names and names[given] != role:
+                raise DPAuditError(f"the loop adapter's options map {given!r} to both {names[given]} and {role}; "
+                                   "a name is one call: give it once.")
+            names[given] = role
+    defaults = {n: role for role, ns in ROLES.items() for n in ns if n not in names}
+    return {**defaults, **names}
 
 
 def make_loop(spec: str, params: Mapping[str, object] | None = None, claim: Guarantee | str | None = None,
