@@ -605,6 +605,37 @@ def portable_error(exc: BaseException, known: Collection[str]) -> BaseException:
     return RuntimeError(f"{cls.__qualname__} (from {cls.__module__}): {text}")
 
 
+def _passed_on(kind: object, value: object, progress: Callable[[str], object] | None) -> bool:
+    """Whether ``(kind, value)``, a message of :func:`run_isolated`'s process, was a progress line or output it
+    wrote, passed on here (to ``progress``; to this process's stdout or stderr)."""
+    if kind == "progress":
+        if progress is not None:
+            progress(cast(str, value))
+        return True
+    if kind in ("stdout", "stderr"):
+        stream = sys.stdout if kind == "stdout" else sys.stderr
+        stream.write(cast(str, value))
+        stream.flush()
+        return True
+    return False
+
+
+def _isolated_death(pid: int | None, code: int, what: str, since: float) -> DPAuditError:
+    """The sentence for :func:`run_isolated`'s process (``pid``, started at ``since``) that ended with ``code``
+    before it answered: in plug-in code (:func:`_death`), or outside it."""
+    err = _death(pid, code, f"{what}'s process", since)
+    if err is None:
+        if code < 0:
+            err = DPAuditError(f"{what}'s process was killed by signal {-code} ({_signal_name(-code)}) "
+                               "outside plug-in code (out of memory, or killed from outside).")
+        else:  # dpaudit's own code there ends only after sending its answer: code it ran ended it
+            err = DPAuditError(f"{what}'s process exited with status {code} on its own before it "
+                               "answered, outside any plug-in call dpaudit watches, which dpaudit never "
+                               "does: plug-in code ended it (os._exit or posix._exit, from a thread it "
+                               "started, say).")
+    return err
+
+
 def run_isolated(fn: Callable[..., R], *args: object, progress: Callable[[str], object] | None = None,
                  what: str = "the audit", **kwargs: object) -> R:
     """``fn(*args, progress=..., **kwargs)`` in a forked process, so that plug-in code that crashes the
@@ -641,14 +672,7 @@ def run_isolated(fn: Callable[..., R], *args: object, progress: Callable[[str], 
                         kind, value = here.recv()
                     except (EOFError, OSError):
                         kind, value = None, None
-                    if kind == "progress":
-                        if progress is not None:
-                            progress(value)
-                        continue
-                    if kind in ("stdout", "stderr"):
-                        stream = sys.stdout if kind == "stdout" else sys.stderr
-                        stream.write(value)
-                        stream.flush()
+                    if _passed_on(kind, value, progress):
                         continue
                     if kind == "ok":
                         return value
@@ -662,18 +686,7 @@ def run_isolated(fn: Callable[..., R], *args: object, progress: Callable[[str], 
                 proc.join(1.0)
                 if proc.exitcode is None:  # the pipe closed but the process lives on: wait for its end
                     continue
-                err = _death(proc.pid, proc.exitcode, f"{what}'s process", since)
-                if err is None:
-                    code = proc.exitcode
-                    if code < 0:
-                        err = DPAuditError(f"{what}'s process was killed by signal {-code} ({_signal_name(-code)}) "
-                                           "outside plug-in code (out of memory, or killed from outside).")
-                    else:  # dpaudit's own code there ends only after sending its answer: code it ran ended it
-                        err = DPAuditError(f"{what}'s process exited with status {code} on its own before it "
-                                           "answered, outside any plug-in call dpaudit watches, which dpaudit never "
-                                           "does: plug-in code ended it (os._exit or posix._exit, from a thread it "
-                                           "started, say).")
-                raise err
+                raise _isolated_death(proc.pid, proc.exitcode, what, since)
             except KeyboardInterrupt:
                 if stopping or not proc.is_alive():
                     raise

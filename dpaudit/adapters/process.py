@@ -540,6 +540,7 @@ class ProcessPolicy:
 
     def _parse(self, line: bytes, op: str, where: str) -> Answer:
         text = line.decode(errors="replace")
+        obj: JSONValue
         try:
             obj = json.loads(text)
         except ValueError:
