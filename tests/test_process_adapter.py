@@ -188,6 +188,9 @@ def test_the_options_parse_and_bad_ones_are_one_sentence():
         parse_adapter("process:timeout=-1")
     with pytest.raises(DPAuditError, match="process adapter option 'speed=2' must be KEY=VALUE with KEY one of batch"):
         parse_adapter("process:speed=2")
+    # from Python, the timeout as given is named (not the NaN it fails to convert to)
+    with pytest.raises(DPAuditError, match=r"timeout must be a number of seconds in \(0, .*\], got 'abc'"):
+        ProcessPolicy(f"{sys.executable} -c pass", timeout="abc")
 
 
 def test_the_process_survives_pickling_to_a_worker_as_a_fresh_process(tmp_path):

@@ -747,13 +747,14 @@ def _answer_limit(timeout: float | None) -> float | str:
         limit = current_call_limit()  # seconds, the scaled watchdog, or None (no limit)
         limit = MAX_CALL_TIMEOUT if limit is None else limit
     if limit != SCALED:
+        given = limit
         try:
             limit = float(limit)
         except (TypeError, ValueError):
             limit = float("nan")
         if not 0 < limit <= MAX_CALL_TIMEOUT:
             raise DPAuditError(f"the process adapter's timeout must be a number of seconds in (0, "
-                               f"{MAX_CALL_TIMEOUT:g}], got {limit!r}.")
+                               f"{MAX_CALL_TIMEOUT:g}], got {given!r}.")
     return limit
 
 
