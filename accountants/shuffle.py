@@ -421,7 +421,6 @@ def _canary_atoms(n: int, eps0: float,
     measured (one minus what is kept) and added to delta by the upper bound."""
     from scipy import special
 
-    null = float(classes.get((0, 0), 0.0))
     cls = [(a, b, float(q)) for (a, b), q in sorted(classes.items()) if (a, b) != (0, 0) and q > 0]
     if len(cls) > 3:
         raise DPAuditError(f"the canary's messages fall into {len(cls)} non-trivial ratio classes; the exact "
@@ -429,7 +428,7 @@ def _canary_atoms(n: int, eps0: float,
     counts = np.zeros((0, 1), dtype=np.int64)
     logg = np.zeros(1)
     used = 0.0
-    for a, b, q in cls:
+    for _a, _b, q in cls:
         left = n - counts.sum(axis=0)
         p = min(1.0, q / max(1.0 - used, 1e-300))
         used += q

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence, TypedDict
+from typing import TYPE_CHECKING, Callable, TypedDict
 
 import numpy as np
 

@@ -180,7 +180,7 @@ def count_in_looks(fn: Callable[..., Tally],
     fp = tp = used = 0
     binned: list[np.ndarray | None] = [None, None]  # each side's binned scores, summed over its chunks
     off_edges = 0
-    for k, ((frac, share), size) in enumerate(zip(looks, sizes)):
+    for k, ((_frac, share), size) in enumerate(zip(looks, sizes)):
         if size == 0:
             continue
         tasks, sides = [], []

@@ -150,7 +150,7 @@ def regenerate(reports: bool = False, only: str | None = None) -> dict[str, Any]
             if runs.setdefault(m["id"], m["cmd"]) != m["cmd"]:
                 raise ValueError(f"the run {m['id']!r} is defined twice with different commands ({doc.name})")
     done_outputs: dict[str, tuple[str, float]] = {}
-    for doc, kind, m in list(markers()):
+    for _doc, kind, m in list(markers()):
         if kind == "output" and (only is None or only in m["cmd"]) and m["cmd"] not in done_outputs:
             print(f"output: {m['cmd']}", file=sys.stderr)
             done_outputs[m["cmd"]] = run(m["cmd"], json_out=False)

@@ -566,7 +566,7 @@ def describe(policy: PolicySource) -> PolicyDescription:
     claim). Returns a JSON-ready dict (``dpaudit describe POLICY --json`` prints it).
     """
     from dpaudit import deprecations
-    from dpaudit.policies.registry import entry_of, load_policy_class, notion_of, plugin_label
+    from dpaudit.policies.registry import entry_of, load_policy_class, plugin_label
     from dpaudit.sandbox import guard, is_plugin_spec
 
     policy = deprecations.spec(policy)
@@ -584,7 +584,7 @@ def describe(policy: PolicySource) -> PolicyDescription:
     entry = entry_of(cls)
     sig: Mapping[str, inspect.Parameter]
     try:
-        sig = inspect.signature(getattr(cls, "__init__")).parameters
+        sig = inspect.signature(cls.__init__).parameters
     except (TypeError, ValueError):
         sig = {}
     parameters: list[ParameterDescription] = []

@@ -931,7 +931,7 @@ class PluginPolicy:
     def run_copies(self, tables: npt.ArrayLike, which: npt.ArrayLike | None = None) -> np.ndarray:
         """The per-run adapter's whole runs (``PerRun.run_copies``): one call doing the work of T rounds of
         ``act`` and ``observe``, so the scaled watchdog counts its run-rounds as the runs of its batch."""
-        fn: Callable[[npt.ArrayLike, npt.ArrayLike | None], np.ndarray] = getattr(self._inner, "run_copies")
+        fn: Callable[[npt.ArrayLike, npt.ArrayLike | None], np.ndarray] = self._inner.run_copies
         rounds = int(np.shape(tables)[-2]) if np.ndim(tables) >= 2 else 1
         cells = self._runs * rounds if self._runs else None
         with guard(self._plugin, "run_copies", runs=cells):
@@ -941,7 +941,7 @@ class PluginPolicy:
         """The loop adapter's whole-table play (``protocols.base.plays_tables``): a call on the batch of runs,
         so the scaled watchdog scales its limit with the batch, as for ``act``."""
         with guard(self._plugin, "play_tables", runs=self._runs):
-            play: Callable[[np.ndarray, np.ndarray, bool], np.ndarray] = getattr(self._inner, "play_tables")
+            play: Callable[[np.ndarray, np.ndarray, bool], np.ndarray] = self._inner.play_tables
             return play(inputs, which, list_input)
 
     # ---- everything else the protocols may ask for ---------------------------------------

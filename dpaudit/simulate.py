@@ -132,7 +132,7 @@ def simulate(
     seed = check_int("seed", seed, minimum=0)
     if path not in ("auto", "step", "episode"):
         raise DPAuditError(f"path must be 'auto', 'step' or 'episode', got {path!r}.")
-    K = int(getattr(policy, "n_arms"))
+    K = int(policy.n_arms)
     if int(env.n_arms) != K:
         raise DPAuditError(f"the policy has {K} arms but the environment has {env.n_arms}; they must match.")
     if env.horizon is not None and horizon > env.horizon:

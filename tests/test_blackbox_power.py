@@ -7,7 +7,7 @@ elimination test whose noise cancels, a commit 1,000 rounds in, a counter whose 
 import numpy as np
 import pytest
 
-from dpaudit.accountants import ApproxDP, PureDP
+from dpaudit.accountants import PureDP
 from dpaudit.attacks.neighbours import discover_horizon, run_tables, threshold_pairs
 from dpaudit.runner import check as audit_policy
 from dpaudit.cli import main

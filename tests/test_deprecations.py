@@ -77,7 +77,7 @@ def test_the_command_line_notes_only_deprecations_and_restores_the_warning_filte
         deprecations.warn("x", "y")
         deprecations.warn("x", "y")
         with pytest.warns(UserWarning, match="other"):
-            warnings.warn("other", UserWarning)
+            warnings.warn("other", UserWarning, stacklevel=1)
     assert capsys.readouterr().err == "dpaudit: note: x is deprecated and will be removed in the next release; use y.\n"
     assert warnings.filters == before
 

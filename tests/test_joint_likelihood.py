@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from dpaudit.accountants import ZCDP
-from dpaudit.accountants.gaussian import gaussian_epsilon, gaussian_log_delta
+from dpaudit.accountants.gaussian import gaussian_epsilon
 from dpaudit.attacks.joint_likelihood import joint_likelihood_attack, release_losses, replay_losses, replay_run
 from dpaudit.errors import DPAuditError
 from dpaudit.mechanisms import (BinaryTreeMechanism, GaussianMechanism, Ledger, ReplayMismatch, pack_symmetric,

@@ -105,7 +105,6 @@ def test_attacks_given_their_pilots_find_what_they_would_have_drawn():
     given = view_attack(src, list(range(len(pairs))), [p.round for p in pairs], 3, T, np.random.SeedSequence(5),
                         pilots=pilots_of(np.random.SeedSequence(5), "actions"), **kw)
     assert given.epsilon_lower == own.epsilon_lower and given.details == own.details
-    from dpaudit.runner.joint import TreeSource
 
     tsrc = TreeSource(policy, pairs, T, 2)
     kw2 = dict(delta=1e-5, confidence=0.95, n_train=small, n_select=small, n_test=runs, name="tree")

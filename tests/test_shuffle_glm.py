@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import special
 
 from dpaudit.accountants import clones_delta, clones_epsilon
 from functools import partial

@@ -82,10 +82,10 @@ def start(tmp_path: Path, workers: int = 2, extra: tuple[str, ...] = ()) -> tupl
 def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
     try:
         out, err = proc.communicate(timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as exc:
         proc.kill()
         out, err = proc.communicate()
-        raise AssertionError(f"HANG: no exit within {TIMEOUT} s after the signal; stderr: {err[-2000:]}")
+        raise AssertionError(f"HANG: no exit within {TIMEOUT} s after the signal; stderr: {err[-2000:]}") from exc
     return proc.returncode, out, err
 
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from dpaudit.accountants import ZCDP, PureDP
 from dpaudit.accountants.conversions import rdp_to_approx
 from dpaudit.errors import DPAuditError
-from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism, Ledger, gaussian_renyi
+from dpaudit.mechanisms import Fed, GaussianMechanism, LaplaceMechanism, Ledger
 from dpaudit.policies.ucb import AdaCUCB
 from dpaudit.policies.base import Policy
 from dpaudit.policies.registry import make_policy

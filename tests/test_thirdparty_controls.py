@@ -152,7 +152,7 @@ def test_etc_noise_scale_on_the_sum(cls, factor):
     noise = []
     for _ in range(400):
         p = cls(n_arms=2, epsilon=1.0, T=48)
-        for t in range(p.explore_rounds):
+        for _ in range(p.explore_rounds):
             p.receive_reward(p.pull(), 0.5)
         noise.extend(p.noisy_totals - p.totals)
     b = 1.0 if factor else 1.0 / 12  # the wrong scale is 1/(eps m), m = 12 at T = 48

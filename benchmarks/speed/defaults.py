@@ -250,7 +250,7 @@ def _estimate(r: dict) -> str:
 
 
 def markdown(rows: list[dict], prev: dict, seed: int, cores: int, prev_label: str) -> str:
-    lines = [f"# Every registered private policy at its defaults, under every protocol it supports", "",
+    lines = ["# Every registered private policy at its defaults, under every protocol it supports", "",
              "Also the bundled per-run example, `examples/per_run_ucb.py` (a one-run class on global `np.random`; "
              "`PrivateUCB` correct, `LeakyUCB` mis-calibrated), audited with `--adapter per-run --param n_arms=2 "
              "--param epsilon=1 --claim pure:eps=1` at the horizon the audit finds.", "",

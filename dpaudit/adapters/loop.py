@@ -54,8 +54,7 @@ import numpy as np
 from dpaudit.accountants import Guarantee
 from dpaudit.adapters.claims import CLAIM_FORMS, parse_claim
 from dpaudit.adapters.horizon import Maker, horizon_parameter, init_parameters
-from dpaudit.adapters.seeding import (GLOBAL_LOCK, SEED_NAMES, Globals, find_module_generators, generators_kept,
-                                      moved_message)
+from dpaudit.adapters.seeding import (GLOBAL_LOCK, SEED_NAMES, Globals, find_module_generators, moved_message)
 from dpaudit.adapters.shape import N_ARMS_NAMES
 from dpaudit.errors import DPAuditError, InternalError, check_int, shorten
 from dpaudit.sandbox import guard

@@ -518,8 +518,9 @@ class PerRun:
                     g.select(0)
                     obj = self._build(0)
                 finally:
-                    if g.leave():
-                        return None
+                    moved = g.leave()
+                if moved:
+                    return None
                 a = r = None
                 for t in range(T):
                     g.enter()
