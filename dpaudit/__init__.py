@@ -26,6 +26,7 @@ from dpaudit.version import __version__
 _LAZY: dict[str, str] = {
     "audit": "dpaudit.api",
     "Audit": "dpaudit.api",
+    "Verdict": "dpaudit.runner.findings",
     "describe": "dpaudit.api",
     "account": "dpaudit.api",
     "DPAuditError": "dpaudit.errors",
@@ -39,8 +40,8 @@ _LAZY: dict[str, str] = {
     "PolicyLike": "dpaudit.policies.base",
 }
 
-__all__ = ["__version__", "audit", "Audit", "describe", "account", "DPAuditError", "InternalError", "Guarantee",
-           "PureDP", "ApproxDP", "ZCDP", "RDP", "PolicySource",
+__all__ = ["__version__", "audit", "Audit", "Verdict", "describe", "account", "DPAuditError", "InternalError",
+           "Guarantee", "PureDP", "ApproxDP", "ZCDP", "RDP", "PolicySource",
            "PolicyLike"]  # written out for type checkers; tests/test_api.py checks it against _LAZY
 
 _SUBMODULES = frozenset({"accountants", "attacks", "policies", "protocols", "mechanisms", "simulate", "engine",
@@ -53,6 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from dpaudit.api import Audit as Audit, account as account, audit as audit, describe as describe
     from dpaudit.errors import DPAuditError as DPAuditError, InternalError as InternalError
     from dpaudit.policies.base import PolicyLike as PolicyLike, PolicySource as PolicySource
+    from dpaudit.runner.findings import Verdict as Verdict
 
 
 if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name is an error there too

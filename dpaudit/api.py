@@ -49,7 +49,7 @@ _T = TypeVar("_T")
 class Audit(Findings):
     """The findings of one audit, with the reviewer report (:class:`dpaudit.runner.findings.Findings`).
 
-    ``verdict`` is ``"violation"`` (a lower bound at ``confidence``, or an exact figure the verdict
+    ``verdict`` (a :class:`dpaudit.Verdict`, equal to its word) is ``"violation"`` (a lower bound at ``confidence``, or an exact figure the verdict
     judges, exceeds the claim), ``"consistent"`` (none does, and the audit showed power; ``gap`` =
     claimed eps minus the best lower bound), ``"inconclusive"`` (no power), ``"interrupted"`` or
     ``"exact"`` (an exact enumeration with nothing to judge); ``reason`` is the one sentence that says

@@ -147,6 +147,20 @@ def test_an_unknown_format_is_refused_and_the_unversioned_one_is_read():
     assert f.power.largest_bound == 4.0 and f.power.smallest_detectable == 0.5 and f.extra["search"] == []
 
 
+def test_the_verdict_is_an_enum_whose_json_is_its_word():
+    assert [v.value for v in dpaudit.Verdict] == ["consistent", "violation", "inconclusive", "interrupted", "exact"]
+    assert dpaudit.Verdict.CONSISTENT == "consistent" and f"{dpaudit.Verdict.VIOLATION}" == "violation"
+    assert json.dumps({"verdict": dpaudit.Verdict.INCONCLUSIVE}) == '{"verdict": "inconclusive"}'
+    assert decide(1.0, 1e-5, [_bound("membership", 1.2)]).verdict is dpaudit.Verdict.VIOLATION
+    old = {"verdict": "violation", "reason": "r", "policy": "p", "params": {}, "protocol": "table", "delta": 1e-5,
+           "confidence": 0.95}
+    f = Findings.from_dict(old)
+    assert f.verdict is dpaudit.Verdict.VIOLATION and f.exit_status == 1
+    out = f.to_dict()
+    assert type(out["verdict"]) is str and out["verdict"] == "violation"
+    assert Findings.from_dict(json.loads(json.dumps(out))).to_dict() == out
+
+
 # ---- the one verdict rule --------------------------------------------------------------------------
 
 def _bound(name: str, eps: float) -> AuditResult:

@@ -18,7 +18,7 @@ from dpaudit.engine import Engine
 from dpaudit.errors import DPAuditError
 from dpaudit.protocols import Protocol
 
-from .findings import Claim, Exact, Findings, Part, Power, Upper
+from .findings import Claim, Exact, Findings, Part, Power, Upper, Verdict
 from .setup import build_policy, claim_curves, claimed_epsilon, versions
 from .verdict import decide
 
@@ -202,13 +202,13 @@ class Context:
             if "ranking" in ctx.finished:
                 ctx.extra.setdefault("search", ctx.finished["ranking"])
             best = max((a.epsilon_lower for a in ctx.attacks), default=None)
-            verdict, reason, witness = ("interrupted",
+            verdict, reason, witness = (Verdict.INTERRUPTED,
                                         f"interrupted during the {stage} after {time.perf_counter() - ctx.started:.0f} s, "
                                         "so there is no verdict; the parts that finished are reported here, and rerunning "
                                         "the same command reproduces them exactly", None)
             lower = best
         elif claim is None:  # an exact enumeration with no claim to judge
-            verdict, reason, witness = ("exact", ctx.extra.pop("_reason", "the policy states no claim, so there is "
+            verdict, reason, witness = (Verdict.EXACT, ctx.extra.pop("_reason", "the policy states no claim, so there is "
                                                               "nothing to judge; the exact numbers stand alone"),
                                         ctx.extra.pop("_witness", None))
             lower = best if best is not None else (ctx.exact[0].epsilon if ctx.exact else None)
@@ -221,7 +221,7 @@ class Context:
                        advice=ctx.advice)
             verdict, reason, witness, lower = v.verdict, v.reason, v.witness, v.epsilon_lower
             extra_reason = ctx.extra.pop("_reason_suffix", None)
-            if extra_reason and verdict != "violation":
+            if extra_reason and verdict is not Verdict.VIOLATION:
                 reason += extra_reason
         ctx.extra.pop("_reason_suffix", None)
         upper = upper_side(ctx, claim, interrupted)

@@ -23,19 +23,42 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
 from typing import Any, Mapping
 
 from dpaudit.attacks.result import AuditResult, ScoreHistogram, jsonable
 from dpaudit.errors import DPAuditError, InternalError, shorten
 
-__all__ = ["FORMAT", "Claim", "Exact", "Power", "Part", "Upper", "Findings", "AuditInterrupted", "VERDICTS", "EXIT_STATUS"]
+__all__ = ["FORMAT", "Verdict", "Claim", "Exact", "Power", "Part", "Upper", "Findings", "AuditInterrupted", "VERDICTS",
+           "EXIT_STATUS"]
 
 #: the JSON format of :meth:`Audit.to_dict` (version 1 was the unversioned dict of dpaudit 0.1)
 FORMAT = "dpaudit.audit/2"
-#: every verdict an audit can end with
-VERDICTS = ("consistent", "violation", "inconclusive", "interrupted", "exact")
+
+
+class Verdict(str, Enum):
+    """Every verdict an audit can end with (:mod:`dpaudit.runner.verdict` says when each is reached).
+
+    A string-valued enum: ``Verdict.CONSISTENT == "consistent"``, ``str()`` and f-strings give the plain word,
+    and :func:`json.dumps` writes it as that string, so the findings' JSON holds the word itself."""
+
+    CONSISTENT = "consistent"
+    VIOLATION = "violation"
+    INCONCLUSIVE = "inconclusive"
+    #: stopped (Ctrl-C, SIGTERM, SIGHUP) before a verdict; the findings hold what had finished
+    INTERRUPTED = "interrupted"
+    #: an exact enumeration with no claim to judge
+    EXACT = "exact"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: every verdict an audit can end with, as the words the JSON holds
+VERDICTS = tuple(v.value for v in Verdict)
 #: the command line's exit status by verdict (2: bad input)
-EXIT_STATUS = {"consistent": 0, "violation": 1, "inconclusive": 3, "interrupted": 130, "exact": 0}
+EXIT_STATUS = {Verdict.CONSISTENT: 0, Verdict.VIOLATION: 1, Verdict.INCONCLUSIVE: 3, Verdict.INTERRUPTED: 130,
+               Verdict.EXACT: 0}
 
 
 def _num(x: Any) -> float | None:
@@ -189,8 +212,8 @@ def _check_verdict_keys(d: Mapping[str, Any]) -> None:
 class Findings:
     """The findings of one audit (what ``dpaudit check policy --json`` prints), with typed fields.
 
-    ``verdict`` is ``"violation"`` (a lower bound at ``confidence``, or an exact figure the verdict
-    judges, exceeds the claim), ``"consistent"`` (none does, and the audit showed power; ``gap`` =
+    ``verdict`` (a :class:`Verdict`, equal to its word) is ``"violation"`` (a lower bound at ``confidence``,
+    or an exact figure the verdict judges, exceeds the claim), ``"consistent"`` (none does, and the audit showed power; ``gap`` =
     claimed eps minus the best lower bound), ``"inconclusive"`` (the audit had no power),
     ``"interrupted"`` (stopped before a verdict; what finished is here) or ``"exact"`` (an exact
     enumeration with no claim to judge). ``reason`` is the one sentence that says why.
@@ -204,7 +227,7 @@ class Findings:
     ``epsilon_upper``], and the verdict still judges the claim alone. Everything else (the search's ranking, a protocol's own sections) is in ``extra``.
     """
 
-    verdict: str
+    verdict: Verdict
     reason: str
     policy: str
     params: dict[str, Any]
@@ -234,6 +257,10 @@ class Findings:
     upper: Upper | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     format: str = FORMAT
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.verdict, Verdict) and self.verdict in VERDICTS:  # the word, as JSON holds it
+            object.__setattr__(self, "verdict", Verdict(self.verdict))
 
     @classmethod
     def from_dict(cls, findings: Mapping[str, Any]) -> "Findings":
@@ -270,7 +297,7 @@ class Findings:
     @classmethod
     def _read(cls, d: dict[str, Any], power: Any, known: set[str]) -> "Findings":
         return cls(
-            verdict=str(d.get("verdict", "")), reason=str(d.get("reason", "")), policy=str(d.get("policy", "")),
+            verdict=Verdict(d["verdict"]), reason=str(d.get("reason", "")), policy=str(d.get("policy", "")),
             params=dict(d.get("params") or {}), protocol=str(d.get("protocol", "")), claim=d.get("claim"),
             epsilon_claimed=_num(d.get("epsilon_claimed")), epsilon_lower=_num(d.get("epsilon_lower")),
             gap=_num(d.get("gap")), delta=float(d.get("delta", math.nan)),
@@ -298,7 +325,9 @@ class Findings:
             if f.name in ("extra", "format"):
                 continue
             v = getattr(self, f.name)
-            if f.name in ("attacks", "beside"):
+            if f.name == "verdict":
+                v = v.value if isinstance(v, Verdict) else v  # the plain word, as from_dict reads it
+            elif f.name in ("attacks", "beside"):
                 v = [a.to_dict() for a in v]
             elif f.name in ("exact", "parts"):
                 v = [asdict(x) for x in v]
@@ -319,7 +348,7 @@ class Findings:
         3 inconclusive, 130 interrupted."""
         if self.verdict not in EXIT_STATUS:  # never a silent pass: an unknown verdict is not exit 0
             raise InternalError(f"the audit returned the unknown verdict {self.verdict!r} (expected one of "
-                                f"{', '.join(EXIT_STATUS)})")
+                                f"{', '.join(VERDICTS)})")
         return EXIT_STATUS[self.verdict]
 
     def __repr__(self) -> str:

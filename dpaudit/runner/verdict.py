@@ -25,17 +25,19 @@ from typing import Any, Sequence
 from dpaudit.attacks.result import AuditResult
 from dpaudit.errors import InternalError
 
-from .findings import Exact
+from .findings import Exact, Verdict
 
-__all__ = ["Verdict", "decide", "EXACT_TOLERANCE"]
+__all__ = ["Decision", "decide", "EXACT_TOLERANCE"]
 
 #: relative tolerance of an exact figure's comparison with the claim
 EXACT_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
-class Verdict:
-    verdict: str
+class Decision:
+    """What the rule decided: the verdict, its one-sentence reason, the best lower bound and the witness."""
+
+    verdict: Verdict
     reason: str
     epsilon_lower: float
     witness: dict[str, Any] | None
@@ -54,7 +56,7 @@ def _check_numbers(attacks: Sequence[AuditResult], exact: Sequence[Exact]) -> No
 def decide(eps_claim: float, delta: float, attacks: Sequence[AuditResult], exact: Sequence[Exact] = (), *,
            renyi_violation: Sequence[dict[str, Any]] = (), unseen: str | None = None, blackbox_only: bool = False,
            ceiling: float = math.inf, runs: int | None = None, pairs_tried: int | None = None,
-           confidence: float | None = None, advice: str | None = None) -> Verdict:
+           confidence: float | None = None, advice: str | None = None) -> Decision:
     """Apply the rule (module docstring) to an audit's findings.
 
     ``attacks``: the lower bounds that enter the verdict; ``exact``: exact figures (only the ``judged``
@@ -86,19 +88,21 @@ def decide(eps_claim: float, delta: float, attacks: Sequence[AuditResult], exact
         if not attacks:
             reason += " (exact, no sampling)"
             best_lower = next(e.epsilon for e in exact if e.judged)  # the first figure is at the audit's delta
-        return Verdict("violation", reason, best_lower, worst[2])
+        return Decision(Verdict.VIOLATION, reason, best_lower, worst[2])
     if renyi_violation:
         v = max(renyi_violation, key=lambda r: r["D_alpha_lower"] - r["claimed"])
         lik = next((a for a in attacks if a.attack == "likelihood"), best)
-        return Verdict("violation", f"the likelihood attack's lower bound D_{v['order']:g} >= {v['D_alpha_lower']:.4g} "
-                                    f"exceeds the claimed Rényi divergence {v['claimed']:.4g} at that order", best_lower,
-                       {"attack": lik.attack, **lik.witness} if lik is not None else None)
+        return Decision(Verdict.VIOLATION, f"the likelihood attack's lower bound D_{v['order']:g} >= "
+                                           f"{v['D_alpha_lower']:.4g} exceeds the claimed Rényi divergence "
+                                           f"{v['claimed']:.4g} at that order", best_lower,
+                        {"attack": lik.attack, **lik.witness} if lik is not None else None)
     judged = [e for e in exact if e.judged]
     if not attacks and judged:  # an exact audit: the figures are the whole mechanism's, no sampling
         top = max(judged, key=lambda e: e.epsilon)
-        return Verdict("consistent", f"every exact figure is within the claimed eps = {eps_claim:.6g} at delta = "
-                                     f"{delta:g} (the {top.part} gives eps = {top.epsilon:.6g}; exact, no sampling)",
-                       judged[0].epsilon, {"attack": judged[0].part, **judged[0].witness})
+        return Decision(Verdict.CONSISTENT, f"every exact figure is within the claimed eps = {eps_claim:.6g} at "
+                                            f"delta = {delta:g} (the {top.part} gives eps = {top.epsilon:.6g}; exact, "
+                                            "no sampling)",
+                        judged[0].epsilon, {"attack": judged[0].part, **judged[0].witness})
     witness = {"attack": best.attack, **best.witness} if best is not None else None
     if unseen is None and best_lower <= 0:
         tried = f" of the {pairs_tried} neighbouring pairs tried" if pairs_tried else " pair tried"
@@ -112,10 +116,11 @@ def decide(eps_claim: float, delta: float, attacks: Sequence[AuditResult], exact
     if unseen is not None:
         advice = advice or ("try a longer --horizon, more --runs, or --pair PAIR.json with the inputs where you expect "
                             "the policy to leak")
-        return Verdict("inconclusive", f"{unseen}, so this audit is no evidence either way; {advice}", best_lower,
-                       witness)
+        return Decision(Verdict.INCONCLUSIVE, f"{unseen}, so this audit is no evidence either way; {advice}",
+                        best_lower, witness)
     what = "no attack's lower bound" + (" and no exact figure" if judged else "")
     assert best is not None
-    return Verdict("consistent", f"{what} exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g} (best: "
-                                 f"{best.attack}, eps >= {best_lower:.4g}; gap {eps_claim - best_lower:.4g})",
-                   best_lower, witness)
+    return Decision(Verdict.CONSISTENT, f"{what} exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g} "
+                                        f"(best: {best.attack}, eps >= {best_lower:.4g}; gap "
+                                        f"{eps_claim - best_lower:.4g})",
+                    best_lower, witness)
