@@ -161,6 +161,24 @@ def test_the_verdict_is_an_enum_whose_json_is_its_word():
     assert Findings.from_dict(json.loads(json.dumps(out))).to_dict() == out
 
 
+def test_a_plans_sections_become_the_findings_json_in_their_field_order():
+    from dpaudit.runner.central import CentralSections, FamilySearch, HorizonChoice, HorizonSearch
+    from dpaudit.runner.sections import Arms
+
+    s = CentralSections(horizon=HorizonChoice("default"), arms=Arms(3), confidence_per_attack=0.975)
+    assert s.to_json() == {"horizon_reason": "default", "n_arms": 3, "confidence_per_attack": 0.975}
+    s.search_summary = [FamilySearch("threshold", 48, pairs=2)]
+    s.horizon = HorizonChoice("discovered", HorizonSearch(None, 96))
+    s.reward_alphabet = [0.0, 1.0]
+    out = s.to_json()
+    assert list(out) == ["reward_alphabet", "horizon_reason", "horizon_search", "n_arms", "confidence_per_attack",
+                         "search_summary"]
+    assert out["horizon_search"] == {"first_dependent_round": None, "tried_up_to": 96}
+    assert out["search_summary"][0] == {"family": "threshold", "horizon": 48, "pairs": 2, "ranked": 0,
+                                        "best_pilot": 0.0, "best_ranked": None, "best": None}
+    assert Arms(None, "points of the ball").to_json() == {"n_arms": None, "action_space": "points of the ball"}
+
+
 # ---- the one verdict rule --------------------------------------------------------------------------
 
 def _bound(name: str, eps: float) -> AuditResult:

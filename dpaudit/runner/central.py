@@ -24,6 +24,7 @@ Everything samples on the audit's engine.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -31,14 +32,72 @@ import numpy as np
 from dpaudit.accounting import ledger_audit, policy_upper
 from dpaudit.engine import SERIAL, Engine
 from dpaudit.errors import DPAuditError, check_int
+from dpaudit.policies.base import PolicyLike
 from dpaudit.protocols import FixedActionSet, PairSpec, audit_range, candidate_pairs, make_pair
 from dpaudit.protocols.table import readout_pairs
 
-from .context import DEFAULTS, Context, confidence_each, runs_text
+from .context import DEFAULTS, Context, Request, confidence_each, runs_text
+from .cost import Searches
+from .sections import Arms, JSONObject, Sections
 from .setup import convert_claim, probe_alphabet, reward_alphabet_for, with_features
 
 __all__ = ["audit", "preflight", "audit_horizon", "first_release_step", "search_summary", "MAX_AUTO_HORIZON",
-           "small_sample"]
+           "small_sample", "CentralSections", "HorizonChoice", "HorizonSearch", "FamilySearch"]
+
+@dataclass(frozen=True)
+class HorizonSearch:
+    """What the horizon discovery found: the first round whose action depends on the input (None: none within
+    the rounds it tried, ``tried_up_to``)."""
+
+    first_dependent_round: int | None
+    tried_up_to: int
+
+
+@dataclass
+class HorizonChoice(Sections):
+    """How the audit's horizon was chosen (``horizon_reason``), and the discovery's findings when it ran
+    (``horizon_search``)."""
+
+    horizon_reason: str
+    horizon_search: HorizonSearch | None = None
+
+
+@dataclass
+class FamilySearch:
+    """What the search tried of one family of pairs: how many pairs, at which horizon, how many ranked again on
+    the full sample, and the best pilot and ranked (selection) bound, with the best ranked pair."""
+
+    family: str
+    horizon: int
+    pairs: int = 0
+    ranked: int = 0
+    best_pilot: float = 0.0
+    best_ranked: float | None = None
+    best: str | None = None
+
+
+@dataclass
+class CentralSections(Sections):
+    """The central plan's sections of the findings, in their order."""
+
+    reward_alphabet: list[float] | None = None
+    horizon: HorizonChoice | None = None
+    threshold_search: JSONObject | None = None
+    arms: Arms | None = None
+    confidence_per_attack: float | None = None
+    #: where the pieces ran, when the policy could not travel to the workers
+    workers: str | None = None
+    horizon_sweep: list[JSONObject] | None = None
+    renyi_violation: list[dict[str, float]] | None = None
+    search: list[JSONObject] | None = None
+    search_summary: list[FamilySearch] | None = None
+
+    def dependent_round(self) -> int | None:
+        """The horizon discovery's first round whose action depends on the input (None: it did not run, or found
+        none)."""
+        found = self.horizon.horizon_search if self.horizon is not None else None
+        return found.first_dependent_round if found is not None else None
+
 
 #: the longest horizon :func:`audit_horizon` will choose on its own
 MAX_AUTO_HORIZON = 16384
@@ -129,10 +188,9 @@ def preflight(ctx: Context) -> None:
     from .cost import audit_preflight
 
     r = ctx.request
-    ctx.extra["estimate"] = audit_preflight(lambda T: with_features(ctx.build(T), r.seed), ctx.protocol, runs=r.runs,
-                    horizon=estimate_horizon(r), workers=r.workers,
-                    local=r.executor is None and r.scheduler is None, max_hours=r.max_hours,
-                    search=lambda policy: searches(policy, r, ctx.protocol.name))
+    ctx.estimate = audit_preflight(lambda T: with_features(ctx.build(T), r.seed), ctx.protocol, runs=r.runs,
+                                   horizon=estimate_horizon(r), workers=r.workers, local=r.on_this_machine,
+                                   max_hours=r.max_hours, search=lambda policy: searches(policy, r, ctx.protocol.name))
 
 
 def say_estimate(ctx: Context, policy: Any, horizon: int) -> None:
@@ -140,8 +198,8 @@ def say_estimate(ctx: Context, policy: Any, horizon: int) -> None:
     from .cost import duration, refresh_estimate
 
     r = ctx.request
-    est = ctx.extra.get("estimate")
-    if not isinstance(est, dict) or r.pair is not None:
+    est = ctx.estimate
+    if est is None or r.pair is not None:
         return
     elapsed = sum(float(p.seconds) for p in ctx.parts)
     rests = refresh_estimate(est, r.runs, horizon, len(candidate_pairs(ctx.protocol, int(policy.n_arms), horizon)),
@@ -156,17 +214,16 @@ def say_estimate(ctx: Context, policy: Any, horizon: int) -> None:
                 "fresh runs settle at their first look)")
 
 
-def searches(policy: Any, r: Any, protocol: str) -> dict[str, Any]:
+def searches(policy: PolicyLike, r: Request, protocol: str) -> Searches:
     """The searches :func:`audit` runs for ``policy`` under request ``r``, as :func:`dpaudit.runner.cost.run_steps`'
-    keywords: the search's sample size, the threshold search (Table DP without a pair), the horizon sweep
-    (a black-box audit that chooses its horizon)."""
+    keywords (:class:`~dpaudit.runner.cost.Searches`): the search's sample size, the threshold search (Table DP
+    without a pair), the horizon sweep (a black-box audit that chooses its horizon)."""
     auto = r.horizon is None and r.pair is None
     from .cost import HORIZON_MULTIPLES
 
     threshold = 0 if protocol != "table" or r.pair is not None else HORIZON_MULTIPLES if auto else 1
     _, small, per_run = pilot_budgets(policy, r.runs)
-    return {"small": small, "threshold": threshold, "sweep": auto and not hasattr(policy, "ledger"),
-            "frugal": per_run}
+    return {"small": small, "threshold": threshold, "sweep": auto and not hasattr(policy, "ledger"), "frugal": per_run}
 
 
 def estimate_horizon(r: Any) -> int:
@@ -197,6 +254,8 @@ def audit(ctx: Context) -> None:
                 f"policy {spec!r} cannot be audited under Interactive DP: it only observes the arm it chose "
                 "(its schedule fixes the observed arm), so an adversary's query cannot be fed back; use "
                 "--protocol table or --protocol view.")
+    sections = CentralSections()
+    ctx.sections = sections
     s_ledger, s_search, s_horizon, s_threshold = np.random.SeedSequence(r.seed).spawn(4)
     s_sweep, s_sweep_final = np.random.SeedSequence([r.seed, 0x5EE9]).spawn(2)
     ctx.say("choice of the horizon")
@@ -213,7 +272,7 @@ def audit(ctx: Context) -> None:
     if alphabet is None:
         alphabet = probe_alphabet(probe, proto, rr, notes)
     if alphabet is not None:
-        ctx.extra["reward_alphabet"] = list(alphabet)
+        sections.reward_alphabet = list(alphabet)
     # one-run classes cost a Python call per run and step: smaller pilot budgets for the searches
     cells, small, per_run = pilot_budgets(probe, r.runs)
     horizon = r.horizon
@@ -235,7 +294,7 @@ def audit(ctx: Context) -> None:
                                    "protocols; per-round contexts (T x K x d) are the joint protocol's input "
                                    "(--protocol joint).")
             features = contexts
-        ctx.extra["horizon_reason"] = f"the horizon of the pair in {r.pair}"
+        sections.horizon = HorizonChoice(f"the horizon of the pair in {r.pair}")
     pilot_engine = ctx.engine
     try:  # the pilots run on the workers when the policy can travel there
         pilot_engine.check_picklable(build(horizon if horizon is not None else DEFAULTS["horizon"]), proto)
@@ -245,10 +304,8 @@ def audit(ctx: Context) -> None:
         t_horizon = time.perf_counter()
         horizon, how, choice = audit_horizon(build, proto, s_horizon, rr, alphabet, cells=cells, engine=pilot_engine,
                                              progress=ctx.progress)
-        ctx.extra["horizon_reason"] = how
-        if choice is not None:
-            ctx.extra["horizon_search"] = {"first_dependent_round": choice.first_dependent_round,
-                                           "tried_up_to": choice.tried}
+        sections.horizon = HorizonChoice(how, None if choice is None else
+                                         HorizonSearch(choice.first_dependent_round, choice.tried))
         if how != "default":
             notes.append(f"horizon T = {horizon} chosen automatically: {how}.")
         ctx.ran("horizon", "setup", f"T = {horizon}: {how}", time.perf_counter() - t_horizon)
@@ -262,7 +319,7 @@ def audit(ctx: Context) -> None:
         threshold = threshold_pairs(build, proto, horizon, s_threshold, rr, alphabet, cells=cells,
                                     max_horizon=None if r.horizon is None else horizon, stop_at_noise=per_run,
                                     engine=pilot_engine, progress=ctx.progress)
-        ctx.extra["threshold_search"] = threshold.info
+        sections.threshold_search = threshold.info
         if threshold.horizon != horizon:
             notes.append(f"horizon T = {threshold.horizon}: the threshold search found pairs whose two sides act "
                          f"differently only after T = {horizon}.")
@@ -281,7 +338,7 @@ def audit(ctx: Context) -> None:
     K = int(policy.n_arms)
     params = getattr(policy, "params", None)
     ctx.params = params() if callable(params) else dict(r.params)
-    ctx.extra.update({"n_arms": K, "confidence_per_attack": conf_each})
+    sections.arms, sections.confidence_per_attack = Arms(K), conf_each
     if small < small_sample(r.runs):
         notes.append(f"the search ranked its candidates on {small} runs per split (code run copy by copy -- a one-run "
                      f"class, loop-shaped code, a process served run by run -- costs a call per run and step; "
@@ -294,7 +351,7 @@ def audit(ctx: Context) -> None:
         d = make_pair(PairSpec(0, "mid"), proto, K, horizon, rr, alphabet).d0
         ledger = ledger_audit(policy, proto, d, s_ledger)
         if ledger is not None and ledger.get("releases") == 0:
-            if ctx.extra.get("horizon_search", {}).get("first_dependent_round") is not None:
+            if sections.dependent_round() is not None:
                 notes.append("its ledger records no release, yet its actions depend on its input: it uses its data "
                              "outside dpaudit's mechanisms, so only the black-box attack can judge it.")
             else:
@@ -318,7 +375,7 @@ def audit(ctx: Context) -> None:
     except DPAuditError as exc:
         notes.append(f"ran in this process only: {exc}")
         engine = engine.serial()
-        ctx.extra["workers"] = engine.describe()
+        sections.workers = engine.describe()
     if user_pair is not None:
         specs: list[Any] = [user_pair]
         notes.append(f"audited on the neighbouring pair given in {r.pair} (round {user_pair.round} differs); no search.")
@@ -359,7 +416,7 @@ def audit(ctx: Context) -> None:
                                                      delta=ctx.delta, confidence=conf_each, n=small,
                                                      alphabet=alphabet, cells=cells, engine=engine,
                                                      progress=ctx.progress)
-            ctx.extra["horizon_sweep"] = rows
+            sections.horizon_sweep = rows
             res.best_membership_spec = spec
             if best_T != horizon:
                 notes.append(f"horizon T = {best_T}: the pair '{spec.label()}' leaked most there on {small} runs "
@@ -391,18 +448,18 @@ def audit(ctx: Context) -> None:
         ctx.ran("likelihood", "bound", f"gray-box: the ledger's privacy loss, {r.runs} fresh runs",
                 res.likelihood.seconds)
         ctx.renyi_violation = list(res.likelihood.details.get("renyi_violation", []))
-    ctx.extra["renyi_violation"] = ctx.renyi_violation
-    ctx.extra["search"] = res.ranking
-    ctx.extra["search_summary"] = search_summary(res.ranking, horizon)
+    sections.renyi_violation = ctx.renyi_violation
+    sections.search = res.ranking
+    sections.search_summary = search_summary(res.ranking, horizon)
     ctx.set_power(res.membership, len(specs), r.runs, conf_each)
-    choice_found = ctx.extra.get("horizon_search", {}).get("first_dependent_round", 0)
+    searched = sections.horizon.horizon_search if sections.horizon is not None else None
     separated = threshold is not None and threshold.info.get("separated")
-    if (choice_found is None and not separated
+    if (searched is not None and searched.first_dependent_round is None and not separated
             and max((a.epsilon_lower for a in ctx.attacks), default=0.0) <= 0):
         # the reason must match the evidence: "nothing depended on the input" only when no attack saw anything
-        ctx.unseen = (f"no action of the policy depended on its input within "
-                      f"{ctx.extra['horizon_search']['tried_up_to']} rounds of the horizon discovery, and no attack "
-                      f"told the sides of the {len(specs)} pairs tried apart at T = {horizon}")
+        ctx.unseen = (f"no action of the policy depended on its input within {searched.tried_up_to} rounds of the "
+                      f"horizon discovery, and no attack told the sides of the {len(specs)} pairs tried apart at "
+                      f"T = {horizon}")
 
 
 def rebuilt_notes(notes: list[str], old: Sequence[str], new: Sequence[str]) -> None:
@@ -417,22 +474,21 @@ def rebuilt_notes(notes: list[str], old: Sequence[str], new: Sequence[str]) -> N
     notes.extend(fresh[len(stale):])
 
 
-def search_summary(ranking: Sequence[dict[str, Any]], horizon: int) -> list[dict[str, Any]]:
+def search_summary(ranking: Sequence[JSONObject], horizon: int) -> list[FamilySearch]:
     """What the search tried, by family of pairs: how many, on which sample sizes, and the best pilot and
     ranked (selection) bound of each family."""
-    families: dict[str, dict[str, Any]] = {}
+    families: dict[str, FamilySearch] = {}
     for row in ranking:
-        fam = row.get("family", "?")
-        f = families.setdefault(fam, {"family": fam, "horizon": horizon, "pairs": 0, "ranked": 0,
-                                      "best_pilot": 0.0, "best_ranked": None, "best": None})
-        b = float(row.get("membership_selection_bound", 0.0))
+        fam = str(row.get("family", "?"))
+        f = families.setdefault(fam, FamilySearch(fam, horizon))
+        b = float(row.get("membership_selection_bound", 0.0))  # type: ignore[arg-type]
         if row.get("stage") == "ranked":
-            f["ranked"] += 1
-            if f["best_ranked"] is None or b > f["best_ranked"]:
-                f["best_ranked"], f["best"] = b, row.get("pair")
+            f.ranked += 1
+            if f.best_ranked is None or b > f.best_ranked:
+                f.best_ranked, f.best = b, row.get("pair")  # type: ignore[assignment]
         else:
-            f["pairs"] += 1
-            f["best_pilot"] = max(f["best_pilot"], b)
+            f.pairs += 1
+            f.best_pilot = max(f.best_pilot, b)
     for f in families.values():
-        f["pairs"] = max(f["pairs"], f["ranked"])
+        f.pairs = max(f.pairs, f.ranked)
     return list(families.values())

@@ -2,27 +2,35 @@
 
 :meth:`Context.conclude` applies the one verdict rule (:mod:`.verdict`) and returns the typed findings
 (:mod:`.findings`); the runner (:func:`dpaudit.runner.run`) calls it once the plan has run, or with
-``interrupted=True`` for the parts that had finished.
+``interrupted=True`` for the parts that had finished. The plan's own sections (:mod:`.sections`) and the
+up-front estimate (:class:`.cost.Estimate`) become the findings' ``extra`` there, and only there.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypedDict
 
 from dpaudit.attacks.bounds import largest_bound, smallest_detectable, split_confidence
 from dpaudit.attacks.result import AuditResult
 from dpaudit.engine import Engine
 from dpaudit.errors import DPAuditError
+from dpaudit.policies.base import PolicyLike, PolicySource
 from dpaudit.protocols import Protocol
 
+from .cost import Estimate
 from .findings import Claim, Exact, Findings, Part, Power, Upper, Verdict
-from .setup import build_policy, claim_curves, claimed_epsilon, versions
+from .sections import JSONObject, JSONValue, Sections
+from .setup import ClaimSource, build_policy, claim_curves, claimed_epsilon, versions
 from .verdict import decide
 
-__all__ = ["Request", "Context", "DEFAULTS", "confidence_each"]
+if TYPE_CHECKING:
+    from dpaudit.protocols.local import LocalPluginInfo
+
+__all__ = ["Request", "Context", "DEFAULTS", "Finished", "NoClaim", "confidence_each"]
 
 #: default sample sizes and horizon (the horizon is where the central plan's choice starts)
 DEFAULTS = {"runs": 50000, "horizon": 48, "confidence": 0.95, "delta": 1e-5}
@@ -32,7 +40,7 @@ DEFAULTS = {"runs": 50000, "horizon": 48, "confidence": 0.95, "delta": 1e-5}
 class Request:
     """What the user asked for: the options of ``dpaudit check policy`` (and :func:`dpaudit.audit`)."""
 
-    policy: Any
+    policy: PolicySource
     params: dict[str, Any] = field(default_factory=dict)
     protocol: str = "table"
     delta: float = DEFAULTS["delta"]
@@ -41,12 +49,12 @@ class Request:
     horizon: int | None = None
     seed: int = 0
     workers: int = 1
-    executor: Any = None
+    executor: Executor | None = None
     scheduler: str | None = None
     checkpoint: str | None = None
     max_hours: float | None = None
     rewards: Sequence[float] | None = None
-    claim: Any = None
+    claim: ClaimSource | None = None
     adapter: str | None = None
     pair: str | None = None
     command: str = ""
@@ -70,6 +78,34 @@ class Request:
                 "--method": None if self.method == "multi-run" else self.method}
         return {k: v for k, v in opts.items() if v is not None}
 
+    @property
+    def spec(self) -> str:
+        """The policy as the findings and the messages name it (its spec, or the object's text)."""
+        return self.policy if isinstance(self.policy, str) else str(self.policy)
+
+    @property
+    def on_this_machine(self) -> bool:
+        """Whether the pieces run in this machine's processes (no executor, no Dask scheduler)."""
+        return self.executor is None and self.scheduler is None
+
+
+class Finished(TypedDict, total=False):
+    """What long parts have finished so far, filled as they finish (:func:`dpaudit.attacks.neighbours.search`
+    fills ``ranking``, ``likelihood`` and ``membership``; the central plan's horizon sweep ``membership``), so
+    that an interrupted audit reports them."""
+
+    ranking: list[JSONObject]
+    likelihood: AuditResult
+    membership: AuditResult
+
+
+@dataclass(frozen=True)
+class NoClaim:
+    """Why an exact audit with no claim has no verdict to give, and the witness of its figure."""
+
+    reason: str
+    witness: JSONObject | None
+
 
 @dataclass
 class Context:
@@ -83,37 +119,44 @@ class Context:
     confidence: float = DEFAULTS["confidence"]
     # filled by the plan
     horizon: int | None = None
-    policy: Any = None
+    policy: PolicyLike | None = None
     claim: Claim | None = None
     params: dict[str, Any] = field(default_factory=dict)
     attacks: list[AuditResult] = field(default_factory=list)
     beside: list[AuditResult] = field(default_factory=list)
     exact: list[Exact] = field(default_factory=list)
-    ledger: dict[str, Any] | None = None
+    ledger: JSONObject | None = None
     power: Power | None = None
     parts: list[Part] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-    renyi_violation: list[dict[str, Any]] = field(default_factory=list)
+    #: the up-front estimate (the plan's preflight), the first of the findings' sections
+    estimate: Estimate | None = None
+    #: the plan's own sections of the findings (its dataclass of :class:`~.sections.Sections`)
+    sections: Sections = field(default_factory=Sections)
+    #: the likelihood attack's Rényi orders whose lower bound exceeds the claim's curve
+    renyi_violation: list[dict[str, float]] = field(default_factory=list)
     #: the upper side: the tightest eps dpaudit can prove (:meth:`set_upper`); None: nothing beyond the claim
     upper: Upper | None = None
     unseen: str | None = None
     #: what an inconclusive verdict advises trying (None: the multi-run audit's advice)
     advice: str | None = None
+    #: what the plan adds to the reason of a verdict that is not a violation (the shuffle plan's power)
+    reason_suffix: str | None = None
+    #: an exact audit with no claim: its reason and witness (None: the policy states no claim, the default reason)
+    no_claim: NoClaim | None = None
+    #: the local plug-in contract, checked by the local plan's preflight for its parts
+    local_info: LocalPluginInfo | None = None
     blackbox_only: bool = False
     stage: str = "setup"
     started: float = field(default_factory=time.perf_counter)
-    #: what long parts have finished so far (the search's ``ranking``, its ``membership`` and ``likelihood``
-    #: results), so that an interrupted audit reports them
-    finished: dict[str, Any] = field(default_factory=dict)
-    #: the plan's own state between its preflight and its parts
-    state: dict[str, Any] = field(default_factory=dict)
+    #: what long parts have finished so far, so that an interrupted audit reports them
+    finished: Finished = field(default_factory=Finished)
 
-    def build(self, horizon: int, **kw: Any) -> Any:
-        """The policy at ``horizon`` (the request's claim and adapter applied; ``params`` added to the request's)."""
+    def build(self, horizon: int | None, params: Mapping[str, Any] | None = None) -> PolicyLike:
+        """The policy at ``horizon`` (the request's claim and adapter applied; ``params`` added to the request's;
+        ``None``: the policy's own default horizon)."""
         r = self.request
-        return build_policy(r.policy, {**r.params, **kw.get("params", {})}, horizon, kw.get("adapter", r.adapter),
-                            kw.get("claim", r.claim))
+        return build_policy(r.policy, {**r.params, **(params or {})}, horizon, r.adapter, r.claim)
 
     def say(self, message: str) -> None:
         """Record the current stage (what an interruption names) and show it as progress."""
@@ -187,58 +230,72 @@ class Context:
 
     def conclude(self, interrupted: bool = False) -> Findings:
         """The findings: the verdict by the one rule (or ``interrupted``), every typed slot as it stands."""
-        ctx = self
-        r = ctx.request
-        claim = ctx.claim
-        best = max((a.epsilon_lower for a in ctx.attacks), default=None)
+        r, claim = self.request, self.claim
         if interrupted:
-            stage = ctx.stage
-            done = [a for k, a in ctx.finished.items() if isinstance(a, AuditResult) and a not in ctx.attacks]
-            ctx.attacks += done
-            if "membership" in ctx.finished and "likelihood" not in ctx.finished:
-                stage = "likelihood attack (the membership attack had finished)"
-            elif "ranking" in ctx.finished and "membership" not in ctx.finished:
-                stage += f" ({len(ctx.finished['ranking'])} candidate pairs ranked)"
-            if "ranking" in ctx.finished:
-                ctx.extra.setdefault("search", ctx.finished["ranking"])
-            best = max((a.epsilon_lower for a in ctx.attacks), default=None)
-            verdict, reason, witness = (Verdict.INTERRUPTED,
-                                        f"interrupted during the {stage} after {time.perf_counter() - ctx.started:.0f} s, "
-                                        "so there is no verdict; the parts that finished are reported here, and rerunning "
-                                        "the same command reproduces them exactly", None)
-            lower = best
+            verdict, reason, witness, lower = self._interrupted()
         elif claim is None:  # an exact enumeration with no claim to judge
-            verdict, reason, witness = (Verdict.EXACT, ctx.extra.pop("_reason", "the policy states no claim, so there is "
-                                                              "nothing to judge; the exact numbers stand alone"),
-                                        ctx.extra.pop("_witness", None))
-            lower = best if best is not None else (ctx.exact[0].epsilon if ctx.exact else None)
+            no_claim = self.no_claim or NoClaim("the policy states no claim, so there is nothing to judge; the exact "
+                                                "numbers stand alone", None)
+            verdict, reason, witness = Verdict.EXACT, no_claim.reason, no_claim.witness
+            best = max((a.epsilon_lower for a in self.attacks), default=None)
+            lower = best if best is not None else (self.exact[0].epsilon if self.exact else None)
         else:
-            v = decide(claim.epsilon, ctx.delta, ctx.attacks, ctx.exact, renyi_violation=ctx.renyi_violation,
-                       unseen=ctx.unseen, blackbox_only=ctx.blackbox_only,
-                       ceiling=ctx.power.largest_bound if ctx.power else math.inf,
-                       runs=ctx.power.fresh_runs_per_side if ctx.power else None,
-                       pairs_tried=ctx.power.pairs_tried if ctx.power else None, confidence=ctx.confidence,
-                       advice=ctx.advice)
-            verdict, reason, witness, lower = v.verdict, v.reason, v.witness, v.epsilon_lower
-            extra_reason = ctx.extra.pop("_reason_suffix", None)
-            if extra_reason and verdict is not Verdict.VIOLATION:
-                reason += extra_reason
-        ctx.extra.pop("_reason_suffix", None)
-        upper = upper_side(ctx, claim, interrupted)
-        stated = getattr(ctx.policy, "claim", None)
-        if claim is not None and stated is not None and "claim_curves" not in ctx.extra:
-            ctx.extra["claim_curves"] = claim_curves(stated)
+            verdict, reason, witness, lower = self._decided(claim)
+        upper = upper_side(self, claim, interrupted)
         return Findings(
-            verdict=verdict, reason=reason, policy=r.policy if isinstance(r.policy, str) else str(r.policy),
-            params=ctx.params or dict(r.params), protocol=r.protocol, claim=claim.text if claim else None,
-            epsilon_claimed=claim.epsilon if claim else None, epsilon_lower=lower,
-            gap=(claim.epsilon - lower) if claim and lower is not None else None,
-            delta=ctx.delta, confidence=ctx.confidence, horizon=ctx.horizon, seed=r.seed, witness=witness,
-            attacks=tuple(ctx.attacks), ledger=ctx.ledger, notes=tuple(ctx.notes), versions=versions(),
-            seconds=time.perf_counter() - ctx.started, command=r.command,
-            claim_method=claim.method if claim else None, exact=tuple(ctx.exact), beside=tuple(ctx.beside),
-            power=ctx.power, parts=tuple(ctx.parts), epsilon_upper=upper.proved if upper else None, upper=upper,
-            extra=dict(ctx.extra))
+            verdict=verdict, reason=reason, policy=r.spec, params=self.params or dict(r.params), protocol=r.protocol,
+            claim=claim.text if claim else None, epsilon_claimed=claim.epsilon if claim else None,
+            epsilon_lower=lower, gap=(claim.epsilon - lower) if claim and lower is not None else None,
+            delta=self.delta, confidence=self.confidence, horizon=self.horizon, seed=r.seed, witness=witness,
+            attacks=tuple(self.attacks), ledger=self.ledger, notes=tuple(self.notes), versions=versions(),
+            seconds=time.perf_counter() - self.started, command=r.command,
+            claim_method=claim.method if claim else None, exact=tuple(self.exact), beside=tuple(self.beside),
+            power=self.power, parts=tuple(self.parts), epsilon_upper=upper.proved if upper else None, upper=upper,
+            extra=self.sections_json(interrupted))
+
+    def _interrupted(self) -> tuple[Verdict, str, None, float | None]:
+        """An interrupted audit's verdict, its reason (the stage it stopped in) and its best bound: the parts
+        that had finished (:attr:`finished`) join its attacks."""
+        stage, finished = self.stage, self.finished
+        for done in (finished.get("likelihood"), finished.get("membership")):  # in the order they finish
+            if done is not None and done not in self.attacks:
+                self.attacks.append(done)
+        if "membership" in finished and "likelihood" not in finished:
+            stage = "likelihood attack (the membership attack had finished)"
+        elif "ranking" in finished and "membership" not in finished:
+            stage += f" ({len(finished['ranking'])} candidate pairs ranked)"
+        reason = (f"interrupted during the {stage} after {time.perf_counter() - self.started:.0f} s, so there is no "
+                  "verdict; the parts that finished are reported here, and rerunning the same command reproduces them "
+                  "exactly")
+        return Verdict.INTERRUPTED, reason, None, max((a.epsilon_lower for a in self.attacks), default=None)
+
+    def _decided(self, claim: Claim) -> tuple[Verdict, str, JSONObject | None, float]:
+        """The one verdict rule (:func:`.verdict.decide`) on what the plan found, and the plan's own addition to
+        a reason that is not a violation's (:attr:`reason_suffix`)."""
+        power = self.power
+        v = decide(claim.epsilon, self.delta, self.attacks, self.exact, renyi_violation=self.renyi_violation,
+                   unseen=self.unseen, blackbox_only=self.blackbox_only,
+                   ceiling=power.largest_bound if power else math.inf,
+                   runs=power.fresh_runs_per_side if power else None,
+                   pairs_tried=power.pairs_tried if power else None, confidence=self.confidence, advice=self.advice)
+        reason = v.reason
+        if self.reason_suffix and v.verdict is not Verdict.VIOLATION:
+            reason += self.reason_suffix
+        return v.verdict, reason, v.witness, v.epsilon_lower
+
+    def sections_json(self, interrupted: bool = False) -> JSONObject:
+        """The findings' sections (their ``extra``), the one place they become JSON: the up-front estimate, the
+        plan's own sections in their order, an interrupted search's ranking, and the claim's curves."""
+        out: JSONObject = {}
+        if self.estimate is not None:
+            out["estimate"] = self.estimate.to_json()
+        out.update(self.sections.to_json())
+        if interrupted and "ranking" in self.finished:
+            out.setdefault("search", list(self.finished["ranking"]))
+        stated = getattr(self.policy, "claim", None)
+        if self.claim is not None and stated is not None:
+            out["claim_curves"] = claim_curves(stated)
+        return out
 
 
 #: "the claim is looser than what dpaudit proves" when it exceeds the upper bound by more than this (relative)

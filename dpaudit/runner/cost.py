@@ -31,15 +31,23 @@ from __future__ import annotations
 import math
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Callable, Iterator, TypedDict
 
 import numpy as np
 
 from dpaudit.errors import DPAuditError
 
+from .sections import JSONObject, json_value
+
+if TYPE_CHECKING:
+    from dpaudit.policies.base import PolicyLike
+    from dpaudit.protocols import Protocol
+    from dpaudit.sandbox import TimeBoxExceeded
+
 __all__ = ["available_memory", "check_workers", "preflight", "audit_preflight", "DEFAULT_MAX_HOURS",
            "ESTIMATE_SECONDS", "estimating", "account_preflight", "bco_preflight", "run_steps", "refresh_estimate",
-           "duration"]
+           "duration", "Estimate", "AtHorizon", "Searches", "check_time"]
 
 #: the longest audit dpaudit starts without --max-hours
 DEFAULT_MAX_HOURS = 24.0
@@ -162,7 +170,7 @@ def run_steps(runs: int, horizon: int, n_candidates: int, *, small: int | None =
     return total
 
 
-def _calibrate(policy: Any, protocol: Any, horizon: int, runs: int, reward_range: tuple[float, float]) -> float:
+def _calibrate(policy: PolicyLike, protocol: Protocol, horizon: int, runs: int, reward_range: tuple[float, float]) -> float:
     """Measured run-steps per second of ``policy`` on a table of the audit's shape (one process): batches
     of 64, 256, 1,024 ... runs up to the audit's chunk (at most 2,000), until one takes half a second."""
     from dpaudit.protocols import PairSpec, make_pair
@@ -196,10 +204,10 @@ def estimating(max_hours: float | None) -> Iterator[float]:
         yield box
 
 
-def overran(exc: Any, max_hours: float | None, box: float, at_least: float | None = None) -> dict[str, Any]:
-    """What an estimate that ran past its time box (``exc``, a :class:`dpaudit.sandbox.TimeBoxExceeded`)
-    tells: a refusal when the audit certainly takes longer than ``max_hours`` (``at_least`` seconds, or
-    the box itself when it was as long as ``max_hours``), else the estimate's note (the audit goes on)."""
+def overran(exc: TimeBoxExceeded, max_hours: float | None, box: float, at_least: float | None = None) -> str:
+    """What an estimate that ran past its time box (``exc``) tells: a refusal when the audit certainly takes
+    longer than ``max_hours`` (``at_least`` seconds, or the box itself when it was as long as ``max_hours``),
+    else the estimate's note (the audit goes on)."""
     max_hours = DEFAULT_MAX_HOURS if max_hours is None else float(max_hours)
     limit = max_hours * 3600
     call = "its constructor" if exc.method == "__init__" else f"{exc.method}" + (
@@ -209,8 +217,8 @@ def overran(exc: Any, max_hours: float | None, box: float, at_least: float | Non
         raise DPAuditError(f"this audit would take more than --max-hours {max_hours:g}: plug-in {exc.plugin} was still "
                            f"in {call} when the up-front estimate's {box:.3g} s time box ran out, so the audit takes at least "
                            f"{_duration(lower)}; raise --max-hours.") from None
-    return {"note": f"no time estimate: plug-in {exc.plugin} was still in {call} at the end of the estimate's "
-                    f"{box:g} s time box"}
+    return (f"no time estimate: plug-in {exc.plugin} was still in {call} at the end of the estimate's "
+            f"{box:g} s time box")
 
 
 def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
@@ -223,16 +231,63 @@ def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
     return lo
 
 
-def preflight(policy: Any, protocol: Any, *, runs: int, horizon: int, workers: int, local: bool = True,
+class Searches(TypedDict, total=False):
+    """The searches a central plan runs for its policy, as :func:`run_steps`' keywords: the search's sample
+    size ``small`` (absent: a batched policy's), the threshold search (``threshold``: the sum of the horizon
+    multiples it tries), the horizon sweep (``sweep``) and a one-run class's frugal threshold search
+    (``frugal``)."""
+
+    small: int
+    threshold: int
+    sweep: bool
+    frugal: bool
+
+
+@dataclass
+class AtHorizon:
+    """The time estimate redone once the horizon is chosen (:func:`refresh_estimate`): the whole plan's
+    ``seconds`` and the least, its fresh views settled at their first look (``seconds_settled``)."""
+
+    horizon: int
+    seconds: float
+    seconds_settled: float
+
+
+@dataclass
+class Estimate:
+    """The up-front estimate, as the findings record it (``estimate``): the memory and run-steps of the audit
+    with the calibrated rate and time (:func:`preflight`), or a measured time and how it was measured
+    (:func:`check_time`); ``note`` says why there is no time estimate; ``at_horizon`` is the time redone once
+    the horizon is chosen. Only what was estimated is written (the memory available is, even when unknown)."""
+
+    memory_bytes: float | None = None
+    memory_available_bytes: int | None = None
+    run_steps: float | None = None
+    run_steps_per_second: float | None = None
+    seconds: float | None = None
+    how: str | None = None
+    note: str | None = None
+    at_horizon: AtHorizon | None = None
+
+    def to_json(self) -> JSONObject:
+        out: JSONObject = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None or (f.name == "memory_available_bytes" and self.memory_bytes is not None):
+                out[f.name] = json_value(value)
+        return out
+
+
+def preflight(policy: PolicyLike, protocol: Protocol, *, runs: int, horizon: int, workers: int, local: bool = True,
               max_hours: float | None = None, n_candidates: int | None = None,
-              reward_range: tuple[float, float] = (0.0, 1.0), search: dict[str, Any] | None = None) -> dict[str, Any]:
+              reward_range: tuple[float, float] = (0.0, 1.0), search: Searches | None = None) -> Estimate:
     """Refuse an audit that cannot finish (memory, then time); return the estimates.
 
     ``local``: the pieces run on this machine (``workers`` processes); with an external executor
     (Dask) only the main process's memory is checked here. ``search``: the plan's searches, as
-    :func:`run_steps`' keywords (``small``, ``threshold``, ``sweep``).
+    :func:`run_steps`' keywords (:class:`Searches`).
     """
-    search = dict(search or {})
+    search = search or {}
     max_hours = DEFAULT_MAX_HOURS if max_hours is None else float(max_hours)
     if not (max_hours > 0) or math.isinf(max_hours):
         raise DPAuditError(f"--max-hours must be a positive finite number, got {max_hours!r}.")
@@ -244,35 +299,51 @@ def preflight(policy: Any, protocol: Any, *, runs: int, horizon: int, workers: i
             n_candidates = len(candidate_pairs(protocol, K, T))
         except Exception:
             n_candidates = 30
-    avail = available_memory()
     n_proc = workers if local else 0
+    est = Estimate(memory_bytes=_memory_needed(runs, T, K, n_proc), memory_available_bytes=available_memory(),
+                   run_steps=run_steps(runs, T, n_candidates, **search))
+    _check_memory(est, runs, T, K, n_proc, local)
+    if local:
+        _estimate_time(est, policy, protocol, runs, T, workers, max_hours, reward_range, n_candidates, search)
+    return est
 
-    def need(r: int, t: int, k: int) -> float:
-        piece, main = memory_per_process(r, t, k)
-        return main + piece * max(n_proc, 1)
 
+def _memory_needed(runs: int, horizon: int, n_arms: int, n_proc: int) -> float:
+    """Bytes an audit needs on this machine: the main process's and a piece in each of ``n_proc`` workers."""
+    piece, main = memory_per_process(runs, horizon, n_arms)
+    return main + piece * max(n_proc, 1)
+
+
+def _check_memory(est: Estimate, runs: int, T: int, K: int, n_proc: int, local: bool) -> None:
+    """Refuse an audit whose memory (``est``) exceeds what is available, naming what would fit."""
+    avail = est.memory_available_bytes
     budget = None if avail is None else max(avail - _BASELINE * (1 + n_proc), 0)
-    est: dict[str, Any] = {"memory_bytes": need(runs, T, K), "memory_available_bytes": avail,
-                           "run_steps": run_steps(runs, T, n_candidates, **search)}
-    if budget is not None and est["memory_bytes"] > budget:
-        hint = []
-        if local and n_proc > 1 and memory_per_process(runs, T, K)[0] + memory_per_process(runs, T, K)[1] <= budget:
-            hint.append("--workers 1 fits")
-        for label, lo, cur, f in (("--runs", 100, runs, lambda v: need(v, T, K)),
-                                  ("--horizon", 2, T, lambda v: need(runs, v, K)),
-                                  ("n_arms", 2, K, lambda v: need(runs, T, v))):
-            best = _largest(lo, cur, lambda v: f(v) <= budget)
-            if best is not None:
-                hint.append(f"{label} {best:,} fits" if label != "n_arms" else f"--param n_arms={best} fits")
-        raise DPAuditError(
-            f"this audit needs about {_gb(est['memory_bytes'])} of memory (K = {K}, T = {T}, --runs {runs}, "
-            f"{max(n_proc, 1)} process{'es' if n_proc > 1 else ''}) but {_gb(avail)} is available; "
-            + (", or ".join(hint) if hint else "no smaller --runs, --horizon or n_arms alone fits") + "."
-        )
-    if not local:
-        return est
+    need = float(est.memory_bytes or 0.0)
+    if budget is None or need <= budget:
+        return
+    hint = []
+    if local and n_proc > 1 and memory_per_process(runs, T, K)[0] + memory_per_process(runs, T, K)[1] <= budget:
+        hint.append("--workers 1 fits")
+    for label, lo, cur, f in (("--runs", 100, runs, lambda v: _memory_needed(v, T, K, n_proc)),
+                              ("--horizon", 2, T, lambda v: _memory_needed(runs, v, K, n_proc)),
+                              ("n_arms", 2, K, lambda v: _memory_needed(runs, T, v, n_proc))):
+        best = _largest(lo, cur, lambda v: f(v) <= budget)
+        if best is not None:
+            hint.append(f"{label} {best:,} fits" if label != "n_arms" else f"--param n_arms={best} fits")
+    raise DPAuditError(
+        f"this audit needs about {_gb(need)} of memory (K = {K}, T = {T}, --runs {runs}, "
+        f"{max(n_proc, 1)} process{'es' if n_proc > 1 else ''}) but {_gb(float(avail or 0))} is available; "
+        + (", or ".join(hint) if hint else "no smaller --runs, --horizon or n_arms alone fits") + "."
+    )
+
+
+def _estimate_time(est: Estimate, policy: PolicyLike, protocol: Protocol, runs: int, T: int, workers: int,
+                   max_hours: float, reward_range: tuple[float, float], n_candidates: int, search: Searches) -> None:
+    """The calibrated rate and time of ``est`` (a note instead when the calibration could not measure one);
+    refuse an audit beyond ``max_hours``, naming the largest --runs and --horizon that fit."""
     from dpaudit.sandbox import PluginTimeoutError, TimeBoxExceeded
 
+    steps = float(est.run_steps or 0.0)
     t0 = time.perf_counter()
     try:
         with estimating(max_hours) as box:
@@ -281,15 +352,15 @@ def preflight(policy: Any, protocol: Any, *, runs: int, horizon: int, workers: i
         full = int(min(_chunk(runs, T), 2000))
         ladder = sum(min(full, 64 * 4**i) for i in range(6) if i == 0 or 64 * 4**(i - 1) < full)
         fastest = ladder * min(T, 32) / max(time.perf_counter() - t0, 1e-6) * max(1, workers)  # run-steps per second
-        est.update(overran(exc, max_hours, box, at_least=est["run_steps"] / fastest))
-        return est
+        est.note = overran(exc, max_hours, box, at_least=steps / fastest)
+        return
     except PluginTimeoutError:
         raise  # --call-timeout: the audit would meet it again
     except DPAuditError as exc:  # the audit itself will meet (and report) whatever stopped the policy here
-        est["note"] = f"no time estimate: the calibration run stopped ({exc})"
-        return est
-    seconds = est["run_steps"] / rate
-    est.update({"run_steps_per_second": rate, "seconds": seconds})
+        est.note = f"no time estimate: the calibration run stopped ({exc})"
+        return
+    seconds = steps / rate
+    est.run_steps_per_second, est.seconds = rate, seconds
     limit = max_hours * 3600
     if seconds > limit:
         hint = []
@@ -299,18 +370,17 @@ def preflight(policy: Any, protocol: Any, *, runs: int, horizon: int, workers: i
             if best is not None:
                 hint.append(f"the largest {label} that fits is about {best:,}")
         raise DPAuditError(
-            f"this audit would take about {_duration(seconds)} ({est['run_steps']:.3g} run-steps at a measured "
+            f"this audit would take about {_duration(seconds)} ({steps:.3g} run-steps at a measured "
             f"{rate:.3g} per second on {workers} process{'es' if workers > 1 else ''}), more than --max-hours "
             f"{max_hours:g}; " + ("; ".join(hint) + ", or raise --max-hours" if hint else "raise --max-hours") + "."
         )
-    return est
 
 
-def audit_preflight(policy_for: Callable[[int], Any], protocol: Any, *, runs: int, horizon: int, workers: int,
-                    local: bool, max_hours: float | None,
-                    search: Callable[[Any], dict[str, Any]] | None = None) -> dict[str, Any]:
-    """:func:`preflight` for :func:`dpaudit.check.audit_policy`: ``policy_for(T)`` builds the policy;
-    ``search(policy)``, the plan's searches for it (:func:`preflight`).
+def audit_preflight(policy_for: Callable[[int], PolicyLike], protocol: Protocol, *, runs: int, horizon: int,
+                    workers: int, local: bool, max_hours: float | None,
+                    search: Callable[[PolicyLike], Searches] | None = None) -> Estimate:
+    """:func:`preflight` for the central plans: ``policy_for(T)`` builds the policy; ``search(policy)``, the
+    plan's searches for it (:class:`Searches`).
 
     The horizon must be checked before anything is built for it (the protocols allocate T x K tables).
     """
@@ -324,7 +394,7 @@ def audit_preflight(policy_for: Callable[[int], Any], protocol: Any, *, runs: in
         with estimating(max_hours) as box:
             policy = policy_for(T)
     except TimeBoxExceeded as exc:  # a constructor slower than the whole estimate may take
-        return overran(exc, max_hours, box, at_least=time.perf_counter() - t0)
+        return Estimate(note=overran(exc, max_hours, box, at_least=time.perf_counter() - t0))
     from dpaudit.protocols import audit_range
 
     rr = audit_range(policy)
@@ -332,19 +402,19 @@ def audit_preflight(policy_for: Callable[[int], Any], protocol: Any, *, runs: in
                      reward_range=rr, search=None if search is None else search(policy))
 
 
-def refresh_estimate(estimate: dict[str, Any] | None, runs: int, horizon: int, n_candidates: int,
-                     search: dict[str, Any], elapsed: float) -> tuple[float, float] | None:
+def refresh_estimate(estimate: Estimate | None, runs: int, horizon: int, n_candidates: int,
+                     search: Searches, elapsed: float) -> tuple[float, float] | None:
     """The up-front ``estimate`` redone once the horizon is chosen (the discovery and threshold search done,
     ``elapsed`` seconds so far): the rest of the audit's run-steps at ``horizon`` at the rate measured up
     front, plus ``elapsed``, recorded in the estimate's ``at_horizon`` (``seconds``, with its ``horizon``), and
     the least it can be, the fresh views settled at their first look (``seconds_settled``; :func:`run_steps`).
     Returns the seconds still to go, (settled, whole plan) (None without a measured rate)."""
-    if not estimate or not estimate.get("run_steps_per_second"):
+    if estimate is None or not estimate.run_steps_per_second:
         return None
-    rate = float(estimate["run_steps_per_second"])
+    rate = float(estimate.run_steps_per_second)
     rest = run_steps(runs, horizon, n_candidates, **{**search, "threshold": 0}) / rate
-    least = run_steps(runs, horizon, n_candidates, **{**search, "threshold": 0, "settled": True}) / rate
-    estimate["at_horizon"] = {"horizon": int(horizon), "seconds": elapsed + rest, "seconds_settled": elapsed + least}
+    least = run_steps(runs, horizon, n_candidates, **{**search, "threshold": 0}, settled=True) / rate
+    estimate.at_horizon = AtHorizon(int(horizon), elapsed + rest, elapsed + least)
     return least, rest
 
 
@@ -353,19 +423,18 @@ def duration(seconds: float) -> str:
     return _duration(seconds)
 
 
-def check_time(ctx: Any, seconds: float, how: str) -> None:
+def check_time(seconds: float, how: str, *, max_hours: float | None, workers: int, local: bool) -> Estimate:
     """Refuse, before it starts, an audit whose measured estimate (``seconds`` on one process, ``how`` it
-    was measured) exceeds ``--max-hours`` on the audit's workers; record the estimate in the findings."""
-    r = ctx.request
-    max_hours = DEFAULT_MAX_HOURS if r.max_hours is None else float(r.max_hours)
-    if not (max_hours > 0) or math.isinf(max_hours):
-        raise DPAuditError(f"--max-hours must be a positive finite number, got {r.max_hours!r}.")
-    local = r.executor is None and r.scheduler is None
-    est = seconds / (max(1, r.workers) if local else 1)
-    ctx.extra["estimate"] = {"seconds": est, "how": how}
-    if est > max_hours * 3600:
-        raise DPAuditError(f"this audit would take about {_duration(est)} ({how}), more than --max-hours {max_hours:g}; "
+    was measured) exceeds ``max_hours`` on the audit's ``workers`` (when ``local``: on this machine); return
+    the estimate the findings record."""
+    hours = DEFAULT_MAX_HOURS if max_hours is None else float(max_hours)
+    if not (hours > 0) or math.isinf(hours):
+        raise DPAuditError(f"--max-hours must be a positive finite number, got {max_hours!r}.")
+    est = seconds / (max(1, workers) if local else 1)
+    if est > hours * 3600:
+        raise DPAuditError(f"this audit would take about {_duration(est)} ({how}), more than --max-hours {hours:g}; "
                            "lower --runs or --horizon, or raise --max-hours.")
+    return Estimate(seconds=est, how=how)
 
 
 def account_memory(runs: int, horizon: int, n_arms: int) -> float:
@@ -396,7 +465,8 @@ def account_preflight(runs: int, horizon: int, n_arms: int, names: tuple[str, st
                                                              f"no smaller {names[0]} or {names[1]} alone fits") + ".")
 
 
-def bco_preflight(ctx: Any, policy_for: Callable[[], Any], horizon: int, run_steps: float) -> None:
+def bco_preflight(policy_for: Callable[[], object], horizon: int, run_steps: float, *, max_hours: float | None,
+                  workers: int, local: bool) -> Estimate:
     """The up-front time check of a BCO policy's local audit (``--max-hours``, as for every other audit):
     ``run_steps`` (the plan's count of run-rounds) at the rate of a timed pilot, 200 runs of
     ``min(horizon, 32)`` rounds on the ledger part's loss sequence, the pilot itself time-boxed
@@ -404,7 +474,6 @@ def bco_preflight(ctx: Any, policy_for: Callable[[], Any], horizon: int, run_ste
     from dpaudit.protocols.continuous import loss_pair, play
     from dpaudit.sandbox import TimeBoxExceeded
 
-    max_hours = ctx.request.max_hours
     rounds, n = int(min(horizon, 32)), 200
     t0 = time.perf_counter()
     try:
@@ -415,8 +484,7 @@ def bco_preflight(ctx: Any, policy_for: Callable[[], Any], horizon: int, run_ste
             play(lambda: policy, losses, n, np.random.default_rng(0), rounds)
     except TimeBoxExceeded as exc:
         took = max(time.perf_counter() - t0, 1e-6)
-        ctx.extra["estimate"] = overran(exc, max_hours, box, at_least=run_steps / (n * rounds / took))
-        return
+        return Estimate(note=overran(exc, max_hours, box, at_least=run_steps / (n * rounds / took)))
     rate = n * rounds / max(time.perf_counter() - t0, 1e-6)
-    check_time(ctx, run_steps / rate, f"{run_steps:.3g} run-rounds at a measured {rate:.3g} per second on one "
-                                      "process")
+    return check_time(run_steps / rate, f"{run_steps:.3g} run-rounds at a measured {rate:.3g} per second on one "
+                                        "process", max_hours=max_hours, workers=workers, local=local)

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -67,8 +68,10 @@ from dpaudit.protocols import JointDP
 from dpaudit.protocols.joint import (JointPair, canary_nodes, canary_pairs, growth_background, joint_pairs, readout_pairs,
                                      tree_features)
 
-from .context import Context, confidence_each, runs_text
+from .context import Context, NoClaim, confidence_each, runs_text
+from .cost import Estimate
 from .findings import Exact
+from .sections import Arms, JSONObject, JSONValue, Sections
 from .setup import convert_claim
 
 __all__ = ["audit", "preflight", "JOINT_DEFAULTS", "JointViewSource", "TreeSource", "TreePilotSource", "LossSource",
@@ -83,6 +86,83 @@ _CHUNK_CELLS = 4_000_000
 #: the chunk of the replayed sources (a run and its replay per run): larger, since a replay's cost per run falls
 #: by about 40% from 750 to 2,300 runs a chunk (the ledger's per-release work is per chunk, not per run)
 _REPLAY_CHUNK_CELLS = 12_000_000
+
+
+@dataclass(frozen=True)
+class LongLedger:
+    """The long-horizon ledger (:func:`_long_ledger`): the policy built for ``horizon`` rounds and run ``runs``
+    times on an input that drives its updates, composed per round to ``epsilon``."""
+
+    horizon: int
+    runs: int
+    epsilon: float
+    max_releases_per_round: int
+    implied: JSONValue
+    sensitivity_factor: dict[str, float]
+
+
+@dataclass
+class JointSections(Sections):
+    """The joint plan's sections of the findings, in their order."""
+
+    arms: Arms | None = None
+    confidence_per_attack: float | None = None
+    long_horizon_ledger: LongLedger | None = None
+    renyi_violation: list[dict[str, float]] | None = None
+
+
+@dataclass(frozen=True)
+class ExactAt:
+    """Where the exact audit evaluates: eps at the audit's delta, delta at ``epsilon``, D_alpha at ``alpha``."""
+
+    epsilon: float
+    delta: float
+    alpha: float
+
+
+@dataclass(frozen=True)
+class ExactFigures:
+    """One neighbouring relation's exact figures (at :class:`ExactAt`) and the witness of each."""
+
+    epsilon: float
+    delta_at_epsilon: float
+    renyi: float
+    witness_epsilon: JSONObject | None
+    witness_delta: JSONObject | None
+    witness_renyi: JSONObject | None
+
+
+@dataclass(frozen=True)
+class ClaimPoint:
+    """The claim's own (eps, delta) point and the exact eps at its delta."""
+
+    epsilon: float
+    delta_claimed: float
+    epsilon_exact: float
+
+
+@dataclass(frozen=True)
+class CentralExact:
+    """The exact eps of the central view a_t..a_T (not promised by joint DP) and its witness."""
+
+    epsilon: float
+    witness: JSONObject | None
+
+
+@dataclass
+class FiniteJointSections(Sections):
+    """The sections of the exact joint audit of a finite contextual policy, in their order."""
+
+    method: str = "exact enumeration"
+    arms: Arms | None = None
+    contexts: list[str] | None = None
+    rewards: list[float] | None = None
+    at: ExactAt | None = None
+    exact_joint: dict[str, ExactFigures] | None = None
+    sizes: JSONObject | None = None
+    protocol_summary: str | None = None
+    claim_point: ClaimPoint | None = None
+    central_exact: CentralExact | None = None
 
 
 class JointViewSource:
@@ -231,7 +311,7 @@ def preflight(ctx: Context) -> None:
             t0 = time.perf_counter()
             src.sample(0, 0, 200, np.random.SeedSequence(0))
     except TimeBoxExceeded as exc:
-        ctx.extra["estimate"] = overran(exc, r.max_hours, box, at_least=time.perf_counter() - t0)
+        ctx.estimate = Estimate(note=overran(exc, r.max_hours, box, at_least=time.perf_counter() - t0))
         return
     per_run = (time.perf_counter() - t0) / 200
     runs = min(r.runs, JOINT_DEFAULTS["runs"])
@@ -242,8 +322,9 @@ def preflight(ctx: Context) -> None:
         # discriminant's fresh runs and the likelihood's fresh runs with their replays, recorded (about 1.3 x)
         tree_small = _tree_small(runs)
         views += int(1.3 * (len(canary_pairs(int(policy.n_arms), dim, T)) * 6 * tree_small + 4 * runs))
-    check_time(ctx, per_run * views, f"{views} runs of T = {T} at a measured {1 / max(per_run, 1e-9):.3g} runs per "
-                                      "second on one process")
+    ctx.estimate = check_time(per_run * views, f"{views} runs of T = {T} at a measured {1 / max(per_run, 1e-9):.3g} "
+                                               "runs per second on one process",
+                              max_hours=r.max_hours, workers=r.workers, local=r.on_this_machine)
 
 
 def audit(ctx: Context) -> None:
@@ -254,6 +335,8 @@ def audit(ctx: Context) -> None:
     spec = r.policy if isinstance(r.policy, str) else str(r.policy)
     if isinstance(r.policy, str) and is_contextual_spec(r.policy):
         return audit_finite(ctx)
+    sections = JointSections()
+    ctx.sections = sections
     runs = r.runs
     T = check_int("--horizon", r.horizon if r.horizon is not None else JOINT_DEFAULTS["horizon"], minimum=3)
     user_pair = None
@@ -301,7 +384,7 @@ def audit(ctx: Context) -> None:
         if not replayable:
             ctx.notes.append(f"no tree-likelihood part: replaying the policy's runs on the other input failed ({why})")
     conf_each = confidence_each(ctx, 1 + int(has_tree) + int(replayable))
-    ctx.extra.update({"n_arms": K, "confidence_per_attack": conf_each})
+    sections.arms, sections.confidence_per_attack = Arms(K), conf_each
     engine = ctx.engine
     try:
         engine.check_picklable(policy)
@@ -342,7 +425,7 @@ def audit(ctx: Context) -> None:
                     time.perf_counter() - t_ledger)
     ctx.set_upper(policy_upper(policy, T, ctx.delta, protocol="joint"))  # from the ledger just recorded
     if has_ledger and user_pair is None and T < LONG_LEDGER["horizon"] and ctx.ledger is not None:
-        _long_ledger(ctx, spec, K, dim, raised, s_long)
+        _long_ledger(ctx, sections, K, dim, raised, s_long)
 
     tree_small = _tree_small(runs)
     drawn: list[Any] = []
@@ -420,7 +503,7 @@ def audit(ctx: Context) -> None:
     if replayable:
         ctx.attacks.append(lik)
         ctx.renyi_violation = list(lik.details.get("renyi_violation", []))
-        ctx.extra["renyi_violation"] = ctx.renyi_violation
+        sections.renyi_violation = ctx.renyi_violation
         if lik.details.get("views_not_post_processing"):
             ctx.notes.append(f"in {lik.details['views_not_post_processing']} of {runs} replayed runs the actions after "
                              "the canary round changed although every release was the same: the actions read the "
@@ -465,7 +548,7 @@ def audit(ctx: Context) -> None:
 LONG_LEDGER = {"horizon": 768, "runs": 8}
 
 
-def _long_ledger(ctx: Context, spec: str, K: int, dim: int, raised: dict[str, float],
+def _long_ledger(ctx: Context, sections: JointSections, K: int, dim: int, raised: dict[str, float],
                  seed: np.random.SeedSequence) -> None:
     """The per-round ledger of the policy built for a longer horizon and run on an input that drives its
     data-dependent releases (:func:`dpaudit.protocols.joint.growth_background`), judged like the ledger.
@@ -494,9 +577,7 @@ def _long_ledger(ctx: Context, spec: str, K: int, dim: int, raised: dict[str, fl
     method = (f"the policy built for T = {T_long} and run on every arm's context e_(t mod d) at round t (the input "
               "whose design matrix grows fastest, so its data-dependent releases happen), every release composed per "
               "round")
-    ctx.extra["long_horizon_ledger"] = {"horizon": T_long, "runs": LONG_LEDGER["runs"], "epsilon": eps,
-                                        "max_releases_per_round": usage, "implied": led.get("implied"),
-                                        "sensitivity_factor": dict(raised)}
+    sections.long_horizon_ledger = LongLedger(T_long, LONG_LEDGER["runs"], eps, usage, led.get("implied"), dict(raised))
     if eps > claimed * (1 + EXACT_TOLERANCE) + EXACT_TOLERANCE:  # the verdict's own comparison
         ctx.exact.append(Exact("long-horizon ledger", eps, method, True, {}, {"horizon": T_long}))
         short = ctx.upper.proved if ctx.upper is not None else None
@@ -616,48 +697,46 @@ def audit_finite(ctx: Context) -> None:
     ctx.say("joint: exact enumeration")
     prof = exact_joint_profile(policy, epsilons=epsilons, deltas=deltas, alphas=[alpha],
                                max_work=DEFAULT_MAX_WORK if r.max_work is None else r.max_work)
-    exact = {m: {"epsilon": prof.epsilon_at[m][0], "delta_at_epsilon": prof.delta_at[m][0], "renyi": prof.renyi[m][0],
-                 "witness_epsilon": _wd(prof.witnesses[m]["epsilon"][0]),
-                 "witness_delta": _wd(prof.witnesses[m]["delta"][0]),
-                 "witness_renyi": _wd(prof.witnesses[m]["renyi"][0])} for m in prof.epsilon_at}
-    eps_h = exact["history"]["epsilon"]
-    w = exact["history"]["witness_epsilon"]
+    exact = {m: ExactFigures(prof.epsilon_at[m][0], prof.delta_at[m][0], prof.renyi[m][0],
+                             _wd(prof.witnesses[m]["epsilon"][0]), _wd(prof.witnesses[m]["delta"][0]),
+                             _wd(prof.witnesses[m]["renyi"][0])) for m in prof.epsilon_at}
+    eps_h = exact["history"].epsilon
+    w = exact["history"].witness_epsilon
     ctx.params = {}
-    ctx.extra.update({"method": "exact enumeration", "n_arms": policy.n_arms, "contexts": list(policy.contexts),
-                      "rewards": [float(x) for x in policy.rewards],
-                      "at": {"epsilon": float(epsilon), "delta": ctx.delta, "alpha": float(alpha)},
-                      "exact_joint": exact, "sizes": prof.sizes,
-                      "protocol_summary": ("input: per round a context label and per-arm rewards; view: a_{t+1}..a_T; "
-                                           "neighbours: round t's (context, action, reward) changed, the history "
-                                           "before t and every future context and reward fixed by the adversary "
-                                           "(anticipating joint DP, as in Shariff & Sheffet 2018 and Vietri et al. "
-                                           "2020)")})
+    sections = FiniteJointSections(
+        arms=Arms(policy.n_arms), contexts=list(policy.contexts), rewards=[float(x) for x in policy.rewards],
+        at=ExactAt(float(epsilon), ctx.delta, float(alpha)), exact_joint=exact, sizes=prof.sizes,
+        protocol_summary=("input: per round a context label and per-arm rewards; view: a_{t+1}..a_T; neighbours: "
+                          "round t's (context, action, reward) changed, the history before t and every future context "
+                          "and reward fixed by the adversary (anticipating joint DP, as in Shariff & Sheffet 2018 and "
+                          "Vietri et al. 2020)"))
+    ctx.sections = sections
     ctx.confidence = 1.0
     ctx.notes += [f"exact enumeration ({prof.seconds:.3g} s): every canary round, every history before it the policy "
                   "can produce, every pair of round-t triples (context, action, reward), every future of contexts and "
                   "per-arm rewards; no sampling.",
-                  f"user-data neighbours (a_t drawn by the policy): eps = {_f(exact['data']['epsilon'])} at delta = "
+                  f"user-data neighbours (a_t drawn by the policy): eps = {_f(exact['data'].epsilon)} at delta = "
                   f"{ctx.delta:g}; the central view a_t..a_T (not promised by joint DP): eps = "
-                  f"{_f(exact['central']['epsilon'])}."]
+                  f"{_f(exact['central'].epsilon)}."]
     ctx.exact.append(Exact("joint enumeration", eps_h, f"exact eps at delta = {ctx.delta:g} (anticipating joint DP "
                                                          "as in Shariff & Sheffet 2018 and Vietri et al. 2020, "
                                                          "enumerated)", claim is not None,
                            {"label": _witness_label(w), **(w or {})},
-                           {"renyi": {"orders": [float(alpha)], "value": [exact["history"]["renyi"]]},
+                           {"renyi": {"orders": [float(alpha)], "value": [exact["history"].renyi]},
                             "delta_at_epsilon": {"epsilon": float(epsilon),
-                                                 "delta": exact["history"]["delta_at_epsilon"]}}))
+                                                 "delta": exact["history"].delta_at_epsilon}}))
     if point is not None and point[1] != ctx.delta:
         e_pt = prof.epsilon_at["history"][deltas.index(point[1])]
         ctx.exact.append(Exact("joint enumeration at the claim's delta", e_pt,
                                f"exact eps at the claim's own delta = {point[1]:g}", True, {}, {}, claimed=point[0]))
-        ctx.extra["claim_point"] = {"epsilon": point[0], "delta_claimed": point[1], "epsilon_exact": e_pt}
+        sections.claim_point = ClaimPoint(point[0], point[1], e_pt)
     ctx.ran("exact enumeration", "exact", f"every history, canary pair and future of T = {policy.horizon}: eps = "
                                           f"{_f(eps_h)}", prof.seconds)
     ctx.set_upper({"epsilon": eps_h, "method": "exact enumeration", "details": {"source": "exact enumeration"}})
-    ctx.extra["central_exact"] = {"epsilon": exact["central"]["epsilon"], "witness": exact["central"]["witness_epsilon"]}
+    sections.central_exact = CentralExact(exact["central"].epsilon, exact["central"].witness_epsilon)
     if claim is None:
-        ctx.extra["_reason"] = "the spec states no claim, so there is nothing to judge; the exact numbers stand alone"
-        ctx.extra["_witness"] = {"attack": "joint enumeration", **(w or {})}
+        ctx.no_claim = NoClaim("the spec states no claim, so there is nothing to judge; the exact numbers stand alone",
+                               {"attack": "joint enumeration", **(w or {})})
     else:
         eps_claim, how = claimed_epsilon(claim, ctx.delta)
         ctx.claim = Claim(claim.describe(), eps_claim, ctx.delta, how)

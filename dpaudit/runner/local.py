@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -61,7 +61,8 @@ from dpaudit.protocols.local import ask_transcript, check_local_plugin, real_arr
 from dpaudit.protocols.continuous import action_space, central_features, loss_pair, play, transcript_features
 
 from .context import DEFAULTS, Context, confidence_each, runs_text
-from .findings import Exact
+from .findings import Exact, Findings, Verdict
+from .sections import Arms, JSONObject, Sections
 from .setup import with_features
 
 __all__ = ["audit", "preflight", "channel_attack", "LOCAL_DEFAULTS", "ChannelSource", "TranscriptSource", "LossSource",
@@ -69,6 +70,46 @@ __all__ = ["audit", "preflight", "channel_attack", "LOCAL_DEFAULTS", "ChannelSou
 
 #: fresh channel samples per side = ``channel_factor`` x runs; transcript and central runs per side = runs / 5
 LOCAL_DEFAULTS = {"channel_factor": 20, "transcript_div": 5, "central_div": 5}
+#: what the findings keep of the central Table-DP part's own findings (its ``central`` section)
+CENTRAL_KEYS = ("verdict", "reason", "epsilon_claimed", "epsilon_lower", "gap", "witness", "attacks", "ledger", "notes",
+                "seconds", "horizon", "epsilon_upper", "upper")
+
+
+@dataclass(frozen=True)
+class CentralPart:
+    """The central Table-DP part of a K-armed local audit: its own findings, of which the local findings keep
+    :data:`CENTRAL_KEYS`."""
+
+    findings: Findings
+
+    def to_json(self) -> JSONObject:
+        return {k: v for k, v in self.findings.to_dict().items() if k in CENTRAL_KEYS}
+
+
+@dataclass(frozen=True)
+class PointsCentral:
+    """The central part of a BCO policy's local audit: one threshold test on the points played."""
+
+    verdict: Verdict
+    epsilon_claimed: float
+    epsilon_lower: float
+    gap: float
+    witness: JSONObject
+    attacks: list[AuditResult]
+    reason: str
+    ledger: None
+    seconds: float
+
+
+@dataclass
+class LocalSections(Sections):
+    """The local plan's sections of the findings, in their order."""
+
+    channel: str | None = None
+    arms: Arms | None = None
+    confidence_per_attack: float | None = None
+    lints: list[JSONObject] | None = None
+    central: CentralPart | PointsCentral | None = None
 
 
 def domain_pairs(policy: Any) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -246,19 +287,20 @@ def preflight(ctx: Context) -> None:
     probe = with_features(ctx.build(T), r.seed)
     spec = r.policy if isinstance(r.policy, str) else str(r.policy)
     # the local plug-in contract first: a malformed member is one sentence before anything runs it
-    ctx.state["local_info"] = check_local_plugin(probe, horizon=T, rng_seed=r.seed, rewards=r.rewards, name=spec)
+    ctx.local_info = check_local_plugin(probe, horizon=T, rng_seed=r.seed, rewards=r.rewards, name=spec)
     if getattr(probe, "continuous_actions", False):  # BCO: the parts' run-rounds (_audit_bco) at a measured rate
         n = max(1000, r.runs // LOCAL_DEFAULTS["transcript_div"])
         users = len(_user_rounds(T, T - 2))
         per_part = 2 * (users * max(200, min(1000, n // 20)) * (T / 2 + 2) + KEEP_USERS * (max(1000, n // 5) + n) * T)
-        bco_preflight(ctx, lambda: ctx.build(T), T, 200 * T + (1 + int(r.central)) * per_part)
+        ctx.estimate = bco_preflight(lambda: ctx.build(T), T, 200 * T + (1 + int(r.central)) * per_part,
+                                     max_hours=r.max_hours, workers=r.workers, local=r.on_this_machine)
         return
     if not r.central:
         return  # without the central part, nothing long
-    ctx.extra["estimate"] = audit_preflight(lambda T: with_features(ctx.build(T), r.seed), TableDP(),
-                    runs=max(1000, r.runs // LOCAL_DEFAULTS["central_div"]),
-                    horizon=r.horizon if r.horizon is not None else DEFAULTS["horizon"], workers=r.workers,
-                    local=r.executor is None and r.scheduler is None, max_hours=r.max_hours)
+    ctx.estimate = audit_preflight(lambda T: with_features(ctx.build(T), r.seed), TableDP(),
+                                   runs=max(1000, r.runs // LOCAL_DEFAULTS["central_div"]),
+                                   horizon=r.horizon if r.horizon is not None else DEFAULTS["horizon"],
+                                   workers=r.workers, local=r.on_this_machine, max_hours=r.max_hours)
 
 
 def audit(ctx: Context) -> None:
@@ -274,20 +316,21 @@ def audit(ctx: Context) -> None:
     policy = with_features(ctx.build(T), r.seed)
     ctx.policy = policy
     # the local plug-in contract, checked member by member before any part relies on it (protocols.local)
-    info = ctx.state.get("local_info") or check_local_plugin(policy, horizon=T, rng_seed=r.seed, rewards=r.rewards,
-                                                            name=spec)
+    info = ctx.local_info or check_local_plugin(policy, horizon=T, rng_seed=r.seed, rewards=r.rewards, name=spec)
     ctx.read_claim(policy, spec)
     ctx.notes.extend(getattr(policy, "audit_notes", ()))  # what the per-run adapter did
     params = getattr(policy, "params", None)
     ctx.params = params() if callable(params) else dict(r.params)
+    sections = LocalSections()
+    ctx.sections = sections
     chan = getattr(policy, "local_channel", None)
     if chan is not None:
-        ctx.extra["channel"] = chan.describe()
+        sections.channel = chan.describe()
     if getattr(policy, "continuous_actions", False):
         if r.rewards is not None or r.adapter is not None:
             raise DPAuditError("--rewards and --adapter apply to K-armed policies; a BCO policy's users hold loss "
                                "functions, so drop them.")
-        return _audit_bco(ctx, policy, T, central, info)
+        return _audit_bco(ctx, sections, policy, T, central, info)
     alphabet = info.alphabet  # --rewards, else the policy's reward_alphabet (scalar data only)
     if r.rewards is not None and info.vector_data:
         raise DPAuditError("--rewards applies to scalar user data; this policy's users send vectors "
@@ -296,7 +339,7 @@ def audit(ctx: Context) -> None:
     has_transcript = info.transcript
     conf_each = confidence_each(ctx, 1 + int(has_transcript) + int(central))
     K = int(policy.n_arms)
-    ctx.extra.update({"n_arms": K, "confidence_per_attack": conf_each})
+    sections.arms, sections.confidence_per_attack = Arms(K), conf_each
     lo_hi = getattr(policy, "reward_range", policy.domain)
     rng_pair = (alphabet[0], alphabet[-1]) if alphabet else tuple(float(x) for x in lo_hi)
     background = "low" if alphabet else "mid"  # an alphabet need not contain the middle value
@@ -307,10 +350,11 @@ def audit(ctx: Context) -> None:
         t_ledger = time.perf_counter()
         d = make_pair(PairSpec(0, background), TableDP(), K, T, rng_pair).d0
         TableDP().run(policy, d, 200, np.random.default_rng(s_ledger), None, record=True)
-        _ledger_part(ctx, policy, ledger_per_user(policy.ledger, ctx.delta), 200 * T, time.perf_counter() - t_ledger)
+        _ledger_part(ctx, sections, policy, ledger_per_user(policy.ledger, ctx.delta), 200 * T,
+                     time.perf_counter() - t_ledger)
         ctx.set_upper(policy_upper(policy, T, ctx.delta, protocol="local", per="user"))
     else:
-        _ledger_part(ctx, policy, None, 200 * T)
+        _ledger_part(ctx, sections, policy, None, 200 * T)
 
     # 2. the channel, black box
     ctx.say("local: channel attack")
@@ -354,7 +398,7 @@ def audit(ctx: Context) -> None:
 
     # 5. central Table DP
     if central:
-        _central_part(ctx, conf_each)
+        _central_part(ctx, sections, conf_each)
 
 
 def _shown(ctx: Context) -> float:
@@ -374,7 +418,8 @@ def _engine(ctx: Context, policy: Any) -> Any:
         return ctx.engine.serial()
 
 
-def _ledger_part(ctx: Context, policy: Any, ledger: dict[str, Any] | None, users: int, seconds: float = 0.0) -> None:
+def _ledger_part(ctx: Context, sections: LocalSections, policy: Any, ledger: dict[str, Any] | None, users: int,
+                 seconds: float = 0.0) -> None:
     if ledger is not None and ledger["messages"] and ledger.get("users", 0) < users:
         ctx.notes.append(f"only {ledger['users']} of {users} (run, user) pairs sent a recorded message.")
     if ledger is not None:
@@ -385,7 +430,7 @@ def _ledger_part(ctx: Context, policy: Any, ledger: dict[str, Any] | None, users
             ctx.ran("ledger", "exact", f"{ledger['messages']} recorded messages composed per user: eps = "
                                        f"{ledger['epsilon']:.4g}", seconds)
     lints = calibration_lints(policy)
-    ctx.extra["lints"] = lints
+    sections.lints = lints
     ctx.notes.extend(ln["message"] for ln in lints if ln["flagged"])
 
 
@@ -539,7 +584,7 @@ def _channel_part(ctx: Context, policy: Any, conf_each: float, seed: np.random.S
                 lik.seconds)
 
 
-def _central_part(ctx: Context, conf_each: float) -> None:
+def _central_part(ctx: Context, sections: LocalSections, conf_each: float) -> None:
     """The central Table-DP audit on the same engine, at its share of the confidence (part 5)."""
     from dataclasses import replace as dreplace
 
@@ -558,28 +603,26 @@ def _central_part(ctx: Context, conf_each: float) -> None:
     for a in sub.attacks:
         ctx.attacks.append(replace(a, attack=f"central {a.attack}"))
     ctx.renyi_violation += sub.renyi_violation
-    ctx.extra["central"] = {k: v for k, v in found.to_dict().items()
-                            if k in ("verdict", "reason", "epsilon_claimed", "epsilon_lower", "gap", "witness",
-                                     "attacks", "ledger", "notes", "seconds", "horizon", "epsilon_upper", "upper")}
+    sections.central = CentralPart(found)
     low = found.epsilon_lower if found.epsilon_lower is not None else 0.0
     ctx.ran("central", "bound", "the central Table-DP audit: " + (f"{found.verdict}, eps >= {low:.4g}" if low > 0 else
                                                                  "no power, every lower bound 0"), found.seconds)
 
 
-def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> None:
+def _audit_bco(ctx: Context, sections: LocalSections, policy: Any, T: int, central: bool, info: Any) -> None:
     """The local plan of a BCO policy (module docstring): ledger, channel, transcript, central points."""
     from dpaudit.simulate import simulate_bco
 
     r = ctx.request
     s_ledger, s_channel, s_transcript, s_central = np.random.SeedSequence(r.seed).spawn(4)
     conf_each = confidence_each(ctx, 2 + int(central))
-    ctx.extra.update({"n_arms": None, "action_space": action_space(policy), "confidence_per_attack": conf_each})
+    sections.arms, sections.confidence_per_attack = Arms(None, action_space(policy)), conf_each
     # 1. ledger: the background losses (0, and user 0 at the low extreme), 200 runs
     ctx.say("local: ledger")
     t_ledger = time.perf_counter()
     pol = ctx.build(T)
     simulate_bco(pol, loss_pair(pol, T, 0)[0], 200, int(s_ledger.generate_state(1)[0]), record=True)
-    _ledger_part(ctx, policy, ledger_per_user(pol.ledger, ctx.delta), 200 * T, time.perf_counter() - t_ledger)
+    _ledger_part(ctx, sections, policy, ledger_per_user(pol.ledger, ctx.delta), 200 * T, time.perf_counter() - t_ledger)
     ctx.set_upper(policy_upper(pol, T, ctx.delta, protocol="local", per="user"))
     # 2. channel
     ctx.say("local: channel attack")
@@ -612,12 +655,11 @@ def _audit_bco(ctx: Context, policy: Any, T: int, central: bool, info: Any) -> N
         ctx.attacks.append(res)
         if kind == "central":
             low, eps_claim = res.epsilon_lower, ctx.claim.epsilon
-            ctx.extra["central"] = {
-                "verdict": "violation" if low > eps_claim else "consistent", "epsilon_claimed": eps_claim,
-                "epsilon_lower": low, "gap": eps_claim - low, "witness": res.witness, "attacks": [res.to_dict()],
-                "reason": (f"the point-sequence attack's lower bound eps >= {low:.4g} "
-                           f"{'exceeds' if low > eps_claim else 'is within'} the claimed eps = {eps_claim:.4g}"),
-                "ledger": None, "seconds": res.seconds}
+            sections.central = PointsCentral(
+                Verdict.VIOLATION if low > eps_claim else Verdict.CONSISTENT, eps_claim, low, eps_claim - low,
+                res.witness, [res], f"the point-sequence attack's lower bound eps >= {low:.4g} "
+                                    f"{'exceeds' if low > eps_claim else 'is within'} the claimed eps = {eps_claim:.4g}",
+                None, res.seconds)
         what = "what the server received" if kind == "transcript" else "the points played after the user's round"
         ctx.ran(kind, "bound", f"{what}: {len(rounds)} users screened, users {[rounds[c] for c in kept]} counted "
                                f"on {runs_text(res, n)} fresh runs per side each", res.seconds)

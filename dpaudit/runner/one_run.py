@@ -48,6 +48,7 @@ from dpaudit.errors import DPAuditError
 
 from .context import Context
 from .findings import Power
+from .sections import Arms, JSONObject, Sections
 from .setup import probe_alphabet, reward_alphabet_for, with_features
 
 __all__ = ["audit", "preflight", "ONE_RUN_DEFAULTS", "PROTOCOLS", "check_request"]
@@ -77,6 +78,44 @@ WIDE_ROUNDS_PER_ARM = 16
 LAYOUT_QUANTILE = 0.05
 #: a policy with at least this many arms (its own or the user's) is offered the first-pulls layout as it is
 WIDE_MIN_ARMS = 8
+
+
+@dataclass(frozen=True)
+class OneRunSummary:
+    """What a one-run audit did and found (its ``one_run`` section): the runs, the layout of the canaries, the
+    score and the guessing rule the pilot chose, the guesses, the analysis and its bound against the cap, and
+    what the method can and cannot show."""
+
+    runs: int
+    pilot_runs: int
+    counted_runs: int
+    horizon: int
+    layouts_tried: list[JSONObject]
+    canaries_per_run: int
+    layout: str
+    layout_name: str
+    score: str
+    rule: str
+    guesses: int
+    correct: int
+    analysis: str
+    analysis_text: str
+    bound: float
+    theta: float | None
+    cap: float
+    steinke_beside: float | None
+    candidates: list[JSONObject]
+    can_show: str
+    cannot_show: str
+
+
+@dataclass
+class OneRunSections(Sections):
+    """The one-run plan's sections of the findings, in their order."""
+
+    arms: Arms | None = None
+    method: str = "one-run"
+    one_run: OneRunSummary | None = None
 
 
 @dataclass(frozen=True)
@@ -276,7 +315,8 @@ def preflight(ctx: Context) -> None:
         t0 = time.perf_counter()
         policy.channel(np.full(t_short, 0.5 * (lo + hi)), np.random.default_rng(0))
         seconds = (time.perf_counter() - t0) * (T / t_short) * int(r.runs)
-        check_time(ctx, seconds, f"the channel on {t_short} users timed, scaled to {r.runs} runs of {T}")
+        ctx.estimate = check_time(seconds, f"the channel on {t_short} users timed, scaled to {r.runs} runs of {T}",
+                                  max_hours=r.max_hours, workers=r.workers, local=r.on_this_machine)
         return
     R = int(r.runs)
     if ctx.protocol.name == "local":
@@ -293,7 +333,8 @@ def preflight(ctx: Context) -> None:
     times = [_time_batch(ctx, p, n, t_short) for p, n in batches]
     if any(t is None for t in times):
         return
-    check_time(ctx, sum(times) * T / t_short, how)
+    ctx.estimate = check_time(sum(times) * T / t_short, how, max_hours=r.max_hours, workers=r.workers,
+                              local=r.on_this_machine)
 
 
 def audit(ctx: Context) -> None:
@@ -320,9 +361,10 @@ def audit(ctx: Context) -> None:
     if bco:
         from dpaudit.protocols.continuous import action_space
 
-        ctx.extra.update({"n_arms": None, "action_space": action_space(policy), "method": "one-run"})
+        sections = OneRunSections(Arms(None, action_space(policy)))
     else:
-        ctx.extra.update({"n_arms": K, "method": "one-run"})
+        sections = OneRunSections(Arms(K))
+    ctx.sections = sections
     s_bits, s_runs, s_tie, s_channel = np.random.SeedSequence([int(r.seed), 0x0E1]).spawn(4)
     t_start = time.perf_counter()
 
@@ -429,7 +471,7 @@ def audit(ctx: Context) -> None:
                 ctx.read_claim(policy, spec)
                 params = getattr(policy, "params", None)
                 ctx.params = params() if callable(params) else {**r.params, "n_arms": L.n_arms}
-                ctx.extra["n_arms"] = L.n_arms
+                sections.arms = Arms(L.n_arms)
                 ctx.notes.append(f"the pilots chose the first-pulls layout, so the counted runs ran the policy with "
                                  f"n_arms = {L.n_arms} (its own default is {K}; pass --param n_arms=K to fix it): the "
                                  f"claim judged is the one it states with {L.n_arms} arms, {ctx.claim.text}.")
@@ -505,17 +547,14 @@ def audit(ctx: Context) -> None:
     pilots = f"{P} pilot{'s' if P > 1 else ''}"
     ctx.ran("one-run", "bound", f"{R} runs ({pilots}, {R - P} counted), {m} canaries each; {n_correct} of {n_guess} "
                                 f"guesses right; eps >= {found['epsilon']:.4g}{theta_text} (cap {top:.4g})", seconds)
-    ctx.extra["one_run"] = {
-        "runs": R, "pilot_runs": P, "counted_runs": R - P, "horizon": T, "layouts_tried": tried, "canaries_per_run": m,
-        "layout": layout, "layout_name": layout_name, "score": rule.feature, "rule": rule.describe(),
-        "guesses": n_guess, "correct": n_correct,
-        "analysis": analysis, "analysis_text": what, "bound": found["epsilon"], "theta": found["theta"], "cap": top,
-        "steinke_beside": beside,
-        "candidates": sorted(candidates, key=lambda c: -c["predicted"])[:10],
-        "can_show": ("a violation when the guesses are right often enough that the bound passes the claim; at most "
-                     f"eps = {top:.4g} with these {n_guess} guesses"),
-        "cannot_show": ("a leak that needs many runs to see: a policy that decides once per run (a commit, an "
-                        "elimination) gives at most one informative guess per run, and a leak of a few percent "
-                        "above the claim needs far more guesses than a few runs hold; for those, the multi-run audit "
-                        "(drop --method) counts thousands of runs per side"),
-    }
+    sections.one_run = OneRunSummary(
+        runs=R, pilot_runs=P, counted_runs=R - P, horizon=T, layouts_tried=tried, canaries_per_run=m, layout=layout,
+        layout_name=layout_name, score=rule.feature, rule=rule.describe(), guesses=n_guess, correct=n_correct,
+        analysis=analysis, analysis_text=what, bound=found["epsilon"], theta=found["theta"], cap=top,
+        steinke_beside=beside, candidates=sorted(candidates, key=lambda c: -c["predicted"])[:10],
+        can_show=("a violation when the guesses are right often enough that the bound passes the claim; at most "
+                  f"eps = {top:.4g} with these {n_guess} guesses"),
+        cannot_show=("a leak that needs many runs to see: a policy that decides once per run (a commit, an "
+                     "elimination) gives at most one informative guess per run, and a leak of a few percent "
+                     "above the claim needs far more guesses than a few runs hold; for those, the multi-run audit "
+                     "(drop --method) counts thousands of runs per side"))

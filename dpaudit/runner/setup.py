@@ -15,18 +15,25 @@ from __future__ import annotations
 import math
 import platform
 from contextlib import nullcontext
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence, TypeAlias, Union
 
 import numpy as np
 
 from dpaudit.accountants import Guarantee
 from dpaudit.accountants.guarantees import as_guarantee, is_dp_event
 from dpaudit.errors import DPAuditError, shorten
-from dpaudit.policies.base import PolicySource, check_alphabet
-from dpaudit.protocols import FixedActionSet, PairSpec, make_pair
+from dpaudit.policies.base import PolicyLike, PolicySource, check_alphabet
+from dpaudit.protocols import FixedActionSet, PairSpec, Protocol, make_pair
+
+if TYPE_CHECKING:
+    from dp_accounting import DpEvent
 
 __all__ = ["claimed_epsilon", "convert_claim", "versions", "build_policy", "claim_as_guarantee",
-           "reward_alphabet_for", "probe_alphabet", "with_features", "claim_curves"]
+           "reward_alphabet_for", "probe_alphabet", "with_features", "claim_curves", "ClaimSource"]
+
+#: what an audit accepts as the claim to judge (``--claim``, ``claim=``): its text (``zcdp:rho=0.1``), a
+#: Guarantee, or a dp-accounting DpEvent
+ClaimSource: TypeAlias = Union[str, Guarantee, "DpEvent"]
 
 
 def claimed_epsilon(claim: Guarantee, delta: float) -> tuple[float, str]:
@@ -39,7 +46,7 @@ def claimed_epsilon(claim: Guarantee, delta: float) -> tuple[float, str]:
     eps, method = convert_claim(claim, delta)
     return comparable_epsilon(claim, delta, eps), method
 
-def convert_claim(claim: Guarantee, delta: float) -> tuple[Any, str]:
+def convert_claim(claim: Guarantee, delta: float) -> tuple[float, str]:
     conv = getattr(claim, "conversion", None)
     if conv is not None:
         try:
@@ -58,7 +65,7 @@ def convert_claim(claim: Guarantee, delta: float) -> tuple[Any, str]:
         return eps, f"{claim.describe()} -> rho + 2 sqrt(rho log(1/delta)) (valid but loose)"
     raise DPAuditError(f"the claim {claim!r} cannot be converted to (epsilon, delta); give a Guarantee from dpaudit.accountants.")
 
-def comparable_epsilon(claim: Guarantee, delta: float, eps: Any) -> float:
+def comparable_epsilon(claim: Guarantee, delta: float, eps: object) -> float:
     """``eps`` as a float, refused unless finite and >= 0 (see :func:`claimed_epsilon`)."""
     try:
         value = float(eps)
@@ -82,8 +89,8 @@ def versions() -> dict[str, str]:
     return {"dpaudit": __version__, "python": platform.python_version(), "numpy": np.__version__,
             "scipy": scipy.__version__}
 
-def build_policy(spec: PolicySource, params: Mapping[str, object], horizon: int, adapter: str | None = None,
-                  claim: Guarantee | str | None = None) -> Any:
+def build_policy(spec: PolicySource, params: Mapping[str, object], horizon: int | None, adapter: str | None = None,
+                 claim: ClaimSource | None = None) -> PolicyLike:
     """The policy to audit at ``horizon`` (:func:`dpaudit.adapters.build_policy`: the horizon goes to
     whichever constructor parameter names it, ``claim`` replaces a declared one, ``adapter="per-run"``
     runs a one-run class as N copies)."""
@@ -97,8 +104,8 @@ def build_policy(spec: PolicySource, params: Mapping[str, object], horizon: int,
         policy = wrap_plugin(policy, spec)
     return claim_as_guarantee(policy)
 
-def policy_from_object(obj: Any, params: dict[str, Any], horizon: int, adapter: str | None = None,
-                        claim: Any = None) -> Any:
+def policy_from_object(obj: type | PolicyLike, params: Mapping[str, object], horizon: int | None,
+                       adapter: str | None = None, claim: ClaimSource | None = None) -> PolicyLike:
     """The hook of :func:`dpaudit.audit` for a policy given as a class or an instance.
 
     A class is built with ``params`` (typed by its constructor's signature, as ``--param`` values are)
@@ -150,7 +157,7 @@ def _own(cls: type) -> bool:
     """Whether ``cls`` is dpaudit's own code (its policies, mutants and wrappers), not plug-in code."""
     return str(getattr(cls, "__module__", "")).split(".")[0] == "dpaudit"
 
-def claim_as_guarantee(policy: Any) -> Any:
+def claim_as_guarantee(policy: PolicyLike) -> PolicyLike:
     """A claim given as a dp-accounting DpEvent becomes the Guarantee it describes."""
     claim = getattr(policy, "claim", None)
     if is_dp_event(claim):
@@ -161,7 +168,8 @@ def claim_as_guarantee(policy: Any) -> Any:
                                "dpaudit needs to read it as a Guarantee: make `claim` a plain attribute.") from None
     return policy
 
-def reward_alphabet_for(policy: Any, given: Sequence[float] | None, rr: tuple[float, float]) -> tuple[float, ...] | None:
+def reward_alphabet_for(policy: PolicyLike, given: Sequence[float] | None,
+                        rr: tuple[float, float]) -> tuple[float, ...] | None:
     """The rewards the audit may feed: ``given`` (``--rewards``), else the policy's ``reward_alphabet``,
     else None (any value in the reward range)."""
     raw = given if given is not None else getattr(policy, "reward_alphabet", None)
@@ -174,7 +182,8 @@ def reward_alphabet_for(policy: Any, given: Sequence[float] | None, rr: tuple[fl
                            f"[{rr[0]:g}, {rr[1]:g}].")
     return letters
 
-def probe_alphabet(policy: Any, protocol: Any, rr: tuple[float, float], notes: list[str]) -> tuple[float, ...] | None:
+def probe_alphabet(policy: PolicyLike, protocol: Protocol, rr: tuple[float, float],
+                   notes: list[str]) -> tuple[float, ...] | None:
     """None if ``policy`` accepts the middle of its reward range; (lo, hi) if it refuses it but accepts
     the extremes (a policy written for {0, 1} rewards), with a note; else the policy's own error."""
     from dpaudit.sandbox import PluginStopped, PluginTimeoutError
@@ -203,7 +212,7 @@ def probe_alphabet(policy: Any, protocol: Any, rr: tuple[float, float], notes: l
 MAX_FEATURES = 10_000_000
 
 
-def with_features(policy: Any, seed: int) -> Any:
+def with_features(policy: PolicyLike, seed: int) -> PolicyLike:
     """A linear policy (one with an integer ``dim``) gets a fixed action set of K unit vectors drawn from
     ``seed`` (:class:`dpaudit.protocols.FixedActionSet`); any other policy is returned as it is."""
     dim = getattr(policy, "dim", None)
@@ -219,7 +228,7 @@ def with_features(policy: Any, seed: int) -> Any:
     return FixedActionSet(policy, x)
 
 
-def _numbers(name: str, values: Any, allowed: str) -> np.ndarray:
+def _numbers(name: str, values: object, allowed: str) -> np.ndarray:
     try:
         out = np.asarray(values, dtype=float)
     except (TypeError, ValueError):
@@ -229,7 +238,8 @@ def _numbers(name: str, values: Any, allowed: str) -> np.ndarray:
     return out
 
 
-def claim_curves(claim: Any, deltas: Any = None, orders: Any = None) -> dict[str, Any]:
+def claim_curves(claim: Guarantee | DpEvent, deltas: Sequence[float] | np.ndarray | None = None,
+                 orders: Sequence[float] | np.ndarray | None = None) -> dict[str, dict[str, list[float]]]:
     """The claim's whole privacy profile (eps at each delta, by the claim's own conversion) and its
     Rényi curve, for the report's figures: what the claim allows, not only its eps at one delta."""
     g = as_guarantee(claim)

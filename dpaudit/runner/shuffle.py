@@ -38,6 +38,7 @@ delta)-DP claim says nothing at a smaller delta); ``consistent`` needs a positiv
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -55,7 +56,9 @@ from dpaudit.protocols.shuffle import (FAMILIES, LOSS, CanaryModel, ShufflePair,
                                        shuffle_features, shuffle_pairs)
 
 from .context import Context, runs_text
+from .cost import Estimate
 from .findings import Exact
+from .sections import Arms, JSONObject, Sections
 
 __all__ = ["audit", "preflight", "SHUFFLE_CAPS", "ShuffledViewSource", "statistical_limit", "choose_gray_box",
            "loss_bound", "gray_box_limit"]
@@ -64,6 +67,29 @@ __all__ = ["audit", "preflight", "SHUFFLE_CAPS", "ShuffledViewSource", "statisti
 SHUFFLE_CAPS = {"runs": 40000, "fit": 2500}
 #: the part name of the gray-box bound
 GRAY_BOX = "likelihood (shuffled multiset)"
+
+
+@dataclass
+class ShuffleTightness:
+    """The gray-box bound against what its test can show (``statistical_limit``, the median of its bound at its
+    ``fresh_runs`` runs of ``side``) and the audited pair's exact eps, with every calibrated candidate's row."""
+
+    gray_box_bound: float
+    statistical_limit: float | None
+    exact_epsilon: float | None
+    side: int
+    fresh_runs: int
+    candidates: list[JSONObject]
+
+
+@dataclass
+class ShuffleSections(Sections):
+    """The shuffle plan's sections of the findings, in their order."""
+
+    batch: int | None = None
+    arms: Arms | None = None
+    confidence_per_attack: float | None = None
+    shuffle_tightness: ShuffleTightness | None = None
 
 
 class ShuffledViewSource:
@@ -174,13 +200,15 @@ def preflight(ctx: Context) -> None:
             t0 = time.perf_counter()
             src.sample(0, 0, 100, np.random.SeedSequence(0))
     except TimeBoxExceeded as exc:
-        ctx.extra["estimate"] = overran(exc, ctx.request.max_hours, box, at_least=time.perf_counter() - t0)
+        ctx.estimate = Estimate(note=overran(exc, ctx.request.max_hours, box, at_least=time.perf_counter() - t0))
         return
     per_run = (time.perf_counter() - t0) / 100
     runs = min(ctx.request.runs, SHUFFLE_CAPS["runs"])
     views = (len(pairs) + 1) * 4 * _sizes(runs) + 3 * runs  # the pairs' fitting, both sides' and the gray box's fresh
-    check_time(ctx, per_run * views, f"{views} batches of {src.batch} users at a measured {1 / max(per_run, 1e-9):.3g} "
-                                     "per second on one process")
+    r = ctx.request
+    ctx.estimate = check_time(per_run * views, f"{views} batches of {src.batch} users at a measured "
+                                               f"{1 / max(per_run, 1e-9):.3g} per second on one process",
+                              max_hours=r.max_hours, workers=r.workers, local=r.on_this_machine)
 
 
 def statistical_limit(profile: Any, side: int, n: int, delta: float, alpha: float,
@@ -305,12 +333,12 @@ def _gray_box(ctx: Context, src: ShuffledViewSource, cand: int, side: int, prof:
                  "pilot_runs": 0 if pilot is None else int(np.asarray(pilot).size), "tests_corrected_for": 1})
 
 
-def _limit_text(t: dict[str, Any] | None) -> str:
+def _limit_text(t: ShuffleTightness | None) -> str:
     """What the gray-box test could show, for an audit whose bounds are all 0."""
-    if not t or t.get("statistical_limit") is None or t.get("exact_epsilon") is None:
+    if t is None or t.statistical_limit is None or t.exact_epsilon is None:
         return ""
-    return (f"; the gray-box test on the audited pair (exact eps {t['exact_epsilon']:.3g}) shows "
-            f"{t['statistical_limit']:.3g} at the median with its {t.get('fresh_runs')} runs")
+    return (f"; the gray-box test on the audited pair (exact eps {t.exact_epsilon:.3g}) shows "
+            f"{t.statistical_limit:.3g} at the median with its {t.fresh_runs} runs")
 
 
 def audit(ctx: Context) -> None:
@@ -324,7 +352,8 @@ def audit(ctx: Context) -> None:
     ctx.horizon = int(getattr(policy, "horizon", B))
     ctx.params = dict(r.params)
     ctx.set_upper(policy_upper(policy, ctx.horizon, ctx.delta, protocol="shuffle"))  # the clone bounds composed exactly
-    ctx.extra.update({"batch": B, "n_arms": int(policy.n_arms)})
+    sections = ShuffleSections(batch=B, arms=Arms(int(policy.n_arms)))
+    ctx.sections = sections
     ctx.notes.append(f"view: the shuffled messages of the first (smallest) batch ({B} users, {groups} PGD group(s)), "
                      "where amplification is weakest.")
     runs = r.runs
@@ -359,7 +388,7 @@ def audit(ctx: Context) -> None:
         pairs = ([calibrated[pick]] if pick is not None else []) + fixed
     models = [profiles[pick][0] if (pick is not None and k == 0) else None for k in range(len(pairs))]
     confidence = conf_two if pick is not None else ctx.confidence
-    ctx.extra["confidence_per_attack"] = confidence
+    sections.confidence_per_attack = confidence
     engine = ctx.engine
     try:
         engine.check_picklable(policy)
@@ -378,9 +407,7 @@ def audit(ctx: Context) -> None:
         model, prof = profiles[pick]
         gb = _gray_box(ctx, src, 0, side, prof, pilots[side][LOSS][:, 0], runs, confidence, s_gb, engine)
         limit = gb.details["statistical_limit"]
-        ctx.extra["shuffle_tightness"] = {"gray_box_bound": gb.epsilon_lower, "statistical_limit": limit,
-                                          "exact_epsilon": None, "side": side, "fresh_runs": gb.samples,
-                                          "candidates": rows}
+        sections.shuffle_tightness = ShuffleTightness(gb.epsilon_lower, limit, None, side, gb.samples, rows)
     att = screened_lda_attack(src, cands, s_bb, delta=ctx.delta, confidence=confidence, n_fit=n_fit, n_test=runs,
                               engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon, pilots=pilots,
                               floor=0.0 if gb is None else gb.epsilon_lower)
@@ -394,7 +421,8 @@ def audit(ctx: Context) -> None:
         ctx.ran(GRAY_BOX, "bound", f"the exact loss of the shuffled multiset on {gb.samples} fresh runs of side {side} "
                                    "of the audited pair (the sample size chosen on its exact profile), an order "
                                    "statistic of L + log(1 - U) (no grid)", gb.seconds)
-    if pick is not None and profiles[pick][1] is not None:
+    tightness = sections.shuffle_tightness
+    if pick is not None and profiles[pick][1] is not None and tightness is not None:
         prof = profiles[pick][1]
         exact_eps = prof.epsilon(ctx.delta)
         sides = [prof.epsilon(ctx.delta, s) for s in (0, 1)]
@@ -407,13 +435,13 @@ def audit(ctx: Context) -> None:
                      "epsilon_bracket": [prof.epsilon(ctx.delta, None, "lower"), float(exact_eps)],
                      "statistical_limit": limit,
                      "statistical_limit_note": "the median of the gray-box test's bound at its "
-                                               f"{ctx.extra['shuffle_tightness']['fresh_runs']} fresh runs of side "
+                                               f"{tightness.fresh_runs} fresh runs of side "
                                                f"{side} (its law is exact given this profile; same error budget)",
                      "message_sets": [dict(s, classes=dict(s["classes"])) for s in prof.sets],
                      "seconds": round(t_exact, 3)}))
         ctx.ran("exact eps of the audited pair", "exact", "enumerated over the message counts of the pair's two shuffled "
                                                           "message sets (not judged: one pair's truth)", t_exact)
-        ctx.extra["shuffle_tightness"]["exact_epsilon"] = float(exact_eps)
+        tightness.exact_epsilon = float(exact_eps)
     parts = getattr(policy, "claim_parts", None)
     if parts:
         ctx.notes.append("claim = basic composition of the amplified outer-product and gradient messages: "
@@ -422,18 +450,18 @@ def audit(ctx: Context) -> None:
     pw = ctx.set_power(att, len(pairs), runs, confidence, candidates=nfam, fit_runs_per_side=n_fit)
     best = max(a.epsilon_lower for a in ctx.attacks)
     if best <= 0:
-        ctx.extra["_reason_suffix"] = (f"; with {runs} fresh runs per side the attack shows eps >= "
-                                       f"{pw.smallest_detectable:.3g} at best for a pair as separable as randomised "
-                                       f"response, and a shuffled canary among {B} users is far less separable"
-                                       + _limit_text(ctx.extra.get("shuffle_tightness")))
+        ctx.reason_suffix = (f"; with {runs} fresh runs per side the attack shows eps >= "
+                             f"{pw.smallest_detectable:.3g} at best for a pair as separable as randomised "
+                             f"response, and a shuffled canary among {B} users is far less separable"
+                             + _limit_text(sections.shuffle_tightness))
     else:
         tight = ""
-        t = ctx.extra.get("shuffle_tightness") or {}
-        if all(t.get(k) is not None for k in ("gray_box_bound", "statistical_limit", "exact_epsilon")):
-            tight = (f"; the gray-box bound {t['gray_box_bound']:.3g} against {t['statistical_limit']:.3g}, the "
-                     f"median of what that test shows with its {t['fresh_runs']} runs, for a pair whose exact eps is "
-                     f"{t['exact_epsilon']:.3g}")
-        ctx.extra["_reason_suffix"] = (f"; power: {len(pairs)} pairs, {nfam} (pair, feature family) candidates "
-                                       f"tried, {runs} fresh runs per side (at most eps {pw.largest_bound:.3g} can be "
-                                       f"shown; a pair as separable as randomised response at eps "
-                                       f"{pw.smallest_detectable:.3g} would show a positive bound)" + tight)
+        t = sections.shuffle_tightness
+        if t is not None and t.statistical_limit is not None and t.exact_epsilon is not None:
+            tight = (f"; the gray-box bound {t.gray_box_bound:.3g} against {t.statistical_limit:.3g}, the "
+                     f"median of what that test shows with its {t.fresh_runs} runs, for a pair whose exact eps is "
+                     f"{t.exact_epsilon:.3g}")
+        ctx.reason_suffix = (f"; power: {len(pairs)} pairs, {nfam} (pair, feature family) candidates "
+                             f"tried, {runs} fresh runs per side (at most eps {pw.largest_bound:.3g} can be "
+                             f"shown; a pair as separable as randomised response at eps "
+                             f"{pw.smallest_detectable:.3g} would show a positive bound)" + tight)
