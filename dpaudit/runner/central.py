@@ -24,8 +24,8 @@ Everything samples on the audit's engine.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -33,8 +33,12 @@ from dpaudit.accounting import ledger_audit, policy_upper
 from dpaudit.engine import SERIAL, Engine
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.policies.base import PolicyLike
-from dpaudit.protocols import FixedActionSet, PairSpec, audit_range, candidate_pairs, make_pair
+from dpaudit.protocols import FixedActionSet, Pair, PairSpec, audit_range, candidate_pairs, make_pair
 from dpaudit.protocols.table import readout_pairs
+
+if TYPE_CHECKING:
+    from dpaudit.attacks.neighbours import SearchResult, ThresholdSearch
+    from dpaudit.protocols.pairs import UserPair
 
 from .context import DEFAULTS, Context, Request, confidence_each, runs_text
 from .cost import Searches
@@ -240,226 +244,375 @@ def estimate_horizon(r: Any) -> int:
     return int(DEFAULTS["horizon"])
 
 
+@dataclass(frozen=True)
+class _Seeds:
+    """The central plan's seeds, each part its own (spawned once from the audit's seed)."""
+
+    ledger: np.random.SeedSequence
+    search: np.random.SeedSequence
+    horizon: np.random.SeedSequence
+    threshold: np.random.SeedSequence
+    sweep: np.random.SeedSequence
+    sweep_final: np.random.SeedSequence
+
+    @classmethod
+    def of(cls, seed: int) -> "_Seeds":
+        ledger, search, horizon, threshold = np.random.SeedSequence(seed).spawn(4)
+        sweep, sweep_final = np.random.SeedSequence([seed, 0x5EE9]).spawn(2)
+        return cls(ledger, search, horizon, threshold, sweep, sweep_final)
+
+
+@dataclass
+class _Plan:
+    """The central plan's state between its steps (:func:`audit`)."""
+
+    ctx: Context
+    sections: CentralSections
+    seeds: _Seeds
+    #: the arms of the policy as first built, the reward range audited and the rewards it may feed (None: any)
+    n_arms: int = 0
+    rr: tuple[float, float] = (0.0, 1.0)
+    alphabet: tuple[float, ...] | None = None
+    #: the pilots' budgets: run-rounds per pilot, the search's sample size, whether it is a one-run class
+    cells: int = 0
+    small: int = 0
+    per_run: bool = False
+    #: the reviewer's pair (``--pair``) and its fixed action set, if it gives one
+    user_pair: UserPair | None = None
+    features: np.ndarray | None = None
+    horizon: int | None = None
+    pilot_engine: Engine = SERIAL
+    threshold: ThresholdSearch | None = None
+    #: the policy audited at :attr:`horizon`, once built (:func:`_build_audited`)
+    policy: PolicyLike | None = None
+    has_ledger: bool = False
+    conf_each: float = 1.0
+    engine: Engine = SERIAL
+    specs: list[PairSpec | Pair] = field(default_factory=list)
+
+    def build(self, T: int) -> PolicyLike:
+        """The policy at horizon ``T`` with its action set: the pair's, else a fixed one for a linear policy."""
+        policy = self.ctx.build(T)
+        return FixedActionSet(policy, self.features) if self.features is not None else \
+            with_features(policy, self.ctx.request.seed)
+
+    @property
+    def audited(self) -> PolicyLike:
+        assert self.policy is not None, "the audited policy is built before the steps that use it"
+        return self.policy
+
+    @property
+    def sweeps(self) -> bool:
+        """Whether the horizon sweep runs: a black-box audit free to choose its horizon also tries the search's best
+        pairs at longer horizons (a leak that grows with the rounds) before its one fresh test."""
+        return not self.has_ledger and self.user_pair is None and self.ctx.request.horizon is None
+
+
 def audit(ctx: Context) -> None:
-    """The central plan (module docstring), filling ``ctx``."""
-    from dpaudit.attacks.membership import evaluate
-    from dpaudit.attacks.neighbours import horizon_sweep, search, threshold_pairs
+    """The central plan (module docstring), filling ``ctx``: the rewards, the horizon (the pair's, or chosen), the
+    threshold search, the ledger, the pair search and attacks, the horizon sweep of a black-box audit."""
+    _refuse_interactive(ctx)
+    p = _rewards(ctx)
+    _pair_file(p)
+    _pilot_engine(p)
+    _choose_horizon(p)
+    _threshold_search(p)
+    _build_audited(p)
+    _ledger(p)
+    ctx.set_upper(policy_upper(p.audited, p.horizon, ctx.delta, protocol=ctx.protocol.name))  # from the ledger
+    _candidates(p)
+    res = _search(p)
+    _record_attacks(p, res)
+    _nothing_depended(p)
 
-    r, proto, notes = ctx.request, ctx.protocol, ctx.notes
-    spec = r.policy if isinstance(r.policy, str) else str(r.policy)
-    if proto.name == "interactive":
-        probe = ctx.build(DEFAULTS["horizon"])
-        if not getattr(probe, "accepts_queries", True):
-            raise DPAuditError(
-                f"policy {spec!r} cannot be audited under Interactive DP: it only observes the arm it chose "
-                "(its schedule fixes the observed arm), so an adversary's query cannot be fed back; use "
-                "--protocol table or --protocol view.")
-    sections = CentralSections()
-    ctx.sections = sections
-    s_ledger, s_search, s_horizon, s_threshold = np.random.SeedSequence(r.seed).spawn(4)
-    s_sweep, s_sweep_final = np.random.SeedSequence([r.seed, 0x5EE9]).spawn(2)
+
+def _refuse_interactive(ctx: Context) -> None:
+    """A policy that only observes the arm it chose cannot be fed an adversary's query (Interactive DP)."""
+    if ctx.protocol.name == "interactive" and not getattr(ctx.build(DEFAULTS["horizon"]), "accepts_queries", True):
+        raise DPAuditError(
+            f"policy {ctx.request.spec!r} cannot be audited under Interactive DP: it only observes the arm it chose "
+            "(its schedule fixes the observed arm), so an adversary's query cannot be fed back; use "
+            "--protocol table or --protocol view.")
+
+
+def _rewards(ctx: Context) -> _Plan:
+    """The plan's start: its sections and seeds, the claim read (a missing claim is refused before any search
+    runs), the reward range and alphabet (a policy that refuses the middle of its range gets its ends), and the
+    pilots' budgets (one-run classes cost a Python call per run and step: smaller ones)."""
+    r = ctx.request
+    p = _Plan(ctx, CentralSections(), _Seeds.of(r.seed), horizon=r.horizon)
+    ctx.sections = p.sections
     ctx.say("choice of the horizon")
-    features = None
+    probe = p.build(DEFAULTS["horizon"])
+    ctx.read_claim(probe, r.spec)
+    p.n_arms, p.rr = int(probe.n_arms), audit_range(probe)
+    p.alphabet = reward_alphabet_for(probe, r.rewards, p.rr)
+    if p.alphabet is None:
+        p.alphabet = probe_alphabet(probe, ctx.protocol, p.rr, ctx.notes)
+    if p.alphabet is not None:
+        p.sections.reward_alphabet = list(p.alphabet)
+    p.cells, p.small, p.per_run = pilot_budgets(probe, r.runs)
+    return p
 
-    def build(T: int) -> Any:
-        policy = ctx.build(T)
-        return FixedActionSet(policy, features) if features is not None else with_features(policy, r.seed)
 
-    probe = build(DEFAULTS["horizon"])
-    ctx.read_claim(probe, spec)  # a missing claim is refused before any search runs
-    rr = audit_range(probe)
-    alphabet = reward_alphabet_for(probe, r.rewards, rr)
-    if alphabet is None:
-        alphabet = probe_alphabet(probe, proto, rr, notes)
-    if alphabet is not None:
-        sections.reward_alphabet = list(alphabet)
-    # one-run classes cost a Python call per run and step: smaller pilot budgets for the searches
-    cells, small, per_run = pilot_budgets(probe, r.runs)
-    horizon = r.horizon
-    user_pair = None
-    if r.pair is not None:
-        from dpaudit.protocols.pairs import load_pair
+def _pair_file(p: _Plan) -> None:
+    """``--pair``: the reviewer's pair fixes the horizon, and its contexts (one K x d action set) the features."""
+    ctx, r = p.ctx, p.ctx.request
+    if r.pair is None:
+        return
+    from dpaudit.protocols.pairs import load_pair
 
-        user_pair = load_pair(r.pair, n_arms=int(probe.n_arms), protocol=proto, reward_range=rr, alphabet=alphabet)
-        T_pair = int(np.asarray(user_pair.d0).shape[0])
-        if horizon is not None and int(horizon) != T_pair:
-            raise DPAuditError(f"--horizon {horizon} differs from the pair's T = {T_pair}; the pair file fixes the "
-                               "horizon, so leave --horizon out.")
-        horizon = T_pair
-        contexts = getattr(user_pair, "contexts", None)
-        if contexts is not None:
-            contexts = np.asarray(contexts, dtype=float)
-            if contexts.ndim != 2:
-                raise DPAuditError("the pair's contexts must be one fixed action set (K x d) under the central "
-                                   "protocols; per-round contexts (T x K x d) are the joint protocol's input "
-                                   "(--protocol joint).")
-            features = contexts
-        sections.horizon = HorizonChoice(f"the horizon of the pair in {r.pair}")
-    pilot_engine = ctx.engine
-    try:  # the pilots run on the workers when the policy can travel there
-        pilot_engine.check_picklable(build(horizon if horizon is not None else DEFAULTS["horizon"]), proto)
+    p.user_pair = load_pair(r.pair, n_arms=p.n_arms, protocol=ctx.protocol, reward_range=p.rr, alphabet=p.alphabet)
+    T_pair = int(np.asarray(p.user_pair.d0).shape[0])
+    if p.horizon is not None and int(p.horizon) != T_pair:
+        raise DPAuditError(f"--horizon {p.horizon} differs from the pair's T = {T_pair}; the pair file fixes the "
+                           "horizon, so leave --horizon out.")
+    p.horizon = T_pair
+    contexts = getattr(p.user_pair, "contexts", None)
+    if contexts is not None:
+        contexts = np.asarray(contexts, dtype=float)
+        if contexts.ndim != 2:
+            raise DPAuditError("the pair's contexts must be one fixed action set (K x d) under the central "
+                               "protocols; per-round contexts (T x K x d) are the joint protocol's input "
+                               "(--protocol joint).")
+        p.features = contexts
+    p.sections.horizon = HorizonChoice(f"the horizon of the pair in {r.pair}")
+
+
+def _pilot_engine(p: _Plan) -> None:
+    """The pilots run on the workers when the policy can travel there, else in this process."""
+    p.pilot_engine = p.ctx.engine
+    try:
+        p.pilot_engine.check_picklable(p.build(p.horizon if p.horizon is not None else DEFAULTS["horizon"]),
+                                       p.ctx.protocol)
     except DPAuditError:
-        pilot_engine = pilot_engine.serial()
-    if horizon is None:
-        t_horizon = time.perf_counter()
-        horizon, how, choice = audit_horizon(build, proto, s_horizon, rr, alphabet, cells=cells, engine=pilot_engine,
-                                             progress=ctx.progress)
-        sections.horizon = HorizonChoice(how, None if choice is None else
-                                         HorizonSearch(choice.first_dependent_round, choice.tried))
+        p.pilot_engine = p.pilot_engine.serial()
+
+
+def _choose_horizon(p: _Plan) -> None:
+    """Without ``--horizon`` or a pair: :func:`audit_horizon` chooses it, and the findings say how."""
+    ctx = p.ctx
+    if p.horizon is None:
+        t0 = time.perf_counter()
+        p.horizon, how, choice = audit_horizon(p.build, ctx.protocol, p.seeds.horizon, p.rr, p.alphabet,
+                                               cells=p.cells, engine=p.pilot_engine, progress=ctx.progress)
+        p.sections.horizon = HorizonChoice(how, None if choice is None else
+                                           HorizonSearch(choice.first_dependent_round, choice.tried))
         if how != "default":
-            notes.append(f"horizon T = {horizon} chosen automatically: {how}.")
-        ctx.ran("horizon", "setup", f"T = {horizon}: {how}", time.perf_counter() - t_horizon)
-    horizon = check_int("--horizon", horizon, minimum=2)
-    threshold = None
-    if proto.name == "table" and user_pair is None:
-        # backgrounds at the policy's decision threshold, in both orientations, with the canary's round
-        # searched, and the horizon extended until a pair's two sides act differently (attacks.neighbours)
-        ctx.say("threshold search")
-        t_threshold = time.perf_counter()
-        threshold = threshold_pairs(build, proto, horizon, s_threshold, rr, alphabet, cells=cells,
-                                    max_horizon=None if r.horizon is None else horizon, stop_at_noise=per_run,
-                                    engine=pilot_engine, progress=ctx.progress)
-        sections.threshold_search = threshold.info
-        if threshold.horizon != horizon:
-            notes.append(f"horizon T = {threshold.horizon}: the threshold search found pairs whose two sides act "
-                         f"differently only after T = {horizon}.")
-            horizon = threshold.horizon
-        ctx.ran("threshold search", "setup", f"{len(threshold.specs)} threshold pairs at T = {horizon}",
-                time.perf_counter() - t_threshold)
-    ctx.horizon = horizon
-    policy = build(horizon)
+            ctx.notes.append(f"horizon T = {p.horizon} chosen automatically: {how}.")
+        ctx.ran("horizon", "setup", f"T = {p.horizon}: {how}", time.perf_counter() - t0)
+    p.horizon = check_int("--horizon", p.horizon, minimum=2)
+
+
+def _threshold_search(p: _Plan) -> None:
+    """Table DP without a pair: backgrounds at the policy's decision threshold, in both orientations, with the
+    canary's round searched, and the horizon extended until a pair's two sides act differently
+    (:func:`dpaudit.attacks.neighbours.threshold_pairs`)."""
+    from dpaudit.attacks.neighbours import threshold_pairs
+
+    ctx, r, T = p.ctx, p.ctx.request, int(p.horizon or 0)
+    if ctx.protocol.name != "table" or p.user_pair is not None:
+        return
+    ctx.say("threshold search")
+    t0 = time.perf_counter()
+    p.threshold = threshold_pairs(p.build, ctx.protocol, T, p.seeds.threshold, p.rr, p.alphabet, cells=p.cells,
+                                  max_horizon=None if r.horizon is None else T, stop_at_noise=p.per_run,
+                                  engine=p.pilot_engine, progress=ctx.progress)
+    p.sections.threshold_search = p.threshold.info
+    if p.threshold.horizon != T:
+        ctx.notes.append(f"horizon T = {p.threshold.horizon}: the threshold search found pairs whose two sides act "
+                         f"differently only after T = {T}.")
+        p.horizon = p.threshold.horizon
+    ctx.ran("threshold search", "setup", f"{len(p.threshold.specs)} threshold pairs at T = {p.horizon}",
+            time.perf_counter() - t0)
+
+
+def _build_audited(p: _Plan) -> None:
+    """The policy at the chosen horizon, its claim read again, the estimate redone there, and the confidence
+    split between the attacks (the likelihood attack runs only with a ledger)."""
+    ctx, r = p.ctx, p.ctx.request
+    ctx.horizon = p.horizon
+    p.policy = policy = p.build(int(p.horizon or 0))
     ctx.policy = policy
-    say_estimate(ctx, policy, horizon)
-    ctx.read_claim(policy, spec)
-    notes.extend(n for n in getattr(policy, "audit_notes", ()) if n not in notes)  # what the per-run adapter did
-    has_ledger = hasattr(policy, "ledger")
-    conf_each = confidence_each(ctx, 2 if has_ledger else 1)
-    ctx.blackbox_only = not has_ledger
-    K = int(policy.n_arms)
+    say_estimate(ctx, policy, int(p.horizon or 0))
+    ctx.read_claim(policy, r.spec)
+    ctx.notes.extend(n for n in getattr(policy, "audit_notes", ()) if n not in ctx.notes)  # what the per-run adapter did
+    p.has_ledger = hasattr(policy, "ledger")
+    p.conf_each = confidence_each(ctx, 2 if p.has_ledger else 1)
+    ctx.blackbox_only = not p.has_ledger
     params = getattr(policy, "params", None)
     ctx.params = params() if callable(params) else dict(r.params)
-    sections.arms, sections.confidence_per_attack = Arms(K), conf_each
-    if small < small_sample(r.runs):
-        notes.append(f"the search ranked its candidates on {small} runs per split (code run copy by copy -- a one-run "
-                     f"class, loop-shaped code, a process served run by run -- costs a call per run and step; "
-                     f"{small_sample(r.runs)} for a batched policy); the bound comes from the "
-                     f"{r.runs} fresh runs per side as usual.")
+    p.sections.arms, p.sections.confidence_per_attack = Arms(int(policy.n_arms)), p.conf_each
+    if p.small < small_sample(r.runs):
+        ctx.notes.append(f"the search ranked its candidates on {p.small} runs per split (code run copy by copy -- a "
+                         "one-run class, loop-shaped code, a process served run by run -- costs a call per run and "
+                         f"step; {small_sample(r.runs)} for a batched policy); the bound comes from the "
+                         f"{r.runs} fresh runs per side as usual.")
 
+
+def _ledger(p: _Plan) -> None:
+    """The ledger of 200 runs composed per round (:func:`dpaudit.accounting.ledger_audit`), reported beside the
+    verdict; a ledger without a release says why the bounds say nothing."""
+    ctx, policy, T = p.ctx, p.audited, int(p.horizon or 0)
     ctx.stage = "ledger audit"
-    if has_ledger:
-        t_ledger = time.perf_counter()
-        d = make_pair(PairSpec(0, "mid"), proto, K, horizon, rr, alphabet).d0
-        ledger = ledger_audit(policy, proto, d, s_ledger)
-        if ledger is not None and ledger.get("releases") == 0:
-            if sections.dependent_round() is not None:
-                notes.append("its ledger records no release, yet its actions depend on its input: it uses its data "
+    if not p.has_ledger:
+        return
+    t0 = time.perf_counter()
+    d = make_pair(PairSpec(0, "mid"), ctx.protocol, int(policy.n_arms), T, p.rr, p.alphabet).d0
+    ledger = ledger_audit(policy, ctx.protocol, d, p.seeds.ledger)
+    if ledger is None:
+        return
+    if ledger.get("releases") == 0:
+        if p.sections.dependent_round() is not None:
+            ctx.notes.append("its ledger records no release, yet its actions depend on its input: it uses its data "
                              "outside dpaudit's mechanisms, so only the black-box attack can judge it.")
-            else:
-                notes.append(f"no release happened within T = {horizon} rounds, so the attacks saw nothing private "
-                             "and their bounds say nothing about the claim; rerun with a larger --horizon "
-                             "(or without it, to let dpaudit find the first release).")
-        if ledger is not None:
-            g = ledger.pop("implied_guarantee", None)
-            if g is not None:
-                ledger["implied_epsilon"] = float(convert_claim(g, ctx.delta)[0])  # may be inf (an unnoised release)
-            ctx.ledger = ledger
-            ctx.ran("ledger", "setup", f"{ledger.get('releases', 0)} releases of {ledger.get('runs', 0)} runs composed "
-                                       "per round (reported beside the verdict)", time.perf_counter() - t_ledger)
+        else:
+            ctx.notes.append(f"no release happened within T = {T} rounds, so the attacks saw nothing private and "
+                             "their bounds say nothing about the claim; rerun with a larger --horizon (or without "
+                             "it, to let dpaudit find the first release).")
+    g = ledger.pop("implied_guarantee", None)
+    if g is not None:
+        ledger["implied_epsilon"] = float(convert_claim(g, ctx.delta)[0])  # may be inf (an unnoised release)
+    ctx.ledger = ledger
+    ctx.ran("ledger", "setup", f"{ledger.get('releases', 0)} releases of {ledger.get('runs', 0)} runs composed "
+                               "per round (reported beside the verdict)", time.perf_counter() - t0)
 
-    ctx.set_upper(policy_upper(policy, horizon, ctx.delta, protocol=proto.name))  # from the ledger just recorded
 
+def _candidates(p: _Plan) -> None:
+    """The engine of the search (this process when the policy cannot travel), and its candidate pairs: the
+    reviewer's pair, else the protocol's, a linear policy's read-out pairs, and the threshold pairs."""
+    ctx, policy, T = p.ctx, p.audited, int(p.horizon or 0)
     ctx.say("neighbouring-pair search and attacks")
-    engine = ctx.engine
+    p.engine = ctx.engine
     try:
-        engine.check_picklable(policy, proto)
+        p.engine.check_picklable(policy, ctx.protocol)
     except DPAuditError as exc:
-        notes.append(f"ran in this process only: {exc}")
-        engine = engine.serial()
-        sections.workers = engine.describe()
-    if user_pair is not None:
-        specs: list[Any] = [user_pair]
-        notes.append(f"audited on the neighbouring pair given in {r.pair} (round {user_pair.round} differs); no search.")
-    else:
-        specs = candidate_pairs(proto, K, horizon)
+        ctx.notes.append(f"ran in this process only: {exc}")
+        p.engine = p.engine.serial()
+        p.sections.workers = p.engine.describe()
+    if p.user_pair is not None:
+        p.specs = [p.user_pair]
+        ctx.notes.append(f"audited on the neighbouring pair given in {ctx.request.pair} (round {p.user_pair.round} "
+                         "differs); no search.")
+        return
+    K = int(policy.n_arms)
+    p.specs = list(candidate_pairs(ctx.protocol, K, T))
     dim = getattr(policy, "dim", None)
-    if (proto.name == "table" and user_pair is None and isinstance(dim, (int, np.integer)) and dim >= 2
+    if (ctx.protocol.name == "table" and isinstance(dim, (int, np.integer)) and dim >= 2
             and not hasattr(getattr(policy, "wrapped", policy), "set_arms")):
         # a linear policy: the read-out pair turns the canary's pull on the estimate into an action difference
         # (policies that need a fixed action set, GOPE's phases, are left to the fixed-set pairs)
-        specs += readout_pairs(K, int(dim), horizon, rr if alphabet is None else (alphabet[0], alphabet[-1]))
-    if threshold is not None:
-        specs += threshold.specs
-    finished = ctx.finished
-    # a black-box audit free to choose its horizon also tries the search's best pairs at longer horizons
-    # (a leak that grows with the rounds) before its one fresh test
-    sweep = not has_ledger and user_pair is None and r.horizon is None
-    t_search = time.perf_counter()
-    res = search(policy, proto, horizon=horizon, delta=ctx.delta, confidence_membership=conf_each,
-                 confidence_likelihood=conf_each if has_ledger else None, seed=s_search, specs=specs,
-                 reward_range=rr, n_train=small, n_select=small, n_test=r.runs, n_screen=small, n_likelihood=r.runs,
-                 claim=policy.claim, progress=ctx.progress, engine=engine, finished=finished, alphabet=alphabet,
-                 claim_epsilon=ctx.claim.epsilon, test_membership=not sweep)
+        p.specs += readout_pairs(K, int(dim), T, p.rr if p.alphabet is None else (p.alphabet[0], p.alphabet[-1]))
+    if p.threshold is not None:
+        p.specs += p.threshold.specs
+
+
+def _search(p: _Plan) -> SearchResult:
+    """Every candidate ranked on small samples, then the attacks on fresh samples
+    (:func:`dpaudit.attacks.neighbours.search`); with the horizon sweep, its membership test after the sweep."""
+    from dpaudit.attacks.neighbours import search
+
+    ctx, r, policy = p.ctx, p.ctx.request, p.audited
+    assert ctx.claim is not None
+    t0 = time.perf_counter()
+    res = search(policy, ctx.protocol, horizon=int(p.horizon or 0), delta=ctx.delta, confidence_membership=p.conf_each,
+                 confidence_likelihood=p.conf_each if p.has_ledger else None, seed=p.seeds.search, specs=p.specs,
+                 reward_range=p.rr, n_train=p.small, n_select=p.small, n_test=r.runs, n_screen=p.small,
+                 n_likelihood=r.runs, claim=policy.claim, progress=ctx.progress, engine=p.engine,  # type: ignore[attr-defined]
+                 finished=ctx.finished, alphabet=p.alphabet, claim_epsilon=ctx.claim.epsilon,  # type: ignore[arg-type]
+                 test_membership=not p.sweeps)
     # the ranking's own time: the search's, less the fresh tests it ran (their parts have their own times)
-    t_ranking = time.perf_counter() - t_search - sum(a.seconds for a in (res.membership, res.likelihood) if a is not None)
-    if sweep:
-        ctx.say("horizon sweep")
-        best_of: dict[str, tuple[float, PairSpec]] = {}  # the best ranked pattern of each family
-        for row, sp in zip([x for x in res.ranking if x.get("stage") == "ranked"], res.ranked_specs):
-            fam = row.get("family", "?")
-            if isinstance(sp, PairSpec) and (fam not in best_of or row["membership_selection_bound"] > best_of[fam][0]):
-                best_of[fam] = (row["membership_selection_bound"], sp)
-        sweep_specs = [sp for _, sp in sorted(best_of.values(), key=lambda x: -x[0])[:SWEEP_FAMILIES]]
-        cand = res.best_membership_candidate
-        t_sweep = time.perf_counter()
-        if sweep_specs:
-            spec, best_T, cand, rows = horizon_sweep(build, proto, sweep_specs, horizon, s_sweep, rr,
-                                                     delta=ctx.delta, confidence=conf_each, n=small,
-                                                     alphabet=alphabet, cells=cells, engine=engine,
-                                                     progress=ctx.progress)
-            sections.horizon_sweep = rows
-            res.best_membership_spec = spec
-            if best_T != horizon:
-                notes.append(f"horizon T = {best_T}: the pair '{spec.label()}' leaked most there on {small} runs "
-                             f"per side (horizons {sorted({row['horizon'] for row in rows})} tried).")
-                horizon = best_T
-                ctx.horizon = horizon
-                built_at = list(getattr(policy, "audit_notes", ()))
-                policy = build(horizon)
-                ctx.policy = policy
-                rebuilt_notes(notes, built_at, getattr(policy, "audit_notes", ()))
-                params = getattr(policy, "params", None)
-                ctx.params = params() if callable(params) else ctx.params
-            ctx.ran("horizon sweep", "setup", f"the best pairs of {len(sweep_specs)} families at "
-                                              f"T = {sorted({row['horizon'] for row in rows})}: T = {horizon}",
-                    time.perf_counter() - t_sweep)
-        ctx.say(f"membership: fresh views at T = {horizon}")  # the heartbeat names this stage, not the sweep's
-        res.membership = evaluate(policy, proto, cand, s_sweep_final, n_test=r.runs, delta=ctx.delta,
-                                  confidence=conf_each, n_tests=1, progress=ctx.progress, engine=engine,
-                                  claim=ctx.claim.epsilon)
-        finished["membership"] = res.membership
-    ctx.attacks += [res.membership] + ([res.likelihood] if res.likelihood is not None else [])
+    fresh = sum(a.seconds for a in (res.membership, res.likelihood) if a is not None)
+    t_ranking = time.perf_counter() - t0 - fresh
+    if p.sweeps:
+        _horizon_sweep(p, res)
     again = sum(1 for row in res.ranking if row.get("stage") == "ranked")
-    ctx.ran("search", "setup", (f"{len(specs)} candidate pairs ranked on pilot runs, the best {again} again on {small} "
-                                "runs per side" if again < len(res.ranking) else
-                                f"{len(specs)} candidate pairs ranked on {small} runs per side"), max(0.0, t_ranking))
-    ctx.ran("membership", "bound", f"black-box: the best pair's views, {runs_text(res.membership, r.runs)} fresh runs per side",
-            res.membership.seconds)
+    ctx.ran("search", "setup", (f"{len(p.specs)} candidate pairs ranked on pilot runs, the best {again} again on "
+                                f"{p.small} runs per side" if again < len(res.ranking) else
+                                f"{len(p.specs)} candidate pairs ranked on {p.small} runs per side"),
+            max(0.0, t_ranking))
+    return res
+
+
+def _horizon_sweep(p: _Plan, res: SearchResult) -> None:
+    """The best ranked pattern of :data:`SWEEP_FAMILIES` families tried at longer horizons
+    (:func:`dpaudit.attacks.neighbours.horizon_sweep`), the policy rebuilt at the horizon where it leaked most,
+    and the membership attack's fresh test there."""
+    from dpaudit.attacks.membership import evaluate
+    from dpaudit.attacks.neighbours import horizon_sweep
+
+    ctx, r, T = p.ctx, p.ctx.request, int(p.horizon or 0)
+    assert ctx.claim is not None
+    ctx.say("horizon sweep")
+    best_of: dict[str, tuple[float, PairSpec]] = {}  # the best ranked pattern of each family
+    for row, sp in zip([x for x in res.ranking if x.get("stage") == "ranked"], res.ranked_specs):
+        fam = row.get("family", "?")
+        if isinstance(sp, PairSpec) and (fam not in best_of or row["membership_selection_bound"] > best_of[fam][0]):
+            best_of[fam] = (row["membership_selection_bound"], sp)
+    sweep_specs = [sp for _, sp in sorted(best_of.values(), key=lambda x: -x[0])[:SWEEP_FAMILIES]]
+    cand = res.best_membership_candidate
+    t0 = time.perf_counter()
+    if sweep_specs:
+        spec, best_T, cand, rows = horizon_sweep(p.build, ctx.protocol, sweep_specs, T, p.seeds.sweep, p.rr,
+                                                 delta=ctx.delta, confidence=p.conf_each, n=p.small,
+                                                 alphabet=p.alphabet, cells=p.cells, engine=p.engine,
+                                                 progress=ctx.progress)
+        p.sections.horizon_sweep = rows
+        res.best_membership_spec = spec
+        tried = sorted({row["horizon"] for row in rows})
+        if best_T != T:
+            ctx.notes.append(f"horizon T = {best_T}: the pair '{spec.label()}' leaked most there on {p.small} runs "
+                             f"per side (horizons {tried} tried).")
+            _rebuild_at(p, best_T)
+        ctx.ran("horizon sweep", "setup", f"the best pairs of {len(sweep_specs)} families at T = {tried}: "
+                                          f"T = {p.horizon}", time.perf_counter() - t0)
+    ctx.say(f"membership: fresh views at T = {p.horizon}")  # the heartbeat names this stage, not the sweep's
+    res.membership = evaluate(p.audited, ctx.protocol, cand, p.seeds.sweep_final, n_test=r.runs, delta=ctx.delta,
+                              confidence=p.conf_each, n_tests=1, progress=ctx.progress, engine=p.engine,
+                              claim=ctx.claim.epsilon)
+    ctx.finished["membership"] = res.membership
+
+
+def _rebuild_at(p: _Plan, T: int) -> None:
+    """The audited policy rebuilt at horizon ``T``, the per-run adapter's notes of its build replaced."""
+    ctx = p.ctx
+    p.horizon = ctx.horizon = T
+    built_at = list(getattr(p.policy, "audit_notes", ()))
+    p.policy = policy = p.build(T)
+    ctx.policy = policy
+    rebuilt_notes(ctx.notes, built_at, getattr(policy, "audit_notes", ()))
+    params = getattr(policy, "params", None)
+    ctx.params = params() if callable(params) else ctx.params
+
+
+def _record_attacks(p: _Plan, res: SearchResult) -> None:
+    """The attacks' bounds, their parts, the Rényi orders the likelihood attack found above the claim, the
+    search's ranking and summary, and the black-box attack's power."""
+    ctx, r = p.ctx, p.ctx.request
+    ctx.attacks += [res.membership] + ([res.likelihood] if res.likelihood is not None else [])
+    ctx.ran("membership", "bound", f"black-box: the best pair's views, {runs_text(res.membership, r.runs)} fresh runs "
+                                   "per side", res.membership.seconds)
     if res.likelihood is not None:
         ctx.ran("likelihood", "bound", f"gray-box: the ledger's privacy loss, {r.runs} fresh runs",
                 res.likelihood.seconds)
         ctx.renyi_violation = list(res.likelihood.details.get("renyi_violation", []))
-    sections.renyi_violation = ctx.renyi_violation
-    sections.search = res.ranking
-    sections.search_summary = search_summary(res.ranking, horizon)
-    ctx.set_power(res.membership, len(specs), r.runs, conf_each)
-    searched = sections.horizon.horizon_search if sections.horizon is not None else None
-    separated = threshold is not None and threshold.info.get("separated")
+    p.sections.renyi_violation = ctx.renyi_violation
+    p.sections.search = res.ranking
+    p.sections.search_summary = search_summary(res.ranking, int(p.horizon or 0))
+    ctx.set_power(res.membership, len(p.specs), r.runs, p.conf_each)
+
+
+def _nothing_depended(p: _Plan) -> None:
+    """The reason must match the evidence: "nothing depended on the input" only when the horizon discovery
+    found no dependent round, the threshold search separated no pair and no attack saw anything."""
+    ctx = p.ctx
+    searched = p.sections.horizon.horizon_search if p.sections.horizon is not None else None
+    separated = p.threshold is not None and p.threshold.info.get("separated")
     if (searched is not None and searched.first_dependent_round is None and not separated
             and max((a.epsilon_lower for a in ctx.attacks), default=0.0) <= 0):
-        # the reason must match the evidence: "nothing depended on the input" only when no attack saw anything
         ctx.unseen = (f"no action of the policy depended on its input within {searched.tried_up_to} rounds of the "
-                      f"horizon discovery, and no attack told the sides of the {len(specs)} pairs tried apart at "
-                      f"T = {horizon}")
+                      f"horizon discovery, and no attack told the sides of the {len(p.specs)} pairs tried apart at "
+                      f"T = {p.horizon}")
 
 
 def rebuilt_notes(notes: list[str], old: Sequence[str], new: Sequence[str]) -> None:
