@@ -23,7 +23,7 @@ from dpaudit.protocols import Protocol
 
 from .cost import Estimate
 from .findings import Claim, Exact, Findings, Part, Power, Upper, Verdict
-from .sections import JSONObject, JSONValue, Sections
+from .sections import JSONObject, Sections
 from .setup import ClaimSource, build_policy, claim_curves, claimed_epsilon, versions
 from .verdict import decide
 

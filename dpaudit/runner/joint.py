@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -61,8 +61,11 @@ from dpaudit.attacks.discriminant import lda_attack
 from dpaudit.attacks.joint_likelihood import (implied_sensitivities, joint_likelihood_attack, release_losses,
                                               replay_losses, replay_run)
 from dpaudit.attacks.membership import view_attack
+from dpaudit.attacks.result import AuditResult
 from dpaudit.attacks.sampling import draw_many
+from dpaudit.engine import SERIAL, Engine
 from dpaudit.errors import DPAuditError, check_int
+from dpaudit.policies.base import PolicyLike
 from dpaudit.mechanisms import ReplayMismatch
 from dpaudit.protocols import JointDP
 from dpaudit.protocols.joint import (JointPair, canary_nodes, canary_pairs, growth_background, joint_pairs, readout_pairs,
@@ -327,17 +330,97 @@ def preflight(ctx: Context) -> None:
                               max_hours=r.max_hours, workers=r.workers, local=r.on_this_machine)
 
 
+@dataclass(frozen=True)
+class _Seeds:
+    """The joint plan's seeds, each part its own (spawned once from the audit's seed)."""
+
+    ledger: np.random.SeedSequence
+    view: np.random.SeedSequence
+    tree: np.random.SeedSequence
+    central: np.random.SeedSequence
+    likelihood: np.random.SeedSequence
+    implied: np.random.SeedSequence
+    long: np.random.SeedSequence
+
+    @classmethod
+    def of(cls, seed: int) -> "_Seeds":
+        return cls(*np.random.SeedSequence(seed).spawn(7))
+
+
+@dataclass
+class _Plan:
+    """The joint plan's state between its steps (:func:`audit`)."""
+
+    ctx: Context
+    sections: JointSections
+    seeds: _Seeds
+    policy: PolicyLike
+    T: int
+    K: int
+    dim: int
+    #: fresh runs per side (capped) and the pilot size of the membership test
+    runs: int
+    small: int
+    user_pair: JointPair | None
+    #: the pairs of the ledger, of the membership test on the actions, and of the tree parts
+    pairs: list[JointPair] = field(default_factory=list)
+    view_pairs: list[JointPair] = field(default_factory=list)
+    tree_pairs: list[JointPair] = field(default_factory=list)
+    has_ledger: bool = False
+    #: whether the ledger holds tree nodes near the canary, and whether the policy's runs replay
+    has_tree: bool = False
+    replayable: bool = False
+    conf_each: float = 1.0
+    engine: Engine = SERIAL
+    #: each mechanism's sensitivity factor the replayed canaries realise beyond the recorded one
+    raised: dict[str, float] = field(default_factory=dict)
+    #: the tree parts' pilot runs (:func:`_pilots`), and the gray-box result (:func:`_tree_likelihood`)
+    drawn: list[dict[str, np.ndarray]] = field(default_factory=list)
+    likelihood: AuditResult | None = None
+
+    @property
+    def floor(self) -> float:
+        """The gray-box bound, below which a black-box count may stop as futile (0 without it)."""
+        return float(self.likelihood.epsilon_lower) if self.replayable and self.likelihood is not None else 0.0
+
+
 def audit(ctx: Context) -> None:
-    """The joint plan (module docstring), filling ``ctx``."""
+    """The joint plan (module docstring), filling ``ctx``: the policy at the horizon (the pair's), the pairs, the
+    release probe, the ledgers, the tree parts' pilots, the gray box, the membership test on the actions, the
+    tree discriminant, the central view beside."""
     from dpaudit.policies.finite_contextual import is_contextual_spec
 
     r = ctx.request
-    spec = r.policy if isinstance(r.policy, str) else str(r.policy)
     if isinstance(r.policy, str) and is_contextual_spec(r.policy):
         return audit_finite(ctx)
-    sections = JointSections()
-    ctx.sections = sections
-    runs = r.runs
+    p = _start(ctx)
+    _choose_pairs(p)
+    _probe_releases(p)
+    _ledger(p)
+    ctx.set_upper(policy_upper(p.policy, p.T, ctx.delta, protocol="joint"))  # from the ledger just recorded
+    if p.has_ledger and p.user_pair is None and p.T < LONG_LEDGER["horizon"] and ctx.ledger is not None:
+        _long_ledger(ctx, p.sections, p.K, p.dim, p.raised, p.seeds.long)
+    _pilots(p)
+    # the gray box first: its bound is the floor below which the black-box counts (the membership test on the
+    # actions, the tree discriminant) may stop as futile
+    projectable = p.replayable  # the pilots replayed, so the discriminant has its known differences
+    _tree_likelihood(p)
+    mem = _membership(p)
+    if p.has_tree:
+        _tree_releases(p, projectable)
+    _record_likelihood(p)
+    if p.user_pair is None:
+        _central_view(p)
+    note = _power_note(mem, p.runs, ctx, p.T, p.has_tree or p.replayable, p.conf_each)
+    ctx.set_power(mem, len(p.view_pairs), p.runs, p.conf_each, note=note)
+    if note:
+        ctx.notes.append(note)
+
+
+def _start(ctx: Context) -> _Plan:
+    """The plan's start: the horizon (``--horizon``, the pair file's, or 16), the policy built there and its
+    claim read, the fresh runs capped at :data:`JOINT_DEFAULTS`."""
+    r, spec = ctx.request, ctx.request.spec
     T = check_int("--horizon", r.horizon if r.horizon is not None else JOINT_DEFAULTS["horizon"], minimum=3)
     user_pair = None
     if r.pair is not None:
@@ -350,197 +433,246 @@ def audit(ctx: Context) -> None:
             raise DPAuditError(f"--horizon {r.horizon} differs from the pair's T = {T_pair}; the pair file fixes the "
                                "horizon, so leave --horizon out.")
         T = T_pair
+    sections = JointSections()
+    ctx.sections = sections
     ctx.horizon = T
     policy = ctx.build(T)
     ctx.policy = policy
     dim = _dim(policy, spec)
     ctx.read_claim(policy, spec)
-    K = int(policy.n_arms)
     ctx.params = dict(r.params)
-    s_ledger, s_view, s_tree, s_central, s_lik, s_implied, s_long = np.random.SeedSequence(r.seed).spawn(7)
-    has_ledger = hasattr(policy, "ledger")
+    runs = r.runs
     if runs > JOINT_DEFAULTS["runs"]:
         ctx.notes.append(f"fresh runs capped at {JOINT_DEFAULTS['runs']} per side (asked {runs}) to keep the audit "
                          "within two minutes; the bounds hold at their confidence whatever the sample size.")
         runs = JOINT_DEFAULTS["runs"]
-    small = max(500, min(4000, runs // 5))
-    if user_pair is not None:
-        pairs, view_pairs, tree_pairs = [user_pair], [user_pair], [user_pair]
-        ctx.notes.append(f"audited on the neighbouring pair given in {r.pair} (round {user_pair.round} differs); "
-                         "no search.")
-    else:
-        pairs = joint_pairs(K, dim, T)
-        view_pairs = pairs + readout_pairs(K, dim, T)  # + the PGD read-out adversary
-        tree_pairs = canary_pairs(K, dim, T)
-    has_tree = replayable = False
-    if has_ledger:
+    return _Plan(ctx, sections, _Seeds.of(r.seed), policy, T, int(policy.n_arms), dim, runs,
+                 max(500, min(4000, runs // 5)), user_pair, has_ledger=hasattr(policy, "ledger"))
+
+
+def _choose_pairs(p: _Plan) -> None:
+    """The reviewer's pair, else the joint adversaries' pairs, the PGD read-out pair for the membership test and
+    the worst-case canaries for the tree parts."""
+    if p.user_pair is not None:
+        p.pairs, p.view_pairs, p.tree_pairs = [p.user_pair], [p.user_pair], [p.user_pair]
+        p.ctx.notes.append(f"audited on the neighbouring pair given in {p.ctx.request.pair} (round "
+                           f"{p.user_pair.round} differs); no search.")
+        return
+    p.pairs = joint_pairs(p.K, p.dim, p.T)
+    p.view_pairs = p.pairs + readout_pairs(p.K, p.dim, p.T)  # + the PGD read-out adversary
+    p.tree_pairs = canary_pairs(p.K, p.dim, p.T)
+
+
+def _probe_releases(p: _Plan) -> None:
+    """Which release parts can run (:func:`_probe`: tree nodes near the canary, runs that replay), the
+    confidence split between the parts that sample, and the engine (this process when the policy cannot
+    travel)."""
+    ctx = p.ctx
+    if p.has_ledger:
         try:
-            has_tree, replayable, why = _probe(policy, tree_pairs[0])
+            p.has_tree, p.replayable, why = _probe(p.policy, p.tree_pairs[0])
         except ReplayMismatch:
             raise
         except DPAuditError as exc:  # the policy refuses contexts that change from round to round
-            raise DPAuditError(f"policy {spec!r} cannot be audited under joint DP: a run on the joint adversary's "
-                               f"input, whose contexts change from round to round, failed ({exc})") from exc
-        if not replayable:
+            raise DPAuditError(f"policy {ctx.request.spec!r} cannot be audited under joint DP: a run on the joint "
+                               "adversary's input, whose contexts change from round to round, failed "
+                               f"({exc})") from exc
+        if not p.replayable:
             ctx.notes.append(f"no tree-likelihood part: replaying the policy's runs on the other input failed ({why})")
-    conf_each = confidence_each(ctx, 1 + int(has_tree) + int(replayable))
-    sections.arms, sections.confidence_per_attack = Arms(K), conf_each
-    engine = ctx.engine
+    p.conf_each = confidence_each(ctx, 1 + int(p.has_tree) + int(p.replayable))
+    p.sections.arms, p.sections.confidence_per_attack = Arms(p.K), p.conf_each
+    p.engine = ctx.engine
     try:
-        engine.check_picklable(policy)
+        p.engine.check_picklable(p.policy)
     except DPAuditError as exc:
         ctx.notes.append(f"ran in this process only: {exc}")
-        engine = engine.serial()
+        p.engine = p.engine.serial()
 
-    if has_ledger:
-        ctx.say("joint: ledger accounting")
-        t_ledger = time.perf_counter()
-        led = ledger_audit(policy, JointDP(), pairs[0].d0, s_ledger)
-        implied = _implied_sensitivities(policy, tree_pairs, s_implied) if replayable else {}
-        raised = {k: v for k, v in implied.items() if v > 1 + 1e-9}
-        if led is not None and raised:  # composed again with the sensitivities the canaries realise
-            led = {**ledger_audit(policy, JointDP(), pairs[0].d0, s_ledger, sensitivity_factor=raised),
-                   "recorded_implied": led.get("implied"), "sensitivity_factor": raised}
-        if led is not None:
-            g = led.pop("implied_guarantee", None)
-            led = {"kind": "per-round", "tree": has_tree, **led}
-            if g is not None:
-                eps = float(convert_claim(g, ctx.delta)[0])
-                led["implied_epsilon"] = eps
-                how = f"every release composed per round: {led['implied']}"
-                if raised:
-                    how += (" (each release at the larger of its recorded sensitivity and the one the replayed "
-                            "canaries realise: " + ", ".join(f"{k} x {v:.4g}" for k, v in sorted(raised.items()))
-                            + f"; {led['recorded_implied']} at the recorded ones)")
-                    ctx.notes.append(f"the canaries of joint DP's neighbours (a round's context and reward replaced) "
-                                     f"move releases by more than the sensitivities the ledger records ("
-                                     + ", ".join(f"{k}: {v:.4g} times" for k, v in sorted(raised.items()))
-                                     + "); the per-round ledger composes each at the larger one, a lower bound on its "
-                                     "true sensitivity, so the figure is what the policy's own noise costs for these "
-                                     "neighbours.")
-                ctx.exact.append(Exact("per-round ledger", eps, how, True, {}, {}))
-            ctx.ledger = led
-            what = " (a tree ledger: every round feeds one node per tree level by design)" if has_tree else ""
-            ctx.ran("ledger", "exact", f"{led.get('releases', 0)} releases composed per round{what}",
-                    time.perf_counter() - t_ledger)
-    ctx.set_upper(policy_upper(policy, T, ctx.delta, protocol="joint"))  # from the ledger just recorded
-    if has_ledger and user_pair is None and T < LONG_LEDGER["horizon"] and ctx.ledger is not None:
-        _long_ledger(ctx, sections, K, dim, raised, s_long)
 
-    tree_small = _tree_small(runs)
-    drawn: list[Any] = []
-    if has_tree or replayable:
-        # one set of pilot runs of the canary pairs for both release parts: a training split replayed on the other
-        # side (the known differences the discriminant projects on, its fit, the likelihood's candidates and
-        # grid) and a selection split (the discriminant's pair and threshold); the pilots only choose tests
-        ctx.say("joint: pilot runs for the tree attacks")
-        t_pilots = time.perf_counter()
-        P = len(tree_pairs)
-        src = TreePilotSource(policy, tree_pairs, T, dim, trees=has_tree)
-        seeds = [ss.spawn(4) for ss in s_tree.spawn(P)]
-        reqs = [(P + c, 0, tree_small, sc[0]) for c, sc in enumerate(seeds)]
-        reqs += [(P + c, 1, tree_small, sc[1]) for c, sc in enumerate(seeds)]
-        if has_tree:
-            reqs += [(c, side, tree_small, sc[2 + side]) for c, sc in enumerate(seeds) for side in (0, 1)]
-        try:
-            drawn = draw_many(src, reqs, engine)
-        except ReplayMismatch as exc:  # a run the two-run probe did not meet: the release parts go without replays
-            replayable = False
-            ctx.notes.append(f"no tree-likelihood part: replaying a pilot run on the other input failed ({exc})")
-            reqs = [(c - P if c >= P else c, side, m, sd) for c, side, m, sd in reqs]
-            drawn = draw_many(src, reqs, engine) if has_tree else []
-        ctx.ran("pilots", "setup", f"{tree_small} training runs per side of each of {P} canary pairs, replayed on the "
-                                   "other side" + (f", and {tree_small} selection runs per side" if has_tree else "")
-                + ", which choose the release attacks' tests", time.perf_counter() - t_pilots)
+def _ledger(p: _Plan) -> None:
+    """The per-round ledger (exact, judged), each mechanism at the larger of its recorded sensitivity and the
+    one the replayed canaries realise (:func:`_implied_sensitivities`)."""
+    ctx, policy = p.ctx, p.policy
+    if not p.has_ledger:
+        return
+    ctx.say("joint: ledger accounting")
+    t0 = time.perf_counter()
+    d = p.pairs[0].d0
+    led = ledger_audit(policy, JointDP(), d, p.seeds.ledger)
+    implied = _implied_sensitivities(policy, p.tree_pairs, p.seeds.implied) if p.replayable else {}
+    p.raised = raised = {k: v for k, v in implied.items() if v > 1 + 1e-9}
+    if led is not None and raised:  # composed again with the sensitivities the canaries realise
+        led = {**ledger_audit(policy, JointDP(), d, p.seeds.ledger, sensitivity_factor=raised),
+               "recorded_implied": led.get("implied"), "sensitivity_factor": raised}
+    if led is None:
+        return
+    g = led.pop("implied_guarantee", None)
+    led = {"kind": "per-round", "tree": p.has_tree, **led}
+    if g is not None:
+        eps = float(convert_claim(g, ctx.delta)[0])
+        led["implied_epsilon"] = eps
+        ctx.exact.append(Exact("per-round ledger", eps, _ledger_method(ctx, led, raised), True, {}, {}))
+    ctx.ledger = led
+    what = " (a tree ledger: every round feeds one node per tree level by design)" if p.has_tree else ""
+    ctx.ran("ledger", "exact", f"{led.get('releases', 0)} releases composed per round{what}",
+            time.perf_counter() - t0)
 
-    # the gray box first: its bound is the floor below which the black-box counts (the membership test on the
-    # actions, the tree discriminant) may stop as futile
-    projectable = replayable  # the pilots replayed, so the discriminant has its known differences
-    if replayable:
-        ctx.say("joint: the exact privacy loss of the releases (gray box)")
-        P = len(tree_pairs)
-        cands = [(c, side) for c in range(P) for side in (0, 1)]
-        lik_pilots = [drawn[side * P + c]["loss"] for c, side in cands]
-        try:
-            lik = joint_likelihood_attack(LossSource(policy, tree_pairs, T, dim), cands, lik_pilots, s_lik,
-                                          delta=ctx.delta, confidence=conf_each, n_runs=runs,
-                                          claim=getattr(policy, "claim", None), engine=engine, progress=ctx.progress)
-        except ReplayMismatch as exc:  # its share of the confidence stays unspent: the other bounds only get safer
-            replayable = False
-            ctx.notes.append(f"no tree-likelihood bound: replaying a fresh run on the other input failed ({exc})")
+
+def _ledger_method(ctx: Context, led: JSONObject, raised: dict[str, float]) -> str:
+    """How the per-round ledger figure was composed; with sensitivities the canaries raised, a note says so."""
+    how = f"every release composed per round: {led['implied']}"
+    if raised:
+        how += (" (each release at the larger of its recorded sensitivity and the one the replayed canaries "
+                "realise: " + ", ".join(f"{k} x {v:.4g}" for k, v in sorted(raised.items()))
+                + f"; {led['recorded_implied']} at the recorded ones)")
+        ctx.notes.append("the canaries of joint DP's neighbours (a round's context and reward replaced) move "
+                         "releases by more than the sensitivities the ledger records ("
+                         + ", ".join(f"{k}: {v:.4g} times" for k, v in sorted(raised.items()))
+                         + "); the per-round ledger composes each at the larger one, a lower bound on its true "
+                         "sensitivity, so the figure is what the policy's own noise costs for these neighbours.")
+    return how
+
+
+def _pilots(p: _Plan) -> None:
+    """One set of pilot runs of the canary pairs for both release parts: a training split replayed on the other
+    side (the known differences the discriminant projects on, its fit, the likelihood's candidates and grid) and
+    a selection split (the discriminant's pair and threshold); the pilots only choose tests."""
+    ctx = p.ctx
+    if not (p.has_tree or p.replayable):
+        return
+    ctx.say("joint: pilot runs for the tree attacks")
+    t0 = time.perf_counter()
+    P, tree_small = len(p.tree_pairs), _tree_small(p.runs)
+    src = TreePilotSource(p.policy, p.tree_pairs, p.T, p.dim, trees=p.has_tree)
+    seeds = [ss.spawn(4) for ss in p.seeds.tree.spawn(P)]
+    reqs = [(P + c, 0, tree_small, sc[0]) for c, sc in enumerate(seeds)]
+    reqs += [(P + c, 1, tree_small, sc[1]) for c, sc in enumerate(seeds)]
+    if p.has_tree:
+        reqs += [(c, side, tree_small, sc[2 + side]) for c, sc in enumerate(seeds) for side in (0, 1)]
+    try:
+        p.drawn = draw_many(src, reqs, p.engine)
+    except ReplayMismatch as exc:  # a run the two-run probe did not meet: the release parts go without replays
+        p.replayable = False
+        ctx.notes.append(f"no tree-likelihood part: replaying a pilot run on the other input failed ({exc})")
+        reqs = [(c - P if c >= P else c, side, m, sd) for c, side, m, sd in reqs]
+        p.drawn = draw_many(src, reqs, p.engine) if p.has_tree else []
+    ctx.ran("pilots", "setup", f"{tree_small} training runs per side of each of {P} canary pairs, replayed on the "
+                               "other side" + (f", and {tree_small} selection runs per side" if p.has_tree else "")
+            + ", which choose the release attacks' tests", time.perf_counter() - t0)
+
+
+def _tree_likelihood(p: _Plan) -> None:
+    """The gray box (``tree-likelihood``): the exact privacy loss of every release of fresh runs replayed on the
+    other input (:func:`dpaudit.attacks.joint_likelihood.joint_likelihood_attack`); a replay that fails leaves its
+    share of the confidence unspent (the other bounds only get safer)."""
+    ctx = p.ctx
+    if not p.replayable:
+        return
+    ctx.say("joint: the exact privacy loss of the releases (gray box)")
+    P = len(p.tree_pairs)
+    cands = [(c, side) for c in range(P) for side in (0, 1)]
+    pilots = [p.drawn[side * P + c]["loss"] for c, side in cands]
+    try:
+        p.likelihood = joint_likelihood_attack(LossSource(p.policy, p.tree_pairs, p.T, p.dim), cands, pilots,
+                                               p.seeds.likelihood, delta=ctx.delta, confidence=p.conf_each,
+                                               n_runs=p.runs, claim=getattr(p.policy, "claim", None), engine=p.engine,
+                                               progress=ctx.progress)
+    except ReplayMismatch as exc:
+        p.replayable = False
+        ctx.notes.append(f"no tree-likelihood bound: replaying a fresh run on the other input failed ({exc})")
+
+
+def _membership(p: _Plan) -> AuditResult:
+    """The black box on the JDP view a_{t+1}..a_T (:func:`dpaudit.attacks.membership.view_attack`), its count
+    free to stop below the gray-box bound."""
+    ctx = p.ctx
+    assert ctx.claim is not None
     ctx.say("joint: membership attack on a_{t+1}..a_T")
-    src_view = JointViewSource(policy, view_pairs, T)
-    mem = view_attack(src_view, list(range(len(view_pairs))), [p.round for p in view_pairs], K, T, s_view,
-                      delta=ctx.delta, confidence=conf_each, small=small, runs=runs, name="membership", engine=engine,
-                      progress=ctx.progress, claim=ctx.claim.epsilon,
-                      floor=float(lik.epsilon_lower) if replayable else 0.0, screen=_screen(small), keep=2)
+    src = JointViewSource(p.policy, p.view_pairs, p.T)
+    mem = view_attack(src, list(range(len(p.view_pairs))), [pair.round for pair in p.view_pairs], p.K, p.T,
+                      p.seeds.view, delta=ctx.delta, confidence=p.conf_each, small=p.small, runs=p.runs,
+                      name="membership", engine=p.engine, progress=ctx.progress, claim=ctx.claim.epsilon,
+                      floor=p.floor, screen=_screen(p.small), keep=2)
     ctx.attacks.append(mem)
-    ctx.ran("membership", "bound", f"black-box on a_(t+1)..a_T, {len(view_pairs)} pairs, {runs_text(mem, runs)} fresh runs per side",
-            mem.seconds)
-    if has_tree:
-        ctx.say("joint: the tree releases at the canary (black box on the releases)")
-        P = len(tree_pairs)
-        train, select = drawn[:2 * P], drawn[2 * P:]
-        pilots, project = [], []
-        for c, pair in enumerate(tree_pairs):
-            tr0, tr1 = train[c], train[P + c]
-            se0, se1 = select[2 * c], select[2 * c + 1]
-            pilots += [tr0["tree"], tr1["tree"], se0["tree"], se1["tree"]]
-            if projectable:
-                rels = _node_widths(policy, pair)
-                project.append(_projections(rels[0], rels[1], np.vstack([tr0["shift"], tr1["shift"]])))
-            else:
-                project.append(None)
-        tree = lda_attack(TreeSource(policy, tree_pairs, T, dim), list(range(P)), s_tree, delta=ctx.delta,
-                          confidence=conf_each, n_train=tree_small, n_select=tree_small, n_test=runs,
-                          name="tree-releases", engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon,
-                          pilots=pilots, project=project, threshold_for_fresh=True,
-                          floor=float(lik.epsilon_lower) if replayable else 0.0)
-        ctx.attacks.append(tree)
-        ctx.ran("tree-releases", "bound", f"black box on the releases: the tree nodes at and beside the canary, "
-                                          f"projected on its known difference, {runs_text(tree, runs)} fresh runs per side",
-                tree.seconds)
-    if replayable:
-        ctx.attacks.append(lik)
-        ctx.renyi_violation = list(lik.details.get("renyi_violation", []))
-        sections.renyi_violation = ctx.renyi_violation
-        if lik.details.get("views_not_post_processing"):
-            ctx.notes.append(f"in {lik.details['views_not_post_processing']} of {runs} replayed runs the actions after "
-                             "the canary round changed although every release was the same: the actions read the "
-                             "canary other than through the releases, which the tree-likelihood part cannot see.")
-        if lik.details.get("sensitivity_excess_runs"):
-            ctx.notes.append(f"in {lik.details['sensitivity_excess_runs']} of {runs} replayed runs the canary moved a "
-                             f"release's centre by up to {lik.details['sensitivity_excess_max']:.4g} times the sensitivity "
-                             "its ledger records: the policy's own accounting understates that release's cost for "
-                             "joint DP's neighbours (a round's context and reward replaced); releases no canary "
-                             "moved keep their recorded sensitivity in the ledger figure.")
-            if ctx.upper is not None and ctx.upper.epsilon is not None:  # its sensitivity assumption is refuted
-                ctx.set_upper(None, reason=f"no upper bound: the ledger's composition assumes every release's "
-                                           f"sensitivity is right for joint DP's neighbours, and the replay moved a "
-                                           f"release's centre by {lik.details['sensitivity_excess_max']:.4g} times the "
-                                           "sensitivity its ledger records")
-        ctx.ran("tree-likelihood", "bound", f"gray box: the exact privacy loss of every release, each run replayed on "
-                                            f"the other input, {lik.details['n_fresh']} fresh runs (all counted); "
-                                            "valid when the replay is exact and the ledger's noise true",
-                lik.seconds)
+    ctx.ran("membership", "bound", f"black-box on a_(t+1)..a_T, {len(p.view_pairs)} pairs, {runs_text(mem, p.runs)} "
+                                   "fresh runs per side", mem.seconds)
+    return mem
 
-    if user_pair is None:
-        ctx.say("joint: the central view a_t..a_T (beside the verdict)")
-        cpairs = joint_pairs(K, dim, T, central=True)
-        central = view_attack(JointViewSource(policy, cpairs, T), [0], [cpairs[0].round - 1], K, T, s_central,
-                              delta=ctx.delta, confidence=ctx.confidence, small=_screen(small), runs=runs,
-                              name="central view",
-                              engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon if ctx.claim else None)
-        # with a claim, the count stops once it is settled that the central view stays below it
-        ctx.beside.append(central)
-        ctx.notes.append(f"central view a_t..a_T (not promised by joint DP): eps >= {central.epsilon_lower:.4g} on "
-                         f"the pair '{cpairs[0].label}' ({runs_text(central, runs)} fresh runs per side).")
-        ctx.ran("central view", "beside", f"black-box on a_t..a_T (joint DP does not hide a_t), {runs_text(central, runs)} "
-                                          "fresh runs per side", central.seconds)
-    note = _power_note(mem, runs, ctx, T, has_tree or replayable, conf_each)
-    ctx.set_power(mem, len(view_pairs), runs, conf_each, note=note)
-    if note:
-        ctx.notes.append(note)
+
+def _tree_releases(p: _Plan, projectable: bool) -> None:
+    """The black box on the releases (``tree-releases``): the tree nodes at and beside the canary, each projected
+    on the canary's known difference when the pilots replayed (``projectable``), scored by Fisher's discriminant
+    (:func:`dpaudit.attacks.discriminant.lda_attack`)."""
+    ctx = p.ctx
+    assert ctx.claim is not None
+    ctx.say("joint: the tree releases at the canary (black box on the releases)")
+    P, tree_small = len(p.tree_pairs), _tree_small(p.runs)
+    train, select = p.drawn[:2 * P], p.drawn[2 * P:]
+    pilots, project = [], []
+    for c, pair in enumerate(p.tree_pairs):
+        tr0, tr1 = train[c], train[P + c]
+        se0, se1 = select[2 * c], select[2 * c + 1]
+        pilots += [tr0["tree"], tr1["tree"], se0["tree"], se1["tree"]]
+        if projectable:
+            nodes, widths = _node_widths(p.policy, pair)
+            project.append(_projections(nodes, widths, np.vstack([tr0["shift"], tr1["shift"]])))
+        else:
+            project.append(None)
+    tree = lda_attack(TreeSource(p.policy, p.tree_pairs, p.T, p.dim), list(range(P)), p.seeds.tree, delta=ctx.delta,
+                      confidence=p.conf_each, n_train=tree_small, n_select=tree_small, n_test=p.runs,
+                      name="tree-releases", engine=p.engine, progress=ctx.progress, claim=ctx.claim.epsilon,
+                      pilots=pilots, project=project, threshold_for_fresh=True, floor=p.floor)
+    ctx.attacks.append(tree)
+    ctx.ran("tree-releases", "bound", "black box on the releases: the tree nodes at and beside the canary, "
+                                      f"projected on its known difference, {runs_text(tree, p.runs)} fresh runs per "
+                                      "side", tree.seconds)
+
+
+def _record_likelihood(p: _Plan) -> None:
+    """The gray-box bound into the verdict, after the black-box counts it floored: its Rényi orders above the
+    claim, what its replays saw (actions that read the canary other than through the releases, releases moved
+    beyond their recorded sensitivity, which refutes the ledger's upper bound)."""
+    ctx, lik, runs = p.ctx, p.likelihood, p.runs
+    if not p.replayable or lik is None:
+        return
+    ctx.attacks.append(lik)
+    ctx.renyi_violation = list(lik.details.get("renyi_violation", []))
+    p.sections.renyi_violation = ctx.renyi_violation
+    if lik.details.get("views_not_post_processing"):
+        ctx.notes.append(f"in {lik.details['views_not_post_processing']} of {runs} replayed runs the actions after "
+                         "the canary round changed although every release was the same: the actions read the "
+                         "canary other than through the releases, which the tree-likelihood part cannot see.")
+    if lik.details.get("sensitivity_excess_runs"):
+        excess = lik.details["sensitivity_excess_max"]
+        ctx.notes.append(f"in {lik.details['sensitivity_excess_runs']} of {runs} replayed runs the canary moved a "
+                         f"release's centre by up to {excess:.4g} times the sensitivity its ledger records: the "
+                         "policy's own accounting understates that release's cost for joint DP's neighbours (a "
+                         "round's context and reward replaced); releases no canary moved keep their recorded "
+                         "sensitivity in the ledger figure.")
+        if ctx.upper is not None and ctx.upper.epsilon is not None:  # its sensitivity assumption is refuted
+            ctx.set_upper(None, reason="no upper bound: the ledger's composition assumes every release's sensitivity "
+                                       "is right for joint DP's neighbours, and the replay moved a release's centre by "
+                                       f"{excess:.4g} times the sensitivity its ledger records")
+    ctx.ran("tree-likelihood", "bound", "gray box: the exact privacy loss of every release, each run replayed on "
+                                        f"the other input, {lik.details['n_fresh']} fresh runs (all counted); "
+                                        "valid when the replay is exact and the ledger's noise true", lik.seconds)
+
+
+def _central_view(p: _Plan) -> None:
+    """Beside the verdict: the central view a_t..a_T on a pair whose canary swaps which arm carries e1 (joint DP
+    does not promise to hide a_t); with a claim, its count stops once the view is settled below it."""
+    ctx = p.ctx
+    ctx.say("joint: the central view a_t..a_T (beside the verdict)")
+    cpairs = joint_pairs(p.K, p.dim, p.T, central=True)
+    central = view_attack(JointViewSource(p.policy, cpairs, p.T), [0], [cpairs[0].round - 1], p.K, p.T,
+                          p.seeds.central, delta=ctx.delta, confidence=ctx.confidence, small=_screen(p.small),
+                          runs=p.runs, name="central view", engine=p.engine, progress=ctx.progress,
+                          claim=ctx.claim.epsilon if ctx.claim else None)
+    ctx.beside.append(central)
+    ctx.notes.append(f"central view a_t..a_T (not promised by joint DP): eps >= {central.epsilon_lower:.4g} on "
+                     f"the pair '{cpairs[0].label}' ({runs_text(central, p.runs)} fresh runs per side).")
+    ctx.ran("central view", "beside", f"black-box on a_t..a_T (joint DP does not hide a_t), "
+                                      f"{runs_text(central, p.runs)} fresh runs per side", central.seconds)
 
 
 #: the long-horizon ledger: its horizon and runs (the per-round composition is a maximum over runs and rounds,
