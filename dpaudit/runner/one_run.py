@@ -40,16 +40,20 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dpaudit.errors import DPAuditError
+from dpaudit.policies.base import PolicyLike
 
 from .context import Context
 from .findings import Power
 from .sections import Arms, JSONObject, Sections
 from .setup import probe_alphabet, reward_alphabet_for, with_features
+
+if TYPE_CHECKING:
+    from dpaudit.attacks.one_run import GuessRule
 
 __all__ = ["audit", "preflight", "ONE_RUN_DEFAULTS", "PROTOCOLS", "check_request"]
 
@@ -337,223 +341,329 @@ def preflight(ctx: Context) -> None:
                               local=r.on_this_machine)
 
 
-def audit(ctx: Context) -> None:
-    """The one-run plan (module docstring), filling ``ctx``."""
-    from dpaudit.attacks import one_run as o
-    from dpaudit.protocols import audit_range
-    from dpaudit.protocols.table import background_table
+@dataclass(frozen=True)
+class _Seeds:
+    """The one-run plan's seeds: the canaries' bits, the runs, the ties of the guesses, the channel's messages."""
 
-    r, proto = ctx.request, ctx.protocol
+    bits: np.random.SeedSequence
+    runs: np.random.SeedSequence
+    tie: np.random.SeedSequence
+    channel: np.random.SeedSequence
+
+    @classmethod
+    def of(cls, seed: int) -> "_Seeds":
+        return cls(*np.random.SeedSequence([int(seed), 0x0E1]).spawn(4))
+
+
+@dataclass
+class _Counted:
+    """What the canary runs give the analysis: the layout that ran (its text and name, canaries per run, pilot
+    runs), the rule the pilot chose (its predicted bound, every candidate rule's row), the counted canaries'
+    scores by feature and their bits, the noise kinds the ledger recorded (None: no ledger), the layouts the
+    pilots tried, and the policy the counted runs ran."""
+
+    layout: str
+    layout_name: str
+    per_run: int
+    pilots: int
+    counted: int
+    rule: GuessRule
+    predicted: float
+    candidates: list[JSONObject]
+    scores: dict[str, np.ndarray]
+    bits: np.ndarray
+    kinds: list[str] | None
+    tried: list[JSONObject]
+    policy: PolicyLike
+
+
+@dataclass(frozen=True)
+class _Found:
+    """The counted guesses and the analysis the claim selects: its bound (``found``: eps and theta) at
+    ``delta``, its cap (every guess right) and smallest positive bound, and Steinke et al.'s bound beside."""
+
+    plus: int
+    minus: int
+    either: int
+    guesses: int
+    correct: int
+    analysis: str
+    delta: float
+    found: dict[str, float]
+    cap: float
+    smallest: float
+    steinke: float | None
+
+
+def audit(ctx: Context) -> None:
+    """The one-run plan (module docstring), filling ``ctx``: the policy, its canaries' runs (every user under local
+    DP; under table and view the pilots of the layouts and the counted runs in the one they chose), the guesses,
+    the analysis the claim selects, and its bound with its cap."""
+    r = ctx.request
     check_request(r)
-    spec = r.policy if isinstance(r.policy, str) else str(r.policy)
-    T = _horizon(ctx)
-    R = int(r.runs)
+    T, R = _horizon(ctx), int(r.runs)
     policy = with_features(ctx.build(T), r.seed)
     _refuse_bco(policy, r)
     ctx.horizon = T
     ctx.policy = policy
-    ctx.read_claim(policy, spec)
+    ctx.read_claim(policy, r.spec)
     ctx.notes.extend(n for n in getattr(policy, "audit_notes", ()) if n not in ctx.notes)
     params = getattr(policy, "params", None)
     ctx.params = params() if callable(params) else dict(r.params)
+    sections = OneRunSections(_arms(policy))
+    ctx.sections = sections
+    seeds = _Seeds.of(r.seed)
+    t_start = time.perf_counter()
+    tie = np.random.default_rng(seeds.tie)
+    if ctx.protocol.name == "local":
+        counted = _local_canaries(ctx, policy, T, R, seeds, tie)
+    else:
+        counted = _table_canaries(ctx, sections, policy, T, R, seeds, tie)
+    found = _analyse(ctx, counted, tie)
+    _record(ctx, sections, counted, found, T, R, time.perf_counter() - t_start)
+
+
+def _arms(policy: PolicyLike) -> Arms:
+    """What the policy plays: its arms, or (a BCO policy) points of its action space."""
+    if not _is_bco(policy):
+        return Arms(int(policy.n_arms))
+    from dpaudit.protocols.continuous import action_space
+
+    return Arms(None, action_space(policy))
+
+
+def _local_canaries(ctx: Context, policy: PolicyLike, T: int, R: int, seeds: _Seeds,
+                    tie: np.random.Generator) -> _Counted:
+    """Local DP: every user a canary, her datum the bottom or the top of the domain; her message what the server
+    received (``transcript()``), else her channel queried with her datum; the first run the pilot."""
+    from dpaudit.attacks import one_run as o
+    from dpaudit.protocols.local import ask_transcript, check_local_plugin
+
+    r, proto, spec = ctx.request, ctx.protocol, ctx.request.spec
     bco = _is_bco(policy)
     K = 0 if bco else int(policy.n_arms)
-    if bco:
-        from dpaudit.protocols.continuous import action_space
-
-        sections = OneRunSections(Arms(None, action_space(policy)))
-    else:
-        sections = OneRunSections(Arms(K))
-    ctx.sections = sections
-    s_bits, s_runs, s_tie, s_channel = np.random.SeedSequence([int(r.seed), 0x0E1]).spawn(4)
-    t_start = time.perf_counter()
-
-    # -- the layouts: which rounds (users) are canaries, their two values, and what the adversary reads; with
-    # two (table/view, a policy with or given many arms) one pilot run each, and the counted runs in the layout
-    # whose pilot predicts the larger bound
-    tie = np.random.default_rng(s_tie)
+    info = check_local_plugin(policy, horizon=min(T, PROBE_HORIZON), rng_seed=r.seed, rewards=r.rewards, name=spec)
+    if info.vector_data:
+        raise DPAuditError(f"{spec!r}'s users send vectors built from their data (domain_pairs()); --method one-run "
+                           "audits scalar user data only; drop --method for the multi-run local audit.")
+    lo, hi = (info.alphabet[0], info.alphabet[-1]) if info.alphabet else info.domain
+    rounds = np.arange(T, dtype=np.int64)
+    layout = (f"every user a canary: {T} users per run, each holding {lo:g} (bit -1) or {hi:g} (bit +1) "
+              + ("as her datum (the loss values her message reports)" if bco else "on every arm"))
+    bits = np.random.default_rng(seeds.bits).choice(np.array([-1, 1]), size=(R, T))
     kinds: list[str] | None = None
-    if proto.name == "local":
-        from dpaudit.protocols.local import ask_transcript, check_local_plugin
-
-        info = check_local_plugin(policy, horizon=min(T, PROBE_HORIZON), rng_seed=r.seed, rewards=r.rewards, name=spec)
-        if info.vector_data:
-            raise DPAuditError(f"{spec!r}'s users send vectors built from their data (domain_pairs()); --method one-run "
-                               "audits scalar user data only; drop --method for the multi-run local audit.")
-        lo, hi = (info.alphabet[0], info.alphabet[-1]) if info.alphabet else info.domain
-        rounds = np.arange(T, dtype=np.int64)
-        layout = (f"every user a canary: {T} users per run, each holding {lo:g} (bit -1) or {hi:g} (bit +1) "
-                  + ("as her datum (the loss values her message reports)" if bco else "on every arm"))
-        layout_name = "users"
-        m = len(rounds)
-        bits = np.random.default_rng(s_bits).choice(np.array([-1, 1]), size=(R, m))
-        if info.transcript and not bco:
-            inputs = o.canary_inputs(proto.list_input, K, T, rounds, bits, lo, hi, np.full((T, K), 0.5 * (lo + hi)))
-            ask_transcript(policy)
-            ctx.say(f"one-run: {R} runs of {T} users")
-            _, messages, kinds = ctx.engine.serial().map(_batch, [(policy, proto, inputs, s_runs, True)])[0]
-        else:
-            # no transcript: each user's message from the channel, one call per user with her datum
-            ctx.say(f"one-run: the channel's messages of {R} x {T} users")
-            z = np.where(bits > 0, hi, lo).astype(float)
-            messages = np.stack([np.asarray(policy.channel(z[j], np.random.default_rng(ss)), dtype=float)
-                                 .reshape(T, -1) for j, ss in enumerate(s_channel.spawn(R))])
-            if bco:
-                datum = ("her loss at the point played" if policy.n_points == 1
-                         else "the difference of her losses at the two points played")
-                why = (f"a BCO policy's users hold loss functions, and what each sends is its channel applied to one "
-                       f"datum in [{lo:g}, {hi:g}] ({datum}); each canary user's message comes from the channel "
-                       "queried with the datum at either end")
-            else:
-                why = ("the policy keeps no transcript() of what its server received, so each canary user's message "
-                       "comes from its channel queried with her datum")
-            ctx.notes.append(why + " (one call per user): the audit judges the users' channel, not what the server "
-                             "did with the messages.")
-        feature, pilot_scores, counted = o.message_features(messages[0], bits[0], messages[1:])
-        P = 1
-        m_counted = (R - 1) * m
-        rule, predicted, candidates = o.choose_rule({feature: pilot_scores}, bits[0], m_counted, tie, ctx.confidence)
-        counted_scores = {feature: counted}
-        y = bits[1:].ravel()
-        tried: list[dict[str, Any]] = []
+    if info.transcript and not bco:
+        inputs = o.canary_inputs(proto.list_input, K, T, rounds, bits, lo, hi, np.full((T, K), 0.5 * (lo + hi)))
+        ask_transcript(policy)
+        ctx.say(f"one-run: {R} runs of {T} users")
+        _, messages, kinds = ctx.engine.serial().map(_batch, [(policy, proto, inputs, seeds.runs, True)])[0]
     else:
-        layouts = [_table_layout(ctx, policy, T, "dyadic")]
-        wide, why_not = _wide_policy(ctx, policy, T, R)
-        if wide is not None:
-            layouts.append(_table_layout(ctx, wide, T, "first pulls"))
-        else:
-            ctx.notes.append(f"only the dyadic canary layout ran, not the first-pulls one: {why_not}.")
-        P = len(layouts)
-        # the dyadic layout's bits as a single layout always drew them; the first-pulls layout's from its own seed
-        bit_seeds = [s_bits, np.random.SeedSequence([int(r.seed), 0x0E2]).spawn(1)[0]][:P]
-        all_bits = [np.random.default_rng(sb).choice(np.array([-1, 1]), size=(R, len(L.rounds)))
-                    for L, sb in zip(layouts, bit_seeds)]
-        if P == 1:  # one batch: the pilot and the counted runs
-            L, bits = layouts[0], all_bits[0]
-            ctx.say(f"one-run: {R} runs of {T} rounds")
-            views, _, kinds = ctx.engine.serial().map(_batch, [(L.policy, proto, L.inputs(bits), s_runs, False)])[0]
-            feats = o.action_features(views, L.rounds, returns=L.returns)
-            m_counted = (R - 1) * len(L.rounds)
-            rule, predicted, candidates = o.choose_rule({k: v[0] for k, v in feats.items()}, bits[0], m_counted, tie,
-                                                        ctx.confidence, signed=True)
-            counted_scores = {k: v[1:].ravel() for k, v in feats.items()}
-            y = bits[1:].ravel()
-            tried = []
-        else:
-            s_pilots = s_runs.spawn(P + 1)
-            best = None
-            tried = []
-            for i, L in enumerate(layouts):
-                ctx.say(f"one-run: pilot run {i + 1} of {P} ({L.name} layout, {L.n_arms} arms, {T} rounds)")
-                pb = all_bits[i][i:i + 1]
-                pv, _, _ = ctx.engine.serial().map(_batch, [(L.policy, proto, L.inputs(pb), s_pilots[i], False)])[0]
-                feats = o.action_features(pv, L.rounds, returns=L.returns)
-                got = o.choose_rule({k: v[0] for k, v in feats.items()}, pb[0], (R - P) * len(L.rounds), tie,
-                                    ctx.confidence, signed=True)
-                cautious = _cautious(got[0], got[2], (R - P) * len(L.rounds), ctx.confidence)
-                tried.append({"layout": L.name, "n_arms": L.n_arms, "canaries_per_run": len(L.rounds),
-                              "rule": got[0].describe(), "predicted": got[1], "predicted_cautious": cautious})
-                if best is None or cautious > best[0]:
-                    best = (cautious, L, got, i)
-            assert best is not None
-            _, L, (rule, predicted, candidates), chosen = best
-            bits = all_bits[chosen][P:]
-            ctx.say(f"one-run: {R - P} counted runs of {T} rounds ({L.name} layout)")
-            views, _, kinds = ctx.engine.serial().map(_batch, [(L.policy, proto, L.inputs(bits), s_pilots[P],
-                                                                False)])[0]
-            feats = o.action_features(views, L.rounds, returns=L.returns)
-            counted_scores = {k: v.ravel() for k, v in feats.items()}
-            y = bits.ravel()
-            m_counted = (R - P) * len(L.rounds)
-            if L.policy is not policy:
-                policy = L.policy
-                ctx.policy = policy
-                ctx.read_claim(policy, spec)
-                params = getattr(policy, "params", None)
-                ctx.params = params() if callable(params) else {**r.params, "n_arms": L.n_arms}
-                sections.arms = Arms(L.n_arms)
-                ctx.notes.append(f"the pilots chose the first-pulls layout, so the counted runs ran the policy with "
-                                 f"n_arms = {L.n_arms} (its own default is {K}; pass --param n_arms=K to fix it): the "
-                                 f"claim judged is the one it states with {L.n_arms} arms, {ctx.claim.text}.")
-        rounds, layout, layout_name, m = L.rounds, L.text, L.name, len(L.rounds)
-    kp, km, ke = rule.counts(m_counted)
-    t_guess = o.guesses(counted_scores[rule.feature], kp, km, tie, ke)
-    n_guess = int(np.count_nonzero(t_guess))
-    n_correct = int(np.count_nonzero(t_guess * y > 0))
+        messages = _channel_messages(ctx, policy, bits, lo, hi, seeds.channel)
+    feature, pilot_scores, scores = o.message_features(messages[0], bits[0], messages[1:])
+    m_counted = (R - 1) * T
+    rule, predicted, candidates = o.choose_rule({feature: pilot_scores}, bits[0], m_counted, tie, ctx.confidence)
+    return _Counted(layout, "users", T, 1, m_counted, rule, predicted, candidates, {feature: scores},
+                    bits[1:].ravel(), kinds, [], policy)
 
-    # -- the analysis the claim selects (the pilot's prediction picks between two at delta), the bound, the cap
-    gaussian = kinds == ["gaussian"]
-    options = o.analyses_for(policy.claim, ctx.delta, gaussian=gaussian)
+
+def _channel_messages(ctx: Context, policy: PolicyLike, bits: np.ndarray, lo: float, hi: float,
+                      seed: np.random.SeedSequence) -> np.ndarray:
+    """No transcript (or a BCO policy): each canary user's message from the channel, one call per user with her
+    datum (R x T x message size); a note says the audit judges the users' channel."""
+    R, T = bits.shape
+    ctx.say(f"one-run: the channel's messages of {R} x {T} users")
+    z = np.where(bits > 0, hi, lo).astype(float)
+    channel = policy.channel  # type: ignore[attr-defined]
+    messages = np.stack([np.asarray(channel(z[j], np.random.default_rng(ss)), dtype=float).reshape(T, -1)
+                         for j, ss in enumerate(seed.spawn(R))])
+    if _is_bco(policy):
+        datum = ("her loss at the point played" if policy.n_points == 1  # type: ignore[attr-defined]
+                 else "the difference of her losses at the two points played")
+        why = (f"a BCO policy's users hold loss functions, and what each sends is its channel applied to one "
+               f"datum in [{lo:g}, {hi:g}] ({datum}); each canary user's message comes from the channel "
+               "queried with the datum at either end")
+    else:
+        why = ("the policy keeps no transcript() of what its server received, so each canary user's message "
+               "comes from its channel queried with her datum")
+    ctx.notes.append(why + " (one call per user): the audit judges the users' channel, not what the server did with "
+                     "the messages.")
+    return messages
+
+
+def _table_canaries(ctx: Context, sections: OneRunSections, policy: PolicyLike, T: int, R: int, seeds: _Seeds,
+                    tie: np.random.Generator) -> _Counted:
+    """Table and view DP: the dyadic layout, and the first-pulls one where it is offered (:func:`_wide_policy`);
+    one layout runs its pilot and counted runs in one batch, two run a pilot each and the counted runs in the one
+    whose pilot predicts the larger bound."""
+    layouts = [_table_layout(ctx, policy, T, "dyadic")]
+    wide, why_not = _wide_policy(ctx, policy, T, R)
+    if wide is not None:
+        layouts.append(_table_layout(ctx, wide, T, "first pulls"))
+    else:
+        ctx.notes.append(f"only the dyadic canary layout ran, not the first-pulls one: {why_not}.")
+    # the dyadic layout's bits as a single layout always drew them; the first-pulls layout's from its own seed
+    bit_seeds = [seeds.bits, np.random.SeedSequence([int(ctx.request.seed), 0x0E2]).spawn(1)[0]][:len(layouts)]
+    all_bits = [np.random.default_rng(sb).choice(np.array([-1, 1]), size=(R, len(L.rounds)))
+                for L, sb in zip(layouts, bit_seeds)]
+    if len(layouts) == 1:
+        return _one_layout(ctx, layouts[0], all_bits[0], T, R, seeds, tie)
+    counted = _piloted_layouts(ctx, layouts, all_bits, T, R, seeds, tie)
+    if counted.policy is not policy:
+        new, n = counted.policy, int(counted.policy.n_arms)
+        ctx.policy = new
+        ctx.read_claim(new, ctx.request.spec)
+        assert ctx.claim is not None
+        params = getattr(new, "params", None)
+        ctx.params = params() if callable(params) else {**ctx.request.params, "n_arms": n}
+        sections.arms = Arms(n)
+        ctx.notes.append(f"the pilots chose the first-pulls layout, so the counted runs ran the policy with "
+                         f"n_arms = {n} (its own default is {int(policy.n_arms)}; pass --param n_arms=K to fix it): "
+                         f"the claim judged is the one it states with {n} arms, {ctx.claim.text}.")
+    return counted
+
+
+def _one_layout(ctx: Context, L: _Layout, bits: np.ndarray, T: int, R: int, seeds: _Seeds,
+                tie: np.random.Generator) -> _Counted:
+    """One layout: one batch, its first run the pilot, the rest counted."""
+    from dpaudit.attacks import one_run as o
+
+    ctx.say(f"one-run: {R} runs of {T} rounds")
+    views, _, kinds = ctx.engine.serial().map(_batch, [(L.policy, ctx.protocol, L.inputs(bits), seeds.runs,
+                                                        False)])[0]
+    feats = o.action_features(views, L.rounds, returns=L.returns)
+    m_counted = (R - 1) * len(L.rounds)
+    rule, predicted, candidates = o.choose_rule({k: v[0] for k, v in feats.items()}, bits[0], m_counted, tie,
+                                                ctx.confidence, signed=True)
+    return _Counted(L.text, L.name, len(L.rounds), 1, m_counted, rule, predicted, candidates,
+                    {k: v[1:].ravel() for k, v in feats.items()}, bits[1:].ravel(), kinds, [], L.policy)
+
+
+def _piloted_layouts(ctx: Context, layouts: list[_Layout], all_bits: list[np.ndarray], T: int, R: int,
+                     seeds: _Seeds, tie: np.random.Generator) -> _Counted:
+    """Several layouts: one pilot run each, compared at a cautious quantile of their pilot accuracy
+    (:func:`_cautious`), and the counted runs in the best."""
+    from dpaudit.attacks import one_run as o
+
+    P = len(layouts)
+    s_pilots = seeds.runs.spawn(P + 1)
+    best = None
+    tried: list[JSONObject] = []
+    for i, L in enumerate(layouts):
+        ctx.say(f"one-run: pilot run {i + 1} of {P} ({L.name} layout, {L.n_arms} arms, {T} rounds)")
+        pb = all_bits[i][i:i + 1]
+        pv, _, _ = ctx.engine.serial().map(_batch, [(L.policy, ctx.protocol, L.inputs(pb), s_pilots[i], False)])[0]
+        feats = o.action_features(pv, L.rounds, returns=L.returns)
+        got = o.choose_rule({k: v[0] for k, v in feats.items()}, pb[0], (R - P) * len(L.rounds), tie,
+                            ctx.confidence, signed=True)
+        cautious = _cautious(got[0], got[2], (R - P) * len(L.rounds), ctx.confidence)
+        tried.append({"layout": L.name, "n_arms": L.n_arms, "canaries_per_run": len(L.rounds),
+                      "rule": got[0].describe(), "predicted": got[1], "predicted_cautious": cautious})
+        if best is None or cautious > best[0]:
+            best = (cautious, L, got, i)
+    assert best is not None
+    _, L, (rule, predicted, candidates), chosen = best
+    bits = all_bits[chosen][P:]
+    ctx.say(f"one-run: {R - P} counted runs of {T} rounds ({L.name} layout)")
+    views, _, kinds = ctx.engine.serial().map(_batch, [(L.policy, ctx.protocol, L.inputs(bits), s_pilots[P],
+                                                        False)])[0]
+    feats = o.action_features(views, L.rounds, returns=L.returns)
+    return _Counted(L.text, L.name, len(L.rounds), P, (R - P) * len(L.rounds), rule, predicted, candidates,
+                    {k: v.ravel() for k, v in feats.items()}, bits.ravel(), kinds, tried, L.policy)
+
+
+def _analyse(ctx: Context, c: _Counted, tie: np.random.Generator) -> _Found:
+    """The counted canaries guessed by the pilot's rule, and the analysis the claim selects (the pilot's
+    prediction picks between two at delta): its bound, its cap, and Steinke et al.'s bound beside."""
     from dpaudit.accountants import ZCDP
+    from dpaudit.attacks import one_run as o
 
-    if isinstance(policy.claim, ZCDP) and not gaussian:
+    kp, km, ke = c.rule.counts(c.counted)
+    t_guess = o.guesses(c.scores[c.rule.feature], kp, km, tie, ke)
+    n_guess = int(np.count_nonzero(t_guess))
+    n_correct = int(np.count_nonzero(t_guess * c.bits > 0))
+    gaussian = c.kinds == ["gaussian"]
+    claim = c.policy.claim  # type: ignore[attr-defined]
+    options = o.analyses_for(claim, ctx.delta, gaussian=gaussian)
+    if isinstance(claim, ZCDP) and not gaussian:
         ctx.notes.append("the zCDP claim is judged at delta by the assumption-free analyses, not as Gaussian DP: "
                          + ("the policy keeps no ledger, so nothing shows that its noise is Gaussian."
-                            if kinds is None else f"its ledger recorded {', '.join(kinds) or 'no'} noise, not only "
-                            "Gaussian."))
+                            if c.kinds is None else f"its ledger recorded {', '.join(c.kinds) or 'no'} noise, not "
+                            "only Gaussian."))
     if len(options) > 1:
-        row = o.candidate_row(rule, candidates)
+        row = o.candidate_row(c.rule, c.candidates)
         acc = (row["pilot_correct"] + 0.5) / (row["pilot_guesses"] + 1)
         v_pred = int(math.floor(acc * (kp + km + ke)))
-        analysis, a_delta = max(options, key=lambda a: o.bound(a[0], m_counted, kp + km + ke, v_pred, a[1],
+        analysis, a_delta = max(options, key=lambda a: o.bound(a[0], c.counted, kp + km + ke, v_pred, a[1],
                                                               ctx.confidence)["epsilon"])
     else:
         analysis, a_delta = options[0]
-    found = o.bound(analysis, m_counted, n_guess, n_correct, a_delta, ctx.confidence)
-    top = o.cap(analysis, m_counted, n_guess, a_delta, ctx.confidence)
-    low = o.smallest_positive(analysis, m_counted, n_guess, a_delta, ctx.confidence)
     beside = None
     if analysis != "steinke":
-        beside = o.bound("steinke", m_counted, n_guess, n_correct, ctx.delta, ctx.confidence)["epsilon"]
-    seconds = time.perf_counter() - t_start
+        beside = o.bound("steinke", c.counted, n_guess, n_correct, ctx.delta, ctx.confidence)["epsilon"]
+    return _Found(kp, km, ke, n_guess, n_correct, analysis, a_delta,
+                  o.bound(analysis, c.counted, n_guess, n_correct, a_delta, ctx.confidence),
+                  o.cap(analysis, c.counted, n_guess, a_delta, ctx.confidence),
+                  o.smallest_positive(analysis, c.counted, n_guess, a_delta, ctx.confidence), beside)
 
+
+def _analysis_text(f: _Found) -> str:
+    """The analysis that made the bound, in words."""
+    from dpaudit.attacks import one_run as o
+
+    return {"steinke": f"the bound of {o.STEINKE} at delta = {f.delta:g}",
+            "fdp-approx": f"the f-DP test of (eps, {f.delta:g})-DP of {o.MAHLOUJIFAR}",
+            "fdp-gaussian": f"the f-DP test of Gaussian DP of {o.MAHLOUJIFAR}, the claim's zCDP read as "
+                            "sqrt(2 rho)-GDP (its ledger's noise is Gaussian)"}[f.analysis]
+
+
+def _record(ctx: Context, sections: OneRunSections, c: _Counted, f: _Found, T: int, R: int, seconds: float) -> None:
+    """The one-run bound (the only one of the verdict), its power (the cap), what makes the audit inconclusive,
+    its part and its section."""
     from dpaudit.attacks.result import AuditResult
 
-    theta_text = (f"; mu >= {found['theta']:.4g} (Gaussian DP)" if analysis == "fdp-gaussian" else "")
-    where = ("every user" if layout_name == "users" else "rounds 2^k - 1" if layout_name == "dyadic"
-             else f"each of the {int(policy.n_arms)} arms' first pull and rounds 2^k - 1")
-    label = f"{m} canary {'users' if proto.name == 'local' else 'rounds'} per run ({where}); guesses: {rule.describe()}"
-    result = AuditResult(
-        "one-run", float(found["epsilon"]), float(a_delta), ctx.confidence,
-        witness={"label": label, "statistic": rule.feature},
+    P, eps = c.pilots, float(f.found["epsilon"])
+    where = ("every user" if c.layout_name == "users" else "rounds 2^k - 1" if c.layout_name == "dyadic"
+             else f"each of the {int(c.policy.n_arms)} arms' first pull and rounds 2^k - 1")
+    label = (f"{c.per_run} canary {'users' if ctx.protocol.name == 'local' else 'rounds'} per run ({where}); "
+             f"guesses: {c.rule.describe()}")
+    ctx.attacks.append(AuditResult(
+        "one-run", eps, float(f.delta), ctx.confidence, witness={"label": label, "statistic": c.rule.feature},
         samples=R, seconds=round(seconds, 3),
-        details={"runs": R, "pilot_runs": P, "counted_runs": R - P, "canaries_per_run": m,
-                 "canaries_counted": m_counted,
-                 "guesses": n_guess, "correct": n_correct, "accuracy": n_correct / n_guess if n_guess else None,
-                 "plus": kp, "minus": km, "either": ke,
-                 "rule": {"feature": rule.feature, "plus": rule.plus, "minus": rule.minus, "either": rule.either},
-                 "predicted": predicted, "analysis": analysis, "analysis_delta": a_delta, "theta": found["theta"],
-                 "cap": top, "smallest_positive": low, "steinke_beside": beside,
-                 "layout": layout, "horizon": T})
-    ctx.attacks.append(result)
+        details={"runs": R, "pilot_runs": P, "counted_runs": R - P, "canaries_per_run": c.per_run,
+                 "canaries_counted": c.counted, "guesses": f.guesses, "correct": f.correct,
+                 "accuracy": f.correct / f.guesses if f.guesses else None, "plus": f.plus, "minus": f.minus,
+                 "either": f.either, "rule": {"feature": c.rule.feature, "plus": c.rule.plus, "minus": c.rule.minus,
+                                              "either": c.rule.either},
+                 "predicted": c.predicted, "analysis": f.analysis, "analysis_delta": f.delta,
+                 "theta": f.found["theta"], "cap": f.cap, "smallest_positive": f.smallest, "steinke_beside": f.steinke,
+                 "layout": c.layout, "horizon": T}))
     ctx.blackbox_only = True
     ctx.advice = ("try a longer --horizon (more canaries per run), more --runs, or the multi-run audit (drop --method), "
                   "which counts thousands of runs per side")
     claimed = ctx.claim.epsilon if ctx.claim is not None else math.inf
-    if found["epsilon"] <= 0:
-        ctx.unseen = (f"the counted guesses were right {n_correct} times of {n_guess}, no more often than chance allows "
-                      f"at {ctx.confidence:g} confidence (bound 0)")
-    elif top <= claimed:
-        ctx.unseen = (f"the claim eps = {claimed:.4g} lies at or above {top:.4g}, the most {n_guess} guesses among "
-                      f"{m_counted} canaries can show even if every one is right")
-    what = {"steinke": f"the bound of {o.STEINKE} at delta = {a_delta:g}",
-            "fdp-approx": f"the f-DP test of (eps, {a_delta:g})-DP of {o.MAHLOUJIFAR}",
-            "fdp-gaussian": f"the f-DP test of Gaussian DP of {o.MAHLOUJIFAR}, the claim's zCDP read as "
-                            "sqrt(2 rho)-GDP (its ledger's noise is Gaussian)"}[analysis]
-    note = (f"{n_guess} guesses among {m_counted} counted canaries ({R - P} runs) can show eps up to {top:.4g} by "
+    if eps <= 0:
+        ctx.unseen = (f"the counted guesses were right {f.correct} times of {f.guesses}, no more often than chance "
+                      f"allows at {ctx.confidence:g} confidence (bound 0)")
+    elif f.cap <= claimed:
+        ctx.unseen = (f"the claim eps = {claimed:.4g} lies at or above {f.cap:.4g}, the most {f.guesses} guesses among "
+                      f"{c.counted} canaries can show even if every one is right")
+    what = _analysis_text(f)
+    note = (f"{f.guesses} guesses among {c.counted} counted canaries ({R - P} runs) can show eps up to {f.cap:.4g} by "
             f"{what}, if every guess were right: a claim at or above it cannot be refuted by this many guesses.")
-    ctx.power = Power(P, R - P, low, top, float(found["epsilon"]), note,
-                      {"method": "one-run", "guesses": n_guess, "canaries": m_counted, "analysis": analysis})
-    pilots = f"{P} pilot{'s' if P > 1 else ''}"
-    ctx.ran("one-run", "bound", f"{R} runs ({pilots}, {R - P} counted), {m} canaries each; {n_correct} of {n_guess} "
-                                f"guesses right; eps >= {found['epsilon']:.4g}{theta_text} (cap {top:.4g})", seconds)
+    ctx.power = Power(P, R - P, f.smallest, f.cap, eps, note,
+                      {"method": "one-run", "guesses": f.guesses, "canaries": c.counted, "analysis": f.analysis})
+    theta = f"; mu >= {f.found['theta']:.4g} (Gaussian DP)" if f.analysis == "fdp-gaussian" else ""
+    ctx.ran("one-run", "bound", f"{R} runs ({P} pilot{'s' if P > 1 else ''}, {R - P} counted), {c.per_run} canaries "
+                                f"each; {f.correct} of {f.guesses} guesses right; eps >= {f.found['epsilon']:.4g}"
+                                f"{theta} (cap {f.cap:.4g})", seconds)
     sections.one_run = OneRunSummary(
-        runs=R, pilot_runs=P, counted_runs=R - P, horizon=T, layouts_tried=tried, canaries_per_run=m, layout=layout,
-        layout_name=layout_name, score=rule.feature, rule=rule.describe(), guesses=n_guess, correct=n_correct,
-        analysis=analysis, analysis_text=what, bound=found["epsilon"], theta=found["theta"], cap=top,
-        steinke_beside=beside, candidates=sorted(candidates, key=lambda c: -c["predicted"])[:10],
+        runs=R, pilot_runs=P, counted_runs=R - P, horizon=T, layouts_tried=c.tried, canaries_per_run=c.per_run,
+        layout=c.layout, layout_name=c.layout_name, score=c.rule.feature, rule=c.rule.describe(), guesses=f.guesses,
+        correct=f.correct, analysis=f.analysis, analysis_text=what, bound=f.found["epsilon"],
+        theta=f.found["theta"], cap=f.cap, steinke_beside=f.steinke,
+        candidates=sorted(c.candidates, key=lambda x: -x["predicted"])[:10],  # type: ignore[operator]
         can_show=("a violation when the guesses are right often enough that the bound passes the claim; at most "
-                  f"eps = {top:.4g} with these {n_guess} guesses"),
+                  f"eps = {f.cap:.4g} with these {f.guesses} guesses"),
         cannot_show=("a leak that needs many runs to see: a policy that decides once per run (a commit, an "
                      "elimination) gives at most one informative guess per run, and a leak of a few percent "
                      "above the claim needs far more guesses than a few runs hold; for those, the multi-run audit "
