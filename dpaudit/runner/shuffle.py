@@ -38,7 +38,7 @@ delta)-DP claim says nothing at a smaller delta); ``consistent`` needs a positiv
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,7 +50,9 @@ from dpaudit.attacks.likelihood import loss_bounds, pilot_grid, smallest_count
 from dpaudit.attacks.limits import likelihood_limit, sufficient_size
 from dpaudit.attacks.result import AuditResult
 from dpaudit.attacks.sampling import draw, draw_pilots
+from dpaudit.engine import SERIAL, Engine
 from dpaudit.errors import DPAuditError
+from dpaudit.policies.base import PolicyLike
 from dpaudit.protocols import ShuffleDP
 from dpaudit.protocols.shuffle import (FAMILIES, LOSS, CanaryModel, ShufflePair, calibrated_pairs, canary_model,
                                        shuffle_features, shuffle_pairs)
@@ -341,14 +343,67 @@ def _limit_text(t: ShuffleTightness | None) -> str:
             f"{t.statistical_limit:.3g} at the median with its {t.fresh_runs} runs")
 
 
+@dataclass
+class _Plan:
+    """The shuffle plan's state between its steps (:func:`audit`)."""
+
+    ctx: Context
+    sections: ShuffleSections
+    policy: PolicyLike
+    #: the first batch's users, the context dimension, fresh runs per side (capped) and fitting runs per side
+    B: int
+    dim: int
+    runs: int
+    n_fit: int
+    #: the one-coordinate canaries and the calibrated ones (or the reviewer's batch for both)
+    fixed: list[ShufflePair] = field(default_factory=list)
+    calibrated: list[ShufflePair] = field(default_factory=list)
+    #: the gray-box pair (an index of :attr:`calibrated`; None: no gray-box part) and side, every candidate's row,
+    #: their models and exact profiles, and the seconds their enumeration took
+    pick: int | None = None
+    side: int = 0
+    rows: list[JSONObject] = field(default_factory=list)
+    profiles: dict[int, tuple[CanaryModel, Any]] = field(default_factory=dict)
+    t_exact: float = 0.0
+    #: the pairs attacked (the gray-box pair first) and their models
+    pairs: list[ShufflePair] = field(default_factory=list)
+    models: list[CanaryModel | None] = field(default_factory=list)
+    confidence: float = 1.0
+    engine: Engine = SERIAL
+
+
 def audit(ctx: Context) -> None:
-    """The shuffle plan (module docstring), filling ``ctx``."""
+    """The shuffle plan (module docstring), filling ``ctx``: the policy and its first batch, the pairs, the
+    gray-box pair chosen on the exact profiles, the gray box and the black box on fresh views, the audited
+    pair's exact eps beside, and the power."""
+    p = _start(ctx)
+    _choose_pairs(p)
+    _choose_gray_box(p)
+    p.engine = ctx.engine
+    try:
+        p.engine.check_picklable(p.policy)
+    except DPAuditError as exc:
+        ctx.notes.append(f"ran in this process only: {exc}")
+        p.engine = p.engine.serial()
+    att = _attacks(p)
+    _exact_pair(p)
+    parts = getattr(p.policy, "claim_parts", None)
+    if parts:
+        ctx.notes.append("claim = basic composition of the amplified outer-product and gradient messages: "
+                         + " + ".join(c.describe() for c in parts)
+                         + f" (Feldman-McMillan-Talwar numerical bound; local guarantee {p.policy.eps0:g}-DP per "  # type: ignore[attr-defined]
+                         "message).")
+    _power(p, att)
+
+
+def _start(ctx: Context) -> _Plan:
+    """The policy, its claim, its horizon and the clone bounds' upper side; the view is its first batch; the
+    fresh runs capped at :data:`SHUFFLE_CAPS`."""
     r = ctx.request
-    spec = r.policy if isinstance(r.policy, str) else str(r.policy)
     policy = _policy(ctx)
     ctx.policy = policy
-    ctx.read_claim(policy, spec)
-    B, dim, groups = int(policy.batch0), int(policy.dim), int(policy.groups)
+    ctx.read_claim(policy, r.spec)
+    B, dim, groups = int(policy.batch0), int(policy.dim), int(policy.groups)  # type: ignore[attr-defined]
     ctx.horizon = int(getattr(policy, "horizon", B))
     ctx.params = dict(r.params)
     ctx.set_upper(policy_upper(policy, ctx.horizon, ctx.delta, protocol="shuffle"))  # the clone bounds composed exactly
@@ -361,107 +416,120 @@ def audit(ctx: Context) -> None:
         ctx.notes.append(f"fresh runs capped at {SHUFFLE_CAPS['runs']} per side (asked {runs}): every run simulates "
                          f"a batch of {B} users.")
         runs = SHUFFLE_CAPS["runs"]
-    n_fit = _sizes(runs)
+    return _Plan(ctx, sections, policy, B, dim, runs, _sizes(runs))
+
+
+def _choose_pairs(p: _Plan) -> None:
+    """The reviewer's batch (``--pair``), else the extreme one-coordinate canaries and the calibrated ones."""
+    ctx, r = p.ctx, p.ctx.request
     if r.pair is not None:
         from dpaudit.protocols.pairs import load_shuffle_pair
 
-        given = [load_shuffle_pair(r.pair, batch=B, dim=dim, reward_range=getattr(policy, "reward_range", None),
+        given = [load_shuffle_pair(r.pair, batch=p.B, dim=p.dim, reward_range=getattr(p.policy, "reward_range", None),
                                    max_norm=1.0)]  # dpaudit's GLM policies assume ||x|| <= 1
         ctx.notes.append(f"audited on the batch given in {r.pair} (user {given[0].pos} differs); no search.")
-        fixed, calibrated = given, given
-    else:
-        fixed, calibrated = shuffle_pairs(B, dim), calibrated_pairs(policy, B)
-        if not calibrated:
-            ctx.notes.append("no calibrated canary: the policy does not say which vectors its messages carry "
-                             "(message_values) or its shufflers are not Piecewise ones; the one-coordinate canaries "
-                             "only, and no gray-box part.")
-    # the gray-box pair and side, chosen on the exact profiles (no data); its confidence share is decided up front
+        p.fixed, p.calibrated = given, given
+        return
+    p.fixed, p.calibrated = shuffle_pairs(p.B, p.dim), calibrated_pairs(p.policy, p.B)
+    if not p.calibrated:
+        ctx.notes.append("no calibrated canary: the policy does not say which vectors its messages carry "
+                         "(message_values) or its shufflers are not Piecewise ones; the one-coordinate canaries "
+                         "only, and no gray-box part.")
+
+
+def _choose_gray_box(p: _Plan) -> None:
+    """The gray-box pair and side, chosen on the exact profiles (no data: :func:`choose_gray_box`), so its share
+    of the confidence is decided up front; the pairs attacked, the gray-box pair first."""
+    ctx = p.ctx
     conf_two = split_confidence(ctx.confidence, 2)
     ctx.say("shuffle: exact privacy loss of the calibrated canaries")
-    t_exact = time.perf_counter()
-    pick, side, rows, profiles, why = choose_gray_box(policy, calibrated, runs, ctx.delta, conf_two)
-    t_exact = time.perf_counter() - t_exact
+    t0 = time.perf_counter()
+    p.pick, p.side, p.rows, p.profiles, why = choose_gray_box(p.policy, p.calibrated, p.runs, ctx.delta, conf_two)
+    p.t_exact = time.perf_counter() - t0
     ctx.notes += why
-    if r.pair is not None:
-        pairs = calibrated
+    if ctx.request.pair is not None:
+        p.pairs = p.calibrated
     else:
-        pairs = ([calibrated[pick]] if pick is not None else []) + fixed
-    models = [profiles[pick][0] if (pick is not None and k == 0) else None for k in range(len(pairs))]
-    confidence = conf_two if pick is not None else ctx.confidence
-    sections.confidence_per_attack = confidence
-    engine = ctx.engine
-    try:
-        engine.check_picklable(policy)
-    except DPAuditError as exc:
-        ctx.notes.append(f"ran in this process only: {exc}")
-        engine = engine.serial()
-    root = np.random.SeedSequence(r.seed)
-    s_bb, s_gb = root.spawn(2)
-    src = ShuffledViewSource(policy, pairs, models=models)
-    cands = list(range(len(pairs)))
+        p.pairs = ([p.calibrated[p.pick]] if p.pick is not None else []) + p.fixed
+    p.models = [p.profiles[p.pick][0] if (p.pick is not None and k == 0) else None for k in range(len(p.pairs))]
+    p.confidence = conf_two if p.pick is not None else ctx.confidence
+    p.sections.confidence_per_attack = p.confidence
+
+
+def _attacks(p: _Plan) -> AuditResult:
+    """The pilots, then the gray box first (the black-box count may then stop as futile once it cannot raise the
+    audit's bound), then the screened discriminant on fresh views (:func:`screened_lda_attack`)."""
+    ctx = p.ctx
+    assert ctx.claim is not None
+    s_bb, s_gb = np.random.SeedSequence(ctx.request.seed).spawn(2)
+    src = ShuffledViewSource(p.policy, p.pairs, models=p.models)
+    cands = list(range(len(p.pairs)))
     ctx.say("shuffle: attack on the analyzer's view")
-    pilots = draw_pilots(src, cands, s_bb, n_fit, n_fit, engine)
-    # the gray box first: the black-box count may then stop as futile once it cannot raise the audit's bound
-    gb = limit = None
-    if pick is not None:
-        model, prof = profiles[pick]
-        gb = _gray_box(ctx, src, 0, side, prof, pilots[side][LOSS][:, 0], runs, confidence, s_gb, engine)
-        limit = gb.details["statistical_limit"]
-        sections.shuffle_tightness = ShuffleTightness(gb.epsilon_lower, limit, None, side, gb.samples, rows)
-    att = screened_lda_attack(src, cands, s_bb, delta=ctx.delta, confidence=confidence, n_fit=n_fit, n_test=runs,
-                              engine=engine, progress=ctx.progress, claim=ctx.claim.epsilon, pilots=pilots,
-                              floor=0.0 if gb is None else gb.epsilon_lower)
+    pilots = draw_pilots(src, cands, s_bb, p.n_fit, p.n_fit, p.engine)
+    gb = None
+    if p.pick is not None:
+        prof = p.profiles[p.pick][1]
+        gb = _gray_box(ctx, src, 0, p.side, prof, pilots[p.side][LOSS][:, 0], p.runs, p.confidence, s_gb, p.engine)
+        p.sections.shuffle_tightness = ShuffleTightness(gb.epsilon_lower, gb.details["statistical_limit"], None,
+                                                        p.side, gb.samples, p.rows)
+    att = screened_lda_attack(src, cands, s_bb, delta=ctx.delta, confidence=p.confidence, n_fit=p.n_fit,
+                              n_test=p.runs, engine=p.engine, progress=ctx.progress, claim=ctx.claim.epsilon,
+                              pilots=pilots, floor=0.0 if gb is None else gb.epsilon_lower)
     ctx.attacks.append(att)
-    nfam = att.details["candidates"]
-    ctx.ran("membership (shuffled view)", "bound", f"the first batch's shuffled messages, {len(pairs)} pairs, {nfam} "
-                                                   f"(pair, feature family) candidates, {runs_text(att, runs)} fresh "
-                                                   "runs per side", att.seconds)
+    ctx.ran("membership (shuffled view)", "bound", f"the first batch's shuffled messages, {len(p.pairs)} pairs, "
+                                                   f"{att.details['candidates']} (pair, feature family) candidates, "
+                                                   f"{runs_text(att, p.runs)} fresh runs per side", att.seconds)
     if gb is not None:
         ctx.attacks.append(gb)
-        ctx.ran(GRAY_BOX, "bound", f"the exact loss of the shuffled multiset on {gb.samples} fresh runs of side {side} "
-                                   "of the audited pair (the sample size chosen on its exact profile), an order "
-                                   "statistic of L + log(1 - U) (no grid)", gb.seconds)
-    tightness = sections.shuffle_tightness
-    if pick is not None and profiles[pick][1] is not None and tightness is not None:
-        prof = profiles[pick][1]
-        exact_eps = prof.epsilon(ctx.delta)
-        sides = [prof.epsilon(ctx.delta, s) for s in (0, 1)]
-        ctx.exact.append(Exact(
-            part="the audited pair's exact eps", epsilon=float(exact_eps),
-            method="the shuffled multiset's privacy-loss distribution for this pair, enumerated over message counts "
-                   "(dpaudit.accountants.shuffled_canary_profile); the truth of this pair, not a bound for every pair",
-            judged=False, witness=calibrated[pick].describe(),
-            details={"epsilon_side_0_vs_1": sides[0], "epsilon_side_1_vs_0": sides[1],
-                     "epsilon_bracket": [prof.epsilon(ctx.delta, None, "lower"), float(exact_eps)],
-                     "statistical_limit": limit,
-                     "statistical_limit_note": "the median of the gray-box test's bound at its "
-                                               f"{tightness.fresh_runs} fresh runs of side "
-                                               f"{side} (its law is exact given this profile; same error budget)",
-                     "message_sets": [dict(s, classes=dict(s["classes"])) for s in prof.sets],
-                     "seconds": round(t_exact, 3)}))
-        ctx.ran("exact eps of the audited pair", "exact", "enumerated over the message counts of the pair's two shuffled "
-                                                          "message sets (not judged: one pair's truth)", t_exact)
-        tightness.exact_epsilon = float(exact_eps)
-    parts = getattr(policy, "claim_parts", None)
-    if parts:
-        ctx.notes.append("claim = basic composition of the amplified outer-product and gradient messages: "
-                         + " + ".join(p.describe() for p in parts)
-                         + f" (Feldman-McMillan-Talwar numerical bound; local guarantee {policy.eps0:g}-DP per message).")
-    pw = ctx.set_power(att, len(pairs), runs, confidence, candidates=nfam, fit_runs_per_side=n_fit)
-    best = max(a.epsilon_lower for a in ctx.attacks)
-    if best <= 0:
-        ctx.reason_suffix = (f"; with {runs} fresh runs per side the attack shows eps >= "
-                             f"{pw.smallest_detectable:.3g} at best for a pair as separable as randomised "
-                             f"response, and a shuffled canary among {B} users is far less separable"
-                             + _limit_text(sections.shuffle_tightness))
-    else:
-        tight = ""
-        t = sections.shuffle_tightness
-        if t is not None and t.statistical_limit is not None and t.exact_epsilon is not None:
-            tight = (f"; the gray-box bound {t.gray_box_bound:.3g} against {t.statistical_limit:.3g}, the "
-                     f"median of what that test shows with its {t.fresh_runs} runs, for a pair whose exact eps is "
-                     f"{t.exact_epsilon:.3g}")
-        ctx.reason_suffix = (f"; power: {len(pairs)} pairs, {nfam} (pair, feature family) candidates "
-                             f"tried, {runs} fresh runs per side (at most eps {pw.largest_bound:.3g} can be "
-                             f"shown; a pair as separable as randomised response at eps "
-                             f"{pw.smallest_detectable:.3g} would show a positive bound)" + tight)
+        ctx.ran(GRAY_BOX, "bound", f"the exact loss of the shuffled multiset on {gb.samples} fresh runs of side "
+                                   f"{p.side} of the audited pair (the sample size chosen on its exact profile), an "
+                                   "order statistic of L + log(1 - U) (no grid)", gb.seconds)
+    return att
+
+
+def _exact_pair(p: _Plan) -> None:
+    """Beside the bounds, the audited pair's exact eps (not judged: the truth of that pair, not a proof for
+    every pair) and the statistical limit of its gray-box test, so a reader sees bound against truth."""
+    ctx, tightness = p.ctx, p.sections.shuffle_tightness
+    if p.pick is None or p.profiles[p.pick][1] is None or tightness is None:
+        return
+    prof = p.profiles[p.pick][1]
+    exact_eps = prof.epsilon(ctx.delta)
+    sides = [prof.epsilon(ctx.delta, s) for s in (0, 1)]
+    ctx.exact.append(Exact(
+        part="the audited pair's exact eps", epsilon=float(exact_eps),
+        method="the shuffled multiset's privacy-loss distribution for this pair, enumerated over message counts "
+               "(dpaudit.accountants.shuffled_canary_profile); the truth of this pair, not a bound for every pair",
+        judged=False, witness=p.calibrated[p.pick].describe(),
+        details={"epsilon_side_0_vs_1": sides[0], "epsilon_side_1_vs_0": sides[1],
+                 "epsilon_bracket": [prof.epsilon(ctx.delta, None, "lower"), float(exact_eps)],
+                 "statistical_limit": tightness.statistical_limit,
+                 "statistical_limit_note": "the median of the gray-box test's bound at its "
+                                           f"{tightness.fresh_runs} fresh runs of side {p.side} (its law is exact "
+                                           "given this profile; same error budget)",
+                 "message_sets": [dict(s, classes=dict(s["classes"])) for s in prof.sets],
+                 "seconds": round(p.t_exact, 3)}))
+    ctx.ran("exact eps of the audited pair", "exact", "enumerated over the message counts of the pair's two shuffled "
+                                                      "message sets (not judged: one pair's truth)", p.t_exact)
+    tightness.exact_epsilon = float(exact_eps)
+
+
+def _power(p: _Plan, att: AuditResult) -> None:
+    """The black box's power, and what the reason adds when the verdict is not a violation: with every bound 0,
+    how little a shuffled canary can show at this sample size; else the power and the gray box's tightness."""
+    ctx, runs, t = p.ctx, p.runs, p.sections.shuffle_tightness
+    nfam = att.details["candidates"]
+    pw = ctx.set_power(att, len(p.pairs), runs, p.confidence, candidates=nfam, fit_runs_per_side=p.n_fit)
+    if max(a.epsilon_lower for a in ctx.attacks) <= 0:
+        ctx.reason_suffix = (f"; with {runs} fresh runs per side the attack shows eps >= {pw.smallest_detectable:.3g} "
+                             "at best for a pair as separable as randomised response, and a shuffled canary among "
+                             f"{p.B} users is far less separable" + _limit_text(t))
+        return
+    tight = ""
+    if t is not None and t.statistical_limit is not None and t.exact_epsilon is not None:
+        tight = (f"; the gray-box bound {t.gray_box_bound:.3g} against {t.statistical_limit:.3g}, the median of what "
+                 f"that test shows with its {t.fresh_runs} runs, for a pair whose exact eps is {t.exact_epsilon:.3g}")
+    ctx.reason_suffix = (f"; power: {len(p.pairs)} pairs, {nfam} (pair, feature family) candidates tried, {runs} "
+                         f"fresh runs per side (at most eps {pw.largest_bound:.3g} can be shown; a pair as separable "
+                         f"as randomised response at eps {pw.smallest_detectable:.3g} would show a positive bound)"
+                         + tight)
