@@ -57,7 +57,8 @@ from dpaudit.attacks.result import AuditResult
 from dpaudit.errors import DPAuditError, InternalError
 from dpaudit.mechanisms import Ledger
 from dpaudit.protocols import LocalDP, PairSpec, TableDP, make_pair
-from dpaudit.protocols.local import ask_transcript, check_local_plugin, real_array
+from dpaudit.policies.base import PolicyLike
+from dpaudit.protocols.local import LocalPluginInfo, ask_transcript, check_local_plugin, real_array
 from dpaudit.protocols.continuous import action_space, central_features, loss_pair, play, transcript_features
 
 from .context import DEFAULTS, Context, confidence_each, runs_text
@@ -303,11 +304,26 @@ def preflight(ctx: Context) -> None:
                                    workers=r.workers, local=r.on_this_machine, max_hours=r.max_hours)
 
 
+@dataclass(frozen=True)
+class _KArmed:
+    """A K-armed local audit's state between its steps: the policy at horizon ``T`` and its plug-in contract
+    (``info``), the confidence of each sampling part, the user data fed (``lo_hi``, the alphabet's or the range's
+    ends) and the other users' background."""
+
+    ctx: Context
+    sections: LocalSections
+    policy: PolicyLike
+    T: int
+    info: LocalPluginInfo
+    conf_each: float
+    lo_hi: tuple[float, float]
+    background: str
+
+
 def audit(ctx: Context) -> None:
-    """The local plan (module docstring), filling ``ctx``."""
+    """The local plan (module docstring), filling ``ctx``: the policy and its plug-in contract; a K-armed policy's
+    ledger per user, channel, finite channel, transcript and central part; a BCO policy's (:func:`_audit_bco`)."""
     r = ctx.request
-    central = r.central
-    spec = r.policy if isinstance(r.policy, str) else str(r.policy)
     T = r.horizon if r.horizon is not None else DEFAULTS["horizon"]
     ctx.horizon = T
     if r.pair is not None:
@@ -316,8 +332,8 @@ def audit(ctx: Context) -> None:
     policy = with_features(ctx.build(T), r.seed)
     ctx.policy = policy
     # the local plug-in contract, checked member by member before any part relies on it (protocols.local)
-    info = ctx.local_info or check_local_plugin(policy, horizon=T, rng_seed=r.seed, rewards=r.rewards, name=spec)
-    ctx.read_claim(policy, spec)
+    info = ctx.local_info or check_local_plugin(policy, horizon=T, rng_seed=r.seed, rewards=r.rewards, name=r.spec)
+    ctx.read_claim(policy, r.spec)
     ctx.notes.extend(getattr(policy, "audit_notes", ()))  # what the per-run adapter did
     params = getattr(policy, "params", None)
     ctx.params = params() if callable(params) else dict(r.params)
@@ -330,75 +346,83 @@ def audit(ctx: Context) -> None:
         if r.rewards is not None or r.adapter is not None:
             raise DPAuditError("--rewards and --adapter apply to K-armed policies; a BCO policy's users hold loss "
                                "functions, so drop them.")
-        return _audit_bco(ctx, sections, policy, T, central, info)
-    alphabet = info.alphabet  # --rewards, else the policy's reward_alphabet (scalar data only)
+        return _audit_bco(ctx, sections, policy, T, r.central, info)
     if r.rewards is not None and info.vector_data:
         raise DPAuditError("--rewards applies to scalar user data; this policy's users send vectors "
                            "(domain_pairs()), so it cannot be restricted to a reward alphabet.")
     s_ledger, s_channel, s_transcript = np.random.SeedSequence(r.seed).spawn(3)
-    has_transcript = info.transcript
-    conf_each = confidence_each(ctx, 1 + int(has_transcript) + int(central))
-    K = int(policy.n_arms)
-    sections.arms, sections.confidence_per_attack = Arms(K), conf_each
-    lo_hi = getattr(policy, "reward_range", policy.domain)
-    rng_pair = (alphabet[0], alphabet[-1]) if alphabet else tuple(float(x) for x in lo_hi)
-    background = "low" if alphabet else "mid"  # an alphabet need not contain the middle value
-
-    # 1. ledger, per user
-    ctx.say("local: ledger")
-    if hasattr(policy, "ledger"):
-        t_ledger = time.perf_counter()
-        d = make_pair(PairSpec(0, background), TableDP(), K, T, rng_pair).d0
-        TableDP().run(policy, d, 200, np.random.default_rng(s_ledger), None, record=True)
-        _ledger_part(ctx, sections, policy, ledger_per_user(policy.ledger, ctx.delta), 200 * T,
-                     time.perf_counter() - t_ledger)
-        ctx.set_upper(policy_upper(policy, T, ctx.delta, protocol="local", per="user"))
-    else:
-        _ledger_part(ctx, sections, policy, None, 200 * T)
-
-    # 2. the channel, black box
+    conf_each = confidence_each(ctx, 1 + int(info.transcript) + int(r.central))
+    sections.arms, sections.confidence_per_attack = Arms(int(policy.n_arms)), conf_each
+    alphabet = info.alphabet  # --rewards, else the policy's reward_alphabet (scalar data only)
+    lo_hi = getattr(policy, "reward_range", policy.domain)  # type: ignore[attr-defined]
+    ends = (alphabet[0], alphabet[-1]) if alphabet else (float(lo_hi[0]), float(lo_hi[1]))
+    k = _KArmed(ctx, sections, policy, T, info, conf_each, ends,
+                "low" if alphabet else "mid")  # an alphabet need not contain the middle value
+    _ledger_per_user(k, s_ledger)
     ctx.say("local: channel attack")
     _channel_part(ctx, policy, conf_each, s_channel, info)
+    _finite_channel(ctx, info)
+    _transcript(k, s_transcript)
+    if r.central:
+        _central_part(ctx, sections, conf_each)
 
-    # 3. exact, finite channels
-    if info.table is not None:  # checked by check_local_plugin; None: the channel is not finite
-        inputs, outputs, P = info.table
-        t_exact = time.perf_counter()
-        e, (i, j) = exact_channel_epsilon(P, ctx.delta)
-        ctx.exact.append(Exact("finite channel", e, "exact eps(delta) over every ordered pair of inputs", True,
-                               {"z": float(inputs[i]), "z_prime": float(inputs[j])},
-                               {"inputs": np.asarray(inputs).tolist(), "outputs": np.asarray(outputs).tolist(),
-                                "table": np.asarray(P).tolist()}))
-        ctx.ran("finite channel", "exact", f"the channel table's exact eps = {e:.4g}", time.perf_counter() - t_exact)
 
-    # 4. the transcript, black box
-    if has_transcript:
-        ctx.say("local: transcript attack")
-        n_tr = max(1000, r.runs // LOCAL_DEFAULTS["transcript_div"])
-        lo, hi = rng_pair
-        t0 = time.perf_counter()
-        source = TranscriptSource(policy, _user_rounds(T, T - 2), T, lo, hi, background)
-        s_screen, s_eval = s_transcript.spawn(2)
-        engine = _engine(ctx, policy)
-        kept, screen = _screened(source, ctx, s_screen, n_tr, conf_each, engine)
-        rows = threshold_attack(source, kept, s_eval, delta=ctx.delta, confidence=conf_each,
-                                n_select=max(1000, n_tr // 5), n_fresh=n_tr, engine=engine, progress=ctx.progress,
-                                what="transcript: fresh runs", claim=ctx.claim.epsilon, floor=_shown(ctx))
-        res = _rows_result("transcript", rows, source, ctx.delta, conf_each, max(1000, n_tr // 5),
-                           time.perf_counter() - t0)
-        if screen:
-            res = replace(res, details={**res.details, "screened_users": screen})
-        ctx.attacks.append(res)
-        ctx.ran("transcript", "bound", f"what the server received from a user: {len(source.rounds)} users screened "
-                                       f"on pilot runs, users {[source.rounds[c] for c in kept]} counted on "
-                                       f"{runs_text(res, n_tr)} fresh runs per side each", res.seconds)
-    else:
+def _ledger_per_user(k: _KArmed, seed: np.random.SeedSequence) -> None:
+    """Part 1: every message the policy's channels recorded on an audit table, 200 runs, composed per user."""
+    ctx, policy, T = k.ctx, k.policy, k.T
+    ctx.say("local: ledger")
+    if not hasattr(policy, "ledger"):
+        _ledger_part(ctx, k.sections, policy, None, 200 * T)
+        return
+    t0 = time.perf_counter()
+    d = make_pair(PairSpec(0, k.background), TableDP(), int(policy.n_arms), T, k.lo_hi).d0
+    TableDP().run(policy, d, 200, np.random.default_rng(seed), None, record=True)
+    _ledger_part(ctx, k.sections, policy, ledger_per_user(policy.ledger, ctx.delta), 200 * T,  # type: ignore[attr-defined]
+                 time.perf_counter() - t0)
+    ctx.set_upper(policy_upper(policy, T, ctx.delta, protocol="local", per="user"))
+
+
+def _finite_channel(ctx: Context, info: LocalPluginInfo) -> None:
+    """Part 3: a finite channel's exact eps(delta) over every ordered pair of inputs (``channel_table()``)."""
+    if info.table is None:  # checked by check_local_plugin; None: the channel is not finite
+        return
+    inputs, outputs, P = info.table
+    t0 = time.perf_counter()
+    e, (i, j) = exact_channel_epsilon(P, ctx.delta)
+    ctx.exact.append(Exact("finite channel", e, "exact eps(delta) over every ordered pair of inputs", True,
+                           {"z": float(inputs[i]), "z_prime": float(inputs[j])},
+                           {"inputs": np.asarray(inputs).tolist(), "outputs": np.asarray(outputs).tolist(),
+                            "table": np.asarray(P).tolist()}))
+    ctx.ran("finite channel", "exact", f"the channel table's exact eps = {e:.4g}", time.perf_counter() - t0)
+
+
+def _transcript(k: _KArmed, seed: np.random.SeedSequence) -> None:
+    """Part 4: what the server received from each user, on tables that differ in her row, every user screened on
+    pilot runs and the most promising few counted (a policy without ``transcript()`` says so)."""
+    ctx, r = k.ctx, k.ctx.request
+    if not k.info.transcript:
         ctx.notes.append("the policy keeps no transcript() of what its server received, so only its channel was "
                          "attacked black-box (a server that also reads raw data would show only in the central audit).")
-
-    # 5. central Table DP
-    if central:
-        _central_part(ctx, sections, conf_each)
+        return
+    assert ctx.claim is not None
+    ctx.say("local: transcript attack")
+    n_tr = max(1000, r.runs // LOCAL_DEFAULTS["transcript_div"])
+    t0 = time.perf_counter()
+    source = TranscriptSource(k.policy, _user_rounds(k.T, k.T - 2), k.T, k.lo_hi[0], k.lo_hi[1], k.background)
+    s_screen, s_eval = seed.spawn(2)
+    engine = _engine(ctx, k.policy)
+    kept, screen = _screened(source, ctx, s_screen, n_tr, k.conf_each, engine)
+    rows = threshold_attack(source, kept, s_eval, delta=ctx.delta, confidence=k.conf_each,
+                            n_select=max(1000, n_tr // 5), n_fresh=n_tr, engine=engine, progress=ctx.progress,
+                            what="transcript: fresh runs", claim=ctx.claim.epsilon, floor=_shown(ctx))
+    res = _rows_result("transcript", rows, source, ctx.delta, k.conf_each, max(1000, n_tr // 5),
+                       time.perf_counter() - t0)
+    if screen:
+        res = replace(res, details={**res.details, "screened_users": screen})
+    ctx.attacks.append(res)
+    ctx.ran("transcript", "bound", f"what the server received from a user: {len(source.rounds)} users screened "
+                                   f"on pilot runs, users {[source.rounds[c] for c in kept]} counted on "
+                                   f"{runs_text(res, n_tr)} fresh runs per side each", res.seconds)
 
 
 def _shown(ctx: Context) -> float:
@@ -609,12 +633,12 @@ def _central_part(ctx: Context, sections: LocalSections, conf_each: float) -> No
                                                                  "no power, every lower bound 0"), found.seconds)
 
 
-def _audit_bco(ctx: Context, sections: LocalSections, policy: Any, T: int, central: bool, info: Any) -> None:
+def _audit_bco(ctx: Context, sections: LocalSections, policy: PolicyLike, T: int, central: bool,
+               info: LocalPluginInfo) -> None:
     """The local plan of a BCO policy (module docstring): ledger, channel, transcript, central points."""
     from dpaudit.simulate import simulate_bco
 
-    r = ctx.request
-    s_ledger, s_channel, s_transcript, s_central = np.random.SeedSequence(r.seed).spawn(4)
+    s_ledger, s_channel, s_transcript, s_central = np.random.SeedSequence(ctx.request.seed).spawn(4)
     conf_each = confidence_each(ctx, 2 + int(central))
     sections.arms, sections.confidence_per_attack = Arms(None, action_space(policy)), conf_each
     # 1. ledger: the background losses (0, and user 0 at the low extreme), 200 runs
@@ -622,47 +646,54 @@ def _audit_bco(ctx: Context, sections: LocalSections, policy: Any, T: int, centr
     t_ledger = time.perf_counter()
     pol = ctx.build(T)
     simulate_bco(pol, loss_pair(pol, T, 0)[0], 200, int(s_ledger.generate_state(1)[0]), record=True)
-    _ledger_part(ctx, sections, policy, ledger_per_user(pol.ledger, ctx.delta), 200 * T, time.perf_counter() - t_ledger)
+    _ledger_part(ctx, sections, policy, ledger_per_user(pol.ledger, ctx.delta), 200 * T,  # type: ignore[attr-defined]
+                 time.perf_counter() - t_ledger)
     ctx.set_upper(policy_upper(pol, T, ctx.delta, protocol="local", per="user"))
     # 2. channel
     ctx.say("local: channel attack")
     _channel_part(ctx, policy, conf_each, s_channel, info)
     # 4. transcript, 5. central (the points)
-    rounds = _user_rounds(T, T - 2)  # the central features need round j + 1
-    for kind, ss, div, on in (("transcript", s_transcript, LOCAL_DEFAULTS["transcript_div"], True),
-                              ("central", s_central, LOCAL_DEFAULTS["central_div"], central)):
-        if not on:
-            continue
-        ctx.say(f"local: {kind} attack" + (" (points)" if kind == "central" else ""))
-        n = max(1000, r.runs // div)
-        t0 = time.perf_counter()
-        source = LossSource(ctx.build(T), rounds, T, kind)
-        s_screen, s_eval = ss.spawn(2)
-        engine = _engine(ctx, source.policy)
-        kept, screen = _screened(source, ctx, s_screen, n, conf_each, engine)
-        rows = threshold_attack(source, kept, s_eval, delta=ctx.delta, confidence=conf_each,
-                                n_select=max(1000, n // 5), n_fresh=n, engine=engine, progress=ctx.progress,
-                                what=f"{kind}: fresh runs", claim=ctx.claim.epsilon, floor=_shown(ctx))
-        stat = None
-        if kind == "transcript" and policy.n_points == 2:
-            stat = "projection of (message, message x direction of x1 - x2) onto the learnt mean difference"
-        elif kind == "central":
-            stat = ("projection of (centre of the next points, its outer product with the exploration direction) "
-                    "onto the learnt mean difference")
-        res = _rows_result(kind, rows, source, ctx.delta, conf_each, max(1000, n // 5), time.perf_counter() - t0, stat)
-        if screen:
-            res = replace(res, details={**res.details, "screened_users": screen})
-        ctx.attacks.append(res)
-        if kind == "central":
-            low, eps_claim = res.epsilon_lower, ctx.claim.epsilon
-            sections.central = PointsCentral(
-                Verdict.VIOLATION if low > eps_claim else Verdict.CONSISTENT, eps_claim, low, eps_claim - low,
-                res.witness, [res], f"the point-sequence attack's lower bound eps >= {low:.4g} "
-                                    f"{'exceeds' if low > eps_claim else 'is within'} the claimed eps = {eps_claim:.4g}",
-                None, res.seconds)
-        what = "what the server received" if kind == "transcript" else "the points played after the user's round"
-        ctx.ran(kind, "bound", f"{what}: {len(rounds)} users screened, users {[rounds[c] for c in kept]} counted "
-                               f"on {runs_text(res, n)} fresh runs per side each", res.seconds)
+    _bco_view(ctx, sections, policy, T, "transcript", s_transcript, LOCAL_DEFAULTS["transcript_div"], conf_each)
     if central:
+        _bco_view(ctx, sections, policy, T, "central", s_central, LOCAL_DEFAULTS["central_div"], conf_each)
         ctx.notes.append("central part: the view is the sequence of points played (BCO), one learnt-projection "
                          "threshold test, not the K-armed audit's attacks.")
+
+
+def _bco_view(ctx: Context, sections: LocalSections, policy: PolicyLike, T: int, kind: str,
+              seed: np.random.SeedSequence, div: int, conf_each: float) -> None:
+    """A BCO policy's ``transcript`` (what the server received from a user) or ``central`` (the points played
+    after the user's round) part: loss sequences that differ in one user's loss, every user screened on pilot
+    runs, a learnt-projection threshold test on the most promising few."""
+    assert ctx.claim is not None
+    rounds = _user_rounds(T, T - 2)  # the central features need round j + 1
+    ctx.say(f"local: {kind} attack" + (" (points)" if kind == "central" else ""))
+    n = max(1000, ctx.request.runs // div)
+    t0 = time.perf_counter()
+    source = LossSource(ctx.build(T), rounds, T, kind)
+    s_screen, s_eval = seed.spawn(2)
+    engine = _engine(ctx, source.policy)
+    kept, screen = _screened(source, ctx, s_screen, n, conf_each, engine)
+    rows = threshold_attack(source, kept, s_eval, delta=ctx.delta, confidence=conf_each,
+                            n_select=max(1000, n // 5), n_fresh=n, engine=engine, progress=ctx.progress,
+                            what=f"{kind}: fresh runs", claim=ctx.claim.epsilon, floor=_shown(ctx))
+    stat = None
+    if kind == "transcript" and policy.n_points == 2:  # type: ignore[attr-defined]
+        stat = "projection of (message, message x direction of x1 - x2) onto the learnt mean difference"
+    elif kind == "central":
+        stat = ("projection of (centre of the next points, its outer product with the exploration direction) "
+                "onto the learnt mean difference")
+    res = _rows_result(kind, rows, source, ctx.delta, conf_each, max(1000, n // 5), time.perf_counter() - t0, stat)
+    if screen:
+        res = replace(res, details={**res.details, "screened_users": screen})
+    ctx.attacks.append(res)
+    if kind == "central":
+        low, eps_claim = res.epsilon_lower, ctx.claim.epsilon
+        sections.central = PointsCentral(
+            Verdict.VIOLATION if low > eps_claim else Verdict.CONSISTENT, eps_claim, low, eps_claim - low,
+            res.witness, [res], f"the point-sequence attack's lower bound eps >= {low:.4g} "
+                                f"{'exceeds' if low > eps_claim else 'is within'} the claimed eps = {eps_claim:.4g}",
+            None, res.seconds)
+    what = "what the server received" if kind == "transcript" else "the points played after the user's round"
+    ctx.ran(kind, "bound", f"{what}: {len(rounds)} users screened, users {[rounds[c] for c in kept]} counted "
+                           f"on {runs_text(res, n)} fresh runs per side each", res.seconds)
