@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -76,6 +76,10 @@ from .cost import Estimate
 from .findings import Exact
 from .sections import Arms, JSONObject, JSONValue, Sections
 from .setup import convert_claim
+
+if TYPE_CHECKING:
+    from dpaudit.attacks.exact_joint import JointProfile
+    from dpaudit.policies.finite_contextual import FiniteContextualPolicy
 
 __all__ = ["audit", "preflight", "JOINT_DEFAULTS", "JointViewSource", "TreeSource", "TreePilotSource", "LossSource",
            "membership_only", "EXACT_TOLERANCE"]
@@ -801,9 +805,6 @@ def audit_finite(ctx: Context) -> None:
     """The exact joint-DP audit of a finite contextual policy: the exact eps at delta, delta at ``epsilon``
     and D_alpha under the definition of anticipating JDP, and, for a pure or (eps, delta) claim, the exact eps at
     the claim's own delta; every figure is judged against the claim (exact, no sampling)."""
-    from dpaudit.accountants import ApproxDP, PureDP
-    from dpaudit.attacks.exact import DEFAULT_MAX_WORK
-    from dpaudit.attacks.exact_joint import exact_joint_profile
     from dpaudit.policies.finite_contextual import load_contextual
 
     from .findings import Claim
@@ -812,66 +813,90 @@ def audit_finite(ctx: Context) -> None:
     r = ctx.request
     if r.params:
         raise DPAuditError(f"a finite contextual policy has no parameters (its rules are its spec), got {dict(r.params)}.")
-    policy = load_contextual(r.policy)
+    policy = load_contextual(r.policy)  # type: ignore[arg-type]
     ctx.policy = policy
     ctx.horizon = policy.horizon
     claim = policy.claim
-    epsilon = r.epsilon if r.epsilon is not None else 1.0
-    alpha = r.alpha if r.alpha is not None else 2.0
-    deltas, epsilons = [ctx.delta], [float(epsilon)]
-    point = None  # the claim's own (eps, delta) point, checked exactly as well
-    if isinstance(claim, PureDP):
-        point = (claim.epsilon, 0.0)
-    elif isinstance(claim, ApproxDP):
-        point = (claim.epsilon, claim.delta)
-    if point is not None and point[1] != ctx.delta:
-        deltas.append(point[1])
-    ctx.say("joint: exact enumeration")
-    prof = exact_joint_profile(policy, epsilons=epsilons, deltas=deltas, alphas=[alpha],
-                               max_work=DEFAULT_MAX_WORK if r.max_work is None else r.max_work)
+    at = ExactAt(float(r.epsilon if r.epsilon is not None else 1.0), ctx.delta,
+                 float(r.alpha if r.alpha is not None else 2.0))
+    point = _claimed_point(claim, ctx.delta)
+    prof = _enumerate(ctx, policy, at, point)
     exact = {m: ExactFigures(prof.epsilon_at[m][0], prof.delta_at[m][0], prof.renyi[m][0],
                              _wd(prof.witnesses[m]["epsilon"][0]), _wd(prof.witnesses[m]["delta"][0]),
                              _wd(prof.witnesses[m]["renyi"][0])) for m in prof.epsilon_at}
-    eps_h = exact["history"].epsilon
-    w = exact["history"].witness_epsilon
     ctx.params = {}
     sections = FiniteJointSections(
         arms=Arms(policy.n_arms), contexts=list(policy.contexts), rewards=[float(x) for x in policy.rewards],
-        at=ExactAt(float(epsilon), ctx.delta, float(alpha)), exact_joint=exact, sizes=prof.sizes,
+        at=at, exact_joint=exact, sizes=prof.sizes,
         protocol_summary=("input: per round a context label and per-arm rewards; view: a_{t+1}..a_T; neighbours: "
                           "round t's (context, action, reward) changed, the history before t and every future context "
                           "and reward fixed by the adversary (anticipating joint DP, as in Shariff & Sheffet 2018 and "
                           "Vietri et al. 2020)"))
     ctx.sections = sections
     ctx.confidence = 1.0
+    _exact_findings(ctx, sections, prof, exact, at, point, judged=claim is not None)
+    ctx.ran("exact enumeration", "exact", f"every history, canary pair and future of T = {policy.horizon}: eps = "
+                                          f"{_f(exact['history'].epsilon)}", prof.seconds)
+    ctx.set_upper({"epsilon": exact["history"].epsilon, "method": "exact enumeration",
+                   "details": {"source": "exact enumeration"}})
+    sections.central_exact = CentralExact(exact["central"].epsilon, exact["central"].witness_epsilon)
+    if claim is None:
+        ctx.no_claim = NoClaim("the spec states no claim, so there is nothing to judge; the exact numbers stand alone",
+                               {"attack": "joint enumeration", **(exact["history"].witness_epsilon or {})})
+    else:
+        eps_claim, how = claimed_epsilon(claim, ctx.delta)
+        ctx.claim = Claim(claim.describe(), eps_claim, ctx.delta, how)
+
+
+def _claimed_point(claim: object, delta: float) -> tuple[float, float] | None:
+    """The claim's own (eps, delta) point, checked exactly as well, when it is not at the audit's delta (a pure
+    claim's delta is 0); None otherwise."""
+    from dpaudit.accountants import ApproxDP, PureDP
+
+    point = None
+    if isinstance(claim, PureDP):
+        point = (claim.epsilon, 0.0)
+    elif isinstance(claim, ApproxDP):
+        point = (claim.epsilon, claim.delta)
+    return point if point is not None and point[1] != delta else None
+
+
+def _enumerate(ctx: Context, policy: FiniteContextualPolicy, at: ExactAt,
+               point: tuple[float, float] | None) -> JointProfile:
+    """Every history, pair of canary triples and future enumerated (:func:`dpaudit.attacks.exact_joint.
+    exact_joint_profile`), at the audit's delta and the claim's own."""
+    from dpaudit.attacks.exact import DEFAULT_MAX_WORK
+    from dpaudit.attacks.exact_joint import exact_joint_profile
+
+    max_work = ctx.request.max_work
+    ctx.say("joint: exact enumeration")
+    return exact_joint_profile(policy, epsilons=[at.epsilon], deltas=[ctx.delta] + ([point[1]] if point else []),
+                               alphas=[at.alpha], max_work=DEFAULT_MAX_WORK if max_work is None else max_work)
+
+
+def _exact_findings(ctx: Context, sections: FiniteJointSections, prof: JointProfile, exact: dict[str, ExactFigures],
+                    at: ExactAt, point: tuple[float, float] | None, judged: bool) -> None:
+    """The enumeration's figures in the findings: the notes (the user-data neighbours and the central view
+    beside), the exact eps at delta (judged when there is a claim) and at the claim's own delta."""
+    history = exact["history"]
     ctx.notes += [f"exact enumeration ({prof.seconds:.3g} s): every canary round, every history before it the policy "
                   "can produce, every pair of round-t triples (context, action, reward), every future of contexts and "
                   "per-arm rewards; no sampling.",
                   f"user-data neighbours (a_t drawn by the policy): eps = {_f(exact['data'].epsilon)} at delta = "
                   f"{ctx.delta:g}; the central view a_t..a_T (not promised by joint DP): eps = "
                   f"{_f(exact['central'].epsilon)}."]
-    ctx.exact.append(Exact("joint enumeration", eps_h, f"exact eps at delta = {ctx.delta:g} (anticipating joint DP "
-                                                         "as in Shariff & Sheffet 2018 and Vietri et al. 2020, "
-                                                         "enumerated)", claim is not None,
+    w = history.witness_epsilon
+    ctx.exact.append(Exact("joint enumeration", history.epsilon, f"exact eps at delta = {ctx.delta:g} (anticipating "
+                                                                 "joint DP as in Shariff & Sheffet 2018 and Vietri et "
+                                                                 "al. 2020, enumerated)", judged,
                            {"label": _witness_label(w), **(w or {})},
-                           {"renyi": {"orders": [float(alpha)], "value": [exact["history"].renyi]},
-                            "delta_at_epsilon": {"epsilon": float(epsilon),
-                                                 "delta": exact["history"].delta_at_epsilon}}))
-    if point is not None and point[1] != ctx.delta:
-        e_pt = prof.epsilon_at["history"][deltas.index(point[1])]
+                           {"renyi": {"orders": [at.alpha], "value": [history.renyi]},
+                            "delta_at_epsilon": {"epsilon": at.epsilon, "delta": history.delta_at_epsilon}}))
+    if point is not None:
+        e_pt = prof.epsilon_at["history"][1]  # the claim's delta is the second one enumerated
         ctx.exact.append(Exact("joint enumeration at the claim's delta", e_pt,
                                f"exact eps at the claim's own delta = {point[1]:g}", True, {}, {}, claimed=point[0]))
         sections.claim_point = ClaimPoint(point[0], point[1], e_pt)
-    ctx.ran("exact enumeration", "exact", f"every history, canary pair and future of T = {policy.horizon}: eps = "
-                                          f"{_f(eps_h)}", prof.seconds)
-    ctx.set_upper({"epsilon": eps_h, "method": "exact enumeration", "details": {"source": "exact enumeration"}})
-    sections.central_exact = CentralExact(exact["central"].epsilon, exact["central"].witness_epsilon)
-    if claim is None:
-        ctx.no_claim = NoClaim("the spec states no claim, so there is nothing to judge; the exact numbers stand alone",
-                               {"attack": "joint enumeration", **(w or {})})
-    else:
-        eps_claim, how = claimed_epsilon(claim, ctx.delta)
-        ctx.claim = Claim(claim.describe(), eps_claim, ctx.delta, how)
 
 
 def membership_only(spec: str, params: dict[str, str] | None = None, *, horizon: int, pairs: str = "all",
