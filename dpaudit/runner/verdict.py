@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from dpaudit.attacks.result import AuditResult
 from dpaudit.errors import InternalError
@@ -54,7 +54,7 @@ def _check_numbers(attacks: Sequence[AuditResult], exact: Sequence[Exact]) -> No
 
 
 def decide(eps_claim: float, delta: float, attacks: Sequence[AuditResult], exact: Sequence[Exact] = (), *,
-           renyi_violation: Sequence[dict[str, Any]] = (), unseen: str | None = None, blackbox_only: bool = False,
+           renyi_violation: Sequence[Mapping[str, float]] = (), unseen: str | None = None, blackbox_only: bool = False,
            ceiling: float = math.inf, runs: int | None = None, pairs_tried: int | None = None,
            confidence: float | None = None, advice: str | None = None) -> Decision:
     """Apply the rule (module docstring) to an audit's findings.
@@ -69,26 +69,9 @@ def decide(eps_claim: float, delta: float, attacks: Sequence[AuditResult], exact
     _check_numbers(attacks, exact)
     best = max(attacks, key=lambda a: a.epsilon_lower, default=None)
     best_lower = best.epsilon_lower if best is not None else 0.0
-    over: list[tuple[float, str, dict[str, Any]]] = []
-    for a in attacks:
-        if a.epsilon_lower > eps_claim:
-            over.append((a.epsilon_lower, f"the {a.attack} attack's lower bound eps >= {a.epsilon_lower:.4g}",
-                         {"attack": a.attack, **a.witness}))
-    for e in exact:
-        against = eps_claim if e.claimed is None else e.claimed
-        if e.judged and e.epsilon > against * (1 + EXACT_TOLERANCE) + EXACT_TOLERANCE:
-            over.append((e.epsilon, f"the {e.part}'s exact eps = {e.epsilon:.6g} ({e.method})"
-                                    + (f" exceeds the claim's own eps = {against:.6g}" if e.claimed is not None else ""),
-                         {"attack": e.part, **e.witness}))
+    over = _over_the_claim(eps_claim, attacks, exact)
     if over:
-        worst = max(over, key=lambda f: f[0])
-        reason = worst[1] if " exceeds " in worst[1] else f"{worst[1]} exceeds the claimed eps = {eps_claim:.4g} at delta = {delta:g}"
-        if len(over) > 1:
-            reason += f" (and {len(over) - 1} more finding{'s' if len(over) > 2 else ''})"
-        if not attacks:
-            reason += " (exact, no sampling)"
-            best_lower = next(e.epsilon for e in exact if e.judged)  # the first figure is at the audit's delta
-        return Decision(Verdict.VIOLATION, reason, best_lower, worst[2])
+        return _violation(over, eps_claim, delta, attacks, exact, best_lower)
     if renyi_violation:
         v = max(renyi_violation, key=lambda r: r["D_alpha_lower"] - r["claimed"])
         lik = next((a for a in attacks if a.attack == "likelihood"), best)
@@ -124,3 +107,35 @@ def decide(eps_claim: float, delta: float, attacks: Sequence[AuditResult], exact
                                         f"(best: {best.attack}, eps >= {best_lower:.4g}; gap "
                                         f"{eps_claim - best_lower:.4g})",
                     best_lower, witness)
+
+
+def _over_the_claim(eps_claim: float, attacks: Sequence[AuditResult],
+                    exact: Sequence[Exact]) -> list[tuple[float, str, dict[str, object]]]:
+    """Every finding above the claim: (its eps, what it is, its witness): an attack's bound strictly above it, a
+    judged exact figure beyond its numerical precision (against the claim's own eps where it says so)."""
+    over: list[tuple[float, str, dict[str, object]]] = []
+    for a in attacks:
+        if a.epsilon_lower > eps_claim:
+            over.append((a.epsilon_lower, f"the {a.attack} attack's lower bound eps >= {a.epsilon_lower:.4g}",
+                         {"attack": a.attack, **a.witness}))
+    for e in exact:
+        against = eps_claim if e.claimed is None else e.claimed
+        if e.judged and e.epsilon > against * (1 + EXACT_TOLERANCE) + EXACT_TOLERANCE:
+            over.append((e.epsilon, f"the {e.part}'s exact eps = {e.epsilon:.6g} ({e.method})"
+                                    + (f" exceeds the claim's own eps = {against:.6g}" if e.claimed is not None else ""),
+                         {"attack": e.part, **e.witness}))
+    return over
+
+
+def _violation(over: list[tuple[float, str, dict[str, object]]], eps_claim: float, delta: float,
+               attacks: Sequence[AuditResult], exact: Sequence[Exact], best_lower: float) -> Decision:
+    """The violation of the worst finding above the claim, with how many more there are."""
+    worst = max(over, key=lambda f: f[0])
+    reason = worst[1] if " exceeds " in worst[1] else (f"{worst[1]} exceeds the claimed eps = {eps_claim:.4g} at "
+                                                       f"delta = {delta:g}")
+    if len(over) > 1:
+        reason += f" (and {len(over) - 1} more finding{'s' if len(over) > 2 else ''})"
+    if not attacks:
+        reason += " (exact, no sampling)"
+        best_lower = next(e.epsilon for e in exact if e.judged)  # the first figure is at the audit's delta
+    return Decision(Verdict.VIOLATION, reason, best_lower, worst[2])
