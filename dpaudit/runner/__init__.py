@@ -22,10 +22,12 @@ findings of every part that had finished; with a checkpoint, rerunning resumes.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable
+from types import ModuleType
+from typing import Callable, Mapping, TypedDict
 
 from dpaudit.engine import Checkpoint, Engine, dask_executor, one_blas_thread
 from dpaudit.errors import DPAuditError, check_confidence, check_delta, check_int, check_positive
+from dpaudit.policies.base import PolicySource
 from dpaudit.protocols import get_protocol
 from dpaudit.sandbox import (call_limit, can_isolate, check_call_timeout, explain_worker_death, file_digest,
                              is_plugin_spec, overdue, own_numerics, plugin_digest, run_isolated, watch_signals)
@@ -33,6 +35,7 @@ from dpaudit.sandbox import (call_limit, can_isolate, check_call_timeout, explai
 from . import central, joint, local, one_run, shuffle
 from .context import DEFAULTS, Context, Request
 from .findings import AuditInterrupted, Findings
+from .sections import JSONObject
 from .setup import versions
 
 __all__ = ["Request", "Context", "run", "check", "DEFAULTS", "findings_json", "RUN_KEYS", "METHODS"]
@@ -46,7 +49,14 @@ RUN_KEYS = ("seconds", "workers", "checkpoint", "attacks_seconds", "command", "v
 #: options of the K-armed audits only
 _CONTEXTUAL = ("the {p} audit builds its own contextual inputs (the adversary's contexts and rewards), so the "
                "K-armed {o} does not apply")
-PLANS: dict[str, dict[str, Any]] = {
+class Plan(TypedDict):
+    """A protocol's plan: the runner module that runs it, and the options it refuses with the reason for each."""
+
+    module: str
+    refuses: dict[str, str]
+
+
+PLANS: dict[str, Plan] = {
     "table": {"module": "central", "refuses": {}},
     "view": {"module": "central", "refuses": {}},
     "interactive": {"module": "central", "refuses": {}},
@@ -61,7 +71,7 @@ PLANS: dict[str, dict[str, Any]] = {
 METHODS = ("multi-run", "one-run")
 
 
-def _plan(protocol: str, method: str = "multi-run") -> Any:
+def _plan(protocol: str, method: str = "multi-run") -> ModuleType:
     if method == "one-run":
         return one_run
     return {"central": central, "local": local, "joint": joint, "shuffle": shuffle}[PLANS[protocol]["module"]]
@@ -170,7 +180,7 @@ def _run_here(request: Request, progress: Callable[[str], None] | None = None) -
     return replace(out, extra={"workers": where, **out.extra, **({"checkpoint": cp.summary()} if cp else {})})
 
 
-def findings_json(findings: Findings | dict[str, Any]) -> str:
+def findings_json(findings: Findings | Mapping[str, object]) -> str:
     """An audit's findings as canonical JSON without run times, the engine's description and the command:
     what must not depend on where (or whether from a checkpoint) its pieces ran."""
     import json
@@ -179,7 +189,7 @@ def findings_json(findings: Findings | dict[str, Any]) -> str:
 
     out = findings.to_dict() if hasattr(findings, "to_dict") else findings
 
-    def strip(x: Any) -> Any:
+    def strip(x: object) -> object:
         if isinstance(x, dict):
             return {k: strip(v) for k, v in x.items() if k not in RUN_KEYS}
         return [strip(v) for v in x] if isinstance(x, list) else x
@@ -187,8 +197,8 @@ def findings_json(findings: Findings | dict[str, Any]) -> str:
     return json.dumps(strip(jsonable(out)), sort_keys=True)
 
 
-def check(policy: Any, params: dict[str, Any] | None = None, *, protocol: str = "table",
-          progress: Callable[[str], None] | None = None, **options: Any) -> dict[str, Any]:
+def check(policy: PolicySource, params: Mapping[str, object] | None = None, *, protocol: str = "table",
+          progress: Callable[[str], None] | None = None, **options: object) -> JSONObject:
     """One audit's findings as the JSON dict ``dpaudit check policy --json`` prints (for scripts and
     benchmarks): :func:`run` with the :class:`Request` options as keywords (``workers`` defaults to 1;
     the findings do not depend on it). :func:`dpaudit.audit` is the same with typed findings and reports."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -33,10 +33,11 @@ from dpaudit.accounting import ledger_audit, policy_upper
 from dpaudit.engine import SERIAL, Engine
 from dpaudit.errors import DPAuditError, check_int
 from dpaudit.policies.base import PolicyLike
-from dpaudit.protocols import FixedActionSet, Pair, PairSpec, audit_range, candidate_pairs, make_pair
+from dpaudit.protocols import FixedActionSet, Pair, PairSpec, Protocol, audit_range, candidate_pairs, make_pair
 from dpaudit.protocols.table import readout_pairs
 
 if TYPE_CHECKING:
+    from dpaudit.attacks.neighbours import HorizonChoice as DiscoveredHorizon
     from dpaudit.attacks.neighbours import SearchResult, ThresholdSearch
     from dpaudit.protocols.pairs import UserPair
 
@@ -122,7 +123,7 @@ def small_sample(runs: int) -> int:
 PER_RUN_SMALL = 500
 
 
-def pilot_budgets(probe: Any, runs: int) -> tuple[int, int, bool]:
+def pilot_budgets(probe: PolicyLike, runs: int) -> tuple[int, int, bool]:
     """(pilot cells, search sample size, whether it is a one-run class) for the policy ``probe``: a one-run
     class through the per-run adapter (also behind the plug-in sandbox or a fixed action set) searches on
     :data:`PER_RUN_SMALL` runs per split; the pilot run-rounds of the horizon discovery, threshold search
@@ -139,7 +140,7 @@ def pilot_budgets(probe: Any, runs: int) -> tuple[int, int, bool]:
     return PILOT_CELLS, small_sample(runs), False
 
 
-def first_release_step(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
+def first_release_step(policy: PolicyLike, protocol: Protocol, data: np.ndarray, seed: np.random.SeedSequence,
                        n_runs: int = 20) -> int | None:
     """The earliest step at which any of ``n_runs`` runs on ``data`` releases (None: no release)."""
     protocol.run(policy, data, n_runs, np.random.default_rng(seed), None, record=True)
@@ -148,10 +149,10 @@ def first_release_step(policy: Any, protocol: Any, data: np.ndarray, seed: np.ra
     return min(steps) if steps else None
 
 
-def audit_horizon(policy_for: Callable[[int], Any], protocol: Any, seed: np.random.SeedSequence,
+def audit_horizon(policy_for: Callable[[int], PolicyLike], protocol: Protocol, seed: np.random.SeedSequence,
                   reward_range: tuple[float, float], alphabet: Sequence[float] | None = None,
                   cells: int | None = None, engine: Engine = SERIAL,
-                  progress: Callable[[str], None] | None = None) -> tuple[int, str, Any]:
+                  progress: Callable[[str], None] | None = None) -> tuple[int, str, DiscoveredHorizon | None]:
     """Choose the audit horizon. Returns (horizon, how it was chosen, the discovery's findings or None).
 
     A policy with a ledger: 48, or for one that releases nothing by then the first release step plus
@@ -197,7 +198,7 @@ def preflight(ctx: Context) -> None:
                                    max_hours=r.max_hours, search=lambda policy: searches(policy, r, ctx.protocol.name))
 
 
-def say_estimate(ctx: Context, policy: Any, horizon: int) -> None:
+def say_estimate(ctx: Context, policy: PolicyLike, horizon: int) -> None:
     """The up-front estimate redone at the chosen horizon (:func:`dpaudit.runner.cost.refresh_estimate`), said."""
     from .cost import duration, refresh_estimate
 
@@ -230,7 +231,7 @@ def searches(policy: PolicyLike, r: Request, protocol: str) -> Searches:
     return {"small": small, "threshold": threshold, "sweep": auto and not hasattr(policy, "ledger"), "frugal": per_run}
 
 
-def estimate_horizon(r: Any) -> int:
+def estimate_horizon(r: Request) -> int:
     """The horizon the up-front estimate assumes: ``--horizon``, else the pair file's T (it fixes the
     horizon), else the default."""
     if r.horizon is not None:
@@ -436,7 +437,8 @@ def _build_audited(p: _Plan) -> None:
     ctx.policy = policy
     say_estimate(ctx, policy, int(p.horizon or 0))
     ctx.read_claim(policy, r.spec)
-    ctx.notes.extend(n for n in getattr(policy, "audit_notes", ()) if n not in ctx.notes)  # what the per-run adapter did
+    # what the per-run adapter did
+    ctx.notes.extend(n for n in getattr(policy, "audit_notes", ()) if n not in ctx.notes)
     p.has_ledger = hasattr(policy, "ledger")
     p.conf_each = confidence_each(ctx, 2 if p.has_ledger else 1)
     ctx.blackbox_only = not p.has_ledger
@@ -518,7 +520,7 @@ def _search(p: _Plan) -> SearchResult:
     res = search(policy, ctx.protocol, horizon=int(p.horizon or 0), delta=ctx.delta, confidence_membership=p.conf_each,
                  confidence_likelihood=p.conf_each if p.has_ledger else None, seed=p.seeds.search, specs=p.specs,
                  reward_range=p.rr, n_train=p.small, n_select=p.small, n_test=r.runs, n_screen=p.small,
-                 n_likelihood=r.runs, claim=policy.claim, progress=ctx.progress, engine=p.engine,  # type: ignore[attr-defined]
+                 n_likelihood=r.runs, claim=getattr(policy, "claim", None), progress=ctx.progress, engine=p.engine,
                  finished=ctx.finished, alphabet=p.alphabet, claim_epsilon=ctx.claim.epsilon,  # type: ignore[arg-type]
                  test_membership=not p.sweeps)
     # the ranking's own time: the search's, less the fresh tests it ran (their parts have their own times)

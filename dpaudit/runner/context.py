@@ -32,8 +32,17 @@ if TYPE_CHECKING:
 
 __all__ = ["Request", "Context", "DEFAULTS", "Finished", "NoClaim", "confidence_each"]
 
+class Defaults(TypedDict):
+    """An audit's default fresh runs per side, horizon, confidence and delta."""
+
+    runs: int
+    horizon: int
+    confidence: float
+    delta: float
+
+
 #: default sample sizes and horizon (the horizon is where the central plan's choice starts)
-DEFAULTS = {"runs": 50000, "horizon": 48, "confidence": 0.95, "delta": 1e-5}
+DEFAULTS: Defaults = {"runs": 50000, "horizon": 48, "confidence": 0.95, "delta": 1e-5}
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,7 @@ class Request:
     """What the user asked for: the options of ``dpaudit check policy`` (and :func:`dpaudit.audit`)."""
 
     policy: PolicySource
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, object] = field(default_factory=dict)
     protocol: str = "table"
     delta: float = DEFAULTS["delta"]
     confidence: float = DEFAULTS["confidence"]
@@ -71,7 +80,7 @@ class Request:
     #: in each: :mod:`dpaudit.runner.one_run`)
     method: str = "multi-run"
 
-    def given(self) -> dict[str, Any]:
+    def given(self) -> dict[str, object]:
         """The options given explicitly, by their command-line names (for the refusals)."""
         opts = {"--scheduler": self.scheduler, "--checkpoint": self.checkpoint, "--max-hours": self.max_hours,
                 "--rewards": self.rewards, "--claim": self.claim, "--adapter": self.adapter, "--pair": self.pair,
@@ -121,7 +130,7 @@ class Context:
     horizon: int | None = None
     policy: PolicyLike | None = None
     claim: Claim | None = None
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, object] = field(default_factory=dict)
     attacks: list[AuditResult] = field(default_factory=list)
     beside: list[AuditResult] = field(default_factory=list)
     exact: list[Exact] = field(default_factory=list)
@@ -152,7 +161,7 @@ class Context:
     #: what long parts have finished so far, so that an interrupted audit reports them
     finished: Finished = field(default_factory=Finished)
 
-    def build(self, horizon: int | None, params: Mapping[str, Any] | None = None) -> PolicyLike:
+    def build(self, horizon: int | None, params: Mapping[str, object] | None = None) -> PolicyLike:
         """The policy at ``horizon`` (the request's claim and adapter applied; ``params`` added to the request's;
         ``None``: the policy's own default horizon)."""
         r = self.request
@@ -164,7 +173,7 @@ class Context:
         if self.progress is not None:
             self.progress(message)
 
-    def read_claim(self, policy: Any, spec_label: str) -> Claim:
+    def read_claim(self, policy: PolicyLike, spec_label: str) -> Claim:
         """The policy's claim at the audit's delta (a claim's own larger delta is used instead, with a note)."""
         from dpaudit.accountants import ApproxDP, Guarantee
 
@@ -200,7 +209,7 @@ class Context:
         self.parts.append(Part(name, kind, summary, round(float(seconds), 3)))
 
     def set_power(self, attack: AuditResult | None, pairs_tried: int, runs: int, confidence: float,
-                  note: str = "", **details: Any) -> Power:
+                  note: str = "", **details: object) -> Power:
         """The black-box attack's power at ``runs`` fresh runs per side (what it can show, what it showed).
         A test that stopped once settled (:class:`dpaudit.attacks.sampling.Stop`) says so in the note."""
         used = None if attack is None else attack.details.get("fresh_runs_used")

@@ -412,8 +412,9 @@ def refresh_estimate(estimate: Estimate | None, runs: int, horizon: int, n_candi
     if estimate is None or not estimate.run_steps_per_second:
         return None
     rate = float(estimate.run_steps_per_second)
-    rest = run_steps(runs, horizon, n_candidates, **{**search, "threshold": 0}) / rate
-    least = run_steps(runs, horizon, n_candidates, **{**search, "threshold": 0}, settled=True) / rate
+    after: Searches = {**search, "threshold": 0}  # the threshold search has run
+    rest = run_steps(runs, horizon, n_candidates, **after) / rate
+    least = run_steps(runs, horizon, n_candidates, **after, settled=True) / rate
     estimate.at_horizon = AtHorizon(int(horizon), elapsed + rest, elapsed + least)
     return least, rest
 

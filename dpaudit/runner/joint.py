@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -78,7 +78,7 @@ from .sections import Arms, JSONObject, JSONValue, Sections
 from .setup import convert_claim
 
 if TYPE_CHECKING:
-    from dpaudit.attacks.exact_joint import JointProfile
+    from dpaudit.attacks.exact_joint import JointProfile, JointWitness
     from dpaudit.policies.finite_contextual import FiniteContextualPolicy
 
 __all__ = ["audit", "preflight", "JOINT_DEFAULTS", "JointViewSource", "TreeSource", "TreePilotSource", "LossSource",
@@ -177,7 +177,7 @@ class JointViewSource:
 
     chunk_cells = _CHUNK_CELLS
 
-    def __init__(self, policy: Any, pairs: list[JointPair], horizon: int) -> None:
+    def __init__(self, policy: PolicyLike, pairs: list[JointPair], horizon: int) -> None:
         self.policy, self.pairs = policy, pairs
         self.cells_per_run = horizon * int(policy.n_arms)
 
@@ -185,14 +185,14 @@ class JointViewSource:
         p = self.pairs[candidate]
         return JointDP().run(self.policy, p.d1 if side else p.d0, n, np.random.default_rng(seed), record=False)
 
-    def describe(self, candidate: int) -> dict[str, Any]:
+    def describe(self, candidate: int) -> JSONObject:
         return self.pairs[candidate].describe()
 
 
 class TreeSource(JointViewSource):
     """The binary-tree releases at and beside each pair's canary round, from the policy's ledger."""
 
-    def __init__(self, policy: Any, pairs: list[JointPair], horizon: int, dim: int) -> None:
+    def __init__(self, policy: PolicyLike, pairs: list[JointPair], horizon: int, dim: int) -> None:
         super().__init__(policy, pairs, horizon)
         self.horizon = horizon
         # what a recorded run holds: every node's centre and value (its Fed one block per run), about
@@ -212,7 +212,8 @@ class TreePilotSource(TreeSource):
     shift from d to d' (``shift``) and :func:`~dpaudit.attacks.joint_likelihood.release_losses`' ``loss``,
     ``mu2`` and ``moved`` (the discriminant's training split, the likelihood's pilots)."""
 
-    def __init__(self, policy: Any, pairs: list[JointPair], horizon: int, dim: int, *, trees: bool = True) -> None:
+    def __init__(self, policy: PolicyLike, pairs: list[JointPair], horizon: int, dim: int, *,
+                 trees: bool = True) -> None:
         super().__init__(policy, pairs, horizon, dim)
         self.trees = trees
         self.cells_per_run *= 2  # two ledgers per run when replayed
@@ -237,7 +238,7 @@ class TreePilotSource(TreeSource):
 class LossSource(TreeSource):
     """Privacy losses of runs of each pair replayed on the other side (:func:`~dpaudit.attacks.joint_likelihood.replay_losses`)."""
 
-    def __init__(self, policy: Any, pairs: list[JointPair], horizon: int, dim: int) -> None:
+    def __init__(self, policy: PolicyLike, pairs: list[JointPair], horizon: int, dim: int) -> None:
         super().__init__(policy, pairs, horizon, dim)
         self.cells_per_run *= 2
         self.chunk_cells = _REPLAY_CHUNK_CELLS
@@ -246,7 +247,7 @@ class LossSource(TreeSource):
         return replay_losses(self.policy, self.pairs[candidate], side, n, seed)
 
 
-def _projections(nodes: list[dict[str, Any]], widths: list[int], shift: np.ndarray) -> np.ndarray | None:
+def _projections(nodes: list[JSONObject], widths: list[int], shift: np.ndarray) -> np.ndarray | None:
     """(features, q): each canary node's values projected on the unit mean shift of its path node (a sibling
     on its path neighbour's), the known difference the canary makes; nodes whose shift is zero are left out.
     None when no node moved (then the discriminant fits every coordinate)."""
@@ -267,7 +268,7 @@ def _projections(nodes: list[dict[str, Any]], widths: list[int], shift: np.ndarr
     return np.stack(cols, axis=1) if cols else None
 
 
-def _probe(policy: Any, pair: JointPair) -> tuple[bool, bool, str]:
+def _probe(policy: PolicyLike, pair: JointPair) -> tuple[bool, bool, str]:
     """Whether the policy's ledger holds binary-tree nodes near the canary, and whether its runs replay
     (every release made by a dpaudit mechanism): two runs, recorded and replayed; and why not."""
     try:
@@ -282,7 +283,7 @@ def _probe(policy: Any, pair: JointPair) -> tuple[bool, bool, str]:
     return bool(canary_nodes(rec, pair.round)), True, ""
 
 
-def _dim(policy: Any, spec: str) -> int:
+def _dim(policy: PolicyLike, spec: str) -> int:
     dim = getattr(policy, "dim", None)
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim < 1:
         raise DPAuditError(f"policy {spec!r} has no context dimension `dim`, so it is not a contextual policy and "
@@ -730,7 +731,7 @@ def _long_ledger(ctx: Context, sections: JointSections, K: int, dim: int, raised
 IMPLIED_RUNS = 200
 
 
-def _implied_sensitivities(policy: Any, pairs: list[JointPair], seed: np.random.SeedSequence) -> dict[str, float]:
+def _implied_sensitivities(policy: PolicyLike, pairs: list[JointPair], seed: np.random.SeedSequence) -> dict[str, float]:
     """Per mechanism, the largest factor by which a replayed canary moves a release beyond its recorded
     sensitivity (:func:`dpaudit.attacks.joint_likelihood.implied_sensitivities`), over :data:`IMPLIED_RUNS` runs of
     each pair and side; {} when a replay fails (the gray-box part then says why)."""
@@ -757,7 +758,7 @@ def _tree_small(runs: int) -> int:
     return max(500, min(1000, runs // 20))
 
 
-def _node_widths(policy: Any, pair: JointPair) -> tuple[list[dict[str, Any]], list[int]]:
+def _node_widths(policy: PolicyLike, pair: JointPair) -> tuple[list[JSONObject], list[int]]:
     """The canary nodes of ``pair`` and their widths (the layout of the tree features), from a 1-run recording."""
     JointDP().run(policy, pair.d0, 1, np.random.default_rng(0), record=True)
     rels = policy.ledger.releases
@@ -765,7 +766,7 @@ def _node_widths(policy: Any, pair: JointPair) -> tuple[list[dict[str, Any]], li
     return nodes, [int(rels[x["index"]].value.shape[1]) for x in nodes]
 
 
-def _power_note(mem: Any, runs: int, ctx: Context, T: int, has_ledger: bool, conf_each: float) -> str:
+def _power_note(mem: AuditResult, runs: int, ctx: Context, T: int, has_ledger: bool, conf_each: float) -> str:
     """A plain note when the claim lies beyond what the actions revealed (the verdict then rests on the
     gray-box and ledger parts)."""
     from dpaudit.attacks.bounds import largest_bound, smallest_detectable
@@ -790,11 +791,11 @@ def _f(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.6g}"
 
 
-def _wd(w: Any) -> dict[str, Any] | None:
+def _wd(w: JointWitness | None) -> JSONObject | None:
     return None if w is None else w.to_dict()
 
 
-def _witness_label(w: dict[str, Any] | None) -> str:
+def _witness_label(w: JSONObject | None) -> str:
     if not w:
         return "no pair differs"
     return (f"round {w['round']}: {tuple(w['canary'])} vs {tuple(w['neighbour'])} after history {w['history']}, "
@@ -901,7 +902,7 @@ def _exact_findings(ctx: Context, sections: FiniteJointSections, prof: JointProf
 
 def membership_only(spec: str, params: dict[str, str] | None = None, *, horizon: int, pairs: str = "all",
                     delta: float = 1e-5, confidence: float = 0.95, runs: int = 20000, fit: int | None = None,
-                    seed: int = 0) -> Any:
+                    seed: int = 0) -> AuditResult:
     """The joint audit's black-box attack alone (for measuring its power, ``benchmarks/studies/joint_power.py``):
     ``pairs`` is ``"all"`` (the audit's pairs and the read-out pair), ``"default"`` or ``"readout"``;
     ``fit`` the views per side for fitting and for selection (default as the audit: runs/5 in [500, 4000])."""

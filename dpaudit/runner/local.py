@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Callable, Protocol, Sequence, Union
 
 import numpy as np
 
@@ -54,8 +54,9 @@ from dpaudit.attacks.likelihood import loss_bounds
 from dpaudit.attacks.limits import gaussian_profile, likelihood_limit, sufficient_size
 from dpaudit.attacks.membership import threshold_attack
 from dpaudit.attacks.result import AuditResult
+from dpaudit.engine import Engine
 from dpaudit.errors import DPAuditError, InternalError
-from dpaudit.mechanisms import Ledger
+from dpaudit.mechanisms import Ledger, Release
 from dpaudit.protocols import LocalDP, PairSpec, TableDP, make_pair
 from dpaudit.policies.base import PolicyLike
 from dpaudit.protocols.local import LocalPluginInfo, ask_transcript, check_local_plugin, real_array
@@ -71,6 +72,23 @@ __all__ = ["audit", "preflight", "channel_attack", "LOCAL_DEFAULTS", "ChannelSou
 
 #: fresh channel samples per side = ``channel_factor`` x runs; transcript and central runs per side = runs / 5
 LOCAL_DEFAULTS = {"channel_factor": 20, "transcript_div": 5, "central_div": 5}
+class ChannelPolicy(Protocol):
+    """What the channel parts use of a local-DP policy: its users' channel (``channel(z_batch, rng)``, with
+    ``ledger=`` when it records its releases) and the domain of their data."""
+
+    domain: tuple[float, float]
+    channel: Callable[..., np.ndarray]
+
+
+class PointsPolicy(Protocol):
+    """What the BCO parts use of a policy that plays points: how many per round, in how many dimensions, and the
+    bound of its users' losses."""
+
+    n_points: int
+    d: int
+    loss_bound: float
+
+
 #: what the findings keep of the central Table-DP part's own findings (its ``central`` section)
 CENTRAL_KEYS = ("verdict", "reason", "epsilon_claimed", "epsilon_lower", "gap", "witness", "attacks", "ledger", "notes",
                 "seconds", "horizon", "epsilon_upper", "upper")
@@ -113,7 +131,7 @@ class LocalSections(Sections):
     central: CentralPart | PointsCentral | None = None
 
 
-def domain_pairs(policy: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+def domain_pairs(policy: ChannelPolicy) -> list[tuple[np.ndarray, np.ndarray]]:
     """The pairs of user data the channel attack compares: ``domain_pairs()``, else the domain's ends."""
     pairs = getattr(policy, "domain_pairs", None)
     if callable(pairs):
@@ -131,7 +149,7 @@ def domain_pairs(policy: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(np.array(lo), np.array(hi))]
 
 
-def messages(policy: Any, z: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+def messages(policy: ChannelPolicy, z: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` messages of a user with data ``z`` as (n, m) floats, checked for shape and finiteness."""
     batch = np.broadcast_to(z, (n,) + z.shape).copy()
     try:
@@ -154,13 +172,13 @@ class ChannelSource:
     cells_per_run = 8
     chunk_cells = 2_000_000
 
-    def __init__(self, policy: Any, pairs: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    def __init__(self, policy: ChannelPolicy, pairs: list[tuple[np.ndarray, np.ndarray]]) -> None:
         self.policy, self.pairs = policy, pairs
 
     def sample(self, candidate: int, side: int, n: int, seed: np.random.SeedSequence) -> np.ndarray:
         return messages(self.policy, self.pairs[candidate][side], n, np.random.default_rng(seed))
 
-    def describe(self, candidate: int) -> dict[str, Any]:
+    def describe(self, candidate: int) -> JSONObject:
         z0, z1 = self.pairs[candidate]
         return {"label": f"user data z = {z0.tolist()} vs z' = {z1.tolist()}", "z": z0.tolist(), "z_prime": z1.tolist()}
 
@@ -174,7 +192,8 @@ class TranscriptSource:
 
     chunk_cells = 4_000_000
 
-    def __init__(self, policy: Any, rounds: list[int], horizon: int, lo: float, hi: float, background: str) -> None:
+    def __init__(self, policy: PolicyLike, rounds: list[int], horizon: int, lo: float, hi: float,
+                 background: str) -> None:
         self.policy, self.rounds, self.lo, self.hi, self.background = policy, rounds, lo, hi, background
         K = int(policy.n_arms)
         self.cells_per_run = horizon * K
@@ -196,7 +215,7 @@ class TranscriptSource:
                                "finite messages the server received.")
         return tr[:, j, :]
 
-    def describe(self, candidate: int) -> dict[str, Any]:
+    def describe(self, candidate: int) -> JSONObject:
         other = (self.lo + self.hi) / 2 if self.background == "mid" else self.lo
         j = self.rounds[candidate]
         return {"label": f"user {j}'s row all {self.lo:g} vs all {self.hi:g} (other rows {other:g})", "round": j}
@@ -208,7 +227,7 @@ class LossSource:
 
     chunk_cells = 4_000_000
 
-    def __init__(self, policy: Any, rounds: list[int], horizon: int, kind: str) -> None:
+    def __init__(self, policy: PointsPolicy, rounds: list[int], horizon: int, kind: str) -> None:
         self.policy, self.rounds, self.kind = policy, rounds, kind
         self.cells_per_run = horizon * policy.n_points * policy.d
         self.pairs = [loss_pair(policy, horizon, j) for j in rounds]
@@ -221,14 +240,18 @@ class LossSource:
             return transcript_features(play(lambda: self.policy, losses, n, rng, j + 1), j)
         return central_features(play(lambda: self.policy, losses, n, rng, j + 2), j)
 
-    def describe(self, candidate: int) -> dict[str, Any]:
+    def describe(self, candidate: int) -> JSONObject:
         j, p = self.rounds[candidate], self.policy
         what = (f"user {j}'s loss f = -{p.loss_bound:g} vs +{p.loss_bound:g}" if p.n_points == 1
                 else f"user {j}'s loss f(x) = -g<e_1, x> vs +g<e_1, x>")
         return {"label": f"{what} (other users' losses 0)", "round": j}
 
 
-def _rows_result(name: str, rows: list[dict[str, Any]], source: Any, delta: float, confidence: float,
+#: a local part's source of views, by candidate (a pair of user data, or a user)
+_Source = Union["ChannelSource", "TranscriptSource", "LossSource"]
+
+
+def _rows_result(name: str, rows: list[JSONObject], source: _Source, delta: float, confidence: float,
                  n_select: int, seconds: float, statistic: str | None = None) -> AuditResult:
     best = max(rows, key=lambda r: r["epsilon_lower"])
     scores = best.get("scores")
@@ -264,8 +287,8 @@ def _user_rounds(horizon: int, last: int) -> list[int]:
     return sorted({int(j) for j in np.linspace(0, last, MAX_SCREENED_USERS).round()})
 
 
-def _screened(source: Any, ctx: Context, seed: np.random.SeedSequence, n_fresh: int, conf_each: float,
-              engine: Any) -> tuple[list[int], list[dict[str, Any]]]:
+def _screened(source: TranscriptSource | LossSource, ctx: Context, seed: np.random.SeedSequence, n_fresh: int,
+              conf_each: float, engine: Engine) -> tuple[list[int], list[JSONObject]]:
     """Every user is a candidate: screen them on pilot runs, keep the most promising few."""
     from dpaudit.attacks.membership import screen_candidates
 
@@ -431,7 +454,7 @@ def _shown(ctx: Context) -> float:
     return max((float(a.epsilon_lower) for a in ctx.attacks), default=0.0)
 
 
-def _engine(ctx: Context, policy: Any) -> Any:
+def _engine(ctx: Context, policy: object) -> Engine:
     try:
         ctx.engine.check_picklable(policy)
         return ctx.engine
@@ -442,7 +465,7 @@ def _engine(ctx: Context, policy: Any) -> Any:
         return ctx.engine.serial()
 
 
-def _ledger_part(ctx: Context, sections: LocalSections, policy: Any, ledger: dict[str, Any] | None, users: int,
+def _ledger_part(ctx: Context, sections: LocalSections, policy: object, ledger: JSONObject | None, users: int,
                  seconds: float = 0.0) -> None:
     if ledger is not None and ledger["messages"] and ledger.get("users", 0) < users:
         ctx.notes.append(f"only {ledger['users']} of {users} (run, user) pairs sent a recorded message.")
@@ -458,9 +481,11 @@ def _ledger_part(ctx: Context, sections: LocalSections, policy: Any, ledger: dic
     ctx.notes.extend(ln["message"] for ln in lints if ln["flagged"])
 
 
-def channel_attack(policy: Any, *, delta: float, confidence: float, n_fresh: int, n_select: int,
-                   seed: np.random.SeedSequence, pair: tuple[float, float] | None = None, engine: Any = None,
-                   progress: Any = None, pairs: Any = None, claim: float | None = None) -> AuditResult:
+def channel_attack(policy: ChannelPolicy, *, delta: float, confidence: float, n_fresh: int, n_select: int,
+                   seed: np.random.SeedSequence, pair: tuple[float, float] | None = None, engine: Engine | None = None,
+                   progress: Callable[[str], None] | None = None,
+                   pairs: Sequence[tuple[np.ndarray | float, np.ndarray | float]] | None = None,
+                   claim: float | None = None) -> AuditResult:
     """The channel part alone: a black-box lower bound on the channel's epsilon, z and z' at the domain's
     extremes (or ``pair``, or ``pairs``, or the pairs of ``domain_pairs()``), a threshold test on the message."""
     from dpaudit.engine import SERIAL
@@ -485,7 +510,7 @@ CHANNEL_PILOT = 2000
 CHANNEL_GAIN = 0.05
 
 
-def records_channel(policy: Any) -> bool:
+def records_channel(policy: object) -> bool:
     """Whether the policy's ``channel`` records its releases in a ledger (``channel(z, rng, ledger=...)``, as
     dpaudit's own LDP policies do), so the channel likelihood part can compute each message's exact loss."""
     import inspect
@@ -497,14 +522,14 @@ def records_channel(policy: Any) -> bool:
         return False
 
 
-def _channel_releases(policy: Any, z: np.ndarray, n: int, seed: np.random.SeedSequence) -> list[Any]:
+def _channel_releases(policy: ChannelPolicy, z: np.ndarray, n: int, seed: np.random.SeedSequence) -> list[Release]:
     """The releases the channel records for ``n`` users with data ``z``."""
     led = Ledger(n)
     policy.channel(np.broadcast_to(z, (n,) + np.shape(z)).copy(), np.random.default_rng(seed), ledger=led)
     return led.releases
 
 
-def _matched(r0: list[Any], r1: list[Any]) -> None:
+def _matched(r0: list[Release], r1: list[Release]) -> None:
     if not r0 or len(r0) != len(r1) or any(a.label != b.label or a.noise.kind != b.noise.kind
                                            or a.centre.shape != b.centre.shape for a, b in zip(r0, r1)):
         raise DPAuditError("the channel's recorded releases differ between the two user data (their number, labels "
@@ -513,7 +538,7 @@ def _matched(r0: list[Any], r1: list[Any]) -> None:
         raise DPAuditError("the channel records a release that is neither Gaussian nor Laplace.")
 
 
-def channel_losses(policy: Any, z0: np.ndarray, z1: np.ndarray, n: int, seed: np.random.SeedSequence) -> np.ndarray:
+def channel_losses(policy: ChannelPolicy, z0: np.ndarray, z1: np.ndarray, n: int, seed: np.random.SeedSequence) -> np.ndarray:
     """The exact privacy loss log p(m | z0) / p(m | z1) of ``n`` messages a user with data ``z0`` sends: the
     channel's releases for z0 are recorded (value, centre, noise), its releases for z1 give their centres
     under z1 (their values are not used), and each message's loss is the sum over its releases of the
@@ -528,7 +553,7 @@ def channel_losses(policy: Any, z0: np.ndarray, z1: np.ndarray, n: int, seed: np
     return loss
 
 
-def channel_mu(policy: Any, z0: np.ndarray, z1: np.ndarray) -> float | None:
+def channel_mu(policy: ChannelPolicy, z0: np.ndarray, z1: np.ndarray) -> float | None:
     """For a channel whose releases are all Gaussian: how far apart the two data's messages are in noise scales,
     mu = sqrt(sum ((c0 - c1) / s)^2) (the loss is then N(mu^2 / 2, mu^2) exactly, Balle & Wang 2018); None
     otherwise."""
@@ -541,8 +566,8 @@ def channel_mu(policy: Any, z0: np.ndarray, z1: np.ndarray) -> float | None:
                                for a, b in zip(r0, r1))))
 
 
-def channel_likelihood(policy: Any, pairs: list[tuple[np.ndarray, np.ndarray]], *, delta: float, confidence: float,
-                       n: int, seed: np.random.SeedSequence, engine: Any) -> AuditResult:
+def channel_likelihood(policy: ChannelPolicy, pairs: list[tuple[np.ndarray, np.ndarray]], *, delta: float,
+                       confidence: float, n: int, seed: np.random.SeedSequence, engine: Engine) -> AuditResult:
     """The channel's gray-box part: the central likelihood attack's bound
     (:func:`dpaudit.attacks.likelihood.loss_bounds`, the order statistic of L + log(1 - U), no grid) on the
     exact losses of ``n`` fresh messages (:func:`channel_losses`; i.i.d., since every message is one user's,
@@ -578,7 +603,8 @@ def channel_likelihood(policy: Any, pairs: list[tuple[np.ndarray, np.ndarray]], 
                                 "pilot_mean_loss": kl, "pair_chosen": best})
 
 
-def _channel_part(ctx: Context, policy: Any, conf_each: float, seed: np.random.SeedSequence, info: Any) -> None:
+def _channel_part(ctx: Context, policy: ChannelPolicy, conf_each: float, seed: np.random.SeedSequence,
+                  info: LocalPluginInfo) -> None:
     """The channel's black-box test and, for a channel that records its releases, its gray-box likelihood part,
     the two sharing the channel's error budget (Bonferroni)."""
     n_fresh = LOCAL_DEFAULTS["channel_factor"] * ctx.request.runs

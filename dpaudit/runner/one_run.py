@@ -40,20 +40,21 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dpaudit.errors import DPAuditError
 from dpaudit.policies.base import PolicyLike
 
-from .context import Context
+from .context import Context, Request
 from .findings import Power
 from .sections import Arms, JSONObject, Sections
 from .setup import probe_alphabet, reward_alphabet_for, with_features
 
 if TYPE_CHECKING:
     from dpaudit.attacks.one_run import GuessRule
+    from dpaudit.protocols import Protocol
 
 __all__ = ["audit", "preflight", "ONE_RUN_DEFAULTS", "PROTOCOLS", "check_request"]
 
@@ -128,7 +129,7 @@ class _Layout:
     what the report says of it."""
 
     name: str
-    policy: Any
+    policy: PolicyLike
     n_arms: int
     rounds: np.ndarray
     low: float
@@ -149,7 +150,7 @@ class _Layout:
                              self.high, self.background)
 
 
-def _table_layout(ctx: Context, policy: Any, T: int, name: str) -> _Layout:
+def _table_layout(ctx: Context, policy: PolicyLike, T: int, name: str) -> _Layout:
     """The ``dyadic`` (:func:`~dpaudit.attacks.one_run.dyadic_rounds`) or ``first pulls``
     (:func:`~dpaudit.attacks.one_run.first_pull_rounds`) layout of ``policy`` under table or view DP: canary
     rows (entries) at the bottom and the top of the reward alphabet, every other the middle."""
@@ -186,7 +187,7 @@ def _table_layout(ctx: Context, policy: Any, T: int, name: str) -> _Layout:
     return _Layout(name, policy, K, rounds, float(lo), float(hi), background, bool(proto.list_input), text)
 
 
-def _cautious(rule: Any, rows: list[dict[str, Any]], m_counted: int, confidence: float) -> float:
+def _cautious(rule: GuessRule, rows: list[JSONObject], m_counted: int, confidence: float) -> float:
     """The bound ``rule`` predicts on ``m_counted`` canaries from a low quantile (:data:`LAYOUT_QUANTILE`) of its
     pilot accuracy: how the layouts are compared, since their pilots hold very different numbers of canaries (a
     dozen right guesses in the dyadic pilot must not beat hundreds of good ones in the first-pulls pilot)."""
@@ -203,7 +204,7 @@ def wide_arms(T: int) -> int:
     return min(WIDE_ARMS, T // WIDE_ROUNDS_PER_ARM)
 
 
-def _wide_policy(ctx: Context, policy: Any, T: int, R: int) -> tuple[Any | None, str | None]:
+def _wide_policy(ctx: Context, policy: PolicyLike, T: int, R: int) -> tuple[PolicyLike | None, str | None]:
     """The policy of the first-pulls layout: ``policy`` itself when it has :data:`WIDE_MIN_ARMS` arms or more;
     else, when the user left ``n_arms`` free, the policy built with :func:`wide_arms` arms. None if it does not
     take them, the user chose fewer, the horizon is under twice the arms (no room to come back) or too short
@@ -230,7 +231,7 @@ def _wide_policy(ctx: Context, policy: Any, T: int, R: int) -> tuple[Any | None,
     return wide, None
 
 
-def check_request(request: Any) -> None:
+def check_request(request: Request) -> None:
     """Refuse, in one sentence each, what a one-run audit cannot do."""
     if request.protocol not in PROTOCOLS:
         raise DPAuditError(f"--method one-run runs under --protocol table, view or local (where each canary is one "
@@ -251,7 +252,7 @@ def _horizon(ctx: Context) -> int:
     return ONE_RUN_DEFAULTS["local_horizon" if r.protocol == "local" else "horizon"]
 
 
-def _batch(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSequence,
+def _batch(policy: PolicyLike, protocol: Protocol, data: np.ndarray, seed: np.random.SeedSequence,
            transcript: bool) -> tuple[np.ndarray, np.ndarray | None, list[str] | None]:
     """Runs on ``data`` (one input per run): their actions (n, T); with ``transcript``, what the server
     received from each user (n, T, w); and the noise kinds of the releases the policy's ledger recorded (None
@@ -270,18 +271,18 @@ def _batch(policy: Any, protocol: Any, data: np.ndarray, seed: np.random.SeedSeq
     return views, messages, kinds
 
 
-def _is_bco(policy: Any) -> bool:
+def _is_bco(policy: object) -> bool:
     return bool(getattr(policy, "continuous_actions", False))
 
 
-def _refuse_bco(policy: Any, request: Any) -> None:
+def _refuse_bco(policy: PolicyLike, request: Request) -> None:
     if _is_bco(policy) and request.protocol != "local":
         spec = request.policy if isinstance(request.policy, str) else str(request.policy)
         raise DPAuditError(f"{spec!r} plays points of a convex body (BCO), which --method one-run audits under "
                            f"--protocol local only (its users' channel), not {request.protocol}.")
 
 
-def _time_batch(ctx: Context, policy: Any, n: int, rounds: int) -> float | None:
+def _time_batch(ctx: Context, policy: PolicyLike, n: int, rounds: int) -> float | None:
     """Seconds for a batch of ``n`` runs of ``rounds`` rounds of ``policy`` on a constant table (None: the
     policy failed there, and the audit itself reports its error with the input it refused)."""
     K = int(policy.n_arms)

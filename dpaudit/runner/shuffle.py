@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
@@ -61,6 +61,11 @@ from .context import Context, runs_text
 from .cost import Estimate
 from .findings import Exact
 from .sections import Arms, JSONObject, Sections
+
+if TYPE_CHECKING:
+    from dpaudit.accountants.shuffle import CanaryProfile
+    from dpaudit.mechanisms import PiecewiseShuffler
+    from dpaudit.attacks.likelihood import LossBounds
 
 __all__ = ["audit", "preflight", "SHUFFLE_CAPS", "ShuffledViewSource", "statistical_limit", "choose_gray_box",
            "loss_bound", "gray_box_limit"]
@@ -94,13 +99,25 @@ class ShuffleSections(Sections):
     shuffle_tightness: ShuffleTightness | None = None
 
 
+class ShufflePolicy(PolicyLike, Protocol):
+    """What the shuffle plan uses of a policy (Sarmasarkar 2026, Alg. 1): its first batch's users (``batch0``),
+    its PGD groups per batch, the context dimension and its two shufflers
+    (:class:`dpaudit.mechanisms.PiecewiseShuffler`)."""
+
+    batch0: int
+    groups: int
+    dim: int
+    shuffler_outer: PiecewiseShuffler
+    shuffler_grad: PiecewiseShuffler
+
+
 class ShuffledViewSource:
     """The analyzer's view of the first batch on each pair's data, as feature families (the exact loss too for
     the pairs with a :class:`~dpaudit.protocols.shuffle.CanaryModel`)."""
 
     chunk_cells = 4_000_000
 
-    def __init__(self, policy: Any, pairs: list[ShufflePair], families: tuple[str, ...] | None = None,
+    def __init__(self, policy: ShufflePolicy, pairs: list[ShufflePair], families: tuple[str, ...] | None = None,
                  models: list[CanaryModel | None] | None = None) -> None:
         self.policy, self.pairs = policy, pairs
         self.models = list(models) if models is not None else [None] * len(pairs)
@@ -125,15 +142,15 @@ class ShuffledViewSource:
         family counts on its fresh views."""
         return ShuffledViewSource(self.policy, self.pairs, (family,), self.models)
 
-    def describe(self, candidate: int) -> dict[str, Any]:
+    def describe(self, candidate: int) -> JSONObject:
         return self.pairs[candidate].describe()
 
 
-def _policy(ctx: Context) -> Any:
-    r = ctx.request
-    spec = r.policy if isinstance(r.policy, str) else str(r.policy)
-    # the policy's own horizon unless given (it only places the later batches; the view is the first)
-    policy = ctx.build(r.horizon) if r.horizon is not None else _default_built(ctx)
+def _policy(ctx: Context) -> ShufflePolicy:
+    """The policy at its own horizon unless given (it only places the later batches; the view is the first),
+    refused unless it has a shuffle pipeline the audit reads, with first-batch sizes it can build."""
+    spec = ctx.request.spec
+    policy = cast(ShufflePolicy, ctx.build(ctx.request.horizon))
     if not all(hasattr(policy, a) for a in ("batch_release", "batch0", "shuffler_outer", "shuffler_grad")):
         raise DPAuditError(f"policy {spec!r} has no shuffle pipeline (batch_release, batch0 and its shufflers), so it "
                            "cannot be audited under shuffle DP.")
@@ -144,7 +161,7 @@ def _policy(ctx: Context) -> Any:
     return policy
 
 
-def _check_batches(policy: Any, spec: str) -> None:
+def _check_batches(policy: ShufflePolicy, spec: str) -> None:
     """The sizes the view is built from, checked before anything is sized by them: ``batch0`` users (at least
     2, and one run's view must fit in memory), ``groups`` PGD groups dividing it, ``dim`` >= 1; and a horizon
     that holds the first batch. Alg. 1 of Sarmasarkar (2026) sends a batch's messages to the shuffler only
@@ -172,14 +189,6 @@ def _check_batches(policy: Any, spec: str) -> None:
         raise DPAuditError(f"{spec} at horizon {int(T)} holds no full batch (its first batch has batch0 = {B} users), so "
                            "it releases nothing from its users and there is no shuffled batch to audit; give "
                            f"--horizon {B} or more, or a smaller batch0.")
-
-
-def _default_built(ctx: Context) -> Any:
-    """The policy at its own default horizon (a shuffle policy's horizon places later batches only)."""
-    from .setup import build_policy
-
-    r = ctx.request
-    return build_policy(r.policy, dict(r.params), None, r.adapter, r.claim)
 
 
 def _sizes(runs: int) -> int:
@@ -213,7 +222,7 @@ def preflight(ctx: Context) -> None:
                               max_hours=r.max_hours, workers=r.workers, local=r.on_this_machine)
 
 
-def statistical_limit(profile: Any, side: int, n: int, delta: float, alpha: float,
+def statistical_limit(profile: CanaryProfile, side: int, n: int, delta: float, alpha: float,
                       grid: np.ndarray | None = None) -> float:
     """The bound a grid-counting gray-box test (Clopper-Pearson at each point of an eps grid, the test this
     plan used before :func:`loss_bound`; kept for comparison in benchmarks/validation/shuffle_tightness.py) shows at ``n``
@@ -233,8 +242,9 @@ def statistical_limit(profile: Any, side: int, n: int, delta: float, alpha: floa
     return float(ok[0]) if ok else 0.0
 
 
-def choose_gray_box(policy: Any, pairs: list[ShufflePair], runs: int, delta: float,
-                    confidence: float) -> tuple[int | None, int, list[dict[str, Any]], dict[int, Any], list[str]]:
+def choose_gray_box(policy: PolicyLike, pairs: list[ShufflePair], runs: int, delta: float, confidence: float
+                    ) -> tuple[int | None, int, list[JSONObject], dict[int, tuple[CanaryModel, CanaryProfile | None]],
+                               list[str]]:
     """Among ``pairs`` with a canary model, the (pair, side) whose exact profile gives the largest statistical
     limit at ``runs`` (:func:`gray_box_limit`): no data is used, so the choice costs no validity. A pair with a model whose profile cannot be enumerated (a reviewer's pair with a
     third background datum) is taken, side 0, only when no other has one. Returns (pair index or None, side,
@@ -267,7 +277,7 @@ def choose_gray_box(policy: Any, pairs: list[ShufflePair], runs: int, delta: flo
     return best[0], best[1], rows, profiles, notes
 
 
-def gray_box_limit(profile: Any, side: int, n: int, delta: float, confidence: float) -> float:
+def gray_box_limit(profile: CanaryProfile, side: int, n: int, delta: float, confidence: float) -> float:
     """The median of the gray-box bound at ``n`` runs of ``side`` under the pair's exact ``profile``
     (:func:`dpaudit.attacks.limits.likelihood_limit`: the bound is an order statistic whose law is exact), one
     test at ``confidence``: where the audit's bound sits, and the exact eps above it is out of reach of this
@@ -276,7 +286,7 @@ def gray_box_limit(profile: Any, side: int, n: int, delta: float, confidence: fl
 
 
 def loss_bound(loss: np.ndarray, u: np.ndarray, delta: float, confidence: float,
-               pilot: np.ndarray | None = None) -> Any:
+               pilot: np.ndarray | None = None) -> LossBounds:
     """The gray-box bound from sampled exact losses of one side, as the central likelihood attack's
     (:func:`dpaudit.attacks.likelihood.loss_bounds`, one code path): an order statistic of L + log(1 - U) at the
     whole error budget (no grid, no Rényi orders: an (eps, delta) claim promises nothing at an order). Valid
@@ -293,7 +303,7 @@ def loss_bound(loss: np.ndarray, u: np.ndarray, delta: float, confidence: float,
 GRAY_BOX_GAIN = 0.05
 
 
-def gray_box_runs(profile: Any, side: int, runs: int, delta: float, confidence: float) -> tuple[int, float | None]:
+def gray_box_runs(profile: CanaryProfile | None, side: int, runs: int, delta: float, confidence: float) -> tuple[int, float | None]:
     """The gray-box part's sample size, chosen on the pair's exact profile
     (:func:`dpaudit.attacks.limits.sufficient_size` with :data:`GRAY_BOX_GAIN`: the smallest of ``runs`` / 4,
     ``runs`` / 2 and ``runs`` whose median bound, :func:`gray_box_limit`, is within that share of all the
@@ -304,8 +314,9 @@ def gray_box_runs(profile: Any, side: int, runs: int, delta: float, confidence: 
     return sufficient_size(lambda n: gray_box_limit(profile, side, n, delta, confidence), int(runs), GRAY_BOX_GAIN)
 
 
-def _gray_box(ctx: Context, src: ShuffledViewSource, cand: int, side: int, prof: Any, pilot: np.ndarray | None,
-              runs: int, confidence: float, seed: np.random.SeedSequence, engine: Any) -> AuditResult:
+def _gray_box(ctx: Context, src: ShuffledViewSource, cand: int, side: int, prof: CanaryProfile | None,
+              pilot: np.ndarray | None, runs: int, confidence: float, seed: np.random.SeedSequence,
+              engine: Engine) -> AuditResult:
     """The gray-box bound on fresh views of ``side`` of the source's pair ``cand`` (module docstring): as many as
     :func:`gray_box_runs` chooses, at most ``runs``."""
     t0 = time.perf_counter()
@@ -349,7 +360,7 @@ class _Plan:
 
     ctx: Context
     sections: ShuffleSections
-    policy: PolicyLike
+    policy: ShufflePolicy
     #: the first batch's users, the context dimension, fresh runs per side (capped) and fitting runs per side
     B: int
     dim: int
@@ -363,7 +374,7 @@ class _Plan:
     pick: int | None = None
     side: int = 0
     rows: list[JSONObject] = field(default_factory=list)
-    profiles: dict[int, tuple[CanaryModel, Any]] = field(default_factory=dict)
+    profiles: dict[int, tuple[CanaryModel, CanaryProfile | None]] = field(default_factory=dict)
     t_exact: float = 0.0
     #: the pairs attacked (the gray-box pair first) and their models
     pairs: list[ShufflePair] = field(default_factory=list)
