@@ -203,7 +203,7 @@ def probe_alphabet(policy: PolicyLike, protocol: Protocol, rr: tuple[float, floa
     except KeyboardInterrupt:
         raise
     except Exception:
-        raise first
+        raise first from None
     notes.append(f"the policy refused the reward {0.5 * (rr[0] + rr[1]):g} ({type(first).__name__}: {first}), so every "
                  f"audit input uses only the rewards {{{rr[0]:g}, {rr[1]:g}}} (give --rewards to choose others).")
     return letters
