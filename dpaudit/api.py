@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
     from dpaudit.accountants import Guarantee
     from dpaudit.accounting import LedgerAccount
-    from dpaudit.jsontypes import JSONObject
     from dpaudit.policies.base import PolicySource
 
 __all__ = ["Audit", "audit", "account", "describe", "policy_label", "claim_curves", "AuditInterrupted",
@@ -465,7 +464,7 @@ def _check_audit_arguments(*, protocol: object, delta: object, confidence: objec
 
 def _leakage_vs_horizon(policy: PolicySource, params: Mapping[str, object], out: Audit, horizons: Sequence[int],
                         runs: int, seed: int, adapter: str | None = None,
-                        claim: Guarantee | str | None = None) -> list[JSONObject]:
+                        claim: Guarantee | str | None = None) -> list[dict[str, float | None]]:
     """The witness pair's pattern (canary round, background) rebuilt at each horizon and attacked
     afresh (:func:`dpaudit.attacks.neighbours.leakage_vs_horizon`). The policy is built once, at the
     audit's horizon (a policy whose constructor takes ``horizon`` keeps that one at every T)."""
@@ -584,7 +583,7 @@ def describe(policy: PolicySource) -> PolicyDescription:
     entry = entry_of(cls)
     sig: Mapping[str, inspect.Parameter]
     try:
-        sig = inspect.signature(cls.__init__).parameters
+        sig = inspect.signature(getattr(cls, "__init__")).parameters  # noqa: B009 (mypy refuses cls.__init__)
     except (TypeError, ValueError):
         sig = {}
     parameters: list[ParameterDescription] = []

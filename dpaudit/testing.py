@@ -517,7 +517,7 @@ def _check_policy(policy: object, fn: str) -> int:
     if missing:
         raise DPAuditError(f"{fn}: {_who(policy)} lacks {', '.join(missing)}; a policy needs n_arms, reset, act and "
                            "observe (DESIGN.md, 'The plug-in contract').")
-    K = policy.n_arms
+    K = getattr(policy, "n_arms")  # noqa: B009 (policy is any object here: its members were checked above)
     if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 2:
         raise DPAuditError(f"{fn}: {_who(policy)}.n_arms is {K!r}; a policy needs an integer number of arms K >= 2.")
     return int(K)
