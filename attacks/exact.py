@@ -48,6 +48,7 @@ __all__ = [
     "view_distribution",
     "hockey_stick",
     "epsilon_for_delta",
+    "witness_event",
     "renyi_divergence",
 ]
 
@@ -556,12 +557,13 @@ def _adversary_witness(en: _Enumeration, at: tuple[float, int, int, int], kind: 
     else:
         P_all = view_distributions(en.policy, sp.protocol)[0]
         P, Q = P_all[en.pi[p]], P_all[en.pj[p]]
-    return en.witness(v, p, _describe_adversary(sp, a), _event(kind, v, k, param, P, Q), P, Q)
+    return en.witness(v, p, _describe_adversary(sp, a), witness_event(kind, v, k, param, P, Q), P, Q)
 
 
-def _event(kind: str, v: float, k: int, param: float, P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+def witness_event(kind: str, v: float, k: int, param: float, P: np.ndarray, Q: np.ndarray) -> np.ndarray:
     """The views of a witness's event: those with P > e^eps Q (delta at eps = ``param``), the ``k`` of largest
-    ratio P/Q (epsilon), or those that make D_alpha infinite, else the one of largest ratio (Rényi)."""
+    ratio P/Q (epsilon: the Neyman-Pearson set of :func:`epsilon_for_delta`), or those that make D_alpha
+    infinite, else the one of largest ratio (Rényi)."""
     if kind == "delta":
         return np.flatnonzero(P > math.exp(param) * Q)
     with np.errstate(divide="ignore", invalid="ignore"):

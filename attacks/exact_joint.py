@@ -33,7 +33,6 @@ refuses beyond ``max_work``, naming the sizes.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence, TypedDict
@@ -43,7 +42,7 @@ import numpy as np
 from dpaudit.errors import DPAuditError, check_delta, check_nonnegative, check_order, check_positive
 from dpaudit.policies.finite_contextual import FiniteContextualPolicy, histories
 
-from .exact import DEFAULT_MAX_WORK, epsilon_for_delta, hockey_stick, renyi_divergence
+from .exact import DEFAULT_MAX_WORK, epsilon_for_delta, hockey_stick, renyi_divergence, witness_event
 
 __all__ = ["MODES", "JointProfile", "joint_work", "exact_joint_profile", "view_distribution_brute"]
 
@@ -371,7 +370,8 @@ def _joint_witness(space: _JointSpace, prof: JointProfile, at: _Argmax | None, m
     Pall = _view_probs(policy, t, hist, ctx[f:f + 1], rew[f:f + 1], outs)[:, 0]  # (U, V)
     Pp, Qq, seqs, desc = _witness_pair(space, mode, t, p, q, Pall, outs)
     param = {"delta": prof.epsilons, "epsilon": prof.deltas, "renyi": prof.alphas}[kind][n]
-    event = _joint_event(kind, v, param, Pp, Qq)
+    k = int(epsilon_for_delta(Pp, Qq, param)[1]) if kind == "epsilon" else 0
+    event = witness_event(kind, v, k, param, Pp, Qq)
     rv = policy.rewards
     h = histories(C, K, R, t)[p] if t else np.zeros((0, 3), dtype=np.int64)
     return JointWitness(
@@ -406,19 +406,6 @@ def _witness_pair(space: _JointSpace, mode: str, t: int, p: int, q: int, Pall: n
     seqs = np.hstack([np.repeat(np.arange(K), K**L)[:, None], np.tile(outs, (K, 1))]) if mode == "central" else outs
     users = [(policy.contexts[datas[d, 0]], [float(rv[x]) for x in datas[d, 1:]]) for d in (i, j)]
     return dist[0], dist[1], seqs, users
-
-
-def _joint_event(kind: str, v: float, param: float, P: np.ndarray, Q: np.ndarray) -> np.ndarray:
-    """The views of a witness's event: those with P > e^eps Q (delta at eps = ``param``), the Neyman-Pearson set
-    at delta = ``param`` (epsilon), or those that make D_alpha infinite, else the one of largest ratio (Rényi)."""
-    if kind == "delta":
-        return np.flatnonzero(P > math.exp(param) * Q)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(Q > 0, np.log(P) - np.log(Q), np.where(P > 0, np.inf, -np.inf))
-    order = np.argsort(-ratio, kind="stable")
-    if kind == "epsilon":
-        return order[: int(epsilon_for_delta(P, Q, param)[1])]
-    return np.flatnonzero(np.isposinf(ratio)) if math.isinf(v) else order[:1]
 
 
 # ---- the definition, written out (slow; the tests' reference) ------------------------------------
